@@ -1,0 +1,1 @@
+"""deepstack: hierarchical network-on-chip cost model (profiles, routing, collectives, MoE statistics)."""

@@ -1,0 +1,1 @@
+"""The ``plena-opt`` command line: one module per subcommand, each with ``register(subparsers)``."""

@@ -1,0 +1,1 @@
+"""plena-opt gRPC server."""
