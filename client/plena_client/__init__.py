@@ -1,1 +1,21 @@
-"""plena-opt gRPC client library."""
+"""plena-opt gRPC client library (typed wrapper with default deadlines and safe retries)."""
+
+from plena_client.client import (
+    PlenaClient,
+    channel_options,
+    model_source,
+    profile_source,
+    system_spec,
+)
+from plena_client.errors import PlenaRpcError
+from plena_server.gen import plena_opt_pb2 as pb
+
+__all__ = [
+    "PlenaClient",
+    "PlenaRpcError",
+    "channel_options",
+    "model_source",
+    "pb",
+    "profile_source",
+    "system_spec",
+]

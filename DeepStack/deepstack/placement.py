@@ -1,0 +1,84 @@
+"""Parallel schemes and rank groups (network-model.md §2).
+
+Rank ids come from the dimension order innermost → outermost ``tp, ep, sp, cp, dp, pp``; the rank
+id is the device id, so TP groups fill an L1 instance first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .errors import ProfileError, ProfileTypeError
+
+DIMS = ("tp", "ep", "sp", "cp", "dp", "pp")
+
+
+@dataclass(frozen=True)
+class ParallelScheme:
+    """Degrees of tensor, expert, sequence, context, data and pipeline parallelism.
+
+    ``ep1`` / ``ep2`` record DeepStack's split of EP into batch × sequence shards (§11.1); they do
+    not change rank placement.
+    """
+
+    tp: int = 1
+    ep: int = 1
+    sp: int = 1
+    cp: int = 1
+    dp: int = 1
+    pp: int = 1
+    ep1: int | None = None
+    ep2: int | None = 1
+
+    def __post_init__(self) -> None:
+        for name in DIMS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ProfileTypeError(name, f"{name} must be an integer")
+            if value < 1:
+                raise ProfileError(name, f"{name} must be greater than zero")
+            object.__setattr__(self, name, int(value))
+
+    @property
+    def world_size(self) -> int:
+        """dp·pp·tp·cp·sp·ep devices."""
+        return math.prod(getattr(self, d) for d in DIMS)
+
+    def size(self, dim: str) -> int:
+        """Group size of dimension ``dim``."""
+        return getattr(self, check_dim(dim))
+
+    def sizes(self) -> tuple[int, int, int, int, int, int]:
+        """(tp, ep, sp, cp, dp, pp)."""
+        return (self.tp, self.ep, self.sp, self.cp, self.dp, self.pp)
+
+
+def check_dim(dim: str) -> str:
+    """Validate a dimension name (``tp|ep|sp|cp|dp|pp``) and return it lower-cased."""
+    d = str(dim).lower()
+    if d not in DIMS:
+        raise ProfileError("dim", f"dim must be one of {', '.join(DIMS)}; got {dim!r}")
+    return d
+
+
+@lru_cache(maxsize=4096)
+def _groups(sizes: tuple[int, ...], index: int) -> np.ndarray:
+    g = sizes[index]
+    stride = math.prod(sizes[:index])
+    outer = math.prod(sizes[index + 1 :])
+    off = np.arange(stride).repeat(outer)
+    ob = np.tile(np.arange(outer), stride)
+    start = ob * (g * stride) + off
+    out = start[:, None] + np.arange(g)[None, :] * stride
+    out.setflags(write=False)
+    return out
+
+
+def groups(scheme: ParallelScheme, dim: str) -> np.ndarray:
+    """Rank groups of ``dim`` as an int array [n_groups, group_size], in the §2 enumeration order
+    (offset in the stride outer loop, outer block inner loop)."""
+    return _groups(scheme.sizes(), DIMS.index(check_dim(dim)))

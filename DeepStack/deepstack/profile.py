@@ -1,0 +1,292 @@
+"""NoC profiles: the ``noc_hierarchy`` JSON schema, validation, loading and ``describe()``.
+
+Spec: network-model.md §1.2 (schema), §1.3 (example profiles), §6 (energy coefficients).
+Units in JSON: ns per hop and decimal GB/s; in memory: seconds and bytes/s
+(``hop_latency_ns·1e-9``, ``GB/s·1e9``). Error wording follows ../shared/golden/invalid_plans.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ProfileError, ProfileTypeError
+from .topology import KINDS, Level
+
+LEVEL_NAMES = ("L3", "L2", "L1")  # outer → inner (§1.1)
+_TOP_REQUIRED = ("schema_version", "kind", "name", "layers")
+_TOP_OPTIONAL = ("provenance", "port_spread", "energy_pj_per_bit")
+_LEVEL_REQUIRED = ("kind", "shape", "hop_latency_ns", "link_bandwidth_gbytes_per_s")
+_CENTRE_KEYS = ("switch_center_in_gbytes_per_s", "switch_center_out_gbytes_per_s")
+
+
+@dataclass(frozen=True)
+class EnergyConfig:
+    """Link energy per bit (pJ/bit) of L1, L2 and L3 links (§6)."""
+
+    l1: float
+    l2: float
+    l3: float
+
+    def for_level(self, index: int) -> float:
+        """pJ/bit of hierarchy level ``index`` (0 = L3, 1 = L2, 2 = L1)."""
+        return (self.l3, self.l2, self.l1)[index]
+
+
+@dataclass(frozen=True)
+class NocProfile:
+    """A validated three-level NoC: ``levels`` = (L3, L2, L1), outer to inner."""
+
+    name: str
+    levels: tuple[Level, Level, Level]
+    energy: EnergyConfig | None = None
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    port_spread: str = "even"
+
+    @property
+    def num_devices(self) -> int:
+        """Product of all level sizes (§1.1)."""
+        return math.prod(level.size for level in self.levels)
+
+    @property
+    def all_switch(self) -> bool:
+        """True when every level is a switch (the switch-only link graph of §4.2 applies)."""
+        return all(level.kind == "switch" for level in self.levels)
+
+    def describe(self) -> dict[str, Any]:
+        """Summary in the reference ``describe`` shape (golden ``noc`` field): ns and GB/s."""
+        return {
+            "name": self.name,
+            "num_devices": self.num_devices,
+            "layers": [
+                {
+                    "level": lname,
+                    "kind": level.kind,
+                    "shape": [level.rows, level.cols],
+                    "hop_latency_ns": level.hop_latency_s * 1e9,
+                    "link_bandwidth_gbytes_per_s": level.link_bandwidth_bps / 1e9,
+                }
+                for lname, level in zip(LEVEL_NAMES, self.levels, strict=True)
+            ],
+            "energy_pj_per_bit": None
+            if self.energy is None
+            else {"l1": self.energy.l1, "l2": self.energy.l2, "l3": self.energy.l3},
+            "provenance": dict(self.provenance),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as ``noc_hierarchy`` JSON (ns, GB/s); ``load_noc_profile`` round-trips it."""
+        layers: dict[str, Any] = {}
+        for lname, level in zip(LEVEL_NAMES, self.levels, strict=True):
+            entry: dict[str, Any] = {
+                "kind": level.kind,
+                "shape": [level.rows, level.cols],
+                "hop_latency_ns": level.hop_latency_s * 1e9,
+                "link_bandwidth_gbytes_per_s": level.link_bandwidth_bps / 1e9,
+            }
+            if level.centre_in_bps is not None:
+                entry[_CENTRE_KEYS[0]] = level.centre_in_bps / 1e9
+                entry[_CENTRE_KEYS[1]] = level.centre_out_bps / 1e9
+            layers[lname] = entry
+        out: dict[str, Any] = {
+            "schema_version": 1,
+            "kind": "noc_hierarchy",
+            "name": self.name,
+            "layers": layers,
+            "port_spread": self.port_spread,
+            "provenance": dict(self.provenance),
+        }
+        if self.energy is not None:
+            out["energy_pj_per_bit"] = {
+                "l1": self.energy.l1,
+                "l2": self.energy.l2,
+                "l3": self.energy.l3,
+            }
+        return out
+
+
+def _number(value: Any, fld: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProfileTypeError(fld, f"{fld.rsplit('.', 1)[-1]} must be a number")
+    if not math.isfinite(value):
+        raise ProfileError(fld, f"{fld.rsplit('.', 1)[-1]} must be finite")
+    return float(value)
+
+
+def _parse_level(lname: str, raw: Any) -> Level:
+    base = f"layers.{lname}"
+    if not isinstance(raw, dict):
+        raise ProfileTypeError(base, f"layer {lname} must be a JSON object")
+    missing = [k for k in _LEVEL_REQUIRED if k not in raw]
+    unknown = sorted(k for k in raw if k not in _LEVEL_REQUIRED + _CENTRE_KEYS)
+    if missing or unknown:
+        raise ProfileError(base, f"layer {lname}: missing {missing}, unknown {unknown}")
+    kind = raw["kind"]
+    if kind not in KINDS:
+        raise ProfileError(
+            f"{base}.kind", f"unknown topology kind {kind!r}; choose one of: {', '.join(KINDS)}"
+        )
+    shape = raw["shape"]
+    if (
+        not isinstance(shape, list | tuple)
+        or len(shape) != 2
+        or any(isinstance(x, bool) or not isinstance(x, int) for x in shape)
+    ):
+        raise ProfileTypeError(f"{base}.shape", "shape must be a list of two integers")
+    rows, cols = int(shape[0]), int(shape[1])
+    if rows < 1 or cols < 1:
+        raise ProfileError(f"{base}.shape", "shape entries must be at least 1")
+    if kind in ("switch", "ring", "chain") and rows != 1:
+        raise ProfileError(f"{base}.shape", f"{kind} shape must be (1, N)")
+    if kind in ("ring", "chain") and cols % 2:
+        raise ProfileError(f"{base}.shape", f"{kind} size must be even")
+    if kind in ("mesh2d", "torus2d", "mchain_nring", "mring_nchain") and any(
+        d != 1 and d % 2 for d in (rows, cols)
+    ):
+        raise ProfileError(f"{base}.shape", f"{kind} dimensions must be 1 or even")
+    if kind == "all_to_all" and rows * cols < 4:
+        raise ProfileError(f"{base}.shape", "all_to_all needs at least 4 nodes")
+    hop_ns = _number(raw["hop_latency_ns"], f"{base}.hop_latency_ns")
+    if hop_ns < 0:
+        raise ProfileError(f"{base}.hop_latency_ns", "hop_latency_ns must be non-negative")
+    bw = _number(raw["link_bandwidth_gbytes_per_s"], f"{base}.link_bandwidth_gbytes_per_s")
+    if bw <= 0:
+        raise ProfileError(
+            f"{base}.link_bandwidth_gbytes_per_s",
+            "link_bandwidth_gbytes_per_s must be greater than zero",
+        )
+    centre = [raw.get(k) for k in _CENTRE_KEYS]
+    cin = cout = None
+    if any(c is not None for c in centre):
+        if kind != "switch":
+            raise ProfileError(
+                f"{base}.switch_center_in_gbytes_per_s",
+                "switch-center bandwidth is valid only for kind='switch'",
+            )
+        if any(c is None for c in centre):
+            raise ProfileError(
+                f"{base}.switch_center_in_gbytes_per_s",
+                "switch_center_in_gbytes_per_s and switch_center_out_gbytes_per_s "
+                "must be given together",
+            )
+        cin, cout = (_number(c, f"{base}.{k}") for c, k in zip(centre, _CENTRE_KEYS, strict=True))
+        if cin <= 0 or cout <= 0:
+            raise ProfileError(
+                f"{base}.switch_center_in_gbytes_per_s",
+                "switch-center bandwidth must be greater than zero",
+            )
+        cin, cout = cin * 1e9, cout * 1e9
+    return Level(kind, rows, cols, hop_ns * 1e-9, bw * 1e9, cin, cout)
+
+
+def profile_from_dict(raw: Any, provenance_extra: dict[str, Any] | None = None) -> NocProfile:
+    """Validate a ``noc_hierarchy`` dict (§1.2) and build a :class:`NocProfile`.
+
+    Raises :class:`ProfileError` (field + rule) or :class:`ProfileTypeError`.
+    """
+    if not isinstance(raw, dict):
+        raise ProfileTypeError("profile", "NoC profile must be a JSON object")
+    missing = [k for k in _TOP_REQUIRED if k not in raw]
+    unknown = sorted(k for k in raw if k not in _TOP_REQUIRED + _TOP_OPTIONAL)
+    if missing or unknown:
+        raise ProfileError(
+            (missing or unknown)[0], f"NoC profile: missing {missing}, unknown {unknown}"
+        )
+    version = raw["schema_version"]
+    if isinstance(version, bool) or version != 1:
+        raise ProfileError("schema_version", f"unsupported schema_version {version!r}; expected 1")
+    if raw["kind"] != "noc_hierarchy":
+        raise ProfileError("kind", f"expected kind 'noc_hierarchy', got {raw['kind']!r}")
+    name = raw["name"]
+    if not isinstance(name, str) or not name:
+        raise ProfileTypeError("name", "name must be a non-empty string")
+    provenance = raw.get("provenance", {})
+    if not isinstance(provenance, dict):
+        raise ProfileTypeError("provenance", "provenance must be a JSON object")
+    port_spread = raw.get("port_spread", "even")
+    if port_spread not in ("even", "nearest"):
+        raise ProfileError("port_spread", "port_spread must be one of even, nearest")
+    energy = None
+    if raw.get("energy_pj_per_bit") is not None:
+        e = raw["energy_pj_per_bit"]
+        if not isinstance(e, dict) or set(e) != {"l1", "l2", "l3"}:
+            raise ProfileError(
+                "energy_pj_per_bit", "energy_pj_per_bit must have exactly the keys l1, l2 and l3"
+            )
+        vals = {k: _number(e[k], f"energy_pj_per_bit.{k}") for k in ("l1", "l2", "l3")}
+        if any(v < 0 for v in vals.values()):
+            raise ProfileError("energy_pj_per_bit", "energy_pj_per_bit values must be >= 0")
+        energy = EnergyConfig(**vals)
+    layers = raw["layers"]
+    if not isinstance(layers, dict):
+        raise ProfileTypeError("layers", "layers must be a JSON object")
+    if set(layers) != set(LEVEL_NAMES):
+        raise ProfileError("layers", "layers must have exactly the keys L3, L2 and L1")
+    levels = tuple(_parse_level(n, layers[n]) for n in LEVEL_NAMES)
+    prov = dict(provenance)
+    if provenance_extra:
+        prov.update(provenance_extra)
+    return NocProfile(name, levels, energy, prov, port_spread)  # type: ignore[arg-type]
+
+
+def _builtin_dir():
+    return resources.files("deepstack") / "profiles"
+
+
+def _builtin_json_names() -> list[str]:
+    return sorted(p.name[:-5] for p in _builtin_dir().iterdir() if p.name.endswith(".json"))
+
+
+def list_noc_profiles() -> list[str]:
+    """Names accepted by :func:`load_noc_profile`: shipped JSON profiles and Python presets."""
+    from .presets import PRESETS
+
+    return sorted(set(_builtin_json_names()) | set(PRESETS))
+
+
+def load_noc_profile(source: str | Path | dict[str, Any] | NocProfile) -> NocProfile:
+    """Load a profile from a built-in name, a JSON file path or a dict (validated, §1.2).
+
+    Loading from a file stamps ``provenance.profile_path`` and ``profile_sha256`` (of the raw
+    bytes). Unknown names raise :class:`ProfileError` listing the valid ones.
+    """
+    if isinstance(source, NocProfile):
+        return source
+    if isinstance(source, dict):
+        return profile_from_dict(source)
+    if not isinstance(source, str | Path):
+        raise ProfileTypeError("profile", "NoC profile must be a name, a path or a dict")
+    text = str(source)
+    from .presets import PRESETS
+
+    if text in PRESETS:
+        return PRESETS[text]()
+    if text in _builtin_json_names():
+        data = (_builtin_dir() / f"{text}.json").read_bytes()
+        return _from_bytes(data, f"deepstack/profiles/{text}.json")
+    path = Path(text)
+    if path.suffix == ".json" or path.exists():
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ProfileError("profile", f"cannot read NoC profile {text!r}: {exc}") from exc
+        return _from_bytes(data, text)
+    raise ProfileError(
+        "profile",
+        f"unknown NoC profile {text!r}; choose one of: {', '.join(list_noc_profiles())} "
+        "or give a JSON path",
+    )
+
+
+def _from_bytes(data: bytes, path: str) -> NocProfile:
+    try:
+        raw = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ProfileError("profile", f"NoC profile {path!r} is not valid JSON: {exc}") from exc
+    extra = {"profile_path": path, "profile_sha256": hashlib.sha256(data).hexdigest()}
+    return profile_from_dict(raw, extra)

@@ -1,0 +1,209 @@
+"""Hierarchical routes and the extended link graph (per-link identity, capacity, energy).
+
+Spec: network-model.md §1.1 (device coordinates), §3.2–§3.3 (ports, hierarchical route, hop
+latency), §4 (link graph; §4.3 fixed per-switch-instance identity, optional ``paper_compat``), §6
+(energy per link level).
+
+A route is a list of *states* ``(k3, k2, k1)`` (per-level node ids, ``-1`` = switch centre). Each
+transition between consecutive states loads one directed link (plus, for an innermost switch in a
+mixed hierarchy, the L1 centre self-loop) and costs the hop latency of the outermost level that
+changed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .profile import NocProfile
+from .topology import CENTRE, EXIT_ENTRY
+
+State = tuple[int, int, int]
+_NON_SWITCH_L2_LINKS = frozenset({"mesh2d", "torus2d", "ring", "chain", "mchain_nring", "mring_nchain"})
+
+
+def port_hash(src: int, dst: int, level: int, hop: int, count: int) -> int:
+    """Deterministic port choice ``|x| mod count`` of §3.2."""
+    x = (src * 1315423911) ^ (dst * 2654435761) ^ (level * 97) ^ hop
+    return abs(x) % count
+
+
+class Router:
+    """Routes device pairs of one profile and interns the links they load.
+
+    ``paper_compat`` reproduces the paper-era all-switch link identity (equally numbered ports of
+    different switch instances share one link, §4.3); the default is one link per instance.
+    """
+
+    def __init__(self, profile: NocProfile, paper_compat: bool = False) -> None:
+        self.profile = profile
+        self.levels = profile.levels
+        self.sizes = tuple(lv.size for lv in self.levels)
+        self.num_devices = profile.num_devices
+        self.all_switch = profile.all_switch
+        self.paper_compat = paper_compat
+        self._inner_switch = self.levels[2].kind == "switch"
+        self._epb = (
+            tuple(profile.energy.for_level(i) for i in range(3))
+            if profile.energy is not None
+            else (0.0, 0.0, 0.0)
+        )
+        self._index: dict[tuple, int] = {}
+        self.link_keys: list[tuple] = []
+        self._cap: list[float] = []
+        self._epb_link: list[float] = []
+        self.link_level: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._chains: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+
+    # ----------------------------------------------------------------------------- placement
+    def coords(self, nid: int) -> State:
+        """Per-level node ids ``(k3, k2, k1)`` of device ``nid`` (innermost fastest, §1.1)."""
+        s3, s2, s1 = self.sizes
+        return ((nid // (s1 * s2)) % s3, (nid // s1) % s2, nid % s1)
+
+    # ----------------------------------------------------------------------------- routes
+    def states(self, src: int, dst: int) -> list[State]:
+        """The chain of states visited from device ``src`` to device ``dst`` (§3.3)."""
+        lv = self.levels
+        s, d = self.coords(src), self.coords(dst)
+        cur = list(s)
+        out: list[State] = [s]
+
+        def push() -> None:
+            t = (cur[0], cur[1], cur[2])
+            if t != out[-1]:
+                out.append(t)
+
+        def walk(level: int, target: int) -> None:
+            hops = lv[level].route(cur[level], target)
+            if level == 2 or self._inner_switch:
+                for _, b in hops:
+                    cur[level] = b
+                    push()
+            else:
+                traverse(level, hops, None)
+
+        def traverse(level: int, hops: list[tuple[int, int]], final_inner: int | None) -> None:
+            outer, inner = lv[level], lv[level + 1]
+            for idx, (u, v) in enumerate(hops):
+                out_side, in_side = EXIT_ENTRY[outer.hop_direction(u, v)]
+                outer_ports = outer.ports(out_side)
+                in_ports = inner.ports(in_side)
+                out_ports = inner.ports(out_side)
+                k_count = min(len(outer_ports), len(in_ports), len(out_ports) or len(in_ports))
+                if k_count <= 0:
+                    continue
+                k = port_hash(src, dst, level, idx, k_count)
+                walk(level + 1, out_ports[k] if out_ports else in_ports[k])
+                cur[level] = v
+                cur[level + 1] = in_ports[k]
+                if level == 0 and not self._inner_switch:
+                    l1_in = lv[2].ports(in_side)
+                    cur[2] = l1_in[port_hash(src, dst, -1, idx, len(l1_in))]
+                push()
+                if idx < len(hops) - 1:
+                    nu, nv = hops[idx + 1]
+                    next_out = inner.ports(EXIT_ENTRY[outer.hop_direction(nu, nv)][0])
+                    if next_out:
+                        walk(level + 1, next_out[port_hash(src, dst, level, idx + 1, len(next_out))])
+                elif final_inner is not None:
+                    walk(level + 1, final_inner)
+
+        if self._inner_switch:
+            cur[2] = CENTRE
+            push()
+        start = next((i for i in range(3) if s[i] != d[i]), 2)
+        for level in range(start, 2):
+            if cur[level] != d[level]:
+                traverse(level, lv[level].route(cur[level], d[level]), d[level + 1])
+        walk(2, d[2])
+        return out
+
+    # ----------------------------------------------------------------------------- links
+    def _link(self, key: tuple, cap: float, level: int, epb: float) -> int:
+        idx = self._index.get(key)
+        if idx is None:
+            idx = len(self.link_keys)
+            self._index[key] = idx
+            self.link_keys.append(key)
+            self._cap.append(cap)
+            self._epb_link.append(epb)
+            self.link_level.append(level)
+            self._arrays = None
+        return idx
+
+    def _modelled(self, level: int, prev: State, cur: State) -> bool:
+        """Whether a mixed-hierarchy transition lands on a modelled link (§4.1 coverage)."""
+        lv = self.levels[level]
+        pair = (prev[level], cur[level])
+        if level == 2:
+            return lv.kind == "switch" or pair in lv.neighbours
+        if level == 1 and lv.kind not in _NON_SWITCH_L2_LINKS:
+            return False
+        return pair in lv.neighbours
+
+    def transition_links(self, prev: State, cur: State) -> tuple[int, list[int]]:
+        """(level that changed, link ids loaded) for one state transition (§4)."""
+        level = next(i for i in range(3) if prev[i] != cur[i])
+        lv = self.levels[level]
+        if self.all_switch:
+            if self.paper_compat:
+                a = tuple(prev[i] if i == level else CENTRE for i in range(3))
+                b = tuple(cur[i] if i == level else CENTRE for i in range(3))
+            else:
+                a = prev[: level + 1] + (CENTRE,) * (2 - level)
+                b = cur[: level + 1] + (CENTRE,) * (2 - level)
+            return level, [self._link(("link", a, b), lv.link_bandwidth_bps, level, self._epb[level])]
+        ok = self._modelled(level, prev, cur)
+        ids = [
+            self._link(
+                ("link", prev, cur),
+                lv.link_bandwidth_bps if ok else 0.0,
+                level,
+                self._epb[level] if ok else 0.0,
+            )
+        ]
+        if level == 2 and self._inner_switch and CENTRE in (prev[2], cur[2]):
+            ids.append(
+                self._link(("centre", cur[:2]), lv.centre_loop_bps, 2, self._epb[2])
+            )
+        return level, ids
+
+    def chain(self, src: int, dst: int) -> tuple[np.ndarray, float]:
+        """(link ids loaded, in order with repeats; summed hop latency in s) of ``src → dst``."""
+        key = (src, dst)
+        hit = self._chains.get(key)
+        if hit is not None:
+            return hit
+        states = self.states(src, dst)
+        ids: list[int] = []
+        latency = 0.0
+        for prev, cur in zip(states, states[1:], strict=False):
+            level, links = self.transition_links(prev, cur)
+            latency += self.levels[level].hop_latency_s
+            ids.extend(links)
+        result = (np.asarray(ids, dtype=np.int32), latency)
+        self._chains[key] = result
+        return result
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(capacity bytes/s, energy pJ/bit) per interned link id."""
+        if self._arrays is None or len(self._arrays[0]) != len(self._cap):
+            self._arrays = (
+                np.asarray(self._cap, dtype=np.float64),
+                np.asarray(self._epb_link, dtype=np.float64),
+            )
+        return self._arrays
+
+    def describe_link(self, idx: int) -> str:
+        """Human-readable name of link ``idx`` (level, endpoints as per-level node ids)."""
+        key = self.link_keys[idx]
+        name = ("L3", "L2", "L1")[self.link_level[idx]]
+        if key[0] == "centre":
+            return f"{name} switch-centre self-loop at {key[1]}"
+        return f"{name} link {key[1]} -> {key[2]}"
+
+    @property
+    def cached_routes(self) -> int:
+        """Number of routed (src, dst) pairs held in the route cache."""
+        return len(self._chains)

@@ -1,0 +1,99 @@
+"""Flags shared by ``estimate``, ``search`` and ``simulate``: model, cluster, memory, chip, workload.
+
+``add_workload_args(parser)`` adds them (every flag has a default, so a bare command runs a
+demonstration); ``problem_from_args(args)`` builds the serialisable ``ProblemSpec``;
+``build_evaluator_inputs(args)`` loads it into ``EvaluatorInputs`` (model, noc, memory, workload,
+chip) for ``plena_opt.estimate.Evaluator``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pydantic import ValidationError
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.search.problem import (
+    DEFAULT_MEMORY,
+    DEFAULT_MODEL,
+    DEFAULT_NOC,
+    EvaluatorInputs,
+    ProblemSpec,
+)
+
+__all__ = [
+    "EvaluatorInputs",
+    "ProblemSpec",
+    "add_workload_args",
+    "build_evaluator_inputs",
+    "pydantic_to_input_error",
+    "problem_from_args",
+]
+
+
+def add_workload_args(parser: argparse.ArgumentParser) -> None:
+    """Add the model / cluster / memory / chip / workload flags to ``parser``."""
+    g = parser.add_argument_group("model, cluster, memory and workload")
+    g.add_argument("--model", default=None, help=f"catalog model name (default {DEFAULT_MODEL})")
+    g.add_argument("--model-path", default=None, help="HF config.json of a model instead")
+    g.add_argument("--noc", default=DEFAULT_NOC, help="NoC profile name or JSON path")
+    g.add_argument("--memory", default=None, help=f"memory profile (default {DEFAULT_MEMORY})")
+    g.add_argument("--fixed-bandwidth-gbs", type=float, default=None,
+                   help="fixed-bandwidth memory of X GB/s instead of --memory")
+    g.add_argument("--fixed-capacity-gib", type=float, default=None,
+                   help="capacity of the fixed-bandwidth memory, GiB")
+    g.add_argument("--chip", default=None, help="chip profile name or JSON path (default built-in)")
+    g.add_argument("--batch-size", type=int, default=16, help="global batch, sequences")
+    g.add_argument("--input-seq", type=int, default=2048, help="prompt length, tokens")
+    g.add_argument("--output-seq", type=int, default=1024, help="generated tokens per sequence")
+    g.add_argument("--include-lm-head", action="store_true", help="price the LM head too")
+    g.add_argument("--overlap", default="stage-roofline", choices=["stage-roofline", "serial"],
+                   help="compute/DRAM overlap policy per stage")
+    g.add_argument("--routing", default="balanced",
+                   help="MoE routing: balanced|random|qwen3_235b|deepseek_v3 or a trace path")
+    g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
+
+
+def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
+    """The first pydantic error as ``PlenaInputError(field, rule)`` (fields named as flags)."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    flag = "--" + loc.replace("_", "-")
+    return PlenaInputError(loc, f"{flag}: {msg}")
+
+
+def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
+    """The ``ProblemSpec`` the flags describe; bad values raise ``PlenaInputError`` (exit 2)."""
+    if args.fixed_capacity_gib is not None and args.fixed_bandwidth_gbs is None:
+        raise PlenaInputError(
+            "fixed_capacity_gib", "--fixed-capacity-gib requires --fixed-bandwidth-gbs"
+        )
+    if args.model and args.model_path:
+        raise PlenaInputError("model", "give --model or --model-path, not both")
+    if args.memory and args.fixed_bandwidth_gbs is not None:
+        raise PlenaInputError("memory", "give --memory or --fixed-bandwidth-gbs, not both")
+    try:
+        return ProblemSpec(
+            model=None if args.model_path else (args.model or DEFAULT_MODEL),
+            model_path=args.model_path,
+            noc=args.noc,
+            memory=None if args.fixed_bandwidth_gbs is not None else (args.memory or DEFAULT_MEMORY),
+            fixed_bandwidth_gbs=args.fixed_bandwidth_gbs,
+            fixed_capacity_gib=args.fixed_capacity_gib,
+            chip=args.chip,
+            batch_size=args.batch_size,
+            input_seq=args.input_seq,
+            output_seq=args.output_seq,
+            include_lm_head=args.include_lm_head,
+            overlap=args.overlap,
+            routing=args.routing,
+            frequency_hz=args.frequency_hz,
+        )
+    except ValidationError as exc:
+        raise pydantic_to_input_error(exc) from exc
+
+
+def build_evaluator_inputs(args: argparse.Namespace) -> EvaluatorInputs:
+    """Load what the flags name: ``EvaluatorInputs(model, noc, memory, workload, chip)``."""
+    return problem_from_args(args).load()

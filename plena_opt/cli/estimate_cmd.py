@@ -1,0 +1,87 @@
+"""``plena-opt estimate``: one plan's TTFT, TPS, footprint and energy (single chip or distributed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from plena_opt.cli.common import add_workload_args, build_evaluator_inputs
+from plena_opt.errors import PlenaInputError
+from plena_opt.search.problem import DEFAULT_NOC
+from plena_opt.estimate import Plan, estimate_decoder_latency
+from plena_opt.estimate.evaluator import Evaluator, metrics_of
+from plena_opt.estimate.distributed import PlanCost
+from plena_opt.estimate.report import render_distributed, render_single_chip
+
+
+def add_plan_args(parser: argparse.ArgumentParser) -> None:
+    """``--tp --ep --dp --pp --cp --moe-tp-mode --comm-overlap`` (shared with ``simulate``)."""
+    g = parser.add_argument_group("parallel plan")
+    for dim in ("tp", "ep", "dp", "pp", "cp"):
+        g.add_argument(f"--{dim}", type=int, default=1, help=f"{dim.upper()} degree")
+    g.add_argument("--moe-tp-mode", default="replace", choices=["replace", "keep"],
+                   help="MoE layers fold TP ranks into EP ranks (replace) or keep them")
+    g.add_argument("--comm-overlap", default="none", choices=["none", "full"],
+                   help="overlap each layer's collectives with its compute")
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    return Plan(
+        tp=args.tp, ep=args.ep, dp=args.dp, pp=args.pp, cp=args.cp,
+        moe_tp_mode=args.moe_tp_mode, comm_overlap=args.comm_overlap,
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "estimate",
+        help="estimate one plan (single chip without --noc, distributed with it)",
+        description="Estimate TTFT, decode tokens/s, footprint and energy of one parallel plan. "
+        "Without --noc and with every plan degree 1 it is the single-chip estimate.",
+    )
+    add_workload_args(p)
+    p.set_defaults(noc=None)
+    add_plan_args(p)
+    p.add_argument("--server", default=None, help="HOST:PORT of a plena-opt server (remote mode)")
+    p.add_argument("--json", action="store_true", help="print the reference JSON document")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.server:
+        from plena_client.cli_remote import remote_estimate
+
+        return remote_estimate(args)
+    plan = plan_from_args(args)
+    if args.noc is None:
+        if plan.world_size != 1:
+            raise PlenaInputError("noc", "a multi-device plan needs --noc PROFILE")
+        # The single-chip estimate ignores the network; load the rest of the flags as usual.
+        inputs = build_evaluator_inputs(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
+        w = inputs.workload
+        est = estimate_decoder_latency(
+            inputs.model,
+            inputs.memory,
+            batch_size=w.batch_size,
+            input_seq_len=w.input_seq_len,
+            output_seq_len=w.output_seq_len,
+            frequency_hz=w.frequency_hz,
+            overlap_policy=w.overlap_policy,
+            include_lm_head=w.include_lm_head,
+            chip=inputs.chip,
+        ).to_dict()
+        print(json.dumps(est, indent=2) if args.json else render_single_chip(est))
+        return 0
+    inputs = build_evaluator_inputs(args)
+    ev = Evaluator(inputs.model, inputs.noc, inputs.memory, inputs.workload, inputs.chip)
+    cost = PlanCost(ev.ctx, plan)
+    est = cost.to_estimate().to_dict()
+    metrics = metrics_of(cost)
+    if args.json:
+        doc = dict(est)
+        doc["energy_per_token_joules"] = metrics.energy_per_token_joules
+        doc["decode_attribution_seconds"] = metrics.attribution
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_distributed(est, metrics))
+    return 0

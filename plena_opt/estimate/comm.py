@@ -1,0 +1,113 @@
+"""Collectives of one layer and the pipeline transfer, priced by ``deepstack`` (analytic-model §4.4, §4.7).
+
+Byte counts are per device and truncated to integers, as the reference passes ``int(nbytes)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from deepstack import Network, ParallelScheme
+
+from plena_opt.estimate.layer import LayerKind, LayerShape
+from plena_opt.estimate.moe_load import MoeLoad
+
+# Reference collective names, in report order.
+COLLECTIVES = (
+    "tp_all_reduce",
+    "cp_attention_combine",
+    "cp_kv_all_gather",
+    "ep_dispatch",
+    "moe_tp_all_reduce",
+    "ep_combine",
+)
+EP_ROUTED_TOKENS = 8192  # below: routed rows; at or above: uniform closed form (§4.5)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds and NoC energy (pJ, None without energy coefficients) of one collective call."""
+
+    seconds: float
+    energy_pj: float | None
+
+
+FREE = Cost(0.0, 0.0)
+
+
+def _cost(c) -> Cost:
+    return Cost(c.seconds, c.noc_energy_pj)
+
+
+def layer_collectives(
+    net: Network,
+    shape: LayerShape,
+    kind: LayerKind,
+    mode: str,
+    q: int,
+    *,
+    dense: ParallelScheme,
+    moe: ParallelScheme | None,
+    cp: int,
+    input_seq_len: int,
+    load: MoeLoad | None,
+    rows: np.ndarray | None,
+    micro: int,
+) -> dict[str, Cost]:
+    """Every collective of one layer on one device, by reference name (zero-cost ones omitted)."""
+    m, d, prec = shape.model, shape.shard, shape.precision
+    h, b = m.hidden_size, d.b_dev
+    act = int(b * q * h * prec.activation_bytes)
+    out: dict[str, Cost] = {}
+
+    def add(name: str, cost: Cost) -> None:
+        if cost.seconds > 0 or (cost.energy_pj or 0) > 0:
+            prev = out.get(name)
+            if prev is None:
+                out[name] = cost
+            else:
+                e = None if prev.energy_pj is None else prev.energy_pj + (cost.energy_pj or 0)
+                out[name] = Cost(prev.seconds + cost.seconds, e)
+
+    tp_ar = _cost(net.all_reduce(dense, "tp", act)) if shape.tp > 1 else FREE
+    add("tp_all_reduce", tp_ar)
+    if cp > 1:
+        if mode == "decode":
+            nbytes = int(b * d.heads * m.head_dim * prec.activation_bytes)
+            add("cp_attention_combine", _cost(net.all_reduce(dense, "cp", nbytes)))
+        else:
+            nbytes = int(2 * b * input_seq_len * d.kv_heads * m.head_dim * prec.kv_write_bytes)
+            add("cp_kv_all_gather", _cost(net.all_gather(dense, "cp", nbytes)))
+    if not kind.moe:
+        add("tp_all_reduce", tp_ar)
+        return out
+    if d.ep_moe > 1:
+        tokens = micro * q
+        a2a = net.ep_all_to_all(
+            moe,
+            bytes_per_token=int(h * prec.activation_bytes),
+            num_experts=m.num_experts,
+            top_k=m.top_k,
+            micro_batch=micro,
+            seq=q,
+            imbalance=load.imbalance,
+            rows=rows[:tokens] if tokens < EP_ROUTED_TOKENS else None,
+        )
+        add("ep_dispatch", _cost(a2a))
+    if d.tp_moe > 1:
+        nbytes = int(load.pairs * h * prec.activation_bytes)
+        add("moe_tp_all_reduce", _cost(net.all_reduce(moe, "tp", nbytes)))
+    if d.ep_moe > 1:
+        add("ep_combine", _cost(a2a))
+    return out
+
+
+def pipeline_transfer(net: Network, dense: ParallelScheme, shape: LayerShape, q: int) -> Cost:
+    """Slowest stage-boundary transfer of one micro-batch's activations, and the energy of all
+    boundaries (pJ). Zero when pp = 1."""
+    if dense.pp <= 1:
+        return FREE
+    nbytes = int(shape.shard.b_dev * q * shape.model.hidden_size * shape.precision.activation_bytes)
+    p2p = net.pipeline_p2p(dense, nbytes)
+    return Cost(p2p.seconds, p2p.noc_energy_pj_all_boundaries)

@@ -1,0 +1,215 @@
+"""The evaluator API the search and the server call: legal plans, one estimate, many at once.
+
+``Evaluator`` fixes (model, NoC, memory, chip, workload) and scores plans. ``evaluate_batch``
+returns compact ``PlanMetrics`` (headline figures, energy per generated token, memory per device
+and a decode-step bottleneck attribution) without building the full report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from itertools import product
+
+import numpy as np
+from deepstack import NocProfile
+
+from plena_opt.chip import ChipProfile
+from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
+from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload
+from plena_opt.models import ModelSpec
+
+PJ = 1e-12  # joules per picojoule
+
+
+@dataclass(frozen=True)
+class PlanMetrics:
+    """Headline figures of one plan.
+
+    Seconds, tokens/s, joules per generated token, bytes per device. ``attribution`` splits the
+    mean decode step (s) into compute, DRAM, each collective, pipeline transfer and pipeline
+    imbalance; its parts sum to ``decode_step_seconds``.
+    """
+
+    plan: Plan
+    ttft_seconds: float
+    tps: float
+    tps_per_sequence: float
+    energy_per_token_joules: float | None
+    weight_bytes_per_device: float
+    kv_cache_bytes_per_device: float
+    fits_in_memory: bool | None
+    bottleneck: str
+    decode_step_seconds: float
+    attribution: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def memory_bytes_per_device(self) -> float:
+        return self.weight_bytes_per_device + self.kv_cache_bytes_per_device
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["plan"] = asdict(self.plan)
+        d["memory_bytes_per_device"] = self.memory_bytes_per_device
+        d["warnings"] = list(self.warnings)
+        return d
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class Evaluator:
+    """Scores parallel plans of one model on one cluster, memory and workload."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        noc: NocProfile,
+        memory,
+        workload: Workload | None = None,
+        chip: ChipProfile | None = None,
+    ) -> None:
+        self.ctx = EstimateContext(model, noc, memory, workload or Workload(), chip)
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.ctx.model
+
+    @property
+    def workload(self) -> Workload:
+        return self.ctx.workload
+
+    @property
+    def num_devices(self) -> int:
+        return self.ctx.noc.num_devices
+
+    def check(self, plan: Plan) -> None:
+        """Raise ``PlenaInputError`` naming the rule if ``plan`` is illegal here."""
+        PlanCost(self.ctx, plan)
+
+    def candidate_plans(self) -> list[Plan]:
+        """Every (tp, ep, dp, pp, cp, mode, overlap) whose product is the device count, before
+        legality checks. MoE modes only for MoE models; ``keep`` only where it differs
+        (tp > 1)."""
+        n = self.num_devices
+        moe = bool(self.model.num_experts)
+        plans = []
+        for tp in _divisors(n):
+            for ep in _divisors(n // tp) if moe else [1]:
+                rest = n // (tp * ep)
+                for pp in _divisors(rest):
+                    for cp in _divisors(rest // pp):
+                        dp = rest // (pp * cp)
+                        modes = MOE_TP_MODES if moe and tp > 1 else ("replace",)
+                        for mode, ov in product(modes, COMM_OVERLAPS):
+                            plans.append(Plan(tp, ep, dp, pp, cp, mode, ov))
+        return plans
+
+    def legal_plans(self) -> list[Plan]:
+        """Every legal plan on the cluster (illegal combinations pruned by the §4.2 rules)."""
+        out = []
+        for plan in self.candidate_plans():
+            try:
+                self.check(plan)
+            except PlenaInputError:
+                continue
+            out.append(plan)
+        return out
+
+    def estimate(self, plan: Plan) -> DistributedEstimate:
+        """The full reference report of one plan."""
+        return PlanCost(self.ctx, plan).to_estimate()
+
+    def evaluate(self, plan: Plan) -> PlanMetrics:
+        return metrics_of(PlanCost(self.ctx, plan))
+
+    def evaluate_batch(self, plans: Iterable[Plan]) -> list[PlanMetrics]:
+        """Score many plans; illegal ones raise (use ``legal_plans`` to enumerate)."""
+        return [metrics_of(PlanCost(self.ctx, p)) for p in plans]
+
+
+def metrics_of(cost: PlanCost) -> PlanMetrics:
+    """Compact metrics of a priced plan."""
+    ctx, plan = cost.ctx, cost.plan
+    out = ctx.workload.output_seq_len
+    decode = cost.decode
+    micro = cost.shard.micro
+    # DRAM energy of the whole decode: every device of a stage does that stage's work.
+    per_stage_devices = plan.world_size / plan.pp
+    dram = None
+    if ctx.track_energy:
+        dram = sum(float(st.dram_energy_pj.sum()) for st in decode.stages) * per_stage_devices
+        dram /= micro * out
+    noc = cost.noc_energy_pj_per_decode_token
+    energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+    attribution = decode_attribution(cost)
+    bottleneck = max(attribution, key=attribution.get)
+    wb, kb = cost.footprint
+    return PlanMetrics(
+        plan=plan,
+        ttft_seconds=cost.ttft_seconds,
+        tps=cost.tps,
+        tps_per_sequence=cost.tps_per_sequence,
+        energy_per_token_joules=energy,
+        weight_bytes_per_device=wb,
+        kv_cache_bytes_per_device=kb,
+        fits_in_memory=cost.fits_in_memory,
+        bottleneck=bottleneck,
+        decode_step_seconds=cost.decode_seconds / out,
+        attribution=attribution,
+        warnings=tuple(cost.warnings),
+    )
+
+
+def _split_roofline(st, policy: str) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, dram) seconds of priced stages: the bound side under the roofline, both when
+    serial."""
+    if policy == "serial":
+        return st.compute_seconds, st.memory_seconds
+    return st.seconds - st.memory_bound_seconds, st.memory_bound_seconds
+
+
+def decode_attribution(cost: PlanCost) -> dict[str, float]:
+    """Mean decode step (s) split into parts that sum to it.
+
+    Per stage: compute and DRAM time of its layers and extras, each collective's exposed time
+    (all of it without overlap; with ``full`` overlap only the part exceeding the layer's
+    compute, shared in proportion). Over stages: the mean stage's parts, plus
+    ``pipeline_imbalance`` = slowest − mean stage, plus ``pipeline_transfer``.
+    """
+    ctx, plan = cost.ctx, cost.plan
+    policy = ctx.workload.overlap_policy
+    _, info = cost._decode
+    n = cost.decode.stage_seconds.shape[1]
+    full = plan.comm_overlap == "full"
+    totals: dict[str, np.ndarray] = {"compute": np.zeros(n), "dram": np.zeros(n)}
+    for i, counts in enumerate(cost.stage_kind_counts):
+        for ex in info["extras"].get(i, []):
+            c, d = _split_roofline(ex, policy)
+            totals["compute"] += c
+            totals["dram"] += d
+        for kind, count in counts.items():
+            la, comm = info["layer_arrays"][kind], info["layer_comm"][kind]
+            c, d = _split_roofline(la, policy)
+            totals["compute"] += count * c
+            totals["dram"] += count * d
+            csum = sum(x.seconds for x in comm.values())
+            if csum <= 0:
+                continue
+            if full:
+                exposed = np.maximum(csum - la.seconds, 0.0)
+                share = exposed / csum
+            else:
+                share = np.ones(n)
+            for name, x in comm.items():
+                totals.setdefault(name, np.zeros(n))
+                totals[name] += count * x.seconds * share
+    pp = plan.pp
+    stage_secs = cost.decode.stage_seconds
+    parts = {k: float(v.mean() / pp) for k, v in totals.items()}
+    parts["pipeline_imbalance"] = float((stage_secs.max(axis=0) - stage_secs.mean(axis=0)).mean())
+    parts["pipeline_transfer"] = cost.decode.transfer_seconds
+    return parts

@@ -1,0 +1,107 @@
+"""MoE routing: the busiest EP rank's load per phase and its expert compute (analytic-model §4.4–§4.5).
+
+Balanced routing spreads tokens evenly; ``random`` and user traces count the busiest (window,
+rank) from routing rows below 4096 micro-batch tokens and use DeepStack's closed-form imbalance
+at or above (network-model §11.2–§11.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+import numpy as np
+from deepstack import moe as ds_moe
+
+from plena_opt.chip import PerfModel
+from plena_opt.models import ModelSpec
+
+CLOSED_FORM_TOKENS = 4096  # compute side: closed form at micro-batch tokens ≥ 4096 (§11.3)
+
+
+@dataclass(frozen=True)
+class MoeLoad:
+    """Load of the busiest EP rank for one phase (tokens, token-expert pairs, per-expert counts)."""
+
+    tokens_local: int
+    pairs: int
+    expert_counts: tuple[int, ...]
+    imbalance: float
+    source: str
+
+    @property
+    def active_experts(self) -> int:
+        return sum(1 for c in self.expert_counts if c > 0)
+
+    def to_dict(self) -> dict:
+        return {
+            "tokens_per_rank": self.tokens_local,
+            "token_expert_pairs_on_busiest_rank": self.pairs,
+            "active_experts_on_busiest_rank": self.active_experts,
+            "imbalance": self.imbalance,
+            "source": self.source,
+        }
+
+
+def busiest_rank_load(
+    model: ModelSpec,
+    *,
+    micro: int,
+    q: int,
+    dp: int,
+    tp_moe: int,
+    ep_moe: int,
+    routing: str,
+    rows: np.ndarray | None,
+) -> MoeLoad:
+    """Busiest-rank load for ``micro`` sequences of ``q`` tokens (§4.5).
+
+    ``rows`` are the routing rows (expert ids, one row per token, top-k columns) for non-balanced
+    routing; ``routing`` labels the source.
+    """
+    E, k = model.num_experts, model.top_k
+    tokens = micro * q
+    group_tokens = ceil(micro / dp) * q
+    local_experts = E // ep_moe
+    tl = ceil(group_tokens / ep_moe)
+    balanced_pairs = ceil(group_tokens * k / ep_moe)
+    if routing == "balanced":
+        per_expert = ceil(group_tokens * k / E)
+        return MoeLoad(tl, balanced_pairs, (per_expert,) * local_experts, 1.0, "balanced")
+    if tokens < CLOSED_FORM_TOKENS:
+        counts = ds_moe.busiest_rank_counts(rows[:tokens], E, ep_moe, group_tokens)
+        counts = tuple(int(c) for c in counts)
+        pairs = sum(counts)
+        return MoeLoad(tl, pairs, counts, pairs / (group_tokens * k / ep_moe), routing)
+    ratio = ds_moe.estimate_moe_routing_imbalance_overhead(E, k, ep_moe, group_tokens, tp_moe * dp)
+    pairs = round(tl * k * ratio)
+    counts = tuple(int(c) for c in ds_moe.estimate_experts_activated(pairs, local_experts))
+    return MoeLoad(tl, pairs, counts, pairs / balanced_pairs, f"{routing} (DeepStack estimate)")
+
+
+def moe_cycles(perf: PerfModel, model: ModelSpec, load: MoeLoad, expert_ffn: int, mode: str) -> int:
+    """Routed-expert compute on the busiest EP rank (cycles, §4.4 ``moe_cycles``)."""
+    p = perf
+    M, Bl, Vl = p.MLEN, p.BLEN, p.VLEN
+    h, E, k, Fe = model.hidden_size, model.num_experts, model.top_k, expert_ffn
+    tl, P = load.tokens_local, load.pairs
+    pf = p.I("H_PREFETCH_M")
+    cyc = ceil(h / Vl) * p.I("V_BASIC") * 4 * tl
+    if mode == "prefill":
+        cyc += (4 + ceil(h / M) * p.I("M_MM") + pf) * ceil(tl / Bl) * ceil(E / Bl)
+    else:
+        cyc += tl * (4 + ceil(h / M) * p.I("M_MV") + pf) * ceil(E / Bl)
+    cyc += (4 + ceil(E / Vl) * p.I("V_TOPK")) * tl
+    cyc += tl * ceil(k / Vl) * (p.I("V_EXP_V") + p.I("V_RED_MAX") + p.I("V_BASIC"))
+    if mode == "prefill":
+        up = 4 + ceil(h / M) * p.I("M_MM") + pf
+        down = 4 + ceil(Fe / M) * p.I("M_MM") + pf
+        for n in load.expert_counts:
+            if n > 0:
+                cyc += up * ceil(n / Bl) * ceil(2 * Fe / Bl) + down * ceil(n / Bl) * ceil(h / Bl)
+    else:
+        cyc += P * (4 + ceil(h / M) * p.I("M_MV") + pf) * ceil(2 * Fe / Bl)
+        cyc += P * (4 + ceil(Fe / M) * p.I("M_MV") + pf) * ceil(h / Bl)
+    cyc += P * ceil(Fe / Vl) * 6 * p.I("V_BASIC")
+    cyc += tl * k * ceil(h / Vl) * (p.I("V_MUL_VV") + p.I("V_ADD_VV"))
+    return cyc

@@ -1,0 +1,110 @@
+"""Parallel plan and workload: the inputs of one estimate, validated with the reference wording.
+
+Analytic-model §4.2 (plan legality) and §4.6. A ``Plan`` is one point of the search space; a
+``Workload`` is what is served (batch, prompt and output lengths) and how it is priced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from plena_opt.errors import PlenaInputError, PlenaTypeError
+
+MOE_TP_MODES = ("replace", "keep")
+COMM_OVERLAPS = ("none", "full")
+OVERLAP_POLICIES = ("stage-roofline", "serial")
+ROUTING_MODES = ("balanced", "random", "qwen3_235b", "deepseek_v3")
+PLAN_DIMS = ("tp", "ep", "dp", "pp", "cp")
+
+
+def check_int(field: str, value: object, *, minimum: int = 1) -> int:
+    """Return ``value`` if it is an int (not bool) ≥ ``minimum``; raise naming ``field`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlenaTypeError(field, f"{field} must be an integer")
+    if value < minimum:
+        rule = "greater than zero" if minimum == 1 else f"at least {minimum}"
+        raise PlenaInputError(field, f"{field} must be {rule}")
+    return value
+
+
+def check_choice(field: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise PlenaInputError(field, f"{field} must be one of {', '.join(choices)}")
+    return str(value)
+
+
+@dataclass(frozen=True, order=True)
+class Plan:
+    """How the model is split over the devices (analytic-model §4.2).
+
+    ``tp·ep·dp·pp·cp`` devices; ``moe_tp_mode`` says whether MoE layers fold TP ranks into EP
+    ranks (``replace``) or keep experts tensor-parallel (``keep``); ``comm_overlap`` says whether a
+    layer's collectives overlap its compute (``full``: max, ``none``: sum).
+    """
+
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1
+    pp: int = 1
+    cp: int = 1
+    moe_tp_mode: str = "replace"
+    comm_overlap: str = "none"
+
+    def __post_init__(self) -> None:
+        for dim in PLAN_DIMS:
+            check_int(dim, getattr(self, dim))
+        check_choice("moe_tp_mode", self.moe_tp_mode, MOE_TP_MODES)
+        check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.ep * self.dp * self.pp * self.cp
+
+    def to_dict(self) -> dict:
+        """The reference ``plan`` field (without ``comm_overlap``, which is an estimate option)."""
+        d = {k: v for k, v in asdict(self).items() if k != "comm_overlap"}
+        d["world_size"] = self.world_size
+        return d
+
+    def label(self) -> str:
+        """Short human label, e.g. ``tp8 pp4`` (dims of 1 omitted)."""
+        parts = [f"{d}{getattr(self, d)}" for d in PLAN_DIMS if getattr(self, d) != 1]
+        text = " ".join(parts) or "single"
+        if self.moe_tp_mode != "replace":
+            text += f" {self.moe_tp_mode}"
+        if self.comm_overlap != "none":
+            text += " overlap"
+        return text
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is served and how it is priced.
+
+    ``batch_size`` sequences (global), ``input_seq_len`` prompt tokens, ``output_seq_len`` generated
+    tokens; ``frequency_hz`` nominal compute clock (Hz, before the memory's thermal scale);
+    ``overlap_policy`` combines compute and DRAM time per stage; ``routing`` selects MoE routing.
+    """
+
+    batch_size: int = 16
+    input_seq_len: int = 2048
+    output_seq_len: int = 1024
+    frequency_hz: float = 1e9
+    overlap_policy: str = "stage-roofline"
+    include_lm_head: bool = False
+    routing: str = "balanced"
+
+    def __post_init__(self) -> None:
+        check_int("batch_size", self.batch_size)
+        check_int("input_seq_len", self.input_seq_len)
+        check_int("output_seq_len", self.output_seq_len)
+        f = self.frequency_hz
+        if isinstance(f, bool) or not isinstance(f, int | float):
+            raise PlenaTypeError("frequency_hz", "frequency_hz must be a number")
+        if not f > 0 or f != f or f == float("inf"):
+            raise PlenaInputError("frequency_hz", "frequency_hz must be greater than zero")
+        if not isinstance(self.include_lm_head, bool):
+            raise PlenaTypeError("include_lm_head", "include_lm_head must be a bool")
+        check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)
+        if not isinstance(self.routing, str) or not self.routing:
+            raise PlenaInputError("routing", "routing must be a mode name or a trace file path")

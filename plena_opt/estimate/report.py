@@ -1,0 +1,144 @@
+"""Human-readable reports of estimates (analytic-model §3.5 and §5 text layout)."""
+
+from __future__ import annotations
+
+GB = 1e9
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.4f}"
+
+
+def _footprint_line(weights: float, kv: float, capacity: float | None, fits: bool | None) -> str:
+    state = "not modeled" if fits is None else ("fits" if fits else "exceeds")
+    cap = "" if capacity is None else f" of {capacity / GB:.2f} GB"
+    return f"{weights / GB:.3f} GB weights + {kv / GB:.3f} GB KV per device{cap} ({state})"
+
+
+def _memory_lines(mem: dict) -> list[str]:
+    cap = mem.get("capacity_bytes")
+    cap_text = "unbounded" if cap is None else f"{cap / GB:.3f} GB"
+    bw = mem["usable_bandwidth_bytes_per_s"] / GB
+    return [f"{'Memory':<16}{mem['name']} ({mem['kind']}), usable {bw:.3f} GB/s, capacity {cap_text}"]
+
+
+def render_distributed(est: dict, metrics=None) -> str:
+    """Text report of a distributed estimate (``DistributedEstimate.to_dict()``)."""
+    m, p = est["model"], est["plan"]
+    lines = [
+        f"{'Model':<16}{m['name']} ({m['family']}), batch {est['batch_size']}, input "
+        f"{est['input_seq_len']}, output {est['output_seq_len']}",
+        f"{'Plan':<16}tp={p['tp']} ep={p['ep']} dp={p['dp']} pp={p['pp']} cp={p['cp']} on "
+        f"{p['world_size']} devices, NoC {est['noc']['name']}",
+        f"{'Micro-batch':<16}{est['micro_batch']} sequences, {est['sequences_per_device']} per device",
+    ]
+    moe = est.get("moe")
+    if moe:
+        lines.append(
+            f"{'MoE':<16}tp={moe['tp']} ep={moe['ep']} dp={moe['dp']}, "
+            f"{moe['experts_per_rank']} experts per rank, routing {est['routing']}"
+        )
+        for phase in ("prefill", "decode"):
+            ld = moe[phase]
+            lines.append(
+                f"{'':<16}{phase}: {ld['tokens_per_rank']} tokens, "
+                f"{ld['token_expert_pairs_on_busiest_rank']} token-expert pairs on the busiest "
+                f"rank, imbalance {ld['imbalance']:.4f} ({ld['source']})"
+            )
+    lines += _memory_lines(est["memory"])
+    lines.append(f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz")
+    lm = " (LM head priced)" if est["include_lm_head"] else ""
+    lines.append(
+        f"{'Overlap':<16}{est['overlap_policy']}, comm overlap {est['comm_overlap']}{lm}"
+    )
+    lines.append("")
+    header = (
+        f"{'pass':<14}{'latency ms':>12}{'period ms':>12}{'bneck':>7}{'compute ms':>12}"
+        f"{'memory ms':>12}{'comm ms':>12}{'p2p ms':>10}"
+    )
+    lines.append(header)
+    for label, key in (("prefill", "prefill"), ("first decode", "first_token_decode")):
+        ps = est[key]
+        st = ps["stages"][ps["bottleneck_stage"]]
+        comm = sum(st["comm_seconds"].values())
+        lines.append(
+            f"{label:<14}{_ms(ps['latency_seconds']):>12}{_ms(ps['period_seconds']):>12}"
+            f"{ps['bottleneck_stage']:>7}{_ms(st['compute_seconds']):>12}"
+            f"{_ms(st['memory_seconds']):>12}{_ms(comm):>12}{_ms(ps['transfer_seconds']):>10}"
+        )
+    lines.append("")
+    lines.append(f"{'TTFT':<16}{_ms(est['ttft_seconds'])} ms")
+    lines.append(
+        f"{'TPS':<16}{est['tps']:.3f} tokens/s ({est['tps_per_sequence']:.3f} per sequence)"
+    )
+    lines.append(
+        f"{'Footprint':<16}"
+        + _footprint_line(
+            est["weight_bytes_per_device"],
+            est["kv_cache_bytes_per_device"],
+            est["memory_capacity_bytes"],
+            est["fits_in_memory"],
+        )
+    )
+    noc = est["noc_energy_pj_per_decode_token"]
+    noc_text = "not modeled (no energy coefficients)" if noc is None else f"{noc * 1e-6:.3f} µJ"
+    lines.append(f"{'NoC energy':<16}{noc_text} per decode token")
+    if metrics is not None:
+        e = metrics.energy_per_token_joules
+        lines.append(
+            f"{'Energy':<16}"
+            + ("not modeled" if e is None else f"{e:.6g} J per generated token (DRAM + NoC)")
+        )
+        total = metrics.decode_step_seconds
+        parts = ", ".join(
+            f"{k} {v / total * 100:.1f}%" for k, v in metrics.attribution.items() if v > 0
+        )
+        lines.append(f"{'Decode step':<16}{_ms(total)} ms: {parts}")
+    for w in est["warnings"]:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def render_single_chip(est: dict) -> str:
+    """Text report of a single-chip estimate (``DecoderLatencyEstimate.to_dict()``)."""
+    mem = est["memory"]
+    lines = [
+        f"{'Model':<16}{est['model']}, batch {est['batch_size']}, input "
+        f"{est['input_seq_len']}, output {est['output_seq_len']}",
+        *_memory_lines(mem),
+        f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz",
+        f"{'Overlap':<16}{est['overlap_policy']}"
+        + (" (LM head priced)" if est["include_lm_head"] else ""),
+        "",
+        f"{'phase':<16}{'time ms':>12}{'compute ms':>12}{'memory ms':>12}{'mem-bound':>10}"
+        f"{'DRAM GB':>10}",
+    ]
+    rows = (
+        ("prefill", est["prefill"]),
+        ("first decode", est["first_token_decode"]),
+        (f"decode x{est['output_seq_len']}", est["decode"]),
+    )
+    for label, ph in rows:
+        share = ph["memory_bound_seconds"] / ph["seconds"] * 100 if ph["seconds"] else 0.0
+        dram = (ph["read_bytes"] + ph["write_bytes"]) / GB
+        lines.append(
+            f"{label:<16}{_ms(ph['seconds']):>12}{_ms(ph['compute_seconds']):>12}"
+            f"{_ms(ph['memory_seconds']):>12}{share:>9.1f}%{dram:>10.3f}"
+        )
+    lines += [
+        "",
+        f"{'TTFT':<16}{_ms(est['ttft_seconds'])} ms",
+        f"{'TPS':<16}{est['tps']:.3f} tokens/s",
+        f"{'Footprint':<16}"
+        + _footprint_line(
+            est["weight_footprint_bytes"],
+            est["kv_cache_footprint_bytes"],
+            est["memory_capacity_bytes"],
+            est["fits_in_memory"],
+        ),
+    ]
+    e = est["decode"]["dram_energy_pj"]
+    if e is not None:
+        lines.append(f"{'DRAM energy':<16}{e * 1e-12:.6g} J over the decode")
+    lines += [f"warning: {w}" for w in est["warnings"]]
+    return "\n".join(lines)

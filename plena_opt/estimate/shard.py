@@ -1,0 +1,142 @@
+"""Per-device shapes and the dense/MoE parallel schemes of a plan (analytic-model §4.2–§4.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from deepstack import ParallelScheme
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.plan import Plan, Workload
+from plena_opt.models import ModelSpec
+
+
+def moe_parallel(tp: int, ep: int, num_experts: int, mode: str) -> tuple[int, int]:
+    """(tp', ep') of the routed experts (§4.2): ``replace`` folds TP ranks into EP ranks."""
+    if mode == "keep":
+        return tp, ep
+    n = tp * ep
+    if n <= num_experts:
+        return 1, n
+    if n % num_experts:
+        raise PlenaInputError(
+            "ep", f"tp*ep={n} is not a multiple of the {num_experts} experts"
+        )
+    return n // num_experts, num_experts
+
+
+def dense_scheme(plan: Plan) -> ParallelScheme:
+    """Attention, dense FFN, norms and pipeline transfers: EP ranks behave as DP (§4.2)."""
+    return ParallelScheme(tp=plan.tp, ep=1, cp=plan.cp, dp=plan.dp * plan.ep, pp=plan.pp)
+
+
+def moe_scheme(plan: Plan, tp_moe: int, ep_moe: int) -> ParallelScheme:
+    """Routed experts: (tp', ep') with the plan's cp, dp, pp (§4.2)."""
+    return ParallelScheme(
+        tp=tp_moe, ep=ep_moe, cp=plan.cp, dp=plan.dp, pp=plan.pp, ep1=ep_moe, ep2=1
+    )
+
+
+@dataclass(frozen=True)
+class DeviceShard:
+    """Shapes held by one device (§4.3). Counts are elements/heads/sequences, not bytes."""
+
+    micro: int  # sequences per micro-batch, ceil(batch / pp)
+    b_dev: int  # sequences per device, ceil(micro / (dp·ep))
+    heads: int  # H / tp
+    kv_heads: int  # KV / tp, or 1 when tp > KV (replicated)
+    ffn: int  # ceil(F / tp)
+    vocab: int  # ceil(Voc / tp)
+    expert_ffn: int  # ceil(moe_intermediate / tp')
+    tp_moe: int
+    ep_moe: int
+    q_prefill: int  # ceil(S_in / cp)
+
+    @classmethod
+    def build(cls, model: ModelSpec, plan: Plan, workload: Workload) -> DeviceShard:
+        tp = plan.tp
+        if model.num_experts:
+            tp_moe, ep_moe = moe_parallel(tp, plan.ep, model.num_experts, plan.moe_tp_mode)
+        else:
+            tp_moe, ep_moe = tp, 1
+        micro = ceil(workload.batch_size / plan.pp)
+        kv = model.num_kv_heads
+        return cls(
+            micro=micro,
+            b_dev=ceil(micro / (plan.dp * plan.ep)),
+            heads=model.num_heads // tp,
+            kv_heads=kv // tp if tp <= kv else 1,
+            ffn=ceil(model.intermediate_size / tp),
+            vocab=ceil(model.vocab_size / tp),
+            expert_ffn=ceil(model.moe_intermediate_size / tp_moe),
+            tp_moe=tp_moe,
+            ep_moe=ep_moe,
+            q_prefill=ceil(workload.input_seq_len / plan.cp),
+        )
+
+
+def validate_plan(model: ModelSpec, plan: Plan, workload: Workload, num_devices: int, noc_name: str) -> list[str]:
+    """Raise ``PlenaInputError`` for an illegal plan (§4.2); return the plan's warnings."""
+    if plan.world_size != num_devices:
+        raise PlenaInputError(
+            "plan",
+            f"the plan uses {plan.world_size} devices but NoC profile '{noc_name}' has "
+            f"{num_devices}",
+        )
+    tp, heads, kv = plan.tp, model.num_heads, model.num_kv_heads
+    if heads % tp:
+        raise PlenaInputError("tp", f"tp={tp} does not divide the {heads} attention heads")
+    if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
+        raise PlenaInputError("tp", f"tp={tp} and the {kv} KV heads must divide one another")
+    if plan.pp > model.num_layers:
+        raise PlenaInputError("pp", f"pp={plan.pp} exceeds the {model.num_layers} layers")
+    if plan.cp > 1:
+        if plan.cp > workload.input_seq_len:
+            raise PlenaInputError(
+                "cp", f"cp={plan.cp} exceeds the {workload.input_seq_len}-token prompt"
+            )
+        if model.family != "llama" or model.num_experts or model.sliding_layers:
+            raise PlenaInputError(
+                "cp", "context parallelism is modelled for dense full-attention models only"
+            )
+    if model.num_experts:
+        _, ep_moe = moe_parallel(tp, plan.ep, model.num_experts, plan.moe_tp_mode)
+        if model.num_experts % ep_moe:
+            raise PlenaInputError(
+                "ep",
+                f"{model.num_experts} experts do not split evenly over {ep_moe} "
+                "expert-parallel ranks",
+            )
+    elif plan.ep > 1:
+        raise PlenaInputError(
+            "ep", "ep > 1 needs a model with MoE layers; use dp for a dense model"
+        )
+    return plan_warnings(model, plan, workload)
+
+
+def plan_warnings(model: ModelSpec, plan: Plan, workload: Workload) -> list[str]:
+    """Non-fatal remarks about a legal plan (§4.2 warnings), in the reference order."""
+    warnings = []
+    micro = ceil(workload.batch_size / plan.pp)
+    replicas = plan.dp * plan.ep
+    if micro < replicas:
+        warnings.append(
+            f"the {micro}-sequence micro-batch leaves some of the {replicas} data-parallel "
+            "ranks idle"
+        )
+    if workload.batch_size % plan.pp:
+        warnings.append(
+            f"batch {workload.batch_size} is not a multiple of pp={plan.pp}; the micro-batch "
+            f"is rounded up to {micro} sequences"
+        )
+    per_stage = ceil(model.num_layers / plan.pp)
+    if per_stage * (plan.pp - 1) >= model.num_layers:
+        warnings.append(
+            f"{model.num_layers} layers in stages of {per_stage} leave pipeline stages empty"
+        )
+    if plan.tp > model.num_kv_heads:
+        warnings.append(
+            f"tp={plan.tp} exceeds the {model.num_kv_heads} KV heads; KV heads are replicated"
+        )
+    return warnings

@@ -1,0 +1,177 @@
+"""A memory described only by a sustained bandwidth (analytic-model §3.1, §3.4, §3.5).
+
+``fixed_bandwidth`` builds one from the CLI units (decimal GB/s, binary GiB) with the reference
+naming (``fixed-1000GBps``, ``fixed-1000GBps-64GiB``); ``unbounded`` is the 1e30 B/s memory
+that reproduces the compute-only model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import ValidationError
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.memory._validation import (
+    PositiveInt,
+    PositiveNumber,
+    StrictModel,
+    input_error,
+)
+from plena_opt.memory.config import DramEnergyConfig
+
+UNBOUNDED_BANDWIDTH_BYTES_PER_S = 1e30
+
+
+class FixedBandwidthFields(StrictModel):
+    """Validated fields of a fixed-bandwidth memory (B/s, bytes)."""
+
+    section: ClassVar[str] = ""
+
+    bandwidth_bytes_per_s: PositiveNumber
+    capacity_bytes: PositiveInt | None
+    transaction_bytes: PositiveInt | None = None
+    energy: DramEnergyConfig | None = None
+
+
+class FixedBandwidthMemory:
+    """Sustains ``bandwidth_bytes_per_s`` (B/s) for any access pattern; clock scale 1.
+
+    ``capacity_bytes`` (bytes) may be None when capacity is not studied; with
+    ``transaction_bytes`` every transfer is rounded up to whole transactions.
+    """
+
+    kind = "fixed_bandwidth"
+    compute_frequency_scale = 1.0
+    __slots__ = (
+        "name",
+        "bandwidth_bytes_per_s",
+        "capacity_bytes",
+        "transaction_bytes",
+        "energy",
+        "provenance",
+    )
+
+    def __init__(
+        self,
+        bandwidth_bytes_per_s: float,
+        capacity_bytes: int | None = None,
+        transaction_bytes: int | None = None,
+        energy: DramEnergyConfig | Mapping[str, float] | None = None,
+        name: str = "fixed-bandwidth",
+        provenance: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise PlenaInputError("name", "name must be a non-empty string")
+        try:
+            fields = FixedBandwidthFields.model_validate(
+                {
+                    "bandwidth_bytes_per_s": bandwidth_bytes_per_s,
+                    "capacity_bytes": capacity_bytes,
+                    "transaction_bytes": transaction_bytes,
+                    "energy": energy,
+                }
+            )
+        except ValidationError as exc:
+            raise input_error(exc) from None
+        values = {
+            "name": name,
+            "bandwidth_bytes_per_s": float(fields.bandwidth_bytes_per_s),
+            "capacity_bytes": fields.capacity_bytes,
+            "transaction_bytes": fields.transaction_bytes,
+            "energy": fields.energy,
+            "provenance": MappingProxyType(dict(provenance or {})),
+        }
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __repr__(self) -> str:
+        return (
+            f"FixedBandwidthMemory(name={self.name!r}, "
+            f"bandwidth_bytes_per_s={self.bandwidth_bytes_per_s!r}, "
+            f"capacity_bytes={self.capacity_bytes!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FixedBandwidthMemory):
+            return NotImplemented
+        return self.describe() == other.describe()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def usable_bandwidth_bytes_per_s(self) -> float:
+        """Usable bandwidth (B/s) = the given bandwidth."""
+        return self.bandwidth_bytes_per_s
+
+    def quantize_bytes(self, num_bytes: float) -> float:
+        """One transfer (bytes) rounded up to whole transactions, if a size is given."""
+        size = self.transaction_bytes
+        if size is None or num_bytes <= 0:
+            return float(num_bytes)
+        return math.ceil(num_bytes / size) * float(size)
+
+    def quantize_array(self, num_bytes: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64)."""
+        values = np.asarray(num_bytes, dtype=np.float64)
+        if self.transaction_bytes is None:
+            return values.copy()
+        size = float(self.transaction_bytes)
+        return np.where(values > 0, np.ceil(values / size) * size, values)
+
+    def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
+        """DRAM access energy (pJ), or None without an energy model."""
+        if self.energy is None:
+            return None
+        return self.energy.energy_pj(read_bytes, write_bytes)
+
+    def warnings(self) -> list[str]:
+        """A fixed-bandwidth memory has no policy that could warn."""
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary (same keys as the reference ``describe``)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "usable_bandwidth_bytes_per_s": self.usable_bandwidth_bytes_per_s,
+            "capacity_bytes": self.capacity_bytes,
+            "transaction_bytes": self.transaction_bytes,
+            "compute_frequency_scale": self.compute_frequency_scale,
+            "energy": None if self.energy is None else self.energy.to_dict(),
+            "provenance": dict(self.provenance),
+        }
+
+
+def _number_label(value: float) -> str:
+    return f"{value:g}"
+
+
+def fixed_bandwidth(gbs: float, capacity_gib: float | None = None) -> FixedBandwidthMemory:
+    """A fixed-bandwidth memory from CLI units: ``gbs`` decimal GB/s (×1e9), ``capacity_gib``
+    binary GiB (×2^30, rounded to whole bytes). Named ``fixed-<gbs>GBps[-<cap>GiB]``."""
+    for field, value in (("fixed_bandwidth_gbs", gbs), ("fixed_capacity_gib", capacity_gib)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PlenaInputError(field, f"{field} must be a number (got {value!r})")
+        if not math.isfinite(value) or value <= 0:
+            raise PlenaInputError(field, f"{field} must be a finite number > 0 (got {value!r})")
+    name = f"fixed-{_number_label(gbs)}GBps"
+    capacity = None
+    if capacity_gib is not None:
+        capacity = round(capacity_gib * 2**30)
+        name += f"-{_number_label(capacity_gib)}GiB"
+    return FixedBandwidthMemory(gbs * 1e9, capacity, name=name)
+
+
+def unbounded() -> FixedBandwidthMemory:
+    """The 1e30 B/s memory without capacity that reproduces the compute-only model (§3.4)."""
+    return FixedBandwidthMemory(UNBOUNDED_BANDWIDTH_BYTES_PER_S, None, name="unbounded")

@@ -1,0 +1,1 @@
+"""Built-in memory profiles (JSON, analytic-model §3.2)."""

@@ -1,0 +1,98 @@
+"""Built-in model catalog: Hugging Face configs shipped in ``plena_opt/models/configs``.
+
+``catalog.json`` beside this module records where each config comes from and whether it is an
+external addition (not part of the reference's Model_Lib, analytic-model §2.3).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
+from plena_opt.models.model_spec import ModelSpec
+
+
+def _package_dir() -> Path:
+    return Path(str(resources.files("plena_opt.models")))
+
+
+@cache
+def list_models() -> list[str]:
+    """Names of the built-in models, sorted."""
+    return sorted(p.stem for p in (_package_dir() / "configs").glob("*.json"))
+
+
+@cache
+def _catalog() -> dict[str, dict[str, Any]]:
+    return json.loads((_package_dir() / "catalog.json").read_text())
+
+
+def model_info(name: str) -> dict[str, Any]:
+    """Provenance of a built-in model: ``{source, external, note?}``."""
+    _check_name(name)
+    return dict(_catalog().get(name, {"source": "unknown", "external": False}))
+
+
+def _check_name(name: str) -> None:
+    if name not in list_models():
+        raise PlenaNotFoundError(
+            "model", f"unknown model {name!r}; choose one of: {', '.join(list_models())}"
+        )
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a Hugging Face ``config.json``; errors name the path."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise PlenaInputError("model_path", f"cannot read model config {str(path)!r}: {reason}")
+    try:
+        cfg = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PlenaInputError(
+            "model_path", f"model config {str(path)!r} is not valid JSON: {exc}"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise PlenaTypeError("model_path", f"model config {str(path)!r} must hold a JSON object")
+    return cfg
+
+
+def builtin_config(name: str) -> dict[str, Any]:
+    """The shipped Hugging Face config dict of a built-in model (a fresh copy)."""
+    _check_name(name)
+    return read_config_file(_package_dir() / "configs" / f"{name}.json")
+
+
+@cache
+def _builtin_spec(name: str) -> ModelSpec:
+    return ModelSpec.from_hf_config(builtin_config(name), name)
+
+
+def _name_from_path(path: Path) -> str:
+    """``…/Llama-3.1-8B/config.json`` → ``Llama-3.1-8B``; ``my-model.json`` → ``my-model``."""
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def load_model(name: str | None = None, path: str | Path | None = None) -> ModelSpec:
+    """A built-in model by ``name``, or any HF ``config.json`` at ``path`` (give exactly one).
+
+    With ``path``, ``name`` (if given) names the model instead of the file/folder name.
+    Raises PlenaNotFoundError for an unknown name, PlenaInputError for a bad file or config.
+    """
+    if path is not None:
+        path = Path(path)
+        return ModelSpec.from_hf_config(read_config_file(path), name or _name_from_path(path))
+    if name is None:
+        raise PlenaInputError("model", "give a built-in model name or a --model-path config file")
+    if not isinstance(name, str):
+        raise PlenaTypeError("model", "a model name must be a string")
+    _check_name(name)
+    return _builtin_spec(name)

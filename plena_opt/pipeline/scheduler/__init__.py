@@ -1,0 +1,71 @@
+"""Pipeline scheduler: legal per-rank op plans and their labels (pipeline-simulator §1, §5).
+
+Never imports the simulator (design rule 2).
+"""
+
+from __future__ import annotations
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.pipeline.scheduler.bigmac import unified_bigmac_vpp
+from plena_opt.pipeline.scheduler.inference import (
+    InferenceStageTimes,
+    serving_window,
+    stage_times_from_estimate,
+)
+from plena_opt.pipeline.scheduler.ops import (
+    Component,
+    Op,
+    OpKind,
+    PipelinePlan,
+    chunk_letter,
+)
+from plena_opt.pipeline.scheduler.training import gpipe, interleaved_1f1b, one_f_one_b, zb_h1
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "bigmac-vpp")
+
+#: Op types (duration keys) each training schedule uses.
+SCHEDULE_OP_TYPES = {
+    "gpipe": ("F", "B"),
+    "1f1b": ("F", "B"),
+    "interleaved-1f1b": ("F", "B"),
+    "zb-h1": ("F", "I", "W"),
+    "bigmac-vpp": ("F", "B", "VF", "VB", "GF", "GB"),
+}
+
+
+def build_schedule(name: str, pp: int, microbatches: int, vpp: int = 1) -> PipelinePlan:
+    """Build a training schedule by name (see :data:`SCHEDULES`).
+
+    Raises :class:`PlenaNotFoundError` for an unknown name and :class:`PlenaInputError` for an
+    impossible shape (``vpp`` on a schedule without chunks, too few micro-batches for VPP).
+    """
+    if name not in SCHEDULES:
+        raise PlenaNotFoundError(
+            "schedule", f"unknown schedule {name!r}; valid: {', '.join(SCHEDULES)}"
+        )
+    if name in ("interleaved-1f1b", "bigmac-vpp"):
+        fn = interleaved_1f1b if name == "interleaved-1f1b" else unified_bigmac_vpp
+        return fn(pp, vpp, microbatches)
+    if vpp != 1:
+        raise PlenaInputError("vpp", f"schedule {name!r} has one chunk per rank; vpp must be 1")
+    return {"gpipe": gpipe, "1f1b": one_f_one_b, "zb-h1": zb_h1}[name](pp, microbatches)
+
+
+__all__ = [
+    "SCHEDULES",
+    "SCHEDULE_OP_TYPES",
+    "Component",
+    "InferenceStageTimes",
+    "Op",
+    "OpKind",
+    "PipelinePlan",
+    "build_schedule",
+    "chunk_letter",
+    "gpipe",
+    "interleaved_1f1b",
+    "one_f_one_b",
+    "serving_window",
+    "stage_times_from_estimate",
+    "unified_bigmac_vpp",
+    "zb_h1",
+]

@@ -1,0 +1,173 @@
+"""Inference serving windows under PP (pipeline-simulator §1.4) and the evaluator adapter.
+
+A window holds ``m`` micro-batches: every micro-batch is prefilled through the ``p`` stages
+(optionally in ``k`` chunks), then ``T`` decode steps of the rotating micro-batches follow. The
+pipeline hop of a stage (``X``, the evaluator's ``transfer_seconds``) is an explicit ``COMM`` op in
+the sending rank's order: PLENA does not overlap it with compute, which is what the analytic
+``period = max_stage + X`` assumes (analytic-model §4.6). The last stage's decode send is the
+token feedback to stage 0; after the last prefill stage no hop is charged (the analytic
+``TTFT = prefill.latency + first_decode.latency`` has none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.pipeline.scheduler.ops import OpKind, PipelinePlan, PlanBuilder, check_positive_int
+
+
+@dataclass(frozen=True)
+class InferenceStageTimes:
+    """Per-stage times of one plan, in seconds.
+
+    ``*_stage_seconds[s]`` is stage ``s``'s time for one micro-batch (compute + its collectives);
+    ``*_transfer_seconds`` the pipeline hop per boundary; ``tokens_per_micro_batch`` the tokens one
+    decode step of a micro-batch emits (the evaluator's ``micro_batch``).
+    """
+
+    prefill_stage_seconds: tuple[float, ...]
+    prefill_transfer_seconds: float
+    decode_stage_seconds: tuple[float, ...]
+    decode_transfer_seconds: float
+    micro_batches: int
+    decode_steps: int
+    tokens_per_micro_batch: int
+
+    def __post_init__(self) -> None:
+        p = len(self.prefill_stage_seconds)
+        if p < 1:
+            raise PlenaInputError("prefill_stage_seconds", "needs at least one stage")
+        if len(self.decode_stage_seconds) != p:
+            raise PlenaInputError(
+                "decode_stage_seconds", "must have as many stages as prefill_stage_seconds"
+            )
+        for name in ("prefill_stage_seconds", "decode_stage_seconds"):
+            for s, v in enumerate(getattr(self, name)):
+                if not math.isfinite(v) or v < 0:
+                    raise PlenaInputError(f"{name}[{s}]", f"{name}[{s}] must be finite and >= 0")
+        for name in ("prefill_transfer_seconds", "decode_transfer_seconds"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise PlenaInputError(name, f"{name} must be finite and >= 0")
+        check_positive_int("micro_batches", self.micro_batches)
+        check_positive_int("decode_steps", self.decode_steps)
+        check_positive_int("tokens_per_micro_batch", self.tokens_per_micro_batch)
+
+    @property
+    def pp(self) -> int:
+        return len(self.prefill_stage_seconds)
+
+    def analytic(self) -> dict[str, float]:
+        """Closed forms of analytic-model §4.6 for these stage times (seconds, tokens/s)."""
+        p = self.pp
+        pf, dc = self.prefill_stage_seconds, self.decode_stage_seconds
+        period = max(dc) + self.decode_transfer_seconds
+        return {
+            "ttft_seconds": sum(pf)
+            + (p - 1) * self.prefill_transfer_seconds
+            + sum(dc)
+            + (p - 1) * self.decode_transfer_seconds,
+            "decode_period_seconds": period,
+            "tps": self.tokens_per_micro_batch / period if period > 0 else math.inf,
+        }
+
+    def durations(self, prefill_chunks: int = 1) -> dict[str, float]:
+        """Duration inputs keyed by op type (``P_s{r}``, ``D_s{r}``, ``XP``, ``XD``), seconds.
+
+        With ``k`` prefill chunks a chunk takes ``1/k`` of the stage time and of the hop
+        (approximation: the hop's fixed latency is not split).
+        """
+        k = prefill_chunks
+        out = {f"P_s{s}": v / k for s, v in enumerate(self.prefill_stage_seconds)}
+        out.update({f"D_s{s}": v for s, v in enumerate(self.decode_stage_seconds)})
+        out["XP"] = self.prefill_transfer_seconds / k
+        out["XD"] = self.decode_transfer_seconds
+        return out
+
+
+def serving_window(
+    times: InferenceStageTimes,
+    micro_batches: int | None = None,
+    decode_steps: int | None = None,
+    prefill: bool = True,
+    prefill_chunks: int = 1,
+) -> PipelinePlan:
+    """Plan of one serving window: per rank, prefills (and their sends) of micro-batches
+    ``0..m−1``, then decode steps ``t`` of micro-batches ``0..m−1`` with their sends.
+
+    Zero-time hops are left out of the plan (nothing to draw or wait for).
+    """
+    m = times.micro_batches if micro_batches is None else micro_batches
+    steps = times.decode_steps if decode_steps is None else decode_steps
+    check_positive_int("micro_batches", m)
+    check_positive_int("decode_steps", steps)
+    check_positive_int("prefill_chunks", prefill_chunks)
+    p = times.pp
+    b = PlanBuilder(p)
+    for s in range(p):
+        if prefill:
+            for mb in range(m):
+                for j in range(prefill_chunks):
+                    b.add(s, OpKind.P, mb, chunk=j, op_type=f"P_s{s}", code="P")
+                    if s < p - 1 and times.prefill_transfer_seconds > 0:
+                        b.add(s, OpKind.COMM, mb, chunk=j, op_type="XP", code="XP")
+        for t in range(steps):
+            for mb in range(m):
+                b.add(s, OpKind.D, mb, step=t, op_type=f"D_s{s}", code="D")
+                last_send = s == p - 1 and t == steps - 1
+                if times.decode_transfer_seconds > 0 and not last_send:
+                    b.add(s, OpKind.COMM, mb, step=t, op_type="XD", code="XD")
+    name = "serving-window" if prefill else "decode-window"
+    meta = {"prefill_chunks": str(prefill_chunks), "decode_steps": str(steps)}
+    return b.build(name, p, 1, m, meta)
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        if key not in obj:
+            raise PlenaInputError(key, f"estimate is missing field {key!r}")
+        return obj[key]
+    if not hasattr(obj, key):
+        raise PlenaInputError(key, f"estimate is missing field {key!r}")
+    return getattr(obj, key)
+
+
+def _stage_seconds(stages: Sequence[Any], field: str) -> tuple[float, ...]:
+    return tuple(float(_get(st, "seconds")) for st in stages) or _fail(field)
+
+
+def _fail(field: str) -> tuple[float, ...]:
+    raise PlenaInputError(field, f"{field} has no stages")
+
+
+def stage_times_from_estimate(
+    est: Mapping[str, Any] | Any, max_decode_steps: int | None = None
+) -> InferenceStageTimes:
+    """Read a ``DistributedEstimate.to_dict()`` dict (or the object itself) into stage times.
+
+    Uses ``prefill`` and ``first_token_decode`` (stages' ``seconds`` and ``transfer_seconds``);
+    ``micro_batches = ceil(batch_size / micro_batch)`` (= pp in the evaluator), ``decode_steps =
+    output_seq_len`` (capped at ``max_decode_steps``). Decode stage times are those of the first
+    decode step: the KV-length growth of later steps is not modelled.
+    """
+    if not isinstance(est, Mapping) and hasattr(est, "to_dict"):
+        est = est.to_dict()
+    pre, dec = _get(est, "prefill"), _get(est, "first_token_decode")
+    micro = int(_get(est, "micro_batch"))
+    batch = int(_get(est, "batch_size"))
+    steps = int(_get(est, "output_seq_len"))
+    if max_decode_steps is not None:
+        steps = min(steps, max_decode_steps)
+    return InferenceStageTimes(
+        prefill_stage_seconds=_stage_seconds(_get(pre, "stages"), "prefill.stages"),
+        prefill_transfer_seconds=float(_get(pre, "transfer_seconds")),
+        decode_stage_seconds=_stage_seconds(_get(dec, "stages"), "first_token_decode.stages"),
+        decode_transfer_seconds=float(_get(dec, "transfer_seconds")),
+        micro_batches=max(1, -(-batch // max(micro, 1))),
+        decode_steps=max(steps, 1),
+        tokens_per_micro_batch=max(micro, 1),
+    )

@@ -1,0 +1,114 @@
+"""Search objectives and constraints over ``PlanMetrics`` (issue 5; service-conventions §1.1).
+
+Objectives: TTFT (ms, minimise), system decode tokens/s (maximise), energy per generated token (J,
+minimise), per-sequence decode tokens/s (maximise). Constraints are Optuna-style values: feasible
+when every value is ≤ 0 (``optuna/study/_constrained_optimization.py``); each is a relative excess.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from plena_opt.errors import PlenaInputError
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective: CLI ``key``, study metric ``name``, direction and a metric getter."""
+
+    key: str
+    name: str
+    direction: str  # "minimize" | "maximize"
+    getter: Callable[[Any], float | None]
+
+    def value(self, metrics: Any) -> float:
+        v = self.getter(metrics)
+        return math.nan if v is None else float(v)
+
+    @property
+    def sign(self) -> float:
+        """+1 for minimise, −1 for maximise (multiply to get a minimisation value)."""
+        return 1.0 if self.direction == "minimize" else -1.0
+
+
+OBJECTIVES: dict[str, Objective] = {
+    "ttft": Objective("ttft", "ttft_ms", "minimize", lambda m: m.ttft_seconds * 1e3),
+    "tps": Objective("tps", "tps", "maximize", lambda m: m.tps),
+    "energy": Objective(
+        "energy", "energy_j_per_token", "minimize", lambda m: m.energy_per_token_joules
+    ),
+    "tps-per-seq": Objective(
+        "tps-per-seq", "tps_per_sequence", "maximize", lambda m: m.tps_per_sequence
+    ),
+}
+DEFAULT_OBJECTIVES = ("ttft", "tps", "energy")
+
+
+def parse_objectives(keys: Sequence[str] | str | None) -> tuple[Objective, ...]:
+    """Objectives by key (comma list or sequence); unknown or repeated keys raise."""
+    if keys is None:
+        keys = DEFAULT_OBJECTIVES
+    if isinstance(keys, str):
+        keys = [k.strip() for k in keys.split(",") if k.strip()]
+    if not keys:
+        raise PlenaInputError("objectives", "objectives must name at least one objective")
+    out: list[Objective] = []
+    for k in keys:
+        if k not in OBJECTIVES:
+            raise PlenaInputError(
+                "objectives", f"unknown objective {k!r}; choose from {', '.join(OBJECTIVES)}"
+            )
+        if OBJECTIVES[k] in out:
+            raise PlenaInputError("objectives", f"objective {k!r} is given twice")
+        out.append(OBJECTIVES[k])
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Feasibility rules: the plan fits in memory, plus optional SLAs.
+
+    ``capacity_bytes`` is the per-device memory capacity (None: unknown → only ``fits_in_memory``);
+    ``max_ttft_ms`` (ms) and ``min_tps_per_seq`` (tokens/s per sequence) are SLAs.
+    """
+
+    capacity_bytes: float | None = None
+    max_ttft_ms: float | None = None
+    min_tps_per_seq: float | None = None
+
+    def names(self) -> list[str]:
+        names = ["memory"]
+        if self.max_ttft_ms is not None:
+            names.append("max_ttft")
+        if self.min_tps_per_seq is not None:
+            names.append("min_tps_per_seq")
+        return names
+
+    def values(self, m: Any) -> dict[str, float]:
+        """Constraint values for metrics ``m`` (≤ 0 feasible), relative to each limit."""
+        out = {"memory": self._memory(m)}
+        if self.max_ttft_ms is not None:
+            out["max_ttft"] = (m.ttft_seconds * 1e3 - self.max_ttft_ms) / self.max_ttft_ms
+        if self.min_tps_per_seq is not None:
+            out["min_tps_per_seq"] = (
+                self.min_tps_per_seq - m.tps_per_sequence
+            ) / self.min_tps_per_seq
+        return out
+
+    def _memory(self, m: Any) -> float:
+        fits = m.fits_in_memory
+        if fits is None:  # capacity not modelled: nothing to violate
+            return 0.0
+        used = float(m.weight_bytes_per_device) + float(m.kv_cache_bytes_per_device)
+        if self.capacity_bytes:
+            v = used / float(self.capacity_bytes) - 1.0
+        else:
+            v = 0.0 if fits else 1.0
+        # The evaluator's verdict is authoritative; the ratio only grades the violation.
+        return min(v, 0.0) if fits else max(v, 1e-9)
+
+    def violated(self, values: dict[str, float]) -> list[str]:
+        return [k for k, v in values.items() if v > 0]

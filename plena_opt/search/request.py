@@ -1,0 +1,70 @@
+"""``SearchRequest``: everything a search needs, validated at the boundary (CLI and gRPC)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
+from plena_opt.search.problem import ProblemSpec
+
+MEMORY_STORAGE = ":memory:"
+
+
+class SearchRequest(BaseModel):
+    """A multi-objective plan search.
+
+    ``batch_sizes`` (sequences) replaces ``problem.batch_size`` by a searched list; ``objectives``
+    are keys of ``OBJECTIVES``; ``max_ttft_ms`` (ms) / ``min_tps_per_seq`` (tokens/s) are SLAs;
+    ``trials`` caps new plan evaluations of a sampler; ``timeout`` and ``deadline`` (seconds from
+    the start) stop the search early (a deadline marks the result partial); ``storage`` is a journal
+    path, an RDB URL or ``":memory:"``; ``study`` names the study (default: derived from the
+    problem, so the same search resumes); ``compare_exact`` scores the whole space to report the
+    hypervolume ratio of a sampled front (None: only when the space is small).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem: ProblemSpec = Field(default_factory=ProblemSpec)
+    batch_sizes: list[int] | None = None
+    objectives: list[str] = Field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
+    max_ttft_ms: float | None = Field(default=None, gt=0)
+    min_tps_per_seq: float | None = Field(default=None, gt=0)
+    sampler: Literal["auto", "tpe", "nsga2", "gp", "exhaustive"] = "auto"
+    trials: int = Field(default=200, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+    deadline: float | None = Field(default=None, gt=0)
+    seed: int | None = None
+    study: str | None = None
+    storage: str | None = None
+    compare_exact: bool | None = None
+    auto_budget_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batches(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("batch_sizes must not be empty")
+        if any(b < 1 for b in v):
+            raise ValueError("batch sizes must be positive integers")
+        if len(set(v)) != len(v):
+            raise ValueError("batch sizes must not repeat")
+        return sorted(v)
+
+    @field_validator("objectives")
+    @classmethod
+    def _objectives(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("objectives must name at least one objective")
+        for k in v:
+            if k not in OBJECTIVES:
+                raise ValueError(f"unknown objective {k!r}; choose from {', '.join(OBJECTIVES)}")
+        if len(set(v)) != len(v):
+            raise ValueError("objectives must not repeat")
+        return v
+
+    def batch_list(self) -> list[int]:
+        return self.batch_sizes or [self.problem.batch_size]

@@ -1,0 +1,63 @@
+"""``SearchResult``: the Pareto front and how it was found (JSON-ready pydantic models)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class FrontEntry(BaseModel):
+    """One scored plan. Times in ms, rates in tokens/s, energy in J/token, memory in bytes."""
+
+    plan: dict[str, Any]
+    label: str
+    ttft_ms: float
+    tps: float
+    tps_per_sequence: float
+    energy_j_per_token: float | None
+    weight_bytes_per_device: float
+    kv_cache_bytes_per_device: float
+    memory_bytes_per_device: float
+    fits_in_memory: bool | None
+    bottleneck: str | None
+    constraints: dict[str, float] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    trial_number: int | None = None
+
+
+class SearchResult(BaseModel):
+    """Outcome of ``run_search``.
+
+    ``front`` is the feasible Pareto front ordered by TPS (highest first); ``hypervolume`` is on
+    objectives normalised by ``hv_normalisation`` with reference point 1.1 per axis;
+    ``exact_hypervolume``/``hv_ratio`` compare a sampled front with the exhaustive one when the
+    space was scored; ``partial`` marks a search stopped before it finished (cancel, deadline,
+    Ctrl-C); ``best_infeasible`` is the least-violating plan when no plan meets the constraints.
+    """
+
+    study_name: str
+    storage: str
+    sampler: str
+    objectives: list[str]
+    metric_names: list[str]
+    directions: list[str]
+    constraints: list[str]
+    legal_points: int
+    evaluated: int
+    reused: int
+    trials: int
+    pruned_illegal: int
+    repeats: int
+    front: list[FrontEntry]
+    hypervolume: float | None = None
+    hv_normalisation: str | None = None
+    exact_front_size: int | None = None
+    exact_hypervolume: float | None = None
+    hv_ratio: float | None = None
+    partial: bool = False
+    stop_reason: str | None = None
+    best_infeasible: FrontEntry | None = None
+    infeasible: dict[str, int] = Field(default_factory=dict)
+    elapsed_s: float = 0.0
+    warnings: list[str] = Field(default_factory=list)

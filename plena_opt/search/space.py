@@ -1,0 +1,157 @@
+"""The plan search space: (plan, batch size) points whose tp·ep·dp·pp·cp equals the device count.
+
+Legality is decided by the evaluator (``Evaluator.check``, analytic-model §4.2), so a plan is never
+priced as if legal. For Optuna the independent choices are ``tp``, ``ep``, ``pp``, ``cp`` (the
+values that occur in legal plans), ``moe_tp_mode`` (MoE models only), ``comm_overlap`` and, with a
+batch list, ``batch_size``; ``dp`` is derived as the device count divided by the others, and a
+suggestion whose derived plan is not legal is recorded as pruned with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+from plena_opt.estimate.plan import Plan
+
+COMM_OVERLAPS = ("none", "full")
+MOE_TP_MODES = ("replace", "keep")
+SEARCH_DIMS = ("tp", "ep", "pp", "cp")
+
+
+@dataclass(frozen=True, order=True)
+class Point:
+    """One point of the search space: a plan served at a global batch size (sequences)."""
+
+    plan: Plan
+    batch_size: int
+
+    @property
+    def key(self) -> str:
+        """Stable text key, e.g. ``tp8-ep1-dp1-pp4-cp1-replace-none-b16`` (cache and trial attr)."""
+        p = self.plan
+        return (
+            f"tp{p.tp}-ep{p.ep}-dp{p.dp}-pp{p.pp}-cp{p.cp}-{p.moe_tp_mode}-{p.comm_overlap}"
+            f"-b{self.batch_size}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "tp": p.tp, "ep": p.ep, "dp": p.dp, "pp": p.pp, "cp": p.cp,
+            "moe_tp_mode": p.moe_tp_mode, "comm_overlap": p.comm_overlap,
+            "batch_size": self.batch_size,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Point:
+        plan = Plan(
+            tp=int(d["tp"]), ep=int(d["ep"]), dp=int(d["dp"]), pp=int(d["pp"]), cp=int(d["cp"]),
+            moe_tp_mode=str(d["moe_tp_mode"]), comm_overlap=str(d["comm_overlap"]),
+        )
+        return cls(plan, int(d["batch_size"]))
+
+    def label(self) -> str:
+        text = self.plan.label()
+        return f"{text} b{self.batch_size}"
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` in increasing order."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
+    """Every ordered ``parts``-tuple of positive integers whose product is ``n``."""
+    if parts == 1:
+        return [(n,)]
+    return [(d, *rest) for d in divisors(n) for rest in factorisations(n // d, parts - 1)]
+
+
+class PlanSpace:
+    """Legal points for ``num_devices`` devices and the batch sizes in ``batch_sizes``.
+
+    ``check(plan)`` raises (``PlenaInputError``) for an illegal plan; it is called once per
+    (tp, ep, dp, pp, cp, moe_tp_mode) — legality does not depend on ``comm_overlap`` or the batch
+    size (analytic-model §4.2 lists no rule on either beyond their allowed values).
+    """
+
+    def __init__(self, num_devices: int, batch_sizes: Sequence[int], check: Any) -> None:
+        self.num_devices = num_devices
+        self.batch_sizes = tuple(batch_sizes)
+        self.illegal: dict[tuple, str] = {}
+        legal_shapes: list[Plan] = []
+        for tp, ep, dp, pp, cp in factorisations(num_devices):
+            for mode in MOE_TP_MODES:
+                plan = Plan(tp=tp, ep=ep, dp=dp, pp=pp, cp=cp, moe_tp_mode=mode)
+                try:
+                    check(plan)
+                except ValueError as exc:
+                    self.illegal[(tp, ep, dp, pp, cp, mode)] = str(exc)
+                    continue
+                legal_shapes.append(plan)
+        # A dense model cannot use ep > 1 (§4.2 "use dp"), so EP legality marks an MoE model;
+        # for dense models (and one device) the MoE TP mode changes nothing and is not searched.
+        self.is_moe = any(p.ep > 1 for p in legal_shapes)
+        self.moe_tp_modes = MOE_TP_MODES if self.is_moe else ("replace",)
+        shapes = [p for p in legal_shapes if p.moe_tp_mode in self.moe_tp_modes]
+        self.points: list[Point] = [
+            Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov), b)
+            for b in self.batch_sizes
+            for p in shapes
+            for ov in COMM_OVERLAPS
+        ]
+        self._legal = set(self.points)
+        self.choices: dict[str, list[Any]] = {
+            d: sorted({getattr(p, d) for p in shapes}) or [1] for d in SEARCH_DIMS
+        }
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __contains__(self, point: object) -> bool:
+        return point in self._legal
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        """Optuna distributions of the independent choices (fixed for the whole study)."""
+        dists: dict[str, BaseDistribution] = {
+            d: CategoricalDistribution(self.choices[d]) for d in SEARCH_DIMS
+        }
+        if self.is_moe:
+            dists["moe_tp_mode"] = CategoricalDistribution(list(MOE_TP_MODES))
+        dists["comm_overlap"] = CategoricalDistribution(list(COMM_OVERLAPS))
+        if len(self.batch_sizes) > 1:
+            dists["batch_size"] = CategoricalDistribution(list(self.batch_sizes))
+        return dists
+
+    def params(self, point: Point) -> dict[str, Any]:
+        """The Optuna params of a legal ``point`` (``dp`` is derived, so not a param)."""
+        d = point.to_dict()
+        return {name: d[name] for name in self.distributions()}
+
+    def point_from_params(self, params: dict[str, Any]) -> tuple[Point | None, str | None]:
+        """The point the params describe, or ``(None, reason)`` when it is not legal."""
+        tp, ep, pp, cp = (int(params[d]) for d in SEARCH_DIMS)
+        mode = str(params.get("moe_tp_mode", "replace"))
+        overlap = str(params["comm_overlap"])
+        batch = int(params.get("batch_size", self.batch_sizes[0]))
+        rest = tp * ep * pp * cp
+        if self.num_devices % rest:
+            return None, (
+                f"tp·ep·pp·cp = {rest} does not divide the {self.num_devices} devices"
+            )
+        dp = self.num_devices // rest
+        point = Point(Plan(tp, ep, dp, pp, cp, mode, overlap), batch)
+        if point in self._legal:
+            return point, None
+        reason = self.illegal.get((tp, ep, dp, pp, cp, mode), "not in the legal plan space")
+        return None, reason
+
+
+def unique(points: Iterable[Point]) -> list[Point]:
+    """``points`` without repeats, first occurrence order."""
+    return list(dict.fromkeys(points))

@@ -1,0 +1,25 @@
+"""``python -m plena_server [serve flags]``: the same server as ``plena-opt serve``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from plena_opt.cli import serve_cmd
+from plena_opt.errors import PlenaInputError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m plena_server")
+    sub = parser.add_subparsers(dest="command")
+    serve_cmd.register(sub)
+    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args) or 0)
+    except PlenaInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

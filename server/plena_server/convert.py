@@ -1,0 +1,327 @@
+"""Proto messages ↔ library objects, with field-named validation errors.
+
+Every error names the request field (dotted proto path) so that the server can attach a
+``google.rpc.BadRequest`` violation. Remote requests may only name built-in profiles or send
+inline JSON: file paths are never read on behalf of a client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_server.errors import ServerLimitError
+from plena_server.gen import plena_opt_pb2 as pb
+from plena_server.limits import ServerLimits
+
+# Routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
+REMOTE_ROUTING = ("balanced", "random", "qwen3_235b", "deepseek_v3")
+WORKLOAD_FIELDS = (
+    "batch_size",
+    "input_seq_len",
+    "output_seq_len",
+    "frequency_hz",
+    "overlap_policy",
+    "include_lm_head",
+    "routing",
+)
+PLAN_FIELDS = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap")
+
+
+@dataclass(frozen=True)
+class System:
+    """Loaded library objects for one request (``chip`` None = the evaluator's default chip)."""
+
+    model: Any
+    noc: Any
+    memory: Any
+    chip: Any
+
+
+@contextlib.contextmanager
+def field_scope(field: str) -> Iterator[None]:
+    """Re-raise library errors raised inside as ``PlenaInputError`` naming ``field``.
+
+    A library error that already names a sub-field keeps it, prefixed with ``field``; a bare
+    ``ValueError``/``TypeError``/``KeyError`` from parsing inline JSON is attributed to ``field``.
+    """
+    from pydantic import ValidationError
+
+    try:
+        yield
+    except PlenaNotFoundError:
+        raise
+    except (PlenaInputError, ServerLimitError):
+        raise
+    except ValidationError as exc:
+        loc = ".".join(str(p) for p in (exc.errors() or [{}])[0].get("loc", ()))
+        sub = f"{field}.{loc}" if loc else field
+        raise PlenaInputError(sub, f"{sub}: {exc.errors()[0]['msg']}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        sub = getattr(exc, "field", "") or ""
+        name = f"{field}.{sub}" if sub else field
+        raise PlenaInputError(name, f"{name}: {exc}") from exc
+    except RecursionError as exc:
+        raise PlenaInputError(field, f"{field}: document nested too deeply") from exc
+
+
+def _prefix(field: str, exc: PlenaInputError) -> PlenaInputError:
+    if isinstance(exc, PlenaNotFoundError):
+        return exc
+    name = exc.field if exc.field.startswith(field) else f"{field}.{exc.field}"
+    new = type(exc)(name, exc.rule)
+    return new
+
+
+def parse_json_object(field: str, text: str, limits: ServerLimits) -> dict:
+    """Parse an inline JSON document that must be an object."""
+    if len(text.encode("utf-8", "surrogatepass")) > limits.max_inline_json_bytes:
+        raise ServerLimitError(
+            field, f"{field} is larger than the server limit of {limits.max_inline_json_bytes} bytes"
+        )
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise PlenaInputError(field, f"{field} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise PlenaInputError(field, f"{field} must be a JSON object")
+    return value
+
+
+def _check_name(field: str, name: str, known: list[str], what: str) -> str:
+    if name not in known:
+        raise PlenaNotFoundError(field, f"unknown {what} {name!r}; choose one of {', '.join(known)}")
+    return name
+
+
+def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.model") -> Any:
+    from plena_opt import models
+
+    kind = src.WhichOneof("source")
+    if kind == "name":
+        _check_name(f"{field}.name", src.name, models.list_models(), "model")
+        with field_scope(f"{field}.name"):
+            return models.load_model(name=src.name)
+    if kind == "hf_config_json":
+        f = f"{field}.hf_config_json"
+        cfg = parse_json_object(f, src.hf_config_json, limits)
+        with field_scope(f):
+            try:
+                return models.ModelSpec.from_hf_config(cfg, src.display_name or "custom")
+            except PlenaInputError as exc:
+                raise _prefix(f, exc) from exc
+    raise PlenaInputError(field, f"{field} is required: give a built-in name or hf_config_json")
+
+
+def _load_profile(
+    src: pb.ProfileSource, field: str, kind: str, limits: ServerLimits, *, required: bool
+) -> Any:
+    loader, lister = _profile_api(kind)
+    which = src.WhichOneof("source")
+    if which == "name":
+        _check_name(f"{field}.name", src.name, lister(), f"{kind} profile")
+        with field_scope(f"{field}.name"):
+            return loader(src.name)
+    if which == "fixed_bandwidth":
+        return _fixed_bandwidth(src.fixed_bandwidth, f"{field}.fixed_bandwidth", kind)
+    if which == "json":
+        f = f"{field}.json"
+        doc = parse_json_object(f, src.json, limits)
+        with field_scope(f):
+            try:
+                return loader(doc)
+            except PlenaInputError as exc:
+                raise _prefix(f, exc) from exc
+    if required:
+        raise PlenaInputError(field, f"{field} is required: give a built-in name or json")
+    return None
+
+
+def _profile_api(kind: str) -> tuple[Any, Any]:
+    if kind == "noc":
+        import deepstack
+
+        return deepstack.load_noc_profile, deepstack.list_noc_profiles
+    if kind == "memory":
+        from plena_opt import memory
+
+        return memory.load_memory, memory.list_memory_profiles
+    from plena_opt import chip
+
+    return chip.load_chip, chip.list_chip_profiles
+
+
+def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
+    if kind != "memory":
+        raise PlenaInputError(field, f"{field} is only valid for the memory profile")
+    gbs = fb.bandwidth_gbytes_per_s
+    if not (math.isfinite(gbs) and gbs > 0):
+        raise PlenaInputError(
+            f"{field}.bandwidth_gbytes_per_s",
+            f"{field}.bandwidth_gbytes_per_s must be greater than zero",
+        )
+    gib = fb.capacity_gib if fb.HasField("capacity_gib") else None
+    if gib is not None and not (math.isfinite(gib) and gib > 0):
+        raise PlenaInputError(f"{field}.capacity_gib", f"{field}.capacity_gib must be greater than zero")
+    from plena_opt import memory
+
+    with field_scope(field):
+        return memory.fixed_bandwidth(gbs, gib)
+
+
+def default_memory() -> Any:
+    """The memory when a request names none: the CLI default (``DEFAULT_MEMORY``)."""
+    from plena_opt import memory
+    from plena_opt.search.problem import DEFAULT_MEMORY
+
+    return memory.load_memory(DEFAULT_MEMORY)
+
+
+def load_system(spec: pb.SystemSpec, limits: ServerLimits, field: str = "system") -> System:
+    """Load model, NoC, memory and chip from a SystemSpec; enforce the device limit."""
+    model = load_model(spec.model, limits, f"{field}.model")
+    noc = _load_profile(spec.noc, f"{field}.noc", "noc", limits, required=True)
+    if noc.num_devices > limits.max_devices:
+        raise ServerLimitError(
+            f"{field}.noc",
+            f"{field}.noc has {noc.num_devices} devices; the server limit is {limits.max_devices}",
+        )
+    memory = _load_profile(spec.memory, f"{field}.memory", "memory", limits, required=False)
+    if memory is None:
+        memory = default_memory()
+    chip = _load_profile(spec.chip, f"{field}.chip", "chip", limits, required=False)
+    return System(model=model, noc=noc, memory=memory, chip=chip)
+
+
+def _opt(msg: Any, name: str) -> Any:
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def workload_kwargs(w: pb.Workload, field: str = "workload") -> dict:
+    """Keyword arguments of ``plena_opt.estimate.Workload`` (unset fields keep the defaults)."""
+    kwargs: dict[str, Any] = {}
+    for name in ("batch_size", "input_seq_len", "output_seq_len", "frequency_hz"):
+        value = _opt(w, name)
+        if value is not None:
+            kwargs[name] = value
+    if "frequency_hz" in kwargs and not math.isfinite(kwargs["frequency_hz"]):
+        raise PlenaInputError(f"{field}.frequency_hz", f"{field}.frequency_hz must be finite")
+    if w.overlap_policy:
+        kwargs["overlap_policy"] = w.overlap_policy
+    if w.routing:
+        if w.routing not in REMOTE_ROUTING:
+            raise PlenaInputError(
+                f"{field}.routing", f"{field}.routing must be one of {', '.join(REMOTE_ROUTING)}"
+            )
+        kwargs["routing"] = w.routing
+    kwargs["include_lm_head"] = bool(w.include_lm_head)
+    return kwargs
+
+
+def to_workload(w: pb.Workload, field: str = "workload") -> Any:
+    from plena_opt.estimate import Workload
+
+    try:
+        return Workload(**workload_kwargs(w, field))
+    except PlenaInputError as exc:
+        raise _prefix(field, exc) from exc
+
+
+def plan_kwargs(p: pb.Plan) -> dict:
+    kwargs: dict[str, Any] = {}
+    for name in ("tp", "ep", "dp", "pp", "cp"):
+        value = _opt(p, name)
+        if value is not None:
+            kwargs[name] = value
+    if p.moe_tp_mode:
+        kwargs["moe_tp_mode"] = p.moe_tp_mode
+    if p.comm_overlap:
+        kwargs["comm_overlap"] = p.comm_overlap
+    return kwargs
+
+
+def to_plan(p: pb.Plan, field: str = "plan") -> Any:
+    from plena_opt.estimate import Plan
+
+    try:
+        return Plan(**plan_kwargs(p))
+    except PlenaInputError as exc:
+        raise _prefix(field, exc) from exc
+
+
+def qualify(exc: PlenaInputError) -> PlenaInputError:
+    """Give an evaluator error the proto path of its field (``tp`` → ``plan.tp``)."""
+    if isinstance(exc, PlenaNotFoundError) or "." in exc.field:
+        return exc
+    if exc.field in PLAN_FIELDS or exc.field == "world_size":
+        return _prefix("plan", exc)
+    if exc.field in WORKLOAD_FIELDS:
+        return _prefix("workload", exc)
+    return exc
+
+
+def plan_to_proto(plan: Any) -> pb.Plan:
+    return pb.Plan(
+        tp=plan.tp,
+        ep=plan.ep,
+        dp=plan.dp,
+        pp=plan.pp,
+        cp=plan.cp,
+        moe_tp_mode=plan.moe_tp_mode,
+        comm_overlap=plan.comm_overlap,
+    )
+
+
+def _num(value: Any) -> float:
+    return float(value) if value is not None else 0.0
+
+
+def metrics_to_proto(m: Any) -> pb.PlanMetrics:
+    """``plena_opt.estimate.PlanMetrics`` (or its ``to_dict()``) → proto."""
+    d = m if isinstance(m, dict) else m.to_dict()
+    plan = d["plan"]
+    plan_msg = (
+        pb.Plan(**{k: plan[k] for k in PLAN_FIELDS if k in plan})
+        if isinstance(plan, dict)
+        else plan_to_proto(plan)
+    )
+    msg = pb.PlanMetrics(
+        plan=plan_msg,
+        ttft_seconds=_num(d.get("ttft_seconds")),
+        tps=_num(d.get("tps")),
+        tps_per_sequence=_num(d.get("tps_per_sequence")),
+        energy_per_token_joules=_num(d.get("energy_per_token_joules")),
+        weight_bytes_per_device=_num(d.get("weight_bytes_per_device")),
+        kv_cache_bytes_per_device=_num(d.get("kv_cache_bytes_per_device")),
+        bottleneck=str(d.get("bottleneck") or ""),
+        attribution_seconds={k: float(v) for k, v in (d.get("attribution") or {}).items()},
+        warnings=[str(w) for w in d.get("warnings") or []],
+    )
+    if d.get("fits_in_memory") is not None:
+        msg.fits_in_memory = bool(d["fits_in_memory"])
+    return msg
+
+
+def metrics_from_proto(m: pb.PlanMetrics) -> dict:
+    """Proto → the ``PlanMetrics.to_dict()`` shape (for client-side printing)."""
+    from google.protobuf.json_format import MessageToDict
+
+    plan = MessageToDict(m.plan, preserving_proto_field_name=True)
+    return {
+        "plan": plan,
+        "ttft_seconds": m.ttft_seconds,
+        "tps": m.tps,
+        "tps_per_sequence": m.tps_per_sequence,
+        "energy_per_token_joules": m.energy_per_token_joules,
+        "weight_bytes_per_device": m.weight_bytes_per_device,
+        "kv_cache_bytes_per_device": m.kv_cache_bytes_per_device,
+        "fits_in_memory": m.fits_in_memory if m.HasField("fits_in_memory") else None,
+        "bottleneck": m.bottleneck,
+        "attribution": dict(m.attribution_seconds),
+        "warnings": list(m.warnings),
+    }

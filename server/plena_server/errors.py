@@ -1,0 +1,137 @@
+"""Map user-input errors to gRPC status codes (service-conventions §2.5).
+
+``PlenaNotFoundError`` → NOT_FOUND; ``PlenaInputError``, ``deepstack.errors.ProfileError`` and
+pydantic ``ValidationError`` → INVALID_ARGUMENT with a ``google.rpc.BadRequest`` field violation;
+``ServerLimitError`` → RESOURCE_EXHAUSTED. Anything else is a server bug: INTERNAL, logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+
+log = logging.getLogger("plena_server")
+
+try:  # deepstack is a sibling package; keep the server importable while it is being written
+    from deepstack.errors import ProfileError
+except ImportError:  # pragma: no cover - only while deepstack lacks errors.py
+
+    class ProfileError(ValueError):  # type: ignore[no-redef]
+        field = ""
+
+
+class ServerLimitError(Exception):
+    """A request exceeds a server limit or the server is at capacity (RESOURCE_EXHAUSTED)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Unimplemented(Exception):
+    """An RPC whose backing library is not available in this build (UNIMPLEMENTED)."""
+
+
+class RpcAbort(Exception):
+    """Raised inside a handler to end the RPC with ``code`` (used by FAILED_PRECONDITION)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _status(code: int, message: str, field: str | None = None) -> grpc.Status:
+    detail = []
+    if field is not None:
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=field, description=message)
+            ]
+        )
+        packed = any_pb2.Any()
+        packed.Pack(bad)
+        detail.append(packed)
+    return rpc_status.to_status(status_pb2.Status(code=code, message=message, details=detail))
+
+
+def _pydantic_field(exc: Exception) -> tuple[str, str]:
+    errors = exc.errors()  # type: ignore[attr-defined]
+    first = errors[0] if errors else {"loc": (), "msg": str(exc)}
+    field = ".".join(str(p) for p in first.get("loc", ())) or "request"
+    return field, f"{field}: {first.get('msg', 'invalid value')}"
+
+
+def status_for(exc: BaseException) -> grpc.Status | None:
+    """The gRPC status for a known user/limit error, or None for an unexpected one."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, PlenaNotFoundError):
+        return _status(code_pb2.NOT_FOUND, str(exc), exc.field)
+    if isinstance(exc, PlenaInputError | ProfileError):
+        return _status(code_pb2.INVALID_ARGUMENT, str(exc), getattr(exc, "field", "") or "request")
+    if isinstance(exc, ValidationError):
+        field, message = _pydantic_field(exc)
+        return _status(code_pb2.INVALID_ARGUMENT, message, field)
+    if isinstance(exc, ServerLimitError):
+        return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), exc.field)
+    if isinstance(exc, Unimplemented):
+        return _status(code_pb2.UNIMPLEMENTED, str(exc))
+    if isinstance(exc, ImportError):  # a library of this build is missing or incomplete
+        log.error("library unavailable: %s", exc)
+        return _status(code_pb2.UNIMPLEMENTED, f"not available in this build: {exc}")
+    if isinstance(exc, RpcAbort):
+        return _status(exc.code.value[0], str(exc))
+    return None
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException) -> None:
+    status = status_for(exc)
+    if status is None:
+        log.exception("internal error", exc_info=exc)
+        status = _status(code_pb2.INTERNAL, f"internal error: {type(exc).__name__}")
+    context.abort_with_status(status)
+
+
+def _is_abort(exc: BaseException) -> bool:
+    # context.abort raises a plain Exception subclass; let it propagate untouched.
+    return type(exc).__name__ == "_AbortException" or isinstance(exc, grpc.RpcError)
+
+
+def unary_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a unary servicer method so that library errors become proper statuses."""
+
+    @functools.wraps(handler)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return handler(self, request, context)
+        except Exception as exc:  # noqa: BLE001 - classified by status_for
+            if _is_abort(exc):
+                raise
+            _abort(context, exc)
+
+    return wrapper
+
+
+def stream_errors(handler: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+    """Decorate a server-streaming servicer method like :func:`unary_errors`."""
+
+    @functools.wraps(handler)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from handler(self, request, context)
+        except Exception as exc:  # noqa: BLE001
+            if _is_abort(exc):
+                raise
+            _abort(context, exc)
+
+    return wrapper
+

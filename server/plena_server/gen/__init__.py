@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC stubs (see plena_server.codegen); do not edit."""

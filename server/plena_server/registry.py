@@ -1,0 +1,87 @@
+"""Running searches: the concurrency limit, cancellation by study name and shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import grpc
+
+from plena_server.errors import RpcAbort, ServerLimitError
+
+
+class StopSignal:
+    """A stop flag with the reason it was raised (first reason wins)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def set(self, reason: str = "cancelled") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+
+class SearchRegistry:
+    """At most ``limit`` searches at once; each registered under its study name."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._running: dict[str, StopSignal] = {}
+        self._closed = False
+
+    @contextlib.contextmanager
+    def slot(self, study_name: str, stop: StopSignal) -> Iterator[None]:
+        """Hold a search slot; RESOURCE_EXHAUSTED when full, FAILED_PRECONDITION when the study
+        already runs, UNAVAILABLE while shutting down."""
+        with self._lock:
+            if self._closed:
+                raise RpcAbort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
+            if study_name in self._running:
+                raise RpcAbort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"study {study_name!r} is already running on this server",
+                )
+            if len(self._running) >= self.limit:
+                raise ServerLimitError(
+                    "options", f"the server already runs {self.limit} searches; retry later"
+                )
+            self._running[study_name] = stop
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.pop(study_name, None)
+
+    def cancel(self, study_name: str) -> bool:
+        with self._lock:
+            stop = self._running.get(study_name)
+        if stop is None:
+            return False
+        stop.set("cancelled")
+        return True
+
+    def is_running(self, study_name: str) -> bool:
+        with self._lock:
+            return study_name in self._running
+
+    def active(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    def shutdown(self) -> None:
+        """Refuse new searches and ask every running one to stop (reason ``shutdown``)."""
+        with self._lock:
+            self._closed = True
+            stops = list(self._running.values())
+        for stop in stops:
+            stop.set("shutdown")

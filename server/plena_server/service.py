@@ -1,0 +1,135 @@
+"""The ``plena_opt.v1.PlenaOpt`` servicer: validates requests and calls the libraries."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_server import convert, search_job, simulate_job
+from plena_server.errors import stream_errors, unary_errors
+from plena_server.gen import plena_opt_pb2 as pb
+from plena_server.gen import plena_opt_pb2_grpc as pb_grpc
+from plena_server.limits import ServerLimits
+from plena_server.registry import SearchRegistry
+
+log = logging.getLogger("plena_server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlenaOpt"].full_name
+
+
+def _describe_json(obj: Any) -> str:
+    describe = getattr(obj, "describe", None)
+    if describe is None:
+        return "{}"
+    return json.dumps(describe(), default=str)
+
+
+class PlenaOptServicer(pb_grpc.PlenaOptServicer):
+    """Implements every RPC of the proto; user errors become INVALID_ARGUMENT / NOT_FOUND."""
+
+    def __init__(self, limits: ServerLimits, storage: str | None = None) -> None:
+        self.limits = limits
+        self.storage = storage
+        self.registry = SearchRegistry(limits.max_concurrent_searches)
+
+    # --- catalogs ---------------------------------------------------------------------------
+
+    @unary_errors
+    def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> Any:
+        from plena_opt import models
+
+        out = pb.ListModelsResponse()
+        for name in models.list_models():
+            spec = models.load_model(name=name)
+            out.models.add(name=name, describe_json=_describe_json(spec))
+        return out
+
+    @unary_errors
+    def ListProfiles(self, request: pb.ListProfilesRequest, context: grpc.ServicerContext) -> Any:
+        kinds = {
+            pb.PROFILE_KIND_NOC: "noc",
+            pb.PROFILE_KIND_MEMORY: "memory",
+            pb.PROFILE_KIND_CHIP: "chip",
+        }
+        if request.kind != pb.PROFILE_KIND_UNSPECIFIED and request.kind not in kinds:
+            raise PlenaInputError("kind", f"kind must be one of {', '.join(pb.ProfileKind.keys())}")
+        wanted = [request.kind] if request.kind in kinds else list(kinds)
+        out = pb.ListProfilesResponse()
+        for kind in wanted:
+            loader, lister = convert._profile_api(kinds[kind])
+            for name in lister():
+                profile = loader(name)
+                out.profiles.add(
+                    kind=kind,
+                    name=name,
+                    describe_json=_describe_json(profile),
+                    num_devices=int(getattr(profile, "num_devices", 0) or 0),
+                )
+        return out
+
+    # --- one plan ---------------------------------------------------------------------------
+
+    def _evaluator(self, system_msg: pb.SystemSpec, workload_msg: pb.Workload) -> Any:
+        from plena_opt.estimate import Evaluator
+
+        system = convert.load_system(system_msg, self.limits)
+        workload = convert.to_workload(workload_msg)
+        try:
+            return Evaluator(system.model, system.noc, system.memory, workload, chip=system.chip)
+        except PlenaInputError as exc:
+            raise convert.qualify(exc) from exc
+
+    @unary_errors
+    def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
+        evaluator = self._evaluator(request.system, request.workload)
+        plan = convert.to_plan(request.plan)
+        try:
+            evaluator.check(plan)
+            estimate = evaluator.estimate(plan)
+            metrics = evaluator.evaluate_batch([plan])[0]
+        except PlenaInputError as exc:
+            raise convert.qualify(exc) from exc
+        return pb.EstimateResponse(
+            metrics=convert.metrics_to_proto(metrics),
+            estimate_json=json.dumps(estimate.to_dict()),
+        )
+
+    @unary_errors
+    def Simulate(self, request: pb.SimulateRequest, context: grpc.ServicerContext) -> Any:
+        return simulate_job.simulate(self, request, context)
+
+    # --- search -----------------------------------------------------------------------------
+
+    @unary_errors
+    def Search(self, request: pb.SearchRequest, context: grpc.ServicerContext) -> Any:
+        job = search_job.SearchJob(self, request, context, streaming=False)
+        return job.run_unary()
+
+    @stream_errors
+    def StreamSearch(
+        self, request: pb.SearchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.SearchEvent]:
+        job = search_job.SearchJob(self, request, context, streaming=True)
+        yield from job.run_stream()
+
+    @unary_errors
+    def CancelSearch(self, request: pb.CancelSearchRequest, context: grpc.ServicerContext) -> Any:
+        if not request.study_name:
+            raise PlenaInputError("study_name", "study_name is required")
+        cancelled = self.registry.cancel(request.study_name)
+        if not cancelled and not search_job.study_exists(self.storage, request.study_name):
+            raise PlenaNotFoundError("study_name", f"unknown study {request.study_name!r}")
+        return pb.CancelSearchResponse(cancelled=cancelled)
+
+    @unary_errors
+    def GetStudy(self, request: pb.GetStudyRequest, context: grpc.ServicerContext) -> Any:
+        if not request.study_name:
+            raise PlenaInputError("study_name", "study_name is required")
+        out = search_job.get_study(self.storage, request.study_name)
+        out.running = self.registry.is_running(request.study_name)
+        return out
