@@ -171,12 +171,12 @@ def list_chip_profiles() -> list[str]:
 
 def _read_json(path: Path, what: str, field: str = "chip") -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_bytes()
     except OSError as exc:
         raise PlenaInputError(field, f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PlenaInputError(field, f"{what} {str(path)!r} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PlenaTypeError(field, f"{what} {str(path)!r} must hold a JSON object")

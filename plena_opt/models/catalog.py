@@ -48,10 +48,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     """Read a Hugging Face ``config.json``; errors name the path."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes()
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise PlenaInputError("model_path", f"cannot read model config {str(path)!r}: {reason}")
+        raise PlenaInputError(
+            "model_path", f"cannot read model config {str(path)!r}: {reason}"
+        ) from None
     try:
         cfg = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ ProgressFn = Callable[[Progress], None]
 
 def _device_count(ev: Any) -> int:
     noc = getattr(ev, "noc", None)
-    n = getattr(noc, "num_devices", None) or getattr(ev, "num_devices", None)
+    n = getattr(ev, "num_devices", None) or getattr(noc, "num_devices", None)
     if n:
         return int(n)
     plans = ev.legal_plans()
@@ -68,7 +69,8 @@ def _device_count(ev: Any) -> int:
 
 
 def _capacity(ev: Any) -> float | None:
-    cap = getattr(getattr(ev, "memory", None), "capacity_bytes", None)
+    memory = getattr(ev, "memory", None) or getattr(getattr(ev, "ctx", None), "memory", None)
+    cap = getattr(memory, "capacity_bytes", None)
     return float(cap) if cap else None
 
 
@@ -170,7 +172,9 @@ class _Search:
                     "sizes, objectives or SLAs); pick another --study name",
                 )
         else:
-            study.set_metric_names([o.name for o in self.objectives])
+            with warnings.catch_warnings():  # experimental since v3.2; stable enough for labels
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names([o.name for o in self.objectives])
             study.set_user_attr("fingerprint", fp)
             study.set_user_attr("problem", req.problem.model_dump())
             study.set_user_attr("objectives", list(req.objectives))
@@ -343,6 +347,19 @@ class _Search:
         return out
 
 
+def _fill_trial_numbers(study: optuna.Study, front: Sequence[Record]) -> None:
+    """Point front records at their stored trial (exhaustive trials are added in bulk)."""
+    missing = {r.point.key: r for r in front if r.trial_number is None}
+    if not missing:
+        return
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        rec = missing.pop(t.user_attrs.get(POINT_ATTR, ""), None)
+        if rec is not None:
+            rec.trial_number = t.number
+        if not missing:
+            return
+
+
 def _default_factory(request: SearchRequest) -> EvaluatorFactory:
     inputs = request.problem.load()
     return inputs.evaluator
@@ -374,6 +391,7 @@ def run_search(
         sampler_name == "exhaustive" and not complete
     )
 
+    search_evaluations = s.evaluated
     recs = list(s.cache.values())
     front = s.front_records(recs)
     result_extra: dict[str, Any] = {}
@@ -413,7 +431,8 @@ def run_search(
         if valid:
             worst = min(valid, key=lambda r: sum(max(v, 0.0) for v in r.constraints.values()))
             best_infeasible = worst.entry()
-    s.report("done", s.evaluated, None, force=True)
+    _fill_trial_numbers(study, front)
+    s.report("done", search_evaluations, None, force=True)
     return SearchResult(
         study_name=study.study_name,
         storage=s.storage_url,
@@ -423,7 +442,7 @@ def run_search(
         directions=[o.direction for o in s.objectives],
         constraints=s.constraints.names(),
         legal_points=len(s.space),
-        evaluated=s.evaluated,
+        evaluated=search_evaluations,
         reused=s.reused,
         trials=len(study.get_trials(deepcopy=False)),
         pruned_illegal=s.pruned,

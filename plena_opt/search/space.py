@@ -97,8 +97,8 @@ class PlanSpace:
         # A dense model cannot use ep > 1 (§4.2 "use dp"), so EP legality marks an MoE model;
         # for dense models (and one device) the MoE TP mode changes nothing and is not searched.
         self.is_moe = any(p.ep > 1 for p in legal_shapes)
-        self.moe_tp_modes = MOE_TP_MODES if self.is_moe else ("replace",)
-        shapes = [p for p in legal_shapes if p.moe_tp_mode in self.moe_tp_modes]
+        # ``keep`` differs from ``replace`` only when tp > 1 (with tp = 1 both give tp'=1, ep'=ep).
+        shapes = [p for p in legal_shapes if p.moe_tp_mode == "replace" or (self.is_moe and p.tp > 1)]
         self.points: list[Point] = [
             Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov), b)
             for b in self.batch_sizes
@@ -136,7 +136,7 @@ class PlanSpace:
     def point_from_params(self, params: dict[str, Any]) -> tuple[Point | None, str | None]:
         """The point the params describe, or ``(None, reason)`` when it is not legal."""
         tp, ep, pp, cp = (int(params[d]) for d in SEARCH_DIMS)
-        mode = str(params.get("moe_tp_mode", "replace"))
+        mode = str(params.get("moe_tp_mode", "replace")) if tp > 1 else "replace"
         overlap = str(params["comm_overlap"])
         batch = int(params.get("batch_size", self.batch_sizes[0]))
         rest = tp * ep * pp * cp

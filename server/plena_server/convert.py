@@ -94,7 +94,11 @@ def parse_json_object(field: str, text: str, limits: ServerLimits) -> dict:
 
 
 def _check_name(field: str, name: str, known: list[str], what: str) -> str:
-    if name not in known:
+    """Only built-in names reach the loaders (which would also read a server-side path).
+
+    Loaders accept ``_`` and ``-`` interchangeably in names (``fictional_stacked_dram``)."""
+    variants = {name, name.replace("_", "-"), name.replace("-", "_")}
+    if not variants & set(known):
         raise PlenaNotFoundError(field, f"unknown {what} {name!r}; choose one of {', '.join(known)}")
     return name
 
@@ -182,11 +186,13 @@ def default_memory() -> Any:
     return memory.load_memory(DEFAULT_MEMORY)
 
 
-def load_system(spec: pb.SystemSpec, limits: ServerLimits, field: str = "system") -> System:
+def load_system(
+    spec: pb.SystemSpec, limits: ServerLimits, field: str = "system", *, require_noc: bool = True
+) -> System:
     """Load model, NoC, memory and chip from a SystemSpec; enforce the device limit."""
     model = load_model(spec.model, limits, f"{field}.model")
-    noc = _load_profile(spec.noc, f"{field}.noc", "noc", limits, required=True)
-    if noc.num_devices > limits.max_devices:
+    noc = _load_profile(spec.noc, f"{field}.noc", "noc", limits, required=require_noc)
+    if noc is not None and noc.num_devices > limits.max_devices:
         raise ServerLimitError(
             f"{field}.noc",
             f"{field}.noc has {noc.num_devices} devices; the server limit is {limits.max_devices}",
@@ -295,33 +301,16 @@ def metrics_to_proto(m: Any) -> pb.PlanMetrics:
         ttft_seconds=_num(d.get("ttft_seconds")),
         tps=_num(d.get("tps")),
         tps_per_sequence=_num(d.get("tps_per_sequence")),
-        energy_per_token_joules=_num(d.get("energy_per_token_joules")),
         weight_bytes_per_device=_num(d.get("weight_bytes_per_device")),
         kv_cache_bytes_per_device=_num(d.get("kv_cache_bytes_per_device")),
         bottleneck=str(d.get("bottleneck") or ""),
+        decode_step_seconds=_num(d.get("decode_step_seconds")),
         attribution_seconds={k: float(v) for k, v in (d.get("attribution") or {}).items()},
         warnings=[str(w) for w in d.get("warnings") or []],
     )
+    if d.get("energy_per_token_joules") is not None:
+        msg.energy_per_token_joules = float(d["energy_per_token_joules"])
     if d.get("fits_in_memory") is not None:
         msg.fits_in_memory = bool(d["fits_in_memory"])
     return msg
 
-
-def metrics_from_proto(m: pb.PlanMetrics) -> dict:
-    """Proto → the ``PlanMetrics.to_dict()`` shape (for client-side printing)."""
-    from google.protobuf.json_format import MessageToDict
-
-    plan = MessageToDict(m.plan, preserving_proto_field_name=True)
-    return {
-        "plan": plan,
-        "ttft_seconds": m.ttft_seconds,
-        "tps": m.tps,
-        "tps_per_sequence": m.tps_per_sequence,
-        "energy_per_token_joules": m.energy_per_token_joules,
-        "weight_bytes_per_device": m.weight_bytes_per_device,
-        "kv_cache_bytes_per_device": m.kv_cache_bytes_per_device,
-        "fits_in_memory": m.fits_in_memory if m.HasField("fits_in_memory") else None,
-        "bottleneck": m.bottleneck,
-        "attribution": dict(m.attribution_seconds),
-        "warnings": list(m.warnings),
-    }

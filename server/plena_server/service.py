@@ -86,18 +86,49 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
+        if not request.system.HasField("noc"):
+            return self._single_chip(request)
+        from plena_opt.estimate.distributed import PlanCost
+        from plena_opt.estimate.evaluator import metrics_of
+
         evaluator = self._evaluator(request.system, request.workload)
         plan = convert.to_plan(request.plan)
-        try:
-            evaluator.check(plan)
-            estimate = evaluator.estimate(plan)
-            metrics = evaluator.evaluate_batch([plan])[0]
+        try:  # one pricing for both views, as `plena-opt estimate` does
+            cost = PlanCost(evaluator.ctx, plan)
+            estimate = cost.to_estimate().to_dict()
+            metrics = metrics_of(cost)
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
         return pb.EstimateResponse(
             metrics=convert.metrics_to_proto(metrics),
-            estimate_json=json.dumps(estimate.to_dict()),
+            estimate_json=json.dumps(estimate),
+            mode="distributed",
         )
+
+    def _single_chip(self, request: pb.EstimateRequest) -> pb.EstimateResponse:
+        """No NoC and a one-device plan: the single-chip decoder estimate (analytic-model §2)."""
+        from plena_opt.estimate import estimate_decoder_latency
+
+        plan = convert.to_plan(request.plan)
+        if plan.world_size != 1:
+            raise PlenaInputError("system.noc", "a multi-device plan needs a NoC profile")
+        system = convert.load_system(request.system, self.limits, require_noc=False)
+        w = convert.to_workload(request.workload)
+        try:
+            est = estimate_decoder_latency(
+                system.model,
+                system.memory,
+                batch_size=w.batch_size,
+                input_seq_len=w.input_seq_len,
+                output_seq_len=w.output_seq_len,
+                frequency_hz=w.frequency_hz,
+                overlap_policy=w.overlap_policy,
+                include_lm_head=w.include_lm_head,
+                chip=system.chip,
+            ).to_dict()
+        except PlenaInputError as exc:
+            raise convert.qualify(exc) from exc
+        return pb.EstimateResponse(estimate_json=json.dumps(est), mode="single_chip")
 
     @unary_errors
     def Simulate(self, request: pb.SimulateRequest, context: grpc.ServicerContext) -> Any:

@@ -121,7 +121,7 @@ class NoiseSpec(_message.Message):
     def __init__(self, kernel_sigma: _Optional[float] = ..., rank_sigma: _Optional[float] = ..., straggler_probability: _Optional[float] = ..., straggler_factor: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds")
     class AttributionSecondsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class PlanMetrics(_message.Message):
     LABEL_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     TRIAL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    DECODE_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
     tps: float
@@ -164,7 +165,8 @@ class PlanMetrics(_message.Message):
     label: str
     constraints: _containers.ScalarMap[str, float]
     trial_number: int
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Mapping[str, float]] = ..., trial_number: _Optional[int] = ...) -> None: ...
+    decode_step_seconds: float
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Mapping[str, float]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "stddev", "p50", "p90", "p99", "min", "max", "mean_ci_low", "mean_ci_high", "p99_ci_low", "p99_ci_high")
@@ -367,12 +369,14 @@ class EstimateRequest(_message.Message):
     def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("metrics", "estimate_json")
+    __slots__ = ("metrics", "estimate_json", "mode")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     metrics: PlanMetrics
     estimate_json: str
-    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ...) -> None: ...
+    mode: str
+    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class TrainingSchedule(_message.Message):
     __slots__ = ("schedule", "pp_size", "vpp_size", "microbatches", "base_ms")

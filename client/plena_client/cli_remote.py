@@ -1,0 +1,227 @@
+"""Remote mode of the CLI: ``plena-opt search|estimate|simulate --server HOST:PORT``.
+
+The subcommands call ``remote_estimate(args)`` / ``remote_search(args)`` / ``remote_simulate(args)``
+with their parsed flags. Local files named by flags (``--model-path``, a NoC/memory/chip JSON path)
+are read here and sent inline, so the server never reads client paths. The output is printed by
+the same renderers as local mode, from the same numbers (floats travel as IEEE doubles or JSON
+``repr``), so it is identical. Server errors become ``PlenaInputError`` (INVALID_ARGUMENT /
+NOT_FOUND: ``error: …``, exit 2); an unreachable server prints an error and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from plena_client.client import PlenaClient
+from plena_client.errors import PlenaRpcError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_server.gen import plena_opt_pb2 as pb
+
+USER_ERRORS = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+)
+
+
+class RemoteUnavailable(Exception):
+    """The server could not be reached or failed (not a user-input error)."""
+
+
+def add_server_arg(parser: argparse.ArgumentParser) -> None:
+    """Add ``--server HOST:PORT`` (remote mode) to a subcommand parser."""
+    parser.add_argument("--server", default=None, help="HOST:PORT of a plena-opt server")
+
+
+def _is_path(value: str) -> bool:
+    return value.endswith(".json") or "/" in value or "\\" in value or Path(value).is_file()
+
+
+def _model_name_from_path(path: Path) -> str:
+    # Same naming as plena_opt.models.load_model(path=...): the folder of a config.json, else stem.
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def _read(path: str, field: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise PlenaInputError(field, f"--{field.replace('_', '-')} {path!r}: {exc}") from exc
+
+
+def _profile(value: str | None, field: str) -> pb.ProfileSource | None:
+    if value is None:
+        return None
+    if _is_path(value):
+        return pb.ProfileSource(json=_read(value, field))
+    return pb.ProfileSource(name=value)
+
+
+def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -> pb.SystemSpec:
+    """The ``SystemSpec`` the shared workload flags describe (plena_opt.cli.common)."""
+    from plena_opt.search.problem import DEFAULT_MEMORY, DEFAULT_MODEL
+
+    if getattr(args, "fixed_capacity_gib", None) is not None and args.fixed_bandwidth_gbs is None:
+        raise PlenaInputError(
+            "fixed_capacity_gib", "--fixed-capacity-gib requires --fixed-bandwidth-gbs"
+        )
+    if args.model and args.model_path:
+        raise PlenaInputError("model", "give --model or --model-path, not both")
+    if args.memory and getattr(args, "fixed_bandwidth_gbs", None) is not None:
+        raise PlenaInputError("memory", "give --memory or --fixed-bandwidth-gbs, not both")
+    spec = pb.SystemSpec()
+    if args.model_path:
+        path = Path(args.model_path)
+        spec.model.CopyFrom(
+            pb.ModelSource(
+                hf_config_json=_read(args.model_path, "model_path"),
+                display_name=_model_name_from_path(path),
+            )
+        )
+    else:
+        spec.model.CopyFrom(pb.ModelSource(name=args.model or DEFAULT_MODEL))
+    noc = _profile(args.noc or default_noc, "noc")
+    if noc is not None:
+        spec.noc.CopyFrom(noc)
+    if getattr(args, "fixed_bandwidth_gbs", None) is not None:
+        fb = pb.FixedBandwidthMemory(bandwidth_gbytes_per_s=args.fixed_bandwidth_gbs)
+        if args.fixed_capacity_gib is not None:
+            fb.capacity_gib = args.fixed_capacity_gib
+        spec.memory.CopyFrom(pb.ProfileSource(fixed_bandwidth=fb))
+    else:
+        spec.memory.CopyFrom(_profile(args.memory or DEFAULT_MEMORY, "memory"))
+    chip = _profile(getattr(args, "chip", None), "chip")
+    if chip is not None:
+        spec.chip.CopyFrom(chip)
+    return spec
+
+
+def workload_from_args(args: argparse.Namespace) -> pb.Workload:
+    routing = args.routing
+    if routing and _is_path(routing):
+        raise PlenaInputError("routing", "--routing trace files are not supported with --server")
+    return pb.Workload(
+        batch_size=args.batch_size,
+        input_seq_len=args.input_seq,
+        output_seq_len=args.output_seq,
+        frequency_hz=args.frequency_hz,
+        overlap_policy=args.overlap,
+        include_lm_head=bool(args.include_lm_head),
+        routing=routing,
+    )
+
+
+def plan_from_args(args: argparse.Namespace) -> pb.Plan:
+    return pb.Plan(
+        tp=args.tp,
+        ep=args.ep,
+        dp=args.dp,
+        pp=args.pp,
+        cp=args.cp,
+        moe_tp_mode=args.moe_tp_mode,
+        comm_overlap=args.comm_overlap,
+    )
+
+
+_FLAG_OF_FIELD = {
+    "input_seq_len": "input_seq",
+    "output_seq_len": "output_seq",
+    "overlap_policy": "overlap",
+    "trials": "trials",
+}
+
+
+@contextlib.contextmanager
+def rpc_errors() -> Iterator[None]:
+    """Turn a failed RPC into the CLI's error behaviour (see module docstring)."""
+    try:
+        yield
+    except PlenaRpcError as exc:
+        if exc.code in USER_ERRORS:
+            leaf = (exc.field or "server").rsplit(".", 1)[-1]
+            field = _FLAG_OF_FIELD.get(leaf, leaf)
+            cls = PlenaNotFoundError if exc.code == grpc.StatusCode.NOT_FOUND else PlenaInputError
+            raise cls(field, exc.message) from None
+        raise RemoteUnavailable(f"server error: {exc}") from None
+
+
+def _client(args: argparse.Namespace) -> PlenaClient:
+    timeout = getattr(args, "server_timeout", None)
+    return PlenaClient(args.server, **({"timeout": timeout} if timeout else {}))
+
+
+def _fail(exc: RemoteUnavailable) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 1
+
+
+# --- estimate ----------------------------------------------------------------------------------
+
+
+def plan_metrics_from_proto(m: pb.PlanMetrics) -> Any:
+    """Rebuild ``plena_opt.estimate.PlanMetrics`` from its proto (exact doubles)."""
+    from plena_opt.estimate import Plan
+    from plena_opt.estimate.evaluator import PlanMetrics
+
+    p = m.plan
+    return PlanMetrics(
+        plan=Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, p.comm_overlap),
+        ttft_seconds=m.ttft_seconds,
+        tps=m.tps,
+        tps_per_sequence=m.tps_per_sequence,
+        energy_per_token_joules=(
+            m.energy_per_token_joules if m.HasField("energy_per_token_joules") else None
+        ),
+        weight_bytes_per_device=m.weight_bytes_per_device,
+        kv_cache_bytes_per_device=m.kv_cache_bytes_per_device,
+        fits_in_memory=m.fits_in_memory if m.HasField("fits_in_memory") else None,
+        bottleneck=m.bottleneck,
+        decode_step_seconds=m.decode_step_seconds,
+        attribution=dict(m.attribution_seconds),
+        warnings=tuple(m.warnings),
+    )
+
+
+def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
+    plan = plan_from_args(args)
+    system = system_from_args(args)
+    if args.noc is None:
+        system.ClearField("noc")  # single-chip estimate
+    return pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
+
+
+def remote_estimate(args: argparse.Namespace) -> int:
+    """``plena-opt estimate --server``: print what local mode prints."""
+    from plena_opt.estimate.report import render_distributed, render_single_chip
+
+    request = estimate_request_from_args(args)
+    try:
+        with _client(args) as client, rpc_errors():
+            reply = client.estimate(request.system, request.plan, request.workload)
+    except RemoteUnavailable as exc:
+        return _fail(exc)
+    est = json.loads(reply.estimate_json)
+    if reply.mode == "single_chip":
+        print(json.dumps(est, indent=2) if args.json else render_single_chip(est))
+        return 0
+    metrics = plan_metrics_from_proto(reply.metrics)
+    if args.json:
+        doc = dict(est)
+        doc["energy_per_token_joules"] = metrics.energy_per_token_joules
+        doc["decode_attribution_seconds"] = metrics.attribution
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_distributed(est, metrics))
+    return 0

@@ -1,0 +1,144 @@
+"""``plena-opt search``: Pareto-optimal parallel plans for a model on a cluster (Optuna)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from plena_opt.cli.common import add_workload_args, problem_from_args, pydantic_to_input_error
+from plena_opt.errors import PlenaInputError
+from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
+from plena_opt.search.output import plot_front, render_json, render_text, write_csv
+from plena_opt.search.request import SearchRequest
+from plena_opt.search.runner import Progress, run_search
+from plena_opt.search.samplers import SAMPLERS
+from plena_opt.search.storage import DEFAULT_STORAGE
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "search", help="find Pareto-optimal parallel plans",
+        description=__doc__.splitlines()[0],
+    )
+    add_workload_args(p)
+    g = p.add_argument_group("search")
+    g.add_argument("--batch-sizes", default=None,
+                   help="comma list of global batch sizes to search (e.g. 8,16,64)")
+    g.add_argument("--objectives", default=",".join(DEFAULT_OBJECTIVES),
+                   help=f"comma list from {','.join(OBJECTIVES)}")
+    g.add_argument("--max-ttft-ms", type=float, default=None, help="SLA: TTFT at most, ms")
+    g.add_argument("--min-tps-per-seq", type=float, default=None,
+                   help="SLA: decode tokens/s per sequence at least")
+    g.add_argument("--sampler", choices=SAMPLERS, default="auto")
+    g.add_argument("--trials", type=int, default=200, help="max new plan evaluations (sampler)")
+    g.add_argument("--timeout", type=float, default=None, help="stop after S seconds")
+    g.add_argument("--seed", type=int, default=None, help="sampler seed (reproducible runs)")
+    g.add_argument("--study", default=None, help="study name (same name resumes)")
+    g.add_argument("--storage", default=None,
+                   help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})")
+    g.add_argument("--compare-exact", action=argparse.BooleanOptionalAction, default=None,
+                   help="score the whole space to rate a sampled front (default: if small)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print the result as JSON")
+    o.add_argument("--csv", default=None, metavar="FILE", help="write the front as CSV")
+    o.add_argument("--plot", default=None, metavar="FILE.png", help="plot the front")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=handle)
+
+
+def _batch_list(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise PlenaInputError(
+            "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text!r}"
+        ) from exc
+
+
+def request_from_args(args: argparse.Namespace) -> SearchRequest:
+    """The ``SearchRequest`` the flags describe (bad values: ``PlenaInputError``)."""
+    try:
+        return SearchRequest(
+            problem=problem_from_args(args),
+            batch_sizes=_batch_list(args.batch_sizes),
+            objectives=[k.strip() for k in args.objectives.split(",") if k.strip()],
+            max_ttft_ms=args.max_ttft_ms,
+            min_tps_per_seq=args.min_tps_per_seq,
+            sampler=args.sampler,
+            trials=args.trials,
+            timeout=args.timeout,
+            seed=args.seed,
+            study=args.study,
+            storage=args.storage,
+            compare_exact=args.compare_exact,
+        )
+    except ValidationError as exc:
+        raise pydantic_to_input_error(exc) from exc
+
+
+class _Bar:
+    """One-line progress on stderr (only when it is a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.width = 0
+
+    def __call__(self, p: Progress) -> None:
+        if not self.enabled:
+            return
+        total = f"/{p.total}" if p.total else ""
+        hv = f" hv {p.hypervolume:.3f}" if p.hypervolume is not None else ""
+        text = (f"[{p.stage}] {p.done}{total} plans, {p.trials_per_s:.0f}/s, "
+                f"front {p.front_size}{hv}")
+        sys.stderr.write("\r" + text.ljust(self.width))
+        self.width = len(text)
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+
+
+def handle(args: argparse.Namespace) -> int:
+    request = request_from_args(args)
+    interrupted = {"flag": False}
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if interrupted["flag"]:  # second Ctrl-C: give up at once
+            raise KeyboardInterrupt
+        interrupted["flag"] = True
+
+    bar = _Bar(enabled=not args.quiet and sys.stderr.isatty())
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = run_search(request, progress=bar, should_stop=lambda: interrupted["flag"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    if result.partial and result.stop_reason == "cancelled":
+        result.stop_reason = "interrupted; every finished trial is saved in the study"
+    print(render_json(result) if args.json else render_text(result))
+    if args.csv:
+        write_csv(result, args.csv)
+    if args.plot:
+        plot_front(result, args.plot)
+    if not result.front:
+        best = result.best_infeasible
+        where = ", ".join(result.constraints)
+        msg = f"no plan meets the constraints ({where})"
+        if best is not None:
+            broken = ", ".join(k for k, v in best.constraints.items() if v > 0)
+            msg += (
+                f"; best plan found: {best.label} (TTFT {best.ttft_ms:.2f} ms, TPS {best.tps:.1f},"
+                f" {best.tps_per_sequence:.2f} tokens/s per sequence; violates {broken})"
+            )
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    return 130 if interrupted["flag"] else 0

@@ -1,0 +1,49 @@
+"""``plena-opt studies`` (list stored studies) and ``plena-opt dashboard`` (optuna-dashboard)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from plena_opt.search.dashboard import run_dashboard
+from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage, storage_exists
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("studies", help="list the studies in a store")
+    p.add_argument("--storage", default=None,
+                   help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=handle_studies)
+
+    d = subparsers.add_parser("dashboard", help="open optuna-dashboard on the study store")
+    d.add_argument("--storage", default=None,
+                   help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})")
+    d.add_argument("--host", default="127.0.0.1")
+    d.add_argument("--port", type=int, default=8080)
+    d.set_defaults(func=handle_dashboard)
+
+
+def handle_studies(args: argparse.Namespace) -> int:
+    rows = list_studies(open_storage(args.storage)) if storage_exists(args.storage) else []
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no studies in {args.storage or DEFAULT_STORAGE}")
+        return 0
+    for r in rows:
+        states = ", ".join(f"{k} {v}" for k, v in sorted(r["trials_by_state"].items()))
+        names = ", ".join(r["metric_names"] or [])
+        print(f"{r['name']}: {r['n_trials']} trials ({states}); objectives {names}")
+    return 0
+
+
+def handle_dashboard(args: argparse.Namespace) -> int:
+    print(f"optuna-dashboard on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    try:
+        run_dashboard(args.storage, host=args.host, port=args.port)
+    except KeyboardInterrupt:
+        return 0
+    return 0

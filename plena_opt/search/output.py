@@ -1,0 +1,113 @@
+"""Rendering a ``SearchResult``: text table, JSON, CSV and a matplotlib (Agg) front plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from plena_opt.search.result import FrontEntry, SearchResult
+
+CSV_FIELDS = (
+    "label", "tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size",
+    "ttft_ms", "tps", "tps_per_sequence", "energy_j_per_token", "weight_bytes_per_device",
+    "kv_cache_bytes_per_device", "memory_bytes_per_device", "fits_in_memory", "bottleneck",
+    "trial_number",
+)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f}"
+
+
+def _energy(e: float | None) -> str:
+    return "n/a" if e is None else f"{e:.4g}"
+
+
+def front_table(entries: list[FrontEntry]) -> str:
+    """Fixed-width table: plan, TTFT ms, TPS, TPS/seq, J/token, GiB/device, bottleneck."""
+    head = ("plan", "batch", "TTFT ms", "TPS", "TPS/seq", "J/token", "GiB/dev", "bottleneck")
+    rows = [
+        (
+            e.label.rsplit(" b", 1)[0], str(e.plan["batch_size"]), f"{e.ttft_ms:.2f}",
+            f"{e.tps:.1f}", f"{e.tps_per_sequence:.2f}", _energy(e.energy_j_per_token),
+            _gib(e.memory_bytes_per_device), e.bottleneck or "-",
+        )
+        for e in entries
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+             for r in [head, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_text(result: SearchResult) -> str:
+    """Human summary: header, the front table ordered by TPS, quality and stop notes."""
+    out = [
+        f"study {result.study_name} ({result.storage}); sampler {result.sampler}; "
+        f"{result.legal_points} legal plans, {result.evaluated} scored now, "
+        f"{result.reused} reused from the study",
+        f"objectives: {', '.join(f'{n} ({d[:3]})' for n, d in zip(result.metric_names, result.directions, strict=True))}; "  # noqa: E501
+        f"constraints: {', '.join(result.constraints)}",
+    ]
+    if result.front:
+        out.append(f"Pareto front ({len(result.front)} plans, by TPS):")
+        out.append(front_table(result.front))
+    if result.hypervolume is not None:
+        line = f"hypervolume {result.hypervolume:.4f} (normalised by {result.hv_normalisation})"
+        if result.hv_ratio is not None:
+            line += (
+                f"; {100 * result.hv_ratio:.2f} % of the exact front's "
+                f"({result.exact_front_size} plans)"
+            )
+        out.append(line)
+    if result.infeasible:
+        out.append("infeasible: " + ", ".join(f"{k} {v}" for k, v in result.infeasible.items()))
+    if result.partial:
+        out.append(f"partial result: search stopped ({result.stop_reason})")
+    elif result.stop_reason:
+        out.append(f"stopped: {result.stop_reason}")
+    out.extend(f"warning: {w}" for w in result.warnings)
+    return "\n".join(out)
+
+
+def render_json(result: SearchResult) -> str:
+    return json.dumps(result.model_dump(mode="json"), indent=2)
+
+
+def write_csv(result: SearchResult, path: str | Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for e in result.front:
+            row = {**e.plan, **e.model_dump(exclude={"plan", "constraints", "warnings"})}
+            w.writerow({k: row.get(k) for k in CSV_FIELDS})
+
+
+def plot_front(result: SearchResult, path: str | Path) -> None:
+    """TTFT (ms) vs TPS of the front, coloured by J/token (Agg backend, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    xs = [e.ttft_ms for e in result.front]
+    ys = [e.tps for e in result.front]
+    energies = [e.energy_j_per_token for e in result.front]
+    if result.front and all(v is not None for v in energies):
+        sc = ax.scatter(xs, ys, c=energies, cmap="viridis")
+        fig.colorbar(sc, ax=ax, label="energy per token [J]")
+    else:
+        ax.scatter(xs, ys)
+    for e in result.front:
+        ax.annotate(e.label, (e.ttft_ms, e.tps), fontsize=6, alpha=0.7)
+    ax.set_xlabel("TTFT [ms]")
+    ax.set_ylabel("decode throughput [tokens/s]")
+    ax.set_title(f"Pareto front: {result.study_name}")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
