@@ -79,7 +79,8 @@ def test_dict_override_changes_costs_and_operators() -> None:
     assert chip.instruction_costs["M_BTMM"] == (2048 // 64) ** 2 * 64
     assert chip.instruction_costs["M_MV"] == 65
     default, narrow = PerfModel(), PerfModel(chip)
-    # prefill FFN, T=8192 (§1.4): 2*c(T/64)*c(h/M)*c(F/64)*64 + c(F/Vl)*6*T + c(T/64)*c(F/M)*c(h/64)*64
+    # prefill FFN, T=8192 (§1.4):
+    # 2*c(T/64)*c(h/M)*c(F/64)*64 + c(F/Vl)*6*T + c(T/64)*c(F/M)*c(h/64)*64
     expected = 2 * 128 * 2 * 224 * 64 + 7 * 6 * 8192 + 128 * 7 * 64 * 64
     assert narrow.feed_forward(4096, 14336, 2048, 4, "prefill") == expected
     assert default.feed_forward(4096, 14336, 2048, 4, "prefill") == 5849088  # §1.5
@@ -140,7 +141,12 @@ def test_profile_instance_passes_through_and_is_frozen() -> None:
         ),
         ({"colour": "red"}, PlenaInputError, "colour", "unknown key"),
         ({"config": [1, 2]}, PlenaTypeError, "config", "JSON object"),
-        ({"instructions": {"M_MM": "BLEN-128"}}, PlenaInputError, "instructions.M_MM", "greater than zero"),
+        (
+            {"instructions": {"M_MM": "BLEN-128"}},
+            PlenaInputError,
+            "instructions.M_MM",
+            "greater than zero",
+        ),
         ({"instructions": {"M_MM": "BLEN/3"}}, PlenaInputError, "instructions.M_MM", "whole"),
         ({"instructions": {"M_MM": "open('x')"}}, PlenaInputError, "instructions.M_MM", "only"),
         ({"instructions": {"M_MM": "FOO"}}, PlenaInputError, "instructions.M_MM", "unknown name"),
@@ -165,11 +171,20 @@ def test_unknown_name_lists_profiles() -> None:
 
 @pytest.mark.parametrize(
     ("content", "fragment"),
-    [(None, "cannot read"), ("{not json", "not valid JSON"), ("[1, 2]", "JSON object")],
+    [
+        (None, "cannot read"),
+        ("{not json", "not valid JSON"),
+        (b"\xff\xfe\x00", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+    ],
 )
-def test_bad_profile_files_name_the_path(tmp_path: Path, content: str | None, fragment: str) -> None:
+def test_bad_profile_files_name_the_path(
+    tmp_path: Path, content: str | bytes | None, fragment: str
+) -> None:
     path = tmp_path / "chip.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     with pytest.raises(PlenaInputError, match=fragment) as info:
         load_chip(path)

@@ -42,9 +42,7 @@ def _llama_decode(m: ModelSpec, s_in: int, tokens: int, b: int) -> int:
         + PERF.residual(h, 1, b, d)
         + PERF.feed_forward(h, m.intermediate_size, 1, b, d)
     )
-    total = sum(
-        fixed + PERF.flash_attention(H, KV, hd, 1, s_in + t, b, d) for t in range(tokens)
-    )
+    total = sum(fixed + PERF.flash_attention(H, KV, hd, 1, s_in + t, b, d) for t in range(tokens))
     return 2 * m.num_layers * total
 
 

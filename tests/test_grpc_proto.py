@@ -15,7 +15,9 @@ PROTO = REPO / "proto" / "plena_opt" / "v1" / "plena_opt.proto"
 def test_checked_in_stubs_match_a_fresh_generation():
     from plena_server.codegen import stale_files
 
-    assert stale_files() == [], "run `python -m plena_server.codegen` and commit server/plena_server/gen"
+    assert stale_files() == [], (
+        "run `python -m plena_server.codegen` and commit server/plena_server/gen"
+    )
 
 
 def test_codegen_check_cli_detects_a_stale_stub(tmp_path):
@@ -76,8 +78,19 @@ def test_proto_states_trace_encoding_and_deadline_limit():
     assert "longest supported deadline" in text.lower()
 
 
-@pytest.mark.parametrize("name", ["Search", "StreamSearch", "Estimate", "Simulate", "ListModels",
-                                  "ListProfiles", "GetStudy", "CancelSearch"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Search",
+        "StreamSearch",
+        "Estimate",
+        "Simulate",
+        "ListModels",
+        "ListProfiles",
+        "GetStudy",
+        "CancelSearch",
+    ],
+)
 def test_service_has_rpc(name):
     from plena_server.gen import plena_opt_pb2 as pb
 

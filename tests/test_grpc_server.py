@@ -12,7 +12,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-
 from plena_server.process import ServerProcess
 
 SERVICE = "plena_opt.v1.PlenaOpt"
@@ -44,11 +43,21 @@ def test_health_service_reports_serving(channel):
 def test_reflection_lists_and_describes_the_service(channel):
     db = ProtoReflectionDescriptorDatabase(channel)
     services = set(db.get_services())
-    assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= services
+    assert {
+        SERVICE,
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } <= services
     pool = DescriptorPool(db)
     svc = pool.FindServiceByName(SERVICE)
     assert {m.name for m in svc.methods} >= {
-        "Search", "StreamSearch", "Estimate", "Simulate", "ListModels", "ListProfiles", "GetStudy",
+        "Search",
+        "StreamSearch",
+        "Estimate",
+        "Simulate",
+        "ListModels",
+        "ListProfiles",
+        "GetStudy",
     }
     estimate = pool.FindMessageTypeByName("plena_opt.v1.EstimateRequest")
     assert [f.name for f in estimate.fields] == ["system", "workload", "plan"]
@@ -82,8 +91,9 @@ def test_sigterm_sets_not_serving_and_exits_cleanly(tmp_path):
 
             def watch() -> None:
                 try:
-                    for reply in stub.Watch(health_pb2.HealthCheckRequest(service=SERVICE),
-                                            timeout=30):
+                    for reply in stub.Watch(
+                        health_pb2.HealthCheckRequest(service=SERVICE), timeout=30
+                    ):
                         seen.append(reply.status)
                         watching.set()
                 except grpc.RpcError:

@@ -80,9 +80,7 @@ def test_capacity_and_wave() -> None:
     assert dram.wave_bytes == 96 * 7 == 672
 
 
-@pytest.mark.parametrize(
-    ("connected", "expected"), [(1, 1.0), (5, 1.0), (7, 0.748), (10, 0.37)]
-)
+@pytest.mark.parametrize(("connected", "expected"), [(1, 1.0), (5, 1.0), (7, 0.748), (10, 0.37)])
 def test_connectivity_efficiency(connected: int, expected: float) -> None:
     assert dram_connectivity_efficiency(10, connected, 0.37) == pytest.approx(expected, rel=1e-12)
 
@@ -101,7 +99,9 @@ def test_with_layers_defaults_to_fully_connected() -> None:
     dram = fictional_dram().with_layers(8)
     assert (dram.total_layers, dram.connected_layers) == (8, 8)
     assert fictional_dram().with_layers(8, 2).connected_layers == 2
-    with pytest.raises(PlenaInputError, match=r"dram\.connected_layers must be ≤ dram\.total_layers"):
+    with pytest.raises(
+        PlenaInputError, match=r"dram\.connected_layers must be ≤ dram\.total_layers"
+    ):
         fictional_dram().with_layers(4, 6)
 
 
@@ -115,7 +115,9 @@ def test_buffering_latency_comes_from_policy_else_bank_timing() -> None:
         round_trip_latency_clock_hz=1e9,
     )
     assert own.round_trip_latency_seconds(timing) == pytest.approx(100e-9)
-    inherited = BufferingPolicy(requesters=3, buffer_bytes_per_requester=54_321, buffering_factor=1.75)
+    inherited = BufferingPolicy(
+        requesters=3, buffer_bytes_per_requester=54_321, buffering_factor=1.75
+    )
     assert inherited.round_trip_latency_seconds(timing) == 137.5 / 654_321_987.0
     with pytest.raises(PlenaInputError, match="buffering needs") as info:
         inherited.round_trip_latency_seconds(None)
@@ -160,7 +162,12 @@ _RULES = [
         "dram.direct_peak_bandwidth_per_connected_layer_bytes_per_s",
         "mutually exclusive",
     ),
-    ("dram", {"fully_connected_efficiency": None}, "dram.fully_connected_efficiency", "exactly one"),
+    (
+        "dram",
+        {"fully_connected_efficiency": None},
+        "dram.fully_connected_efficiency",
+        "exactly one",
+    ),
     (
         "dram",
         {"bank_timing": "timing"},
@@ -176,7 +183,12 @@ _RULES = [
     ("timing", {"recharge_cycles": -1}, "dram.bank_timing.recharge_cycles", "≥ 0"),
     ("timing", {"latency_clock_hz": 0.0}, "dram.bank_timing.latency_clock_hz", "> 0"),
     ("thermal", {"static_power_w": 73.0}, "thermal.static_power_w", "< thermal.design_power_w"),
-    ("thermal", {"resistance_per_layer_c_per_w": -0.1}, "thermal.resistance_per_layer_c_per_w", "≥ 0"),
+    (
+        "thermal",
+        {"resistance_per_layer_c_per_w": -0.1},
+        "thermal.resistance_per_layer_c_per_w",
+        "≥ 0",
+    ),
     ("thermal", {"baseline_layers": 2.5}, "thermal.baseline_layers", "integer"),
     ("thermal", {"dynamic_power_exponent": 0}, "thermal.dynamic_power_exponent", "> 0"),
 ]
@@ -188,7 +200,9 @@ def test_invalid_config_names_field_and_rule(
 ) -> None:
     if changes.get("bank_timing") == "timing":
         changes = {"bank_timing": fictional_timing()}
-    build = {"dram": fictional_dram, "timing": fictional_timing, "thermal": fictional_thermal}[builder]
+    build = {"dram": fictional_dram, "timing": fictional_timing, "thermal": fictional_thermal}[
+        builder
+    ]
     with pytest.raises(PlenaInputError) as info:
         build(**changes)
     assert info.value.field == field
@@ -221,7 +235,10 @@ def test_invalid_buffering(changes: dict, field: str, rule: str) -> None:
 
 @pytest.mark.parametrize(
     ("changes", "field"),
-    [({"read_pj_per_bit": -1.0}, "energy.read_pj_per_bit"), ({"write_pj_per_bit": True}, "energy.write_pj_per_bit")],
+    [
+        ({"read_pj_per_bit": -1.0}, "energy.read_pj_per_bit"),
+        ({"write_pj_per_bit": True}, "energy.write_pj_per_bit"),
+    ],
 )
 def test_invalid_energy(changes: dict, field: str) -> None:
     with pytest.raises(PlenaInputError) as info:

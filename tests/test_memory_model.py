@@ -71,7 +71,9 @@ def test_buffering_without_a_latency_source_is_rejected() -> None:
         StackedDramModel("no-latency", fictional_dram(), buffering=policy)
 
 
-@pytest.mark.parametrize(("nbytes", "expected"), [(1, 672.0), (672, 672.0), (673, 1344.0), (0, 0.0)])
+@pytest.mark.parametrize(
+    ("nbytes", "expected"), [(1, 672.0), (672, 672.0), (673, 1344.0), (0, 0.0)]
+)
 def test_wave_quantisation(nbytes: float, expected: float) -> None:
     model = StackedDramModel("waves", fictional_dram(apply_wave_quantization=True))
     assert model.quantize_bytes(nbytes) == expected

@@ -34,7 +34,9 @@ WAVES = StackedDramModel("waves", fictional_dram(apply_wave_quantization=True))
 
 
 def test_components_are_quantised_separately_then_summed() -> None:
-    stage = price_stage(0.0, {"a": 1.0, "b": 673.0, "zero": 0.0, "neg": -5.0}, {"w": 10.0}, WAVES, 1e9)
+    stage = price_stage(
+        0.0, {"a": 1.0, "b": 673.0, "zero": 0.0, "neg": -5.0}, {"w": 10.0}, WAVES, 1e9
+    )
     assert stage.read_bytes == 672.0 + 1344.0
     assert stage.write_bytes == 672.0
     # quantising the sum instead would give 1344 for the reads
@@ -109,7 +111,13 @@ def test_mxfp8_default_precision() -> None:
 @pytest.mark.parametrize(
     ("spec", "bits"),
     [
-        ({"format": "Plain", "DATA_TYPE": {"type": "Fp", "sign": True, "exponent": 8, "mantissa": 7}}, 16),
+        (
+            {
+                "format": "Plain",
+                "DATA_TYPE": {"type": "Fp", "sign": True, "exponent": 8, "mantissa": 7},
+            },
+            16,
+        ),
         ({"format": "Plain", "DATA_TYPE": {"type": "Int", "width": 32}}, 32),
         (
             {
@@ -153,7 +161,10 @@ def test_element_bits_errors_name_the_field(spec: dict, field: str) -> None:
 
 
 def test_precision_from_tables_and_settings(tmp_path: Path) -> None:
-    bf16 = {"format": "Plain", "DATA_TYPE": {"type": "Fp", "sign": True, "exponent": 8, "mantissa": 7}}
+    bf16 = {
+        "format": "Plain",
+        "DATA_TYPE": {"type": "Fp", "sign": True, "exponent": 8, "mantissa": 7},
+    }
     tables = {
         "HBM_M_WEIGHT_TYPE": bf16,
         "HBM_M_KV_TYPE": bf16,
@@ -165,8 +176,10 @@ def test_precision_from_tables_and_settings(tmp_path: Path) -> None:
     settings = tmp_path / "plena_settings.toml"
     settings.write_text(
         "[ANALYTIC.PRECISION.HBM_M_WEIGHT_TYPE]\nformat = 'Mx'\nblock = 8\n"
-        "[ANALYTIC.PRECISION.HBM_M_WEIGHT_TYPE.ELEM]\ntype = 'Fp'\nsign = true\nexponent = 4\nmantissa = 3\n"
-        "[ANALYTIC.PRECISION.HBM_M_WEIGHT_TYPE.SCALE]\ntype = 'Fp'\nsign = false\nexponent = 8\nmantissa = 0\n"
+        "[ANALYTIC.PRECISION.HBM_M_WEIGHT_TYPE.ELEM]\n"
+        "type = 'Fp'\nsign = true\nexponent = 4\nmantissa = 3\n"
+        "[ANALYTIC.PRECISION.HBM_M_WEIGHT_TYPE.SCALE]\n"
+        "type = 'Fp'\nsign = false\nexponent = 8\nmantissa = 0\n"
     )
     with pytest.raises(PlenaInputError, match="HBM_M_KV_TYPE is required"):
         HbmStoragePrecision.from_settings(settings)
@@ -263,6 +276,8 @@ def test_golden_phase_traffic_energy_and_memory_time(shared_dir: Path) -> None:
             if expected["dram_energy_pj"] is None:
                 assert estimate.dram_energy_pj is None
             else:
-                assert estimate.dram_energy_pj == pytest.approx(expected["dram_energy_pj"], rel=1e-12)
+                assert estimate.dram_energy_pj == pytest.approx(
+                    expected["dram_energy_pj"], rel=1e-12
+                )
         checked += 1
     assert checked >= 8

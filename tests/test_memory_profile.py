@@ -149,11 +149,35 @@ _PROFILE_RULES = [
     ("stacked", "dram.total_layers", DELETE, "dram.total_layers", "is required"),
     ("stacked", "dram.total_layers", True, "dram.total_layers", "must be an integer"),
     ("stacked", "dram.total_layers", 10.5, "dram.total_layers", "must be an integer"),
-    ("stacked", "dram.connected_layers", 11, "dram.connected_layers", "must be ≤ dram.total_layers"),
+    (
+        "stacked",
+        "dram.connected_layers",
+        11,
+        "dram.connected_layers",
+        "must be ≤ dram.total_layers",
+    ),
     ("stacked", "dram.connected_layers", 0, "dram.connected_layers", "must be > 0"),
-    ("stacked", "dram.channels_per_connected_layer", -7, "dram.channels_per_connected_layer", "> 0"),
-    ("stacked", "dram.bytes_per_channel_transfer", True, "dram.bytes_per_channel_transfer", "number"),
-    ("stacked", "dram.transfers_per_memory_clock", "1.25", "dram.transfers_per_memory_clock", "number"),
+    (
+        "stacked",
+        "dram.channels_per_connected_layer",
+        -7,
+        "dram.channels_per_connected_layer",
+        "> 0",
+    ),
+    (
+        "stacked",
+        "dram.bytes_per_channel_transfer",
+        True,
+        "dram.bytes_per_channel_transfer",
+        "number",
+    ),
+    (
+        "stacked",
+        "dram.transfers_per_memory_clock",
+        "1.25",
+        "dram.transfers_per_memory_clock",
+        "number",
+    ),
     ("stacked", "dram.memory_frequency_hz", DELETE, "dram.memory_frequency_hz", "requires"),
     ("stacked", "dram.memory_frequency_hz", 0.0, "dram.memory_frequency_hz", "must be > 0"),
     (
@@ -163,10 +187,22 @@ _PROFILE_RULES = [
         "dram.direct_peak_bandwidth_per_connected_layer_bytes_per_s",
         "mutually exclusive",
     ),
-    ("stacked", "dram.capacity_per_layer_bytes", DELETE, "dram.capacity_per_layer_bytes", "required"),
+    (
+        "stacked",
+        "dram.capacity_per_layer_bytes",
+        DELETE,
+        "dram.capacity_per_layer_bytes",
+        "required",
+    ),
     ("stacked", "dram.capacity_per_layer_bytes", 1e9, "dram.capacity_per_layer_bytes", "integer"),
     ("stacked", "dram.transaction_bytes", 0, "dram.transaction_bytes", "must be > 0"),
-    ("stacked", "dram.fully_connected_efficiency", 0.8, "dram.fully_connected_efficiency", "mutually"),
+    (
+        "stacked",
+        "dram.fully_connected_efficiency",
+        0.8,
+        "dram.fully_connected_efficiency",
+        "mutually",
+    ),
     ("stacked", "dram.bank_timing", DELETE, "dram.fully_connected_efficiency", "exactly one"),
     ("stacked", "dram.bank_timing.row_bytes", 4071, "dram.bank_timing.row_bytes", "multiple of"),
     ("stacked", "dram.bank_timing.sector_cycles", 0, "dram.bank_timing.sector_cycles", "> 0"),
@@ -182,11 +218,35 @@ _PROFILE_RULES = [
     ("stacked", "dram.apply_wave_quantization", 1, "dram.apply_wave_quantization", "true or false"),
     ("stacked", "dram.layers", 3, "dram.layers", "not a known key"),
     ("stacked", "buffering.requesters", 0, "buffering.requesters", "must be > 0"),
-    ("stacked", "buffering.buffer_bytes_per_requester", True, "buffering.buffer_bytes_per_requester", "integer"),
-    ("stacked", "buffering.round_trip_latency_cycles", 10, "buffering.round_trip_latency_clock_hz", "together"),
+    (
+        "stacked",
+        "buffering.buffer_bytes_per_requester",
+        True,
+        "buffering.buffer_bytes_per_requester",
+        "integer",
+    ),
+    (
+        "stacked",
+        "buffering.round_trip_latency_cycles",
+        10,
+        "buffering.round_trip_latency_clock_hz",
+        "together",
+    ),
     ("stacked", "buffering.depth", 1, "buffering.depth", "not a known key"),
-    ("stacked", "thermal.static_power_w", 80.0, "thermal.static_power_w", "< thermal.design_power_w"),
-    ("stacked", "thermal.dynamic_power_exponent", False, "thermal.dynamic_power_exponent", "number"),
+    (
+        "stacked",
+        "thermal.static_power_w",
+        80.0,
+        "thermal.static_power_w",
+        "< thermal.design_power_w",
+    ),
+    (
+        "stacked",
+        "thermal.dynamic_power_exponent",
+        False,
+        "thermal.dynamic_power_exponent",
+        "number",
+    ),
     ("stacked", "thermal.baseline_layers", DELETE, "thermal.baseline_layers", "is required"),
     ("stacked", "energy.read_pj_per_bit", -2.47, "energy.read_pj_per_bit", "≥ 0"),
     ("stacked", "energy.write_pj_per_bit", DELETE, "energy.write_pj_per_bit", "is required"),
@@ -205,7 +265,10 @@ _PROFILE_RULES = [
 @pytest.mark.parametrize(
     ("which", "key", "value", "field", "rule"),
     _PROFILE_RULES,
-    ids=[f"{case[0]}:{case[1]}={'DELETE' if case[2] is DELETE else case[2]!r}" for case in _PROFILE_RULES],
+    ids=[
+        f"{case[0]}:{case[1]}={'DELETE' if case[2] is DELETE else case[2]!r}"
+        for case in _PROFILE_RULES
+    ],
 )
 def test_profile_rule(which: str, key: str, value: object, field: str, rule: str) -> None:
     data = copy.deepcopy(stacked_profile() if which == "stacked" else fixed_profile())
@@ -236,7 +299,11 @@ def test_direct_peak_profile_and_fixed_profile_options() -> None:
     data["dram"]["direct_peak_bandwidth_per_connected_layer_bytes_per_s"] = 2e10
     assert load_memory(data).peak_bandwidth_bytes_per_s == 6e10
     fixed = fixed_profile()
-    fixed.update(capacity_bytes=None, transaction_bytes=64, energy={"read_pj_per_bit": 1, "write_pj_per_bit": 2})
+    fixed.update(
+        capacity_bytes=None,
+        transaction_bytes=64,
+        energy={"read_pj_per_bit": 1, "write_pj_per_bit": 2},
+    )
     memory = memory_from_dict(fixed)
     assert memory.capacity_bytes is None and memory.quantize_bytes(65) == 128.0
     assert memory.energy_pj(1.0, 1.0) == 24.0
@@ -262,7 +329,9 @@ def _golden_memories(shared_dir: Path) -> list[tuple[str, dict, dict]]:
                 continue
             key = case["inputs"]["memory"]
             entry = golden["memories"][key]
-            seen.setdefault((key, json.dumps(output["memory"], sort_keys=True)), (key, entry, output["memory"]))
+            seen.setdefault(
+                (key, json.dumps(output["memory"], sort_keys=True)), (key, entry, output["memory"])
+            )
     return list(seen.values())
 
 
@@ -297,9 +366,7 @@ def test_golden_describe_dicts(shared_dir: Path, tmp_path: Path, monkeypatch) ->
     for key, entry, expected in cases:
         memory = _build(entry, tmp_path, monkeypatch)
         assert memory.describe() == expected, key
-        assert all(
-            not isinstance(v, float) or math.isfinite(v) for v in memory.describe().values()
-        )
+        assert all(not isinstance(v, float) or math.isfinite(v) for v in memory.describe().values())
 
 
 def test_golden_warnings_wording(shared_dir: Path) -> None:

@@ -1,5 +1,7 @@
 """plena-opt gRPC client library (typed wrapper with default deadlines and safe retries)."""
 
+from plena_server.gen import plena_opt_pb2 as pb
+
 from plena_client.client import (
     PlenaClient,
     channel_options,
@@ -8,7 +10,6 @@ from plena_client.client import (
     system_spec,
 )
 from plena_client.errors import PlenaRpcError
-from plena_server.gen import plena_opt_pb2 as pb
 
 __all__ = [
     "PlenaClient",

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from plena_server.gen import plena_opt_pb2 as pb
 
 from plena_client.client import PlenaClient
 from plena_client.errors import PlenaRpcError
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_server.gen import plena_opt_pb2 as pb
 
 USER_ERRORS = (
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -189,7 +189,7 @@ def plan_metrics_from_proto(m: pb.PlanMetrics) -> Any:
         fits_in_memory=m.fits_in_memory if m.HasField("fits_in_memory") else None,
         bottleneck=m.bottleneck,
         decode_step_seconds=m.decode_step_seconds,
-        attribution=dict(m.attribution_seconds),
+        attribution={a.name: a.value for a in m.attribution_seconds},
         warnings=tuple(m.warnings),
     )
 
@@ -224,4 +224,138 @@ def remote_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(render_distributed(est, metrics))
+    return 0
+
+
+# --- search ------------------------------------------------------------------------------------
+
+
+def _batch_sizes(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise PlenaInputError(
+            "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text!r}"
+        ) from exc
+
+
+def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
+    """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
+    if getattr(args, "storage", None):
+        raise PlenaInputError(
+            "storage", "--storage names a local store; with --server the server's store is used"
+        )
+    o = pb.SearchOptions(
+        trials=args.trials,
+        sampler=args.sampler,
+        objectives=[k.strip() for k in args.objectives.split(",") if k.strip()],
+        study_name=args.study or "",
+        batch_sizes=_batch_sizes(args.batch_sizes),
+    )
+    for name, flag in (
+        ("seed", "seed"),
+        ("max_ttft_ms", "max_ttft_ms"),
+        ("min_tps_per_seq", "min_tps_per_seq"),
+        ("timeout_seconds", "timeout"),
+        ("compare_exact", "compare_exact"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            setattr(o, name, value)
+    return pb.SearchRequest(
+        system=system_from_args(args), workload=workload_from_args(args), options=o
+    )
+
+
+_STAGE_NAMES = {
+    pb.STAGE_SEARCH: "search",
+    pb.STAGE_RECHECK: "recheck",
+    pb.STAGE_TRACES: "traces",
+    pb.STAGE_DONE: "done",
+}
+
+
+def run_search_remote(
+    args: argparse.Namespace, progress: Any = None, client: PlenaClient | None = None
+) -> Any:
+    """Run the search on ``args.server`` (StreamSearch) and return the library ``SearchResult``.
+
+    ``progress`` receives ``plena_opt.search.runner.Progress`` reports like a local search. A
+    KeyboardInterrupt asks the server to stop (CancelSearch) and still returns the partial result.
+    """
+    from plena_opt.search.result import SearchResult
+    from plena_opt.search.runner import Progress
+
+    request = search_request_from_args(args)
+    own = client is None
+    client = client or _client(args)
+    timeout = client.search_timeout
+    if request.options.HasField("timeout_seconds"):
+        timeout = request.options.timeout_seconds + 60.0
+    study = ""
+    result = None
+    try:
+        with rpc_errors():
+            events = client.stream_search(request, timeout=timeout)
+            while True:
+                try:
+                    event = next(events)
+                except StopIteration:
+                    break
+                except KeyboardInterrupt:
+                    if study:
+                        client.cancel_search(study)  # the stream then ends with the partial front
+                        continue
+                    raise
+                kind = event.WhichOneof("event")
+                if kind == "progress":
+                    p = event.progress
+                    study = p.study_name
+                    if progress is not None:
+                        progress(
+                            Progress(
+                                _STAGE_NAMES.get(p.stage, "search"),
+                                p.trials_done,
+                                p.trials_total or None,
+                                p.trials_per_second,
+                                p.front_size,
+                                p.hypervolume,
+                            )
+                        )
+                elif kind == "result":
+                    result = SearchResult.model_validate_json(event.result.result_json)
+    finally:
+        if own:
+            client.close()
+    if result is None:
+        raise RemoteUnavailable("the server ended the search without a result")
+    return result
+
+
+def remote_search(args: argparse.Namespace) -> int:
+    """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
+    from plena_opt.search.output import plot_front, render_json, render_text, write_csv
+
+    try:
+        result = run_search_remote(args)
+    except RemoteUnavailable as exc:
+        return _fail(exc)
+    print(render_json(result) if args.json else render_text(result))
+    if getattr(args, "csv", None):
+        write_csv(result, args.csv)
+    if getattr(args, "plot", None):
+        plot_front(result, args.plot)
+    if not result.front:  # same message as local mode (plena_opt.cli.search_cmd)
+        best = result.best_infeasible
+        msg = f"no plan meets the constraints ({', '.join(result.constraints)})"
+        if best is not None:
+            broken = ", ".join(k for k, v in best.constraints.items() if v > 0)
+            msg += (
+                f"; best plan found: {best.label} (TTFT {best.ttft_ms:.2f} ms, TPS {best.tps:.1f},"
+                f" {best.tps_per_sequence:.2f} tokens/s per sequence; violates {broken})"
+            )
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
     return 0

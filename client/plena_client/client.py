@@ -15,10 +15,10 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from plena_client.errors import PlenaRpcError
 from plena_server.gen import plena_opt_pb2 as pb
 from plena_server.gen import plena_opt_pb2_grpc as pb_grpc
+
+from plena_client.errors import PlenaRpcError
 
 SERVICE = "plena_opt.v1.PlenaOpt"
 DEFAULT_TIMEOUT_S = 30.0  # cheap RPCs

@@ -1,4 +1,4 @@
-"""PLENA chip profile (config + ISA cost table) and the operator cycle formulas (analytic-model §1)."""
+"""PLENA chip profile (config + ISA cost table) and operator cycle formulas (analytic-model §1)."""
 
 from plena_opt.chip.perf_model import PerfModel
 from plena_opt.chip.profile import (

@@ -107,9 +107,7 @@ class PerfModel:
             total += self.spill(h * s * b)
         return total
 
-    def flash_attention(
-        self, H: int, KV: int, hd: int, s: int, kv: int, b: int, mode: str
-    ) -> int:
+    def flash_attention(self, H: int, KV: int, hd: int, s: int, kv: int, b: int, mode: str) -> int:
         """GQA flash attention over ``kv`` keys; decode uses one query row tile."""
         if not _is_prefill(mode):
             return _c(kv, self.MLEN) * self.flash_attention_decode_tc(H, KV, hd, b)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -164,9 +165,14 @@ def _profiles_dir() -> Path:
     return Path(str(resources.files("plena_opt.chip") / "profiles"))
 
 
+@cache
+def _builtin_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in _profiles_dir().glob("*.json")))
+
+
 def list_chip_profiles() -> list[str]:
     """Names of the built-in chip profiles."""
-    return sorted(p.stem for p in _profiles_dir().glob("*.json"))
+    return list(_builtin_names())
 
 
 def _read_json(path: Path, what: str, field: str = "chip") -> dict[str, Any]:
@@ -192,13 +198,20 @@ def _builtin_dict(name: str) -> dict[str, Any]:
     return _read_json(_profiles_dir() / f"{name}.json", "chip profile")
 
 
+@cache
+def _builtin_profile(name: str) -> ChipProfile:
+    """Built-in profiles are immutable, so each is read and validated once."""
+    return _validate(_builtin_dict(name))
+
+
 def _merge(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Overlay a (partial) profile dict on its ``base`` built-in profile."""
     unknown = sorted(set(overrides) - set(_PROFILE_KEYS))
     if unknown:
         raise PlenaInputError(
             unknown[0],
-            f"chip profile: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_PROFILE_KEYS)}",
+            f"chip profile: unknown key(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(_PROFILE_KEYS)}",
         )
     base_name = overrides.get("base", DEFAULT_CHIP)
     if not isinstance(base_name, str):
@@ -263,8 +276,10 @@ def load_chip(source: str | Path | Mapping[str, Any] | ChipProfile | None = None
     if isinstance(source, Mapping):
         return _validate(_merge(source))
     if isinstance(source, str) and source in list_chip_profiles():
-        return _validate(_builtin_dict(source))
-    if isinstance(source, Path) or (isinstance(source, str) and source.endswith(".json")):
+        return _builtin_profile(source)
+    if isinstance(source, Path) or (
+        isinstance(source, str) and (source.endswith(".json") or Path(source).is_file())
+    ):
         data = _read_json(Path(source), "chip profile")
         data.setdefault("name", Path(source).stem)
         return _validate(_merge(data))

@@ -87,8 +87,7 @@ def _describe(args: argparse.Namespace) -> int:
             "not modeled" if row["capacity_bytes"] is None else f"{_gb(row['capacity_bytes'])} GB"
         )
         print(
-            f"usable bandwidth {_gb(row['usable_bandwidth_bytes_per_s'])} GB/s, "
-            f"capacity {capacity}"
+            f"usable bandwidth {_gb(row['usable_bandwidth_bytes_per_s'])} GB/s, capacity {capacity}"
         )
     return 0
 

@@ -39,9 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     show.add_argument("name", nargs="?", help="built-in model name (see 'plena-opt models')")
     show.add_argument("--model-path", help="path to a Hugging Face config.json")
-    show.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
-    )
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     show.set_defaults(func=_show_handler)
 
 
@@ -84,9 +82,7 @@ def _cells(row: dict[str, Any]) -> dict[str, str]:
 def format_table(rows: list[dict[str, Any]]) -> str:
     """Plain-text table of catalog rows (one model per line)."""
     cells = [_cells(r) for r in rows]
-    widths = {
-        key: max([len(title)] + [len(c[key]) for c in cells]) for title, key in _COLUMNS
-    }
+    widths = {key: max([len(title)] + [len(c[key]) for c in cells]) for title, key in _COLUMNS}
     lines = ["  ".join(title.ljust(widths[key]) for title, key in _COLUMNS).rstrip()]
     for c in cells:
         lines.append("  ".join(c[key].ljust(widths[key]) for _, key in _COLUMNS).rstrip())

@@ -17,9 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=50051, help="TCP port (0 = any free port)")
     p.add_argument("--storage", default=None, help="Optuna storage URL shared with the CLI")
     p.add_argument("--workers", type=int, default=16, help="RPC handler threads (default 16)")
-    p.add_argument(
-        "--max-searches", type=int, default=4, help="searches run at once (default 4)"
-    )
+    p.add_argument("--max-searches", type=int, default=4, help="searches run at once (default 4)")
     p.add_argument(
         "--grace", type=float, default=5.0, help="seconds to drain on SIGTERM (default 5)"
     )
@@ -27,10 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from plena_server.app import serve
     from plena_server.limits import ServerLimits
+    from pydantic import ValidationError
 
     if not 0 <= args.port <= 65535:
         raise PlenaInputError("port", "--port must be between 0 and 65535")

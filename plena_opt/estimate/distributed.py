@@ -67,11 +67,29 @@ class EstimateContext:
         self.net = Network(noc)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kinds = layer_kinds(model)
+        self.distinct_kinds = list(dict.fromkeys(self.kinds))
+        self.kind_totals = Counter(self.kinds)
         self.track_energy = memory.energy_pj(0.0, 0.0) is not None
         if model.num_experts:
             check_routing(workload.routing)
         self._rows: np.ndarray | None = None
         self._memory_warnings = list(memory.warnings())
+        # Memoised per-layer pricing and collectives, shared by the plans of one evaluation.
+        self.layer_cache: dict = {}
+        self.comm_cache: dict = {}
+        self.extras_cache: dict = {}
+        self._stage_counts: dict[int, list[Counter]] = {}
+
+    def stage_kind_counts(self, pp: int) -> list[Counter]:
+        """Per pipeline stage, how many layers of each kind it holds (§4.6 stage layout)."""
+        counts = self._stage_counts.get(pp)
+        if counts is None:
+            per_stage = ceil(len(self.kinds) / pp)
+            counts = [
+                Counter(self.kinds[i * per_stage : (i + 1) * per_stage]) for i in range(pp)
+            ]
+            self._stage_counts[pp] = counts
+        return counts
 
     def rows(self, tokens: int) -> np.ndarray:
         """At least ``tokens`` routing rows (cached; regenerated only to grow)."""
@@ -88,46 +106,106 @@ class EstimateContext:
 
 @dataclass
 class PassResult:
-    """One pipelined pass over all stages, for one or many steps (arrays over steps)."""
+    """One pipelined pass over every stage, for one or many steps (arrays over steps).
+
+    Stage fields are linear in the per-kind layer costs, so they are kept as components
+    (layer costs by kind, kind counts per stage, extras per stage) and combined on demand.
+    """
 
     stage_layers: list[int]
-    stages: list[StageArrays]  # per stage, every field summed over its layers and extras
-    comm: list[dict[str, float]]  # per stage, seconds per collective name (step-independent)
-    stage_seconds: np.ndarray  # [stages, steps]
-    transfer_seconds: float
+    counts: list[Counter]  # per stage: layers of each kind
+    layer: dict[LayerKind, StageArrays]  # one layer of each kind, priced
+    comm: dict[LayerKind, dict[str, Cost]]  # one layer's collectives, by kind
+    extras: dict[int, list[StageArrays]]  # embedding / LM head stages by pipeline stage
+    transfer: Cost  # slowest stage-boundary transfer
+    full_overlap: bool
+
+    @property
+    def transfer_seconds(self) -> float:
+        return self.transfer.seconds
+
+    @cached_property
+    def _count_matrix(self) -> np.ndarray:
+        kinds = list(self.layer)
+        return np.array([[c.get(k, 0) for k in kinds] for c in self.counts], dtype=float)
+
+    def combined_seconds(self, kind: LayerKind) -> np.ndarray:
+        """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
+        comm = sum(c.seconds for c in self.comm[kind].values())
+        la = self.layer[kind].seconds
+        return np.maximum(la, comm) if self.full_overlap else la + comm
+
+    @cached_property
+    def stage_seconds(self) -> np.ndarray:
+        """[stages, steps] seconds of each stage for one micro-batch."""
+        combined = np.vstack([self.combined_seconds(k) for k in self.layer])
+        out = self._count_matrix @ combined
+        for i, exs in self.extras.items():
+            for ex in exs:
+                out[i] = out[i] + ex.seconds
+        return out
 
     @cached_property
     def period(self) -> np.ndarray:
-        return self.stage_seconds.max(axis=0) + self.transfer_seconds
+        return self.stage_seconds.max(axis=0) + self.transfer.seconds
 
     @cached_property
     def latency(self) -> np.ndarray:
         pp = len(self.stage_layers)
-        return self.stage_seconds.sum(axis=0) + (pp - 1) * self.transfer_seconds
+        return self.stage_seconds.sum(axis=0) + (pp - 1) * self.transfer.seconds
+
+    def stage_field(self, stage: int, name: str, step: int) -> float | None:
+        """A priced field of one stage at one step (extras first, then layers by kind)."""
+        if name == "dram_energy_pj" and next(iter(self.layer.values())).dram_energy_pj is None:
+            return None
+        total = 0.0
+        for ex in self.extras.get(stage, []):
+            total += getattr(ex, name)[step]
+        for kind, count in self.counts[stage].items():
+            total += count * getattr(self.layer[kind], name)[step]
+        return float(total)
+
+    def total(self, name: str, steps: slice = slice(None)) -> float | None:
+        """A field summed over every stage and the selected steps."""
+        if name == "dram_energy_pj" and next(iter(self.layer.values())).dram_energy_pj is None:
+            return None
+        total = 0.0
+        for exs in self.extras.values():
+            for ex in exs:
+                total += float(np.sum(getattr(ex, name)[steps]))
+        per_kind = self._count_matrix.sum(axis=0)
+        for n_layers, la in zip(per_kind, self.layer.values(), strict=True):
+            total += n_layers * float(np.sum(getattr(la, name)[steps]))
+        return total
 
     def report(self, step: int = 0) -> dict:
         """The reference pass dict for one step."""
         stages = []
-        for i, (layers, st, comm) in enumerate(
-            zip(self.stage_layers, self.stages, self.comm, strict=True)
-        ):
-            entry = {"stage": i, "layers": layers, "seconds": float(self.stage_seconds[i, step])}
-            for name in FIELDS[1:]:
-                entry[name] = float(getattr(st, name)[step])
-            entry["comm_seconds"] = {k: v for k, v in comm.items() if v > 0}
-            order = ("stage", "layers", "seconds", "compute_seconds", "memory_seconds",
-                     "memory_bound_seconds", "comm_seconds", "read_bytes", "write_bytes")
-            entry = {k: entry[k] for k in order}
-            e = st.dram_energy_pj
-            entry["dram_energy_pj"] = None if e is None else float(e[step])
-            stages.append(entry)
-        col = self.stage_seconds[:, step]
+        for i, layers in enumerate(self.stage_layers):
+            comm: dict[str, float] = {}
+            for kind, count in self.counts[i].items():
+                for name, c in self.comm[kind].items():
+                    comm[name] = comm.get(name, 0.0) + count * c.seconds
+            stages.append(
+                {
+                    "stage": i,
+                    "layers": layers,
+                    "seconds": float(self.stage_seconds[i, step]),
+                    "compute_seconds": self.stage_field(i, "compute_seconds", step),
+                    "memory_seconds": self.stage_field(i, "memory_seconds", step),
+                    "memory_bound_seconds": self.stage_field(i, "memory_bound_seconds", step),
+                    "comm_seconds": {k: v for k, v in comm.items() if v > 0},
+                    "read_bytes": self.stage_field(i, "read_bytes", step),
+                    "write_bytes": self.stage_field(i, "write_bytes", step),
+                    "dram_energy_pj": self.stage_field(i, "dram_energy_pj", step),
+                }
+            )
         return {
             "stages": stages,
-            "transfer_seconds": self.transfer_seconds,
+            "transfer_seconds": self.transfer.seconds,
             "period_seconds": float(self.period[step]),
             "latency_seconds": float(self.latency[step]),
-            "bottleneck_stage": int(np.argmax(col)),
+            "bottleneck_stage": int(np.argmax(self.stage_seconds[:, step])),
         }
 
 
@@ -152,10 +230,8 @@ class PlanCost:
             range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
             for i in range(plan.pp)
         ]
-        self.stage_kind_counts = [
-            Counter(ctx.kinds[j] for j in r) for r in self.stage_ranges
-        ]
-        self.distinct_kinds = list(dict.fromkeys(ctx.kinds))
+        self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
+        self.distinct_kinds = ctx.distinct_kinds
         self.loads: dict[str, MoeLoad] = {}
         self._rows = None
         if m.num_experts:
@@ -177,69 +253,62 @@ class PlanCost:
                 )
 
     # -- passes ------------------------------------------------------------------------------
-    def _run_pass(self, mode: str, q: int, kv: np.ndarray) -> tuple[PassResult, dict]:
+    def _run_pass(self, mode: str, q: int, kv: np.ndarray) -> PassResult:
         ctx, plan, shape = self.ctx, self.plan, self.shape
         n = kv.shape[0]
         load = self.loads.get(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
+        # Plans that differ only in what does not change a layer's cost share it (the
+        # comm-overlap choice, dp versus ep placement with equal shapes, …).
+        shard_key = (self.shard, plan.tp, plan.cp, mode)
+        comm_key = (shard_key, self.dense, self.moe)
         for kind in self.distinct_kinds:
-            cyc = layer_cycles(shape, kind, mode, q, kv, load)
-            reads, writes = layer_traffic(shape, kind, mode, q, kv, plan.cp, load)
-            layer_arrays[kind] = price_arrays(
-                cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, n
-            )
-            layer_comm[kind] = layer_collectives(
-                ctx.net,
-                shape,
-                kind,
-                mode,
-                q,
-                dense=self.dense,
-                moe=self.moe,
-                cp=plan.cp,
-                input_seq_len=ctx.workload.input_seq_len,
-                load=load,
-                rows=self._rows,
-                micro=self.shard.micro,
-            )
-        extras = self._extras(mode, q, n)
-        transfer = pipeline_transfer(ctx.net, self.dense, shape, q)
-        stages, comms, secs = [], [], []
-        full = plan.comm_overlap == "full"
-        for i, counts in enumerate(self.stage_kind_counts):
-            acc = {f: np.zeros(n) for f in FIELDS}
-            energy = np.zeros(n) if ctx.track_energy else None
-            comm_total: dict[str, float] = {}
-            for ex in extras.get(i, []):
-                for f in FIELDS:
-                    acc[f] = acc[f] + getattr(ex, f)
-                if energy is not None:
-                    energy = energy + ex.dram_energy_pj
-            for kind, count in counts.items():
-                la, lc = layer_arrays[kind], layer_comm[kind]
-                comm_sum = sum(c.seconds for c in lc.values())
-                combined = np.maximum(la.seconds, comm_sum) if full else la.seconds + comm_sum
-                acc["seconds"] = acc["seconds"] + count * combined
-                for f in FIELDS[1:]:
-                    acc[f] = acc[f] + count * getattr(la, f)
-                if energy is not None:
-                    energy = energy + count * la.dram_energy_pj
-                for name, c in lc.items():
-                    comm_total[name] = comm_total.get(name, 0.0) + count * c.seconds
-            stages.append(StageArrays(*(acc[f] for f in FIELDS), energy))
-            comms.append(comm_total)
-            secs.append(acc["seconds"])
+            key = (shard_key, kind)
+            priced = ctx.layer_cache.get(key)
+            if priced is None:
+                cyc = layer_cycles(shape, kind, mode, q, kv, load)
+                reads, writes = layer_traffic(shape, kind, mode, q, kv, plan.cp, load)
+                priced = price_arrays(
+                    cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, n
+                )
+                ctx.layer_cache[key] = priced
+            layer_arrays[kind] = priced
+            ckey = (comm_key, kind)
+            comm = ctx.comm_cache.get(ckey)
+            if comm is None:
+                comm = layer_collectives(
+                    ctx.net,
+                    shape,
+                    kind,
+                    mode,
+                    q,
+                    dense=self.dense,
+                    moe=self.moe,
+                    cp=plan.cp,
+                    input_seq_len=ctx.workload.input_seq_len,
+                    load=load,
+                    rows=self._rows,
+                    micro=self.shard.micro,
+                )
+                ctx.comm_cache[ckey] = comm
+            layer_comm[kind] = comm
+        ekey = (shard_key, plan.pp)
+        cached = ctx.extras_cache.get(ekey)
+        if cached is None:
+            cached = (self._extras(mode, q, n), pipeline_transfer(ctx.net, self.dense, shape, q))
+            ctx.extras_cache[ekey] = cached
+        extras, transfer = cached
         result = PassResult(
-            [len(r) for r in self.stage_ranges], stages, comms, np.vstack(secs), transfer.seconds
+            [len(r) for r in self.stage_ranges],
+            self.stage_kind_counts,
+            layer_arrays,
+            layer_comm,
+            extras,
+            transfer,
+            plan.comm_overlap == "full",
         )
-        info = {
-            "layer_arrays": layer_arrays,
-            "layer_comm": layer_comm,
-            "extras": extras,
-            "transfer": transfer,
-        }
-        return result, info
+        return result
 
     def _extras(self, mode: str, q: int, n: int) -> dict[int, list[StageArrays]]:
         """Embedding (prefill, first stage) and LM head (last stage) as separate stages."""
@@ -264,18 +333,15 @@ class PlanCost:
     @cached_property
     def prefill(self) -> PassResult:
         q = self.shard.q_prefill
-        return self._run_pass("prefill", q, np.array([self.ctx.workload.input_seq_len]))[0]
+        return self._run_pass("prefill", q, np.array([self.ctx.workload.input_seq_len]))
 
     @cached_property
-    def _decode(self) -> tuple[PassResult, dict]:
+    def decode(self) -> PassResult:
+        """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6)."""
         w, cp = self.ctx.workload, self.plan.cp
         steps = np.arange(w.output_seq_len)
         kv = -(-(w.input_seq_len + steps) // cp)  # ceil((S_in + j) / cp)
         return self._run_pass("decode", 1, kv)
-
-    @property
-    def decode(self) -> PassResult:
-        return self._decode[0]
 
     # -- headline metrics -------------------------------------------------------------------
     @cached_property
@@ -335,11 +401,11 @@ class PlanCost:
             return None
         if self.plan.world_size == 1:
             return 0.0
-        info = self._decode[1]
+        comm = self.decode.comm
         total = 0.0
-        for kind, count in Counter(self.ctx.kinds).items():
-            total += count * sum((c.energy_pj or 0.0) for c in info["layer_comm"][kind].values())
-        transfer = info["transfer"].energy_pj or 0.0
+        for kind, count in self.ctx.kind_totals.items():
+            total += count * sum((c.energy_pj or 0.0) for c in comm[kind].values())
+        transfer = self.decode.transfer.energy_pj or 0.0
         return (total / self.plan.pp + transfer) / self.shard.micro
 
     @cached_property

@@ -139,10 +139,9 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     micro = cost.shard.micro
     # DRAM energy of the whole decode: every device of a stage does that stage's work.
     per_stage_devices = plan.world_size / plan.pp
-    dram = None
-    if ctx.track_energy:
-        dram = sum(float(st.dram_energy_pj.sum()) for st in decode.stages) * per_stage_devices
-        dram /= micro * out
+    dram = decode.total("dram_energy_pj")
+    if dram is not None:
+        dram *= per_stage_devices / (micro * out)
     noc = cost.noc_energy_pj_per_decode_token
     energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
     attribution = decode_attribution(cost)
@@ -182,34 +181,33 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     """
     ctx, plan = cost.ctx, cost.plan
     policy = ctx.workload.overlap_policy
-    _, info = cost._decode
-    n = cost.decode.stage_seconds.shape[1]
+    dec = cost.decode
     full = plan.comm_overlap == "full"
-    totals: dict[str, np.ndarray] = {"compute": np.zeros(n), "dram": np.zeros(n)}
-    for i, counts in enumerate(cost.stage_kind_counts):
-        for ex in info["extras"].get(i, []):
+    # Mean over steps of each kind's parts, then weighted by how many layers of each kind run.
+    per_kind = dec._count_matrix.sum(axis=0)
+    totals: dict[str, float] = {"compute": 0.0, "dram": 0.0}
+    for exs in dec.extras.values():
+        for ex in exs:
             c, d = _split_roofline(ex, policy)
-            totals["compute"] += c
-            totals["dram"] += d
-        for kind, count in counts.items():
-            la, comm = info["layer_arrays"][kind], info["layer_comm"][kind]
-            c, d = _split_roofline(la, policy)
-            totals["compute"] += count * c
-            totals["dram"] += count * d
-            csum = sum(x.seconds for x in comm.values())
-            if csum <= 0:
-                continue
-            if full:
-                exposed = np.maximum(csum - la.seconds, 0.0)
-                share = exposed / csum
-            else:
-                share = np.ones(n)
-            for name, x in comm.items():
-                totals.setdefault(name, np.zeros(n))
-                totals[name] += count * x.seconds * share
+            totals["compute"] += float(c.mean())
+            totals["dram"] += float(d.mean())
+    for n_layers, (kind, la) in zip(per_kind, dec.layer.items(), strict=True):
+        if n_layers == 0:
+            continue
+        c, d = _split_roofline(la, policy)
+        totals["compute"] += n_layers * float(c.mean())
+        totals["dram"] += n_layers * float(d.mean())
+        comm = dec.comm[kind]
+        csum = sum(x.seconds for x in comm.values())
+        if csum <= 0:
+            continue
+        share = np.maximum(csum - la.seconds, 0.0) / csum if full else np.ones(1)
+        mean_share = float(share.mean())
+        for name, x in comm.items():
+            totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
     pp = plan.pp
     stage_secs = cost.decode.stage_seconds
-    parts = {k: float(v.mean() / pp) for k, v in totals.items()}
+    parts = {k: v / pp for k, v in totals.items()}
     parts["pipeline_imbalance"] = float((stage_secs.max(axis=0) - stage_secs.mean(axis=0)).mean())
     parts["pipeline_transfer"] = cost.decode.transfer_seconds
     return parts

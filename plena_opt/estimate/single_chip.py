@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 from deepstack import switch_noc
 
 from plena_opt.chip import ChipProfile
@@ -28,17 +27,9 @@ def _one_device_cost(
     return PlanCost(ctx, Plan())
 
 
-def _phase_total(result: PassResult, steps: slice | None = None) -> dict:
-    """Sum every field over the stages (and the selected steps) of a pass."""
-    sel = steps if steps is not None else slice(None)
-    out = {}
-    for name in FIELDS:
-        out[name] = float(sum(np.sum(getattr(st, name)[sel]) for st in result.stages))
-    energies = [st.dram_energy_pj for st in result.stages]
-    out["dram_energy_pj"] = (
-        None if energies[0] is None else float(sum(np.sum(e[sel]) for e in energies))
-    )
-    return out
+def _phase_total(result: PassResult, steps: slice = slice(None)) -> dict:
+    """Every priced field summed over the stages (and the selected steps) of a pass."""
+    return {name: result.total(name, steps) for name in (*FIELDS, "dram_energy_pj")}
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,9 @@ class StackedDramConfig(StrictModel):
             * float(self.memory_frequency_hz)  # type: ignore[arg-type]
         )
 
-    def with_layers(self, total_layers: int, connected_layers: int | None = None) -> StackedDramConfig:
+    def with_layers(
+        self, total_layers: int, connected_layers: int | None = None
+    ) -> StackedDramConfig:
         """The same interface at another height; ``connected_layers`` defaults to all layers."""
         connected = total_layers if connected_layers is None else connected_layers
         values = {key: getattr(self, key) for key in type(self).model_fields}
@@ -252,7 +254,8 @@ class ThermalPolicy(StrictModel):
             raise PlenaInputError(
                 "dram.total_layers",
                 f"thermal policy leaves no dynamic-power budget at {total_layers} layers "
-                f"(allowed power {max_power:.4g} W ≤ thermal.static_power_w {self.static_power_w} W)",
+                f"(allowed power {max_power:.4g} W ≤ thermal.static_power_w "
+                f"{self.static_power_w} W)",
             )
         return (dynamic_available / dynamic_budget) ** (1.0 / self.dynamic_power_exponent)
 

@@ -1,4 +1,4 @@
-"""Bytes per element of the tensors kept in HBM (analytic-model §1.1 ``[ANALYTIC.PRECISION]``, §3.3).
+"""Bytes per element of the tensors kept in HBM (analytic-model §1.1 PRECISION, §3.3).
 
 Element bits: ``Fp`` = sign + exponent + mantissa; ``Int`` = width; ``Mx`` = ELEM bits + SCALE
 bits / block; ``Plain`` = DATA_TYPE bits. Bytes = bits / 8. The default (MXFP8: e4m3 elements

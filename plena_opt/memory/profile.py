@@ -72,7 +72,7 @@ def _check_header(data: Mapping[str, Any]) -> str:
     if isinstance(version, bool) or version != SCHEMA_VERSION or not isinstance(version, int):
         raise PlenaInputError(
             "schema_version",
-            f"schema_version must be {SCHEMA_VERSION} (got {version!r}): unsupported schema version",
+            f"schema_version must be {SCHEMA_VERSION} (got {version!r}): unsupported version",
         )
     kind = data.get("kind")
     if kind not in MEMORY_KINDS:
@@ -138,7 +138,9 @@ def _from_bytes(raw: bytes, path: str) -> MemoryProfile:
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlenaInputError("profile", f"memory profile {path} is not valid JSON: {exc}") from None
+        raise PlenaInputError(
+            "profile", f"memory profile {path} is not valid JSON: {exc}"
+        ) from None
     return _stamped(memory_from_dict(data), raw, path)
 
 
@@ -173,7 +175,9 @@ def list_memory_profiles() -> list[str]:
     return sorted(shipped | {UNBOUNDED_NAME})
 
 
+@cache
 def _load_builtin(name: str) -> MemoryProfile:
+    """Built-in memories are immutable, so one instance per name is shared."""
     if name == UNBOUNDED_NAME:
         return unbounded()
     file = _builtin_files()[name]

@@ -68,7 +68,9 @@ class LittlesLawResult:
         }
 
 
-def littles_law_bound(policy: BufferingPolicy, config: StackedDramConfig, bandwidth: float) -> LittlesLawResult:
+def littles_law_bound(
+    policy: BufferingPolicy, config: StackedDramConfig, bandwidth: float
+) -> LittlesLawResult:
     """Little's-law cap on ``bandwidth`` (B/s) with ``policy``'s buffers (§3.1)."""
     latency_s = policy.round_trip_latency_seconds(config.bank_timing)
     required = bandwidth / policy.requesters * latency_s * policy.buffering_factor
@@ -140,7 +142,9 @@ class StackedDramModel:
             "connectivity_efficiency": efficiency,
             "effective_bandwidth_bytes_per_s": effective,
             "_bound": bound,
-            "usable_bandwidth_bytes_per_s": effective if bound is None else bound.bandwidth_bytes_per_s,
+            "usable_bandwidth_bytes_per_s": effective
+            if bound is None
+            else bound.bandwidth_bytes_per_s,
             "capacity_bytes": config.capacity_bytes,
             "compute_frequency_scale": scale,
             "_wave": config.wave_bytes if config.apply_wave_quantization else None,
@@ -194,7 +198,9 @@ class StackedDramModel:
             return None
         return self.energy.energy_pj(read_bytes, write_bytes)
 
-    def with_layers(self, total_layers: int, connected_layers: int | None = None) -> StackedDramModel:
+    def with_layers(
+        self, total_layers: int, connected_layers: int | None = None
+    ) -> StackedDramModel:
         """The same design at another height (fully connected by default); policies kept."""
         return StackedDramModel(
             self.name,
@@ -210,8 +216,9 @@ class StackedDramModel:
         out: list[str] = []
         bound = self._bound
         if bound is not None and bound.limited:
+            usable_gbs = bound.bandwidth_bytes_per_s / 1e9
             out.append(
-                f"buffering limits usable bandwidth to {bound.bandwidth_bytes_per_s / 1e9:.3f} GB/s "
+                f"buffering limits usable bandwidth to {usable_gbs:.3f} GB/s "
                 f"(needs {bound.required_buffer_bytes_per_requester:.0f} B per requester, "
                 f"has {bound.buffer_bytes_per_requester})"
             )

@@ -80,9 +80,7 @@ def _default_mlp_types(cfg: dict[str, Any], experts: int, layers: int) -> list[s
     if not isinstance(dense, list):
         raise PlenaTypeError("mlp_only_layers", "mlp_only_layers must be a list of layer indices")
     step = _int(_get(cfg, "decoder_sparse_step", 1), "decoder_sparse_step")
-    return [
-        "moe" if i not in dense and (i + 1) % step == 0 else "ffn" for i in range(layers)
-    ]
+    return ["moe" if i not in dense and (i + 1) % step == 0 else "ffn" for i in range(layers)]
 
 
 def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
@@ -104,7 +102,9 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
             "num_key_value_heads", "num_attention_heads must be a multiple of num_key_value_heads"
         )
     head_dim = _int(_get(cfg, "head_dim", hidden // heads), "head_dim")
-    moe_intermediate = _int(_get(cfg, "moe_intermediate_size", intermediate), "moe_intermediate_size")
+    moe_intermediate = _int(
+        _get(cfg, "moe_intermediate_size", intermediate), "moe_intermediate_size"
+    )
 
     experts = max(_int(_get(cfg, key, 0), key, minimum=0) for key in EXPERT_COUNT_KEYS)
     experts = experts if experts > 1 else 0
@@ -132,7 +132,9 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
 
     window = _int(_get(cfg, "sliding_window", 0), "sliding_window", minimum=0)
     if "sliding_attention" in layer_types and window <= 0:
-        raise PlenaInputError("sliding_window", "sliding-window layers need a positive sliding_window")
+        raise PlenaInputError(
+            "sliding_window", "sliding-window layers need a positive sliding_window"
+        )
 
     tied = _get(cfg, "tie_word_embeddings", False)
     if not isinstance(tied, bool):

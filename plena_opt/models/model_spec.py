@@ -40,7 +40,7 @@ class ModelSpec(BaseModel):
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
-        """Parse a Hugging Face ``config.json`` dict; raises PlenaInputError on unsupported input."""
+        """Parse a Hugging Face ``config.json`` dict; PlenaInputError on unsupported input."""
         from plena_opt.models.hf_config import parse_hf_config
 
         return cls(**parse_hf_config(cfg, name))

@@ -43,7 +43,7 @@ class RunningServer:
 
 
 def channel_options(limits: ServerLimits) -> list[tuple[str, int]]:
-    """Message-size options shared by the server and the client library (service-conventions §2.6)."""
+    """Message-size limits of the server (service-conventions §2.6; the client uses the same)."""
     return [
         ("grpc.max_send_message_length", limits.max_message_bytes),
         ("grpc.max_receive_message_length", limits.max_message_bytes),

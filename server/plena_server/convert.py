@@ -82,7 +82,8 @@ def parse_json_object(field: str, text: str, limits: ServerLimits) -> dict:
     """Parse an inline JSON document that must be an object."""
     if len(text.encode("utf-8", "surrogatepass")) > limits.max_inline_json_bytes:
         raise ServerLimitError(
-            field, f"{field} is larger than the server limit of {limits.max_inline_json_bytes} bytes"
+            field,
+            f"{field} is larger than the server limit of {limits.max_inline_json_bytes} bytes",
         )
     try:
         value = json.loads(text)
@@ -99,7 +100,9 @@ def _check_name(field: str, name: str, known: list[str], what: str) -> str:
     Loaders accept ``_`` and ``-`` interchangeably in names (``fictional_stacked_dram``)."""
     variants = {name, name.replace("_", "-"), name.replace("-", "_")}
     if not variants & set(known):
-        raise PlenaNotFoundError(field, f"unknown {what} {name!r}; choose one of {', '.join(known)}")
+        raise PlenaNotFoundError(
+            field, f"unknown {what} {name!r}; choose one of {', '.join(known)}"
+        )
     return name
 
 
@@ -171,7 +174,9 @@ def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
         )
     gib = fb.capacity_gib if fb.HasField("capacity_gib") else None
     if gib is not None and not (math.isfinite(gib) and gib > 0):
-        raise PlenaInputError(f"{field}.capacity_gib", f"{field}.capacity_gib must be greater than zero")
+        raise PlenaInputError(
+            f"{field}.capacity_gib", f"{field}.capacity_gib must be greater than zero"
+        )
     from plena_opt import memory
 
     with field_scope(field):
@@ -287,6 +292,10 @@ def _num(value: Any) -> float:
     return float(value) if value is not None else 0.0
 
 
+def _named(values: dict | None) -> list[pb.NamedValue]:
+    return [pb.NamedValue(name=str(k), value=float(v)) for k, v in (values or {}).items()]
+
+
 def metrics_to_proto(m: Any) -> pb.PlanMetrics:
     """``plena_opt.estimate.PlanMetrics`` (or its ``to_dict()``) → proto."""
     d = m if isinstance(m, dict) else m.to_dict()
@@ -305,7 +314,8 @@ def metrics_to_proto(m: Any) -> pb.PlanMetrics:
         kv_cache_bytes_per_device=_num(d.get("kv_cache_bytes_per_device")),
         bottleneck=str(d.get("bottleneck") or ""),
         decode_step_seconds=_num(d.get("decode_step_seconds")),
-        attribution_seconds={k: float(v) for k, v in (d.get("attribution") or {}).items()},
+        attribution_seconds=_named(d.get("attribution")),
+        constraints=_named(d.get("constraints")),
         warnings=[str(w) for w in d.get("warnings") or []],
     )
     if d.get("energy_per_token_joules") is not None:
@@ -313,4 +323,3 @@ def metrics_to_proto(m: Any) -> pb.PlanMetrics:
     if d.get("fits_in_memory") is not None:
         msg.fits_in_memory = bool(d["fits_in_memory"])
     return msg
-

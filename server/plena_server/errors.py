@@ -134,4 +134,3 @@ def stream_errors(handler: Callable[..., Iterator[Any]]) -> Callable[..., Iterat
             _abort(context, exc)
 
     return wrapper
-

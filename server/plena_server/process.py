@@ -1,4 +1,7 @@
-"""Run the server (``python -m plena_server``, same code as ``plena-opt serve``) as a child process on loopback (used by tests and benchmarks)."""
+"""Run the server as a child process on loopback (tests, benchmarks).
+
+It runs ``python -m plena_server``: the same code as ``plena-opt serve``.
+"""
 
 from __future__ import annotations
 

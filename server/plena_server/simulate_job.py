@@ -1,7 +1,9 @@
 """Simulate RPC (placeholder until plena_opt.pipeline lands)."""
 
 from __future__ import annotations
+
 from typing import Any
+
 from plena_server.errors import Unimplemented
 
 

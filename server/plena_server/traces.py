@@ -9,7 +9,9 @@ from typing import Any
 
 from plena_server.gen import plena_opt_pb2 as pb
 
-CHUNK_BYTES = 64 * 1024  # grpc/grpc#11299: 16–64 KiB messages recommended (service-conventions §2.6)
+CHUNK_BYTES = (
+    64 * 1024
+)  # grpc/grpc#11299: 16–64 KiB messages recommended (service-conventions §2.6)
 
 
 def pack_trace(trace: dict | str | bytes, trace_id: str, plan_index: int = -1) -> pb.Trace:

@@ -100,8 +100,9 @@ def interleaved_1f1b(pp: int, vpp: int, microbatches: int) -> PipelinePlan:
 
 
 def zb_h1(pp: int, microbatches: int) -> PipelinePlan:
-    """ZB-H1: 1F1B shape with ``B → I``; ``W`` follows an (F, I) pair once ``#F − #W ≥ p−1``;
-    cool-down emits (I, W) pairs, then the leftover ``W``s (spec §1.2)."""
+    """ZB-H1: 1F1B shape with ``B → I``; ``W`` follows an (F, I) pair once ``#F − #W ≥ p−1``
+    counted before that pair's F (``≥ p`` after it); cool-down emits (I, W) pairs, then the
+    leftover ``W``s (spec §1.2). Makespan ``3m + p − 1`` for F = I = W = 1."""
     _check_shape(pp, microbatches)
     m = microbatches
     b = PlanBuilder(pp)
@@ -117,7 +118,7 @@ def zb_h1(pp: int, microbatches: int) -> PipelinePlan:
                 nf += 1
             b.add(r, OpKind.I, ni)
             ni += 1
-            if nf == m or nf - nw >= pp - 1:
+            if nf == m or nf - nw >= pp:
                 b.add(r, OpKind.W, nw)
                 nw += 1
         while nw < m:

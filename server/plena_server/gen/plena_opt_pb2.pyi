@@ -120,22 +120,16 @@ class NoiseSpec(_message.Message):
     straggler_factor: float
     def __init__(self, kernel_sigma: _Optional[float] = ..., rank_sigma: _Optional[float] = ..., straggler_probability: _Optional[float] = ..., straggler_factor: _Optional[float] = ...) -> None: ...
 
+class NamedValue(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: float
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds")
-    class AttributionSecondsEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: float
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
-    class ConstraintsEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: float
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +145,7 @@ class PlanMetrics(_message.Message):
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     TRIAL_NUMBER_FIELD_NUMBER: _ClassVar[int]
     DECODE_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
     tps: float
@@ -160,13 +155,14 @@ class PlanMetrics(_message.Message):
     kv_cache_bytes_per_device: float
     fits_in_memory: bool
     bottleneck: str
-    attribution_seconds: _containers.ScalarMap[str, float]
+    attribution_seconds: _containers.RepeatedCompositeFieldContainer[NamedValue]
     warnings: _containers.RepeatedScalarFieldContainer[str]
     label: str
-    constraints: _containers.ScalarMap[str, float]
+    constraints: _containers.RepeatedCompositeFieldContainer[NamedValue]
     trial_number: int
     decode_step_seconds: float
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Mapping[str, float]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ...) -> None: ...
+    batch_size: int
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "stddev", "p50", "p90", "p99", "min", "max", "mean_ci_low", "mean_ci_high", "p99_ci_low", "p99_ci_high")

@@ -1,0 +1,110 @@
+"""Evaluator speed and memory (issue 4 targets).
+
+llama-3.1-70b on ``illustrative_gpu_cluster_32`` with the fictional stacked DRAM, batch 16,
+input 2048, output 1024, one core:
+
+* ``plans_per_second``: every legal plan through ``Evaluator.evaluate_batch`` on a fresh evaluator
+  (cold caches, so network routing is included), median of 5 runs;
+* ``output_len_ratio_32768_over_16``: time of one fresh estimate (tp8 pp4) at output 32768 over
+  output 16, each the median of 7 runs, measured side by side;
+* ``peak_rss_bytes``: peak resident memory of a child process that scores a 10,000-plan batch
+  (the legal plans repeated) and keeps every result.
+
+``python benchmarks/bench_evaluator.py --json`` prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+from deepstack import load_noc_profile
+
+from plena_opt.estimate import Evaluator, Plan, Workload
+from plena_opt.memory import load_memory
+from plena_opt.models import load_model
+
+MODEL, NOC, MEMORY = "llama-3.1-70b", "illustrative_gpu_cluster_32", "fictional_stacked_dram"
+
+
+def make_evaluator(output_seq_len: int = 1024) -> Evaluator:
+    return Evaluator(
+        load_model(MODEL),
+        load_noc_profile(NOC),
+        load_memory(MEMORY),
+        Workload(batch_size=16, input_seq_len=2048, output_seq_len=output_seq_len),
+    )
+
+
+def plans_per_second(runs: int = 5) -> tuple[float, int, float]:
+    cold, warm = [], []
+    n = 0
+    for _ in range(runs):
+        ev = make_evaluator()
+        plans = ev.legal_plans()
+        n = len(plans)
+        t = time.perf_counter()
+        ev.evaluate_batch(plans)
+        cold.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ev.evaluate_batch(plans)
+        warm.append(time.perf_counter() - t)
+    return n / statistics.median(cold), n, n / statistics.median(warm)
+
+
+def one_estimate_seconds(output_seq_len: int, runs: int = 7) -> float:
+    times = []
+    for _ in range(runs):
+        ev = make_evaluator(output_seq_len)
+        t = time.perf_counter()
+        ev.evaluate(Plan(tp=8, pp=4))
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def batch_peak_rss(n_plans: int = 10_000) -> int:
+    code = (
+        "import resource, sys; sys.path.insert(0, 'benchmarks');"
+        "from bench_evaluator import make_evaluator;"
+        "ev = make_evaluator(); plans = ev.legal_plans();"
+        f"batch = (plans * ({n_plans} // len(plans) + 1))[:{n_plans}];"
+        "res = ev.evaluate_batch(batch); assert len(res) == len(batch);"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    pps, n, warm_pps = plans_per_second()
+    t16 = one_estimate_seconds(16)
+    t32k = one_estimate_seconds(32768)
+    t16_again = one_estimate_seconds(16)
+    t16 = min(t16, t16_again)
+    result = {
+        "plans_per_second": round(pps, 1),
+        "plans": n,
+        "warm_plans_per_second": round(warm_pps, 1),
+        "estimate_seconds_output_16": t16,
+        "estimate_seconds_output_32768": t32k,
+        "output_len_ratio_32768_over_16": round(t32k / t16, 3),
+        "peak_rss_bytes": batch_peak_rss(),
+        "self_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:32} {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Versioned duration-noise spec and its seeded sampler (pipeline-simulator §2).
+
+``d[j,n] = base[j] · g_rank[r,n] · eps[j,n] · straggle[r,n] · moe[j,n]``. Common random numbers:
+every component draws from its own PCG64 stream keyed by ``(seed, component, rank, op type, chunk,
+sample block)`` via ``SeedSequence`` spawn keys, and rows inside a stream are ``step·m + mb``, so the
+same (rank, op type, micro-batch) slot gets the same noise in every plan simulated with the same seed
+and micro-batch count (sample blocks have a fixed size, :data:`SAMPLE_BLOCK`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.pipeline.scheduler import PipelinePlan
+
+#: Samples per random-stream block (fixed so that CRN holds across calls and plans).
+SAMPLE_BLOCK = 2048
+_COMPONENT = {"eps": 1, "rank": 2, "straggle": 3, "moe_pool": 4, "moe": 5}
+_MOE_POOL = 4096
+
+
+class StragglerSpec(BaseModel):
+    """Per rank and step, with ``probability`` the rank runs slower by U(low, high)."""
+
+    model_config = ConfigDict(extra="forbid")
+    probability: float = Field(0.0, ge=0.0, le=1.0)
+    factor_low: float = Field(1.2, ge=1.0)
+    factor_high: float = Field(2.0, ge=1.0)
+
+    @model_validator(mode="after")
+    def _order(self) -> StragglerSpec:
+        if self.factor_high < self.factor_low:
+            raise ValueError("factor_high must be >= factor_low")
+        return self
+
+
+class MoeImbalanceSpec(BaseModel):
+    """MoE per-step imbalance: loads ~ Multinomial(tokens·top_k, π), π ~ Dirichlet(alpha·1).
+
+    ``fraction`` of an op's time scales with the busiest EP rank's load over the mean load;
+    ``op_types`` limits it to those duration keys (default: every op).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    experts: int = Field(ge=1)
+    top_k: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1)
+    tokens: int = Field(ge=1)
+    alpha: float = Field(1.0, gt=0.0)
+    fraction: float = Field(0.5, ge=0.0, le=1.0)
+    op_types: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> MoeImbalanceSpec:
+        if self.top_k > self.experts:
+            raise ValueError("top_k must be <= experts")
+        if self.experts % self.ep:
+            raise ValueError("ep must divide experts")
+        return self
+
+
+class NoiseSpec(BaseModel):
+    """Noise model, version 1: lognormal mean-1 jitter (``jitter_sigma`` = σ of log ε), a
+    persistent per-rank lognormal speed factor (``rank_sigma``), stragglers and MoE imbalance."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: Literal[1] = 1
+    jitter_sigma: float = Field(0.0, ge=0.0, le=2.0)
+    rank_sigma: float = Field(0.0, ge=0.0, le=2.0)
+    straggler: StragglerSpec | None = None
+    moe: MoeImbalanceSpec | None = None
+
+    @property
+    def is_zero(self) -> bool:
+        """True when every factor is exactly 1."""
+        no_strag = self.straggler is None or self.straggler.probability == 0.0
+        return self.jitter_sigma == 0 and self.rank_sigma == 0 and no_strag and self.moe is None
+
+
+_ALIASES = {
+    "sigma": "jitter_sigma",
+    "jitter": "jitter_sigma",
+    "rank": "rank_sigma",
+    "straggler_p": ("straggler", "probability"),
+    "straggler_low": ("straggler", "factor_low"),
+    "straggler_high": ("straggler", "factor_high"),
+}
+
+
+def _from_text(text: str) -> dict[str, Any]:
+    """``sigma=0.05,rank=0.03,straggler_p=0.01`` (or ``moe_experts=…`` etc.) → dict."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise PlenaInputError("noise", f"noise item {part!r} must look like key=value")
+        key, value = (s.strip() for s in part.split("=", 1))
+        target = _ALIASES.get(key, key)
+        if key.startswith("moe_"):
+            target = ("moe", key[4:])
+        if key.startswith("straggler_") and key not in _ALIASES:
+            target = ("straggler", key[10:])
+        if isinstance(target, tuple):
+            out.setdefault(target[0], {})[target[1]] = value
+        else:
+            out[target] = value
+    return out
+
+
+def parse_noise(value: NoiseSpec | Mapping[str, Any] | str | None) -> NoiseSpec:
+    """Validate a noise spec (model, dict or ``key=value,…`` text); errors name the field."""
+    if isinstance(value, NoiseSpec):
+        return value
+    if value is None:
+        return NoiseSpec()
+    data = _from_text(value) if isinstance(value, str) else dict(value)
+    try:
+        return NoiseSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        field = "noise" + (f".{loc}" if loc else "")
+        raise PlenaInputError(field, f"{field}: {err['msg']}") from None
+
+
+def _stream(seed: int, *key: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def _type_key(op_type: str) -> int:
+    return zlib.crc32(op_type.encode())
+
+
+def moe_imbalance_pool(spec: MoeImbalanceSpec, seed: int) -> np.ndarray:
+    """``_MOE_POOL`` draws of max-over-EP-ranks load / mean load (≥ 1), resampled per op."""
+    rng = _stream(seed, _COMPONENT["moe_pool"])
+    pi = rng.dirichlet(np.full(spec.experts, spec.alpha), size=_MOE_POOL)
+    loads = rng.multinomial(spec.tokens * spec.top_k, pi)
+    per_rank = loads.reshape(_MOE_POOL, spec.ep, -1).sum(axis=2)
+    mean = spec.tokens * spec.top_k / spec.ep
+    return (per_rank.max(axis=1) / mean).astype(np.float32)
+
+
+class NoiseSampler:
+    """Draws the multiplicative factor matrix ``[n_ops, n]`` of one sample block."""
+
+    def __init__(self, plan: PipelinePlan, spec: NoiseSpec, seed: int) -> None:
+        self.plan, self.spec, self.seed = plan, spec, int(seed)
+        self.rank_of = np.array([o.rank for o in plan.ops], dtype=np.int64)
+        m = max(plan.microbatches, 1)
+        rows = np.array([max(o.step, 0) * m + o.microbatch for o in plan.ops], dtype=np.int64)
+        groups: dict[tuple[int, int, int], list[int]] = {}
+        for o in plan.ops:
+            groups.setdefault((o.rank, _type_key(o.op_type), o.chunk), []).append(o.id)
+        self.groups = [(k, np.array(v), rows[v]) for k, v in groups.items()]
+        self.pool = moe_imbalance_pool(spec.moe, self.seed) if spec.moe else None
+        if spec.moe and spec.moe.op_types is not None:
+            wanted = set(spec.moe.op_types)
+            self.moe_mask = np.array([o.op_type in wanted for o in plan.ops])
+        else:
+            self.moe_mask = np.ones(plan.n_ops, dtype=bool)
+
+    def factors(self, block: int, n: int) -> np.ndarray:
+        """Factors for samples ``[block·SAMPLE_BLOCK, block·SAMPLE_BLOCK + n)`` (float32)."""
+        spec, p = self.spec, self.plan.pp_size
+        out = np.ones((self.plan.n_ops, n), dtype=np.float32)
+        if spec.jitter_sigma > 0:
+            s = np.float32(spec.jitter_sigma)
+            for (rank, tkey, chunk), ids, rows in self.groups:
+                rng = _stream(self.seed, _COMPONENT["eps"], rank, tkey, chunk, block)
+                z = rng.standard_normal((int(rows.max()) + 1, SAMPLE_BLOCK), dtype=np.float32)
+                out[ids] = z[rows, :n]
+            out *= s
+            out -= s * s / 2
+            np.exp(out, out=out)
+        per_rank = np.ones((p, n), dtype=np.float32)
+        if spec.rank_sigma > 0:
+            s = np.float32(spec.rank_sigma)
+            z = _stream(self.seed, _COMPONENT["rank"], block).standard_normal(
+                (p, SAMPLE_BLOCK), dtype=np.float32
+            )[:, :n]
+            per_rank *= np.exp(s * z - s * s / 2)
+        st = spec.straggler
+        if st is not None and st.probability > 0:
+            rng = _stream(self.seed, _COMPONENT["straggle"], block)
+            hit = rng.random((p, SAMPLE_BLOCK))[:, :n] < st.probability
+            fac = rng.uniform(st.factor_low, st.factor_high, (p, SAMPLE_BLOCK))[:, :n]
+            per_rank *= np.where(hit, fac, 1.0).astype(np.float32)
+        if spec.rank_sigma > 0 or (st is not None and st.probability > 0):
+            out *= per_rank[self.rank_of]
+        if self.pool is not None:
+            f = np.float32(spec.moe.fraction)
+            for (rank, tkey, chunk), ids, rows in self.groups:
+                sel = ids[self.moe_mask[ids]]
+                if not len(sel):
+                    continue
+                rng = _stream(self.seed, _COMPONENT["moe"], rank, tkey, chunk, block)
+                pick = rng.integers(0, len(self.pool), (int(rows.max()) + 1, SAMPLE_BLOCK))
+                imb = self.pool[pick[rows[self.moe_mask[ids]], :n]]
+                out[sel] *= 1 - f + f * imb
+        return out

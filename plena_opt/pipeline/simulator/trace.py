@@ -1,0 +1,116 @@
+"""Chrome Trace Event JSON (opens in Perfetto) for one timeline (spec §0.2, §4; service-conventions
+§3).
+
+Layout: ``pid`` = PP rank; ``tid`` 0 compute, 1 wait gaps, 2 pipeline hops (COMM ops). Names are the
+unique ``rank{r}/{op}/chunk_{x}/mb{i}[/step{t}]``; the scheduler label and all numbers go in
+``args``; the chunk letter is in ``cat``. Dependencies (except ``RANK_ORDER``) are v1 flows, one id
+per edge: ``s`` at the source slice's start, ``f`` with ``bp: "e"`` at the destination's start,
+``cat: "dep"``, ``name`` = reason. Times are rounded to 1 ns (0.001 µs) and ``dur`` is derived from
+rounded end − rounded start so rounding cannot create partial overlaps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from plena_opt.pipeline.scheduler import OpKind, chunk_letter
+from plena_opt.pipeline.simulator.dependencies import DepReason
+from plena_opt.pipeline.simulator.timeline import BUBBLE_DEFINITION, Timeline
+
+TID_COMPUTE, TID_WAIT, TID_COMM = 0, 1, 2
+_THREADS = {TID_COMPUTE: "compute", TID_WAIT: "wait", TID_COMM: "pp p2p"}
+
+
+def _us(t: float, unit_us: float) -> float:
+    return round(t * unit_us, 3)
+
+
+def chrome_trace(
+    timeline: Timeline, unit_us: float = 1000.0, other: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Trace dict for ``timeline``; ``unit_us`` = microseconds per duration unit (1e6 for
+    seconds, 1e3 for milliseconds)."""
+    plan = timeline.plan
+    events: list[dict[str, Any]] = []
+    for r in range(plan.pp_size):
+        events.append(
+            {"ph": "M", "name": "process_name", "pid": r, "tid": 0, "ts": 0,
+             "args": {"name": f"PP rank {r}"}}
+        )
+        for tid, tname in _THREADS.items():
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "ts": 0,
+                 "args": {"name": f"rank {r} {tname}"}}
+            )
+    slices: dict[int, tuple[int, int, float]] = {}
+    body: list[dict[str, Any]] = []
+    for t in timeline.ops:
+        o = t.op
+        tid = TID_COMM if o.kind is OpKind.COMM else TID_COMPUTE
+        ts = _us(t.start, unit_us)
+        dur = round(_us(t.end, unit_us) - ts, 3)
+        slices[o.id] = (o.rank, tid, ts)
+        letter = f"chunk_{chunk_letter(o.chunk)}"
+        args = {
+            "label": o.label,
+            "op_id": o.id,
+            "rank": o.rank,
+            "chunk": o.chunk,
+            "microbatch": o.microbatch,
+            "unit": o.unit(plan.pp_size),
+            "component": o.component.value,
+            "op_type": o.op_type,
+            "wait": t.wait,
+            "binding_dep": plan.ops[t.binding.src].trace_name if t.binding else None,
+            "binding_reason": t.binding.reason.value if t.binding else None,
+            "sample": timeline.sample,
+        }
+        if o.step >= 0:
+            args["step"] = o.step
+        body.append(
+            {"name": o.trace_name, "cat": f"{o.code},{letter}", "ph": "X", "ts": ts, "dur": dur,
+             "pid": o.rank, "tid": tid, "args": args}
+        )
+        free = _us(t.rank_free_at, unit_us)
+        if ts - free > 0:
+            body.append(
+                {"name": f"{o.trace_name}/wait", "cat": f"wait,{letter}", "ph": "X", "ts": free,
+                 "dur": round(ts - free, 3), "pid": o.rank, "tid": TID_WAIT,
+                 "args": {"label": o.label, "waits_for": args["binding_dep"],
+                          "reason": args["binding_reason"]}}
+            )
+    flow_id = 0
+    for t in timeline.ops:
+        for dep in t.deps:
+            if dep.reason is DepReason.RANK_ORDER:
+                continue
+            flow_id += 1
+            spid, stid, sts = slices[dep.src]
+            dpid, dtid, dts = slices[dep.dst]
+            common = {"cat": "dep", "name": dep.reason.value, "id": flow_id}
+            body.append({**common, "ph": "s", "ts": sts, "pid": spid, "tid": stid})
+            body.append({**common, "ph": "f", "bp": "e", "ts": dts, "pid": dpid, "tid": dtid})
+    body.sort(key=lambda e: e["ts"])
+    meta = {
+        "schedule": plan.schedule_name,
+        "pp": plan.pp_size,
+        "vpp": plan.vpp_size,
+        "microbatches": plan.microbatches,
+        "sample": timeline.sample,
+        "makespan": timeline.makespan,
+        "bubble_ratio": timeline.bubble_ratio,
+        "bubble_definition": BUBBLE_DEFINITION,
+        "time_unit_us": unit_us,
+    }
+    meta.update(other or {})
+    return {"traceEvents": events + body, "displayTimeUnit": "ms", "otherData": meta}
+
+
+def write_trace(path: str | Path, trace: dict[str, Any]) -> Path:
+    """Write a trace dict as compact JSON; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(trace, separators=(",", ":")))
+    return path
