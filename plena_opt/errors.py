@@ -1,4 +1,4 @@
-"""User-input errors shared by every layer (CLI exits 2, gRPC returns INVALID_ARGUMENT/NOT_FOUND)."""
+"""User-input errors shared by every layer (CLI: exit 2; gRPC: INVALID_ARGUMENT / NOT_FOUND)."""
 
 from __future__ import annotations
 

@@ -55,13 +55,19 @@ def diff(expected, actual, path: str = "", skip: tuple[str, ...] = ("provenance"
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             out += diff(e, a, f"{path}[{i}]", skip)
         return out
-    if isinstance(expected, float) and isinstance(actual, int | float) and not isinstance(actual, bool):
+    if (
+        isinstance(expected, float)
+        and isinstance(actual, int | float)
+        and not isinstance(actual, bool)
+    ):
         if not math.isclose(expected, actual, rel_tol=REL, abs_tol=0.0):
             if not (expected == 0 and abs(actual) < 1e-300):
                 out.append(f"{path}: expected {expected!r}, got {actual!r}")
         return out
-    if expected != actual or type(expected) is not type(actual) and not (
-        isinstance(expected, int | float) and isinstance(actual, int | float)
+    if (
+        expected != actual
+        or type(expected) is not type(actual)
+        and not (isinstance(expected, int | float) and isinstance(actual, int | float))
     ):
         out.append(f"{path}: expected {expected!r}, got {actual!r}")
     return out

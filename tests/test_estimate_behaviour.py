@@ -23,9 +23,9 @@ FICT = load_model("fictional-moe-128")
 UNB = unbounded()
 
 
-def est(model, noc, plan=Plan(), memory=UNB, **w):
+def est(model, noc, plan=None, memory=UNB, **w):
     kw = {"batch_size": 8, "input_seq_len": 256, "output_seq_len": 3} | w
-    return estimate_distributed(model, noc, memory, plan, Workload(**kw))
+    return estimate_distributed(model, noc, memory, plan or Plan(), Workload(**kw))
 
 
 # --- 7.1 one device equals one chip ------------------------------------------------------------
@@ -40,10 +40,18 @@ MEMORIES = {
 @pytest.mark.parametrize("lm", [False, True])
 def test_one_device_equals_single_chip(mem, lm):
     memory = MEMORIES[mem]
-    d = est(L8, switch_noc(1), memory=memory, batch_size=4, input_seq_len=1024,
-            output_seq_len=6, include_lm_head=lm)
-    s = estimate_decoder_latency(L8, memory, batch_size=4, input_seq_len=1024,
-                                 output_seq_len=6, include_lm_head=lm)
+    d = est(
+        L8,
+        switch_noc(1),
+        memory=memory,
+        batch_size=4,
+        input_seq_len=1024,
+        output_seq_len=6,
+        include_lm_head=lm,
+    )
+    s = estimate_decoder_latency(
+        L8, memory, batch_size=4, input_seq_len=1024, output_seq_len=6, include_lm_head=lm
+    )
     for a, b in [
         (d.ttft_seconds, s.ttft_seconds),
         (d.tps, s.tps),
@@ -73,8 +81,14 @@ def test_tp8_decode_has_only_tp_all_reduce_equal_to_the_network_cost():
 
 
 def test_non_power_of_two_tp_uses_ring():
-    cfg = {"hidden_size": 1536, "num_attention_heads": 24, "num_key_value_heads": 6,
-           "num_hidden_layers": 2, "intermediate_size": 4096, "vocab_size": 32000}
+    cfg = {
+        "hidden_size": 1536,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 6,
+        "num_hidden_layers": 2,
+        "intermediate_size": 4096,
+        "vocab_size": 32000,
+    }
     model = ModelSpec.from_hf_config(cfg, "fictional-24-head")
     noc = switch_noc(6)
     ar = Network(noc).all_reduce(dense_scheme(Plan(tp=6)), "tp", int(4 * 1536 * 1.125))
@@ -156,7 +170,11 @@ def test_pp2_pipelining_formulas():
 
 
 def test_stage_layouts_and_empty_stage_warning():
-    assert [s["layers"] for s in est(L8, switch_noc(3), Plan(pp=3)).prefill["stages"]] == [11, 11, 10]
+    assert [s["layers"] for s in est(L8, switch_noc(3), Plan(pp=3)).prefill["stages"]] == [
+        11,
+        11,
+        10,
+    ]
     d = est(L8, switch_noc(12), Plan(pp=12), batch_size=12, output_seq_len=1)
     assert [s["layers"] for s in d.prefill["stages"]] == [3] * 10 + [2, 0]
     assert any("empty" in w for w in d.warnings)
@@ -247,31 +265,36 @@ def test_random_rows_are_seeded_and_distinct_per_token():
 
 
 def test_balanced_load_on_ep8():
-    load = busiest_rank_load(FICT, micro=64, q=1, dp=1, tp_moe=1, ep_moe=8,
-                             routing="balanced", rows=None)
+    load = busiest_rank_load(
+        FICT, micro=64, q=1, dp=1, tp_moe=1, ep_moe=8, routing="balanced", rows=None
+    )
     assert (load.tokens_local, load.pairs, load.imbalance) == (8, 64, 1.0)
-    gpt = busiest_rank_load(GPT, micro=64, q=1, dp=1, tp_moe=1, ep_moe=8,
-                            routing="balanced", rows=None)
+    gpt = busiest_rank_load(
+        GPT, micro=64, q=1, dp=1, tp_moe=1, ep_moe=8, routing="balanced", rows=None
+    )
     assert (gpt.tokens_local, gpt.pairs, gpt.expert_counts) == (8, 32, (8, 8, 8, 8))
 
 
 def test_random_load_counted_below_4096_and_estimated_above():
     rows = ds_moe.random_rows(64, 128, 8, seed=0)
-    small = busiest_rank_load(FICT, micro=64, q=1, dp=1, tp_moe=1, ep_moe=8,
-                              routing="random", rows=rows)
+    small = busiest_rank_load(
+        FICT, micro=64, q=1, dp=1, tp_moe=1, ep_moe=8, routing="random", rows=rows
+    )
     assert small.source == "random"
     assert small.pairs == sum(small.expert_counts) and small.imbalance >= 1
     assert len(small.expert_counts) == 16
-    big = busiest_rank_load(FICT, micro=8192, q=1, dp=1, tp_moe=1, ep_moe=8,
-                            routing="random", rows=None)
+    big = busiest_rank_load(
+        FICT, micro=8192, q=1, dp=1, tp_moe=1, ep_moe=8, routing="random", rows=None
+    )
     assert big.source.endswith("(DeepStack estimate)") and big.imbalance >= 1
 
 
 @pytest.mark.parametrize("mode,micro,q", [("prefill", 1, 300), ("decode", 7, 1)])
 def test_one_rank_moe_cycles_equal_mlp_moe(mode, micro, q):
     perf = PerfModel(load_chip())
-    load = busiest_rank_load(GPT, micro=micro, q=q, dp=1, tp_moe=1, ep_moe=1,
-                             routing="balanced", rows=None)
+    load = busiest_rank_load(
+        GPT, micro=micro, q=q, dp=1, tp_moe=1, ep_moe=1, routing="balanced", rows=None
+    )
     m = GPT
     assert moe_cycles(perf, m, load, m.moe_intermediate_size, mode) == perf.mlp_moe(
         m.hidden_size, q, micro, m.num_experts, m.top_k, m.intermediate_size, mode
@@ -283,7 +306,10 @@ def test_expert_parallel_gpt_oss_beats_one_device():
     ep8 = est(GPT, switch_noc(8), Plan(ep=8), batch_size=16)
     assert ep8.moe["experts_per_rank"] == 4 and ep8.sequences_per_device == 2
     assert ep8.weight_bytes_per_device < one.weight_bytes_per_device / 2
-    assert ep8.prefill["stages"][0]["compute_seconds"] < one.prefill["stages"][0]["compute_seconds"] / 4
+    assert (
+        ep8.prefill["stages"][0]["compute_seconds"]
+        < one.prefill["stages"][0]["compute_seconds"] / 4
+    )
     assert ep8.tps > one.tps
     assert set(ep8.first_token_decode["stages"][0]["comm_seconds"]) == {"ep_dispatch", "ep_combine"}
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from golden_support import diff, golden_memory, golden_model, golden_noc
 from conftest import SHARED, load_golden
+from golden_support import diff, golden_memory, golden_model, golden_noc
+
 from plena_opt.estimate import (
     Plan,
     Workload,
@@ -50,7 +50,15 @@ SC_EST = [c for c in SINGLE["cases"] if c["kind"] == "estimate_decoder_latency"]
 SC_SCRIPT = [c for c in SINGLE["cases"] if c["kind"] != "estimate_decoder_latency"]
 
 
-@pytest.mark.parametrize("case", SC_EST, ids=lambda c: "{model}-{memory}-{batch_size}-{input_seq_len}-{output_seq_len}-lm{include_lm_head}".format(**c["inputs"]))
+@pytest.mark.parametrize(
+    "case",
+    SC_EST,
+    ids=lambda c: (
+        "{model}-{memory}-{batch_size}-{input_seq_len}-{output_seq_len}-lm{include_lm_head}".format(
+            **c["inputs"]
+        )
+    ),
+)
 def test_single_chip_estimate_matches_reference(case):
     i = case["inputs"]
     model = golden_model(i["model"], SINGLE["models"][i["model"]])
@@ -69,7 +77,13 @@ def test_single_chip_estimate_matches_reference(case):
     assert not problems, "\n".join(problems[:20])
 
 
-@pytest.mark.parametrize("case", SC_SCRIPT, ids=lambda c: "{model}-{batch_size}-{input_seq_len}-{output_seq_len}-d{device_num}".format(kind=c["kind"], **c["inputs"]))
+@pytest.mark.parametrize(
+    "case",
+    SC_SCRIPT,
+    ids=lambda c: "{model}-{batch_size}-{input_seq_len}-{output_seq_len}-d{device_num}".format(
+        kind=c["kind"], **c["inputs"]
+    ),
+)
 def test_reference_scripts_match(case):
     i = case["inputs"]
     model = golden_model(i["model"], SINGLE["models"][i["model"]])

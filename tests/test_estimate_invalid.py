@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-from deepstack import load_noc_profile, switch_noc
-
 from conftest import SHARED, load_golden
+from deepstack import load_noc_profile, switch_noc
 from golden_support import golden_model
+
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import Plan, Workload, estimate_distributed
 from plena_opt.estimate.shard import moe_parallel
@@ -51,8 +51,9 @@ def _run(inputs: dict) -> None:
     name = inputs["model"]
     model = golden_model(name, _models()[name])
     n, g = (int(x) for x in inputs["noc"][len("switch_noc(") : -1].split(",")[:2])
-    plan = Plan(**{k: v for k, v in inputs["plan"].items()},
-                comm_overlap=inputs.get("comm_overlap", "none"))
+    plan = Plan(
+        **{k: v for k, v in inputs["plan"].items()}, comm_overlap=inputs.get("comm_overlap", "none")
+    )
     workload = Workload(
         batch_size=inputs["batch_size"],
         input_seq_len=inputs["input_seq_len"],

@@ -82,9 +82,7 @@ def test_plan_space_legality_and_params() -> None:
     for point in space.points:  # every point legal, right device count, dense → replace
         ev.check(point.plan)
         assert point.plan.world_size == 8 and point.plan.moe_tp_mode == "replace"
-    legal_shapes = {
-        f for f in factorisations(8) if 4 % f[0] == 0 and f[1] == 1 and f[3] <= 2
-    }
+    legal_shapes = {f for f in factorisations(8) if 4 % f[0] == 0 and f[1] == 1 and f[3] <= 2}
     assert {(p.plan.tp, p.plan.ep, p.plan.dp, p.plan.pp, p.plan.cp) for p in space.points} == (
         legal_shapes
     )
@@ -126,8 +124,11 @@ def _metrics(ttft: float, tps_seq: float, weights: float, kv: float, fits: bool 
 def test_constraints_signs_follow_fits_and_slas() -> None:
     c = Constraints(capacity_bytes=100.0, max_ttft_ms=50.0, min_tps_per_seq=10.0)
     v = c.values(_metrics(0.025, 20.0, 40.0, 10.0, True))
-    assert v == {"memory": pytest.approx(-0.5), "max_ttft": pytest.approx(-0.5),
-                 "min_tps_per_seq": pytest.approx(-1.0)}
+    assert v == {
+        "memory": pytest.approx(-0.5),
+        "max_ttft": pytest.approx(-0.5),
+        "min_tps_per_seq": pytest.approx(-1.0),
+    }
     v = c.values(_metrics(0.1, 5.0, 150.0, 50.0, False))
     assert v["memory"] == pytest.approx(1.0) and v["max_ttft"] == pytest.approx(1.0)
     assert c.violated(v) == ["memory", "max_ttft", "min_tps_per_seq"]

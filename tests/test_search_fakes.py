@@ -28,7 +28,7 @@ class FakeMetrics:
 
 
 class FakeEvaluator:
-    """``devices`` devices, ``heads`` attention heads, ``layers`` layers, ``experts`` (0 = dense)."""
+    """``devices`` devices, ``heads`` heads, ``layers`` layers, ``experts`` (0 = dense)."""
 
     def __init__(self, devices=8, batch=16, heads=8, layers=8, experts=0, capacity=6e9, calls=None):
         self.noc = SimpleNamespace(num_devices=devices)
@@ -66,12 +66,19 @@ class FakeEvaluator:
             weights = 16e9 / (p.tp * p.pp * max(1, p.ep // 2))
             kv = 2e7 * self.batch / (p.dp * p.cp * p.pp)
             energy = 0.1 * (1 + 0.2 * (p.tp - 1) + 0.1 * p.pp) / (1 + self.batch / 32)
-            out.append(FakeMetrics(
-                plan=p, ttft_seconds=ttft, tps=tps, tps_per_sequence=1.0 / (p.pp * step),
-                energy_per_token_joules=energy, weight_bytes_per_device=weights,
-                kv_cache_bytes_per_device=kv, fits_in_memory=weights + kv <= self.memory.capacity_bytes,
-                attribution={"compute": step},
-            ))
+            out.append(
+                FakeMetrics(
+                    plan=p,
+                    ttft_seconds=ttft,
+                    tps=tps,
+                    tps_per_sequence=1.0 / (p.pp * step),
+                    energy_per_token_joules=energy,
+                    weight_bytes_per_device=weights,
+                    kv_cache_bytes_per_device=kv,
+                    fits_in_memory=weights + kv <= self.memory.capacity_bytes,
+                    attribution={"compute": step},
+                )
+            )
         return out
 
 

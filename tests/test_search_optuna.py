@@ -1,4 +1,4 @@
-"""The Optuna layer: constraint adapter on both API generations, best_trials feasibility, storage."""
+"""The Optuna layer: constraint adapter on both API generations, best_trials, storage."""
 
 from __future__ import annotations
 
@@ -71,8 +71,14 @@ def test_best_trials_excludes_infeasible_added_trials() -> None:
     study = optuna.create_study(directions=["minimize"], sampler=optuna.samplers.RandomSampler(0))
     dist = {"x": optuna.distributions.FloatDistribution(0, 10)}
     for x, c in [(1.0, 1.0), (2.0, -1.0), (3.0, -2.0)]:
-        study.add_trial(create_trial(params={"x": x}, distributions=dist, values=[x],
-                                     system_attrs=adapter.system_attrs({"m": c})))
+        study.add_trial(
+            create_trial(
+                params={"x": x},
+                distributions=dist,
+                values=[x],
+                system_attrs=adapter.system_attrs({"m": c}),
+            )
+        )
     assert [t.params["x"] for t in study.best_trials] == [2.0]
     assert study.trials[0].state == TrialState.COMPLETE
 
@@ -87,8 +93,12 @@ def test_storage_urls(tmp_path) -> None:
     with pytest.raises(PlenaInputError, match="cannot open"):
         open_storage("sqlite:////nonexistent-dir/x/y.db")
     storage = open_storage(str(tmp_path / "s.log"))
-    study = optuna.create_study(study_name="a", storage=storage, directions=["minimize"],
-                                sampler=optuna.samplers.RandomSampler(0))
+    study = optuna.create_study(
+        study_name="a",
+        storage=storage,
+        directions=["minimize"],
+        sampler=optuna.samplers.RandomSampler(0),
+    )
     study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
     rows = list_studies(open_storage(str(tmp_path / "s.log")))
     assert [(r["name"], r["n_trials"], r["trials_by_state"]) for r in rows] == [

@@ -86,12 +86,12 @@ class NocProfile:
             entry: dict[str, Any] = {
                 "kind": level.kind,
                 "shape": [level.rows, level.cols],
-                "hop_latency_ns": level.hop_latency_s * 1e9,
-                "link_bandwidth_gbytes_per_s": level.link_bandwidth_bps / 1e9,
+                "hop_latency_ns": _tidy(level.hop_latency_s * 1e9),
+                "link_bandwidth_gbytes_per_s": _tidy(level.link_bandwidth_bps / 1e9),
             }
             if level.centre_in_bps is not None:
-                entry[_CENTRE_KEYS[0]] = level.centre_in_bps / 1e9
-                entry[_CENTRE_KEYS[1]] = level.centre_out_bps / 1e9
+                entry[_CENTRE_KEYS[0]] = _tidy(level.centre_in_bps / 1e9)
+                entry[_CENTRE_KEYS[1]] = _tidy(level.centre_out_bps / 1e9)
             layers[lname] = entry
         out: dict[str, Any] = {
             "schema_version": 1,
@@ -108,6 +108,11 @@ class NocProfile:
                 "l3": self.energy.l3,
             }
         return out
+
+
+def _tidy(x: float) -> float:
+    """Drop unit-conversion noise (12 significant digits) so ``to_dict`` round-trips."""
+    return float(f"{x:.12g}")
 
 
 def _number(value: Any, fld: str) -> float:

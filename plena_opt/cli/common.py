@@ -1,4 +1,4 @@
-"""Flags shared by ``estimate``, ``search`` and ``simulate``: model, cluster, memory, chip, workload.
+"""Flags shared by `estimate`, `search` and `simulate`: model, cluster, memory, chip, workload.
 
 ``add_workload_args(parser)`` adds them (every flag has a default, so a bare command runs a
 demonstration); ``problem_from_args(args)`` builds the serialisable ``ProblemSpec``;
@@ -38,19 +38,34 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--model-path", default=None, help="HF config.json of a model instead")
     g.add_argument("--noc", default=DEFAULT_NOC, help="NoC profile name or JSON path")
     g.add_argument("--memory", default=None, help=f"memory profile (default {DEFAULT_MEMORY})")
-    g.add_argument("--fixed-bandwidth-gbs", type=float, default=None,
-                   help="fixed-bandwidth memory of X GB/s instead of --memory")
-    g.add_argument("--fixed-capacity-gib", type=float, default=None,
-                   help="capacity of the fixed-bandwidth memory, GiB")
+    g.add_argument(
+        "--fixed-bandwidth-gbs",
+        type=float,
+        default=None,
+        help="fixed-bandwidth memory of X GB/s instead of --memory",
+    )
+    g.add_argument(
+        "--fixed-capacity-gib",
+        type=float,
+        default=None,
+        help="capacity of the fixed-bandwidth memory, GiB",
+    )
     g.add_argument("--chip", default=None, help="chip profile name or JSON path (default built-in)")
     g.add_argument("--batch-size", type=int, default=16, help="global batch, sequences")
     g.add_argument("--input-seq", type=int, default=2048, help="prompt length, tokens")
     g.add_argument("--output-seq", type=int, default=1024, help="generated tokens per sequence")
     g.add_argument("--include-lm-head", action="store_true", help="price the LM head too")
-    g.add_argument("--overlap", default="stage-roofline", choices=["stage-roofline", "serial"],
-                   help="compute/DRAM overlap policy per stage")
-    g.add_argument("--routing", default="balanced",
-                   help="MoE routing: balanced|random|qwen3_235b|deepseek_v3 or a trace path")
+    g.add_argument(
+        "--overlap",
+        default="stage-roofline",
+        choices=["stage-roofline", "serial"],
+        help="compute/DRAM overlap policy per stage",
+    )
+    g.add_argument(
+        "--routing",
+        default="balanced",
+        help="MoE routing: balanced|random|qwen3_235b|deepseek_v3 or a trace path",
+    )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
 
 
@@ -78,7 +93,9 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
             model=None if args.model_path else (args.model or DEFAULT_MODEL),
             model_path=args.model_path,
             noc=args.noc,
-            memory=None if args.fixed_bandwidth_gbs is not None else (args.memory or DEFAULT_MEMORY),
+            memory=None
+            if args.fixed_bandwidth_gbs is not None
+            else (args.memory or DEFAULT_MEMORY),
             fixed_bandwidth_gbs=args.fixed_bandwidth_gbs,
             fixed_capacity_gib=args.fixed_capacity_gib,
             chip=args.chip,

@@ -1,4 +1,4 @@
-"""``plena-opt estimate``: one plan's TTFT, TPS, footprint and energy (single chip or distributed)."""
+"""``plena-opt estimate``: one plan's TTFT, TPS, footprint and energy (one chip or many)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 from plena_opt.cli.common import add_workload_args, build_evaluator_inputs
 from plena_opt.errors import PlenaInputError
-from plena_opt.search.problem import DEFAULT_NOC
 from plena_opt.estimate import Plan, estimate_decoder_latency
-from plena_opt.estimate.evaluator import Evaluator, metrics_of
 from plena_opt.estimate.distributed import PlanCost
+from plena_opt.estimate.evaluator import Evaluator, metrics_of
 from plena_opt.estimate.report import render_distributed, render_single_chip
+from plena_opt.search.problem import DEFAULT_NOC
 
 
 def add_plan_args(parser: argparse.ArgumentParser) -> None:
@@ -19,16 +19,29 @@ def add_plan_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("parallel plan")
     for dim in ("tp", "ep", "dp", "pp", "cp"):
         g.add_argument(f"--{dim}", type=int, default=1, help=f"{dim.upper()} degree")
-    g.add_argument("--moe-tp-mode", default="replace", choices=["replace", "keep"],
-                   help="MoE layers fold TP ranks into EP ranks (replace) or keep them")
-    g.add_argument("--comm-overlap", default="none", choices=["none", "full"],
-                   help="overlap each layer's collectives with its compute")
+    g.add_argument(
+        "--moe-tp-mode",
+        default="replace",
+        choices=["replace", "keep"],
+        help="MoE layers fold TP ranks into EP ranks (replace) or keep them",
+    )
+    g.add_argument(
+        "--comm-overlap",
+        default="none",
+        choices=["none", "full"],
+        help="overlap each layer's collectives with its compute",
+    )
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
     return Plan(
-        tp=args.tp, ep=args.ep, dp=args.dp, pp=args.pp, cp=args.cp,
-        moe_tp_mode=args.moe_tp_mode, comm_overlap=args.comm_overlap,
+        tp=args.tp,
+        ep=args.ep,
+        dp=args.dp,
+        pp=args.pp,
+        cp=args.cp,
+        moe_tp_mode=args.moe_tp_mode,
+        comm_overlap=args.comm_overlap,
     )
 
 

@@ -21,27 +21,43 @@ from plena_opt.search.storage import DEFAULT_STORAGE
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "search", help="find Pareto-optimal parallel plans",
+        "search",
+        help="find Pareto-optimal parallel plans",
         description=__doc__.splitlines()[0],
     )
     add_workload_args(p)
     g = p.add_argument_group("search")
-    g.add_argument("--batch-sizes", default=None,
-                   help="comma list of global batch sizes to search (e.g. 8,16,64)")
-    g.add_argument("--objectives", default=",".join(DEFAULT_OBJECTIVES),
-                   help=f"comma list from {','.join(OBJECTIVES)}")
+    g.add_argument(
+        "--batch-sizes",
+        default=None,
+        help="comma list of global batch sizes to search (e.g. 8,16,64)",
+    )
+    g.add_argument(
+        "--objectives",
+        default=",".join(DEFAULT_OBJECTIVES),
+        help=f"comma list from {','.join(OBJECTIVES)}",
+    )
     g.add_argument("--max-ttft-ms", type=float, default=None, help="SLA: TTFT at most, ms")
-    g.add_argument("--min-tps-per-seq", type=float, default=None,
-                   help="SLA: decode tokens/s per sequence at least")
+    g.add_argument(
+        "--min-tps-per-seq",
+        type=float,
+        default=None,
+        help="SLA: decode tokens/s per sequence at least",
+    )
     g.add_argument("--sampler", choices=SAMPLERS, default="auto")
     g.add_argument("--trials", type=int, default=200, help="max new plan evaluations (sampler)")
     g.add_argument("--timeout", type=float, default=None, help="stop after S seconds")
     g.add_argument("--seed", type=int, default=None, help="sampler seed (reproducible runs)")
     g.add_argument("--study", default=None, help="study name (same name resumes)")
-    g.add_argument("--storage", default=None,
-                   help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})")
-    g.add_argument("--compare-exact", action=argparse.BooleanOptionalAction, default=None,
-                   help="score the whole space to rate a sampled front (default: if small)")
+    g.add_argument(
+        "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
+    )
+    g.add_argument(
+        "--compare-exact",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="score the whole space to rate a sampled front (default: if small)",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the result as JSON")
     o.add_argument("--csv", default=None, metavar="FILE", help="write the front as CSV")
@@ -94,8 +110,9 @@ class _Bar:
             return
         total = f"/{p.total}" if p.total else ""
         hv = f" hv {p.hypervolume:.3f}" if p.hypervolume is not None else ""
-        text = (f"[{p.stage}] {p.done}{total} plans, {p.trials_per_s:.0f}/s, "
-                f"front {p.front_size}{hv}")
+        text = (
+            f"[{p.stage}] {p.done}{total} plans, {p.trials_per_s:.0f}/s, front {p.front_size}{hv}"
+        )
         sys.stderr.write("\r" + text.ljust(self.width))
         self.width = len(text)
         sys.stderr.flush()

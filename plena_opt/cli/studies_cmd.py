@@ -12,14 +12,16 @@ from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("studies", help="list the studies in a store")
-    p.add_argument("--storage", default=None,
-                   help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})")
+    p.add_argument(
+        "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handle_studies)
 
     d = subparsers.add_parser("dashboard", help="open optuna-dashboard on the study store")
-    d.add_argument("--storage", default=None,
-                   help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})")
+    d.add_argument(
+        "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
+    )
     d.add_argument("--host", default="127.0.0.1")
     d.add_argument("--port", type=int, default=8080)
     d.set_defaults(func=handle_dashboard)

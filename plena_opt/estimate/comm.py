@@ -1,4 +1,6 @@
-"""Collectives of one layer and the pipeline transfer, priced by ``deepstack`` (analytic-model §4.4, §4.7).
+"""Collectives of one layer and the pipeline transfer, priced by ``deepstack``.
+
+Analytic-model §4.4 and §4.7.
 
 Byte counts are per device and truncated to integers, as the reference passes ``int(nbytes)``.
 """

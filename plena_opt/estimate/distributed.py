@@ -85,9 +85,7 @@ class EstimateContext:
         counts = self._stage_counts.get(pp)
         if counts is None:
             per_stage = ceil(len(self.kinds) / pp)
-            counts = [
-                Counter(self.kinds[i * per_stage : (i + 1) * per_stage]) for i in range(pp)
-            ]
+            counts = [Counter(self.kinds[i * per_stage : (i + 1) * per_stage]) for i in range(pp)]
             self._stage_counts[pp] = counts
         return counts
 
@@ -222,9 +220,7 @@ class PlanCost:
         self.shard = DeviceShard.build(m, plan, w)
         self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
         self.dense = dense_scheme(plan)
-        self.moe = (
-            moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
-        )
+        self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
         per_stage = ceil(m.num_layers / plan.pp)
         self.stage_ranges = [
             range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
@@ -326,7 +322,10 @@ class PlanCost:
             out.setdefault(0, []).append(emb)
         lm_prefill, lm_decode = ctx.lm_head_phases()
         if (mode == "prefill" and lm_prefill) or (mode == "decode" and lm_decode):
-            lm = price(perf.lm_head(h, d.vocab, d.b_dev), {"lm_head_weights": d.vocab * h * prec.weight_bytes})
+            lm = price(
+                perf.lm_head(h, d.vocab, d.b_dev),
+                {"lm_head_weights": d.vocab * h * prec.weight_bytes},
+            )
             out.setdefault(self.plan.pp - 1, []).append(lm)
         return out
 

@@ -74,9 +74,14 @@ def layer_cycles(
     return cyc * DECODE_ISSUE_FACTOR if mode == "decode" else cyc
 
 
-def _attention_cycles(s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray) -> np.ndarray:
-    """Attention cycles per KV length. Decode flash attention is linear in ceil(kv/MLEN) (§1.4);
-    sliding attention depends on kv only through min(kv, W), so each distinct value is priced once."""
+def _attention_cycles(
+    s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray
+) -> np.ndarray:
+    """Attention cycles per KV length.
+
+    Decode flash attention is linear in ceil(kv/MLEN) (§1.4); sliding attention depends on kv
+    only through min(kv, W), so each distinct value is priced once.
+    """
     m, d, p = s.model, s.shard, s.perf
     args = (d.heads, d.kv_heads, m.head_dim)
     if kind.sliding:
@@ -84,10 +89,7 @@ def _attention_cycles(s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.
         attended = np.minimum(kv, w) if mode == "decode" else kv
         uniq, inverse = np.unique(attended, return_inverse=True)
         vals = np.array(
-            [
-                p.sliding_window_attention(*args, q, int(a), d.b_dev, w, 1, mode)
-                for a in uniq
-            ],
+            [p.sliding_window_attention(*args, q, int(a), d.b_dev, w, 1, mode) for a in uniq],
             dtype=float,
         )
         return vals[inverse]

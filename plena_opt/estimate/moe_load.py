@@ -1,4 +1,6 @@
-"""MoE routing: the busiest EP rank's load per phase and its expert compute (analytic-model §4.4–§4.5).
+"""MoE routing: the busiest EP rank's load per phase and its expert compute.
+
+Analytic-model §4.4–§4.5.
 
 Balanced routing spreads tokens evenly; ``random`` and user traces count the busiest (window,
 rank) from routing rows below 4096 micro-batch tokens and use DeepStack's closed-form imbalance

@@ -18,7 +18,7 @@ PLAN_DIMS = ("tp", "ep", "dp", "pp", "cp")
 
 
 def check_int(field: str, value: object, *, minimum: int = 1) -> int:
-    """Return ``value`` if it is an int (not bool) ≥ ``minimum``; raise naming ``field`` otherwise."""
+    """``value`` if it is an int (not bool) ≥ ``minimum``; else raise naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise PlenaTypeError(field, f"{field} must be an integer")
     if value < minimum:

@@ -1,4 +1,6 @@
-"""Vectorised roofline pricing of stages over many decode steps (analytic-model §3.3 ``price_stage``).
+"""Vectorised roofline pricing of stages over many decode steps.
+
+Analytic-model §3.3 ``price_stage``.
 
 Same rules as :func:`plena_opt.memory.price_stage`, applied to numpy arrays so that a whole decode
 (one entry per generated token) is priced in a handful of array operations.

@@ -19,7 +19,9 @@ def _memory_lines(mem: dict) -> list[str]:
     cap = mem.get("capacity_bytes")
     cap_text = "unbounded" if cap is None else f"{cap / GB:.3f} GB"
     bw = mem["usable_bandwidth_bytes_per_s"] / GB
-    return [f"{'Memory':<16}{mem['name']} ({mem['kind']}), usable {bw:.3f} GB/s, capacity {cap_text}"]
+    return [
+        f"{'Memory':<16}{mem['name']} ({mem['kind']}), usable {bw:.3f} GB/s, capacity {cap_text}"
+    ]
 
 
 def render_distributed(est: dict, metrics=None) -> str:
@@ -30,7 +32,8 @@ def render_distributed(est: dict, metrics=None) -> str:
         f"{est['input_seq_len']}, output {est['output_seq_len']}",
         f"{'Plan':<16}tp={p['tp']} ep={p['ep']} dp={p['dp']} pp={p['pp']} cp={p['cp']} on "
         f"{p['world_size']} devices, NoC {est['noc']['name']}",
-        f"{'Micro-batch':<16}{est['micro_batch']} sequences, {est['sequences_per_device']} per device",
+        f"{'Micro-batch':<16}{est['micro_batch']} sequences, "
+        f"{est['sequences_per_device']} per device",
     ]
     moe = est.get("moe")
     if moe:
@@ -48,9 +51,7 @@ def render_distributed(est: dict, metrics=None) -> str:
     lines += _memory_lines(est["memory"])
     lines.append(f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz")
     lm = " (LM head priced)" if est["include_lm_head"] else ""
-    lines.append(
-        f"{'Overlap':<16}{est['overlap_policy']}, comm overlap {est['comm_overlap']}{lm}"
-    )
+    lines.append(f"{'Overlap':<16}{est['overlap_policy']}, comm overlap {est['comm_overlap']}{lm}")
     lines.append("")
     header = (
         f"{'pass':<14}{'latency ms':>12}{'period ms':>12}{'bneck':>7}{'compute ms':>12}"

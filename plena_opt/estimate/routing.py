@@ -1,4 +1,4 @@
-"""MoE routing sources: balanced rows, seeded random rows, or a user trace file (analytic-model §4.5)."""
+"""MoE routing sources: balanced rows, seeded random rows or a user trace (analytic-model §4.5)."""
 
 from __future__ import annotations
 

@@ -20,9 +20,7 @@ def moe_parallel(tp: int, ep: int, num_experts: int, mode: str) -> tuple[int, in
     if n <= num_experts:
         return 1, n
     if n % num_experts:
-        raise PlenaInputError(
-            "ep", f"tp*ep={n} is not a multiple of the {num_experts} experts"
-        )
+        raise PlenaInputError("ep", f"tp*ep={n} is not a multiple of the {num_experts} experts")
     return n // num_experts, num_experts
 
 
@@ -76,7 +74,9 @@ class DeviceShard:
         )
 
 
-def validate_plan(model: ModelSpec, plan: Plan, workload: Workload, num_devices: int, noc_name: str) -> list[str]:
+def validate_plan(
+    model: ModelSpec, plan: Plan, workload: Workload, num_devices: int, noc_name: str
+) -> list[str]:
     """Raise ``PlenaInputError`` for an illegal plan (§4.2); return the plan's warnings."""
     if plan.world_size != num_devices:
         raise PlenaInputError(

@@ -19,7 +19,6 @@ from plena_opt.memory import unbounded
 from plena_opt.models import ModelSpec
 
 
-
 def _one_device_cost(
     model: ModelSpec, memory, workload: Workload, chip: ChipProfile | None
 ) -> PlanCost:

@@ -7,9 +7,7 @@ from typing import Any
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.storage import DEFAULT_STORAGE, open_storage, storage_exists
 
-MISSING = (
-    "optuna-dashboard is not installed; install it with: pip install 'plena-opt[dashboard]'"
-)
+MISSING = "optuna-dashboard is not installed; install it with: pip install 'plena-opt[dashboard]'"
 
 
 def dashboard_app(storage_url: str | None = None) -> Any:

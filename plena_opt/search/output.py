@@ -9,9 +9,24 @@ from pathlib import Path
 from plena_opt.search.result import FrontEntry, SearchResult
 
 CSV_FIELDS = (
-    "label", "tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size",
-    "ttft_ms", "tps", "tps_per_sequence", "energy_j_per_token", "weight_bytes_per_device",
-    "kv_cache_bytes_per_device", "memory_bytes_per_device", "fits_in_memory", "bottleneck",
+    "label",
+    "tp",
+    "ep",
+    "dp",
+    "pp",
+    "cp",
+    "moe_tp_mode",
+    "comm_overlap",
+    "batch_size",
+    "ttft_ms",
+    "tps",
+    "tps_per_sequence",
+    "energy_j_per_token",
+    "weight_bytes_per_device",
+    "kv_cache_bytes_per_device",
+    "memory_bytes_per_device",
+    "fits_in_memory",
+    "bottleneck",
     "trial_number",
 )
 
@@ -29,16 +44,25 @@ def front_table(entries: list[FrontEntry]) -> str:
     head = ("plan", "batch", "TTFT ms", "TPS", "TPS/seq", "J/token", "GiB/dev", "bottleneck")
     rows = [
         (
-            e.label.rsplit(" b", 1)[0], str(e.plan["batch_size"]), f"{e.ttft_ms:.2f}",
-            f"{e.tps:.1f}", f"{e.tps_per_sequence:.2f}", _energy(e.energy_j_per_token),
-            _gib(e.memory_bytes_per_device), e.bottleneck or "-",
+            e.label.rsplit(" b", 1)[0],
+            str(e.plan["batch_size"]),
+            f"{e.ttft_ms:.2f}",
+            f"{e.tps:.1f}",
+            f"{e.tps_per_sequence:.2f}",
+            _energy(e.energy_j_per_token),
+            _gib(e.memory_bytes_per_device),
+            e.bottleneck or "-",
         )
         for e in entries
     ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-             for r in [head, *rows]]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i in (0, 7) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in [head, *rows]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

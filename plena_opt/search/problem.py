@@ -47,7 +47,10 @@ class EvaluatorInputs:
         from dataclasses import replace
 
         return EvaluatorInputs(
-            self.model, self.noc, self.memory, replace(self.workload, batch_size=batch_size),
+            self.model,
+            self.noc,
+            self.memory,
+            replace(self.workload, batch_size=batch_size),
             self.chip,
         )
 

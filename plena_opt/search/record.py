@@ -97,6 +97,7 @@ class Record:
             "memory_bytes_per_device": self.summary["weight_bytes_per_device"]
             + self.summary["kv_cache_bytes_per_device"],
             "feasible": self.feasible,
+            "constraints": dict(self.constraints),
         }
 
     def entry(self) -> FrontEntry:

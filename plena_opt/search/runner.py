@@ -116,9 +116,7 @@ class _Search:
                 "noc",
                 f"no legal plan on {self.space.num_devices} devices: " + "; ".join(reasons),
             )
-        self.constraints = Constraints(
-            _capacity(ev0), request.max_ttft_ms, request.min_tps_per_seq
-        )
+        self.constraints = Constraints(_capacity(ev0), request.max_ttft_ms, request.min_tps_per_seq)
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}
         self.evaluated = self.pruned = self.repeats = 0
@@ -150,9 +148,7 @@ class _Search:
         req = self.req
         url = req.storage or DEFAULT_STORAGE
         self.storage_url = url
-        storage = (
-            optuna.storages.InMemoryStorage() if url == MEMORY_STORAGE else open_storage(url)
-        )
+        storage = optuna.storages.InMemoryStorage() if url == MEMORY_STORAGE else open_storage(url)
         name = req.study or default_study_name(req)
         fp = _fingerprint(req)
         directions = [o.direction for o in self.objectives]
@@ -341,7 +337,9 @@ class _Search:
         """Every legal point scored (cache first); not stored in the study."""
         out = [self.cache[p.key] for p in self.space.points if p.key in self.cache]
         for batch in self.batches:
-            todo = [p for p in self.space.points if p.batch_size == batch and p.key not in self.cache]
+            todo = [
+                p for p in self.space.points if p.batch_size == batch and p.key not in self.cache
+            ]
             for i in range(0, len(todo), EXHAUSTIVE_CHUNK):
                 out.extend(self.score(todo[i : i + EXHAUSTIVE_CHUNK]))
         return out
@@ -397,7 +395,9 @@ def run_search(
     result_extra: dict[str, Any] = {}
     compare = request.compare_exact
     if compare is None:
-        compare = sampler_name != "exhaustive" and not partial and len(s.space) <= EXACT_COMPARE_LIMIT
+        compare = (
+            sampler_name != "exhaustive" and not partial and len(s.space) <= EXACT_COMPARE_LIMIT
+        )
     norm: Normaliser | None = None
     hv_norm = "evaluated-feasible-points"
     if complete:

@@ -7,6 +7,8 @@ is resolved by the runner (exhaustive when the legal space fits the budget, else
 
 from __future__ import annotations
 
+import importlib.util
+
 import optuna
 
 from plena_opt.errors import PlenaInputError
@@ -36,6 +38,10 @@ def make_sampler(
         pop = max(8, min(50, n_trials // 8))
         return optuna.samplers.NSGAIISampler(population_size=pop, seed=seed, **kw)
     if name == "gp":
+        if importlib.util.find_spec("torch") is None:
+            raise PlenaInputError(
+                "sampler", "sampler gp needs PyTorch (pip install torch); use tpe or nsga2"
+            )
         return optuna.samplers.GPSampler(seed=seed, **kw)
     if name == "exhaustive":
         return optuna.samplers.RandomSampler(seed=seed)

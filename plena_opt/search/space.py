@@ -41,16 +41,26 @@ class Point:
     def to_dict(self) -> dict[str, Any]:
         p = self.plan
         return {
-            "tp": p.tp, "ep": p.ep, "dp": p.dp, "pp": p.pp, "cp": p.cp,
-            "moe_tp_mode": p.moe_tp_mode, "comm_overlap": p.comm_overlap,
+            "tp": p.tp,
+            "ep": p.ep,
+            "dp": p.dp,
+            "pp": p.pp,
+            "cp": p.cp,
+            "moe_tp_mode": p.moe_tp_mode,
+            "comm_overlap": p.comm_overlap,
             "batch_size": self.batch_size,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Point:
         plan = Plan(
-            tp=int(d["tp"]), ep=int(d["ep"]), dp=int(d["dp"]), pp=int(d["pp"]), cp=int(d["cp"]),
-            moe_tp_mode=str(d["moe_tp_mode"]), comm_overlap=str(d["comm_overlap"]),
+            tp=int(d["tp"]),
+            ep=int(d["ep"]),
+            dp=int(d["dp"]),
+            pp=int(d["pp"]),
+            cp=int(d["cp"]),
+            moe_tp_mode=str(d["moe_tp_mode"]),
+            comm_overlap=str(d["comm_overlap"]),
         )
         return cls(plan, int(d["batch_size"]))
 
@@ -98,7 +108,9 @@ class PlanSpace:
         # for dense models (and one device) the MoE TP mode changes nothing and is not searched.
         self.is_moe = any(p.ep > 1 for p in legal_shapes)
         # ``keep`` differs from ``replace`` only when tp > 1 (with tp = 1 both give tp'=1, ep'=ep).
-        shapes = [p for p in legal_shapes if p.moe_tp_mode == "replace" or (self.is_moe and p.tp > 1)]
+        shapes = [
+            p for p in legal_shapes if p.moe_tp_mode == "replace" or (self.is_moe and p.tp > 1)
+        ]
         self.points: list[Point] = [
             Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov), b)
             for b in self.batch_sizes
@@ -141,9 +153,7 @@ class PlanSpace:
         batch = int(params.get("batch_size", self.batch_sizes[0]))
         rest = tp * ep * pp * cp
         if self.num_devices % rest:
-            return None, (
-                f"tp·ep·pp·cp = {rest} does not divide the {self.num_devices} devices"
-            )
+            return None, (f"tp·ep·pp·cp = {rest} does not divide the {self.num_devices} devices")
         dp = self.num_devices // rest
         point = Point(Plan(tp, ep, dp, pp, cp, mode, overlap), batch)
         if point in self._legal:

@@ -1,10 +1,11 @@
 """Where studies live: a journal file by default, or any storage URL Optuna accepts.
 
-Default: ``JournalStorage(JournalFileBackend("plena-opt-studies.log"))`` in the working directory
-— every ``tell`` is one appended, lock-protected record, so a crash loses no completed trial, several
-processes on one machine may share it, and optuna-dashboard opens it (service-conventions §1.4;
-measured against SQLite in benchmarks/README_search.md). A ``--storage`` value containing ``://``
-is an RDB URL (``sqlite:///x.db``, ``postgresql://…``); anything else is a journal file path.
+Default: ``JournalStorage(JournalFileBackend("plena-opt-studies.log"))`` in the working
+directory. Every ``tell`` is one appended, lock-protected record, so a crash loses no completed
+trial, several processes on one machine may share it, and optuna-dashboard opens it
+(service-conventions §1.4; measured against SQLite in benchmarks/README_search.md).
+A ``--storage`` value containing ``://`` is an RDB URL (``sqlite:///x.db``, ``postgresql://…``);
+anything else is a journal file path.
 """
 
 from __future__ import annotations
@@ -63,16 +64,18 @@ def list_studies(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
         for t in study.get_trials(deepcopy=False):
             states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
         attrs = s.user_attrs
-        out.append({
-            "name": s.study_name,
-            "directions": [d.name.lower() for d in s.directions],
-            "metric_names": study.metric_names,
-            "n_trials": s.n_trials,
-            "trials_by_state": states,
-            "datetime_start": s.datetime_start.isoformat() if s.datetime_start else None,
-            "problem": attrs.get("problem"),
-            "objectives": attrs.get("objectives"),
-        })
+        out.append(
+            {
+                "name": s.study_name,
+                "directions": [d.name.lower() for d in s.directions],
+                "metric_names": study.metric_names,
+                "n_trials": s.n_trials,
+                "trials_by_state": states,
+                "datetime_start": s.datetime_start.isoformat() if s.datetime_start else None,
+                "problem": attrs.get("problem"),
+                "objectives": attrs.get("objectives"),
+            }
+        )
     return out
 
 

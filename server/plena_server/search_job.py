@@ -264,6 +264,7 @@ class SearchJob:
 
     def run_unary(self) -> pb.SearchResult:
         with self.servicer.registry.slot(self.study_name, self.stop):
+            fail_stale_trials(self.servicer.storage, self.study_name)
             result = self._run()
         return result_to_proto(result, self.stop)
 
@@ -298,6 +299,7 @@ class SearchJob:
                 events.put(done)
 
         with self.servicer.registry.slot(self.study_name, self.stop):
+            fail_stale_trials(self.servicer.storage, self.study_name)
             worker = threading.Thread(target=work, name=f"search-{self.study_name}", daemon=True)
             worker.start()
             while True:
@@ -336,6 +338,26 @@ def _open(storage: str | None) -> Any:
     if not storage_exists(storage):
         return None
     return open_storage(storage)
+
+
+def fail_stale_trials(storage: str | None, name: str) -> int:
+    """Mark RUNNING trials of study ``name`` FAIL (returns how many).
+
+    Called only while this server holds the study's slot, so a RUNNING trial is left over from a
+    process that died mid-trial (e.g. kill -9): ask/tell has no heartbeat (service-conventions
+    §1.4), so the service fails stale trials itself. Completed trials are untouched.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    store = _open(storage)
+    if store is None or name not in optuna.get_all_study_names(store):
+        return 0
+    study_id = store.get_study_id_from_name(name)
+    stale = store.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+    for t in stale:
+        store.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+    return len(stale)
 
 
 def study_exists(storage: str | None, name: str) -> bool:

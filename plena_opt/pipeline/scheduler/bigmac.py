@@ -3,12 +3,18 @@
 Unit ``u`` = micro-batches ``[u·p, (u+1)·p)`` (pipeline-simulator §0.1, §5). The LLM part is
 interleaved 1F1B with one extra unit of warm-up, so the last rank finishes a unit's forwards before
 its first backward (the generator gates that backward). VE and GEN ops of micro-batch ``mb`` run on
-rank ``mb mod p``: VE forwards of unit ``u`` right after the rank's first LLM forward of unit
-``u−1`` (unit 0: at the start), GEN forward+backward of unit ``u`` right after both the rank's last LLM
-forward of unit ``u`` and its last LLM backward of unit ``u−1`` on a chunk ≥ 1 (the last rank's
-forwards of unit ``u`` wait for those through the chunk wrap, so an earlier slot deadlocks). VE backwards of unit ``u`` right after the rank's last LLM backward of unit
-``u+1`` (the last unit's at the end; nothing depends on a VE backward, and an earlier slot
-deadlocks once rank 0 runs a unit behind). The unit rules are the product's own specification (not confirmed against the paper).
+rank ``mb mod p``, placed in each rank's order as follows:
+
+* VE forwards of unit ``u``: right after the rank's first LLM forward of unit ``u−1`` (unit 0: at
+  the start);
+* GEN forward + backward of unit ``u``: right after both the rank's last LLM forward of unit ``u``
+  and its last LLM backward of unit ``u−1`` on a chunk ≥ 1 (the last rank's forwards of unit ``u``
+  wait for those through the chunk wrap, so an earlier slot deadlocks);
+* VE backwards of unit ``u``: right after the rank's last LLM backward of unit ``u+1`` (the last
+  unit's at the end; nothing depends on a VE backward, and an earlier slot deadlocks once rank 0
+  runs a unit behind).
+
+The unit rules are the product's own specification (not confirmed against the BigMac paper).
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from plena_opt.errors import PlenaInputError
 
 
-class OpKind(str, Enum):
+class OpKind(StrEnum):
     """Operation kinds: training F/B/I/W, inference P (prefill) / D (decode step), COMM (p2p)."""
 
     F = "F"
@@ -21,7 +21,7 @@ class OpKind(str, Enum):
     COMM = "COMM"
 
 
-class Component(str, Enum):
+class Component(StrEnum):
     """Model part an op belongs to: the LLM, the vision encoder (VE) or the generator (GEN)."""
 
     LLM = "LLM"
@@ -36,7 +36,7 @@ def chunk_letter(chunk: int) -> str:
 
 @dataclass(frozen=True)
 class Op:
-    """One scheduled operation. ``op_type`` keys the duration inputs; ``label`` is the scheduler's."""
+    """One scheduled op; ``op_type`` keys the duration inputs, ``label`` is the scheduler's."""
 
     id: int
     kind: OpKind

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.scheduler import Component, OpKind, PipelinePlan
 
 
-class DepReason(str, Enum):
+class DepReason(StrEnum):
     """Why an op waits for another (spec §5; each has a unit test)."""
 
     RANK_ORDER = "RANK_ORDER"
@@ -136,13 +136,19 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
             d.append((src, DepReason.GEN_BWD_AFTER_GEN_FWD))
         elif o.kind is OpKind.P:
             if r > 0:
-                d.append((_sent(idx, OpKind.P, r - 1, c, mb, -1, j, need), DepReason.PREFILL_PREV_STAGE))
+                d.append(
+                    (_sent(idx, OpKind.P, r - 1, c, mb, -1, j, need), DepReason.PREFILL_PREV_STAGE)
+                )
             if c > 0:
-                d.append((need(_key(L, OpKind.P, r, c - 1, mb, -1), j), DepReason.PREFILL_PREV_CHUNK))
+                d.append(
+                    (need(_key(L, OpKind.P, r, c - 1, mb, -1), j), DepReason.PREFILL_PREV_CHUNK)
+                )
         elif o.kind is OpKind.D:
             t = o.step
             if r > 0:
-                d.append((_sent(idx, OpKind.D, r - 1, 0, mb, t, j, need), DepReason.DECODE_PREV_STAGE))
+                d.append(
+                    (_sent(idx, OpKind.D, r - 1, 0, mb, t, j, need), DepReason.DECODE_PREV_STAGE)
+                )
             elif t > 0:
                 src = _sent(idx, OpKind.D, p - 1, 0, mb, t - 1, j, need)
                 d.append((src, DepReason.DECODE_TOKEN_FEEDBACK))
@@ -160,7 +166,9 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
     return out
 
 
-def _sent(idx: dict, kind: OpKind, rank: int, chunk: int, mb: int, step: int, dst: int, need) -> int:
+def _sent(
+    idx: dict, kind: OpKind, rank: int, chunk: int, mb: int, step: int, dst: int, need
+) -> int:
     """The op whose end releases the next stage: the hop (COMM) if the plan has one, else the op."""
     comm = idx.get(_key(Component.LLM, OpKind.COMM, rank, chunk, mb, step))
     if comm is not None:

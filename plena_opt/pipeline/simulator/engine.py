@@ -236,7 +236,9 @@ def _monte_carlo(
         makespan=summarize(makespan),
         makespan_samples=makespan,
         criticality_by_op=share,
-        criticality_by_type={k: float(np.mean(v)) for k, v in by_type.items()} if criticality else {},
+        criticality_by_type={k: float(np.mean(v)) for k, v in by_type.items()}
+        if criticality
+        else {},
         rank_idle_mean=tuple(float(x) for x in idle / samples),
         representative=_representative(graph, base, sampler, makespan),
         probe_ends=probe_ends,

@@ -1,10 +1,10 @@
 """Versioned duration-noise spec and its seeded sampler (pipeline-simulator §2).
 
 ``d[j,n] = base[j] · g_rank[r,n] · eps[j,n] · straggle[r,n] · moe[j,n]``. Common random numbers:
-every component draws from its own PCG64 stream keyed by ``(seed, component, rank, op type, chunk,
-sample block)`` via ``SeedSequence`` spawn keys, and rows inside a stream are ``step·m + mb``, so the
-same (rank, op type, micro-batch) slot gets the same noise in every plan simulated with the same seed
-and micro-batch count (sample blocks have a fixed size, :data:`SAMPLE_BLOCK`).
+every component draws from its own PCG64 stream keyed by ``(seed, component, rank, op type,
+chunk, sample block)`` via ``SeedSequence`` spawn keys, and rows inside a stream are
+``step·m + mb``, so the same (rank, op type, micro-batch) slot gets the same noise in every plan
+simulated with the same seed and micro-batch count (sample blocks have a fixed size, :data:`SAMPLE_BLOCK`).
 """
 
 from __future__ import annotations

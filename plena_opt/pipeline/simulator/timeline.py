@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plena_opt.pipeline.scheduler import Op, PipelinePlan
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph, Dependency, DepReason
+from plena_opt.pipeline.simulator.dependencies import Dependency, DependencyGraph, DepReason
 
 #: How :attr:`Timeline.bubble_ratio` is defined (spec §1.3 asks every metric to state it).
 BUBBLE_DEFINITION = (

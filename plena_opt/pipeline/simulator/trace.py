@@ -36,13 +36,25 @@ def chrome_trace(
     events: list[dict[str, Any]] = []
     for r in range(plan.pp_size):
         events.append(
-            {"ph": "M", "name": "process_name", "pid": r, "tid": 0, "ts": 0,
-             "args": {"name": f"PP rank {r}"}}
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": r,
+                "tid": 0,
+                "ts": 0,
+                "args": {"name": f"PP rank {r}"},
+            }
         )
         for tid, tname in _THREADS.items():
             events.append(
-                {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "ts": 0,
-                 "args": {"name": f"rank {r} {tname}"}}
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": r,
+                    "tid": tid,
+                    "ts": 0,
+                    "args": {"name": f"rank {r} {tname}"},
+                }
             )
     slices: dict[int, tuple[int, int, float]] = {}
     body: list[dict[str, Any]] = []
@@ -70,16 +82,34 @@ def chrome_trace(
         if o.step >= 0:
             args["step"] = o.step
         body.append(
-            {"name": o.trace_name, "cat": f"{o.code},{letter}", "ph": "X", "ts": ts, "dur": dur,
-             "pid": o.rank, "tid": tid, "args": args}
+            {
+                "name": o.trace_name,
+                "cat": f"{o.code},{letter}",
+                "ph": "X",
+                "ts": ts,
+                "dur": dur,
+                "pid": o.rank,
+                "tid": tid,
+                "args": args,
+            }
         )
         free = _us(t.rank_free_at, unit_us)
         if ts - free > 0:
             body.append(
-                {"name": f"{o.trace_name}/wait", "cat": f"wait,{letter}", "ph": "X", "ts": free,
-                 "dur": round(ts - free, 3), "pid": o.rank, "tid": TID_WAIT,
-                 "args": {"label": o.label, "waits_for": args["binding_dep"],
-                          "reason": args["binding_reason"]}}
+                {
+                    "name": f"{o.trace_name}/wait",
+                    "cat": f"wait,{letter}",
+                    "ph": "X",
+                    "ts": free,
+                    "dur": round(ts - free, 3),
+                    "pid": o.rank,
+                    "tid": TID_WAIT,
+                    "args": {
+                        "label": o.label,
+                        "waits_for": args["binding_dep"],
+                        "reason": args["binding_reason"],
+                    },
+                }
             )
     flow_id = 0
     for t in timeline.ops:

@@ -76,7 +76,8 @@ def validate_trace(
 
     def inside(e: dict) -> bool:
         return any(
-            ts - _EPS <= e["ts"] <= ts + dur + _EPS for ts, dur, _ in xs.get((e["pid"], e["tid"]), [])
+            ts - _EPS <= e["ts"] <= ts + dur + _EPS
+            for ts, dur, _ in xs.get((e["pid"], e["tid"]), [])
         )
 
     for fid, fl in flows.items():

@@ -1,0 +1,66 @@
+"""Monte Carlo pipeline simulator (pipeline-simulator.md): reads a scheduler plan without
+reordering it, derives dependencies with reasons, samples durations, rebuilds timelines."""
+
+from __future__ import annotations
+
+from plena_opt.pipeline.simulator.dependencies import (
+    Dependency,
+    DependencyGraph,
+    DepReason,
+    PlanCycleError,
+    build_graph,
+    derive_dependencies,
+)
+from plena_opt.pipeline.simulator.engine import (
+    MonteCarloResult,
+    SimulationResult,
+    base_durations,
+    simulate,
+)
+from plena_opt.pipeline.simulator.noise import (
+    MoeImbalanceSpec,
+    NoiseSampler,
+    NoiseSpec,
+    StragglerSpec,
+    parse_noise,
+)
+from plena_opt.pipeline.simulator.serving import (
+    RecheckResult,
+    ServingResult,
+    recheck_plans,
+    simulate_serving,
+)
+from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
+from plena_opt.pipeline.simulator.timeline import BUBBLE_DEFINITION, OpTiming, Timeline
+from plena_opt.pipeline.simulator.trace import chrome_trace, write_trace
+from plena_opt.pipeline.simulator.trace_validator import validate_trace
+
+__all__ = [
+    "BUBBLE_DEFINITION",
+    "DepReason",
+    "Dependency",
+    "DependencyGraph",
+    "MoeImbalanceSpec",
+    "MonteCarloResult",
+    "NoiseSampler",
+    "NoiseSpec",
+    "OpTiming",
+    "PlanCycleError",
+    "QuantileStats",
+    "RecheckResult",
+    "ServingResult",
+    "SimulationResult",
+    "StragglerSpec",
+    "Timeline",
+    "base_durations",
+    "build_graph",
+    "chrome_trace",
+    "derive_dependencies",
+    "parse_noise",
+    "recheck_plans",
+    "simulate",
+    "simulate_serving",
+    "summarize",
+    "validate_trace",
+    "write_trace",
+]
