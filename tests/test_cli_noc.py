@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+import deepstack as ds
 import pytest
 
-import deepstack as ds
 from plena_opt.cli.main import main
 
 
@@ -37,8 +37,20 @@ def test_describe_noc_json_and_path(capsys, tmp_path) -> None:
 
 def test_collective_json_matches_library(capsys) -> None:
     code, out, _ = run(
-        capsys, "collective", "illustrative_gpu_cluster_32", "--op", "all-reduce",
-        "--bytes", "1048576", "--dim", "dp", "--tp", "8", "--dp", "4", "--json",
+        capsys,
+        "collective",
+        "illustrative_gpu_cluster_32",
+        "--op",
+        "all-reduce",
+        "--bytes",
+        "1048576",
+        "--dim",
+        "dp",
+        "--tp",
+        "8",
+        "--dp",
+        "4",
+        "--json",
     )
     assert code == 0
     doc = json.loads(out)
@@ -54,8 +66,21 @@ def test_collective_json_matches_library(capsys) -> None:
 @pytest.mark.parametrize("op", ["all-gather", "reduce-scatter", "all-to-all", "p2p"])
 def test_collective_text_ops(capsys, op: str) -> None:
     code, out, _ = run(
-        capsys, "collective", "illustrative_torus_mesh_switch_64", "--op", op, "--bytes", "4096",
-        "--tp", "4", "--dp", "4", "--pp", "4", "--dim", "dp",
+        capsys,
+        "collective",
+        "illustrative_torus_mesh_switch_64",
+        "--op",
+        op,
+        "--bytes",
+        "4096",
+        "--tp",
+        "4",
+        "--dp",
+        "4",
+        "--pp",
+        "4",
+        "--dim",
+        "dp",
     )
     assert code == 0
     assert "total" in out and "busiest link" in out and "NoC energy" in out
@@ -63,8 +88,15 @@ def test_collective_text_ops(capsys, op: str) -> None:
 
 def test_collective_device_mismatch_is_a_clean_error(capsys) -> None:
     code, _, err = run(
-        capsys, "collective", "illustrative_gpu_node_8", "--op", "all-reduce", "--bytes", "8",
-        "--tp", "4",
+        capsys,
+        "collective",
+        "illustrative_gpu_node_8",
+        "--op",
+        "all-reduce",
+        "--bytes",
+        "8",
+        "--tp",
+        "4",
     )
     assert code == 2
     assert err.startswith("error: the scheme uses 4 devices") and "has 8" in err

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import deepstack as ds
+import pytest
 from deepstack.topology import Level
 
 MIB = 2**20
@@ -104,7 +103,9 @@ def test_paper_compat_shares_equally_numbered_ports() -> None:
     prof = nodes(4, 100e9, 1e-6, 25e9, 5e-6).profile
     fixed = ds.Network(prof).all_reduce(ds.ParallelScheme(tp=8, dp=4), "tp", X)
     paper = ds.Network(prof, paper_compat=True).all_reduce(ds.ParallelScheme(tp=8, dp=4), "tp", X)
-    assert paper.candidates["ring"].link_seconds == approx(4 * fixed.candidates["ring"].link_seconds)
+    assert paper.candidates["ring"].link_seconds == approx(
+        4 * fixed.candidates["ring"].link_seconds
+    )
 
 
 def test_route_hop_latency() -> None:

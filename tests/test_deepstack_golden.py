@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 
+import deepstack as ds
 import numpy as np
 import pytest
 from conftest import load_golden
-
-import deepstack as ds
 
 REL = 1e-9
 COLLECTIVES = load_golden("collectives")

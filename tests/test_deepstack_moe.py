@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 from conftest import load_golden
-
 from deepstack import moe
 
 

@@ -7,9 +7,8 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 import deepstack as ds
+import pytest
 
 EXAMPLES = {
     "illustrative_gpu_node_8": 8,
@@ -99,14 +98,26 @@ def _base() -> dict:
 @pytest.mark.parametrize(
     ("patch", "field", "message"),
     [
-        (lambda d: d["layers"]["L2"].update(kind="mesh2d", shape=[3, 2]), "layers.L2.shape",
-         "mesh2d dimensions must be 1 or even"),
-        (lambda d: d["layers"]["L2"].update(kind="all_to_all", shape=[1, 2]), "layers.L2.shape",
-         "all_to_all needs at least 4 nodes"),
-        (lambda d: d["layers"]["L1"].pop("switch_center_out_gbytes_per_s"),
-         "layers.L1.switch_center_in_gbytes_per_s", "must be given together"),
-        (lambda d: d["layers"]["L1"].update(hop_latency_ns=-1), "layers.L1.hop_latency_ns",
-         "non-negative"),
+        (
+            lambda d: d["layers"]["L2"].update(kind="mesh2d", shape=[3, 2]),
+            "layers.L2.shape",
+            "mesh2d dimensions must be 1 or even",
+        ),
+        (
+            lambda d: d["layers"]["L2"].update(kind="all_to_all", shape=[1, 2]),
+            "layers.L2.shape",
+            "all_to_all needs at least 4 nodes",
+        ),
+        (
+            lambda d: d["layers"]["L1"].pop("switch_center_out_gbytes_per_s"),
+            "layers.L1.switch_center_in_gbytes_per_s",
+            "must be given together",
+        ),
+        (
+            lambda d: d["layers"]["L1"].update(hop_latency_ns=-1),
+            "layers.L1.hop_latency_ns",
+            "non-negative",
+        ),
         (lambda d: d["layers"].pop("L2"), "layers", "exactly the keys L3, L2 and L1"),
         (lambda d: d["layers"]["L1"].update(speed=1), "layers.L1", "unknown ['speed']"),
         (lambda d: d.update(port_spread="odd"), "port_spread", "even, nearest"),

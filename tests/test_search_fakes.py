@@ -30,11 +30,22 @@ class FakeMetrics:
 class FakeEvaluator:
     """``devices`` devices, ``heads`` heads, ``layers`` layers, ``experts`` (0 = dense)."""
 
-    def __init__(self, devices=8, batch=16, heads=8, layers=8, experts=0, capacity=6e9, calls=None):
+    def __init__(
+        self,
+        devices=8,
+        batch=16,
+        heads=8,
+        layers=8,
+        experts=0,
+        capacity=6e9,
+        calls=None,
+        energy=True,
+    ):
         self.noc = SimpleNamespace(num_devices=devices)
         self.memory = SimpleNamespace(capacity_bytes=capacity)
         self.batch, self.heads, self.layers, self.experts = batch, heads, layers, experts
         self.calls = calls if calls is not None else []
+        self.energy = energy
 
     def check(self, plan) -> None:
         if plan.world_size != self.noc.num_devices:
@@ -72,7 +83,7 @@ class FakeEvaluator:
                     ttft_seconds=ttft,
                     tps=tps,
                     tps_per_sequence=1.0 / (p.pp * step),
-                    energy_per_token_joules=energy,
+                    energy_per_token_joules=energy if self.energy else None,
                     weight_bytes_per_device=weights,
                     kv_cache_bytes_per_device=kv,
                     fits_in_memory=weights + kv <= self.memory.capacity_bytes,

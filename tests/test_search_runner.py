@@ -282,3 +282,13 @@ def test_every_asked_trial_is_told(tmp_path) -> None:
     for t in study.trials:
         if t.state == TrialState.PRUNED:
             assert t.user_attrs["illegal_reason"]
+
+
+def test_energy_objective_needs_energy_data() -> None:
+    factory, _ = fake_factory(devices=8, energy=False)
+    with pytest.raises(PlenaInputError, match="energy per token is not available"):
+        run_search(SearchRequest(storage=":memory:"), evaluator_factory=factory)
+    res = run_search(
+        SearchRequest(storage=":memory:", objectives=["ttft", "tps"]), evaluator_factory=factory
+    )
+    assert res.front and all(e.energy_j_per_token is None for e in res.front)

@@ -1,4 +1,4 @@
-"""deepstack: hierarchical network-on-chip cost model (profiles, routing, collectives, MoE statistics).
+"""deepstack: hierarchical network-on-chip cost model (profiles, routing, collectives, MoE).
 
 Spec: ../shared/spec/network-model.md. Depends on numpy only; never imports ``plena_opt``.
 """

@@ -135,13 +135,16 @@ class Network:
                 f"{self.profile.name!r} has {self.profile.num_devices}",
             )
 
-    def _pairs(self, scheme: ParallelScheme, dim: str, name: str, pairs: tuple) -> StagePattern:
-        """Pattern of position pairs ``(weight, i, j)`` replicated in every group of ``dim``."""
+    def _pairs(
+        self, scheme: ParallelScheme, dim: str, name: str, build: Callable[[], object]
+    ) -> StagePattern:
+        """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
+        replicated in every group of ``dim``."""
         key = (scheme.sizes(), dim, name)
         pat = self._patterns.get(key)
         if pat is None:
             g = groups(scheme, dim)
-            arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+            arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
             src = g[:, arr[:, 1]]
             dst = g[:, arr[:, 2]]
             w = np.broadcast_to(arr[:, 0], src.shape)
@@ -150,24 +153,26 @@ class Network:
         return pat
 
     def _xor_stage(self, scheme: ParallelScheme, dim: str, g: int, k: int) -> StagePattern:
-        pairs = tuple((1, i, i ^ (1 << k)) for i in range(g))
-        return self._pairs(scheme, dim, f"xor{k}", pairs)
+        return self._pairs(scheme, dim, f"xor{k}", lambda: [(1, i, i ^ (1 << k)) for i in range(g)])
 
     def _ring_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
-        return self._pairs(scheme, dim, "ring", tuple((1, i, (i + 1) % g) for i in range(g)))
+        return self._pairs(scheme, dim, "ring", lambda: [(1, i, (i + 1) % g) for i in range(g)])
 
     def _a2a_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
-        pairs = tuple((1, i, j) for i in range(g) for j in range(g) if i != j)
-        return self._pairs(scheme, dim, "all_to_all", pairs)
+        def build() -> np.ndarray:
+            i, j = np.nonzero(~np.eye(g, dtype=bool))
+            return np.stack([np.ones_like(i), i, j], axis=1)
+
+        return self._pairs(scheme, dim, "all_to_all", build)
 
     def _tree_stages(self, scheme: ParallelScheme, dim: str, g: int) -> list[StagePattern]:
         levels = _double_tree_levels(g)
         up = [
-            self._pairs(scheme, dim, f"tree_up{i}", tuple((1, s, d) for s, d in lvl))
+            self._pairs(scheme, dim, f"tree_up{i}", lambda lvl=lvl: [(1, s, d) for s, d in lvl])
             for i, lvl in enumerate(levels)
         ]
         down = [
-            self._pairs(scheme, dim, f"tree_down{i}", tuple((1, d, s) for s, d in levels[i]))
+            self._pairs(scheme, dim, f"tree_down{i}", lambda i=i: [(1, d, s) for s, d in levels[i]])
             for i in range(len(levels) - 1, -1, -1)
         ]
         return up + down
@@ -320,13 +325,17 @@ class Network:
         best: tuple[float, int, int | None] | None = None
         total_e = 0.0
         for i in range(pp - 1):
-            pat = self._pairs(scheme, "pp", f"p2p{i}", ((1, i, i + 1),))
+            pat = self._pairs(scheme, "pp", f"p2p{i}", lambda i=i: [(1, i, i + 1)])
             c = pat.cost(x)
             secs = c.hop_seconds + c.link_seconds
             total_e += c.energy_pj
             bounds.append(
                 BoundaryCost(
-                    i, c.hop_seconds, c.link_seconds, secs, c.energy_pj if self._has_energy else None
+                    i,
+                    c.hop_seconds,
+                    c.link_seconds,
+                    secs,
+                    c.energy_pj if self._has_energy else None,
                 )
             )
             if best is None or secs > best[0]:

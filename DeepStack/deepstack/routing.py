@@ -18,7 +18,9 @@ from .profile import NocProfile
 from .topology import CENTRE, EXIT_ENTRY
 
 State = tuple[int, int, int]
-_NON_SWITCH_L2_LINKS = frozenset({"mesh2d", "torus2d", "ring", "chain", "mchain_nring", "mring_nchain"})
+_NON_SWITCH_L2_LINKS = frozenset(
+    {"mesh2d", "torus2d", "ring", "chain", "mchain_nring", "mring_nchain"}
+)
 
 
 def port_hash(src: int, dst: int, level: int, hop: int, count: int) -> int:
@@ -54,6 +56,10 @@ class Router:
         self.link_level: list[int] = []
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._chains: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+        self._transitions: dict[tuple[State, State], tuple[float, tuple[int, ...]]] = {}
+        self._middle_index: dict[tuple[int, int, int, int], list[int]] = {}
+        self.middles: list[tuple[tuple, list[int], float]] = []  # (choices, link ids, latency)
+        self._ends: dict[int, tuple[tuple[int, ...], float, tuple[int, ...], float]] = {}
 
     # ----------------------------------------------------------------------------- placement
     def coords(self, nid: int) -> State:
@@ -62,9 +68,22 @@ class Router:
         return ((nid // (s1 * s2)) % s3, (nid // s1) % s2, nid % s1)
 
     # ----------------------------------------------------------------------------- routes
-    def states(self, src: int, dst: int) -> list[State]:
-        """The chain of states visited from device ``src`` to device ``dst`` (§3.3)."""
+    def states(
+        self, src: int, dst: int, record: list[tuple[int, int, int, int]] | None = None
+    ) -> list[State]:
+        """The chain of states visited from device ``src`` to device ``dst`` (§3.3).
+
+        ``record`` (optional) collects every port choice ``(level, hop, count, choice)`` with more
+        than one candidate port: the route depends on ``(src, dst)`` only through them.
+        """
         lv = self.levels
+
+        def choose(level: int, hop: int, count: int) -> int:
+            k = port_hash(src, dst, level, hop, count)
+            if record is not None and count > 1:
+                record.append((level, hop, count, k))
+            return k
+
         s, d = self.coords(src), self.coords(dst)
         cur = list(s)
         out: list[State] = [s]
@@ -93,19 +112,21 @@ class Router:
                 k_count = min(len(outer_ports), len(in_ports), len(out_ports) or len(in_ports))
                 if k_count <= 0:
                     continue
-                k = port_hash(src, dst, level, idx, k_count)
+                k = choose(level, idx, k_count)
                 walk(level + 1, out_ports[k] if out_ports else in_ports[k])
                 cur[level] = v
                 cur[level + 1] = in_ports[k]
                 if level == 0 and not self._inner_switch:
                     l1_in = lv[2].ports(in_side)
-                    cur[2] = l1_in[port_hash(src, dst, -1, idx, len(l1_in))]
+                    cur[2] = l1_in[choose(-1, idx, len(l1_in))]
                 push()
                 if idx < len(hops) - 1:
                     nu, nv = hops[idx + 1]
                     next_out = inner.ports(EXIT_ENTRY[outer.hop_direction(nu, nv)][0])
                     if next_out:
-                        walk(level + 1, next_out[port_hash(src, dst, level, idx + 1, len(next_out))])
+                        walk(
+                            level + 1, next_out[port_hash(src, dst, level, idx + 1, len(next_out))]
+                        )
                 elif final_inner is not None:
                     walk(level + 1, final_inner)
 
@@ -153,7 +174,9 @@ class Router:
             else:
                 a = prev[: level + 1] + (CENTRE,) * (2 - level)
                 b = cur[: level + 1] + (CENTRE,) * (2 - level)
-            return level, [self._link(("link", a, b), lv.link_bandwidth_bps, level, self._epb[level])]
+            return level, [
+                self._link(("link", a, b), lv.link_bandwidth_bps, level, self._epb[level])
+            ]
         ok = self._modelled(level, prev, cur)
         ids = [
             self._link(
@@ -164,10 +187,52 @@ class Router:
             )
         ]
         if level == 2 and self._inner_switch and CENTRE in (prev[2], cur[2]):
-            ids.append(
-                self._link(("centre", cur[:2]), lv.centre_loop_bps, 2, self._epb[2])
-            )
+            ids.append(self._link(("centre", cur[:2]), lv.centre_loop_bps, 2, self._epb[2]))
         return level, ids
+
+    def _steps(self, states: list[State]) -> tuple[list[int], float]:
+        ids: list[int] = []
+        latency = 0.0
+        memo = self._transitions
+        for step in zip(states, states[1:], strict=False):
+            hit = memo.get(step)
+            if hit is None:
+                level, links = self.transition_links(*step)
+                hit = memo[step] = (self.levels[level].hop_latency_s, tuple(links))
+            latency += hit[0]
+            ids.extend(hit[1])
+        return ids, latency
+
+    def middle(self, src: int, dst: int) -> int:
+        """Index into :attr:`middles` of the route part between the source and destination L1
+        switch centres (innermost switch, different L1 instances).
+
+        That part depends on the devices only through the port choices, so it is memoised per
+        (source node, destination node, choices) and shared by all device pairs.
+        """
+        s, d = self.coords(src), self.coords(dst)
+        entries = self._middle_index.setdefault((s[0], s[1], d[0], d[1]), [])
+        for idx in entries:
+            if all(port_hash(src, dst, lv, hop, n) == k for lv, hop, n, k in self.middles[idx][0]):
+                return idx
+        record: list[tuple[int, int, int, int]] = []
+        states = self.states(src, dst, record)
+        ids, latency = self._steps(states[1:-1])
+        self.middles.append((tuple(record), ids, latency))
+        entries.append(len(self.middles) - 1)
+        return len(self.middles) - 1
+
+    def ends(self, device: int) -> tuple[tuple[int, ...], float, tuple[int, ...], float]:
+        """(up link ids, up latency, down link ids, down latency) of a device and its L1 switch
+        centre (innermost switch only)."""
+        hit = self._ends.get(device)
+        if hit is None:
+            s = self.coords(device)
+            c = (s[0], s[1], CENTRE)
+            up, lat_up = self._steps([s, c])
+            down, lat_down = self._steps([c, s])
+            hit = self._ends[device] = (tuple(up), lat_up, tuple(down), lat_down)
+        return hit
 
     def chain(self, src: int, dst: int) -> tuple[np.ndarray, float]:
         """(link ids loaded, in order with repeats; summed hop latency in s) of ``src → dst``."""
@@ -175,13 +240,14 @@ class Router:
         hit = self._chains.get(key)
         if hit is not None:
             return hit
-        states = self.states(src, dst)
-        ids: list[int] = []
-        latency = 0.0
-        for prev, cur in zip(states, states[1:], strict=False):
-            level, links = self.transition_links(prev, cur)
-            latency += self.levels[level].hop_latency_s
-            ids.extend(links)
+        s, d = self.coords(src), self.coords(dst)
+        if self._inner_switch and s[:2] != d[:2]:
+            first, lat0, _, _ = self.ends(src)
+            _, _, last, lat2 = self.ends(dst)
+            _, mid, lat1 = self.middles[self.middle(src, dst)]
+            ids, latency = list(first) + mid + list(last), lat0 + lat1 + lat2
+        else:
+            ids, latency = self._steps(self.states(src, dst))
         result = (np.asarray(ids, dtype=np.int32), latency)
         self._chains[key] = result
         return result
@@ -204,6 +270,11 @@ class Router:
         return f"{name} link {key[1]} -> {key[2]}"
 
     @property
+    def inner_switch(self) -> bool:
+        """True when L1 is a switch (routes split into device ends + a shared middle)."""
+        return self._inner_switch
+
+    @property
     def cached_routes(self) -> int:
-        """Number of routed (src, dst) pairs held in the route cache."""
-        return len(self._chains)
+        """Routed (src, dst) pairs plus shared middle segments held in the route caches."""
+        return len(self._chains) + len(self.middles)

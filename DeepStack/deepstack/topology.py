@@ -92,7 +92,18 @@ class Level:
         return "right" if vc > uc else "left"
 
     def route(self, s: int, d: int) -> list[tuple[int, int]]:
-        """Intra-level hops from node ``s`` to node ``d`` (§3.1)."""
+        """Intra-level hops from node ``s`` to node ``d`` (§3.1); memoised, do not mutate."""
+        key = (s, d)
+        hit = self._route_memo.get(key)
+        if hit is None:
+            hit = self._route_memo[key] = self._route(s, d)
+        return hit
+
+    @cached_property
+    def _route_memo(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        return {}
+
+    def _route(self, s: int, d: int) -> list[tuple[int, int]]:
         if s == d:
             return []
         if self.kind in ("switch", "all_to_all"):
@@ -138,7 +149,7 @@ class Level:
 
 
 def _walk(a: int, b: int, n: int, wraps: bool) -> list[tuple[int, int]]:
-    """Steps along one dimension from a to b: the shorter way on a ring (tie → +1), else monotone."""
+    """Steps along one dimension from a to b: shorter way on a ring (tie → +1), else monotone."""
     if a == b:
         return []
     if wraps:

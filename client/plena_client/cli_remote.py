@@ -359,3 +359,156 @@ def remote_search(args: argparse.Namespace) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return 2
     return 0
+
+
+# --- simulate ----------------------------------------------------------------------------------
+
+
+def noise_to_proto(spec: Any) -> pb.NoiseSpec:
+    """``plena_opt.pipeline.NoiseSpec`` (validated locally) → proto."""
+    msg = pb.NoiseSpec(
+        version=spec.version, jitter_sigma=spec.jitter_sigma, rank_sigma=spec.rank_sigma
+    )
+    if spec.straggler is not None:
+        st = spec.straggler
+        msg.straggler.CopyFrom(
+            pb.StragglerNoise(
+                probability=st.probability, factor_low=st.factor_low, factor_high=st.factor_high
+            )
+        )
+    if spec.moe is not None:
+        m = spec.moe
+        msg.moe.CopyFrom(
+            pb.MoeImbalanceNoise(
+                experts=m.experts,
+                top_k=m.top_k,
+                ep=m.ep,
+                tokens=m.tokens,
+                alpha=m.alpha,
+                fraction=m.fraction,
+                op_types=m.op_types or [],
+            )
+        )
+    return msg
+
+
+def simulate_request_from_args(args: argparse.Namespace) -> pb.SimulateRequest:
+    """The proto ``SimulateRequest`` the ``plena-opt simulate`` flags describe."""
+    from plena_opt.cli.simulate_cmd import _noise, parse_durations
+
+    noise = noise_to_proto(_noise(args.noise))
+    if args.samples < 0:
+        raise PlenaInputError("samples", "--samples must be >= 0")
+    request = pb.SimulateRequest(
+        noise=noise, samples=args.samples, seed=args.seed, include_traces=bool(args.trace)
+    )
+    if args.schedule:
+        if args.durations is None:
+            raise PlenaInputError("durations", "--durations is required with --schedule")
+        request.training.CopyFrom(
+            pb.TrainingSchedule(
+                schedule=args.schedule,
+                pp_size=args.pp,
+                vpp_size=args.vpp,
+                microbatches=args.microbatches,
+                base_ms=parse_durations(args.durations),
+            )
+        )
+    else:
+        request.inference.CopyFrom(
+            pb.InferenceTarget(
+                system=system_from_args(args),
+                workload=workload_from_args(args),
+                plan=plan_from_args(args),
+                max_window_steps=args.max_window_steps,
+            )
+        )
+    return request
+
+
+def _write_remote_traces(path: str, reply: Any) -> list[str]:
+    """Write the returned traces where local mode writes them (deterministic at ``path``,
+    others beside it as ``<stem>.<name><suffix>``)."""
+    from plena_server.traces import unpack_trace
+
+    from plena_opt.pipeline.simulator import write_trace
+
+    base = Path(path)
+    out = []
+    for trace in reply.traces:
+        name = trace.trace_id
+        target = base if name == "deterministic" else base.with_suffix(f".{name}{base.suffix}")
+        out.append(str(write_trace(target, unpack_trace(trace))))
+    return out
+
+
+def remote_simulate(args: argparse.Namespace) -> int:
+    """``plena-opt simulate --server``: print what local mode prints (same tables and JSON)."""
+    from plena_opt.cli.simulate_cmd import _fmt, _table
+    from plena_opt.pipeline.simulator import BUBBLE_DEFINITION, QuantileStats
+
+    request = simulate_request_from_args(args)
+    try:
+        with _client(args) as client, rpc_errors():
+            reply = client.simulate(request)
+    except RemoteUnavailable as exc:
+        return _fail(exc)
+    doc = json.loads(reply.result_json)
+    traces = _write_remote_traces(args.trace, reply) if args.trace else []
+
+    def q(d: dict | None) -> Any:
+        return None if d is None else QuantileStats(**d)
+
+    if args.json:
+        doc["trace_paths"] = traces
+        print(json.dumps(doc, indent=2))
+        return 0
+    if reply.mode == "training":
+        det, mc = doc["deterministic"], doc["monte_carlo"]
+        rows = [
+            (
+                "schedule",
+                f"{doc['schedule']} (pp={doc['pp']}, vpp={doc['vpp']}, "
+                f"m={doc['microbatches']}, {doc['n_ops']} ops)",
+            ),
+            ("makespan (deterministic)", f"{doc['makespan']:.6g} ms"),
+            ("bubble ratio", f"{det['bubble_ratio']:.4f} (share {det['bubble_share']:.4f})"),
+            ("per-rank idle", ", ".join(f"{x:.4g}" for x in det["rank_idle"]) + " ms"),
+            ("critical path ops", str(len(det["critical_path"]))),
+        ]
+        if mc:
+            rows += [
+                ("samples / seed", f"{mc['n_samples']} / {mc['seed']}"),
+                ("makespan (Monte Carlo)", _fmt(q(mc["makespan"])) + " ms"),
+                (
+                    "criticality by op type",
+                    ", ".join(f"{k} {v:.3f}" for k, v in mc["criticality_by_type"].items()),
+                ),
+            ]
+        rows += [("trace", ", ".join(traces))] if traces else []
+        _table(rows)
+        print(f"  ({BUBBLE_DEFINITION})")
+        return 0
+    plan, ana, sim = doc.get("plan") or {}, doc["analytic"], doc["simulated"]
+    rows = [
+        ("plan", " ".join(f"{k}={plan[k]}" for k in ("tp", "ep", "dp", "pp", "cp") if k in plan)),
+        (
+            "window",
+            f"{reply.micro_batches} micro-batches x {reply.decode_steps} decode steps, "
+            f"{reply.n_ops} ops",
+        ),
+        (
+            "TTFT analytic / simulated",
+            f"{ana['ttft_seconds'] * 1e3:.6g} / {sim['isolated_ttft_seconds'] * 1e3:.6g} ms "
+            "(isolated request)",
+        ),
+        ("TTFT Monte Carlo (ms)", _fmt(q(doc["ttft"]), 1e3)),
+        ("TPS analytic / simulated", f"{ana['tps']:.6g} / {sim['steady_decode_tps']:.6g} tokens/s"),
+        ("TPS Monte Carlo", _fmt(q(doc["tps"]))),
+        ("window makespan", f"{doc['window']['makespan'] * 1e3:.6g} ms"),
+        ("window bubble ratio", f"{doc['window']['deterministic']['bubble_ratio']:.4f}"),
+    ]
+    rows += [("note", c) for c in doc["causes"]]
+    rows += [("trace", ", ".join(traces))] if traces else []
+    _table(rows)
+    return 0

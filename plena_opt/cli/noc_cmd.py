@@ -1,4 +1,4 @@
-"""``plena-opt describe-noc`` and ``plena-opt collective``: inspect a NoC profile, price one collective.
+"""``plena-opt describe-noc`` and ``plena-opt collective``: inspect a NoC, price one collective.
 
 Spec: analytic-model.md §5 (describe-noc text and JSON), network-model.md §7–§8 (collectives,
 ``--bytes`` contract of §7.1).
@@ -40,9 +40,7 @@ def describe_text(profile: deepstack.NocProfile) -> str:
             f"{_num(lv.hop_latency_s * 1e9)} ns/hop"
         )
         if lv.centre_in_bps is not None:
-            line += (
-                f" (centre {_num(lv.centre_in_bps / 1e9)}/{_num(lv.centre_out_bps / 1e9)} GB/s)"
-            )
+            line += f" (centre {_num(lv.centre_in_bps / 1e9)}/{_num(lv.centre_out_bps / 1e9)} GB/s)"
         lines.append(line)
     e = profile.energy
     lines.append(
@@ -120,7 +118,11 @@ def _collective(args: argparse.Namespace) -> int:
     print(f"  busiest link  {doc['busiest_link']}")
     print(
         "  NoC energy    "
-        + ("not modelled (profile has no energy_pj_per_bit)" if energy is None else f"{energy:g} pJ")
+        + (
+            "not modelled (profile has no energy_pj_per_bit)"
+            if energy is None
+            else f"{energy:g} pJ"
+        )
     )
     for name, c in doc["candidates"].items():
         text = "n/a (needs a power-of-two group)" if c is None else f"{c['seconds'] * 1e6:.4f} us"

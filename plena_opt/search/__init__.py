@@ -1,1 +1,33 @@
-"""search package."""
+"""Multi-objective plan search with Optuna: plan space, objectives, Pareto fronts, storage.
+
+Public API (imported lazily so ``plena_opt.search.problem`` stays light for other commands):
+``SearchRequest``, ``SearchResult``, ``FrontEntry``, ``Progress``,
+``run_search(request, evaluator_factory=None, progress=None, should_stop=None)``,
+``ProblemSpec``, ``EvaluatorInputs``, ``open_storage``, ``list_studies``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "SearchRequest": "plena_opt.search.request",
+    "SearchResult": "plena_opt.search.result",
+    "FrontEntry": "plena_opt.search.result",
+    "Progress": "plena_opt.search.runner",
+    "run_search": "plena_opt.search.runner",
+    "default_study_name": "plena_opt.search.runner",
+    "ProblemSpec": "plena_opt.search.problem",
+    "EvaluatorInputs": "plena_opt.search.problem",
+    "open_storage": "plena_opt.search.storage",
+    "list_studies": "plena_opt.search.storage",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'plena_opt.search' has no attribute {name!r}")

@@ -120,6 +120,7 @@ class _Search:
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}
         self.evaluated = self.pruned = self.repeats = 0
+        self.score_seconds = 0.0
         self.trials_told = 0
         self.stop_reason: str | None = None
         self._last_progress = 0.0
@@ -136,12 +137,27 @@ class _Search:
         if not points:
             return []
         ev = self.evaluator(points[0].batch_size)
+        t = time.perf_counter()
         metrics = ev.evaluate_batch([p.plan for p in points])
+        self.score_seconds += time.perf_counter() - t
         self.evaluated += len(points)
-        return [
+        recs = [
             Record.build(p, summarise_metrics(m), self.objectives, self.constraints)
             for p, m in zip(points, metrics, strict=True)
         ]
+        if any(o.key == "energy" for o in self.objectives) and any(
+            r.summary["energy_j_per_token"] is None for r in recs
+        ):
+            raise PlenaInputError(
+                "objectives",
+                "energy per token is not available for this cluster and memory (no energy "
+                "data); choose objectives without energy, e.g. --objectives ttft,tps",
+            )
+        return recs
+
+    def seconds_per_point(self) -> float:
+        """Mean evaluator time per scored point so far (s)."""
+        return self.score_seconds / max(self.evaluated, 1)
 
     # -- study -------------------------------------------------------------------------------
     def open_study(self) -> optuna.Study:
@@ -394,9 +410,11 @@ def run_search(
     front = s.front_records(recs)
     result_extra: dict[str, Any] = {}
     compare = request.compare_exact
-    if compare is None:
+    if compare is None:  # only when scoring the rest of the space is cheap
+        rest = len(s.space) - len(s.cache)
         compare = (
-            sampler_name != "exhaustive" and not partial and len(s.space) <= EXACT_COMPARE_LIMIT
+            len(s.space) <= EXACT_COMPARE_LIMIT
+            and rest * s.seconds_per_point() <= request.auto_budget_s
         )
     norm: Normaliser | None = None
     hv_norm = "evaluated-feasible-points"

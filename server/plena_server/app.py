@@ -9,9 +9,11 @@ NOT_SERVING, running searches are asked to stop (they return their partial front
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -19,7 +21,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from plena_server.gen import plena_opt_pb2_grpc as pb_grpc
+from plena_server.errors import safe_deserializer
+from plena_server.gen import plena_opt_pb2 as pb
 from plena_server.limits import ServerLimits
 from plena_server.service import SERVICE_NAME, PlenaOptServicer
 
@@ -42,12 +45,67 @@ class RunningServer:
         self.server.stop(grace).wait()
 
 
+def add_servicer(servicer: PlenaOptServicer, server: grpc.Server) -> None:
+    """Register every RPC of the proto's service, with malformed-bytes-safe deserializers."""
+    service = pb.DESCRIPTOR.services_by_name["PlenaOpt"]
+    handlers = {}
+    for method in service.methods:
+        request_cls = getattr(pb, method.input_type.name)
+        response_cls = getattr(pb, method.output_type.name)
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
+            getattr(servicer, method.name),
+            request_deserializer=safe_deserializer(request_cls.FromString),
+            response_serializer=response_cls.SerializeToString,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+
+
 def channel_options(limits: ServerLimits) -> list[tuple[str, int]]:
     """Message-size limits of the server (service-conventions §2.6; the client uses the same)."""
     return [
         ("grpc.max_send_message_length", limits.max_message_bytes),
         ("grpc.max_receive_message_length", limits.max_message_bytes),
     ]
+
+
+STALE_LOCK_SECONDS = 2.0
+
+
+def clear_stale_journal_lock(storage: str | None, stale_after: float = STALE_LOCK_SECONDS) -> bool:
+    """Remove a journal lock left by a process killed while writing (e.g. kill -9).
+
+    A journal write holds ``<journal>.lock`` for milliseconds; Optuna breaks a stale lock only
+    after its 30 s grace period, which would stall the first trial after a restart. A lock that
+    has not changed for ``stale_after`` seconds is stale: it is removed (waiting at most that
+    long). Returns True when a lock was removed. RDB URLs have no lock file.
+    """
+    from optuna.storages.journal._file import LOCK_FILE_SUFFIX
+
+    from plena_opt.search.storage import DEFAULT_STORAGE
+
+    url = storage or DEFAULT_STORAGE
+    if "://" in url or url == ":memory:":
+        return False
+    lock = url + LOCK_FILE_SUFFIX
+    deadline = time.monotonic() + stale_after + 0.5
+    while os.path.lexists(lock):
+        try:
+            age = time.time() - os.lstat(lock).st_mtime
+            if age >= stale_after:
+                os.remove(lock)
+                log.warning("removed a stale journal lock %s (%.1f s old)", lock, age)
+                return True
+        except FileNotFoundError:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 def start_server(
@@ -59,13 +117,14 @@ def start_server(
 ) -> RunningServer:
     """Build and start the server on ``host:port`` (port 0 = any free port)."""
     limits = limits or ServerLimits()
+    clear_stale_journal_lock(storage)
     # Searches hold a thread each; keep threads for the cheap RPCs (health, Estimate, Cancel).
     pool = futures.ThreadPoolExecutor(
         max_workers=workers + limits.max_concurrent_searches, thread_name_prefix="plena-rpc"
     )
     server = grpc.server(pool, options=channel_options(limits))
     servicer = PlenaOptServicer(limits, storage)
-    pb_grpc.add_PlenaOptServicer_to_server(servicer, server)
+    add_servicer(servicer, server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -54,10 +54,10 @@ def field_scope(field: str) -> Iterator[None]:
 
     try:
         yield
-    except PlenaNotFoundError:
+    except (PlenaNotFoundError, ServerLimitError):
         raise
-    except (PlenaInputError, ServerLimitError):
-        raise
+    except PlenaInputError as exc:
+        raise _prefix(field, exc) from exc
     except ValidationError as exc:
         loc = ".".join(str(p) for p in (exc.errors() or [{}])[0].get("loc", ()))
         sub = f"{field}.{loc}" if loc else field
@@ -95,25 +95,40 @@ def parse_json_object(field: str, text: str, limits: ServerLimits) -> dict:
 
 
 def _check_name(field: str, name: str, known: list[str], what: str) -> str:
-    """Only built-in names reach the loaders (which would also read a server-side path).
+    """Keep client-named server paths away from the loaders (which also accept paths).
 
-    Loaders accept ``_`` and ``-`` interchangeably in names (``fictional_stacked_dram``)."""
+    A built-in name (loaders accept ``_`` and ``-`` interchangeably) or a plain word that is not a
+    file passes, so an unknown plain name gets the library's own NOT_FOUND wording; anything that
+    looks like a path is NOT_FOUND here.
+    """
     variants = {name, name.replace("_", "-"), name.replace("-", "_")}
-    if not variants & set(known):
-        raise PlenaNotFoundError(
-            field, f"unknown {what} {name!r}; choose one of {', '.join(known)}"
-        )
-    return name
+    if variants & set(known):
+        return name
+    plain = name and not any(c in name for c in "/\\\0") and not name.startswith(".")
+    if plain and not name.endswith(".json") and not _exists(name):
+        return name
+    raise PlenaNotFoundError(field, f"unknown {what} {name!r}; choose one of {', '.join(known)}")
+
+
+def _exists(name: str) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(name).exists()
+    except (OSError, ValueError):
+        return True
 
 
 def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.model") -> Any:
     from plena_opt import models
 
     kind = src.WhichOneof("source")
-    if kind == "name":
-        _check_name(f"{field}.name", src.name, models.list_models(), "model")
+    if kind == "name":  # load_model(name=...) never reads a path
         with field_scope(f"{field}.name"):
-            return models.load_model(name=src.name)
+            try:
+                return models.load_model(name=src.name)
+            except PlenaNotFoundError as exc:
+                raise PlenaNotFoundError(f"{field}.name", str(exc)) from exc
     if kind == "hf_config_json":
         f = f"{field}.hf_config_json"
         cfg = parse_json_object(f, src.hf_config_json, limits)
@@ -131,7 +146,13 @@ def _load_profile(
     loader, lister = _profile_api(kind)
     which = src.WhichOneof("source")
     if which == "name":
-        _check_name(f"{field}.name", src.name, lister(), f"{kind} profile")
+        known = lister()
+        _check_name(f"{field}.name", src.name, known, f"{kind} profile")
+        if not {src.name, src.name.replace("_", "-"), src.name.replace("-", "_")} & set(known):
+            try:  # not built in: the loader's own "unknown …" wording, as NOT_FOUND
+                loader(src.name)
+            except (ValueError, OSError) as exc:
+                raise PlenaNotFoundError(f"{field}.name", str(exc)) from exc
         with field_scope(f"{field}.name"):
             return loader(src.name)
     if which == "fixed_bandwidth":

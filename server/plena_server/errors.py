@@ -106,11 +106,39 @@ def _is_abort(exc: BaseException) -> bool:
     return type(exc).__name__ == "_AbortException" or isinstance(exc, grpc.RpcError)
 
 
+class MalformedRequest:
+    """Stands in for a request whose bytes did not parse (answered INVALID_ARGUMENT, not the
+    framework's INTERNAL)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def safe_deserializer(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """Wrap a protobuf ``FromString`` so that malformed bytes become :class:`MalformedRequest`."""
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # noqa: BLE001 - DecodeError and friends
+            return MalformedRequest(exc)
+
+    return deserialize
+
+
+def _malformed(context: grpc.ServicerContext, request: MalformedRequest) -> None:
+    context.abort_with_status(
+        _status(code_pb2.INVALID_ARGUMENT, f"malformed request: {request.error}", "request")
+    )
+
+
 def unary_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a unary servicer method so that library errors become proper statuses."""
 
     @functools.wraps(handler)
     def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        if isinstance(request, MalformedRequest):
+            _malformed(context, request)
         try:
             return handler(self, request, context)
         except Exception as exc:  # noqa: BLE001 - classified by status_for
@@ -126,6 +154,8 @@ def stream_errors(handler: Callable[..., Iterator[Any]]) -> Callable[..., Iterat
 
     @functools.wraps(handler)
     def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        if isinstance(request, MalformedRequest):
+            _malformed(context, request)
         try:
             yield from handler(self, request, context)
         except Exception as exc:  # noqa: BLE001

@@ -34,12 +34,12 @@ _STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAG
 def deadline_budget(remaining: float | None, longest: float) -> float:
     """Seconds the search may spend given the RPC's remaining time (None: no deadline).
 
-    The margin (10 % of the remaining time, between 0.2 s and 3 s) leaves room for the trial in
+    The margin (15 % of the remaining time, between 0.3 s and 5 s) leaves room for the trial in
     flight, the front and hypervolume, and the reply.
     """
     if remaining is None or not math.isfinite(remaining):
         return longest
-    margin = min(3.0, max(0.2, 0.1 * remaining))
+    margin = min(5.0, max(0.3, 0.15 * remaining))
     return max(0.05, min(longest, remaining - margin))
 
 
@@ -247,17 +247,19 @@ class SearchJob:
         self.stop = StopSignal()
         context.add_callback(lambda: self.stop.set("cancelled"))
         self.request, self.factory = search_request(request, servicer.storage, servicer.limits)
-        budget = deadline_budget(context.time_remaining(), servicer.limits.max_deadline_seconds)
-        self.request = self.request.model_copy(update={"deadline": budget})
         self.study_name = self.request.study or _default_name(self.request)
         self.t0 = time.perf_counter()
 
     def _run(self, progress: Any = None) -> Any:
         from plena_opt.search.runner import run_search
 
+        # Sized now, after validation and the slot, from what is left of the RPC deadline.
+        limit = self.servicer.limits.max_deadline_seconds
+        budget = deadline_budget(self.context.time_remaining(), limit)
+        request = self.request.model_copy(update={"deadline": budget})
         try:
             return run_search(
-                self.request, self.factory, progress=progress, should_stop=self.stop.is_set
+                request, self.factory, progress=progress, should_stop=self.stop.is_set
             )
         except PlenaInputError as exc:
             raise convert.qualify(_search_field(exc)) from exc
@@ -332,12 +334,22 @@ def _search_field(exc: PlenaInputError) -> PlenaInputError:
 # --- stored studies ------------------------------------------------------------------------------
 
 
-def _open(storage: str | None) -> Any:
-    from plena_opt.search.storage import open_storage, storage_exists
+_STORES: dict[str, Any] = {}
+_STORES_LOCK = threading.Lock()
 
-    if not storage_exists(storage):
-        return None
-    return open_storage(storage)
+
+def _open(storage: str | None) -> Any:
+    """The server's study store, opened once (a journal is then synced incrementally)."""
+    from plena_opt.search.storage import DEFAULT_STORAGE, open_storage, storage_exists
+
+    url = storage or DEFAULT_STORAGE
+    with _STORES_LOCK:
+        if url in _STORES:
+            return _STORES[url]
+        if not storage_exists(storage):
+            return None
+        _STORES[url] = open_storage(storage)
+        return _STORES[url]
 
 
 def fail_stale_trials(storage: str | None, name: str) -> int:

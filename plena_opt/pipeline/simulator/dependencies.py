@@ -189,6 +189,7 @@ class DependencyGraph:
     n_deps: np.ndarray
     rank_of: np.ndarray
     prev_on_rank: np.ndarray
+    sinks: np.ndarray
 
 
 def _describe_cycle(plan: PipelinePlan, deps: list[list[Dependency]], left: set[int]) -> None:
@@ -254,4 +255,5 @@ def build_graph(plan: PipelinePlan) -> DependencyGraph:
         n_deps=np.array([len(d) for d in deps], dtype=np.int64),
         rank_of=np.array([o.rank for o in plan.ops], dtype=np.int64),
         prev_on_rank=prev,
+        sinks=np.array([j for j in range(n) if not children[j]], dtype=np.int64),
     )

@@ -4,7 +4,8 @@ Ops are grouped by topological depth; for each level ``start = max_k(end[dep_k] 
 arrays of shape ``[level ops, samples]`` and ``end = start + duration`` (float32, sample blocks of
 :data:`~plena_opt.pipeline.simulator.noise.SAMPLE_BLOCK`). The arg-max dependency of every op and
 sample gives the critical path per sample (criticality) without storing full timelines; the
-representative samples (median and p99 makespan) are re-drawn afterwards for full timelines.
+representative samples (nearest the overall median and p99 makespan) are taken from the last
+sample block, whose durations are kept, and re-run in float64 for full timelines.
 """
 
 from __future__ import annotations
@@ -111,55 +112,56 @@ class SimulationResult:
         }
 
 
-def _run_block(
-    graph: DependencyGraph, dur: np.ndarray, want_crit: bool
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Ends ``[n_ops + 1, n]`` (last row zero) and criticality counts for one duration block."""
-    n_ops, n = dur.shape
-    end = np.empty((n_ops + 1, n), dtype=np.float32)
-    end[:n_ops] = dur
-    end[n_ops] = 0.0
-    k = graph.dep_pad.shape[1]
-    bind = np.zeros((n_ops, n), dtype=np.int8 if k < 127 else np.int32) if want_crit else None
+def _run_block(graph: DependencyGraph, end: np.ndarray, want_crit: bool) -> np.ndarray | None:
+    """Turn durations ``end[:n_ops]`` into end times in place (``end[n_ops]`` must be zero) and
+    return the per-op critical-path counts of the block (``None`` without criticality)."""
+    n_ops, n = end.shape[0] - 1, end.shape[1]
+    k_max = graph.dep_pad.shape[1]
+    bind = np.zeros((n_ops, n), dtype=np.int8 if k_max < 127 else np.int32) if want_crit else None
     has_lag = bool(np.any(graph.lag_pad))
     for lev in graph.levels:
-        if graph.n_deps[lev[0]] == 0 and not np.any(graph.n_deps[lev]):
+        if not graph.n_deps[lev].any():
             continue
-        e = end[graph.dep_pad[lev]]
+        k_here = int(graph.n_deps[lev].max())
+        best = end[graph.dep_pad[lev, 0]]
         if has_lag:
-            e += graph.lag_pad[lev][:, :, None].astype(np.float32)
+            best += graph.lag_pad[lev, 0][:, None].astype(np.float32)
+        arg = np.zeros(best.shape, dtype=bind.dtype) if want_crit else None
+        for k in range(1, k_here):
+            ek = end[graph.dep_pad[lev, k]]
+            if has_lag:
+                ek += graph.lag_pad[lev, k][:, None].astype(np.float32)
+            if want_crit:
+                np.copyto(arg, k, where=ek > best)
+            np.maximum(best, ek, out=best)
+        end[lev] += best
         if want_crit:
-            arg = e.argmax(axis=1)
             bind[lev] = arg
-            end[lev] += np.take_along_axis(e, arg[:, None, :], axis=1)[:, 0, :]
-        else:
-            end[lev] += e.max(axis=1)
-    counts = None
-    if want_crit:
-        cols = np.arange(n)
-        cur = end[:n_ops].argmax(axis=0)
-        counts = np.bincount(cur, minlength=n_ops)
-        active = graph.n_deps[cur] > 0
-        while active.any():
-            nxt = graph.dep_pad[cur, bind[cur, cols]]
-            cur = np.where(active, nxt, cur)
-            counts += np.bincount(cur[active], minlength=n_ops)
-            active &= graph.n_deps[cur] > 0
-    return end, counts
+    if not want_crit:
+        return None
+    cols = np.arange(n)
+    cur = graph.sinks[end[graph.sinks].argmax(axis=0)]  # the op that ends last is a sink
+    counts = np.bincount(cur, minlength=n_ops)
+    active = graph.n_deps[cur] > 0
+    while active.any():
+        nxt = graph.dep_pad[cur, bind[cur, cols]]
+        cur = np.where(active, nxt, cur)
+        counts += np.bincount(cur[active], minlength=n_ops)
+        active &= graph.n_deps[cur] > 0
+    return counts
 
 
 def _representative(
-    graph: DependencyGraph, base: np.ndarray, sampler: NoiseSampler, makespan: np.ndarray
+    graph: DependencyGraph, last_durations: np.ndarray, offset: int, makespan: np.ndarray
 ) -> dict[str, Timeline]:
+    """Full timelines of the samples nearest the overall p50 and p99 makespan, chosen among the
+    last sample block (whose durations are still in memory, so nothing is re-drawn)."""
     out = {}
+    tail = makespan[offset:]
     for name, q in (("p50", 0.5), ("p99", 0.99)):
-        target = np.quantile(makespan, q)
-        idx = int(np.abs(makespan - target).argmin())
-        block, col = divmod(idx, SAMPLE_BLOCK)
-        n = min(SAMPLE_BLOCK, makespan.size - block * SAMPLE_BLOCK)
-        fac = sampler.factors(block, n)[:, col].astype(np.float64)
-        tl = compute_timeline(graph, base * fac, f"{name} (sample {idx})")
-        out[name] = tl
+        col = int(np.abs(tail - np.quantile(makespan, q)).argmin())
+        dur = last_durations[:, col].astype(np.float64)
+        out[name] = compute_timeline(graph, dur, f"{name} (sample {offset + col})")
     return out
 
 
@@ -204,27 +206,29 @@ def _monte_carlo(
 ) -> MonteCarloResult:
     plan = graph.plan
     sampler = NoiseSampler(plan, spec, seed)
-    base32 = base.astype(np.float32)[:, None]
     makespan = np.empty(samples, dtype=np.float64)
     probe_ends = {k: np.empty(samples, dtype=np.float64) for k in probes}
     crit = np.zeros(plan.n_ops, dtype=np.int64)
-    idle = np.zeros(plan.pp_size)
-    onehot = np.zeros((plan.pp_size, plan.n_ops), dtype=np.float32)
-    onehot[graph.rank_of, np.arange(plan.n_ops)] = 1.0
+    busy_total = np.zeros(plan.n_ops, dtype=np.float64)
+    end = np.empty((plan.n_ops + 1, min(samples, SAMPLE_BLOCK)), dtype=np.float32)
     for block in range(-(-samples // SAMPLE_BLOCK)):
         lo = block * SAMPLE_BLOCK
         n = min(SAMPLE_BLOCK, samples - lo)
-        dur = sampler.factors(block, n) if not spec.is_zero else np.ones((plan.n_ops, n), "f4")
-        dur *= base32
-        busy = onehot @ dur
-        end, counts = _run_block(graph, dur, criticality)
-        ms = end[: plan.n_ops].max(axis=0)
+        buf = end[:, :n] if n == end.shape[1] else np.empty((plan.n_ops + 1, n), np.float32)
+        sampler.durations(block, n, base, out=buf[: plan.n_ops])
+        buf[plan.n_ops] = 0.0
+        busy_total += buf[: plan.n_ops].sum(axis=1, dtype=np.float64)
+        if lo + n == samples:
+            last_durations = buf[: plan.n_ops].copy()
+        counts = _run_block(graph, buf, criticality)
+        ms = buf[graph.sinks].max(axis=0)
         makespan[lo : lo + n] = ms
-        idle += (ms[None, :] - busy).sum(axis=1)
         for k, j in probes.items():
-            probe_ends[k][lo : lo + n] = end[j]
+            probe_ends[k][lo : lo + n] = buf[j]
         if counts is not None:
             crit += counts
+    busy = np.bincount(graph.rank_of, weights=busy_total, minlength=plan.pp_size) / samples
+    idle = makespan.mean() - busy
     share = crit / samples
     by_type: dict[str, list[float]] = {}
     for o in plan.ops:
@@ -239,7 +243,7 @@ def _monte_carlo(
         criticality_by_type={k: float(np.mean(v)) for k, v in by_type.items()}
         if criticality
         else {},
-        rank_idle_mean=tuple(float(x) for x in idle / samples),
-        representative=_representative(graph, base, sampler, makespan),
+        rank_idle_mean=tuple(float(x) for x in idle),
+        representative=_representative(graph, last_durations, lo, makespan),
         probe_ends=probe_ends,
     )

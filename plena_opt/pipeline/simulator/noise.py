@@ -4,7 +4,8 @@
 every component draws from its own PCG64 stream keyed by ``(seed, component, rank, op type,
 chunk, sample block)`` via ``SeedSequence`` spawn keys, and rows inside a stream are
 ``step·m + mb``, so the same (rank, op type, micro-batch) slot gets the same noise in every plan
-simulated with the same seed and micro-batch count (sample blocks have a fixed size, :data:`SAMPLE_BLOCK`).
+simulated with the same seed and micro-batch count (sample blocks have a fixed size,
+:data:`SAMPLE_BLOCK`).
 """
 
 from __future__ import annotations
@@ -167,17 +168,46 @@ class NoiseSampler:
 
     def factors(self, block: int, n: int) -> np.ndarray:
         """Factors for samples ``[block·SAMPLE_BLOCK, block·SAMPLE_BLOCK + n)`` (float32)."""
-        spec, p = self.spec, self.plan.pp_size
-        out = np.ones((self.plan.n_ops, n), dtype=np.float32)
-        if spec.jitter_sigma > 0:
-            s = np.float32(spec.jitter_sigma)
-            for (rank, tkey, chunk), ids, rows in self.groups:
+        return self.durations(block, n, np.ones(self.plan.n_ops))
+
+    def durations(
+        self, block: int, n: int, base: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``base[j] ·`` factors of the block, written into ``out`` (``[n_ops, n]`` float32)."""
+        spec = self.spec
+        if out is None:
+            out = np.empty((self.plan.n_ops, n), dtype=np.float32)
+        per_rank = self._per_rank(block, n)
+        s = np.float32(spec.jitter_sigma)
+        for (rank, tkey, chunk), ids, rows in self.groups:
+            b = base[ids].astype(np.float32)[:, None]
+            if s > 0:
                 rng = _stream(self.seed, _COMPONENT["eps"], rank, tkey, chunk, block)
                 z = rng.standard_normal((int(rows.max()) + 1, SAMPLE_BLOCK), dtype=np.float32)
-                out[ids] = z[rows, :n]
-            out *= s
-            out -= s * s / 2
-            np.exp(out, out=out)
+                dense = len(rows) == z.shape[0] and np.array_equal(rows, np.arange(len(rows)))
+                g = z[:, :n] if dense else z[rows, :n]
+                # base · g_rank · exp(σz − σ²/2) = exp(σz + log base − σ²/2 + log g_rank)
+                g *= s
+                with np.errstate(divide="ignore"):
+                    g += np.log(b) - s * s / 2
+                if per_rank is not None:
+                    g += np.log(per_rank[rank])
+                np.exp(g, out=g)
+            else:
+                g = np.repeat(b, n, axis=1)
+                if per_rank is not None:
+                    g *= per_rank[rank]
+            if self.pool is not None:
+                self._moe(g, block, n, rank, tkey, chunk, ids, rows)
+            out[ids] = g
+        return out
+
+    def _per_rank(self, block: int, n: int) -> np.ndarray | None:
+        spec, p = self.spec, self.plan.pp_size
+        st = spec.straggler
+        strag = st is not None and st.probability > 0
+        if spec.rank_sigma == 0 and not strag:
+            return None
         per_rank = np.ones((p, n), dtype=np.float32)
         if spec.rank_sigma > 0:
             s = np.float32(spec.rank_sigma)
@@ -185,22 +215,19 @@ class NoiseSampler:
                 (p, SAMPLE_BLOCK), dtype=np.float32
             )[:, :n]
             per_rank *= np.exp(s * z - s * s / 2)
-        st = spec.straggler
-        if st is not None and st.probability > 0:
+        if strag:
             rng = _stream(self.seed, _COMPONENT["straggle"], block)
             hit = rng.random((p, SAMPLE_BLOCK))[:, :n] < st.probability
             fac = rng.uniform(st.factor_low, st.factor_high, (p, SAMPLE_BLOCK))[:, :n]
             per_rank *= np.where(hit, fac, 1.0).astype(np.float32)
-        if spec.rank_sigma > 0 or (st is not None and st.probability > 0):
-            out *= per_rank[self.rank_of]
-        if self.pool is not None:
-            f = np.float32(spec.moe.fraction)
-            for (rank, tkey, chunk), ids, rows in self.groups:
-                sel = ids[self.moe_mask[ids]]
-                if not len(sel):
-                    continue
-                rng = _stream(self.seed, _COMPONENT["moe"], rank, tkey, chunk, block)
-                pick = rng.integers(0, len(self.pool), (int(rows.max()) + 1, SAMPLE_BLOCK))
-                imb = self.pool[pick[rows[self.moe_mask[ids]], :n]]
-                out[sel] *= 1 - f + f * imb
-        return out
+        return per_rank
+
+    def _moe(self, g, block, n, rank, tkey, chunk, ids, rows) -> None:
+        mask = self.moe_mask[ids]
+        if not mask.any():
+            return
+        f = np.float32(self.spec.moe.fraction)
+        rng = _stream(self.seed, _COMPONENT["moe"], rank, tkey, chunk, block)
+        pick = rng.integers(0, len(self.pool), (int(rows.max()) + 1, SAMPLE_BLOCK))
+        imb = self.pool[pick[rows[mask], :n]]
+        g[mask] *= 1 - f + f * imb

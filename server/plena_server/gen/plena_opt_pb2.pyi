@@ -109,16 +109,46 @@ class Plan(_message.Message):
     def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ...) -> None: ...
 
 class NoiseSpec(_message.Message):
-    __slots__ = ("kernel_sigma", "rank_sigma", "straggler_probability", "straggler_factor")
-    KERNEL_SIGMA_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("version", "jitter_sigma", "rank_sigma", "straggler", "moe")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    JITTER_SIGMA_FIELD_NUMBER: _ClassVar[int]
     RANK_SIGMA_FIELD_NUMBER: _ClassVar[int]
-    STRAGGLER_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
-    STRAGGLER_FACTOR_FIELD_NUMBER: _ClassVar[int]
-    kernel_sigma: float
+    STRAGGLER_FIELD_NUMBER: _ClassVar[int]
+    MOE_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    jitter_sigma: float
     rank_sigma: float
-    straggler_probability: float
-    straggler_factor: float
-    def __init__(self, kernel_sigma: _Optional[float] = ..., rank_sigma: _Optional[float] = ..., straggler_probability: _Optional[float] = ..., straggler_factor: _Optional[float] = ...) -> None: ...
+    straggler: StragglerNoise
+    moe: MoeImbalanceNoise
+    def __init__(self, version: _Optional[int] = ..., jitter_sigma: _Optional[float] = ..., rank_sigma: _Optional[float] = ..., straggler: _Optional[_Union[StragglerNoise, _Mapping]] = ..., moe: _Optional[_Union[MoeImbalanceNoise, _Mapping]] = ...) -> None: ...
+
+class StragglerNoise(_message.Message):
+    __slots__ = ("probability", "factor_low", "factor_high")
+    PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    FACTOR_LOW_FIELD_NUMBER: _ClassVar[int]
+    FACTOR_HIGH_FIELD_NUMBER: _ClassVar[int]
+    probability: float
+    factor_low: float
+    factor_high: float
+    def __init__(self, probability: _Optional[float] = ..., factor_low: _Optional[float] = ..., factor_high: _Optional[float] = ...) -> None: ...
+
+class MoeImbalanceNoise(_message.Message):
+    __slots__ = ("experts", "top_k", "ep", "tokens", "alpha", "fraction", "op_types")
+    EXPERTS_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    FRACTION_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPES_FIELD_NUMBER: _ClassVar[int]
+    experts: int
+    top_k: int
+    ep: int
+    tokens: int
+    alpha: float
+    fraction: float
+    op_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, experts: _Optional[int] = ..., top_k: _Optional[int] = ..., ep: _Optional[int] = ..., tokens: _Optional[int] = ..., alpha: _Optional[float] = ..., fraction: _Optional[float] = ..., op_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NamedValue(_message.Message):
     __slots__ = ("name", "value")
@@ -165,36 +195,38 @@ class PlanMetrics(_message.Message):
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class Distribution(_message.Message):
-    __slots__ = ("metric", "unit", "samples", "mean", "stddev", "p50", "p90", "p99", "min", "max", "mean_ci_low", "mean_ci_high", "p99_ci_low", "p99_ci_high")
+    __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
     METRIC_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     MEAN_FIELD_NUMBER: _ClassVar[int]
-    STDDEV_FIELD_NUMBER: _ClassVar[int]
     P50_FIELD_NUMBER: _ClassVar[int]
     P90_FIELD_NUMBER: _ClassVar[int]
     P99_FIELD_NUMBER: _ClassVar[int]
-    MIN_FIELD_NUMBER: _ClassVar[int]
-    MAX_FIELD_NUMBER: _ClassVar[int]
     MEAN_CI_LOW_FIELD_NUMBER: _ClassVar[int]
     MEAN_CI_HIGH_FIELD_NUMBER: _ClassVar[int]
+    P50_CI_LOW_FIELD_NUMBER: _ClassVar[int]
+    P50_CI_HIGH_FIELD_NUMBER: _ClassVar[int]
+    P90_CI_LOW_FIELD_NUMBER: _ClassVar[int]
+    P90_CI_HIGH_FIELD_NUMBER: _ClassVar[int]
     P99_CI_LOW_FIELD_NUMBER: _ClassVar[int]
     P99_CI_HIGH_FIELD_NUMBER: _ClassVar[int]
     metric: str
     unit: str
     samples: int
     mean: float
-    stddev: float
     p50: float
     p90: float
     p99: float
-    min: float
-    max: float
     mean_ci_low: float
     mean_ci_high: float
+    p50_ci_low: float
+    p50_ci_high: float
+    p90_ci_low: float
+    p90_ci_high: float
     p99_ci_low: float
     p99_ci_high: float
-    def __init__(self, metric: _Optional[str] = ..., unit: _Optional[str] = ..., samples: _Optional[int] = ..., mean: _Optional[float] = ..., stddev: _Optional[float] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., mean_ci_low: _Optional[float] = ..., mean_ci_high: _Optional[float] = ..., p99_ci_low: _Optional[float] = ..., p99_ci_high: _Optional[float] = ...) -> None: ...
+    def __init__(self, metric: _Optional[str] = ..., unit: _Optional[str] = ..., samples: _Optional[int] = ..., mean: _Optional[float] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., mean_ci_low: _Optional[float] = ..., mean_ci_high: _Optional[float] = ..., p50_ci_low: _Optional[float] = ..., p50_ci_high: _Optional[float] = ..., p90_ci_low: _Optional[float] = ..., p90_ci_high: _Optional[float] = ..., p99_ci_low: _Optional[float] = ..., p99_ci_high: _Optional[float] = ...) -> None: ...
 
 class Trace(_message.Message):
     __slots__ = ("trace_id", "plan_index", "compression", "format", "uncompressed_bytes", "compressed_bytes", "chunks")
@@ -395,34 +427,36 @@ class TrainingSchedule(_message.Message):
     base_ms: _containers.ScalarMap[str, float]
     def __init__(self, schedule: _Optional[str] = ..., pp_size: _Optional[int] = ..., vpp_size: _Optional[int] = ..., microbatches: _Optional[int] = ..., base_ms: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
+class InferenceTarget(_message.Message):
+    __slots__ = ("system", "workload", "plan", "max_window_steps")
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    MAX_WINDOW_STEPS_FIELD_NUMBER: _ClassVar[int]
+    system: SystemSpec
+    workload: Workload
+    plan: Plan
+    max_window_steps: int
+    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., max_window_steps: _Optional[int] = ...) -> None: ...
+
 class SimulateRequest(_message.Message):
-    __slots__ = ("inference", "training", "noise", "samples", "seed", "include_trace")
+    __slots__ = ("inference", "training", "noise", "samples", "seed", "include_traces")
     INFERENCE_FIELD_NUMBER: _ClassVar[int]
     TRAINING_FIELD_NUMBER: _ClassVar[int]
     NOISE_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
-    INCLUDE_TRACE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TRACES_FIELD_NUMBER: _ClassVar[int]
     inference: InferenceTarget
     training: TrainingSchedule
     noise: NoiseSpec
     samples: int
     seed: int
-    include_trace: bool
-    def __init__(self, inference: _Optional[_Union[InferenceTarget, _Mapping]] = ..., training: _Optional[_Union[TrainingSchedule, _Mapping]] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., samples: _Optional[int] = ..., seed: _Optional[int] = ..., include_trace: _Optional[bool] = ...) -> None: ...
-
-class InferenceTarget(_message.Message):
-    __slots__ = ("system", "workload", "plan")
-    SYSTEM_FIELD_NUMBER: _ClassVar[int]
-    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
-    PLAN_FIELD_NUMBER: _ClassVar[int]
-    system: SystemSpec
-    workload: Workload
-    plan: Plan
-    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    include_traces: bool
+    def __init__(self, inference: _Optional[_Union[InferenceTarget, _Mapping]] = ..., training: _Optional[_Union[TrainingSchedule, _Mapping]] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., samples: _Optional[int] = ..., seed: _Optional[int] = ..., include_traces: _Optional[bool] = ...) -> None: ...
 
 class SimulateResponse(_message.Message):
-    __slots__ = ("distributions", "deterministic_seconds", "bubble_ratio", "criticality", "trace", "result_json")
+    __slots__ = ("mode", "time_unit", "distributions", "makespan", "bubble_ratio", "criticality", "traces", "result_json", "n_ops", "micro_batches", "decode_steps", "warnings")
     class CriticalityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -430,19 +464,31 @@ class SimulateResponse(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TIME_UNIT_FIELD_NUMBER: _ClassVar[int]
     DISTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
-    DETERMINISTIC_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAKESPAN_FIELD_NUMBER: _ClassVar[int]
     BUBBLE_RATIO_FIELD_NUMBER: _ClassVar[int]
     CRITICALITY_FIELD_NUMBER: _ClassVar[int]
-    TRACE_FIELD_NUMBER: _ClassVar[int]
+    TRACES_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    N_OPS_FIELD_NUMBER: _ClassVar[int]
+    MICRO_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    DECODE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    time_unit: str
     distributions: _containers.RepeatedCompositeFieldContainer[Distribution]
-    deterministic_seconds: float
+    makespan: float
     bubble_ratio: float
     criticality: _containers.ScalarMap[str, float]
-    trace: Trace
+    traces: _containers.RepeatedCompositeFieldContainer[Trace]
     result_json: str
-    def __init__(self, distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., deterministic_seconds: _Optional[float] = ..., bubble_ratio: _Optional[float] = ..., criticality: _Optional[_Mapping[str, float]] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., result_json: _Optional[str] = ...) -> None: ...
+    n_ops: int
+    micro_batches: int
+    decode_steps: int
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, mode: _Optional[str] = ..., time_unit: _Optional[str] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., makespan: _Optional[float] = ..., bubble_ratio: _Optional[float] = ..., criticality: _Optional[_Mapping[str, float]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., result_json: _Optional[str] = ..., n_ops: _Optional[int] = ..., micro_batches: _Optional[int] = ..., decode_steps: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

@@ -1,0 +1,275 @@
+"""Search benchmarks (issue 5): exact-front wall time, sampled-front quality, study storage.
+
+Run: ``.venv/bin/python benchmarks/bench_search.py [--part exact|sampled|storage|all]``.
+Figures and the command are recorded in benchmarks/README_search.md.
+
+* exact: wall time of the exact front for llama-3.1-70b on illustrative_gpu_cluster_32 with
+  batch sizes 1,4,16,64,256 (``run_search`` with the exhaustive sampler, journal store on disk).
+* sampled: on a 1,024-device torus-mesh-switch (the 64-device illustrative profile with L3 and L2
+  grown from 2×2 to 4×4), the exhaustive front of gpt-oss-120b and qwen3-235b-a22b (batch sizes
+  16,64,256,1024) versus TPE given 10 % of the exhaustive evaluations, over three seeds;
+  hypervolume on objectives normalised by the exact front (reference point 1.1 per axis).
+* storage: JournalFileBackend vs SQLite — ask/tell and bulk-add throughput, trials surviving a
+  SIGKILL, four processes sharing one study, and whether optuna-dashboard lists the study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import optuna
+
+from plena_opt.search.objectives import parse_objectives
+from plena_opt.search.problem import ProblemSpec
+from plena_opt.search.request import SearchRequest
+from plena_opt.search.runner import run_search
+from plena_opt.search.storage import open_storage
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def noc_1024():
+    """The illustrative torus-mesh-switch grown to 1,024 devices: 4×4 torus · 4×4 mesh · 4 ports
+    (DeepStack ``torus_mesh_switch`` preset, same link figures as the 64-device profile)."""
+    from deepstack.presets import torus_mesh_switch
+
+    noc = torus_mesh_switch((4, 4), (4, 4), 4)
+    assert noc.num_devices == 1024
+    return noc
+
+
+def bench_exact() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        req = SearchRequest(
+            problem=ProblemSpec(model="llama-3.1-70b", noc="illustrative_gpu_cluster_32"),
+            batch_sizes=[1, 4, 16, 64, 256],
+            sampler="exhaustive",
+            storage=str(Path(tmp) / "s.log"),
+        )
+        t = time.perf_counter()
+        res = run_search(req)
+        wall = time.perf_counter() - t
+    out = {"legal_points": res.legal_points, "front": len(res.front), "wall_s": round(wall, 2)}
+    print("exact llama-3.1-70b / 32 devices / batches 1,4,16,64,256:", out, flush=True)
+    return out
+
+
+def bench_sampled(models: list[str], seeds: int) -> dict:
+    from plena_opt.search.hypervolume import Normaliser
+    from plena_opt.search.problem import EvaluatorInputs
+
+    noc = noc_1024()
+    batches = [16, 64, 256, 1024]
+    out = {}
+    for model in models:
+        spec = ProblemSpec(model=model, noc="illustrative_gpu_cluster_32")
+        loaded = spec.load()
+        inputs = EvaluatorInputs(loaded.model, noc, loaded.memory, loaded.workload, loaded.chip)
+        base = dict(problem=spec, batch_sizes=batches, storage=":memory:")
+        t = time.perf_counter()
+        exact = run_search(
+            SearchRequest(**base, sampler="exhaustive", study="exact"),
+            evaluator_factory=inputs.evaluator,
+        )
+        exact_s = time.perf_counter() - t
+        budget = exact.evaluated // 10
+        runs = []
+        for seed in range(seeds):
+            t = time.perf_counter()
+            r = run_search(
+                SearchRequest(
+                    **base,
+                    sampler="tpe",
+                    trials=budget,
+                    seed=seed,
+                    study=f"s{seed}",
+                    compare_exact=False,
+                ),
+                evaluator_factory=inputs.evaluator,
+            )
+            wall = time.perf_counter() - t
+            # rate the sampled front on the exact front's normalisation
+            norm = Normaliser.from_points(pts(exact.front))
+            ratio = norm.hypervolume(pts(r.front)) / norm.hypervolume(pts(exact.front))
+            runs.append(
+                {
+                    "seed": seed,
+                    "evaluations": r.evaluated,
+                    "trials": r.trials,
+                    "hv_ratio": round(ratio, 5),
+                    "front": len(r.front),
+                    "wall_s": round(wall, 1),
+                }
+            )
+        out[model] = {
+            "legal_points": exact.legal_points,
+            "exact_front": len(exact.front),
+            "exhaustive_s": round(exact_s, 1),
+            "budget": budget,
+            "runs": runs,
+        }
+        print(model, json.dumps(out[model]), flush=True)
+    return out
+
+
+FIELDS = ("ttft_ms", "tps", "energy_j_per_token")
+
+
+def pts(entries: list) -> list:
+    """Minimisation vectors (TTFT, −TPS, J/token) of front entries."""
+    objs = parse_objectives(None)
+    return [[o.sign * getattr(e, f) for o, f in zip(objs, FIELDS, strict=True)] for e in entries]
+
+
+# -- storage ------------------------------------------------------------------------------------
+
+
+def _objective(trial: optuna.Trial) -> float:
+    return trial.suggest_float("x", 0, 1) ** 2
+
+
+def _worker(url: str, n: int, q: mp.Queue) -> None:
+    try:
+        study = optuna.load_study(
+            study_name="mp", storage=open_storage(url), sampler=optuna.samplers.RandomSampler()
+        )
+        for _ in range(n):
+            t = study.ask()
+            study.tell(t, _objective(t))
+        q.put(("ok", n))
+    except Exception as exc:  # reported, not raised: the benchmark counts failures
+        q.put(("error", repr(exc)))
+
+
+CRASH_CHILD = """
+import sys, optuna
+from plena_opt.search.storage import open_storage
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+study = optuna.create_study(study_name="crash", storage=open_storage(sys.argv[1]),
+                            sampler=optuna.samplers.RandomSampler(0), load_if_exists=True)
+while True:
+    t = study.ask()
+    study.tell(t, t.suggest_float("x", 0, 1))
+    print(t.number, flush=True)
+"""
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+def bench_storage_one(url: str) -> dict:
+    res: dict = {}
+    storage = open_storage(url)
+    study = optuna.create_study(
+        study_name="speed", storage=storage, sampler=optuna.samplers.RandomSampler(0)
+    )
+    t = time.perf_counter()
+    study.optimize(_objective, n_trials=200)
+    res["ask_tell_trials_per_s"] = round(200 / (time.perf_counter() - t), 1)
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    trials = [
+        optuna.trial.create_trial(
+            params={"x": i / 1000},
+            distributions=dist,
+            value=i,
+            user_attrs={"plan": {"tp": 1}, "metrics": {"a": 1.0}},
+        )
+        for i in range(1000)
+    ]
+    t = time.perf_counter()
+    study.add_trials(trials)
+    res["bulk_add_trials_per_s"] = round(1000 / (time.perf_counter() - t), 1)
+
+    # crash: SIGKILL a writer; every trial it reported as told must be in the store
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_CHILD, url], stdout=subprocess.PIPE, text=True
+    )
+    told = []
+    t0 = time.time()
+    while time.time() - t0 < 3:
+        line = proc.stdout.readline()
+        if line:
+            told.append(int(line))
+    proc.send_signal(signal.SIGKILL)
+    rest, _ = proc.communicate()
+    told += [int(x) for x in rest.split()]
+    stored = optuna.load_study(study_name="crash", storage=open_storage(url)).trials
+    complete = {t.number for t in stored if t.state == optuna.trial.TrialState.COMPLETE}
+    res["crash_told"] = len(told)
+    res["crash_lost"] = len(set(told) - complete)
+
+    # four processes on one study
+    optuna.create_study(study_name="mp", storage=open_storage(url))
+    q: mp.Queue = mp.Queue()
+    procs = [mp.Process(target=_worker, args=(url, 50, q)) for _ in range(4)]
+    t = time.perf_counter()
+    for p in procs:
+        p.start()
+    outcomes = [q.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join()
+    res["multiprocess_s"] = round(time.perf_counter() - t, 2)
+    res["multiprocess_errors"] = [o[1] for o in outcomes if o[0] == "error"]
+    mp_trials = optuna.load_study(study_name="mp", storage=open_storage(url)).trials
+    res["multiprocess_complete"] = sum(
+        t.state == optuna.trial.TrialState.COMPLETE for t in mp_trials
+    )
+
+    # dashboard
+    from optuna_dashboard import wsgi
+
+    server = make_server("127.0.0.1", 0, wsgi(open_storage(url)), handler_class=_Quiet)
+    th = threading.Thread(target=server.serve_forever, daemon=True)
+    th.start()
+    try:
+        api = f"http://127.0.0.1:{server.server_port}/api/studies"
+        names = [s["study_name"] for s in json.load(urllib.request.urlopen(api))["study_summaries"]]
+        res["dashboard_lists"] = sorted(names)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return res
+
+
+def bench_storage() -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, url in [
+            ("journal", os.path.join(tmp, "s.log")),
+            ("sqlite", f"sqlite:///{os.path.join(tmp, 's.db')}"),
+        ]:
+            out[name] = bench_storage_one(url)
+            print(name, json.dumps(out[name]), flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part", default="all", choices=["exact", "sampled", "storage", "all"])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--models", default="gpt-oss-120b,qwen3-235b-a22b")
+    args = ap.parse_args()
+    if args.part in ("exact", "all"):
+        bench_exact()
+    if args.part in ("storage", "all"):
+        bench_storage()
+    if args.part in ("sampled", "all"):
+        bench_sampled(args.models.split(","), args.seeds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""``plena-opt simulate``: Monte Carlo re-check of one serving plan, or a training schedule.
+
+Plan mode (default) takes the same flags as ``plena-opt estimate`` and simulates the evaluated
+plan's serving windows (times in seconds). Schedule mode (``--schedule``) simulates a training
+schedule with ``--durations`` per op type (times in milliseconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES, build_schedule
+from plena_opt.pipeline.simulator import (
+    BUBBLE_DEFINITION,
+    QuantileStats,
+    SimulationResult,
+    chrome_trace,
+    parse_noise,
+    simulate,
+    simulate_serving,
+    write_trace,
+)
+
+
+def parse_durations(text: str) -> dict[str, float]:
+    """``F=1,B=2`` → ``{"F": 1.0, "B": 2.0}``; errors name ``durations.<type>``."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PlenaInputError("durations", f"--durations item {part!r} must look like F=1")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise PlenaInputError(
+                f"durations.{key}", f"durations.{key} must be a number, got {value.strip()!r}"
+            ) from None
+    return out
+
+
+def _noise(text: str | None):
+    if text and text.strip().startswith("{"):
+        try:
+            return parse_noise(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise PlenaInputError("noise", f"--noise is not valid JSON: {exc.msg}") from None
+    return parse_noise(text)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from plena_opt.cli.common import add_workload_args
+    from plena_opt.cli.estimate_cmd import add_plan_args
+
+    p = sub.add_parser(
+        "simulate",
+        help="Monte Carlo pipeline simulation of a plan or a training schedule",
+        description=__doc__.splitlines()[0],
+    )
+    add_workload_args(p)
+    add_plan_args(p)
+    g = p.add_argument_group("training schedule mode")
+    g.add_argument("--schedule", choices=SCHEDULES, default=None, help="simulate this schedule")
+    g.add_argument("--vpp", type=int, default=1, help="virtual chunks per rank")
+    g.add_argument("--microbatches", type=int, default=8, help="micro-batches per step")
+    g.add_argument(
+        "--durations",
+        default=None,
+        help="base ms per op type, e.g. F=1,B=2 (ZB: F,I,W; bigmac-vpp also VF,VB,GF,GB)",
+    )
+    m = p.add_argument_group("Monte Carlo")
+    m.add_argument("--samples", type=int, default=1000, help="Monte Carlo samples (0: none)")
+    m.add_argument(
+        "--noise",
+        default="sigma=0.05",
+        help="noise spec: key=value list (sigma, rank, straggler_p, straggler_low, "
+        "straggler_high, moe_experts, moe_top_k, moe_ep, moe_tokens, moe_alpha, moe_fraction) "
+        "or JSON",
+    )
+    m.add_argument("--seed", type=int, default=0, help="random seed")
+    m.add_argument(
+        "--max-window-steps", type=int, default=64, help="decode steps in the serving window"
+    )
+    p.add_argument(
+        "--trace",
+        default=None,
+        help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def _fmt(q: QuantileStats | None, scale: float = 1.0) -> str:
+    if q is None:
+        return "-"
+    return (
+        f"mean {q.mean * scale:.4g} [{q.mean_ci[0] * scale:.4g}, {q.mean_ci[1] * scale:.4g}]  "
+        f"p50 {q.p50 * scale:.4g}  p90 {q.p90 * scale:.4g}  "
+        f"p99 {q.p99 * scale:.4g} [{q.p99_ci[0] * scale:.4g}, {q.p99_ci[1] * scale:.4g}]"
+    )
+
+
+def _write_traces(path: str, res: SimulationResult, unit_us: float, other: dict) -> list[str]:
+    base = Path(path)
+    out = []
+    for name, tl in res.timelines().items():
+        target = base if name == "deterministic" else base.with_suffix(f".{name}{base.suffix}")
+        out.append(str(write_trace(target, chrome_trace(tl, unit_us=unit_us, other=other))))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    noise = _noise(args.noise)
+    if args.samples < 0:
+        raise PlenaInputError("samples", "--samples must be >= 0")
+    if args.schedule:
+        return _run_schedule(args, noise)
+    return _run_plan(args, noise)
+
+
+def _run_schedule(args: argparse.Namespace, noise) -> int:
+    plan = build_schedule(args.schedule, args.pp, args.microbatches, args.vpp)
+    if args.durations is None:
+        raise PlenaInputError(
+            "durations",
+            f"--durations is required with --schedule (types: "
+            f"{','.join(SCHEDULE_OP_TYPES[args.schedule])})",
+        )
+    res = simulate(plan, parse_durations(args.durations), noise, args.samples, args.seed)
+    traces = _write_traces(args.trace, res, 1000.0, {"unit": "ms"}) if args.trace else []
+    if args.json:
+        doc = res.to_dict(include_ops=False)
+        doc["trace_paths"] = traces
+        print(json.dumps(doc, indent=2))
+        return 0
+    det = res.deterministic
+    rows = [
+        (
+            "schedule",
+            f"{plan.schedule_name} (pp={plan.pp_size}, vpp={plan.vpp_size}, "
+            f"m={plan.microbatches}, {plan.n_ops} ops)",
+        ),
+        ("makespan (deterministic)", f"{det.makespan:.6g} ms"),
+        ("bubble ratio", f"{det.bubble_ratio:.4f} (share {det.bubble_share:.4f})"),
+        ("per-rank idle", ", ".join(f"{x:.4g}" for x in det.rank_idle) + " ms"),
+        ("critical path ops", str(len(det.critical_path))),
+    ]
+    if res.mc:
+        mc = res.mc
+        rows += [
+            ("samples / seed", f"{mc.n_samples} / {mc.seed}"),
+            ("makespan (Monte Carlo)", _fmt(mc.makespan) + " ms"),
+            (
+                "criticality by op type",
+                ", ".join(f"{k} {v:.3f}" for k, v in mc.criticality_by_type.items()),
+            ),
+        ]
+    rows += [("trace", ", ".join(traces))] if traces else []
+    _table(rows)
+    print(f"  ({BUBBLE_DEFINITION})")
+    return 0
+
+
+def _run_plan(args: argparse.Namespace, noise) -> int:
+    from plena_opt.cli.common import build_evaluator_inputs
+    from plena_opt.cli.estimate_cmd import plan_from_args
+    from plena_opt.estimate.evaluator import Evaluator
+    from plena_opt.pipeline.scheduler import stage_times_from_estimate
+
+    inputs = build_evaluator_inputs(args)
+    ev = Evaluator(inputs.model, inputs.noc, inputs.memory, inputs.workload, inputs.chip)
+    est = ev.estimate(plan_from_args(args)).to_dict()
+    times = stage_times_from_estimate(est, max_decode_steps=args.max_window_steps)
+    ana = {"ttft_seconds": float(est["ttft_seconds"]), "tps": float(est["tps"])}
+    res = simulate_serving(times, noise, args.samples, args.seed, analytic=ana)
+    other = {"plan": est.get("plan"), "unit": "s"}
+    traces = _write_traces(args.trace, res.window, 1e6, other) if args.trace else []
+    if args.json:
+        doc = res.to_dict()
+        doc["makespan"] = res.window.makespan
+        doc["plan"] = est.get("plan")
+        doc["window"] = res.window.to_dict(include_ops=False)
+        doc["trace_paths"] = traces
+        print(json.dumps(doc, indent=2))
+        return 0
+    plan = est.get("plan", {})
+    rows = [
+        ("plan", " ".join(f"{k}={plan[k]}" for k in ("tp", "ep", "dp", "pp", "cp") if k in plan)),
+        (
+            "window",
+            f"{times.micro_batches} micro-batches x {times.decode_steps} decode steps, "
+            f"{res.window.plan.n_ops} ops",
+        ),
+        (
+            "TTFT analytic / simulated",
+            f"{ana['ttft_seconds'] * 1e3:.6g} / "
+            f"{res.ttft_deterministic * 1e3:.6g} ms (isolated request)",
+        ),
+        ("TTFT Monte Carlo (ms)", _fmt(res.ttft, 1e3)),
+        ("TPS analytic / simulated", f"{ana['tps']:.6g} / {res.tps_deterministic:.6g} tokens/s"),
+        ("TPS Monte Carlo", _fmt(res.tps)),
+        ("window makespan", f"{res.window.makespan * 1e3:.6g} ms"),
+        ("window bubble ratio", f"{res.window.deterministic.bubble_ratio:.4f}"),
+    ]
+    rows += [("note", c) for c in res.causes]
+    rows += [("trace", ", ".join(traces))] if traces else []
+    _table(rows)
+    return 0
+
+
+def _table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")

@@ -1,0 +1,254 @@
+"""Search / StreamSearch / GetStudy / CancelSearch against a real server process on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import threading
+import time
+
+import grpc
+import pytest
+
+from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
+from plena_server.process import ServerProcess
+
+SMALL = ["--model", "gpt-oss-20b", "--noc", "illustrative_gpu_cluster_32", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    store = tmp_path_factory.mktemp("store") / "studies.log"
+    with ServerProcess(store, "--max-searches", "2") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with PlenaClient(server.target) as c:
+        yield c
+
+
+def _search_args(argv: list[str]) -> argparse.Namespace:
+    from plena_opt.cli import search_cmd
+
+    parser = argparse.ArgumentParser()
+    search_cmd.register(parser.add_subparsers())
+    return parser.parse_args(["search", *argv])
+
+
+def _long_request(study: str) -> pb.SearchRequest:
+    """A search that cannot finish in a test: TPE over 40 batch sizes × 270 plans."""
+    return pb.SearchRequest(
+        system=system_spec("gpt-oss-20b", "torus_mesh_switch_64"),
+        options=pb.SearchOptions(
+            seed=1,
+            trials=20000,
+            sampler="tpe",
+            study_name=study,
+            batch_sizes=range(1, 41),
+            compare_exact=False,
+        ),
+    )
+
+
+def _comparable(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("storage", "elapsed_s")}
+
+
+def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
+    from plena_client.cli_remote import search_request_from_args
+    from plena_opt.cli.search_cmd import request_from_args
+    from plena_opt.search.runner import run_search
+
+    argv = [*SMALL, "--trials", "40", "--sampler", "tpe", "--study", "parity-unary"]
+    args = _search_args(argv)
+    local = run_search(
+        request_from_args(args).model_copy(update={"storage": str(tmp_path / "l.log")})
+    )
+    remote = client.search(search_request_from_args(args), timeout=120)
+    assert not remote.partial and remote.stop_reason == "completed"
+    assert _comparable(json.loads(remote.result_json)) == _comparable(local.model_dump(mode="json"))
+    # typed fields carry the same front (ms → s)
+    assert [m.ttft_seconds * 1e3 for m in remote.front] == pytest.approx(
+        [e.ttft_ms for e in local.front], rel=1e-15
+    )
+    assert [m.label for m in remote.front] == [e.label for e in local.front]
+
+
+def test_remote_cli_prints_the_same_text_as_local(server, tmp_path):
+    from plena_client.cli_remote import remote_search
+    from plena_opt.cli.main import main
+
+    argv = [*SMALL, "--trials", "30", "--sampler", "nsga2", "--study", "parity-cli"]
+    local_out = io.StringIO()
+    with contextlib.redirect_stdout(local_out):
+        assert main(["search", *argv, "--storage", str(server.storage)]) == 0
+    args = _search_args(argv)
+    args.server = server.target
+    # The server's store now holds this study: point local mode at a fresh copy of the search.
+    argv2 = [*SMALL, "--trials", "30", "--sampler", "nsga2", "--study", "parity-cli-2"]
+    local2 = io.StringIO()
+    with contextlib.redirect_stdout(local2):
+        assert main(["search", *argv2, "--storage", str(tmp_path / "x.log")]) == 0
+    args2 = _search_args(argv2)
+    args2.server = server.target
+    remote2 = io.StringIO()
+    with contextlib.redirect_stdout(remote2):
+        assert remote_search(args2) == 0
+    # Same text except the store's path in the header line.
+    expected = local2.getvalue().replace(str(tmp_path / "x.log"), str(server.storage))
+    assert remote2.getvalue() == expected
+    assert "Pareto front" in expected
+
+
+def test_stream_search_reports_progress_then_the_result(client):
+    req = pb.SearchRequest(
+        system=system_spec("gpt-oss-20b", "illustrative_gpu_cluster_32"),
+        options=pb.SearchOptions(seed=5, trials=30, sampler="tpe", study_name="stream-1"),
+    )
+    events = list(client.stream_search(req, timeout=120))
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[-1] == "result" and kinds.count("result") == 1
+    progress = [e.progress for e in events if e.WhichOneof("event") == "progress"]
+    assert progress, "no progress events"
+    done = [p.trials_done for p in progress if p.trials_total == 30]  # the sampler stage
+    assert done == sorted(done) and done[-1] > 0
+    assert all(p.study_name == "stream-1" for p in progress)
+    assert {p.stage for p in progress} <= {pb.STAGE_SEARCH, pb.STAGE_DONE}
+    assert any(p.front_size > 0 and p.hypervolume > 0 for p in progress)
+    result = events[-1].result
+    assert result.study_name == "stream-1" and len(result.front) > 0
+    # the same request, unary, on a fresh study gives the same front
+    req.options.study_name = "stream-1-unary"
+    unary = client.search(req, timeout=120)
+    assert [m.label for m in unary.front] == [m.label for m in result.front]
+
+
+def test_get_study_returns_the_stored_front(client):
+    req = pb.SearchRequest(
+        system=system_spec("llama-3.1-70b", "illustrative_gpu_cluster_32"),
+        options=pb.SearchOptions(seed=2, sampler="exhaustive", study_name="stored-1"),
+    )
+    result = client.search(req, timeout=120)
+    study = client.get_study("stored-1")
+    assert study.trials_completed == result.trials_completed
+    assert not study.running
+    assert sorted(m.label for m in study.front) == sorted(m.label for m in result.front)
+    assert list(study.objectives) == json.loads(result.result_json)["metric_names"]
+    with pytest.raises(PlenaRpcError) as err:
+        client.get_study("no-such-study")
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert err.value.field == "study_name"
+
+
+def test_deadline_returns_a_partial_front_before_it(client):
+    t0 = time.monotonic()
+    result = client.search(_long_request("deadline-1"), timeout=3.0)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 3.0
+    assert result.partial and result.stop_reason == "deadline"
+    assert len(result.front) > 0 and result.trials_completed > 0
+
+
+def test_client_cancel_stops_within_a_second_and_keeps_trials(client):
+    call = client._stub.Search.future(_long_request("cancel-1"), timeout=60)
+    deadline = time.monotonic() + 20
+    while not client.get_study("cancel-1").running if _exists(client, "cancel-1") else True:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1.0)
+    call.cancel()
+    t0 = time.monotonic()
+    while client.get_study("cancel-1").running:
+        assert time.monotonic() - t0 < 1.0, "search still running 1 s after cancel"
+        time.sleep(0.02)
+    assert client.get_study("cancel-1").trials_completed > 0
+
+
+def _exists(client: PlenaClient, name: str) -> bool:
+    try:
+        client.get_study(name)
+    except PlenaRpcError:
+        return False
+    return True
+
+
+def test_cancel_search_by_name_ends_the_stream_with_a_partial_result(client):
+    events: list[pb.SearchEvent] = []
+
+    def consume() -> None:
+        events.extend(client.stream_search(_long_request("cancel-2"), timeout=60))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    t0 = time.monotonic()
+    while not any(e.WhichOneof("event") == "progress" for e in events):
+        assert time.monotonic() - t0 < 20
+        time.sleep(0.05)
+    assert client.cancel_search("cancel-2") is True
+    t.join(5)
+    assert not t.is_alive()
+    result = events[-1].result
+    assert result.partial and result.stop_reason == "cancelled" and result.trials_completed > 0
+    assert client.cancel_search("cancel-2") is False  # known study, nothing running
+    with pytest.raises(PlenaRpcError) as err:
+        client.cancel_search("never-ran")
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_searches_beyond_the_limit_get_resource_exhausted(client):
+    calls = [client._stub.Search.future(_long_request(f"busy-{i}"), timeout=30) for i in range(2)]
+    try:
+        t0 = time.monotonic()
+        while not all(
+            _exists(client, f"busy-{i}") and client.get_study(f"busy-{i}").running for i in range(2)
+        ):
+            assert time.monotonic() - t0 < 20
+            time.sleep(0.05)
+        with pytest.raises(PlenaRpcError) as err:
+            client.search(_long_request("busy-3"), timeout=10)
+        assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        with pytest.raises(PlenaRpcError) as err:  # same study twice: FAILED_PRECONDITION
+            client.search(_long_request("busy-0"), timeout=10)
+        assert err.value.code in (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        )
+    finally:
+        for c in calls:
+            c.cancel()
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        (pb.SearchOptions(trials=0), "options.trials"),
+        (pb.SearchOptions(sampler="magic"), "options.sampler"),
+        (pb.SearchOptions(objectives=["speed"]), "options.objectives"),
+        (pb.SearchOptions(batch_sizes=[4, 4]), "options.batch_sizes"),
+        (pb.SearchOptions(max_ttft_ms=-1), "options.max_ttft_ms"),
+        (pb.SearchOptions(study_name="a/b"), "options.study_name"),
+    ],
+)
+def test_bad_search_options_are_invalid_argument_with_the_field(client, options, field):
+    req = pb.SearchRequest(
+        system=system_spec("llama-3.1-8b", "illustrative_gpu_node_8"), options=options
+    )
+    with pytest.raises(PlenaRpcError) as err:
+        client.search(req, timeout=30)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.field.startswith(field)
+
+
+def test_trial_limit_is_resource_exhausted(client):
+    req = pb.SearchRequest(
+        system=system_spec("llama-3.1-8b", "illustrative_gpu_node_8"),
+        options=pb.SearchOptions(trials=10**9),
+    )
+    with pytest.raises(PlenaRpcError) as err:
+        client.search(req, timeout=30)
+    assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.value.field == "options.trials"

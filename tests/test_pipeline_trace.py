@@ -1,0 +1,121 @@
+"""Chrome/Perfetto trace export and the structural validator (pipeline-simulator §0.2, §4.5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from plena_opt.pipeline import build_schedule, chrome_trace, simulate, validate_trace
+from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
+from plena_opt.pipeline.simulator import write_trace
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_every_schedule_trace_is_valid(name: str, tmp_path) -> None:
+    vpp = 2 if name in ("interleaved-1f1b", "bigmac-vpp") else 1
+    plan = build_schedule(name, 4, 8, vpp)
+    dur = {t: 1.0 + 0.5 * i for i, t in enumerate(SCHEDULE_OP_TYPES[name])}
+    res = simulate(plan, dur, noise="sigma=0.1,rank=0.05", samples=200, seed=4)
+    for tl in res.timelines().values():
+        path = write_trace(tmp_path / f"{name}.json", chrome_trace(tl, unit_us=1000.0))
+        trace = json.loads(path.read_text())
+        assert validate_trace(trace, tl, unit_us=1000.0) == []
+        xs = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+        assert len(xs) == plan.n_ops
+        for e in xs:
+            assert e["name"].startswith(f"rank{e['pid']}/")
+            assert f"chunk_{'ab'[e['args']['chunk']]}" in e["cat"]
+            assert e["name"].split("/")[2] in e["cat"]
+        metas = {(e["pid"], e["args"]["name"]) for e in trace["traceEvents"] if e["ph"] == "M"}
+        assert (0, "PP rank 0") in metas
+
+
+def test_small_plan_golden_events() -> None:
+    """1F1B, p=2, m=2, F=1 ms, B=2 ms, hand-derived: rank 0 runs F0 [0,1], F1 [1,2], B0 [4,6],
+    B1 [7,9]; rank 1 runs F0 [1,2], B0 [2,4], F1 [4,5], B1 [5,7] (makespan (m+p−1)(F+B) = 9)."""
+    res = simulate(build_schedule("1f1b", 2, 2), {"F": 1.0, "B": 2.0})
+    trace = chrome_trace(res.deterministic, unit_us=1000.0)
+    xs = {
+        e["name"]: (e["ts"], e["dur"], e["args"]["label"])
+        for e in trace["traceEvents"]
+        if e["ph"] == "X"
+    }
+    expected = {
+        "rank0/F/chunk_a/mb0": (0.0, 1000.0, "F0-C0"),
+        "rank0/F/chunk_a/mb1": (1000.0, 1000.0, "F1-C0"),
+        "rank0/B/chunk_a/mb0": (4000.0, 2000.0, "B0-C0"),
+        "rank0/B/chunk_a/mb1": (7000.0, 2000.0, "B1-C0"),
+        "rank1/F/chunk_a/mb0": (1000.0, 1000.0, "F0-C0"),
+        "rank1/B/chunk_a/mb0": (2000.0, 2000.0, "B0-C0"),
+        "rank1/F/chunk_a/mb1": (4000.0, 1000.0, "F1-C0"),
+        "rank1/B/chunk_a/mb1": (5000.0, 2000.0, "B1-C0"),
+        # wait gaps, on their own track
+        "rank0/B/chunk_a/mb0/wait": (2000.0, 2000.0, "B0-C0"),
+        "rank0/B/chunk_a/mb1/wait": (6000.0, 1000.0, "B1-C0"),
+        "rank1/F/chunk_a/mb0/wait": (0.0, 1000.0, "F0-C0"),
+    }  # rank 1's F1 starts when its B0 ends: no wait slice
+    assert xs == expected
+    flows = [e for e in trace["traceEvents"] if e["ph"] in "sf"]
+    reasons = sorted({e["name"] for e in flows})
+    assert reasons == ["BWD_NEXT_STAGE", "FWD_PREV_STAGE", "LOSS", "OWN_FWD_ACTIVATION"]
+    assert all(e["bp"] == "e" for e in flows if e["ph"] == "f")
+    assert validate_trace(trace, res.deterministic) == []
+
+
+def _valid_trace():
+    res = simulate(build_schedule("1f1b", 2, 2), {"F": 1.0, "B": 2.0})
+    return chrome_trace(res.deterministic), res.deterministic
+
+
+@pytest.mark.parametrize(
+    ("mutate", "rule"),
+    [
+        (lambda t: t.pop("traceEvents"), "1:"),
+        (lambda t: t["traceEvents"].append({"ph": "Q", "ts": 0, "pid": 0, "tid": 0}), "1:"),
+        (lambda t: _first_x(t).update(ts=-1.0), "1:"),
+        (lambda t: _first_x(t).update(pid="0"), "1:"),
+        (lambda t: t["traceEvents"].remove(_meta(t, "thread_name")), "2:"),
+        (lambda t: t["traceEvents"].remove(_meta(t, "process_name")), "2:"),
+        (lambda t: t["traceEvents"].append(copy.deepcopy(_first_x(t))), "3:"),
+        (lambda t: _first_x(t).update(dur=1500.0), "4:"),
+        (
+            lambda t: t["traceEvents"].remove(next(e for e in t["traceEvents"] if e["ph"] == "f")),
+            "5:",
+        ),
+        (lambda t: next(e for e in t["traceEvents"] if e["ph"] == "s").update(ts=99999.0), "5:"),
+        (lambda t: _first_x(t).update(name="renamed"), "6:"),
+    ],
+)
+def test_validator_catches_each_rule(mutate, rule: str) -> None:
+    trace, tl = _valid_trace()
+    assert validate_trace(trace, tl) == []
+    mutate(trace)
+    problems = validate_trace(trace, tl)
+    assert problems and any(p.startswith(rule) for p in problems), problems
+
+
+def _first_x(t: dict) -> dict:
+    return next(
+        e
+        for e in t["traceEvents"]
+        if e["ph"] == "X" and e["name"].endswith("F/chunk_a/mb0") and e["pid"] == 0
+    )
+
+
+def _meta(t: dict, name: str) -> dict:
+    return next(
+        e for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == name and e["pid"] == 0
+    )
+
+
+def test_decode_steps_have_unique_names() -> None:
+    from plena_opt.pipeline import InferenceStageTimes, serving_window
+
+    times = InferenceStageTimes((1.0, 1.0), 0.1, (0.5, 0.5), 0.05, 2, 3, 4)
+    res = simulate(serving_window(times), times.durations())
+    trace = chrome_trace(res.deterministic, unit_us=1e6)
+    names = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert "rank1/D/chunk_a/mb0/step2" in names and "rank0/XD/chunk_a/mb1/step0" in names
+    assert validate_trace(trace, res.deterministic, unit_us=1e6) == []
