@@ -140,3 +140,18 @@ def test_type_errors_are_type_errors() -> None:
         ds.load_noc_profile(raw)
     with pytest.raises(TypeError):
         ds.load_noc_profile(42)  # type: ignore[arg-type]
+
+
+def test_deepstack_does_not_import_plena_opt() -> None:
+    """The network library stands alone (ARCHITECTURE.md: numpy only, never ``plena_opt``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, deepstack, deepstack.fig13\n"
+        "net = deepstack.Network('illustrative_gpu_node_8')\n"
+        "net.all_reduce(deepstack.ParallelScheme(tp=8), 'tp', 1024)\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('plena_opt', 'scipy', 'pydantic')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -252,3 +252,69 @@ def test_trial_limit_is_resource_exhausted(client):
         client.search(req, timeout=30)
     assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert err.value.field == "options.trials"
+
+
+def _recheck_request(study: str, **extra) -> pb.SearchRequest:
+    return pb.SearchRequest(
+        system=system_spec("llama-3.1-70b", "illustrative_gpu_cluster_32"),
+        options=pb.SearchOptions(
+            seed=4,
+            sampler="exhaustive",
+            study_name=study,
+            recheck_top_k=2,
+            mc_samples=200,
+            include_traces=True,
+            **extra,
+        ),
+    )
+
+
+def test_search_rechecks_the_front_and_returns_chunked_gzip_traces(client):
+    from plena_opt.pipeline import validate_trace
+    from plena_server.traces import unpack_trace
+
+    result = client.search(_recheck_request("recheck-unary"), timeout=120)
+    assert [r.plan_index for r in result.recheck] == [0, 1]
+    for r in result.recheck:
+        dists = {d.metric: d for d in r.distributions}
+        assert set(dists) == {"ttft", "tps"} and dists["tps"].samples == 200
+        assert dists["ttft"].p50 <= dists["ttft"].p99
+        assert dists["tps"].mean_ci_low <= dists["tps"].mean <= dists["tps"].mean_ci_high
+    ids = [t.trace_id for t in result.traces]
+    assert {"plan0_deterministic", "plan1_deterministic"} <= set(ids)
+    for t in result.traces:
+        assert t.compression == "gzip" and all(len(c) <= 64 * 1024 for c in t.chunks)
+        assert sum(len(c) for c in t.chunks) == t.compressed_bytes
+        assert validate_trace(unpack_trace(t), unit_us=1e6) == []
+    # The stream sends the same traces as chunks, after search → re-check → traces stages.
+    events = list(client.stream_search(_recheck_request("recheck-stream"), timeout=120))
+    stages = [e.progress.stage for e in events if e.WhichOneof("event") == "progress"]
+    firsts = [stages.index(s) for s in (pb.STAGE_RECHECK, pb.STAGE_TRACES, pb.STAGE_DONE)]
+    assert firsts == sorted(firsts) and stages[-1] == pb.STAGE_DONE
+    chunks = [e.trace_chunk for e in events if e.WhichOneof("event") == "trace_chunk"]
+    streamed = {}
+    for c in chunks:
+        streamed.setdefault(c.trace_id, []).append(c)
+    assert set(streamed) == set(ids)
+    for t in result.traces:
+        parts = streamed[t.trace_id]
+        assert [p.index for p in parts] == list(range(len(parts))) and parts[-1].last
+        assert unpack_trace([p.data for p in parts]) == unpack_trace(t)
+    final = events[-1].result
+    assert not final.traces and len(final.recheck) == 2
+
+
+def test_trace_bytes_cap_drops_traces_with_a_warning(client):
+    result = client.search(_recheck_request("recheck-cap", max_trace_bytes=1000), timeout=120)
+    assert not result.traces and len(result.recheck) == 2
+    assert any("dropped" in w for w in result.warnings)
+
+
+def test_bad_noise_is_invalid_argument_before_the_search(client):
+    req = _recheck_request("recheck-bad")
+    req.options.noise.jitter_sigma = -1
+    with pytest.raises(PlenaRpcError) as err:
+        client.search(req, timeout=30)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.field == "options.noise.jitter_sigma"
+    assert not _exists(client, "recheck-bad")

@@ -292,3 +292,56 @@ def test_energy_objective_needs_energy_data() -> None:
         SearchRequest(storage=":memory:", objectives=["ttft", "tps"]), evaluator_factory=factory
     )
     assert res.front and all(e.energy_j_per_token is None for e in res.front)
+
+
+def test_front_matches_optuna_best_trials(tmp_path) -> None:
+    storage = str(tmp_path / "b.log")
+    factory, _ = fake_factory(devices=16)
+    req = SearchRequest(storage=storage, study="b", batch_sizes=[4, 64], sampler="exhaustive")
+    res = run_search(req, evaluator_factory=factory)
+    study = optuna.load_study(
+        study_name="b",
+        storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage)),
+    )
+    # Optuna's own constrained Pareto set (infeasible trials dropped) agrees with ours
+    assert {t.user_attrs["point_key"] for t in study.best_trials} == {
+        "tp{tp}-ep{ep}-dp{dp}-pp{pp}-cp{cp}-{moe_tp_mode}-{comm_overlap}-b{batch_size}".format(
+            **e.plan
+        )
+        for e in res.front
+    }
+    assert all(e.trial_number is not None for e in res.front)
+
+
+def test_search_on_the_4x_constraint_path(tmp_path, monkeypatch) -> None:
+    """Force the Optuna 4.x branch (constraints_func) of the adapter on this install."""
+    import warnings
+
+    from plena_opt.search import runner
+
+    monkeypatch.setattr(runner, "ConstraintAdapter", lambda: runner_adapter(core=False))
+    storage = str(tmp_path / "old.log")
+    factory, calls = fake_factory(devices=16)
+    req = SearchRequest(storage=storage, study="old", batch_sizes=[4, 64], sampler="tpe",
+                        trials=30, seed=0, compare_exact=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # constraints_func is deprecated on 5.x
+        res = run_search(req, evaluator_factory=factory)
+    assert len(calls) == len(set(calls)) == res.evaluated
+    study = optuna.load_study(
+        study_name="old",
+        storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage)),
+    )
+    told = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    # the sampler stored each trial's constraints through constraints_func (4.x format)
+    assert told and all(
+        list(t.system_attrs["constraints"]) == list(t.user_attrs["constraints"].values())
+        for t in told
+    )
+    assert all(not any(k.startswith("constraints:") for k in t.system_attrs) for t in told)
+
+
+def runner_adapter(core: bool):
+    from plena_opt.search.constraint_adapter import ConstraintAdapter
+
+    return ConstraintAdapter(core=core)

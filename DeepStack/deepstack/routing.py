@@ -59,6 +59,12 @@ class Router:
         self._transitions: dict[tuple[State, State], tuple[float, tuple[int, ...]]] = {}
         self._middle_index: dict[tuple[int, int, int, int], list[int]] = {}
         self.middles: list[tuple[tuple, list[int], float]] = []  # (choices, link ids, latency)
+        self._mid_flat: list[int] = []
+        self._mid_start: list[int] = []
+        self._mid_arrays: tuple[np.ndarray, ...] | None = None
+        n = self.num_devices
+        self._pair_mid = np.full(n * n, -1, dtype=np.int32) if n <= 4096 else None
+        self._end_arrays: tuple[np.ndarray, ...] | None = None
         self._ends: dict[int, tuple[tuple[int, ...], float, tuple[int, ...], float]] = {}
 
     # ----------------------------------------------------------------------------- placement
@@ -219,8 +225,104 @@ class Router:
         states = self.states(src, dst, record)
         ids, latency = self._steps(states[1:-1])
         self.middles.append((tuple(record), ids, latency))
+        self._mid_start.append(len(self._mid_flat))
+        self._mid_flat.extend(ids)
         entries.append(len(self.middles) - 1)
         return len(self.middles) - 1
+
+    def middles_for(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`middle` for device pairs on different L1 instances (memoised).
+
+        Unresolved pairs are matched against the known segments of their node pair by evaluating
+        the recorded port choices with numpy; only pairs needing a new segment are routed.
+        """
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        if self._pair_mid is None:
+            return np.array(
+                [self.middle(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)],
+                dtype=np.int64,
+            )
+        key = src * self.num_devices + dst
+        out = self._pair_mid[key].astype(np.int64)
+        todo = np.flatnonzero(out < 0)
+        per_l1 = self.sizes[2]
+        while len(todo):
+            s_t, d_t = src[todo], dst[todo]
+            s_c = [self.coords(int(x)) for x in np.unique(s_t // per_l1) * per_l1]
+            node_of = {c[0] * self.sizes[1] + c[1]: c for c in s_c}
+            d_c = [self.coords(int(x)) for x in np.unique(d_t // per_l1) * per_l1]
+            node_of.update({c[0] * self.sizes[1] + c[1]: c for c in d_c})
+            ns, nd = s_t // per_l1, d_t // per_l1
+            pair_key = ns * (self.num_devices // per_l1) + nd
+            uniq, inv = np.unique(pair_key, return_inverse=True)
+            lists = []
+            for k in uniq.tolist():
+                a, b = divmod(k, self.num_devices // per_l1)
+                ca, cb = node_of[a], node_of[b]
+                lists.append(self._middle_index.get((ca[0], ca[1], cb[0], cb[1]), []))
+            width = max((len(x) for x in lists), default=0)
+            matched = np.full(len(todo), -1, dtype=np.int64)
+            for j in range(width):
+                cand = np.array([x[j] if j < len(x) else -1 for x in lists], dtype=np.int64)[inv]
+                free = np.flatnonzero((matched < 0) & (cand >= 0))
+                if not len(free):
+                    continue
+                ok = self._choices_match(s_t[free], d_t[free], cand[free])
+                matched[free[ok]] = cand[free[ok]]
+            # the first still-unmatched pair of each node pair gets a freshly routed segment
+            left = np.flatnonzero(matched < 0)
+            if len(left):
+                _, first = np.unique(inv[left], return_index=True)
+                for i in left[first].tolist():
+                    matched[i] = self.middle(int(s_t[i]), int(d_t[i]))
+            done = matched >= 0
+            out[todo[done]] = matched[done]
+            self._pair_mid[key[todo[done]]] = matched[done]
+            todo = todo[~done]
+        return out
+
+    def _choices_match(self, src: np.ndarray, dst: np.ndarray, entry: np.ndarray) -> np.ndarray:
+        """Whether each pair's port choices equal those recorded for its candidate segment."""
+        recs = [self.middles[e][0] for e in entry.tolist()]
+        q = max((len(r) for r in recs), default=0)
+        ok = np.ones(len(entry), dtype=bool)
+        if q == 0:
+            return ok
+        table = np.zeros((len(entry), q, 4), dtype=np.int64)
+        table[:, :, 2] = 1  # padding: one candidate, choice 0 always matches
+        for i, r in enumerate(recs):
+            if r:
+                table[i, : len(r)] = r
+        x = (src[:, None] * 1315423911) ^ (dst[:, None] * 2654435761)
+        x = x ^ (table[:, :, 0] * 97) ^ table[:, :, 1]
+        return np.all(np.abs(x) % table[:, :, 2] == table[:, :, 3], axis=1)
+
+    def middle_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """CSR view of the middles: (flat link ids, start, length, latency s)."""
+        if self._mid_arrays is None or len(self._mid_arrays[1]) != len(self.middles):
+            start = np.asarray(self._mid_start, dtype=np.int64)
+            length = np.asarray([len(m[1]) for m in self.middles], dtype=np.int64)
+            lat = np.asarray([m[2] for m in self.middles], dtype=np.float64)
+            self._mid_arrays = (np.asarray(self._mid_flat, dtype=np.int64), start, length, lat)
+        return self._mid_arrays
+
+    def end_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per device: (up link ids [N, 2], up latency, down link ids [N, 2], down latency); ids
+        padded with -1 (an innermost switch loads one link, plus the centre self-loop if mixed)."""
+        if self._end_arrays is None:
+            n = self.num_devices
+            up = np.full((n, 2), -1, dtype=np.int64)
+            down = np.full((n, 2), -1, dtype=np.int64)
+            up_lat = np.zeros(n)
+            down_lat = np.zeros(n)
+            for u in range(n):
+                a, la, b, lb = self.ends(u)
+                up[u, : len(a)] = a
+                down[u, : len(b)] = b
+                up_lat[u], down_lat[u] = la, lb
+            self._end_arrays = (up, up_lat, down, down_lat)
+        return self._end_arrays
 
     def ends(self, device: int) -> tuple[tuple[int, ...], float, tuple[int, ...], float]:
         """(up link ids, up latency, down link ids, down latency) of a device and its L1 switch

@@ -62,15 +62,26 @@ class StagePattern:
         loaded = np.flatnonzero(mult)
         self.energy_per_unit = float(np.sum(mult[loaded] * 8.0 * epb_all[loaded]))
         modelled = loaded[cap_all[loaded] > 0.0]
-        self.link_ids = modelled
-        self.mult = mult[modelled]
-        self.cap = cap_all[modelled]
+        ratio = mult[modelled] / cap_all[modelled]
+        # links whose load/capacity is within rounding of the maximum decide the link time; links
+        # with identical (load, capacity) give identical times, so one of each is kept
+        top = modelled[ratio >= ratio.max() * (1 - 1e-9)] if len(modelled) else modelled
+        _, first = np.unique(np.stack([mult[top], cap_all[top]]), axis=1, return_index=True)
+        top = top[np.sort(first)]
+        self.link_ids = top
+        self.mult = mult[top]
+        self.cap = cap_all[top]
 
     def cost(self, payload: int) -> StageCost:
         """Price the stage when each unit of weight carries ``payload`` bytes."""
         if payload <= 0 or not self.flows:
             return ZERO_STAGE
-        if len(self.mult):
+        if len(self.mult) == 1:
+            link, busiest = (
+                float(self.mult[0]) * payload / float(self.cap[0]),
+                int(self.link_ids[0]),
+            )
+        elif len(self.mult):
             times = self.mult * float(payload) / self.cap
             i = int(np.argmax(times))
             link, busiest = float(times[i]), int(self.link_ids[i])
@@ -87,48 +98,32 @@ class StagePattern:
 def _switch_fast_path(
     router: Router, s_dev: np.ndarray, d_dev: np.ndarray, wsum: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-flow hop latency and (link id, weight) lists for an innermost-switch hierarchy.
+    """Per-flow hop latency and (link id, weight) arrays for an innermost-switch hierarchy.
 
-    Every route is device → its L1 centre (+ a shared middle between centres) → device, so link
-    loads are accumulated per device end and per middle segment instead of per flow.
+    Every route is device → its L1 centre (→ a shared middle segment between centres) → device,
+    so link loads are accumulated per device end and per middle segment instead of per flow.
     """
     per_l1 = router.sizes[2]
-    devices = np.union1d(s_dev, d_dev)
-    ends = {int(u): router.ends(int(u)) for u in devices}
-    up_lat = np.zeros(router.num_devices)
-    down_lat = np.zeros(router.num_devices)
-    for u, (_, lu, _, ld) in ends.items():
-        up_lat[u], down_lat[u] = lu, ld
+    n = router.num_devices
+    up, up_lat, down, down_lat = router.end_arrays()
     cross = np.flatnonzero(s_dev // per_l1 != d_dev // per_l1)
-    mid_idx = np.array(
-        [
-            router.middle(a, b)
-            for a, b in zip(s_dev[cross].tolist(), d_dev[cross].tolist(), strict=True)
-        ],
-        dtype=np.int64,
-    )
+    mid_idx = router.middles_for(s_dev[cross], d_dev[cross])
+    flat, start, length, lat = router.middle_arrays()
     mid_lat = np.zeros(len(s_dev))
-    if len(cross):
-        mid_lat[cross] = np.array([router.middles[i][2] for i in mid_idx.tolist()])[
-            np.arange(len(cross))
-        ]
+    mid_lat[cross] = lat[mid_idx]
     hops = up_lat[s_dev] + mid_lat + down_lat[d_dev]
-    ids: list[int] = []
-    weights: list[float] = []
-    w_up = np.bincount(s_dev, weights=wsum, minlength=router.num_devices)
-    w_down = np.bincount(d_dev, weights=wsum, minlength=router.num_devices)
-    for u, (up, _, down, _) in ends.items():
-        if w_up[u]:
-            ids.extend(up)
-            weights.extend([w_up[u]] * len(up))
-        if w_down[u]:
-            ids.extend(down)
-            weights.extend([w_down[u]] * len(down))
+    w_up = np.bincount(s_dev, weights=wsum, minlength=n)
+    w_down = np.bincount(d_dev, weights=wsum, minlength=n)
+    parts_ids = [up.ravel(), down.ravel()]
+    parts_w = [np.repeat(w_up, 2), np.repeat(w_down, 2)]
     if len(cross):
         entries, inverse = np.unique(mid_idx, return_inverse=True)
         w_mid = np.bincount(inverse, weights=wsum[cross])
-        for e, w in zip(entries.tolist(), w_mid.tolist(), strict=True):
-            seg = router.middles[e][1]
-            ids.extend(seg)
-            weights.extend([w] * len(seg))
-    return hops, np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float64)
+        seg_len = length[entries]
+        offsets = np.repeat(start[entries] - np.cumsum(seg_len) + seg_len, seg_len)
+        parts_ids.append(flat[offsets + np.arange(int(seg_len.sum()))])
+        parts_w.append(np.repeat(w_mid, seg_len))
+    ids = np.concatenate(parts_ids)
+    weights = np.concatenate(parts_w)
+    keep = (ids >= 0) & (weights > 0)
+    return hops, ids[keep], weights[keep]

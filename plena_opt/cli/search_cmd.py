@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from typing import Any
@@ -11,8 +12,16 @@ from pydantic import ValidationError
 
 from plena_opt.cli.common import add_workload_args, problem_from_args, pydantic_to_input_error
 from plena_opt.errors import PlenaInputError
+from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.search.output import plot_front, render_json, render_text, write_csv
+from plena_opt.search.recheck import (
+    DEFAULT_NOISE,
+    DEFAULT_RECHECK,
+    DEFAULT_SAMPLES,
+    recheck_front,
+    render_recheck,
+)
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.runner import Progress, run_search
 from plena_opt.search.samplers import SAMPLERS
@@ -50,13 +59,39 @@ def register(subparsers: Any) -> None:
     g.add_argument("--seed", type=int, default=None, help="sampler seed (reproducible runs)")
     g.add_argument("--study", default=None, help="study name (same name resumes)")
     g.add_argument(
-        "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
+        "--storage",
+        default=None,
+        help=f"journal file, RDB URL or :memory: (default ./{DEFAULT_STORAGE})",
     )
     g.add_argument(
         "--compare-exact",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="score the whole space to rate a sampled front (default: if small)",
+    )
+    r = p.add_argument_group("Monte Carlo re-check of the best plans")
+    r.add_argument(
+        "--recheck",
+        type=int,
+        default=DEFAULT_RECHECK,
+        metavar="K",
+        help=f"re-check the top K front plans by simulation (0: off; default {DEFAULT_RECHECK})",
+    )
+    r.add_argument(
+        "--samples",
+        type=int,
+        default=DEFAULT_SAMPLES,
+        help=f"Monte Carlo samples per re-checked plan (default {DEFAULT_SAMPLES})",
+    )
+    r.add_argument(
+        "--noise",
+        default=DEFAULT_NOISE,
+        help=f"noise spec of the re-check (default {DEFAULT_NOISE})",
+    )
+    r.add_argument(
+        "--trace-dir",
+        default=None,
+        help="write Perfetto traces of the re-checked plans to this folder",
     )
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -141,7 +176,28 @@ def handle(args: argparse.Namespace) -> int:
         bar.close()
     if result.partial and result.stop_reason == "cancelled":
         result.stop_reason = "interrupted; every finished trial is saved in the study"
-    print(render_json(result) if args.json else render_text(result))
+    checks = []
+    if args.recheck > 0 and result.front and not interrupted["flag"]:
+        if args.samples < 0:
+            raise PlenaInputError("samples", "--samples must be at least 0")
+        checks = recheck_front(
+            result,
+            request.problem.load(),
+            top_k=args.recheck,
+            samples=args.samples,
+            noise=parse_noise(args.noise),
+            seed=args.seed or 0,
+            trace_dir=args.trace_dir,
+            should_stop=lambda: interrupted["flag"],
+        )
+    if args.json:
+        doc = json.loads(render_json(result))
+        doc["recheck"] = [rc.to_dict() for rc in checks]
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_text(result))
+        if checks:
+            print(render_recheck(result, checks, args.samples, args.noise))
     if args.csv:
         write_csv(result, args.csv)
     if args.plot:

@@ -14,9 +14,11 @@ import hashlib
 import math
 import queue
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,7 +27,9 @@ from plena_opt.errors import PlenaInputError
 from plena_server import convert
 from plena_server.errors import ServerLimitError
 from plena_server.gen import plena_opt_pb2 as pb
+from plena_server.limits import MIB
 from plena_server.registry import StopSignal
+from plena_server.traces import pack_trace, trace_chunks
 
 MAX_BATCH_SIZES = 64
 _STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAGE_TRACES}
@@ -34,12 +38,12 @@ _STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAG
 def deadline_budget(remaining: float | None, longest: float) -> float:
     """Seconds the search may spend given the RPC's remaining time (None: no deadline).
 
-    The margin (15 % of the remaining time, between 0.3 s and 5 s) leaves room for the trial in
+    The margin (20 % of the remaining time, between 0.5 s and 5 s) leaves room for the trial in
     flight, the front and hypervolume, and the reply.
     """
     if remaining is None or not math.isfinite(remaining):
         return longest
-    margin = min(5.0, max(0.3, 0.15 * remaining))
+    margin = min(5.0, max(0.5, 0.2 * remaining))
     return max(0.05, min(longest, remaining - margin))
 
 
@@ -182,11 +186,17 @@ def _check_recheck(o: pb.SearchOptions, limits: Any) -> None:
             "options.max_trace_bytes",
             f"options.max_trace_bytes must be between 0 and {limits.max_trace_bytes}",
         )
-    if k:
-        raise PlenaInputError(
-            "options.recheck_top_k",
-            "options.recheck_top_k: the Monte Carlo re-check is not available in this build",
-        )
+    if o.HasField("noise"):
+        _noise(o)  # validate now, before the search runs
+
+
+def _noise(o: pb.SearchOptions) -> Any:
+    from plena_server.simulate_job import noise_spec
+
+    try:
+        return noise_spec(o)
+    except PlenaInputError as exc:
+        raise type(exc)(f"options.{exc.field}", exc.rule) from exc
 
 
 def front_entry_to_proto(e: Any) -> pb.PlanMetrics:
@@ -232,6 +242,81 @@ def result_to_proto(result: Any, stop: StopSignal) -> pb.SearchResult:
     )
 
 
+class Recheck:
+    """Monte Carlo re-check of the first ``k`` front plans, with traces (after the search)."""
+
+    def __init__(self, job: SearchJob, options: pb.SearchOptions) -> None:
+        self.job = job
+        self.k = options.recheck_top_k if options.HasField("recheck_top_k") else 0
+        self.samples = options.mc_samples if options.HasField("mc_samples") else 1000
+        self.seed = options.seed if options.HasField("seed") else 0
+        self.noise = _noise(options)
+        self.traces = options.include_traces
+        limit = job.servicer.limits.max_trace_bytes
+        self.trace_cap = (
+            options.max_trace_bytes if options.HasField("max_trace_bytes") else min(4 * MIB, limit)
+        )
+
+    def run(self, result: Any, progress: Any, emit_trace: Any) -> pb.SearchResult:
+        """Re-check ``result.front[:k]`` into a proto result; stops early on cancel/deadline."""
+        from plena_opt.estimate import Plan
+        from plena_opt.pipeline import recheck_plans
+
+        out = result_to_proto(result, self.job.stop)
+        entries = result.front[: self.k]
+        used = 0
+        slowest = 0.0
+        for i, entry in enumerate(entries):
+            remaining = self.job.context.time_remaining()
+            if self.job.stop.is_set() or (remaining is not None and remaining < 2 * slowest + 0.5):
+                out.partial = True
+                if not self.job.stop.is_set():
+                    out.stop_reason = "deadline"
+                out.warnings.append(f"re-check stopped after {i} of {len(entries)} plans")
+                break
+            progress("recheck", i, len(entries))
+            t0 = time.perf_counter()
+            plan = {k: v for k, v in entry.plan.items() if k != "batch_size"}
+            evaluator = self.job.factory(int(entry.plan["batch_size"]))
+            est = evaluator.estimate(Plan(**plan))
+            with tempfile.TemporaryDirectory() as tmp:
+                [rc] = recheck_plans(
+                    [est], self.samples, self.noise, self.seed, tmp if self.traces else None
+                )
+                out.recheck.append(recheck_to_proto(i, rc))
+                if self.traces:
+                    progress("traces", i, len(entries))
+                    for path in rc.trace_paths:
+                        name = Path(path).stem.replace("plan0_", f"plan{i}_")
+                        packed = pack_trace(Path(path).read_bytes(), name, i)
+                        if used + packed.compressed_bytes > self.trace_cap:
+                            out.warnings.append(
+                                f"trace {name} dropped: over the {self.trace_cap}-byte limit"
+                            )
+                            continue
+                        used += packed.compressed_bytes
+                        emit_trace(out, packed)
+            slowest = max(slowest, time.perf_counter() - t0)
+        return out
+
+
+def recheck_to_proto(index: int, rc: Any) -> pb.RecheckResult:
+    from plena_server.simulate_job import distribution
+
+    res = rc.serving
+    msg = pb.RecheckResult(
+        plan_index=index,
+        ttft_deterministic_seconds=res.ttft_deterministic,
+        tps_deterministic=res.tps_deterministic,
+        notes=list(res.causes),
+    )
+    if res.ttft is not None:
+        msg.distributions.append(distribution("ttft", "s", res.ttft))
+    if res.tps is not None:
+        msg.distributions.append(distribution("tps", "tokens/s", res.tps))
+    return msg
+
+
 class SearchJob:
     """One Search/StreamSearch call: validation, slot, budget, stop flag, run, reply."""
 
@@ -248,6 +333,7 @@ class SearchJob:
         context.add_callback(lambda: self.stop.set("cancelled"))
         self.request, self.factory = search_request(request, servicer.storage, servicer.limits)
         self.study_name = self.request.study or _default_name(self.request)
+        self.recheck = Recheck(self, request.options)
         self.t0 = time.perf_counter()
 
     def _run(self, progress: Any = None) -> Any:
@@ -268,33 +354,59 @@ class SearchJob:
         with self.servicer.registry.slot(self.study_name, self.stop):
             fail_stale_trials(self.servicer.storage, self.study_name)
             result = self._run()
-        return result_to_proto(result, self.stop)
+            return self.recheck.run(
+                result, lambda *a: None, lambda out, trace: out.traces.append(trace)
+            )
+
+    def _progress_event(
+        self,
+        stage: int,
+        done: int,
+        total: int | None,
+        rate: float = 0.0,
+        front: int = 0,
+        hv: float | None = None,
+    ) -> pb.SearchEvent:
+        return pb.SearchEvent(
+            progress=pb.SearchProgress(
+                stage=stage,
+                trials_done=done,
+                trials_total=total or 0,
+                trials_per_second=rate,
+                front_size=front,
+                hypervolume=hv or 0.0,
+                elapsed_seconds=time.perf_counter() - self.t0,
+                study_name=self.study_name,
+            )
+        )
 
     def run_stream(self) -> Iterator[pb.SearchEvent]:
         events: queue.Queue[Any] = queue.Queue()
         done = object()
 
         def progress(p: Any) -> None:
+            stage = _STAGES.get(p.stage, pb.STAGE_SEARCH)
+            if stage == pb.STAGE_DONE:
+                stage = pb.STAGE_SEARCH  # the search stage is done; re-check may follow
             events.put(
-                pb.SearchEvent(
-                    progress=pb.SearchProgress(
-                        stage=_STAGES.get(p.stage, pb.STAGE_SEARCH),
-                        trials_done=p.done,
-                        trials_total=p.total or 0,
-                        trials_per_second=p.trials_per_s,
-                        front_size=p.front_size,
-                        hypervolume=p.hypervolume or 0.0,
-                        elapsed_seconds=time.perf_counter() - self.t0,
-                        study_name=self.study_name,
-                    )
+                self._progress_event(
+                    stage, p.done, p.total, p.trials_per_s, p.front_size, p.hypervolume
                 )
             )
+
+        def recheck_progress(stage: str, i: int, n: int) -> None:
+            events.put(self._progress_event(_STAGES[stage], i, n))
+
+        def emit_trace(out: pb.SearchResult, trace: pb.Trace) -> None:
+            for chunk in trace_chunks(trace):
+                events.put(pb.SearchEvent(trace_chunk=chunk))
 
         outcome: dict[str, Any] = {}
 
         def work() -> None:
             try:
-                outcome["result"] = self._run(progress)
+                result = self._run(progress)
+                outcome["result"] = self.recheck.run(result, recheck_progress, emit_trace)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the RPC thread
                 outcome["error"] = exc
             finally:
@@ -308,14 +420,22 @@ class SearchJob:
                 item = events.get()
                 if item is done:
                     break
-                if not self.stop.is_set():
+                if not self.stop.is_set() or item.WhichOneof("event") == "trace_chunk":
                     yield item
             worker.join()
         if "error" in outcome:
             raise outcome["error"]
         if self.stop.reason == "cancelled" and not self.context.is_active():
             return  # the client has gone; nothing to send
-        yield pb.SearchEvent(result=result_to_proto(outcome["result"], self.stop))
+        result = outcome["result"]
+        yield self._progress_event(
+            pb.STAGE_DONE,
+            result.trials_completed,
+            None,
+            front=len(result.front),
+            hv=result.hypervolume,
+        )
+        yield pb.SearchEvent(result=result)
 
 
 def _default_name(request: Any) -> str:

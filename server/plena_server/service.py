@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,7 @@ from plena_server.registry import SearchRegistry
 
 log = logging.getLogger("plena_server")
 
+EVALUATOR_CACHE = 32  # evaluators kept for repeated Estimate requests
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlenaOpt"].full_name
 
 
@@ -36,6 +39,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         self.limits = limits
         self.storage = storage
         self.registry = SearchRegistry(limits.max_concurrent_searches)
+        self._evaluators: OrderedDict[bytes, Any] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     # --- catalogs ---------------------------------------------------------------------------
 
@@ -75,14 +80,33 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
     # --- one plan ---------------------------------------------------------------------------
 
     def _evaluator(self, system_msg: pb.SystemSpec, workload_msg: pb.Workload) -> Any:
+        """An ``Evaluator`` for the request, reused across requests with the same system and
+        workload (LRU of ``EVALUATOR_CACHE``), so its memoised collectives stay warm."""
         from plena_opt.estimate import Evaluator
 
+        key = (
+            system_msg.SerializeToString(deterministic=True)
+            + b"|"
+            + (workload_msg.SerializeToString(deterministic=True))
+        )
+        with self._cache_lock:
+            cached = self._evaluators.get(key)
+            if cached is not None:
+                self._evaluators.move_to_end(key)
+                return cached
         system = convert.load_system(system_msg, self.limits)
         workload = convert.to_workload(workload_msg)
         try:
-            return Evaluator(system.model, system.noc, system.memory, workload, chip=system.chip)
+            evaluator = Evaluator(
+                system.model, system.noc, system.memory, workload, chip=system.chip
+            )
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
+        with self._cache_lock:
+            self._evaluators[key] = evaluator
+            while len(self._evaluators) > EVALUATOR_CACHE:
+                self._evaluators.popitem(last=False)
+        return evaluator
 
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:

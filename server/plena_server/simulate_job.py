@@ -34,8 +34,8 @@ def _opt(msg: Any, name: str, default: Any) -> Any:
     return getattr(msg, name) if msg.HasField(name) else default
 
 
-def noise_spec(request: pb.SimulateRequest) -> Any:
-    """The library ``NoiseSpec`` of a request (unset message → the CLI default)."""
+def noise_spec(request: pb.SimulateRequest | pb.SearchOptions) -> Any:
+    """The library ``NoiseSpec`` of a request's ``noise`` (unset → the CLI default)."""
     from plena_opt.pipeline.simulator import parse_noise
 
     if not request.HasField("noise"):
@@ -64,7 +64,7 @@ def noise_spec(request: pb.SimulateRequest) -> Any:
     return parse_noise(doc)
 
 
-def _distribution(metric: str, unit: str, q: Any) -> pb.Distribution:
+def distribution(metric: str, unit: str, q: Any) -> pb.Distribution:
     return pb.Distribution(
         metric=metric,
         unit=unit,
@@ -150,7 +150,7 @@ def _training(
         result_json=json.dumps(doc),
     )
     if res.mc:
-        out.distributions.append(_distribution("makespan", "ms", res.mc.makespan))
+        out.distributions.append(distribution("makespan", "ms", res.mc.makespan))
         out.criticality.update(res.mc.criticality_by_type)
     if traces:
         _traces(res, 1000.0, {"unit": "ms"}, limits.max_trace_bytes, out)
@@ -216,9 +216,9 @@ def _inference(
         result_json=json.dumps(doc),
     )
     if res.ttft is not None:
-        out.distributions.append(_distribution("ttft", "s", res.ttft))
+        out.distributions.append(distribution("ttft", "s", res.ttft))
     if res.tps is not None:
-        out.distributions.append(_distribution("tps", "tokens/s", res.tps))
+        out.distributions.append(distribution("tps", "tokens/s", res.tps))
     if traces:
         other = {"plan": est.get("plan"), "unit": "s"}
         _traces(res.window, 1e6, other, servicer.limits.max_trace_bytes, out)

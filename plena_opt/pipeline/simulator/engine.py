@@ -18,6 +18,13 @@ import numpy as np
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.scheduler import PipelinePlan
 from plena_opt.pipeline.simulator.dependencies import DependencyGraph, build_graph
+from plena_opt.pipeline.simulator.longest_path import (
+    LevelLayout,
+    binding_dtype,
+    build_layout,
+    critical_counts,
+    end_times,
+)
 from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK, NoiseSampler, NoiseSpec, parse_noise
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.pipeline.simulator.timeline import Timeline, compute_timeline
@@ -112,55 +119,21 @@ class SimulationResult:
         }
 
 
-def _run_block(graph: DependencyGraph, end: np.ndarray, want_crit: bool) -> np.ndarray | None:
-    """Turn durations ``end[:n_ops]`` into end times in place (``end[n_ops]`` must be zero) and
-    return the per-op critical-path counts of the block (``None`` without criticality)."""
-    n_ops, n = end.shape[0] - 1, end.shape[1]
-    k_max = graph.dep_pad.shape[1]
-    bind = np.zeros((n_ops, n), dtype=np.int8 if k_max < 127 else np.int32) if want_crit else None
-    has_lag = bool(np.any(graph.lag_pad))
-    for lev in graph.levels:
-        if not graph.n_deps[lev].any():
-            continue
-        k_here = int(graph.n_deps[lev].max())
-        best = end[graph.dep_pad[lev, 0]]
-        if has_lag:
-            best += graph.lag_pad[lev, 0][:, None].astype(np.float32)
-        arg = np.zeros(best.shape, dtype=bind.dtype) if want_crit else None
-        for k in range(1, k_here):
-            ek = end[graph.dep_pad[lev, k]]
-            if has_lag:
-                ek += graph.lag_pad[lev, k][:, None].astype(np.float32)
-            if want_crit:
-                np.copyto(arg, k, where=ek > best)
-            np.maximum(best, ek, out=best)
-        end[lev] += best
-        if want_crit:
-            bind[lev] = arg
-    if not want_crit:
-        return None
-    cols = np.arange(n)
-    cur = graph.sinks[end[graph.sinks].argmax(axis=0)]  # the op that ends last is a sink
-    counts = np.bincount(cur, minlength=n_ops)
-    active = graph.n_deps[cur] > 0
-    while active.any():
-        nxt = graph.dep_pad[cur, bind[cur, cols]]
-        cur = np.where(active, nxt, cur)
-        counts += np.bincount(cur[active], minlength=n_ops)
-        active &= graph.n_deps[cur] > 0
-    return counts
-
-
 def _representative(
-    graph: DependencyGraph, last_durations: np.ndarray, offset: int, makespan: np.ndarray
+    graph: DependencyGraph,
+    last_durations: np.ndarray,
+    row_of: np.ndarray,
+    offset: int,
+    makespan: np.ndarray,
 ) -> dict[str, Timeline]:
     """Full timelines of the samples nearest the overall p50 and p99 makespan, chosen among the
-    last sample block (whose durations are still in memory, so nothing is re-drawn)."""
+    last sample block (whose durations, ``[rows, n]`` in layout order, are still in memory, so
+    nothing is re-drawn)."""
     out = {}
     tail = makespan[offset:]
     for name, q in (("p50", 0.5), ("p99", 0.99)):
         col = int(np.abs(tail - np.quantile(makespan, q)).argmin())
-        dur = last_durations[:, col].astype(np.float64)
+        dur = last_durations[row_of, col].astype(np.float64)
         out[name] = compute_timeline(graph, dur, f"{name} (sample {offset + col})")
     return out
 
@@ -195,6 +168,36 @@ def simulate(
     return SimulationResult(plan, graph, base, det, mc)
 
 
+class _BlockBuffers:
+    """Float32 durations and end times (plus binding slots) of one sample block, laid out by
+    level (:mod:`~plena_opt.pipeline.simulator.longest_path`); allocated once per run and viewed
+    C-contiguously for a shorter last block."""
+
+    def __init__(self, layout: LevelLayout, width: int, criticality: bool) -> None:
+        self.layout, self.width = layout, width
+        rows = layout.n_rows
+        self._dur = np.empty(rows * width, dtype=np.float32)
+        self._end = np.empty(rows * width, dtype=np.float32)
+        self._bind = np.zeros(rows * width, dtype=binding_dtype(layout)) if criticality else None
+
+    def views(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(dur, end, bind)`` for a block of ``n`` samples; ``bind`` is zeroed when ``n``
+        changes (levels with one dependency slot never write it)."""
+        rows = self.layout.n_rows
+        shape = (rows, n)
+        bind = None
+        if self._bind is not None:
+            if n != self.width:
+                self._bind[:] = 0
+                self.width = n
+            bind = self._bind[: rows * n].reshape(shape)
+        return (
+            self._dur[: rows * n].reshape(shape),
+            self._end[: rows * n].reshape(shape),
+            bind,
+        )
+
+
 def _monte_carlo(
     graph: DependencyGraph,
     base: np.ndarray,
@@ -204,29 +207,29 @@ def _monte_carlo(
     probes: Mapping[str, int],
     criticality: bool,
 ) -> MonteCarloResult:
+    """Run ``samples`` samples in blocks of :data:`SAMPLE_BLOCK` and reduce each block (spec §6.4):
+    makespan, probe end times, per-op busy time and critical-path counts."""
     plan = graph.plan
+    layout = build_layout(graph)
     sampler = NoiseSampler(plan, spec, seed)
     makespan = np.empty(samples, dtype=np.float64)
     probe_ends = {k: np.empty(samples, dtype=np.float64) for k in probes}
     crit = np.zeros(plan.n_ops, dtype=np.int64)
-    busy_total = np.zeros(plan.n_ops, dtype=np.float64)
-    end = np.empty((plan.n_ops + 1, min(samples, SAMPLE_BLOCK)), dtype=np.float32)
+    busy_rows = np.zeros(plan.n_ops, dtype=np.float64)
+    buffers = _BlockBuffers(layout, min(samples, SAMPLE_BLOCK), criticality)
     for block in range(-(-samples // SAMPLE_BLOCK)):
         lo = block * SAMPLE_BLOCK
         n = min(SAMPLE_BLOCK, samples - lo)
-        buf = end[:, :n] if n == end.shape[1] else np.empty((plan.n_ops + 1, n), np.float32)
-        sampler.durations(block, n, base, out=buf[: plan.n_ops])
-        buf[plan.n_ops] = 0.0
-        busy_total += buf[: plan.n_ops].sum(axis=1, dtype=np.float64)
-        if lo + n == samples:
-            last_durations = buf[: plan.n_ops].copy()
-        counts = _run_block(graph, buf, criticality)
-        ms = buf[graph.sinks].max(axis=0)
-        makespan[lo : lo + n] = ms
+        dur, end, bind = buffers.views(n)
+        sampler.durations(block, n, base, out=dur[: plan.n_ops], row_of=layout.row_of)
+        busy_rows += dur[: plan.n_ops].sum(axis=1, dtype=np.float64)
+        end_times(layout, dur, end, bind)
+        makespan[lo : lo + n] = end[layout.sink_rows].max(axis=0)
         for k, j in probes.items():
-            probe_ends[k][lo : lo + n] = buf[j]
-        if counts is not None:
-            crit += counts
+            probe_ends[k][lo : lo + n] = end[layout.row_of[j]]
+        if bind is not None:
+            crit += critical_counts(layout, end, bind)[layout.row_of]
+    busy_total = busy_rows[layout.row_of]
     busy = np.bincount(graph.rank_of, weights=busy_total, minlength=plan.pp_size) / samples
     idle = makespan.mean() - busy
     share = crit / samples
@@ -244,6 +247,6 @@ def _monte_carlo(
         if criticality
         else {},
         rank_idle_mean=tuple(float(x) for x in idle),
-        representative=_representative(graph, last_durations, lo, makespan),
+        representative=_representative(graph, dur, layout.row_of, lo, makespan),
         probe_ends=probe_ends,
     )

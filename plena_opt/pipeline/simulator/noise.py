@@ -24,6 +24,8 @@ from plena_opt.pipeline.scheduler import PipelinePlan
 SAMPLE_BLOCK = 2048
 _COMPONENT = {"eps": 1, "rank": 2, "straggle": 3, "moe_pool": 4, "moe": 5}
 _MOE_POOL = 4096
+#: Noise rows transformed at once (32 × 2048 float32 = 256 KiB, small enough for L2 cache).
+_ROW_CHUNK = 32
 
 
 class StragglerSpec(BaseModel):
@@ -158,7 +160,10 @@ class NoiseSampler:
         groups: dict[tuple[int, int, int], list[int]] = {}
         for o in plan.ops:
             groups.setdefault((o.rank, _type_key(o.op_type), o.chunk), []).append(o.id)
-        self.groups = [(k, np.array(v), rows[v]) for k, v in groups.items()]
+        self.groups = []
+        for key, v in groups.items():
+            ids = np.array(v)[np.argsort(rows[v], kind="stable")]  # by stream row
+            self.groups.append((key, ids, rows[ids]))
         self.pool = moe_imbalance_pool(spec.moe, self.seed) if spec.moe else None
         if spec.moe and spec.moe.op_types is not None:
             wanted = set(spec.moe.op_types)
@@ -171,35 +176,37 @@ class NoiseSampler:
         return self.durations(block, n, np.ones(self.plan.n_ops))
 
     def durations(
-        self, block: int, n: int, base: np.ndarray, out: np.ndarray | None = None
+        self,
+        block: int,
+        n: int,
+        base: np.ndarray,
+        out: np.ndarray | None = None,
+        row_of: np.ndarray | None = None,
     ) -> np.ndarray:
-        """``base[j] ·`` factors of the block, written into ``out`` (``[n_ops, n]`` float32)."""
-        spec = self.spec
+        """``base[j] ·`` factors of the block (float32), op ``j`` written to row ``row_of[j]`` of
+        ``out`` (default: row ``j`` of a new ``[n_ops, n]`` array)."""
         if out is None:
             out = np.empty((self.plan.n_ops, n), dtype=np.float32)
         per_rank = self._per_rank(block, n)
-        s = np.float32(spec.jitter_sigma)
+        s = np.float32(self.spec.jitter_sigma)
+        log_rank = None
+        if s > 0 and per_rank is not None:
+            log_rank = np.log(per_rank)
         for (rank, tkey, chunk), ids, rows in self.groups:
+            dest = ids if row_of is None else row_of[ids]
             b = base[ids].astype(np.float32)[:, None]
             if s > 0:
                 rng = _stream(self.seed, _COMPONENT["eps"], rank, tkey, chunk, block)
-                z = rng.standard_normal((int(rows.max()) + 1, SAMPLE_BLOCK), dtype=np.float32)
-                dense = len(rows) == z.shape[0] and np.array_equal(rows, np.arange(len(rows)))
-                g = z[:, :n] if dense else z[rows, :n]
-                # base · g_rank · exp(σz − σ²/2) = exp(σz + log base − σ²/2 + log g_rank)
-                g *= s
                 with np.errstate(divide="ignore"):
-                    g += np.log(b) - s * s / 2
-                if per_rank is not None:
-                    g += np.log(per_rank[rank])
-                np.exp(g, out=g)
+                    log_b = np.log(b) - s * s / 2
+                row_shift = None if log_rank is None else log_rank[rank]
+                _lognormal_rows(rng, rows, s, log_b, row_shift, out, dest)
+            elif per_rank is not None:
+                out[dest] = b * per_rank[rank]
             else:
-                g = np.repeat(b, n, axis=1)
-                if per_rank is not None:
-                    g *= per_rank[rank]
+                out[dest] = b
             if self.pool is not None:
-                self._moe(g, block, n, rank, tkey, chunk, ids, rows)
-            out[ids] = g
+                self._moe(out, dest, block, n, rank, tkey, chunk, ids, rows)
         return out
 
     def _per_rank(self, block: int, n: int) -> np.ndarray | None:
@@ -222,7 +229,8 @@ class NoiseSampler:
             per_rank *= np.where(hit, fac, 1.0).astype(np.float32)
         return per_rank
 
-    def _moe(self, g, block, n, rank, tkey, chunk, ids, rows) -> None:
+    def _moe(self, out, dest, block, n, rank, tkey, chunk, ids, rows) -> None:
+        """Scale the MoE share of each op's duration by the pooled busiest-rank imbalance."""
         mask = self.moe_mask[ids]
         if not mask.any():
             return
@@ -230,4 +238,68 @@ class NoiseSampler:
         rng = _stream(self.seed, _COMPONENT["moe"], rank, tkey, chunk, block)
         pick = rng.integers(0, len(self.pool), (int(rows.max()) + 1, SAMPLE_BLOCK))
         imb = self.pool[pick[rows[mask], :n]]
-        g[mask] *= 1 - f + f * imb
+        out[dest[mask]] *= 1 - f + f * imb
+
+
+def _lognormal_rows(
+    rng: np.random.Generator,
+    rows: np.ndarray,
+    s: np.float32,
+    log_b: np.ndarray,
+    row_shift: np.ndarray | None,
+    out: np.ndarray,
+    dest: np.ndarray,
+) -> None:
+    """``out[dest[i]] = exp(s·z[rows[i]] + log_b[i] + row_shift)`` for standard normal stream rows
+    ``z`` of ``SAMPLE_BLOCK`` values (``rows`` ascending; only the first ``out.shape[1]`` samples
+    are kept). Rows are drawn and transformed :data:`_ROW_CHUNK` at a time so that the work stays
+    in cache; every stream row consumes the same uniforms whatever the chunking (prefix-stable)."""
+    n = out.shape[1]
+    z = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float32)
+    u = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float64)
+    w = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float32)
+    n_draw = int(rows[-1]) + 1
+    dense = len(rows) == n_draw and rows[0] == 0 and np.all(np.diff(rows) == 1)
+    for first in range(0, n_draw, _ROW_CHUNK):
+        c = min(_ROW_CHUNK, n_draw - first)
+        _scaled_normal_rows(rng, s, z[:c], u[:c], w[:c])
+        lo, hi = np.searchsorted(rows, (first, first + c))
+        if lo == hi:
+            continue
+        if dense:  # every stream row of the chunk is used, in order
+            g = z[:c, :n]
+        else:
+            g = z[rows[lo:hi] - first, :n]
+        g += log_b[lo:hi]
+        if row_shift is not None:
+            g += row_shift
+        np.exp(g, out=g)
+        out[dest[lo:hi]] = g
+
+
+def _scaled_normal_rows(
+    rng: np.random.Generator, scale: np.float32, out: np.ndarray, u: np.ndarray, w: np.ndarray
+) -> None:
+    """``out`` (``[rows, SAMPLE_BLOCK]`` float32) ← ``scale ·`` independent standard normals.
+
+    Box–Muller transform, ``z = √(−2 ln v)·(cos 2πa, sin 2πa)`` for uniforms ``v ∈ (0, 1]`` and
+    ``a``: each stream row takes ``SAMPLE_BLOCK`` float64 uniforms (53-bit, so radii are exact out
+    to 8.6 σ); the first half give the radii, the second the angles, and columns ``c`` and
+    ``c + SAMPLE_BLOCK/2`` share a pair (cos and sin). Arithmetic after the uniforms is float32
+    (about 5 ns a value here against 9 ns for numpy's float32 ziggurat). ``u`` (float64) and ``w``
+    (float32) are scratch buffers of ``out``'s shape.
+    """
+    h = SAMPLE_BLOCK // 2
+    rng.random(out=u)
+    np.subtract(1.0, u[:, :h], out=u[:, :h])  # (0, 1]: the log stays finite
+    w[...] = u
+    radius, angle = w[:, :h], w[:, h:]
+    np.log(radius, out=radius)
+    radius *= np.float32(-2.0)
+    np.sqrt(radius, out=radius)
+    radius *= scale
+    angle *= np.float32(2.0 * np.pi)
+    np.cos(angle, out=out[:, :h])
+    np.sin(angle, out=out[:, h:])
+    out[:, :h] *= radius
+    out[:, h:] *= radius

@@ -293,12 +293,18 @@ class SearchRequest(_message.Message):
     def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., options: _Optional[_Union[SearchOptions, _Mapping]] = ...) -> None: ...
 
 class RecheckResult(_message.Message):
-    __slots__ = ("plan_index", "distributions")
+    __slots__ = ("plan_index", "distributions", "ttft_deterministic_seconds", "tps_deterministic", "notes")
     PLAN_INDEX_FIELD_NUMBER: _ClassVar[int]
     DISTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_DETERMINISTIC_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPS_DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     plan_index: int
     distributions: _containers.RepeatedCompositeFieldContainer[Distribution]
-    def __init__(self, plan_index: _Optional[int] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ...) -> None: ...
+    ttft_deterministic_seconds: float
+    tps_deterministic: float
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, plan_index: _Optional[int] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., ttft_deterministic_seconds: _Optional[float] = ..., tps_deterministic: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "result_json")
