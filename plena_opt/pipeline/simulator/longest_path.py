@@ -12,25 +12,36 @@ last, one step for every sample at once (spec §3, §6.4).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from plena_opt.pipeline.simulator.dependencies import DependencyGraph
 
 
+class Level(NamedTuple):
+    """Rows ``lo:hi`` of one level; ``slots[i]`` holds the rows of each op's ``i``-th dependency
+    (the pad row where it has fewer), ``lags[i]`` their lags as a float32 column (or ``None``)."""
+
+    lo: int
+    hi: int
+    slots: tuple[np.ndarray, ...]
+    lags: tuple[np.ndarray, ...] | None
+
+
 @dataclass(frozen=True)
 class LevelLayout:
     """Row layout of a graph: ``row_of[op]`` is the op's buffer row, ``op_of_row`` the inverse.
 
-    ``levels`` holds ``(lo, hi, k)`` per level (rows ``lo:hi``, ``k`` dependency slots in use);
-    ``dep_rows[row, i]`` is the row of dependency slot ``i`` (``pad`` when unused; the pad row's
-    slots point at itself so a criticality walk rests there); ``lag`` is the per-slot lag
-    (float32, same unit as durations) or ``None`` when every lag is zero.
+    ``levels`` lists the :class:`Level` row ranges in topological order; ``dep_rows[row, i]`` is
+    the row of dependency slot ``i`` (``pad`` when unused; the pad row's slots point at itself so
+    that a criticality walk rests there); ``lag`` is the per-slot lag (float32, same unit as
+    durations) or ``None`` when every lag is zero.
     """
 
     row_of: np.ndarray
     op_of_row: np.ndarray
-    levels: tuple[tuple[int, int, int], ...]
+    levels: tuple[Level, ...]
     dep_rows: np.ndarray
     lag: np.ndarray | None
     sink_rows: np.ndarray
@@ -57,7 +68,10 @@ def build_layout(graph: DependencyGraph) -> LevelLayout:
     levels, lo = [], 0
     for lev in graph.levels:
         hi = lo + len(lev)
-        levels.append((lo, hi, int(graph.n_deps[lev].max())))
+        k = int(graph.n_deps[lev].max())
+        slots = tuple(np.ascontiguousarray(dep_rows[lo:hi, i]) for i in range(k))
+        lags = None if lag is None else tuple(lag[lo:hi, i][:, None].copy() for i in range(k))
+        levels.append(Level(lo, hi, slots, lags))
         lo = hi
     return LevelLayout(
         row_of=row_of[:n],
@@ -83,17 +97,19 @@ def end_times(
     dependency slots) also record the binding slot of every op and sample."""
     n = end.shape[1]
     end[layout.pad] = 0.0
-    width = max((hi - lo for lo, hi, _ in layout.levels), default=0)
+    width = max((lv.hi - lv.lo for lv in layout.levels), default=0)
     best = np.empty((width, n), dtype=end.dtype)
     other = np.empty_like(best)
     won = np.empty(best.shape, dtype=bool)
-    for lo, hi, k in layout.levels:
-        if k == 0:
+    for lv in layout.levels:
+        lo, hi = lv.lo, lv.hi
+        if not lv.slots:
             end[lo:hi] = dur[lo:hi]
             continue
-        b = _slot(layout, end, lo, hi, 0, best)
-        for i in range(1, k):
-            e = _slot(layout, end, lo, hi, i, other)
+        b, e = best[: hi - lo], other[: hi - lo]
+        _gather(end, lv, 0, b)
+        for i in range(1, len(lv.slots)):
+            _gather(end, lv, i, e)
             if bind is not None:
                 _record_binding(bind[lo:hi], i, e, b, won[: hi - lo])
             np.maximum(b, e, out=b)
@@ -118,15 +134,11 @@ def _record_binding(
     np.maximum(bind, flag, out=bind)
 
 
-def _slot(
-    layout: LevelLayout, end: np.ndarray, lo: int, hi: int, i: int, buf: np.ndarray
-) -> np.ndarray:
-    """``end[dep of slot i] + lag`` for rows ``lo:hi``, gathered into ``buf``."""
-    out = buf[: hi - lo]
-    np.take(end, layout.dep_rows[lo:hi, i], axis=0, out=out, mode="clip")
-    if layout.lag is not None:
-        out += layout.lag[lo:hi, i][:, None]
-    return out
+def _gather(end: np.ndarray, lv: Level, i: int, out: np.ndarray) -> None:
+    """``out = end[dependency slot i] + lag`` for the rows of level ``lv``."""
+    end.take(lv.slots[i], axis=0, out=out, mode="clip")
+    if lv.lags is not None:
+        out += lv.lags[i]
 
 
 def critical_counts(layout: LevelLayout, end: np.ndarray, bind: np.ndarray) -> np.ndarray:
