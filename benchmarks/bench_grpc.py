@@ -146,7 +146,7 @@ def main() -> None:
     ap.add_argument("--estimate-seconds", type=float, default=20.0)
     ap.add_argument("--search-clients", type=int, default=8)
     ap.add_argument("--search-seconds", type=float, default=120.0)
-    ap.add_argument("--search-deadline", type=float, default=20.0)
+    ap.add_argument("--search-deadline", type=float, default=30.0)
     ap.add_argument("--json", default=None, help="write the figures here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

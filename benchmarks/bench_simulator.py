@@ -1,10 +1,12 @@
 """Monte Carlo simulator speed and memory: 8,192 ops × 10,000 samples (target < 2 s, < 1 GiB).
 
-Run: ``.venv/bin/python benchmarks/bench_simulator.py [--samples N] [--no-criticality]``.
+Run: ``.venv/bin/python benchmarks/bench_simulator.py [--samples N] [--no-criticality] [--phases]``.
 Plan: 1F1B with pp=8 and 512 micro-batches (8 ranks × 1,024 ops = 8,192 ops), lognormal jitter
 σ=0.05 plus a per-rank factor σ=0.03. Reports wall time of the Monte Carlo pass (sampling
 included, plan building and the deterministic timeline excluded) and the peak resident memory of
-the process (``ru_maxrss``).
+the process (``ru_maxrss``). ``--phases`` adds the CPU time of each stage of the Monte Carlo pass
+(noise sampling, longest path with binding slots, criticality walk), block by block as in
+``simulate()``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,48 @@ import os
 import resource
 import time
 
+import numpy as np
+
 from plena_opt.pipeline import build_schedule
-from plena_opt.pipeline.simulator import build_graph, simulate
+from plena_opt.pipeline.simulator import NoiseSampler, build_graph, parse_noise, simulate
+from plena_opt.pipeline.simulator.dependencies import DependencyGraph
+from plena_opt.pipeline.simulator.engine import base_durations
+from plena_opt.pipeline.simulator.longest_path import (
+    binding_dtype,
+    build_layout,
+    critical_counts,
+    end_times,
+)
+from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK
+
+NOISE = "sigma=0.05,rank=0.03"
+
+
+def phases(graph: DependencyGraph, dur: dict[str, float], samples: int) -> dict[str, float]:
+    """CPU seconds per stage of the Monte Carlo pass (the steps of ``engine._monte_carlo``)."""
+    plan = graph.plan
+    t: dict[str, float] = {"sample": 0.0, "longest path": 0.0, "criticality walk": 0.0}
+    layout = build_layout(graph)
+    sampler = NoiseSampler(plan, parse_noise(NOISE), 0)
+    base = base_durations(plan, dur)
+    buffers: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for block in range(-(-samples // SAMPLE_BLOCK)):
+        n = min(SAMPLE_BLOCK, samples - block * SAMPLE_BLOCK)
+        if n not in buffers:  # allocated once per block width, as in simulate()
+            d = np.empty((layout.n_rows, n), dtype=np.float32)
+            buffers[n] = (d, np.empty_like(d), np.zeros(d.shape, dtype=binding_dtype(layout)))
+        d, end, bind = buffers[n]
+        c0 = time.process_time()
+        sampler.durations(block, n, base, out=d[: plan.n_ops], row_of=layout.row_of)
+        c1 = time.process_time()
+        end_times(layout, d, end, bind)
+        c2 = time.process_time()
+        critical_counts(layout, end, bind)
+        c3 = time.process_time()
+        t["sample"] += c1 - c0
+        t["longest path"] += c2 - c1
+        t["criticality walk"] += c3 - c2
+    return t
 
 
 def main() -> None:
@@ -25,6 +67,7 @@ def main() -> None:
     ap.add_argument("--microbatches", type=int, default=512)
     ap.add_argument("--no-criticality", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--phases", action="store_true", help="CPU time of each Monte Carlo stage")
     args = ap.parse_args()
     plan = build_schedule("1f1b", args.pp, args.microbatches)
     t0 = time.perf_counter()
@@ -41,7 +84,7 @@ def main() -> None:
         res = simulate(
             plan,
             dur,
-            noise="sigma=0.05,rank=0.03",
+            noise=NOISE,
             samples=args.samples,
             seed=0,
             criticality=not args.no_criticality,
@@ -63,6 +106,9 @@ def main() -> None:
         f"p99 {res.mc.makespan.p99:.2f}"
     )
     print(f"peak RSS {peak_mib:.0f} MiB")
+    if args.phases:
+        parts = phases(graph, dur, args.samples)
+        print("CPU per stage: " + ", ".join(f"{k} {v:.3f} s" for k, v in parts.items()))
 
 
 if __name__ == "__main__":

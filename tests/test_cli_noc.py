@@ -111,3 +111,10 @@ def test_bad_profile_is_a_clean_error(capsys, tmp_path) -> None:
     assert code == 2 and "unknown topology kind 'hypercube'" in err
     code, _, err = run(capsys, "describe-noc", "nope")
     assert code == 2 and "illustrative_gpu_node_8" in err
+
+
+def test_collective_help_documents_the_all_to_all_contract(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["collective", "--help"])
+    out = capsys.readouterr().out
+    assert "uniform closed-form" in out and "imbalance 1" in out

@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
 from plena_server.process import ServerProcess
 

@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from plena_server.process import ServerProcess
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,6 @@ import time
 
 import grpc
 import pytest
-
 from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
 from plena_server.process import ServerProcess
 
@@ -60,10 +59,21 @@ def _comparable(doc: dict) -> dict:
 
 def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
     from plena_client.cli_remote import search_request_from_args
+
     from plena_opt.cli.search_cmd import request_from_args
     from plena_opt.search.runner import run_search
 
-    argv = [*SMALL, "--trials", "40", "--sampler", "tpe", "--study", "parity-unary"]
+    argv = [
+        *SMALL,
+        "--trials",
+        "40",
+        "--sampler",
+        "tpe",
+        "--study",
+        "parity-unary",
+        "--recheck",
+        "0",
+    ]
     args = _search_args(argv)
     local = run_search(
         request_from_args(args).model_copy(update={"storage": str(tmp_path / "l.log")})
@@ -80,16 +90,22 @@ def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
 
 def test_remote_cli_prints_the_same_text_as_local(server, tmp_path):
     from plena_client.cli_remote import remote_search
+
     from plena_opt.cli.main import main
 
-    argv = [*SMALL, "--trials", "30", "--sampler", "nsga2", "--study", "parity-cli"]
-    local_out = io.StringIO()
-    with contextlib.redirect_stdout(local_out):
-        assert main(["search", *argv, "--storage", str(server.storage)]) == 0
-    args = _search_args(argv)
-    args.server = server.target
-    # The server's store now holds this study: point local mode at a fresh copy of the search.
-    argv2 = [*SMALL, "--trials", "30", "--sampler", "nsga2", "--study", "parity-cli-2"]
+    argv2 = [
+        *SMALL,
+        "--trials",
+        "30",
+        "--sampler",
+        "nsga2",
+        "--study",
+        "parity-cli-2",
+        "--recheck",
+        "2",
+        "--samples",
+        "200",
+    ]
     local2 = io.StringIO()
     with contextlib.redirect_stdout(local2):
         assert main(["search", *argv2, "--storage", str(tmp_path / "x.log")]) == 0
@@ -101,7 +117,61 @@ def test_remote_cli_prints_the_same_text_as_local(server, tmp_path):
     # Same text except the store's path in the header line.
     expected = local2.getvalue().replace(str(tmp_path / "x.log"), str(server.storage))
     assert remote2.getvalue() == expected
-    assert "Pareto front" in expected
+    assert "Pareto front" in expected and "Monte Carlo re-check of the top 2 plans" in expected
+
+
+def test_remote_cli_json_and_traces_equal_local(server, tmp_path):
+    from plena_client.cli_remote import remote_search
+
+    from plena_opt.cli.main import main
+
+    argv = [
+        *SMALL,
+        "--trials",
+        "20",
+        "--sampler",
+        "tpe",
+        "--study",
+        "parity-json",
+        "--json",
+        "--recheck",
+        "2",
+        "--samples",
+        "100",
+    ]
+    local_dir, remote_dir = tmp_path / "local", tmp_path / "remote"
+    local_dir.mkdir()
+    remote_dir.mkdir()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert (
+            main(
+                [
+                    "search",
+                    *argv,
+                    "--storage",
+                    str(tmp_path / "l.log"),
+                    "--trace-dir",
+                    str(local_dir),
+                ]
+            )
+            == 0
+        )
+    args = _search_args([*argv, "--trace-dir", str(remote_dir)])
+    args.server = server.target
+    rout = io.StringIO()
+    with contextlib.redirect_stdout(rout):
+        assert remote_search(args) == 0
+    local = json.loads(out.getvalue().replace(str(local_dir), "DIR"))
+    remote = json.loads(rout.getvalue().replace(str(remote_dir), "DIR"))
+    assert _comparable(remote) == _comparable(local)
+    assert len(local["recheck"]) == 2 and local["recheck"][0]["trace_paths"]
+    names = sorted(p.name for p in local_dir.iterdir())
+    assert names == sorted(p.name for p in remote_dir.iterdir()) and names
+    for name in names:
+        assert json.loads((local_dir / name).read_text()) == json.loads(
+            (remote_dir / name).read_text()
+        )
 
 
 def test_stream_search_reports_progress_then_the_result(client):
@@ -220,6 +290,12 @@ def test_searches_beyond_the_limit_get_resource_exhausted(client):
     finally:
         for c in calls:
             c.cancel()
+        t0 = time.monotonic()  # slots free once the workers have stopped (within 1 s)
+        while any(
+            client.get_study(f"busy-{i}").running for i in range(2) if _exists(client, f"busy-{i}")
+        ):
+            assert time.monotonic() - t0 < 5
+            time.sleep(0.05)
 
 
 @pytest.mark.parametrize(
@@ -270,8 +346,9 @@ def _recheck_request(study: str, **extra) -> pb.SearchRequest:
 
 
 def test_search_rechecks_the_front_and_returns_chunked_gzip_traces(client):
-    from plena_opt.pipeline import validate_trace
     from plena_server.traces import unpack_trace
+
+    from plena_opt.pipeline import validate_trace
 
     result = client.search(_recheck_request("recheck-unary"), timeout=120)
     assert [r.plan_index for r in result.recheck] == [0, 1]

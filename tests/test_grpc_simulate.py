@@ -9,7 +9,6 @@ import json
 
 import grpc
 import pytest
-
 from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
 from plena_server.process import ServerProcess
 from plena_server.traces import unpack_trace
@@ -155,6 +154,7 @@ def test_remote_estimate_prints_what_local_prints(server, argv):
 
 def test_remote_estimate_sends_local_files_inline(server, tmp_path):
     from plena_client.cli_remote import remote_estimate
+
     from plena_opt.models import builtin_config
 
     cfg = tmp_path / "my-model" / "config.json"

@@ -53,7 +53,8 @@ class CollectiveCost:
 
     ``candidates`` maps every evaluated algorithm to its :class:`AlgorithmCost` (``None`` where an
     algorithm needs a power-of-two group); ``busiest_link`` names the bottleneck link.
-    ``noc_energy_pj`` is ``None`` when the profile has no energy coefficients.
+    ``noc_energy_pj`` is ``None`` when the profile has no energy coefficients. ``warnings``
+    reports traffic that landed on links the profile does not model (not timed, §4.1).
     """
 
     hop_seconds: float
@@ -63,6 +64,7 @@ class CollectiveCost:
     noc_energy_pj: float | None
     candidates: dict[str, AlgorithmCost | None] = field(default_factory=dict)
     busiest_link: str | None = None
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: chosen cost plus every candidate's cost."""
@@ -73,6 +75,7 @@ class CollectiveCost:
             "seconds": self.seconds,
             "noc_energy_pj": self.noc_energy_pj,
             "busiest_link": self.busiest_link,
+            "warnings": list(self.warnings),
             "candidates": {
                 k: (None if v is None else v.to_dict()) for k, v in self.candidates.items()
             },
@@ -218,6 +221,15 @@ class Network:
                 best = name
         chosen = results[best]
         link_id = links[best]
+        lost = max(p.unmodelled for p, _ in cands[best].stages) if cands[best].stages else 0
+        warnings = (
+            (
+                f"{lost} loaded link(s) are not modelled by NoC profile {self.profile.name!r} "
+                "(capacity 0): their traffic is not timed (network-model §4.1)",
+            )
+            if lost
+            else ()
+        )
         return CollectiveCost(
             chosen.hop_seconds,
             chosen.link_seconds,
@@ -226,6 +238,7 @@ class Network:
             chosen.noc_energy_pj,
             results,
             None if link_id is None else self.router.describe_link(link_id),
+            warnings,
         )
 
     def _prepare(self, scheme: ParallelScheme, dim: str, nbytes: int) -> tuple[str, int, int]:
@@ -320,7 +333,9 @@ class Network:
         _, pp, x = self._prepare(scheme, "pp", nbytes)
         zero_e = 0.0 if self._has_energy else None
         if pp <= 1 or x <= 0:
-            return PipelineCost(0.0, 0.0, 0.0, None, zero_e, {}, None, zero_e, ())
+            return PipelineCost(
+                0.0, 0.0, 0.0, None, zero_e, {}, None, noc_energy_pj_all_boundaries=zero_e
+            )
         bounds: list[BoundaryCost] = []
         best: tuple[float, int, int | None] | None = None
         total_e = 0.0
@@ -350,8 +365,8 @@ class Network:
             energy,
             {},
             None if best[2] is None else self.router.describe_link(best[2]),
-            energy,
-            tuple(bounds),
+            noc_energy_pj_all_boundaries=energy,
+            boundaries=tuple(bounds),
         )
 
     def ep_all_to_all(

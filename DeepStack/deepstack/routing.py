@@ -55,6 +55,7 @@ class Router:
         self._epb_link: list[float] = []
         self.link_level: list[int] = []
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._is_link = np.zeros(0, dtype=bool)
         self._chains: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         self._transitions: dict[tuple[State, State], tuple[float, tuple[int, ...]]] = {}
         self._middle_index: dict[tuple[int, int, int, int], list[int]] = {}
@@ -130,9 +131,7 @@ class Router:
                     nu, nv = hops[idx + 1]
                     next_out = inner.ports(EXIT_ENTRY[outer.hop_direction(nu, nv)][0])
                     if next_out:
-                        walk(
-                            level + 1, next_out[port_hash(src, dst, level, idx + 1, len(next_out))]
-                        )
+                        walk(level + 1, next_out[choose(level, idx + 1, len(next_out))])
                 elif final_inner is not None:
                     walk(level + 1, final_inner)
 
@@ -196,9 +195,10 @@ class Router:
             ids.append(self._link(("centre", cur[:2]), lv.centre_loop_bps, 2, self._epb[2]))
         return level, ids
 
-    def _steps(self, states: list[State]) -> tuple[list[int], float]:
+    def _steps(self, states: list[State], latency: float = 0.0) -> tuple[list[int], float]:
+        """(link ids, latency) of consecutive states; latency is summed in route order from
+        ``latency`` (so sums round exactly like the reference's per-chain accumulation)."""
         ids: list[int] = []
-        latency = 0.0
         memo = self._transitions
         for step in zip(states, states[1:], strict=False):
             hit = memo.get(step)
@@ -211,7 +211,8 @@ class Router:
 
     def middle(self, src: int, dst: int) -> int:
         """Index into :attr:`middles` of the route part between the source and destination L1
-        switch centres (innermost switch, different L1 instances).
+        switch centres (innermost switch, different L1 instances); its latency includes the
+        source's device → centre hop.
 
         That part depends on the devices only through the port choices, so it is memoised per
         (source node, destination node, choices) and shared by all device pairs.
@@ -223,7 +224,8 @@ class Router:
                 return idx
         record: list[tuple[int, int, int, int]] = []
         states = self.states(src, dst, record)
-        ids, latency = self._steps(states[1:-1])
+        # latency includes the source's device → centre hop (an L1 transition), summed in order
+        ids, latency = self._steps(states[1:-1], self.levels[2].hop_latency_s)
         self.middles.append((tuple(record), ids, latency))
         self._mid_start.append(len(self._mid_flat))
         self._mid_flat.extend(ids)
@@ -344,10 +346,10 @@ class Router:
             return hit
         s, d = self.coords(src), self.coords(dst)
         if self._inner_switch and s[:2] != d[:2]:
-            first, lat0, _, _ = self.ends(src)
+            first, _, _, _ = self.ends(src)
             _, _, last, lat2 = self.ends(dst)
-            _, mid, lat1 = self.middles[self.middle(src, dst)]
-            ids, latency = list(first) + mid + list(last), lat0 + lat1 + lat2
+            _, mid, lat1 = self.middles[self.middle(src, dst)]  # lat1 includes the first hop
+            ids, latency = list(first) + mid + list(last), lat1 + lat2
         else:
             ids, latency = self._steps(self.states(src, dst))
         result = (np.asarray(ids, dtype=np.int32), latency)
@@ -362,6 +364,14 @@ class Router:
                 np.asarray(self._epb_link, dtype=np.float64),
             )
         return self._arrays
+
+    def unmodelled(self, ids: np.ndarray) -> np.ndarray:
+        """Mask of link ids that carry traffic but have no modelled capacity (network-model §4.1:
+        e.g. an L2 switch in a mixed hierarchy); switch-centre self-loops are not counted."""
+        cap = self.arrays()[0][ids]
+        if len(self._is_link) != len(self.link_keys):
+            self._is_link = np.array([k[0] == "link" for k in self.link_keys], dtype=bool)
+        return (cap <= 0.0) & self._is_link[ids]
 
     def describe_link(self, idx: int) -> str:
         """Human-readable name of link ``idx`` (level, endpoints as per-level node ids)."""

@@ -31,7 +31,7 @@ ZERO_STAGE = StageCost(0.0, 0.0, 0.0, None)
 class StagePattern:
     """Flows ``src → dst`` with integer weights (bytes = weight · payload) routed on a Router."""
 
-    __slots__ = ("hop", "mult", "cap", "link_ids", "energy_per_unit", "flows", "_order")
+    __slots__ = ("hop", "mult", "cap", "link_ids", "energy_per_unit", "flows", "unmodelled")
 
     def __init__(self, router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray):
         src = np.asarray(src, dtype=np.int64).ravel()
@@ -42,6 +42,7 @@ class StagePattern:
         key, inverse = np.unique(src[keep] * n + dst[keep], return_inverse=True)
         wsum = np.bincount(inverse, weights=weight[keep], minlength=len(key))
         self.flows = len(key)
+        self.unmodelled = 0
         if not len(key):
             self.hop = 0.0
             self.mult = self.cap = np.zeros(0)
@@ -62,6 +63,7 @@ class StagePattern:
         loaded = np.flatnonzero(mult)
         self.energy_per_unit = float(np.sum(mult[loaded] * 8.0 * epb_all[loaded]))
         modelled = loaded[cap_all[loaded] > 0.0]
+        self.unmodelled = int(router.unmodelled(loaded).sum())
         ratio = mult[modelled] / cap_all[modelled]
         # links whose load/capacity is within rounding of the maximum decide the link time; links
         # with identical (load, capacity) give identical times, so one of each is kept
@@ -109,9 +111,9 @@ def _switch_fast_path(
     cross = np.flatnonzero(s_dev // per_l1 != d_dev // per_l1)
     mid_idx = router.middles_for(s_dev[cross], d_dev[cross])
     flat, start, length, lat = router.middle_arrays()
-    mid_lat = np.zeros(len(s_dev))
-    mid_lat[cross] = lat[mid_idx]
-    hops = up_lat[s_dev] + mid_lat + down_lat[d_dev]
+    first = up_lat[s_dev]  # up hop, or up hop + middle (summed in route order) across L1s
+    first[cross] = lat[mid_idx]
+    hops = first + down_lat[d_dev]
     w_up = np.bincount(s_dev, weights=wsum, minlength=n)
     w_down = np.bincount(d_dev, weights=wsum, minlength=n)
     parts_ids = [up.ravel(), down.ravel()]

@@ -15,7 +15,9 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -243,6 +245,8 @@ def _batch_sizes(text: str | None) -> list[int]:
 
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
+    from plena_opt.pipeline.simulator import parse_noise
+
     if getattr(args, "storage", None):
         raise PlenaInputError(
             "storage", "--storage names a local store; with --server the server's store is used"
@@ -253,6 +257,8 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         objectives=[k.strip() for k in args.objectives.split(",") if k.strip()],
         study_name=args.study or "",
         batch_sizes=_batch_sizes(args.batch_sizes),
+        recheck_top_k=getattr(args, "recheck", 0),
+        include_traces=bool(getattr(args, "trace_dir", None)),
     )
     for name, flag in (
         ("seed", "seed"),
@@ -260,10 +266,13 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         ("min_tps_per_seq", "min_tps_per_seq"),
         ("timeout_seconds", "timeout"),
         ("compare_exact", "compare_exact"),
+        ("mc_samples", "samples"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
             setattr(o, name, value)
+    if getattr(args, "noise", None) is not None:
+        o.noise.CopyFrom(noise_to_proto(parse_noise(args.noise)))
     return pb.SearchRequest(
         system=system_from_args(args), workload=workload_from_args(args), options=o
     )
@@ -277,13 +286,31 @@ _STAGE_NAMES = {
 }
 
 
+@dataclass
+class RemoteSearch:
+    """A remote search: the library ``SearchResult``, the re-check (``RecheckResult.to_dict()``
+    documents, trace paths local) and attribute views of it for ``render_recheck``."""
+
+    result: Any
+    recheck: list[dict]
+    checks: list[Any]
+
+
+def _check_view(doc: dict) -> Any:
+    """Attribute view of a ``RecheckResult.to_dict()`` (what ``render_recheck`` reads)."""
+    view = SimpleNamespace(**{k: v for k, v in doc.items() if k != "serving"})
+    view.serving = SimpleNamespace(**doc["serving"])
+    return view
+
+
 def run_search_remote(
     args: argparse.Namespace, progress: Any = None, client: PlenaClient | None = None
-) -> Any:
-    """Run the search on ``args.server`` (StreamSearch) and return the library ``SearchResult``.
+) -> RemoteSearch:
+    """Run the search on ``args.server`` (StreamSearch): result, re-check and traces.
 
     ``progress`` receives ``plena_opt.search.runner.Progress`` reports like a local search. A
     KeyboardInterrupt asks the server to stop (CancelSearch) and still returns the partial result.
+    Traces of the re-check are written to ``args.trace_dir`` under the names local mode uses.
     """
     from plena_opt.search.result import SearchResult
     from plena_opt.search.runner import Progress
@@ -295,7 +322,8 @@ def run_search_remote(
     if request.options.HasField("timeout_seconds"):
         timeout = request.options.timeout_seconds + 60.0
     study = ""
-    result = None
+    final = None
+    chunks: dict[str, list[bytes]] = {}
     try:
         with rpc_errors():
             events = client.stream_search(request, timeout=timeout)
@@ -314,35 +342,71 @@ def run_search_remote(
                     p = event.progress
                     study = p.study_name
                     if progress is not None:
+                        stage = _STAGE_NAMES.get(p.stage, "search")
+                        total = p.trials_total or None
                         progress(
                             Progress(
-                                _STAGE_NAMES.get(p.stage, "search"),
+                                stage,
                                 p.trials_done,
-                                p.trials_total or None,
+                                total,
                                 p.trials_per_second,
                                 p.front_size,
                                 p.hypervolume,
                             )
                         )
+                elif kind == "trace_chunk":
+                    chunks.setdefault(event.trace_chunk.trace_id, []).append(event.trace_chunk.data)
                 elif kind == "result":
-                    result = SearchResult.model_validate_json(event.result.result_json)
+                    final = event.result
     finally:
         if own:
             client.close()
-    if result is None:
+    if final is None:
         raise RemoteUnavailable("the server ended the search without a result")
-    return result
+    if not final.result_json:  # the server read the front from the study at the deadline
+        raise RemoteUnavailable(
+            f"the search did not finish before the deadline; {len(final.front)} front plans "
+            f"are stored in study {final.study_name!r}"
+        )
+    result = SearchResult.model_validate_json(final.result_json)
+    paths = _write_search_traces(getattr(args, "trace_dir", None), chunks)
+    recheck = json.loads(final.recheck_json or "[]")
+    for doc in recheck:
+        doc["trace_paths"] = [paths[t] for t in doc["trace_paths"] if t in paths]
+    return RemoteSearch(result, recheck, [_check_view(d) for d in recheck])
+
+
+def _write_search_traces(trace_dir: str | None, chunks: dict[str, list[bytes]]) -> dict[str, str]:
+    from plena_server.traces import unpack_trace
+
+    from plena_opt.pipeline.simulator import write_trace
+
+    if not trace_dir:
+        return {}
+    return {
+        name: str(write_trace(Path(trace_dir) / f"{name}.json", unpack_trace(data)))
+        for name, data in chunks.items()
+    }
 
 
 def remote_search(args: argparse.Namespace) -> int:
     """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
     from plena_opt.search.output import plot_front, render_json, render_text, write_csv
+    from plena_opt.search.recheck import render_recheck
 
     try:
-        result = run_search_remote(args)
+        remote = run_search_remote(args)
     except RemoteUnavailable as exc:
         return _fail(exc)
-    print(render_json(result) if args.json else render_text(result))
+    result = remote.result
+    if args.json:
+        doc = json.loads(render_json(result))
+        doc["recheck"] = remote.recheck
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_text(result))
+        if remote.checks:
+            print(render_recheck(result, remote.checks, args.samples, args.noise))
     if getattr(args, "csv", None):
         write_csv(result, args.csv)
     if getattr(args, "plot", None):

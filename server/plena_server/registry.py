@@ -39,10 +39,9 @@ class SearchRegistry:
         self._running: dict[str, StopSignal] = {}
         self._closed = False
 
-    @contextlib.contextmanager
-    def slot(self, study_name: str, stop: StopSignal) -> Iterator[None]:
-        """Hold a search slot; RESOURCE_EXHAUSTED when full, FAILED_PRECONDITION when the study
-        already runs, UNAVAILABLE while shutting down."""
+    def acquire(self, study_name: str, stop: StopSignal) -> None:
+        """Take a search slot; RESOURCE_EXHAUSTED when full, FAILED_PRECONDITION when the study
+        already runs, UNAVAILABLE while shutting down. Pair with :meth:`release`."""
         with self._lock:
             if self._closed:
                 raise RpcAbort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
@@ -56,11 +55,19 @@ class SearchRegistry:
                     "options", f"the server already runs {self.limit} searches; retry later"
                 )
             self._running[study_name] = stop
+
+    def release(self, study_name: str) -> None:
+        with self._lock:
+            self._running.pop(study_name, None)
+
+    @contextlib.contextmanager
+    def slot(self, study_name: str, stop: StopSignal) -> Iterator[None]:
+        """:meth:`acquire` … :meth:`release` as a context manager."""
+        self.acquire(study_name, stop)
         try:
             yield
         finally:
-            with self._lock:
-                self._running.pop(study_name, None)
+            self.release(study_name)
 
     def cancel(self, study_name: str) -> bool:
         with self._lock:

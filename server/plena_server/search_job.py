@@ -11,6 +11,7 @@ is lost.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import queue
 import re
@@ -32,6 +33,8 @@ from plena_server.registry import StopSignal
 from plena_server.traces import pack_trace, trace_chunks
 
 MAX_BATCH_SIZES = 64
+ANSWER_RESERVE_S = 0.25  # answer from the study when less than this is left of the deadline
+_DONE = object()
 _STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAGE_TRACES}
 
 
@@ -102,7 +105,7 @@ def _opt(msg: Any, name: str) -> Any:
 
 
 def search_request(request: pb.SearchRequest, storage: str | None, limits: Any) -> tuple[Any, Any]:
-    """Validate a proto request; return (``SearchRequest``, evaluator factory)."""
+    """Validate a proto request; return (``SearchRequest``, ``EvaluatorInputs``)."""
     from pydantic import ValidationError
 
     from plena_opt.search.problem import EvaluatorInputs
@@ -120,6 +123,9 @@ def search_request(request: pb.SearchRequest, storage: str | None, limits: Any) 
         raise ServerLimitError(
             "options.batch_sizes", f"options.batch_sizes has more than {MAX_BATCH_SIZES} entries"
         )
+    seed = _opt(o, "seed")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise PlenaInputError("options.seed", "options.seed must be between 0 and 2**32 - 1")
     if o.study_name and not re.fullmatch(r"[A-Za-z0-9._:@+-]{1,128}", o.study_name):
         raise PlenaInputError(
             "options.study_name",
@@ -161,8 +167,7 @@ def search_request(request: pb.SearchRequest, storage: str | None, limits: Any) 
             "auto_budget_s": "auto_budget_seconds",
         }.get(loc, loc)
         raise PlenaInputError(field, f"{field}: {err['msg']}") from exc
-    inputs = EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
-    return req, inputs.evaluator
+    return req, EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
 
 
 def _check_recheck(o: pb.SearchOptions, limits: Any) -> None:
@@ -190,11 +195,11 @@ def _check_recheck(o: pb.SearchOptions, limits: Any) -> None:
         _noise(o)  # validate now, before the search runs
 
 
-def _noise(o: pb.SearchOptions) -> Any:
+def _noise(o: pb.SearchOptions, default: str = "") -> Any:
     from plena_server.simulate_job import noise_spec
 
     try:
-        return noise_spec(o)
+        return noise_spec(o, default) if default else noise_spec(o)
     except PlenaInputError as exc:
         raise type(exc)(f"options.{exc.field}", exc.rule) from exc
 
@@ -243,14 +248,17 @@ def result_to_proto(result: Any, stop: StopSignal) -> pb.SearchResult:
 
 
 class Recheck:
-    """Monte Carlo re-check of the first ``k`` front plans, with traces (after the search)."""
+    """Monte Carlo re-check of the first ``k`` front plans (``plena_opt.search.recheck``, as the
+    CLI runs it), with traces packed for the reply."""
 
     def __init__(self, job: SearchJob, options: pb.SearchOptions) -> None:
+        from plena_opt.search.recheck import DEFAULT_NOISE, DEFAULT_SAMPLES
+
         self.job = job
         self.k = options.recheck_top_k if options.HasField("recheck_top_k") else 0
-        self.samples = options.mc_samples if options.HasField("mc_samples") else 1000
+        self.samples = options.mc_samples if options.HasField("mc_samples") else DEFAULT_SAMPLES
         self.seed = options.seed if options.HasField("seed") else 0
-        self.noise = _noise(options)
+        self.noise = _noise(options, DEFAULT_NOISE)
         self.traces = options.include_traces
         limit = job.servicer.limits.max_trace_bytes
         self.trace_cap = (
@@ -258,46 +266,54 @@ class Recheck:
         )
 
     def run(self, result: Any, progress: Any, emit_trace: Any) -> pb.SearchResult:
-        """Re-check ``result.front[:k]`` into a proto result; stops early on cancel/deadline."""
-        from plena_opt.estimate import Plan
-        from plena_opt.pipeline import recheck_plans
+        """The proto result of ``result`` with the re-check of its first ``k`` front plans."""
+        from plena_opt.search.recheck import recheck_front
 
         out = result_to_proto(result, self.job.stop)
-        entries = result.front[: self.k]
-        used = 0
-        slowest = 0.0
-        for i, entry in enumerate(entries):
-            remaining = self.job.context.time_remaining()
-            if self.job.stop.is_set() or (remaining is not None and remaining < 2 * slowest + 0.5):
-                out.partial = True
-                if not self.job.stop.is_set():
-                    out.stop_reason = "deadline"
-                out.warnings.append(f"re-check stopped after {i} of {len(entries)} plans")
-                break
-            progress("recheck", i, len(entries))
-            t0 = time.perf_counter()
-            plan = {k: v for k, v in entry.plan.items() if k != "batch_size"}
-            evaluator = self.job.factory(int(entry.plan["batch_size"]))
-            est = evaluator.estimate(Plan(**plan))
-            with tempfile.TemporaryDirectory() as tmp:
-                [rc] = recheck_plans(
-                    [est], self.samples, self.noise, self.seed, tmp if self.traces else None
-                )
+        out.recheck_json = "[]"
+        if self.k <= 0 or not result.front:
+            return out
+        if self.job.stop.is_set():
+            out.warnings.append("re-check skipped: the search was stopped")
+            return out
+        progress("recheck", 0, min(self.k, len(result.front)))
+        with tempfile.TemporaryDirectory() as tmp:
+            checks = recheck_front(
+                result,
+                self.job.inputs,
+                top_k=self.k,
+                samples=self.samples,
+                noise=self.noise,
+                seed=self.seed,
+                trace_dir=tmp if self.traces else None,
+                should_stop=self.job.stop.is_set,
+            )
+            docs = []
+            for i, rc in enumerate(checks):
                 out.recheck.append(recheck_to_proto(i, rc))
-                if self.traces:
-                    progress("traces", i, len(entries))
-                    for path in rc.trace_paths:
-                        name = Path(path).stem.replace("plan0_", f"plan{i}_")
-                        packed = pack_trace(Path(path).read_bytes(), name, i)
-                        if used + packed.compressed_bytes > self.trace_cap:
-                            out.warnings.append(
-                                f"trace {name} dropped: over the {self.trace_cap}-byte limit"
-                            )
-                            continue
-                        used += packed.compressed_bytes
-                        emit_trace(out, packed)
-            slowest = max(slowest, time.perf_counter() - t0)
+                doc = rc.to_dict()
+                doc["trace_paths"] = [Path(p).stem for p in rc.trace_paths]
+                docs.append(doc)
+            out.recheck_json = json.dumps(docs)
+            if self.traces and checks:
+                progress("traces", 0, len(checks))
+                self._pack(checks, out, emit_trace)
+        if len(checks) < min(self.k, len(result.front)):
+            out.partial = True
+            out.warnings.append(f"re-check stopped after {len(checks)} plans")
         return out
+
+    def _pack(self, checks: list[Any], out: pb.SearchResult, emit_trace: Any) -> None:
+        used = 0
+        for rc in checks:
+            for path in rc.trace_paths:
+                name = Path(path).stem
+                packed = pack_trace(Path(path).read_bytes(), name, rc.index)
+                if used + packed.compressed_bytes > self.trace_cap:
+                    out.warnings.append(f"trace {name} dropped: over the {self.trace_cap}-byte cap")
+                    continue
+                used += packed.compressed_bytes
+                emit_trace(out, packed)
 
 
 def recheck_to_proto(index: int, rc: Any) -> pb.RecheckResult:
@@ -331,9 +347,11 @@ class SearchJob:
         self.context = context
         self.stop = StopSignal()
         context.add_callback(lambda: self.stop.set("cancelled"))
-        self.request, self.factory = search_request(request, servicer.storage, servicer.limits)
+        self.request, self.inputs = search_request(request, servicer.storage, servicer.limits)
+        self.factory = self.inputs.evaluator
         self.study_name = self.request.study or _default_name(self.request)
         self.recheck = Recheck(self, request.options)
+        self.events: queue.Queue[Any] | None = None
         self.t0 = time.perf_counter()
 
     def _run(self, progress: Any = None) -> Any:
@@ -350,13 +368,49 @@ class SearchJob:
         except PlenaInputError as exc:
             raise convert.qualify(_search_field(exc)) from exc
 
+    def _start(self, progress: Any, recheck_progress: Any, emit_trace: Any) -> dict[str, Any]:
+        """Take the slot and run search + re-check in a worker thread, which releases the slot
+        when it ends (possibly after the RPC has answered from the study, see ``_watch``)."""
+        registry = self.servicer.registry
+        registry.acquire(self.study_name, self.stop)
+        outcome: dict[str, Any] = {"done": threading.Event()}
+
+        def work() -> None:
+            try:
+                fail_stale_trials(self.servicer.storage, self.study_name)
+                result = self._run(progress)
+                outcome["result"] = self.recheck.run(result, recheck_progress, emit_trace)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the RPC thread
+                outcome["error"] = exc
+            finally:
+                registry.release(self.study_name)
+                outcome["done"].set()
+                if self.events is not None:
+                    self.events.put(_DONE)
+
+        threading.Thread(target=work, name=f"search-{self.study_name}", daemon=True).start()
+        return outcome
+
+    def _overdue(self) -> bool:
+        remaining = self.context.time_remaining()
+        return remaining is not None and remaining < ANSWER_RESERVE_S
+
+    def _finish(self, outcome: dict[str, Any]) -> pb.SearchResult:
+        if "error" in outcome:
+            raise outcome["error"]
+        if "result" in outcome:
+            return outcome["result"]
+        # The library has not stopped in time (a slow trial): answer from the stored trials.
+        self.stop.set("deadline")
+        return fallback_result(self.servicer.storage, self.study_name, self.t0)
+
     def run_unary(self) -> pb.SearchResult:
-        with self.servicer.registry.slot(self.study_name, self.stop):
-            fail_stale_trials(self.servicer.storage, self.study_name)
-            result = self._run()
-            return self.recheck.run(
-                result, lambda *a: None, lambda out, trace: out.traces.append(trace)
-            )
+        self.events = None
+        outcome = self._start(None, lambda *a: None, lambda out, t: out.traces.append(t))
+        while not outcome["done"].wait(0.05):
+            if self._overdue():
+                break
+        return self._finish(outcome)
 
     def _progress_event(
         self,
@@ -381,8 +435,8 @@ class SearchJob:
         )
 
     def run_stream(self) -> Iterator[pb.SearchEvent]:
-        events: queue.Queue[Any] = queue.Queue()
-        done = object()
+        self.events = queue.Queue()
+        events = self.events
 
         def progress(p: Any) -> None:
             stage = _STAGES.get(p.stage, pb.STAGE_SEARCH)
@@ -401,33 +455,21 @@ class SearchJob:
             for chunk in trace_chunks(trace):
                 events.put(pb.SearchEvent(trace_chunk=chunk))
 
-        outcome: dict[str, Any] = {}
-
-        def work() -> None:
+        outcome = self._start(progress, recheck_progress, emit_trace)
+        while True:
             try:
-                result = self._run(progress)
-                outcome["result"] = self.recheck.run(result, recheck_progress, emit_trace)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the RPC thread
-                outcome["error"] = exc
-            finally:
-                events.put(done)
-
-        with self.servicer.registry.slot(self.study_name, self.stop):
-            fail_stale_trials(self.servicer.storage, self.study_name)
-            worker = threading.Thread(target=work, name=f"search-{self.study_name}", daemon=True)
-            worker.start()
-            while True:
-                item = events.get()
-                if item is done:
+                item = events.get(timeout=0.05)
+            except queue.Empty:
+                if self._overdue():
                     break
-                if not self.stop.is_set() or item.WhichOneof("event") == "trace_chunk":
-                    yield item
-            worker.join()
-        if "error" in outcome:
-            raise outcome["error"]
+                continue
+            if item is _DONE:
+                break
+            if not self.stop.is_set() or item.WhichOneof("event") == "trace_chunk":
+                yield item
+        result = self._finish(outcome)
         if self.stop.reason == "cancelled" and not self.context.is_active():
             return  # the client has gone; nothing to send
-        result = outcome["result"]
         yield self._progress_event(
             pb.STAGE_DONE,
             result.trials_completed,
@@ -436,6 +478,24 @@ class SearchJob:
             hv=result.hypervolume,
         )
         yield pb.SearchEvent(result=result)
+
+
+def fallback_result(storage: str | None, name: str, t0: float) -> pb.SearchResult:
+    """A partial result read from the study (the library did not return before the deadline)."""
+    try:
+        study = get_study(storage, name)
+    except PlenaInputError:  # the study was not even created yet
+        study = pb.GetStudyResponse(study_name=name)
+    return pb.SearchResult(
+        study_name=name,
+        partial=True,
+        stop_reason="deadline",
+        trials_completed=study.trials_completed,
+        front=study.front,
+        objectives=study.objectives,
+        elapsed_seconds=time.perf_counter() - t0,
+        warnings=["the search did not stop in time; the front was read from the study"],
+    )
 
 
 def _default_name(request: Any) -> str:

@@ -34,12 +34,12 @@ def _opt(msg: Any, name: str, default: Any) -> Any:
     return getattr(msg, name) if msg.HasField(name) else default
 
 
-def noise_spec(request: pb.SimulateRequest | pb.SearchOptions) -> Any:
-    """The library ``NoiseSpec`` of a request's ``noise`` (unset → the CLI default)."""
+def noise_spec(request: pb.SimulateRequest | pb.SearchOptions, default: str = DEFAULT_NOISE) -> Any:
+    """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
     from plena_opt.pipeline.simulator import parse_noise
 
     if not request.HasField("noise"):
-        return parse_noise(DEFAULT_NOISE)
+        return parse_noise(default)
     n = request.noise
     doc: dict[str, Any] = {}
     if n.version:

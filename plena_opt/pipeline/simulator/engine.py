@@ -1,9 +1,12 @@
 """Monte Carlo simulation of a fixed plan: vectorised longest path over samples (spec §6).
 
-Ops are grouped by topological depth; for each level ``start = max_k(end[dep_k] + lag_k)`` over
-arrays of shape ``[level ops, samples]`` and ``end = start + duration`` (float32, sample blocks of
-:data:`~plena_opt.pipeline.simulator.noise.SAMPLE_BLOCK`). The arg-max dependency of every op and
-sample gives the critical path per sample (criticality) without storing full timelines; the
+Ops are grouped by topological depth (renumbered so that each level is a contiguous row range,
+:mod:`~plena_opt.pipeline.simulator.longest_path`); for each level
+``start = max_k(end[dep_k] + lag_k)`` over arrays of shape ``[level ops, samples]`` and
+``end = start + duration`` (float32, sample blocks of
+:data:`~plena_opt.pipeline.simulator.noise.SAMPLE_BLOCK`). The arg-max dependency slot of every op
+and sample, recorded in the same pass, gives the critical path per sample (criticality) without
+storing full timelines; the
 representative samples (nearest the overall median and p99 makespan) are taken from the last
 sample block, whose durations are kept, and re-run in float64 for full timelines.
 """
@@ -222,7 +225,8 @@ def _monte_carlo(
         n = min(SAMPLE_BLOCK, samples - lo)
         dur, end, bind = buffers.views(n)
         sampler.durations(block, n, base, out=dur[: plan.n_ops], row_of=layout.row_of)
-        busy_rows += dur[: plan.n_ops].sum(axis=1, dtype=np.float64)
+        # float32 (pairwise) sums within a block, float64 across blocks
+        busy_rows += dur[: plan.n_ops].sum(axis=1)
         end_times(layout, dur, end, bind)
         makespan[lo : lo + n] = end[layout.sink_rows].max(axis=0)
         for k, j in probes.items():

@@ -5,7 +5,9 @@ every component draws from its own PCG64 stream keyed by ``(seed, component, ran
 chunk, sample block)`` via ``SeedSequence`` spawn keys, and rows inside a stream are
 ``step·m + mb``, so the same (rank, op type, micro-batch) slot gets the same noise in every plan
 simulated with the same seed and micro-batch count (sample blocks have a fixed size,
-:data:`SAMPLE_BLOCK`).
+:data:`SAMPLE_BLOCK`). The jitter's normals come from a Box–Muller transform of 53-bit uniforms
+drawn in fixed chunks of stream rows (:func:`_scaled_normal_chunk`), about 2.4× cheaper here than
+numpy's float32 ziggurat and still prefix-stable.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from plena_opt.pipeline.scheduler import PipelinePlan
 SAMPLE_BLOCK = 2048
 _COMPONENT = {"eps": 1, "rank": 2, "straggle": 3, "moe_pool": 4, "moe": 5}
 _MOE_POOL = 4096
-#: Noise rows transformed at once (32 × 2048 float32 = 256 KiB, small enough for L2 cache).
-_ROW_CHUNK = 32
+#: Noise rows drawn and transformed at once (64 × 2048 values: 2 MiB of scratch, about L2 size).
+_ROW_CHUNK = 64
 
 
 class StragglerSpec(BaseModel):
@@ -252,8 +254,8 @@ def _lognormal_rows(
 ) -> None:
     """``out[dest[i]] = exp(s·z[rows[i]] + log_b[i] + row_shift)`` for standard normal stream rows
     ``z`` of ``SAMPLE_BLOCK`` values (``rows`` ascending; only the first ``out.shape[1]`` samples
-    are kept). Rows are drawn and transformed :data:`_ROW_CHUNK` at a time so that the work stays
-    in cache; every stream row consumes the same uniforms whatever the chunking (prefix-stable)."""
+    are kept). Rows are drawn and transformed in chunks of :data:`_ROW_CHUNK` so that the work
+    stays in cache."""
     n = out.shape[1]
     z = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float32)
     u = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float64)
@@ -261,8 +263,8 @@ def _lognormal_rows(
     n_draw = int(rows[-1]) + 1
     dense = len(rows) == n_draw and rows[0] == 0 and np.all(np.diff(rows) == 1)
     for first in range(0, n_draw, _ROW_CHUNK):
+        _scaled_normal_chunk(rng, s, z, u, w)
         c = min(_ROW_CHUNK, n_draw - first)
-        _scaled_normal_rows(rng, s, z[:c], u[:c], w[:c])
         lo, hi = np.searchsorted(rows, (first, first + c))
         if lo == hi:
             continue
@@ -277,29 +279,31 @@ def _lognormal_rows(
         out[dest[lo:hi]] = g
 
 
-def _scaled_normal_rows(
+def _scaled_normal_chunk(
     rng: np.random.Generator, scale: np.float32, out: np.ndarray, u: np.ndarray, w: np.ndarray
 ) -> None:
-    """``out`` (``[rows, SAMPLE_BLOCK]`` float32) ← ``scale ·`` independent standard normals.
+    """``out`` (``[_ROW_CHUNK, SAMPLE_BLOCK]`` float32) ← ``scale ·`` independent standard normals
+    for the next :data:`_ROW_CHUNK` stream rows.
 
     Box–Muller transform, ``z = √(−2 ln v)·(cos 2πa, sin 2πa)`` for uniforms ``v ∈ (0, 1]`` and
-    ``a``: each stream row takes ``SAMPLE_BLOCK`` float64 uniforms (53-bit, so radii are exact out
-    to 8.6 σ); the first half give the radii, the second the angles, and columns ``c`` and
-    ``c + SAMPLE_BLOCK/2`` share a pair (cos and sin). Arithmetic after the uniforms is float32
-    (about 5 ns a value here against 9 ns for numpy's float32 ziggurat). ``u`` (float64) and ``w``
-    (float32) are scratch buffers of ``out``'s shape.
+    ``a``: the float64 uniforms (53-bit, so radii are exact out to 8.6 σ) of the first half of the
+    rows give the radii, those of the second half the angles, and row ``i`` and row
+    ``i + _ROW_CHUNK/2`` share a pair (cos and sin). Chunks start at stream row 0 and are always
+    drawn whole, so a row's values do not depend on how many rows a plan uses (prefix-stable).
+    Arithmetic after the uniforms is float32 on contiguous halves (about 3.5 ns a value here
+    against 8.5 ns for numpy's float32 ziggurat). ``u`` (float64) and ``w`` (float32) are scratch
+    buffers of ``out``'s shape.
     """
-    h = SAMPLE_BLOCK // 2
+    h = _ROW_CHUNK // 2
     rng.random(out=u)
-    np.subtract(1.0, u[:, :h], out=u[:, :h])  # (0, 1]: the log stays finite
+    np.subtract(1.0, u[:h], out=u[:h])  # (0, 1]: the log stays finite
     w[...] = u
-    radius, angle = w[:, :h], w[:, h:]
+    radius, angle = w[:h], w[h:]
     np.log(radius, out=radius)
-    radius *= np.float32(-2.0)
-    np.sqrt(radius, out=radius)
-    radius *= scale
+    radius *= np.float32(-2.0) * scale * scale
+    np.sqrt(radius, out=radius)  # scale · √(−2 ln v)
     angle *= np.float32(2.0 * np.pi)
-    np.cos(angle, out=out[:, :h])
-    np.sin(angle, out=out[:, h:])
-    out[:, :h] *= radius
-    out[:, h:] *= radius
+    np.cos(angle, out=out[:h])
+    np.sin(angle, out=out[h:])
+    out[:h] *= radius
+    out[h:] *= radius

@@ -307,7 +307,7 @@ class RecheckResult(_message.Message):
     def __init__(self, plan_index: _Optional[int] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., ttft_deterministic_seconds: _Optional[float] = ..., tps_deterministic: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "result_json")
+    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json")
     STUDY_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -319,6 +319,7 @@ class SearchResult(_message.Message):
     ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVES_FIELD_NUMBER: _ClassVar[int]
+    RECHECK_JSON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     study_name: str
     partial: bool
@@ -331,8 +332,9 @@ class SearchResult(_message.Message):
     elapsed_seconds: float
     warnings: _containers.RepeatedScalarFieldContainer[str]
     objectives: _containers.RepeatedScalarFieldContainer[str]
+    recheck_json: str
     result_json: str
-    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., result_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
 
 class SearchProgress(_message.Message):
     __slots__ = ("stage", "trials_done", "trials_total", "trials_per_second", "front_size", "hypervolume", "elapsed_seconds", "study_name")
