@@ -100,3 +100,47 @@ def test_sigint_also_drains(tmp_path, signal_name):
         assert proc.proc.wait(15) == 0
     finally:
         proc.kill()
+
+
+def test_deadline_fallback_answers_from_the_stored_study(tmp_path):
+    """If the library overruns the deadline, the RPC answers with the study's stored front."""
+    from plena_server.search_job import fallback_result, get_study
+
+    from plena_opt.search.problem import ProblemSpec
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.runner import run_search
+
+    store = str(tmp_path / "f.log")
+    req = SearchRequest(
+        problem=ProblemSpec(model="llama-3.1-8b", noc="illustrative_gpu_node_8"),
+        sampler="exhaustive",
+        study="fb-1",
+        storage=store,
+    )
+    done = run_search(req)
+    result = fallback_result(store, "fb-1", time.perf_counter())
+    assert result.partial and result.stop_reason == "deadline" and not result.result_json
+    assert result.trials_completed == done.trials
+    assert sorted(m.label for m in result.front) == sorted(e.label for e in done.front)
+    assert list(result.front) == list(get_study(store, "fb-1").front)
+    empty = fallback_result(store, "never-started", time.perf_counter())
+    assert empty.partial and len(empty.front) == 0
+
+
+def test_stale_journal_lock_is_cleared_at_start(tmp_path):
+    import os
+
+    from plena_server.app import clear_stale_journal_lock
+
+    journal = tmp_path / "j.log"
+    journal.write_text("")
+    lock = tmp_path / "j.log.lock"
+    os.symlink(journal, lock)
+    old = time.time() - 60
+    os.utime(lock, (old, old), follow_symlinks=False)
+    assert clear_stale_journal_lock(str(journal)) is True
+    assert not os.path.lexists(lock)
+    os.symlink(journal, lock)  # a live writer releases its lock within milliseconds: not ours
+    threading.Timer(0.2, os.remove, args=(lock,)).start()
+    assert clear_stale_journal_lock(str(journal), stale_after=2.0) is False
+    assert clear_stale_journal_lock("sqlite:///x.db") is False

@@ -395,3 +395,20 @@ def test_bad_noise_is_invalid_argument_before_the_search(client):
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.field == "options.noise.jitter_sigma"
     assert not _exists(client, "recheck-bad")
+
+
+def test_server_studies_are_visible_to_the_local_cli_and_dashboard_store(server, client):
+    """The server writes the same store the CLI (`plena-opt studies`/`dashboard`) reads."""
+    from plena_opt.cli.main import main
+
+    req = pb.SearchRequest(
+        system=system_spec("llama-3.1-8b", "illustrative_gpu_node_8"),
+        options=pb.SearchOptions(seed=1, sampler="exhaustive", study_name="shared-store"),
+    )
+    result = client.search(req, timeout=60)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["studies", "--storage", str(server.storage), "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(out.getvalue())}
+    assert rows["shared-store"]["n_trials"] == result.trials_completed
+    assert rows["shared-store"]["metric_names"] == list(client.get_study("shared-store").objectives)

@@ -109,3 +109,50 @@ def test_sigterm_sets_not_serving_and_exits_cleanly(tmp_path):
         assert "stopped" in proc.stderr_text()
     finally:
         proc.kill()
+
+
+def test_request_limits_are_resource_exhausted(tmp_path):
+    """Devices, inline-document size and Monte Carlo samples are capped (in-process server)."""
+    from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
+    from plena_server.app import start_server
+    from plena_server.limits import ServerLimits
+
+    limits = ServerLimits(max_devices=8, max_inline_json_bytes=1024, max_samples=10)
+    running = start_server("127.0.0.1", 0, str(tmp_path / "s.log"), workers=2, limits=limits)
+    try:
+        with PlenaClient(f"127.0.0.1:{running.port}") as client:
+            cases = [
+                (
+                    lambda: client.estimate(
+                        system_spec("llama-3.1-8b", "illustrative_gpu_cluster_32"),
+                        pb.Plan(tp=8, dp=4),
+                    ),
+                    "system.noc",
+                ),
+                (
+                    lambda: client.estimate(
+                        system_spec({"pad": "x" * 2000}, "illustrative_gpu_node_8"), pb.Plan(tp=8)
+                    ),
+                    "system.model.hf_config_json",
+                ),
+                (
+                    lambda: client.simulate(
+                        pb.SimulateRequest(
+                            samples=11, training=pb.TrainingSchedule(schedule="1f1b")
+                        )
+                    ),
+                    "samples",
+                ),
+            ]
+            for call, field in cases:
+                with pytest.raises(PlenaRpcError) as err:
+                    call()
+                assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert err.value.field == field
+            # within the limits the same server answers
+            ok = client.estimate(
+                system_spec("llama-3.1-8b", "illustrative_gpu_node_8"), pb.Plan(tp=8)
+            )
+            assert ok.metrics.tps > 0
+    finally:
+        running.drain(1)

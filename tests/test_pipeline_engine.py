@@ -13,6 +13,7 @@ from plena_opt.pipeline import build_schedule, simulate
 from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES
 from plena_opt.pipeline.simulator import NoiseSampler, build_graph, parse_noise
 from plena_opt.pipeline.simulator.dependencies import DependencyGraph, DepReason
+from plena_opt.pipeline.simulator.longest_path import build_layout, critical_counts, end_times
 from plena_opt.pipeline.simulator.noise import _ROW_CHUNK, SAMPLE_BLOCK
 
 
@@ -137,3 +138,22 @@ def test_noise_rows_are_prefix_stable_across_draw_chunks() -> None:
     slot = {(o.rank, o.op_type, o.microbatch): o.id for o in big.ops}
     for o in small.ops:
         assert np.array_equal(fs[o.id], fb[slot[(o.rank, o.op_type, o.microbatch)]])
+
+
+def test_wide_binding_slots_match_the_one_byte_path() -> None:
+    """Graphs with more than 127 dependency slots record bindings as int32; both paths agree."""
+    plan = build_schedule("bigmac-vpp", 2, 4, 2)
+    layout = build_layout(build_graph(plan))
+    dur = NoiseSampler(plan, parse_noise("sigma=0.2"), 0).durations(0, 256, np.ones(plan.n_ops))
+    d = np.zeros((layout.n_rows, 256), dtype=np.float32)
+    d[layout.row_of] = dur
+    ends, counts = [], []
+    for dtype in (np.int8, np.int32):
+        end = np.empty_like(d)
+        bind = np.zeros(d.shape, dtype=dtype)
+        end_times(layout, d, end, bind)
+        ends.append(end)
+        counts.append(critical_counts(layout, end, bind))
+    np.testing.assert_array_equal(ends[0], ends[1])
+    np.testing.assert_array_equal(counts[0], counts[1])
+    assert counts[0].sum() > 256  # every sample's path has several ops

@@ -68,8 +68,9 @@ class StagePattern:
         # links whose load/capacity is within rounding of the maximum decide the link time; links
         # with identical (load, capacity) give identical times, so one of each is kept
         top = modelled[ratio >= ratio.max() * (1 - 1e-9)] if len(modelled) else modelled
-        _, first = np.unique(np.stack([mult[top], cap_all[top]]), axis=1, return_index=True)
-        top = top[np.sort(first)]
+        if len(top) > 1:  # (load, capacity) pairs as complex numbers: one 1-D unique
+            _, first = np.unique(mult[top] + 1j * cap_all[top], return_index=True)
+            top = top[np.sort(first)]
         self.link_ids = top
         self.mult = mult[top]
         self.cap = cap_all[top]

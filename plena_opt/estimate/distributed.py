@@ -8,6 +8,8 @@ reference JSON (golden ``distributed.json`` outputs).
 
 from __future__ import annotations
 
+import json
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -45,6 +47,34 @@ FIELDS = (
 )
 
 
+_THREAD = threading.local()
+
+
+def weighted_sum(weights, arrays) -> np.ndarray:
+    """Σ wᵢ·aᵢ over a few equal-length arrays (faster than a matrix product for few rows)."""
+    total = None
+    for w, a in zip(weights, arrays, strict=True):
+        if w:
+            total = a * w if total is None else total + a * w
+    return np.zeros(len(arrays[0])) if total is None else total
+
+
+def shared_network(noc: NocProfile) -> Network:
+    """The ``Network`` of a profile, shared by the evaluators of one thread.
+
+    Routing patterns depend only on the profile, so every evaluator of a search (one per batch
+    size) reuses them. ``Network`` is not thread-safe, hence one cache per thread.
+    """
+    cache = getattr(_THREAD, "networks", None)
+    if cache is None:
+        cache = _THREAD.networks = {}
+    key = json.dumps(noc.describe(), sort_keys=True, default=str)
+    net = cache.get(key)
+    if net is None:
+        net = cache[key] = Network(noc)
+    return net
+
+
 class EstimateContext:
     """Inputs shared by every plan of one evaluation: model × NoC × memory × chip × workload."""
 
@@ -64,7 +94,7 @@ class EstimateContext:
         self.chip = chip if chip is not None else load_chip()
         self.perf = PerfModel(self.chip)
         self.precision = precision if precision is not None else HbmStoragePrecision.default()
-        self.net = Network(noc)
+        self.net = shared_network(noc)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kinds = layer_kinds(model)
         self.distinct_kinds = list(dict.fromkeys(self.kinds))
@@ -134,23 +164,51 @@ class PassResult:
         return np.maximum(la, comm) if self.full_overlap else la + comm
 
     @cached_property
+    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
+
+        Stages with the same layer counts and no extras take the same time, so each distinct
+        stage is computed once (e.g. one row for four identical pipeline stages).
+        """
+        kinds = list(self.layer)
+        combined = [self.combined_seconds(k) for k in kinds]
+        keys: dict[tuple, int] = {}
+        index = []
+        for i, c in enumerate(self.counts):
+            key = (tuple(c.get(k, 0) for k in kinds), i if i in self.extras else -1)
+            index.append(keys.setdefault(key, len(keys)))
+        rows = np.empty((len(keys), len(combined[0])))
+        for key, r in keys.items():
+            counts, stage = key
+            row = weighted_sum(counts, combined)
+            for ex in self.extras.get(stage, []):
+                row = row + ex.seconds
+            rows[r] = row
+        index = np.asarray(index)
+        return rows, index, np.bincount(index, minlength=len(keys)).astype(float)
+
+    @property
     def stage_seconds(self) -> np.ndarray:
         """[stages, steps] seconds of each stage for one micro-batch."""
-        combined = np.vstack([self.combined_seconds(k) for k in self.layer])
-        out = self._count_matrix @ combined
-        for i, exs in self.extras.items():
-            for ex in exs:
-                out[i] = out[i] + ex.seconds
-        return out
+        rows, index, _ = self._rows
+        return rows[index]
+
+    def stage_seconds_at(self, step: int) -> np.ndarray:
+        rows, index, _ = self._rows
+        return rows[index, step]
 
     @cached_property
     def period(self) -> np.ndarray:
-        return self.stage_seconds.max(axis=0) + self.transfer.seconds
+        """Per step: slowest stage + one boundary transfer (s)."""
+        rows = self._rows[0]
+        slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
+        return slowest + self.transfer.seconds
 
-    @cached_property
-    def latency(self) -> np.ndarray:
+    def latency_at(self, step: int) -> float:
+        """Σ stages + (pp − 1) transfers at one step (s)."""
+        rows, _, mult = self._rows
         pp = len(self.stage_layers)
-        return self.stage_seconds.sum(axis=0) + (pp - 1) * self.transfer.seconds
+        return float(mult @ rows[:, step]) + (pp - 1) * self.transfer.seconds
 
     def stage_field(self, stage: int, name: str, step: int) -> float | None:
         """A priced field of one stage at one step (extras first, then layers by kind)."""
@@ -165,20 +223,22 @@ class PassResult:
 
     def total(self, name: str, steps: slice = slice(None)) -> float | None:
         """A field summed over every stage and the selected steps."""
-        if name == "dram_energy_pj" and next(iter(self.layer.values())).dram_energy_pj is None:
-            return None
+        priced = [ex for exs in self.extras.values() for ex in exs]
+        weights = [1.0] * len(priced)
+        priced += list(self.layer.values())
+        weights += list(self._count_matrix.sum(axis=0))
         total = 0.0
-        for exs in self.extras.values():
-            for ex in exs:
-                total += float(np.sum(getattr(ex, name)[steps]))
-        per_kind = self._count_matrix.sum(axis=0)
-        for n_layers, la in zip(per_kind, self.layer.values(), strict=True):
-            total += n_layers * float(np.sum(getattr(la, name)[steps]))
+        for weight, st in zip(weights, priced, strict=True):
+            value = st.field_sum(name, steps)
+            if value is None:
+                return None
+            total += weight * value
         return total
 
     def report(self, step: int = 0) -> dict:
         """The reference pass dict for one step."""
         stages = []
+        secs = self.stage_seconds_at(step)
         for i, layers in enumerate(self.stage_layers):
             comm: dict[str, float] = {}
             for kind, count in self.counts[i].items():
@@ -188,7 +248,7 @@ class PassResult:
                 {
                     "stage": i,
                     "layers": layers,
-                    "seconds": float(self.stage_seconds[i, step]),
+                    "seconds": float(secs[i]),
                     "compute_seconds": self.stage_field(i, "compute_seconds", step),
                     "memory_seconds": self.stage_field(i, "memory_seconds", step),
                     "memory_bound_seconds": self.stage_field(i, "memory_bound_seconds", step),
@@ -202,8 +262,8 @@ class PassResult:
             "stages": stages,
             "transfer_seconds": self.transfer.seconds,
             "period_seconds": float(self.period[step]),
-            "latency_seconds": float(self.latency[step]),
-            "bottleneck_stage": int(np.argmax(self.stage_seconds[:, step])),
+            "latency_seconds": self.latency_at(step),
+            "bottleneck_stage": int(np.argmax(secs)),
         }
 
 
@@ -332,14 +392,16 @@ class PlanCost:
     @cached_property
     def prefill(self) -> PassResult:
         q = self.shard.q_prefill
-        return self._run_pass("prefill", q, np.array([self.ctx.workload.input_seq_len]))
+        return self._run_pass("prefill", q, np.array([float(self.ctx.workload.input_seq_len)]))
 
     @cached_property
     def decode(self) -> PassResult:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6)."""
         w, cp = self.ctx.workload, self.plan.cp
-        steps = np.arange(w.output_seq_len)
-        kv = -(-(w.input_seq_len + steps) // cp)  # ceil((S_in + j) / cp)
+        # Float KV lengths: exact for integers below 2^53 and much faster than int64 division.
+        kv = np.arange(w.input_seq_len, w.input_seq_len + w.output_seq_len, dtype=float)
+        if cp > 1:
+            kv = np.ceil(kv / cp)
         return self._run_pass("decode", 1, kv)
 
     # -- headline metrics -------------------------------------------------------------------
@@ -349,7 +411,7 @@ class PlanCost:
 
     @property
     def ttft_seconds(self) -> float:
-        return float(self.prefill.latency[0] + self.decode.latency[0])
+        return self.prefill.latency_at(0) + self.decode.latency_at(0)
 
     @property
     def tps(self) -> float:

@@ -163,14 +163,6 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     )
 
 
-def _split_roofline(st, policy: str) -> tuple[np.ndarray, np.ndarray]:
-    """(compute, dram) seconds of priced stages: the bound side under the roofline, both when
-    serial."""
-    if policy == "serial":
-        return st.compute_seconds, st.memory_seconds
-    return st.seconds - st.memory_bound_seconds, st.memory_bound_seconds
-
-
 def decode_attribution(cost: PlanCost) -> dict[str, float]:
     """Mean decode step (s) split into parts that sum to it.
 
@@ -188,26 +180,26 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     totals: dict[str, float] = {"compute": 0.0, "dram": 0.0}
     for exs in dec.extras.values():
         for ex in exs:
-            c, d = _split_roofline(ex, policy)
-            totals["compute"] += float(c.mean())
-            totals["dram"] += float(d.mean())
+            c, d = ex.split_means(policy)
+            totals["compute"] += c
+            totals["dram"] += d
     for n_layers, (kind, la) in zip(per_kind, dec.layer.items(), strict=True):
         if n_layers == 0:
             continue
-        c, d = _split_roofline(la, policy)
-        totals["compute"] += n_layers * float(c.mean())
-        totals["dram"] += n_layers * float(d.mean())
+        c, d = la.split_means(policy)
+        totals["compute"] += n_layers * c
+        totals["dram"] += n_layers * d
         comm = dec.comm[kind]
         csum = sum(x.seconds for x in comm.values())
         if csum <= 0:
             continue
-        share = np.maximum(csum - la.seconds, 0.0) / csum if full else np.ones(1)
-        mean_share = float(share.mean())
+        mean_share = float(np.maximum(csum - la.seconds, 0.0).mean()) / csum if full else 1.0
         for name, x in comm.items():
             totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
     pp = plan.pp
-    stage_secs = cost.decode.stage_seconds
     parts = {k: v / pp for k, v in totals.items()}
-    parts["pipeline_imbalance"] = float((stage_secs.max(axis=0) - stage_secs.mean(axis=0)).mean())
+    rows, _, mult = dec._rows
+    mean_stage = float(mult @ rows.mean(axis=1)) / float(mult.sum())
+    parts["pipeline_imbalance"] = float(dec.period.mean()) - dec.transfer_seconds - mean_stage
     parts["pipeline_transfer"] = cost.decode.transfer_seconds
     return parts

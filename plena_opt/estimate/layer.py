@@ -70,8 +70,11 @@ def layer_cycles(
         base += p.feed_forward(h, d.ffn, q, b, mode)
     if m.family == "moe":
         base += p.residual(h, q, b, mode)
-    cyc = base + _attention_cycles(s, kind, mode, q, kv)
-    return cyc * DECODE_ISSUE_FACTOR if mode == "decode" else cyc
+    cyc = _attention_cycles(s, kind, mode, q, kv)  # a fresh array: updated in place
+    cyc += base
+    if mode == "decode":
+        cyc *= DECODE_ISSUE_FACTOR
+    return cyc
 
 
 def _attention_cycles(
@@ -95,7 +98,10 @@ def _attention_cycles(
         return vals[inverse]
     if mode == "decode":
         per_tile = p.flash_attention(*args, 1, 1, d.b_dev, mode)
-        return per_tile * np.ceil(kv / p.MLEN)
+        tiles = kv / p.MLEN
+        np.ceil(tiles, out=tiles)
+        tiles *= per_tile
+        return tiles
     uniq, inverse = np.unique(kv, return_inverse=True)
     vals = np.array([p.flash_attention(*args, q, int(a), d.b_dev, mode) for a in uniq], dtype=float)
     return vals[inverse]
@@ -109,7 +115,8 @@ def layer_traffic(
     weights = attention_weight_bytes(s) + mlp_weight_bytes(s, kind, load)
     r = ceil(q / s.perf.MLEN) if mode == "prefill" else 1
     attended = np.minimum(kv, m.sliding_window) if kind.sliding else kv
-    kv_read = r * 2 * d.b_dev * d.kv_heads * m.head_dim * attended * prec.kv_read_bytes
+    kv_read = attended * (r * 2 * d.b_dev * d.kv_heads * m.head_dim)
+    kv_read *= prec.kv_read_bytes
     tokens = q if mode == "prefill" else 1 / cp
     kv_write = 2 * d.b_dev * d.kv_heads * m.head_dim * tokens * prec.kv_write_bytes
     reads: dict[str, np.ndarray | float] = {"weights": weights, "kv_cache": kv_read}

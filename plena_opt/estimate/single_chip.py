@@ -127,9 +127,9 @@ def reference_script_estimate(
         frequency_hz=frequency_hz,
     )
     cost = _one_device_cost(model, memory, workload, chip)
-    prefill = float(cost.prefill.latency[0])
+    prefill = cost.prefill.latency_at(0)
     return {
         "prefill_seconds": prefill,
-        "ttft_seconds": (prefill + float(cost.decode.latency[0])) / device_num,
+        "ttft_seconds": (prefill + cost.decode.latency_at(0)) / device_num,
         "tps": batch_size * output_seq_len / cost.decode_seconds,
     }

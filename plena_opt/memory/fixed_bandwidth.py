@@ -124,7 +124,11 @@ class FixedBandwidthMemory:
         if self.transaction_bytes is None:
             return values.copy()
         size = float(self.transaction_bytes)
-        return np.where(values > 0, np.ceil(values / size) * size, values)
+        # In place: ceil(0 / size) = 0 keeps empty transfers at zero; negatives pass through.
+        out = values / size
+        np.ceil(out, out=out)
+        out *= size
+        return np.where(values < 0, values, out) if values.size and values.min() < 0 else out
 
     def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
         """DRAM access energy (pJ), or None without an energy model."""

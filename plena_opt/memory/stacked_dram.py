@@ -190,7 +190,11 @@ class StackedDramModel:
         if self._wave is None:
             return values.copy()
         wave = float(self._wave)
-        return np.where(values > 0, np.ceil(values / wave) * wave, values)
+        # In place: ceil(0 / wave) = 0 keeps empty transfers at zero; negatives pass through.
+        out = values / wave
+        np.ceil(out, out=out)
+        out *= wave
+        return np.where(values < 0, values, out) if values.size and values.min() < 0 else out
 
     def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
         """DRAM access energy (pJ), or None without an energy model."""

@@ -33,7 +33,8 @@ from plena_server.registry import StopSignal
 from plena_server.traces import pack_trace, trace_chunks
 
 MAX_BATCH_SIZES = 64
-ANSWER_RESERVE_S = 0.25  # answer from the study when less than this is left of the deadline
+# Answer from the study when less than this share of the deadline (0.5–3 s) is left.
+ANSWER_RESERVE_SHARE = 0.05
 _DONE = object()
 _STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAGE_TRACES}
 
@@ -353,6 +354,9 @@ class SearchJob:
         self.recheck = Recheck(self, request.options)
         self.events: queue.Queue[Any] | None = None
         self.t0 = time.perf_counter()
+        remaining = context.time_remaining()
+        finite = remaining is not None and math.isfinite(remaining)
+        self.reserve = min(3.0, max(0.5, ANSWER_RESERVE_SHARE * remaining)) if finite else 0.0
 
     def _run(self, progress: Any = None) -> Any:
         from plena_opt.search.runner import run_search
@@ -393,7 +397,7 @@ class SearchJob:
 
     def _overdue(self) -> bool:
         remaining = self.context.time_remaining()
-        return remaining is not None and remaining < ANSWER_RESERVE_S
+        return remaining is not None and remaining < self.reserve
 
     def _finish(self, outcome: dict[str, Any]) -> pb.SearchResult:
         if "error" in outcome:

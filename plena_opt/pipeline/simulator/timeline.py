@@ -113,11 +113,14 @@ def compute_timeline(graph: DependencyGraph, durations: np.ndarray, sample: str)
     plan = graph.plan
     n = plan.n_ops
     d = np.asarray(durations, dtype=np.float64)
-    end = np.zeros(n)
-    start = np.zeros(n)
+    # Python floats (IEEE doubles, the same arithmetic as float64) are much faster to index
+    # one at a time than numpy scalars
+    dl = d.tolist()
+    end = [0.0] * n
+    start = [0.0] * n
     binding: list[Dependency | None] = [None] * n
-    ready = np.zeros(n)
-    for j in graph.topo:
+    ready = [0.0] * n
+    for j in graph.topo.tolist():
         best, bdep, rdy = 0.0, None, 0.0
         for dep in graph.deps[j]:
             t = end[dep.src] + dep.lag
@@ -125,25 +128,25 @@ def compute_timeline(graph: DependencyGraph, durations: np.ndarray, sample: str)
                 best, bdep = t, dep
             if dep.reason is not DepReason.RANK_ORDER and t > rdy:
                 rdy = t
-        start[j], end[j], binding[j], ready[j] = best, best + d[j], bdep, rdy
-    free = np.where(graph.prev_on_rank >= 0, end[graph.prev_on_rank], 0.0)
+        start[j], end[j], binding[j], ready[j] = best, best + dl[j], bdep, rdy
+    free = [end[p] if p >= 0 else 0.0 for p in graph.prev_on_rank.tolist()]
     ops = tuple(
         OpTiming(
             op=plan.ops[j],
-            start=float(start[j]),
-            end=float(end[j]),
-            ready_at=float(ready[j]),
-            rank_free_at=float(free[j]),
+            start=start[j],
+            end=end[j],
+            ready_at=ready[j],
+            rank_free_at=free[j],
             binding=binding[j],
             deps=graph.deps[j],
         )
         for j in range(n)
     )
-    makespan = float(end.max()) if n else 0.0
+    makespan = max(end) if n else 0.0
     busy = np.bincount(graph.rank_of, weights=d, minlength=plan.pp_size)
     path = []
     if n:
-        cur: int | None = int(end.argmax())
+        cur: int | None = int(np.argmax(end))
         while cur is not None:
             path.append(cur)
             b = binding[cur]
