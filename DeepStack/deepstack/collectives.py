@@ -127,6 +127,7 @@ class Network:
         self.profile = load_noc_profile(profile)
         self.router = Router(self.profile, paper_compat=paper_compat)
         self._patterns: dict[tuple, StagePattern] = {}
+        self._groups: dict[tuple, np.ndarray] = {}
         self._has_energy = self.profile.energy is not None
 
     # ------------------------------------------------------------------ patterns
@@ -143,10 +144,15 @@ class Network:
     ) -> StagePattern:
         """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
         replicated in every group of ``dim``."""
-        key = (scheme.sizes(), dim, name)
+        gkey = (scheme.sizes(), dim)
+        g = self._groups.get(gkey)
+        if g is None:
+            g = self._groups[gkey] = groups(scheme, dim)
+        # Keyed by the device groups themselves: schemes that place a dimension's groups on the
+        # same devices (e.g. tp=8 beside dp=4 or beside pp=4) share the routed pattern.
+        key = (g.shape, g.tobytes(), name)
         pat = self._patterns.get(key)
         if pat is None:
-            g = groups(scheme, dim)
             arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
             src = g[:, arr[:, 1]]
             dst = g[:, arr[:, 2]]

@@ -129,6 +129,7 @@ def _record_binding(
         bind[...] = won
         return
     # slots are tried in order, so bind < i so far: bind = i where won, else unchanged
+    # (the int8 view scales ``won`` in place; the next comparison rewrites it whole)
     flag = won.view(np.int8) if bind.itemsize == 1 else won.astype(bind.dtype)
     flag *= i
     np.maximum(bind, flag, out=bind)
