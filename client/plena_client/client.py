@@ -183,8 +183,9 @@ class PlenaClient:
     def stream_search(
         self, request: pb.SearchRequest, timeout: float | None = None
     ) -> Iterator[pb.SearchEvent]:
-        """Progress events, trace chunks, then the result. Call ``.cancel()`` on the returned
-        iterator's call via :meth:`stream_search_call` to stop early."""
+        """Progress events, trace chunks, then the result (one ``SearchEvent`` each). To stop
+        early, use :meth:`cancel_search` (the stream then ends with the partial result) or
+        cancel the call returned by :meth:`stream_search_call`."""
         call = self.stream_search_call(request, timeout)
         try:
             yield from call
