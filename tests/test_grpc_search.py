@@ -412,3 +412,20 @@ def test_server_studies_are_visible_to_the_local_cli_and_dashboard_store(server,
     rows = {r["name"]: r for r in json.loads(out.getvalue())}
     assert rows["shared-store"]["n_trials"] == result.trials_completed
     assert rows["shared-store"]["metric_names"] == list(client.get_study("shared-store").objectives)
+
+
+def test_search_and_simulate_commands_accept_server(server, capsys):
+    """``plena-opt search|simulate --server HOST:PORT`` go through the remote path end to end."""
+    from plena_opt.cli.main import main
+
+    argv = [*SMALL, "--trials", "10", "--sampler", "tpe", "--study", "via-main", "--recheck", "0"]
+    assert main(["search", *argv, "--server", server.target, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["front"] and doc["study_name"] == "via-main"
+    sched = ["--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--durations", "F=1,B=2"]
+    assert main(["simulate", *sched, "--server", server.target, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["makespan"] == pytest.approx(33.0)
+    # An unreachable server is not bad input: exit 1 with the gRPC status, no traceback.
+    assert main(["search", *argv, "--server", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "UNAVAILABLE" in err and "Traceback" not in err

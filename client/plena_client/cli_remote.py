@@ -391,7 +391,13 @@ def _write_search_traces(trace_dir: str | None, chunks: dict[str, list[bytes]]) 
 
 def remote_search(args: argparse.Namespace) -> int:
     """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
-    from plena_opt.search.output import plot_front, render_json, render_text, write_csv
+    from plena_opt.search.output import (
+        no_front_message,
+        plot_front,
+        render_json,
+        render_text,
+        write_csv,
+    )
     from plena_opt.search.recheck import render_recheck
 
     try:
@@ -412,15 +418,7 @@ def remote_search(args: argparse.Namespace) -> int:
     if getattr(args, "plot", None):
         plot_front(result, args.plot)
     if not result.front:  # same message as local mode (plena_opt.cli.search_cmd)
-        best = result.best_infeasible
-        msg = f"no plan meets the constraints ({', '.join(result.constraints)})"
-        if best is not None:
-            broken = ", ".join(k for k, v in best.constraints.items() if v > 0)
-            msg += (
-                f"; best plan found: {best.label} (TTFT {best.ttft_ms:.2f} ms, TPS {best.tps:.1f},"
-                f" {best.tps_per_sequence:.2f} tokens/s per sequence; violates {broken})"
-            )
-        print(f"error: {msg}", file=sys.stderr)
+        print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
     return 0
 

@@ -14,7 +14,13 @@ from plena_opt.cli.common import add_workload_args, problem_from_args, pydantic_
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
-from plena_opt.search.output import plot_front, render_json, render_text, write_csv
+from plena_opt.search.output import (
+    no_front_message,
+    plot_front,
+    render_json,
+    render_text,
+    write_csv,
+)
 from plena_opt.search.recheck import (
     DEFAULT_NOISE,
     DEFAULT_RECHECK,
@@ -98,6 +104,12 @@ def register(subparsers: Any) -> None:
     o.add_argument("--csv", default=None, metavar="FILE", help="write the front as CSV")
     o.add_argument("--plot", default=None, metavar="FILE.png", help="plot the front")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--server",
+        default=None,
+        metavar="HOST:PORT",
+        help="run the search on a plena-opt server (remote mode)",
+    )
     p.set_defaults(func=handle)
 
 
@@ -159,6 +171,10 @@ class _Bar:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.server:
+        from plena_client.cli_remote import remote_search
+
+        return remote_search(args)
     request = request_from_args(args)
     interrupted = {"flag": False}
 
@@ -203,15 +219,6 @@ def handle(args: argparse.Namespace) -> int:
     if args.plot:
         plot_front(result, args.plot)
     if not result.front:
-        best = result.best_infeasible
-        where = ", ".join(result.constraints)
-        msg = f"no plan meets the constraints ({where})"
-        if best is not None:
-            broken = ", ".join(k for k, v in best.constraints.items() if v > 0)
-            msg += (
-                f"; best plan found: {best.label} (TTFT {best.ttft_ms:.2f} ms, TPS {best.tps:.1f},"
-                f" {best.tps_per_sequence:.2f} tokens/s per sequence; violates {broken})"
-            )
-        print(f"error: {msg}", file=sys.stderr)
+        print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
     return 130 if interrupted["flag"] else 0

@@ -90,6 +90,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument(
+        "--server",
+        default=None,
+        metavar="HOST:PORT",
+        help="simulate on a plena-opt server (remote mode)",
+    )
     p.set_defaults(func=run)
 
 
@@ -113,6 +119,10 @@ def _write_traces(path: str, res: SimulationResult, unit_us: float, other: dict)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.server:
+        from plena_client.cli_remote import remote_simulate
+
+        return remote_simulate(args)
     noise = _noise(args.noise)
     if args.samples < 0:
         raise PlenaInputError("samples", "--samples must be >= 0")

@@ -97,6 +97,19 @@ def render_text(result: SearchResult) -> str:
     return "\n".join(out)
 
 
+def no_front_message(result: SearchResult) -> str:
+    """Why the front is empty: the constraints and the least-violating plan found."""
+    msg = f"no plan meets the constraints ({', '.join(result.constraints)})"
+    best = result.best_infeasible
+    if best is not None:
+        broken = ", ".join(k for k, v in best.constraints.items() if v > 0)
+        msg += (
+            f"; best plan found: {best.label} (TTFT {best.ttft_ms:.2f} ms, TPS {best.tps:.1f},"
+            f" {best.tps_per_sequence:.2f} tokens/s per sequence; violates {broken})"
+        )
+    return msg
+
+
 def render_json(result: SearchResult) -> str:
     return json.dumps(result.model_dump(mode="json"), indent=2)
 
