@@ -158,3 +158,19 @@ def test_dashboard_without_store_or_package(tmp_path, monkeypatch, capsys) -> No
     with pytest.raises(Exception, match="pip install 'plena-opt\\[dashboard\\]'"):
         dashboard_app(None)
     assert "plena-opt[dashboard]" in MISSING
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_out_of_range_seed_is_an_input_error(seed, capsys):
+    from plena_opt.cli.main import main
+
+    assert main(["search", "--seed", seed, "--storage", ":memory:", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --seed") and "Traceback" not in err
+
+
+def test_storage_object_is_shared_per_store(tmp_path):
+    from plena_opt.search.storage import open_storage
+
+    path = tmp_path / "s.log"
+    assert open_storage(str(path)) is open_storage(str(tmp_path / "." / "s.log"))

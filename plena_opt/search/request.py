@@ -35,7 +35,7 @@ class SearchRequest(BaseModel):
     trials: int = Field(default=200, ge=1)
     timeout: float | None = Field(default=None, gt=0)
     deadline: float | None = Field(default=None, gt=0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, lt=2**32)
     study: str | None = None
     storage: str | None = None
     compare_exact: bool | None = None

@@ -10,22 +10,42 @@ anything else is a journal file path.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.storages import JournalStorage, RDBStorage
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 
 DEFAULT_STORAGE = "plena-opt-studies.log"
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
+# A journal lock older than this (s) is stale: its holder died (e.g. kill -9) mid-append.
+# Appends take milliseconds, so 5 s is safe and spares a restart Optuna's 30 s default wait.
+LOCK_GRACE_SECONDS = 5
+
+_OPEN: dict[str, optuna.storages.BaseStorage] = {}
+_OPEN_LOCK = threading.Lock()
 
 
 def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
-    """Open (creating if needed) the study store named by ``url`` (None → default journal)."""
+    """The study store named by ``url`` (None → default journal), created if needed.
+
+    One storage object per store and process: searches that share a store (the server runs
+    several) share its in-memory replay of the journal instead of each loading it again.
+    """
     url = url or DEFAULT_STORAGE
+    key = url if "://" in url else str(Path(url).resolve())
+    with _OPEN_LOCK:
+        storage = _OPEN.get(key)
+        if storage is None:
+            storage = _OPEN[key] = _open(url)
+    return storage
+
+
+def _open(url: str) -> optuna.storages.BaseStorage:
     if "://" in url:
         scheme = url.split("://", 1)[0].split("+", 1)[0].lower()
         if scheme not in RDB_SCHEMES:
@@ -44,7 +64,8 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
     if not path.parent.exists():
         raise PlenaInputError("storage", f"--storage {url!r}: folder {path.parent} does not exist")
     try:
-        return JournalStorage(JournalFileBackend(str(path)))
+        lock = JournalFileSymlinkLock(str(path), grace_period=LOCK_GRACE_SECONDS)
+        return JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
     except Exception as exc:
         raise PlenaInputError("storage", f"--storage {url!r}: cannot open ({exc})") from exc
 
