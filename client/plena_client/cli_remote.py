@@ -206,7 +206,7 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
 
 def remote_estimate(args: argparse.Namespace) -> int:
     """``plena-opt estimate --server``: print what local mode prints."""
-    from plena_opt.estimate.report import render_distributed, render_single_chip
+    from plena_opt.estimate.report import estimate_output, single_chip_output
 
     request = estimate_request_from_args(args)
     try:
@@ -216,16 +216,9 @@ def remote_estimate(args: argparse.Namespace) -> int:
         return _fail(exc)
     est = json.loads(reply.estimate_json)
     if reply.mode == "single_chip":
-        print(json.dumps(est, indent=2) if args.json else render_single_chip(est))
+        print(single_chip_output(est, as_json=args.json))
         return 0
-    metrics = plan_metrics_from_proto(reply.metrics)
-    if args.json:
-        doc = dict(est)
-        doc["energy_per_token_joules"] = metrics.energy_per_token_joules
-        doc["decode_attribution_seconds"] = metrics.attribution
-        print(json.dumps(doc, indent=2))
-    else:
-        print(render_distributed(est, metrics))
+    print(estimate_output(est, plan_metrics_from_proto(reply.metrics), as_json=args.json))
     return 0
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from plena_opt.cli.common import add_workload_args, build_evaluator_inputs
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate import Plan, estimate_decoder_latency
+from plena_opt.estimate import Plan, estimate_single_chip
 from plena_opt.estimate.distributed import PlanCost
 from plena_opt.estimate.evaluator import Evaluator, metrics_of
-from plena_opt.estimate.report import render_distributed, render_single_chip
+from plena_opt.estimate.report import estimate_output, single_chip_output
 from plena_opt.search.problem import DEFAULT_NOC
 
 
@@ -71,30 +70,11 @@ def run(args: argparse.Namespace) -> int:
             raise PlenaInputError("noc", "a multi-device plan needs --noc PROFILE")
         # The single-chip estimate ignores the network; load the rest of the flags as usual.
         inputs = build_evaluator_inputs(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
-        w = inputs.workload
-        est = estimate_decoder_latency(
-            inputs.model,
-            inputs.memory,
-            batch_size=w.batch_size,
-            input_seq_len=w.input_seq_len,
-            output_seq_len=w.output_seq_len,
-            frequency_hz=w.frequency_hz,
-            overlap_policy=w.overlap_policy,
-            include_lm_head=w.include_lm_head,
-            chip=inputs.chip,
-        ).to_dict()
-        print(json.dumps(est, indent=2) if args.json else render_single_chip(est))
+        est = estimate_single_chip(inputs.model, inputs.memory, inputs.workload, inputs.chip)
+        print(single_chip_output(est.to_dict(), as_json=args.json))
         return 0
     inputs = build_evaluator_inputs(args)
     ev = Evaluator(inputs.model, inputs.noc, inputs.memory, inputs.workload, inputs.chip)
     cost = PlanCost(ev.ctx, plan)
-    est = cost.to_estimate().to_dict()
-    metrics = metrics_of(cost)
-    if args.json:
-        doc = dict(est)
-        doc["energy_per_token_joules"] = metrics.energy_per_token_joules
-        doc["decode_attribution_seconds"] = metrics.attribution
-        print(json.dumps(doc, indent=2))
-    else:
-        print(render_distributed(est, metrics))
+    print(estimate_output(cost.to_estimate().to_dict(), metrics_of(cost), as_json=args.json))
     return 0

@@ -10,6 +10,7 @@ from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.single_chip import (
     DecoderLatencyEstimate,
     estimate_decoder_latency,
+    estimate_single_chip,
     reference_script_estimate,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "Workload",
     "estimate_decoder_latency",
     "estimate_distributed",
+    "estimate_single_chip",
     "reference_script_estimate",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from math import ceil
 
@@ -33,18 +33,12 @@ from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.pricing import StageArrays, price_arrays
 from plena_opt.estimate.routing import check_routing, routing_rows
 from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
-from plena_opt.memory import HbmStoragePrecision
+from plena_opt.memory import HbmStoragePrecision, PhaseEstimate
 from plena_opt.models import ModelSpec
 
 GIB = 2**30
-FIELDS = (
-    "seconds",
-    "compute_seconds",
-    "memory_seconds",
-    "memory_bound_seconds",
-    "read_bytes",
-    "write_bytes",
-)
+# The priced fields of a stage (those of ``PhaseEstimate`` except the optional energy).
+FIELDS = tuple(f.name for f in fields(PhaseEstimate) if f.name != "dram_energy_pj")
 
 
 _THREAD = threading.local()
@@ -540,8 +534,8 @@ class PlanCost:
 
 
 @dataclass(frozen=True)
-class DistributedEstimate:
-    """The reference result of one plan; ``to_dict()`` is the ``estimate --json`` document."""
+class ReportDict:
+    """A reference JSON result; fields read as attributes, ``to_dict()`` returns the document."""
 
     data: dict = field(repr=False)
 
@@ -553,6 +547,10 @@ class DistributedEstimate:
             return self.data[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+class DistributedEstimate(ReportDict):
+    """The reference result of one plan; ``to_dict()`` is the ``estimate --json`` document."""
 
 
 def estimate_distributed(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 GB = 1e9
 
 
@@ -143,3 +145,19 @@ def render_single_chip(est: dict) -> str:
         lines.append(f"{'DRAM energy':<16}{e * 1e-12:.6g} J over the decode")
     lines += [f"warning: {w}" for w in est["warnings"]]
     return "\n".join(lines)
+
+
+def estimate_output(est: dict, metrics, *, as_json: bool) -> str:
+    """What ``plena-opt estimate`` prints for a distributed estimate (local or remote mode):
+    the reference JSON plus energy per token and the decode-step attribution, or the text."""
+    if not as_json:
+        return render_distributed(est, metrics)
+    doc = dict(est)
+    doc["energy_per_token_joules"] = metrics.energy_per_token_joules
+    doc["decode_attribution_seconds"] = metrics.attribution
+    return json.dumps(doc, indent=2)
+
+
+def single_chip_output(est: dict, *, as_json: bool) -> str:
+    """What ``plena-opt estimate`` prints for a single-chip estimate."""
+    return json.dumps(est, indent=2) if as_json else render_single_chip(est)

@@ -7,13 +7,17 @@ with every dimension 1, and the phase totals summed from its stages and decode s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from deepstack import switch_noc
 
 from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.distributed import FIELDS, EstimateContext, PassResult, PlanCost
+from plena_opt.estimate.distributed import (
+    FIELDS,
+    EstimateContext,
+    PassResult,
+    PlanCost,
+    ReportDict,
+)
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.memory import unbounded
 from plena_opt.models import ModelSpec
@@ -31,20 +35,8 @@ def _phase_total(result: PassResult, steps: slice = slice(None)) -> dict:
     return {name: result.total(name, steps) for name in (*FIELDS, "dram_energy_pj")}
 
 
-@dataclass(frozen=True)
-class DecoderLatencyEstimate:
+class DecoderLatencyEstimate(ReportDict):
     """Single-chip result; ``to_dict()`` matches the reference ``DecoderLatencyEstimate``."""
-
-    data: dict = field(repr=False)
-
-    def to_dict(self) -> dict:
-        return self.data
-
-    def __getattr__(self, name: str):
-        try:
-            return self.data[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
 
 def estimate_decoder_latency(
@@ -98,6 +90,23 @@ def estimate_decoder_latency(
             "precision": cost.ctx.precision.to_dict(),
             "warnings": [w for w in cost.warnings],
         }
+    )
+
+
+def estimate_single_chip(
+    model: ModelSpec, memory, workload: Workload, chip: ChipProfile | None = None
+) -> DecoderLatencyEstimate:
+    """``estimate_decoder_latency`` for a ``Workload`` (its routing is unused: dense only)."""
+    return estimate_decoder_latency(
+        model,
+        memory,
+        batch_size=workload.batch_size,
+        input_seq_len=workload.input_seq_len,
+        output_seq_len=workload.output_seq_len,
+        frequency_hz=workload.frequency_hz,
+        overlap_policy=workload.overlap_policy,
+        include_lm_head=workload.include_lm_head,
+        chip=chip,
     )
 
 

@@ -131,7 +131,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     def _single_chip(self, request: pb.EstimateRequest) -> pb.EstimateResponse:
         """No NoC and a one-device plan: the single-chip decoder estimate (analytic-model §2)."""
-        from plena_opt.estimate import estimate_decoder_latency
+        from plena_opt.estimate import estimate_single_chip
 
         plan = convert.to_plan(request.plan)
         if plan.world_size != 1:
@@ -139,17 +139,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         system = convert.load_system(request.system, self.limits, require_noc=False)
         w = convert.to_workload(request.workload)
         try:
-            est = estimate_decoder_latency(
-                system.model,
-                system.memory,
-                batch_size=w.batch_size,
-                input_seq_len=w.input_seq_len,
-                output_seq_len=w.output_seq_len,
-                frequency_hz=w.frequency_hz,
-                overlap_policy=w.overlap_policy,
-                include_lm_head=w.include_lm_head,
-                chip=system.chip,
-            ).to_dict()
+            est = estimate_single_chip(system.model, system.memory, w, system.chip).to_dict()
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
         return pb.EstimateResponse(estimate_json=json.dumps(est), mode="single_chip")
