@@ -499,8 +499,7 @@ def _write_remote_traces(path: str, reply: Any) -> list[str]:
 
 def remote_simulate(args: argparse.Namespace) -> int:
     """``plena-opt simulate --server``: print what local mode prints (same tables and JSON)."""
-    from plena_opt.cli.simulate_cmd import _fmt, _table
-    from plena_opt.pipeline.simulator import BUBBLE_DEFINITION, QuantileStats
+    from plena_opt.pipeline.report import render_schedule, render_serving
 
     request = simulate_request_from_args(args)
     try:
@@ -511,59 +510,19 @@ def remote_simulate(args: argparse.Namespace) -> int:
     doc = json.loads(reply.result_json)
     traces = _write_remote_traces(args.trace, reply) if args.trace else []
 
-    def q(d: dict | None) -> Any:
-        return None if d is None else QuantileStats(**d)
-
     if args.json:
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))
-        return 0
-    if reply.mode == "training":
-        det, mc = doc["deterministic"], doc["monte_carlo"]
-        rows = [
-            (
-                "schedule",
-                f"{doc['schedule']} (pp={doc['pp']}, vpp={doc['vpp']}, "
-                f"m={doc['microbatches']}, {doc['n_ops']} ops)",
-            ),
-            ("makespan (deterministic)", f"{doc['makespan']:.6g} ms"),
-            ("bubble ratio", f"{det['bubble_ratio']:.4f} (share {det['bubble_share']:.4f})"),
-            ("per-rank idle", ", ".join(f"{x:.4g}" for x in det["rank_idle"]) + " ms"),
-            ("critical path ops", str(len(det["critical_path"]))),
-        ]
-        if mc:
-            rows += [
-                ("samples / seed", f"{mc['n_samples']} / {mc['seed']}"),
-                ("makespan (Monte Carlo)", _fmt(q(mc["makespan"])) + " ms"),
-                (
-                    "criticality by op type",
-                    ", ".join(f"{k} {v:.3f}" for k, v in mc["criticality_by_type"].items()),
-                ),
-            ]
-        rows += [("trace", ", ".join(traces))] if traces else []
-        _table(rows)
-        print(f"  ({BUBBLE_DEFINITION})")
-        return 0
-    plan, ana, sim = doc.get("plan") or {}, doc["analytic"], doc["simulated"]
-    rows = [
-        ("plan", " ".join(f"{k}={plan[k]}" for k in ("tp", "ep", "dp", "pp", "cp") if k in plan)),
-        (
-            "window",
-            f"{reply.micro_batches} micro-batches x {reply.decode_steps} decode steps, "
-            f"{reply.n_ops} ops",
-        ),
-        (
-            "TTFT analytic / simulated",
-            f"{ana['ttft_seconds'] * 1e3:.6g} / {sim['isolated_ttft_seconds'] * 1e3:.6g} ms "
-            "(isolated request)",
-        ),
-        ("TTFT Monte Carlo (ms)", _fmt(q(doc["ttft"]), 1e3)),
-        ("TPS analytic / simulated", f"{ana['tps']:.6g} / {sim['steady_decode_tps']:.6g} tokens/s"),
-        ("TPS Monte Carlo", _fmt(q(doc["tps"]))),
-        ("window makespan", f"{doc['window']['makespan'] * 1e3:.6g} ms"),
-        ("window bubble ratio", f"{doc['window']['deterministic']['bubble_ratio']:.4f}"),
-    ]
-    rows += [("note", c) for c in doc["causes"]]
-    rows += [("trace", ", ".join(traces))] if traces else []
-    _table(rows)
+    elif reply.mode == "training":
+        print(render_schedule(doc, traces))
+    else:
+        print(
+            render_serving(
+                doc,
+                traces,
+                micro_batches=reply.micro_batches,
+                decode_steps=reply.decode_steps,
+                n_ops=reply.n_ops,
+            )
+        )
     return 0

@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.pipeline.report import render_schedule, render_serving, serving_document
 from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES, build_schedule
 from plena_opt.pipeline.simulator import (
-    BUBBLE_DEFINITION,
-    QuantileStats,
     SimulationResult,
     chrome_trace,
     parse_noise,
@@ -99,16 +98,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _fmt(q: QuantileStats | None, scale: float = 1.0) -> str:
-    if q is None:
-        return "-"
-    return (
-        f"mean {q.mean * scale:.4g} [{q.mean_ci[0] * scale:.4g}, {q.mean_ci[1] * scale:.4g}]  "
-        f"p50 {q.p50 * scale:.4g}  p90 {q.p90 * scale:.4g}  "
-        f"p99 {q.p99 * scale:.4g} [{q.p99_ci[0] * scale:.4g}, {q.p99_ci[1] * scale:.4g}]"
-    )
-
-
 def _write_traces(path: str, res: SimulationResult, unit_us: float, other: dict) -> list[str]:
     base = Path(path)
     out = []
@@ -141,36 +130,12 @@ def _run_schedule(args: argparse.Namespace, noise) -> int:
         )
     res = simulate(plan, parse_durations(args.durations), noise, args.samples, args.seed)
     traces = _write_traces(args.trace, res, 1000.0, {"unit": "ms"}) if args.trace else []
+    doc = res.to_dict(include_ops=False)
     if args.json:
-        doc = res.to_dict(include_ops=False)
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))
-        return 0
-    det = res.deterministic
-    rows = [
-        (
-            "schedule",
-            f"{plan.schedule_name} (pp={plan.pp_size}, vpp={plan.vpp_size}, "
-            f"m={plan.microbatches}, {plan.n_ops} ops)",
-        ),
-        ("makespan (deterministic)", f"{det.makespan:.6g} ms"),
-        ("bubble ratio", f"{det.bubble_ratio:.4f} (share {det.bubble_share:.4f})"),
-        ("per-rank idle", ", ".join(f"{x:.4g}" for x in det.rank_idle) + " ms"),
-        ("critical path ops", str(len(det.critical_path))),
-    ]
-    if res.mc:
-        mc = res.mc
-        rows += [
-            ("samples / seed", f"{mc.n_samples} / {mc.seed}"),
-            ("makespan (Monte Carlo)", _fmt(mc.makespan) + " ms"),
-            (
-                "criticality by op type",
-                ", ".join(f"{k} {v:.3f}" for k, v in mc.criticality_by_type.items()),
-            ),
-        ]
-    rows += [("trace", ", ".join(traces))] if traces else []
-    _table(rows)
-    print(f"  ({BUBBLE_DEFINITION})")
+    else:
+        print(render_schedule(doc, traces))
     return 0
 
 
@@ -188,40 +153,16 @@ def _run_plan(args: argparse.Namespace, noise) -> int:
     res = simulate_serving(times, noise, args.samples, args.seed, analytic=ana)
     other = {"plan": est.get("plan"), "unit": "s"}
     traces = _write_traces(args.trace, res.window, 1e6, other) if args.trace else []
+    doc = serving_document(res, est.get("plan"))
     if args.json:
-        doc = res.to_dict()
-        doc["makespan"] = res.window.makespan
-        doc["plan"] = est.get("plan")
-        doc["window"] = res.window.to_dict(include_ops=False)
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))
-        return 0
-    plan = est.get("plan", {})
-    rows = [
-        ("plan", " ".join(f"{k}={plan[k]}" for k in ("tp", "ep", "dp", "pp", "cp") if k in plan)),
-        (
-            "window",
-            f"{times.micro_batches} micro-batches x {times.decode_steps} decode steps, "
-            f"{res.window.plan.n_ops} ops",
-        ),
-        (
-            "TTFT analytic / simulated",
-            f"{ana['ttft_seconds'] * 1e3:.6g} / "
-            f"{res.ttft_deterministic * 1e3:.6g} ms (isolated request)",
-        ),
-        ("TTFT Monte Carlo (ms)", _fmt(res.ttft, 1e3)),
-        ("TPS analytic / simulated", f"{ana['tps']:.6g} / {res.tps_deterministic:.6g} tokens/s"),
-        ("TPS Monte Carlo", _fmt(res.tps)),
-        ("window makespan", f"{res.window.makespan * 1e3:.6g} ms"),
-        ("window bubble ratio", f"{res.window.deterministic.bubble_ratio:.4f}"),
-    ]
-    rows += [("note", c) for c in res.causes]
-    rows += [("trace", ", ".join(traces))] if traces else []
-    _table(rows)
+    else:
+        n_ops = res.window.plan.n_ops
+        steps = times.decode_steps
+        print(
+            render_serving(
+                doc, traces, micro_batches=times.micro_batches, decode_steps=steps, n_ops=n_ops
+            )
+        )
     return 0
-
-
-def _table(rows: list[tuple[str, str]]) -> None:
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")

@@ -176,6 +176,7 @@ def _inference(
     t: pb.InferenceTarget, noise: Any, samples: int, seed: int, traces: bool, servicer: Any
 ) -> pb.SimulateResponse:
     from plena_opt.estimate import Evaluator
+    from plena_opt.pipeline.report import serving_document
     from plena_opt.pipeline.scheduler import stage_times_from_estimate
     from plena_opt.pipeline.simulator import simulate_serving
 
@@ -201,10 +202,7 @@ def _inference(
     _check_work(times.pp * times.micro_batches * (times.decode_steps + 2) * 3, samples)
     ana = {"ttft_seconds": float(est["ttft_seconds"]), "tps": float(est["tps"])}
     res = simulate_serving(times, noise, samples, seed, analytic=ana)
-    doc = res.to_dict()  # the CLI's --json document (plena_opt.cli.simulate_cmd)
-    doc["makespan"] = res.window.makespan
-    doc["plan"] = est.get("plan")
-    doc["window"] = res.window.to_dict(include_ops=False)
+    doc = serving_document(res, est.get("plan"))  # the CLI's --json document
     out = pb.SimulateResponse(
         mode="inference",
         time_unit="s",

@@ -1,0 +1,86 @@
+"""Documents and text reports of simulations, shared by ``plena-opt simulate`` (local and remote)
+and the gRPC server: the JSON document is built once, and the text is rendered from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plena_opt.pipeline.simulator import BUBBLE_DEFINITION, QuantileStats
+
+
+def serving_document(res: Any, plan: dict | None) -> dict:
+    """``--json`` document of a serving simulation (``ServingResult``): figures, the window's
+    deterministic makespan (s) and timeline summary, and the plan."""
+    doc = res.to_dict()
+    doc["makespan"] = res.window.makespan
+    doc["plan"] = plan
+    doc["window"] = res.window.to_dict(include_ops=False)
+    return doc
+
+
+def _fmt(q: dict | QuantileStats | None, scale: float = 1.0) -> str:
+    if q is None:
+        return "-"
+    if isinstance(q, dict):
+        q = QuantileStats(**q)
+    return (
+        f"mean {q.mean * scale:.4g} [{q.mean_ci[0] * scale:.4g}, {q.mean_ci[1] * scale:.4g}]  "
+        f"p50 {q.p50 * scale:.4g}  p90 {q.p90 * scale:.4g}  "
+        f"p99 {q.p99 * scale:.4g} [{q.p99_ci[0] * scale:.4g}, {q.p99_ci[1] * scale:.4g}]"
+    )
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def render_schedule(doc: dict, traces: list[str]) -> str:
+    """Summary of a training-schedule simulation document (durations in ms)."""
+    det, mc = doc["deterministic"], doc["monte_carlo"]
+    rows = [
+        (
+            "schedule",
+            f"{doc['schedule']} (pp={doc['pp']}, vpp={doc['vpp']}, "
+            f"m={doc['microbatches']}, {doc['n_ops']} ops)",
+        ),
+        ("makespan (deterministic)", f"{doc['makespan']:.6g} ms"),
+        ("bubble ratio", f"{det['bubble_ratio']:.4f} (share {det['bubble_share']:.4f})"),
+        ("per-rank idle", ", ".join(f"{x:.4g}" for x in det["rank_idle"]) + " ms"),
+        ("critical path ops", str(len(det["critical_path"]))),
+    ]
+    if mc:
+        rows += [
+            ("samples / seed", f"{mc['n_samples']} / {mc['seed']}"),
+            ("makespan (Monte Carlo)", _fmt(mc["makespan"]) + " ms"),
+            (
+                "criticality by op type",
+                ", ".join(f"{k} {v:.3f}" for k, v in mc["criticality_by_type"].items()),
+            ),
+        ]
+    rows += [("trace", ", ".join(traces))] if traces else []
+    return _table(rows) + f"\n  ({BUBBLE_DEFINITION})"
+
+
+def render_serving(
+    doc: dict, traces: list[str], *, micro_batches: int, decode_steps: int, n_ops: int
+) -> str:
+    """Summary of a serving simulation document (seconds shown as ms)."""
+    plan, ana, sim = doc.get("plan") or {}, doc["analytic"], doc["simulated"]
+    rows = [
+        ("plan", " ".join(f"{k}={plan[k]}" for k in ("tp", "ep", "dp", "pp", "cp") if k in plan)),
+        ("window", f"{micro_batches} micro-batches x {decode_steps} decode steps, {n_ops} ops"),
+        (
+            "TTFT analytic / simulated",
+            f"{ana['ttft_seconds'] * 1e3:.6g} / {sim['isolated_ttft_seconds'] * 1e3:.6g} ms "
+            "(isolated request)",
+        ),
+        ("TTFT Monte Carlo (ms)", _fmt(doc["ttft"], 1e3)),
+        ("TPS analytic / simulated", f"{ana['tps']:.6g} / {sim['steady_decode_tps']:.6g} tokens/s"),
+        ("TPS Monte Carlo", _fmt(doc["tps"])),
+        ("window makespan", f"{doc['window']['makespan'] * 1e3:.6g} ms"),
+        ("window bubble ratio", f"{doc['window']['deterministic']['bubble_ratio']:.4f}"),
+    ]
+    rows += [("note", c) for c in doc["causes"]]
+    rows += [("trace", ", ".join(traces))] if traces else []
+    return _table(rows)
