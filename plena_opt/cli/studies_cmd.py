@@ -43,9 +43,11 @@ def handle_studies(args: argparse.Namespace) -> int:
 
 
 def handle_dashboard(args: argparse.Namespace) -> int:
-    print(f"optuna-dashboard on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    def announce(url: str) -> None:
+        print(f"optuna-dashboard on {url} (Ctrl-C to stop)", flush=True)
+
     try:
-        run_dashboard(args.storage, host=args.host, port=args.port)
+        run_dashboard(args.storage, host=args.host, port=args.port, announce=announce)
     except KeyboardInterrupt:
         return 0
     return 0

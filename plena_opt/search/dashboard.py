@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
@@ -23,8 +24,13 @@ def dashboard_app(storage_url: str | None = None) -> Any:
     return wsgi(open_storage(storage_url))
 
 
-def run_dashboard(storage_url: str | None, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve the dashboard until interrupted (blocking)."""
+def run_dashboard(
+    storage_url: str | None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the dashboard until interrupted (blocking); ``announce(url)`` once it can start."""
     try:
         from optuna_dashboard import run_server
     except ImportError as exc:
@@ -33,4 +39,7 @@ def run_dashboard(storage_url: str | None, host: str = "127.0.0.1", port: int = 
         raise PlenaInputError(
             "storage", f"no study store at {storage_url or DEFAULT_STORAGE}; run a search first"
         )
-    run_server(open_storage(storage_url), host=host, port=port)
+    storage = open_storage(storage_url)
+    if announce is not None:
+        announce(f"http://{host}:{port}/")
+    run_server(storage, host=host, port=port)
