@@ -248,3 +248,65 @@ def test_console_script_runs_without_traceback():
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def _code(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--output-seq", "100000000000000000000"], "output_seq_len must be at most"),
+        (["--batch-size", str(2**40)], "batch_size must be at most"),
+        (["--frequency-hz", "inf"], "finite clock"),
+        (["--frequency-hz", "1e-300"], "finite clock"),
+        (["--fixed-bandwidth-gbs", "100", "--fixed-capacity-gib", "1e300"], "at most"),
+        (["--routing", "uniform"], "unknown routing mode"),  # dense models check it too
+        (["--routing", "/no/such/trace.npy"], "does not exist"),
+    ],
+)
+def test_out_of_range_workloads_are_input_errors(capsys, argv, needle):
+    code, err = _code(["estimate", *argv], capsys)
+    assert code == 2 and err.startswith("error: ") and needle in err
+
+
+def test_bad_routing_traces_name_the_rule(tmp_path, capsys):
+    base = [
+        "estimate",
+        "--model",
+        "gpt-oss-20b",
+        "--noc",
+        "illustrative_gpu_node_8",
+        "--ep",
+        "8",
+        "--output-seq",
+        "2",
+        "--routing",
+    ]
+    dup = tmp_path / "dup.npy"
+    np.save(dup, np.zeros((64, 4), dtype=np.int64))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    text = tmp_path / "words.csv"
+    text.write_text("hello,world\n")
+    for path, needle in (
+        (dup, "names an expert twice"),
+        (empty, "holds no rows"),
+        (text, "comma-separated integers"),
+        (tmp_path, "is a folder"),
+    ):
+        code, err = _code([*base, str(path)], capsys)
+        assert code == 2 and needle in err, err
+
+
+def test_chip_expressions_that_overflow_or_explode_are_rejected(tmp_path, capsys):
+    for expr in ("1e308*10", "(((((9**64)**64)**64)**64)**64)"):
+        chip = tmp_path / "chip.json"
+        chip.write_text(json.dumps({"instructions": {"M_MM": expr}}))
+        code, err = _code(["estimate", "--chip", str(chip), "--output-seq", "2"], capsys)
+        assert code == 2 and "instructions.M_MM" in err and "exceeds" in err

@@ -384,6 +384,7 @@ def _write_search_traces(trace_dir: str | None, chunks: dict[str, list[bytes]]) 
 
 def remote_search(args: argparse.Namespace) -> int:
     """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
+    from plena_opt.cli.search_cmd import check_outputs, recheck_noise
     from plena_opt.search.output import (
         no_front_message,
         plot_front,
@@ -393,6 +394,8 @@ def remote_search(args: argparse.Namespace) -> int:
     )
     from plena_opt.search.recheck import render_recheck
 
+    recheck_noise(args)  # same checks as local mode, before anything runs
+    check_outputs(args)
     try:
         remote = run_search_remote(args)
     except RemoteUnavailable as exc:

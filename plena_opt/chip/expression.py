@@ -9,10 +9,12 @@ user text is ever executed.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Mapping
 
 MAX_EXPRESSION_CHARS = 500
+MAX_MAGNITUDE = 2**62  # cycles; far above any real instruction cost
 MAX_EXPONENT = 64  # keeps ``**`` from building huge integers
 
 _BINARY = {
@@ -60,12 +62,22 @@ def _walk(node: ast.AST, names: Mapping[str, int | float], text: str) -> int | f
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left = _walk(node.left, names, text)
         right = _walk(node.right, names, text)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ExpressionError(f"{text!r}: exponent {right} exceeds {MAX_EXPONENT}")
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > MAX_EXPONENT:
+                raise ExpressionError(f"{text!r}: exponent {right} exceeds {MAX_EXPONENT}")
+            if abs(left) > 1 and right > 0 and right * math.log2(abs(left)) > 62:
+                raise ExpressionError(f"{text!r}: a value exceeds {MAX_MAGNITUDE:.3g}")
         try:
-            return _BINARY[type(node.op)](left, right)
+            value = _BINARY[type(node.op)](left, right)
         except ZeroDivisionError as exc:
             raise ExpressionError(f"{text!r}: division by zero") from exc
+        except OverflowError as exc:
+            raise ExpressionError(f"{text!r}: the value overflows") from exc
+        # Bound every intermediate: a cycle count beyond 2**62 is nonsense, and the bound keeps
+        # integer powers of huge bases from running for minutes.
+        if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
+            raise ExpressionError(f"{text!r}: a value exceeds {MAX_MAGNITUDE:.3g}")
+        return value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_walk(node.operand, names, text))
     raise ExpressionError(

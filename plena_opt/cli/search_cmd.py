@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,6 +17,7 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.search.output import (
+    PLOT_FORMATS,
     no_front_message,
     plot_front,
     render_json,
@@ -170,12 +173,49 @@ class _Bar:
             sys.stderr.flush()
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Fail before searching when an output cannot be written (exit 2, nothing lost)."""
+    for flag, path in (("csv", args.csv), ("plot", args.plot)):
+        if path is None:
+            continue
+        folder = Path(path).resolve().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise PlenaInputError(flag, f"--{flag} {path}: folder {folder} is not writable")
+    if args.plot is not None:
+        suffix = Path(args.plot).suffix.lower().lstrip(".")
+        if suffix not in PLOT_FORMATS:
+            raise PlenaInputError(
+                "plot", f"--plot {args.plot}: use one of .{', .'.join(PLOT_FORMATS)}"
+            )
+    if args.trace_dir is not None:
+        folder = Path(args.trace_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PlenaInputError(
+                "trace_dir", f"--trace-dir {args.trace_dir}: {exc.strerror}"
+            ) from None
+        if not os.access(folder, os.W_OK):
+            raise PlenaInputError("trace_dir", f"--trace-dir {args.trace_dir} is not writable")
+
+
+def recheck_noise(args: argparse.Namespace):
+    """The re-check's settings, validated before the search starts."""
+    if args.recheck < 0:
+        raise PlenaInputError("recheck", "--recheck must be at least 0 (0 turns it off)")
+    if args.samples < 0:
+        raise PlenaInputError("samples", "--samples must be at least 0")
+    return parse_noise(args.noise)
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.server:
         from plena_client.cli_remote import remote_search
 
         return remote_search(args)
     request = request_from_args(args)
+    noise = recheck_noise(args)
+    check_outputs(args)
     interrupted = {"flag": False}
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -185,27 +225,31 @@ def handle(args: argparse.Namespace) -> int:
 
     bar = _Bar(enabled=not args.quiet and sys.stderr.isatty())
     previous = signal.signal(signal.SIGINT, on_sigint)
+    checks = []
     try:
-        result = run_search(request, progress=bar, should_stop=lambda: interrupted["flag"])
+        try:
+            result = run_search(request, progress=bar, should_stop=lambda: interrupted["flag"])
+        finally:
+            bar.close()
+        if result.partial and result.stop_reason == "cancelled":
+            result.stop_reason = "interrupted; every finished trial is saved in the study"
+        if args.recheck > 0 and result.front and not interrupted["flag"]:
+            try:
+                checks = recheck_front(
+                    result,
+                    request.problem.load(),
+                    top_k=args.recheck,
+                    samples=args.samples,
+                    noise=noise,
+                    seed=args.seed or 0,
+                    trace_dir=args.trace_dir,
+                    should_stop=lambda: interrupted["flag"],
+                )
+            except KeyboardInterrupt:  # a second Ctrl-C: drop the re-check, keep the front
+                interrupted["flag"] = True
+                checks = []
     finally:
         signal.signal(signal.SIGINT, previous)
-        bar.close()
-    if result.partial and result.stop_reason == "cancelled":
-        result.stop_reason = "interrupted; every finished trial is saved in the study"
-    checks = []
-    if args.recheck > 0 and result.front and not interrupted["flag"]:
-        if args.samples < 0:
-            raise PlenaInputError("samples", "--samples must be at least 0")
-        checks = recheck_front(
-            result,
-            request.problem.load(),
-            top_k=args.recheck,
-            samples=args.samples,
-            noise=parse_noise(args.noise),
-            seed=args.seed or 0,
-            trace_dir=args.trace_dir,
-            should_stop=lambda: interrupted["flag"],
-        )
     if args.json:
         doc = json.loads(render_json(result))
         doc["recheck"] = [rc.to_dict() for rc in checks]

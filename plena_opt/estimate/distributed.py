@@ -94,9 +94,10 @@ class EstimateContext:
         self.distinct_kinds = list(dict.fromkeys(self.kinds))
         self.kind_totals = Counter(self.kinds)
         self.track_energy = memory.energy_pj(0.0, 0.0) is not None
-        if model.num_experts:
-            check_routing(workload.routing)
         self._rows: np.ndarray | None = None
+        check_routing(workload.routing)
+        if model.num_experts and workload.routing not in ("balanced", "random"):
+            self.rows(1)  # read and validate a trace now, not inside the first MoE plan
         self._memory_warnings = list(memory.warnings())
         # Memoised per-layer pricing and collectives, shared by the plans of one evaluation.
         self.layer_cache: dict = {}

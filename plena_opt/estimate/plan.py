@@ -15,6 +15,10 @@ COMM_OVERLAPS = ("none", "full")
 OVERLAP_POLICIES = ("stage-roofline", "serial")
 ROUTING_MODES = ("balanced", "random", "qwen3_235b", "deepseek_v3")
 PLAN_DIMS = ("tp", "ep", "dp", "pp", "cp")
+# Sanity bounds of a workload (sequences, tokens): far beyond any served model, small enough
+# that the per-token decode arrays (8 bytes a token) and integer byte counts stay exact and fit.
+MAX_WORKLOAD = {"batch_size": 2**24, "input_seq_len": 2**26, "output_seq_len": 2**24}
+MIN_FREQUENCY_HZ, MAX_FREQUENCY_HZ = 1.0, 1e15
 
 
 def check_int(field: str, value: object, *, minimum: int = 1) -> int:
@@ -95,14 +99,23 @@ class Workload:
     routing: str = "balanced"
 
     def __post_init__(self) -> None:
-        check_int("batch_size", self.batch_size)
-        check_int("input_seq_len", self.input_seq_len)
-        check_int("output_seq_len", self.output_seq_len)
+        for name in ("batch_size", "input_seq_len", "output_seq_len"):
+            value = check_int(name, getattr(self, name))
+            if value > MAX_WORKLOAD[name]:
+                raise PlenaInputError(
+                    name, f"{name} must be at most {MAX_WORKLOAD[name]} (got {value})"
+                )
         f = self.frequency_hz
         if isinstance(f, bool) or not isinstance(f, int | float):
             raise PlenaTypeError("frequency_hz", "frequency_hz must be a number")
-        if not f > 0 or f != f or f == float("inf"):
+        if not f > 0:
             raise PlenaInputError("frequency_hz", "frequency_hz must be greater than zero")
+        if not MIN_FREQUENCY_HZ <= f <= MAX_FREQUENCY_HZ:
+            raise PlenaInputError(
+                "frequency_hz",
+                f"frequency_hz must be a finite clock between {MIN_FREQUENCY_HZ:g} and "
+                f"{MAX_FREQUENCY_HZ:g} Hz (got {f!r})",
+            )
         if not isinstance(self.include_lm_head, bool):
             raise PlenaTypeError("include_lm_head", "include_lm_head must be a bool")
         check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)

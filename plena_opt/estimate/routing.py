@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +20,15 @@ def is_trace_path(routing: str) -> bool:
 
 
 def check_routing(routing: str) -> None:
-    """Reject unknown routing modes with the reference message; traces are checked on load."""
-    if routing in ROUTING_MODES or is_trace_path(routing):
+    """Reject unknown routing modes with the reference message and missing trace files (for
+    every model: a routing flag that means nothing is still a mistake)."""
+    if routing in ROUTING_MODES:
+        return
+    if is_trace_path(routing):
+        p = Path(routing)
+        if not p.is_file():
+            what = "is a folder, not a file" if p.is_dir() else "does not exist"
+            raise PlenaInputError("routing", f"routing trace file {routing!r} {what}")
         return
     raise PlenaInputError(
         "routing",
@@ -31,19 +39,30 @@ def check_routing(routing: str) -> None:
 def load_trace(path: str | Path, num_experts: int, top_k: int) -> np.ndarray:
     """Read a routing trace: one row per token, expert ids in the first ``top_k`` columns.
 
-    ``.npy`` (integer array, 2-D or 3-D+ flattened to rows) or CSV (comma-separated integers).
-    The trace must have at least ``top_k`` columns and ids in ``[0, num_experts)``.
+    ``.npy`` (integer array; a 3-D+ array such as DeepStack's [layers, tokens, k] is flattened
+    row-major into token rows, network-model §11.4) or CSV (comma-separated integers). The trace
+    must have at least ``top_k`` columns, ids in ``[0, num_experts)`` and distinct experts per
+    row.
     """
     p = Path(path)
+    if p.is_dir():
+        raise PlenaInputError("routing", f"routing trace {str(p)!r} is a folder, not a file")
     if not p.is_file():
         raise PlenaInputError("routing", f"routing trace file {str(p)!r} does not exist")
     try:
         if p.suffix == ".npy":
             arr = np.load(p, allow_pickle=False)
         else:
-            arr = np.loadtxt(p, delimiter=",", dtype=np.int64, ndmin=2)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numpy warns on an empty file; we say so below
+                arr = np.loadtxt(p, delimiter=",", dtype=np.int64, ndmin=2)
     except (OSError, ValueError) as exc:
-        raise PlenaInputError("routing", f"cannot read routing trace {str(p)!r}: {exc}") from exc
+        kind = "a .npy array" if p.suffix == ".npy" else "comma-separated integers"
+        raise PlenaInputError(
+            "routing", f"cannot read routing trace {str(p)!r} as {kind}: {exc}"
+        ) from None
+    if arr.size == 0:
+        raise PlenaInputError("routing", f"routing trace {str(p)!r} holds no rows")
     if arr.ndim < 2 or not np.issubdtype(arr.dtype, np.integer):
         raise PlenaInputError(
             "routing", "a routing trace must be an integer array with one row per token"
@@ -61,7 +80,17 @@ def load_trace(path: str | Path, num_experts: int, top_k: int) -> np.ndarray:
             f"routing trace names expert ids outside [0, {num_experts}) for a model with "
             f"{num_experts} experts",
         )
-    return np.ascontiguousarray(arr[:, :top_k], dtype=np.int64)
+    rows = np.ascontiguousarray(arr[:, :top_k], dtype=np.int64)
+    if top_k > 1:
+        ordered = np.sort(rows, axis=1)
+        bad = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        if bad.size:
+            raise PlenaInputError(
+                "routing",
+                f"routing trace row {int(bad[0])} names an expert twice; a token's top-{top_k} "
+                "experts must be distinct",
+            )
+    return rows
 
 
 def routing_rows(routing: str, num_experts: int, top_k: int, tokens: int) -> np.ndarray:

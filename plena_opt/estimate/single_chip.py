@@ -19,6 +19,7 @@ from plena_opt.estimate.distributed import (
     ReportDict,
 )
 from plena_opt.estimate.plan import Plan, Workload
+from plena_opt.estimate.routing import check_routing
 from plena_opt.memory import unbounded
 from plena_opt.models import ModelSpec
 
@@ -96,7 +97,9 @@ def estimate_decoder_latency(
 def estimate_single_chip(
     model: ModelSpec, memory, workload: Workload, chip: ChipProfile | None = None
 ) -> DecoderLatencyEstimate:
-    """``estimate_decoder_latency`` for a ``Workload`` (its routing is unused: dense only)."""
+    """``estimate_decoder_latency`` for a ``Workload`` (dense only: its routing must still be a
+    known mode or an existing trace file)."""
+    check_routing(workload.routing)
     return estimate_decoder_latency(
         model,
         memory,

@@ -158,6 +158,9 @@ def _number_label(value: float) -> str:
     return f"{value:g}"
 
 
+MAX_CAPACITY_BYTES = 2**80  # bytes (1 YiB): beyond any device; keeps integer byte counts exact
+
+
 def fixed_bandwidth(gbs: float, capacity_gib: float | None = None) -> FixedBandwidthMemory:
     """A fixed-bandwidth memory from CLI units: ``gbs`` decimal GB/s (×1e9), ``capacity_gib``
     binary GiB (×2^30, rounded to whole bytes). Named ``fixed-<gbs>GBps[-<cap>GiB]``."""
@@ -171,6 +174,12 @@ def fixed_bandwidth(gbs: float, capacity_gib: float | None = None) -> FixedBandw
     name = f"fixed-{_number_label(gbs)}GBps"
     capacity = None
     if capacity_gib is not None:
+        if capacity_gib * 2**30 > MAX_CAPACITY_BYTES:
+            raise PlenaInputError(
+                "fixed_capacity_gib",
+                f"fixed_capacity_gib must be at most {MAX_CAPACITY_BYTES / 2**30:.0f} GiB "
+                f"(got {capacity_gib!r})",
+            )
         capacity = round(capacity_gib * 2**30)
         name += f"-{_number_label(capacity_gib)}GiB"
     return FixedBandwidthMemory(gbs * 1e9, capacity, name=name)

@@ -3,9 +3,32 @@ and the gRPC server: the JSON document is built once, and the text is rendered f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from plena_opt.pipeline.simulator import BUBBLE_DEFINITION, QuantileStats
+from plena_opt.pipeline.simulator import (
+    BUBBLE_DEFINITION,
+    QuantileStats,
+    duration_note,
+    per_op_durations,
+)
+
+
+def schedule_document(res: Any, stage_ms: Mapping[str, float]) -> dict:
+    """``--json`` document of a training-schedule simulation (``SimulationResult``, ms), with the
+    per-stage durations given (``stage_ms``), the per-op durations simulated and how one maps onto
+    the other (``durations.note``; interleaved chunk ops take F/v)."""
+    doc = res.to_dict(include_ops=False)
+    doc["durations"] = {
+        "per_stage_ms": {k: float(v) for k, v in stage_ms.items()},
+        "per_op_ms": per_op_durations(res.plan, stage_ms),
+        "note": duration_note(res.plan),
+    }
+    return doc
+
+
+def _pairs(d: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v:.6g}" for k, v in d.items())
 
 
 def serving_document(res: Any, plan: dict | None) -> dict:
@@ -44,6 +67,14 @@ def render_schedule(doc: dict, traces: list[str]) -> str:
             f"{doc['schedule']} (pp={doc['pp']}, vpp={doc['vpp']}, "
             f"m={doc['microbatches']}, {doc['n_ops']} ops)",
         ),
+    ]
+    dur = doc.get("durations")
+    if dur:
+        text = f"{_pairs(dur['per_stage_ms'])} ms {dur['note']}"
+        if dur["per_op_ms"] != dur["per_stage_ms"]:
+            text += f" → per op {_pairs(dur['per_op_ms'])} ms"
+        rows.append(("durations", text))
+    rows += [
         ("makespan (deterministic)", f"{doc['makespan']:.6g} ms"),
         ("bubble ratio", f"{det['bubble_ratio']:.4f} (share {det['bubble_share']:.4f})"),
         ("per-rank idle", ", ".join(f"{x:.4g}" for x in det["rank_idle"]) + " ms"),

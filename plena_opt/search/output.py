@@ -123,6 +123,9 @@ def write_csv(result: SearchResult, path: str | Path) -> None:
             w.writerow({k: row.get(k) for k in CSV_FIELDS})
 
 
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
 def plot_front(result: SearchResult, path: str | Path) -> None:
     """TTFT (ms) vs TPS of the front, coloured by J/token (Agg backend, no display needed)."""
     import matplotlib

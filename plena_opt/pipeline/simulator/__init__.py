@@ -24,6 +24,16 @@ from plena_opt.pipeline.simulator.noise import (
     StragglerSpec,
     parse_noise,
 )
+from plena_opt.pipeline.simulator.request import (
+    MAX_DURATION,
+    SEED_LIMIT,
+    check_duration,
+    check_schedule_durations,
+    check_seed,
+    chunked_op_types,
+    duration_note,
+    per_op_durations,
+)
 from plena_opt.pipeline.simulator.serving import (
     RecheckResult,
     ServingResult,
@@ -37,6 +47,8 @@ from plena_opt.pipeline.simulator.trace_validator import validate_trace
 
 __all__ = [
     "BUBBLE_DEFINITION",
+    "MAX_DURATION",
+    "SEED_LIMIT",
     "DepReason",
     "Dependency",
     "DependencyGraph",
@@ -54,9 +66,15 @@ __all__ = [
     "Timeline",
     "base_durations",
     "build_graph",
+    "check_duration",
+    "check_schedule_durations",
+    "check_seed",
     "chrome_trace",
+    "chunked_op_types",
     "derive_dependencies",
+    "duration_note",
     "parse_noise",
+    "per_op_durations",
     "recheck_plans",
     "simulate",
     "simulate_serving",

@@ -29,6 +29,7 @@ from plena_opt.pipeline.simulator.longest_path import (
     end_times,
 )
 from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK, NoiseSampler, NoiseSpec, parse_noise
+from plena_opt.pipeline.simulator.request import MAX_DURATION, check_duration, check_seed
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.pipeline.simulator.timeline import Timeline, compute_timeline
 
@@ -36,13 +37,11 @@ from plena_opt.pipeline.simulator.timeline import Timeline, compute_timeline
 def base_durations(plan: PipelinePlan, durations: Mapping[str, float]) -> np.ndarray:
     """Per-op base durations from a mapping op type → duration (any consistent time unit).
 
-    Raises :class:`PlenaInputError` naming ``durations.<type>`` when one is missing, negative or
-    not finite.
+    Raises :class:`PlenaInputError` naming ``durations.<type>`` when one is missing, negative,
+    not finite or above :data:`~plena_opt.pipeline.simulator.request.MAX_DURATION`.
     """
     for key, value in durations.items():
-        v = float(value)
-        if not np.isfinite(v) or v < 0:
-            raise PlenaInputError(f"durations.{key}", f"durations.{key} must be finite and >= 0")
+        check_duration(value, f"durations.{key}")
     missing = [t for t in plan.op_types() if t not in durations]
     if missing:
         raise PlenaInputError(
@@ -156,14 +155,19 @@ def simulate(
     one value per op). ``probes`` names ops whose per-sample end times are returned."""
     if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 0:
         raise PlenaInputError("samples", "samples must be an integer >= 0")
+    seed = check_seed(seed)
     spec = parse_noise(noise)
     graph = graph or build_graph(plan)
     if isinstance(durations, Mapping):
         base = base_durations(plan, durations)
     else:
         base = np.asarray(durations, dtype=np.float64)
-        if base.shape != (plan.n_ops,) or not np.all(np.isfinite(base)) or np.any(base < 0):
-            raise PlenaInputError("durations", "durations must be one finite value >= 0 per op")
+        ok = np.all(np.isfinite(base)) and np.all((base >= 0) & (base <= MAX_DURATION))
+        if base.shape != (plan.n_ops,) or not ok:
+            raise PlenaInputError(
+                "durations",
+                f"durations must be one finite value in [0, {MAX_DURATION:g}] per op",
+            )
     det = compute_timeline(graph, base, "deterministic")
     mc = None
     if samples:
