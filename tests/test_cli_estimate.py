@@ -310,3 +310,29 @@ def test_chip_expressions_that_overflow_or_explode_are_rejected(tmp_path, capsys
         chip.write_text(json.dumps({"instructions": {"M_MM": expr}}))
         code, err = _code(["estimate", "--chip", str(chip), "--output-seq", "2"], capsys)
         assert code == 2 and "instructions.M_MM" in err and "exceeds" in err
+
+
+def test_stack_height_flags_reprice_the_stacked_memory(capsys):
+    base = ["estimate", "--model", "llama-3.1-8b", "--output-seq", "4", "--json"]
+    assert main(base) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main([*base, "--total-layers", "8", "--connected-layers", "4"]) == 0
+    taller = json.loads(capsys.readouterr().out)
+    # analytic-model §3.2: 4 of 8 connected layers → 66.54 GB/s peak (efficiency 1 up to half).
+    assert taller["memory"]["usable_bandwidth_bytes_per_s"] == pytest.approx(66.54e9, rel=1e-3)
+    assert default["memory"]["usable_bandwidth_bytes_per_s"] == pytest.approx(49.907e9, rel=1e-4)
+    assert taller["tps"] > default["tps"]
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--connected-layers", "4"], "connected_layers requires total_layers"),
+        (["--fixed-bandwidth-gbs", "10", "--total-layers", "4"], "stacked_dram"),
+        (["--memory", "fictional_fixed_bandwidth", "--total-layers", "4"], "stacked_dram"),
+        (["--total-layers", "4", "--connected-layers", "9"], "dram.connected_layers"),
+    ],
+)
+def test_stack_height_flags_are_checked(capsys, argv, needle):
+    code, err = _code(["estimate", *argv], capsys)
+    assert code == 2 and needle in err

@@ -50,6 +50,15 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="capacity of the fixed-bandwidth memory, GiB",
     )
+    g.add_argument(
+        "--total-layers", type=int, default=None, help="stacked DRAM: the same design with N layers"
+    )
+    g.add_argument(
+        "--connected-layers",
+        type=int,
+        default=None,
+        help="stacked DRAM: connected layers (default: all of --total-layers)",
+    )
     g.add_argument("--chip", default=None, help="chip profile name or JSON path (default built-in)")
     g.add_argument("--batch-size", type=int, default=16, help="global batch, sequences")
     g.add_argument("--input-seq", type=int, default=2048, help="prompt length, tokens")
@@ -72,8 +81,10 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
 def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
     """The first pydantic error as ``PlenaInputError(field, rule)`` (fields named as flags)."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
+    loc = ".".join(str(p) for p in err.get("loc", ()))
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not loc:  # a rule across several flags: its message names them
+        return PlenaInputError("request", msg)
     flag = "--" + loc.replace("_", "-")
     return PlenaInputError(loc, f"{flag}: {msg}")
 
@@ -98,6 +109,8 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
             else (args.memory or DEFAULT_MEMORY),
             fixed_bandwidth_gbs=args.fixed_bandwidth_gbs,
             fixed_capacity_gib=args.fixed_capacity_gib,
+            total_layers=args.total_layers,
+            connected_layers=args.connected_layers,
             chip=args.chip,
             batch_size=args.batch_size,
             input_seq=args.input_seq,

@@ -2,7 +2,9 @@
 
 Plan mode (default) takes the same flags as ``plena-opt estimate`` and simulates the evaluated
 plan's serving windows (times in seconds). Schedule mode (``--schedule``) simulates a training
-schedule with ``--durations`` per op type (times in milliseconds).
+schedule with ``--durations`` per op type (times in milliseconds, per pipeline stage: with
+``--vpp v`` each of a rank's v chunk ops takes F/v, as in the closed forms of
+pipeline-simulator §1.3).
 """
 
 from __future__ import annotations
@@ -12,32 +14,50 @@ import json
 from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.report import render_schedule, render_serving, serving_document
+from plena_opt.pipeline.report import (
+    render_schedule,
+    render_serving,
+    schedule_document,
+    serving_document,
+)
 from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES, build_schedule
 from plena_opt.pipeline.simulator import (
     SimulationResult,
+    check_duration,
+    check_schedule_durations,
+    check_seed,
     chrome_trace,
     parse_noise,
+    per_op_durations,
     simulate,
     simulate_serving,
     write_trace,
 )
 
 
-def parse_durations(text: str) -> dict[str, float]:
-    """``F=1,B=2`` → ``{"F": 1.0, "B": 2.0}``; errors name ``durations.<type>``."""
+def parse_durations(text: str, schedule: str | None = None) -> dict[str, float]:
+    """``F=1,B=2`` → ``{"F": 1.0, "B": 2.0}`` (ms per stage). Each value must be finite, >= 0 and
+    <= ``MAX_DURATION``; keys must be unique and, with ``schedule``, op types of that schedule.
+    Errors name ``durations`` or ``durations.<type>``."""
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or not key:
             raise PlenaInputError("durations", f"--durations item {part!r} must look like F=1")
+        if key in out:
+            raise PlenaInputError(
+                f"durations.{key}", f"durations.{key} is given twice; each op type once"
+            )
         try:
-            out[key] = float(value)
+            number = float(value)
         except ValueError:
             raise PlenaInputError(
                 f"durations.{key}", f"durations.{key} must be a number, got {value.strip()!r}"
             ) from None
+        out[key] = check_duration(number, f"durations.{key}")
+    if schedule is not None:
+        check_schedule_durations(schedule, out)
     return out
 
 
@@ -68,7 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--durations",
         default=None,
-        help="base ms per op type, e.g. F=1,B=2 (ZB: F,I,W; bigmac-vpp also VF,VB,GF,GB)",
+        help="base ms per op type and pipeline stage (all of a rank's layers), e.g. F=1,B=2 "
+        "(ZB: F,I,W; bigmac-vpp also VF,VB,GF,GB); with --vpp v each LLM chunk op (F, B, I, W) "
+        "takes F/v, B/v, …; vision-encoder and generator ops (VF, VB, GF, GB) are not chunked",
     )
     m = p.add_argument_group("Monte Carlo")
     m.add_argument("--samples", type=int, default=1000, help="Monte Carlo samples (0: none)")
@@ -79,9 +101,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "straggler_high, moe_experts, moe_top_k, moe_ep, moe_tokens, moe_alpha, moe_fraction) "
         "or JSON",
     )
-    m.add_argument("--seed", type=int, default=0, help="random seed")
+    m.add_argument("--seed", type=int, default=0, help="random seed (0 <= seed < 2**32)")
     m.add_argument(
-        "--max-window-steps", type=int, default=64, help="decode steps in the serving window"
+        "--max-window-steps",
+        type=int,
+        default=64,
+        help="decode steps in the serving window (>= 1)",
     )
     p.add_argument(
         "--trace",
@@ -107,14 +132,27 @@ def _write_traces(path: str, res: SimulationResult, unit_us: float, other: dict)
     return out
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """Flag rules shared by local and remote mode (the server applies the same ones)."""
+    if args.samples < 0:
+        raise PlenaInputError("samples", "--samples must be >= 0")
+    check_seed(args.seed, "seed", "--seed")
+    if args.max_window_steps < 1:
+        raise PlenaInputError(
+            "max_window_steps",
+            f"--max-window-steps must be >= 1 (decode steps), got {args.max_window_steps}",
+        )
+    if args.durations is not None and args.schedule:
+        parse_durations(args.durations, args.schedule)
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_args(args)
     if args.server:
         from plena_client.cli_remote import remote_simulate
 
         return remote_simulate(args)
     noise = _noise(args.noise)
-    if args.samples < 0:
-        raise PlenaInputError("samples", "--samples must be >= 0")
     if args.schedule:
         return _run_schedule(args, noise)
     return _run_plan(args, noise)
@@ -128,9 +166,10 @@ def _run_schedule(args: argparse.Namespace, noise) -> int:
             f"--durations is required with --schedule (types: "
             f"{','.join(SCHEDULE_OP_TYPES[args.schedule])})",
         )
-    res = simulate(plan, parse_durations(args.durations), noise, args.samples, args.seed)
+    stage_ms = parse_durations(args.durations, args.schedule)
+    res = simulate(plan, per_op_durations(plan, stage_ms), noise, args.samples, args.seed)
     traces = _write_traces(args.trace, res, 1000.0, {"unit": "ms"}) if args.trace else []
-    doc = res.to_dict(include_ops=False)
+    doc = schedule_document(res, stage_ms)
     if args.json:
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))

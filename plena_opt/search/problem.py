@@ -78,6 +78,8 @@ class ProblemSpec(BaseModel):
     memory: str | None = DEFAULT_MEMORY
     fixed_bandwidth_gbs: float | None = Field(default=None, gt=0)
     fixed_capacity_gib: float | None = Field(default=None, gt=0)
+    total_layers: int | None = Field(default=None, ge=1)
+    connected_layers: int | None = Field(default=None, ge=1)
     chip: str | None = None
     batch_size: int = Field(default=16, ge=1)
     input_seq: int = Field(default=2048, ge=1)
@@ -91,6 +93,10 @@ class ProblemSpec(BaseModel):
     def _check(self) -> ProblemSpec:
         if self.fixed_capacity_gib is not None and self.fixed_bandwidth_gbs is None:
             raise ValueError("fixed_capacity_gib requires fixed_bandwidth_gbs")
+        if self.connected_layers is not None and self.total_layers is None:
+            raise ValueError("connected_layers requires total_layers")
+        if self.total_layers is not None and self.fixed_bandwidth_gbs is not None:
+            raise ValueError("total_layers applies to stacked_dram profiles, not fixed bandwidth")
         return self
 
     def memory_label(self) -> str:
@@ -103,8 +109,14 @@ class ProblemSpec(BaseModel):
         return self.model_path or str(self.model)
 
     def fingerprint(self) -> str:
-        """Stable 12-hex digest of the spec (used to name studies and detect mismatches)."""
-        text = json.dumps(self.model_dump(), sort_keys=True)
+        """Stable 12-hex digest of the spec (used to name studies and detect mismatches).
+
+        Unset optional stack heights are left out, so adding such options keeps old names."""
+        data = self.model_dump()
+        for key in ("total_layers", "connected_layers"):
+            if data[key] is None:
+                del data[key]
+        text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def workload(self, batch_size: int | None = None) -> Any:
@@ -156,4 +168,14 @@ class ProblemSpec(BaseModel):
 
         if self.fixed_bandwidth_gbs is not None:
             return mem.fixed_bandwidth(self.fixed_bandwidth_gbs, self.fixed_capacity_gib)
-        return mem.load_memory(self.memory or DEFAULT_MEMORY)
+        memory = mem.load_memory(self.memory or DEFAULT_MEMORY)
+        if self.total_layers is None:
+            return memory
+        if not hasattr(memory, "with_layers"):
+            raise PlenaInputError(
+                "total_layers",
+                f"--total-layers/--connected-layers apply to stacked_dram profiles only; "
+                f"{memory.name} is {memory.kind}",
+            )
+        # The same stack design at another height (analytic-model §3.1, §3.5).
+        return memory.with_layers(self.total_layers, self.connected_layers)

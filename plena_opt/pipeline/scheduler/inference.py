@@ -161,6 +161,7 @@ def stage_times_from_estimate(
     batch = int(_get(est, "batch_size"))
     steps = int(_get(est, "output_seq_len"))
     if max_decode_steps is not None:
+        check_positive_int("max_decode_steps", max_decode_steps)  # 0 would silently become 1
         steps = min(steps, max_decode_steps)
     return InferenceStageTimes(
         prefill_stage_seconds=_stage_seconds(_get(pre, "stages"), "prefill.stages"),

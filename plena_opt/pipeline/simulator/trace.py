@@ -5,13 +5,19 @@ Layout: ``pid`` = PP rank; ``tid`` 0 compute, 1 wait gaps, 2 pipeline hops (COMM
 unique ``rank{r}/{op}/chunk_{x}/mb{i}[/step{t}]``; the scheduler label and all numbers go in
 ``args``; the chunk letter is in ``cat``. Dependencies (except ``RANK_ORDER``) are v1 flows, one id
 per edge: ``s`` at the source slice's start, ``f`` with ``bp: "e"`` at the destination's start,
-``cat: "dep"``, ``name`` = reason. Times are rounded to 1 ns (0.001 µs) and ``dur`` is derived from
-rounded end − rounded start so rounding cannot create partial overlaps.
+``cat: "dep"``, ``name`` = reason.
+
+Times: start and end are rounded to integer nanoseconds, ``ts = start_ns / 1000`` µs and ``dur =
+(end_ns − start_ns) / 1000`` µs, except that ``dur`` is lowered by the float rounding error (a few
+ulp of ``ts``, ~1e-9 µs at 10⁷ µs) where needed so that the float sum ``ts + dur`` a viewer computes
+never exceeds ``end_ns / 1000``, hence never the next slice's ``ts`` on the track (rounding is
+monotone, so ``end_ns ≤ next start_ns``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +29,22 @@ TID_COMPUTE, TID_WAIT, TID_COMM = 0, 1, 2
 _THREADS = {TID_COMPUTE: "compute", TID_WAIT: "wait", TID_COMM: "pp p2p"}
 
 
-def _us(t: float, unit_us: float) -> float:
-    return round(t * unit_us, 3)
+def _ns(t: float, unit_us: float) -> int:
+    """Time ``t`` (in units of ``unit_us`` µs) as integer nanoseconds."""
+    return round(t * unit_us * 1000.0)
+
+
+def _span(start_ns: int, end_ns: int) -> tuple[float, float]:
+    """``(ts, dur)`` in µs of ``[start_ns, end_ns]`` with float ``ts + dur <= end_ns / 1000``
+    exactly (int / int division is correctly rounded, so the bounds are the nearest floats)."""
+    ts, end = start_ns / 1000, end_ns / 1000
+    dur = (end_ns - start_ns) / 1000
+    if ts + dur > end:
+        # |(ts + (end − ts)) − end| <= ulp(end)/2, so at most a step or two below end − ts
+        dur = end - ts
+        while ts + dur > end:
+            dur = math.nextafter(dur, 0.0)
+    return ts, dur
 
 
 def chrome_trace(
@@ -61,8 +81,8 @@ def chrome_trace(
     for t in timeline.ops:
         o = t.op
         tid = TID_COMM if o.kind is OpKind.COMM else TID_COMPUTE
-        ts = _us(t.start, unit_us)
-        dur = round(_us(t.end, unit_us) - ts, 3)
+        start_ns = _ns(t.start, unit_us)
+        ts, dur = _span(start_ns, _ns(t.end, unit_us))
         slices[o.id] = (o.rank, tid, ts)
         letter = f"chunk_{chunk_letter(o.chunk)}"
         args = {
@@ -93,15 +113,16 @@ def chrome_trace(
                 "args": args,
             }
         )
-        free = _us(t.rank_free_at, unit_us)
-        if ts - free > 0:
+        free_ns = _ns(t.rank_free_at, unit_us)
+        if start_ns > free_ns:
+            free, wait = _span(free_ns, start_ns)
             body.append(
                 {
                     "name": f"{o.trace_name}/wait",
                     "cat": f"wait,{letter}",
                     "ph": "X",
                     "ts": free,
-                    "dur": round(ts - free, 3),
+                    "dur": wait,
                     "pid": o.rank,
                     "tid": TID_WAIT,
                     "args": {

@@ -9,7 +9,7 @@ from plena_opt.pipeline.scheduler import OpKind
 from plena_opt.pipeline.simulator.timeline import Timeline
 
 _PHASES = {"X", "M", "s", "t", "f"}
-_EPS = 1e-6  # µs; timestamps are on a 0.001 µs grid
+# Rules 4 and 5 are exact: ``ts + dur`` is evaluated in float64 as a viewer does, no tolerance.
 
 
 def _num(v: Any) -> bool:
@@ -68,15 +68,15 @@ def validate_trace(
         items.sort(key=lambda x: (x[0], -x[1]))
         stack: list[tuple[float, str]] = []
         for ts, dur, name in items:
-            while stack and stack[-1][0] <= ts + _EPS:
+            while stack and stack[-1][0] <= ts:
                 stack.pop()
-            if stack and ts + dur > stack[-1][0] + _EPS:
+            if stack and ts + dur > stack[-1][0]:
                 errors.append(f"4: {name!r} partially overlaps {stack[-1][1]!r} on {key}")
             stack.append((ts + dur, name))
 
     def inside(e: dict) -> bool:
         return any(
-            ts - _EPS <= e["ts"] <= ts + dur + _EPS
+            ts <= e["ts"] <= ts + dur
             for ts, dur, _ in xs.get((e["pid"], e["tid"]), [])
         )
 
