@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import load_golden
 
 from plena_opt.cli.main import main
 
@@ -336,3 +337,60 @@ def test_stack_height_flags_reprice_the_stacked_memory(capsys):
 def test_stack_height_flags_are_checked(capsys, argv, needle):
     code, err = _code(["estimate", *argv], capsys)
     assert code == 2 and needle in err
+
+
+def test_moe_model_on_one_device_and_honest_energy_label(capsys):
+    argv = [
+        "estimate",
+        "--model",
+        "gpt-oss-20b",
+        "--noc",
+        "single_device",
+        "--fixed-bandwidth-gbs",
+        "1000",
+        "--batch-size",
+        "2",
+        "--input-seq",
+        "1000",
+        "--output-seq",
+        "3",
+        "--include-lm-head",
+    ]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # ../shared/golden/distributed.json case 11 is this run on switch_noc(1,1): TTFT 0.0338 s.
+    golden = load_golden("distributed")["cases"]
+    case = next(c for c in golden if c["id"] == 11)
+    assert doc["ttft_seconds"] == pytest.approx(case["output"]["ttft_seconds"], rel=1e-9)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "(NoC; DRAM not modelled)" in out  # fixed bandwidth memory has no energy model
+
+
+def test_profile_errors_name_the_level(tmp_path, capsys):
+    layers = {
+        "L3": {
+            "kind": "switch",
+            "shape": [1, 1],
+            "hop_latency_ns": 0,
+            "link_bandwidth_gbytes_per_s": 50,
+        },
+        "L2": {
+            "kind": "ring",
+            "shape": [1, 3],
+            "hop_latency_ns": 0,
+            "link_bandwidth_gbytes_per_s": 50,
+        },
+        "L1": {
+            "kind": "switch",
+            "shape": [1, 8],
+            "hop_latency_ns": 0,
+            "link_bandwidth_gbytes_per_s": 50,
+        },
+    }
+    path = tmp_path / "noc.json"
+    path.write_text(
+        json.dumps({"schema_version": 1, "kind": "noc_hierarchy", "name": "x", "layers": layers})
+    )
+    code, err = _code(["estimate", "--noc", str(path), "--tp", "8"], capsys)
+    assert code == 2 and err.strip() == "error: layers.L2.shape: ring size must be even"

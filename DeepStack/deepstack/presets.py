@@ -141,7 +141,14 @@ def scaled_profile(
     )
 
 
+def single_device() -> NocProfile:
+    """One device: no network (every collective is free). Lets a plan of all ones — e.g. a MoE
+    model on one chip — run through the distributed estimate."""
+    return replace(switch_noc(1, energy=True), name="single_device")
+
+
 PRESETS: dict[str, Callable[[], NocProfile]] = {
+    "single_device": single_device,
     "h200x32": h200x32,
     "ring_switch_32": ring_switch_32,
     "torus_mesh_switch_64": torus_mesh_switch_64,

@@ -45,6 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_text(exc: PlenaInputError) -> str:
+    """The message, prefixed with the field when the message does not already name it (e.g.
+    ``layers.L2.shape: ring size must be even``)."""
+    msg = str(exc)
+    field = exc.field or ""
+    leaf = field.rsplit(".", 1)[-1]
+    if (
+        not field
+        or field in ("request", "profile")
+        or field in msg
+        or (leaf in msg and "." not in field)
+    ):
+        return msg
+    return f"{field}: {msg}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -54,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PlenaInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {error_text(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # an unreadable input or unwritable output file named by the user
         where = f": {exc.filename}" if exc.filename else ""

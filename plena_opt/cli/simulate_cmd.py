@@ -83,7 +83,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plan_args(p)
     g = p.add_argument_group("training schedule mode")
     g.add_argument("--schedule", choices=SCHEDULES, default=None, help="simulate this schedule")
-    g.add_argument("--vpp", type=int, default=1, help="virtual chunks per rank")
+    g.add_argument(
+        "--vpp",
+        type=int,
+        default=1,
+        help="virtual chunks per rank (--durations stay per stage: each chunk op takes F/v)",
+    )
     g.add_argument("--microbatches", type=int, default=8, help="micro-batches per step")
     g.add_argument(
         "--durations",

@@ -88,9 +88,19 @@ def render_distributed(est: dict, metrics=None) -> str:
     lines.append(f"{'NoC energy':<16}{noc_text} per decode token")
     if metrics is not None:
         e = metrics.energy_per_token_joules
+        parts = [
+            name
+            for name, known in (
+                ("DRAM", est["memory"].get("energy") is not None),
+                ("NoC", est["noc_energy_pj_per_decode_token"] is not None),
+            )
+            if known
+        ]
+        missing = {"DRAM", "NoC"} - set(parts)
+        note = " + ".join(parts) + (f"; {missing.pop()} not modelled" if missing else "")
         lines.append(
             f"{'Energy':<16}"
-            + ("not modeled" if e is None else f"{e:.6g} J per generated token (DRAM + NoC)")
+            + ("not modelled" if e is None else f"{e:.6g} J per generated token ({note})")
         )
         total = metrics.decode_step_seconds
         parts = ", ".join(

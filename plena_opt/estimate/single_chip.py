@@ -57,7 +57,7 @@ def estimate_decoder_latency(
         raise PlenaInputError(
             "model",
             f"{model.name} is a mixture-of-experts model; the single-chip estimate models dense "
-            "decoders only (use the distributed estimate with --noc)",
+            "decoders only (use the distributed estimate, e.g. --noc single_device)",
         )
     workload = Workload(
         batch_size=batch_size,

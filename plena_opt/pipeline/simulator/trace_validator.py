@@ -75,10 +75,7 @@ def validate_trace(
             stack.append((ts + dur, name))
 
     def inside(e: dict) -> bool:
-        return any(
-            ts <= e["ts"] <= ts + dur
-            for ts, dur, _ in xs.get((e["pid"], e["tid"]), [])
-        )
+        return any(ts <= e["ts"] <= ts + dur for ts, dur, _ in xs.get((e["pid"], e["tid"]), []))
 
     for fid, fl in flows.items():
         s = [e for e in fl if e["ph"] == "s"]
