@@ -108,3 +108,22 @@ def test_installed_console_script() -> None:
     bad = subprocess.run([script, "models", "show", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: unknown model 'nope'")
+
+
+def test_models_model_path_shows_that_config(tmp_path, capsys) -> None:
+    from plena_opt.cli.main import main
+
+    cfg = {
+        "hidden_size": 1536,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 6,
+        "num_hidden_layers": 2,
+        "intermediate_size": 4096,
+        "vocab_size": 32000,
+    }
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(cfg))
+    assert main(["models", "--model-path", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hidden_size"] == 1536 and doc["heads"] == 24

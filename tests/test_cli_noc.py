@@ -80,10 +80,24 @@ def test_collective_text_ops(capsys, op: str) -> None:
         "--pp",
         "4",
         "--dim",
-        "dp",
+        "pp" if op == "p2p" else "dp",
     )
     assert code == 0
     assert "total" in out and "busiest link" in out and "NoC energy" in out
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--tp", "4", "--pp", "2", "--dim", "dp"], "use --dim pp"),
+        (["--tp", "8"], "--pp of at least 2"),
+    ],
+)
+def test_p2p_needs_pipeline_stages(capsys, argv: list[str], needle: str) -> None:
+    code, _, err = run(
+        capsys, "collective", "illustrative_gpu_node_8", "--op", "p2p", "--bytes", "64", *argv
+    )
+    assert code == 2 and needle in err
 
 
 def test_collective_device_mismatch_is_a_clean_error(capsys) -> None:

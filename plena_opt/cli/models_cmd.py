@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List the built-in decoder models, or show one with 'models show'.",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--model-path", help="show this Hugging Face config.json instead of listing (as 'show')"
+    )
     parser.set_defaults(func=_list_handler)
     actions = parser.add_subparsers(dest="models_action", metavar="{show}")
     show = actions.add_parser(
@@ -90,6 +93,9 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _list_handler(args: argparse.Namespace) -> int:
+    if args.model_path is not None:
+        args.name = None
+        return _show_handler(args)
     rows = [model_row(load_model(n), model_info(n)) for n in list_models()]
     if args.json:
         print(json.dumps({"models": rows}, indent=2))

@@ -78,7 +78,11 @@ def price(profile: deepstack.NocProfile, op: str, nbytes: int, dim: str, sizes: 
         raise PlenaInputError("bytes", "--bytes must be >= 0")
     net = Network(profile)
     if op == "p2p":
+        if dim not in ("tp", "pp"):  # tp is only the flag's default
+            raise PlenaInputError("dim", "--op p2p runs across pipeline stages: use --dim pp")
         dim = "pp"
+        if scheme.pp < 2:
+            raise PlenaInputError("pp", "--op p2p needs --pp of at least 2 (stage boundaries)")
     calls = {
         "all-reduce": net.all_reduce,
         "all-gather": net.all_gather,

@@ -50,15 +50,14 @@ def parse_durations(text: str, schedule: str | None = None) -> dict[str, float]:
                 f"durations.{key}", f"durations.{key} is given twice; each op type once"
             )
         try:
-            number = float(value)
+            out[key] = float(value)
         except ValueError:
             raise PlenaInputError(
                 f"durations.{key}", f"durations.{key} must be a number, got {value.strip()!r}"
             ) from None
-        out[key] = check_duration(number, f"durations.{key}")
-    if schedule is not None:
-        check_schedule_durations(schedule, out)
-    return out
+    if schedule is not None:  # the server's rules and order (schedule op types first)
+        return check_schedule_durations(schedule, out)
+    return {k: check_duration(v, f"durations.{k}") for k, v in out.items()}
 
 
 def _noise(text: str | None):

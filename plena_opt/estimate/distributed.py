@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from math import ceil
@@ -33,7 +34,7 @@ from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.pricing import StageArrays, price_arrays
 from plena_opt.estimate.routing import check_routing, routing_rows
 from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
-from plena_opt.memory import HbmStoragePrecision, PhaseEstimate
+from plena_opt.memory import HbmStoragePrecision, Memory, PhaseEstimate
 from plena_opt.models import ModelSpec
 
 GIB = 2**30
@@ -44,7 +45,7 @@ FIELDS = tuple(f.name for f in fields(PhaseEstimate) if f.name != "dram_energy_p
 _THREAD = threading.local()
 
 
-def weighted_sum(weights, arrays) -> np.ndarray:
+def weighted_sum(weights: Sequence[float], arrays: Sequence[np.ndarray]) -> np.ndarray:
     """Σ wᵢ·aᵢ over a few equal-length arrays (faster than a matrix product for few rows)."""
     total = None
     for w, a in zip(weights, arrays, strict=True):
@@ -76,7 +77,7 @@ class EstimateContext:
         self,
         model: ModelSpec,
         noc: NocProfile,
-        memory,
+        memory: Memory,
         workload: Workload,
         chip: ChipProfile | None = None,
         precision: HbmStoragePrecision | None = None,
@@ -557,7 +558,7 @@ class DistributedEstimate(ReportDict):
 def estimate_distributed(
     model: ModelSpec,
     noc: NocProfile,
-    memory,
+    memory: Memory,
     plan: Plan,
     workload: Workload,
     chip: ChipProfile | None = None,

@@ -18,6 +18,7 @@ from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload
+from plena_opt.memory import Memory
 from plena_opt.models import ModelSpec
 
 PJ = 1e-12  # joules per picojoule
@@ -68,7 +69,7 @@ class Evaluator:
         self,
         model: ModelSpec,
         noc: NocProfile,
-        memory,
+        memory: Memory,
         workload: Workload | None = None,
         chip: ChipProfile | None = None,
     ) -> None:

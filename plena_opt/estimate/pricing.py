@@ -13,6 +13,8 @@ from functools import cached_property
 
 import numpy as np
 
+from plena_opt.memory import Memory
+
 
 class StageArrays:
     """Per-step fields of one priced stage (arrays over steps; bytes include quantisation).
@@ -21,7 +23,7 @@ class StageArrays:
     them, so a batch evaluation prices long decodes with few array operations.
     """
 
-    def __init__(self, t_c, t_m, r, w, n: int, policy: str, memory) -> None:
+    def __init__(self, t_c, t_m, r, w, n: int, policy: str, memory: Memory) -> None:
         self._t_c, self._t_m, self._r, self._w, self._n = t_c, t_m, r, w, n
         self._memory = memory
         self.seconds = np.maximum(t_c, t_m) if policy == "stage-roofline" else t_c + t_m
@@ -90,7 +92,7 @@ class StageArrays:
         )
 
 
-def _quantised_total(parts: Mapping[str, np.ndarray | float], memory) -> np.ndarray | float:
+def _quantised_total(parts: Mapping[str, np.ndarray | float], memory: Memory) -> np.ndarray | float:
     """Σ of the positive components, each quantised separately (scalars priced once)."""
     scalar = 0.0
     total = None
@@ -115,7 +117,7 @@ def price_arrays(
     cycles: np.ndarray | float,
     reads: Mapping[str, np.ndarray | float],
     writes: Mapping[str, np.ndarray | float],
-    memory,
+    memory: Memory,
     compute_hz: float,
     overlap_policy: str,
     n: int,

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.evaluator import PlanMetrics
 
 GB = 1e9
 
@@ -26,7 +30,7 @@ def _memory_lines(mem: dict) -> list[str]:
     ]
 
 
-def render_distributed(est: dict, metrics=None) -> str:
+def render_distributed(est: dict, metrics: PlanMetrics | None = None) -> str:
     """Text report of a distributed estimate (``DistributedEstimate.to_dict()``)."""
     m, p = est["model"], est["plan"]
     lines = [
@@ -157,7 +161,7 @@ def render_single_chip(est: dict) -> str:
     return "\n".join(lines)
 
 
-def estimate_output(est: dict, metrics, *, as_json: bool) -> str:
+def estimate_output(est: dict, metrics: PlanMetrics, *, as_json: bool) -> str:
     """What ``plena-opt estimate`` prints for a distributed estimate (local or remote mode):
     the reference JSON plus energy per token and the decode-step attribution, or the text."""
     if not as_json:

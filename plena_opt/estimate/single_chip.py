@@ -20,12 +20,12 @@ from plena_opt.estimate.distributed import (
 )
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.routing import check_routing
-from plena_opt.memory import unbounded
+from plena_opt.memory import Memory, unbounded
 from plena_opt.models import ModelSpec
 
 
 def _one_device_cost(
-    model: ModelSpec, memory, workload: Workload, chip: ChipProfile | None
+    model: ModelSpec, memory: Memory, workload: Workload, chip: ChipProfile | None
 ) -> PlanCost:
     ctx = EstimateContext(model, switch_noc(1), memory, workload, chip)
     return PlanCost(ctx, Plan())
@@ -42,7 +42,7 @@ class DecoderLatencyEstimate(ReportDict):
 
 def estimate_decoder_latency(
     model: ModelSpec,
-    memory,
+    memory: Memory,
     *,
     batch_size: int = 4,
     input_seq_len: int = 2048,
@@ -95,7 +95,7 @@ def estimate_decoder_latency(
 
 
 def estimate_single_chip(
-    model: ModelSpec, memory, workload: Workload, chip: ChipProfile | None = None
+    model: ModelSpec, memory: Memory, workload: Workload, chip: ChipProfile | None = None
 ) -> DecoderLatencyEstimate:
     """``estimate_decoder_latency`` for a ``Workload`` (dense only: its routing must still be a
     known mode or an existing trace file)."""

@@ -151,8 +151,10 @@ def simulate(
     graph: DependencyGraph | None = None,
 ) -> SimulationResult:
     """Simulate ``plan`` (never modified): the deterministic timeline, plus ``samples`` Monte Carlo
-    samples under ``noise`` with ``seed``. ``durations`` maps op type → base duration (or gives
-    one value per op). ``probes`` names ops whose per-sample end times are returned."""
+    samples under ``noise`` with ``seed`` (``0 <= seed < 2**32``). ``durations`` maps op type →
+    base duration of one op (an interleaved chunk op's own time, F/v of a stage: see
+    :func:`~plena_opt.pipeline.simulator.request.per_op_durations`) or gives one value per op.
+    ``probes`` names ops whose per-sample end times are returned."""
     if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 0:
         raise PlenaInputError("samples", "samples must be an integer >= 0")
     seed = check_seed(seed)

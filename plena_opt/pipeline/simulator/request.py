@@ -51,18 +51,19 @@ def check_schedule_durations(
 ) -> dict[str, float]:
     """Validate a training schedule's ``op type → duration`` map: only the schedule's op types
     (:data:`SCHEDULE_OP_TYPES`), each value accepted by :func:`check_duration`. Missing types are
-    reported by the simulator (it knows which types the built plan uses)."""
+    reported by the simulator (it knows which types the built plan uses). Keys are checked and
+    returned in the schedule's op-type order, so a proto map (unordered) and the CLI's text give
+    the same error and the same document."""
     allowed = SCHEDULE_OP_TYPES.get(schedule, ())
-    out: dict[str, float] = {}
-    for key, value in durations.items():
-        if key not in allowed:
-            raise PlenaInputError(
-                f"{field}.{key}",
-                f"{field}.{key}: {key!r} is not an op type of schedule {schedule!r} "
-                f"(allowed: {', '.join(allowed)})",
-            )
-        out[key] = check_duration(value, f"{field}.{key}")
-    return out
+    unknown = sorted(k for k in durations if k not in allowed)
+    if unknown:
+        key = unknown[0]
+        raise PlenaInputError(
+            f"{field}.{key}",
+            f"{field}.{key}: {key!r} is not an op type of schedule {schedule!r} "
+            f"(allowed: {', '.join(allowed)})",
+        )
+    return {k: check_duration(durations[k], f"{field}.{k}") for k in allowed if k in durations}
 
 
 def chunked_op_types(plan: PipelinePlan) -> tuple[str, ...]:
