@@ -316,3 +316,82 @@ def test_estimate_errors_name_the_field(client, system, plan, code, field):
         client.estimate(system, plan)
     assert err.value.code == code
     assert err.value.field.startswith(field)
+
+
+# --- review fixes: the server applies the CLI's rules (one test per rule) ------------------------
+
+_TRAIN = {"schedule": "1f1b", "pp_size": 2, "microbatches": 2}
+
+
+@pytest.mark.parametrize("seed", [-3, 2**32])
+def test_seed_outside_uint32_is_invalid_argument(client, seed):
+    """Rule: 0 <= seed < 2**32, for training and inference targets alike."""
+    for target in (
+        {"training": pb.TrainingSchedule(**_TRAIN, base_ms={"F": 1, "B": 2})},
+        {"inference": pb.InferenceTarget(system=system_spec("llama-3.1-8b", "x"))},
+    ):
+        with pytest.raises(PlenaRpcError) as err:
+            client.simulate(pb.SimulateRequest(seed=seed, samples=10, **target))
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.field == "seed" and "2**32" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("base_ms", "field", "rule"),
+    [
+        ({"F": 1e308, "B": 1e308}, "training.base_ms.F", "<= 1e+15"),
+        ({"F": 1.0, "B": float("nan")}, "training.base_ms.B", "finite"),
+        ({"F": 1.0, "B": float("-inf")}, "training.base_ms.B", "finite"),
+        ({"F": -1.0, "B": 2.0}, "training.base_ms.F", ">= 0"),
+        ({"F": 1.0, "B": 2.0, "Z": 3.0}, "training.base_ms.Z", "not an op type"),
+    ],
+)
+def test_bad_base_ms_is_invalid_argument(client, base_ms, field, rule):
+    """Rule: base_ms as --durations: finite, 0 <= ms <= 1e15, op types of the schedule (1e308
+    used to return OK with NaN statistics)."""
+    with pytest.raises(PlenaRpcError) as err:
+        client.simulate(
+            pb.SimulateRequest(training=pb.TrainingSchedule(**_TRAIN, base_ms=base_ms), samples=10)
+        )
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.field == field
+    assert err.value.message.startswith(field) and rule in err.value.message
+
+
+def test_base_ms_is_per_stage_for_interleaved(client):
+    """Rule: base_ms is per stage; each of the v chunk ops takes F/v. (p,m,v) = (4,8,2), F=1,
+    B=2 gives the §1.3 closed form m(F+B) + (p−1)(F+B)/v = 28.5."""
+    reply = client.simulate(
+        pb.SimulateRequest(
+            training=pb.TrainingSchedule(
+                schedule="interleaved-1f1b",
+                pp_size=4,
+                vpp_size=2,
+                microbatches=8,
+                base_ms={"F": 1.0, "B": 2.0},
+            ),
+            samples=0,
+        )
+    )
+    assert reply.makespan == pytest.approx(28.5, rel=1e-12)
+    doc = json.loads(reply.result_json)
+    assert doc["durations"]["per_op_ms"] == {"F": 0.5, "B": 1.0}
+    assert "chunk ops take F/v, B/v" in doc["durations"]["note"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--seed", "-3"], "error: --seed must be 0 <= seed < 2**32"),
+        (["--max-window-steps", "0"], "error: --max-window-steps must be >= 1"),
+        (["--max-window-steps", "-4"], "error: --max-window-steps must be >= 1"),
+    ],
+)
+def test_remote_cli_applies_the_same_flag_rules(server, flags, needle):
+    """Remote mode checks --seed and --max-window-steps like local mode (exit 2, names the flag)."""
+    from plena_opt.cli.simulate_cmd import run
+
+    argv = PLAN + flags
+    assert _local(["simulate", *argv])[0] == 2
+    rc, out, err = _remote(run, _args("simulate", argv, server))
+    assert rc == 2 and out == "" and err.startswith(needle)

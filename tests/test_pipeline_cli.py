@@ -12,6 +12,8 @@ from plena_opt.pipeline import validate_trace
 
 
 def test_schedule_mode_json_has_deterministic_makespan(capsys) -> None:
+    """--durations are per stage: interleaved (p,m,v)=(4,8,2), F=1, B=2 gives the §1.3 closed
+    form m(F+B) + (p−1)(F+B)/v = 28.5 (each chunk op takes F/v, B/v)."""
     rc = main(
         [
             "simulate",
@@ -24,7 +26,7 @@ def test_schedule_mode_json_has_deterministic_makespan(capsys) -> None:
             "--microbatches",
             "8",
             "--durations",
-            "F=0.5,B=1",
+            "F=1,B=2",
             "--samples",
             "200",
             "--json",
@@ -35,6 +37,8 @@ def test_schedule_mode_json_has_deterministic_makespan(capsys) -> None:
     assert doc["makespan"] == pytest.approx(28.5, rel=1e-12)
     assert doc["monte_carlo"]["n_samples"] == 200
     assert doc["monte_carlo"]["makespan"]["mean"] >= 28.5
+    assert doc["durations"]["per_stage_ms"] == {"F": 1.0, "B": 2.0}
+    assert doc["durations"]["per_op_ms"] == {"F": 0.5, "B": 1.0}
 
 
 def test_schedule_mode_table_and_traces(capsys, tmp_path) -> None:
@@ -130,3 +134,65 @@ def test_plan_mode_matches_the_evaluator(capsys) -> None:
     assert doc["analytic"]["ttft_seconds"] == pytest.approx(ttft, rel=1e-9)
     assert doc["simulated"]["isolated_ttft_seconds"] == pytest.approx(ttft, rel=1e-9)
     assert doc["makespan"] > ttft
+
+
+# --- input rules of review fixes (one test per rule) ---------------------------------------------
+
+PLAN_ARGS = ["--model", "llama-3.1-8b", "--tp", "8", "--pp", "4"]  # 32 devices, the default NoC
+
+
+@pytest.mark.parametrize("seed", ["-3", str(2**32)])
+@pytest.mark.parametrize("mode", [["--schedule", "1f1b", "--durations", "F=1,B=2"], PLAN_ARGS])
+def test_seed_outside_uint32_exits_2_in_both_modes(seed, mode, capsys) -> None:
+    """Rule: 0 <= seed < 2**32 (was a numpy ValueError traceback for negative seeds)."""
+    assert main(["simulate", *mode, "--seed", seed, "--samples", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --seed must be 0 <= seed < 2**32") and "Traceback" not in err
+
+
+def test_seed_bounds_are_inclusive_exclusive(capsys) -> None:
+    for seed in ("0", str(2**32 - 1)):
+        argv = ["simulate", "--schedule", "1f1b", "--durations", "F=1,B=2", "--seed", seed]
+        assert main([*argv, "--samples", "5", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["monte_carlo"]["seed"] == int(seed)
+    argv = ["simulate", *PLAN_ARGS, "--seed", str(2**32 - 1), "--samples", "5"]
+    assert main([*argv, "--max-window-steps", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["window"]["monte_carlo"]["seed"] == 2**32 - 1
+
+
+@pytest.mark.parametrize(
+    ("durations", "needle"),
+    [
+        ("F=1e308,B=1e308", "durations.F must be <= 1e+15"),
+        ("F=1,B=inf", "durations.B must be finite"),
+        ("F=nan,B=1", "durations.F must be finite"),
+        ("F=-1,B=1", "durations.F must be >= 0"),
+        ("F=1,B=2,Z=3", "durations.Z: 'Z' is not an op type of schedule '1f1b' (allowed: F, B)"),
+        ("F=1,B=2,F=3", "durations.F is given twice"),
+    ],
+)
+def test_bad_durations_exit_2_naming_field_and_rule(durations, needle, capsys) -> None:
+    """Rule: durations are finite, 0 <= ms <= 1e15, unique, and op types of the schedule (was
+    ``mean inf [nan, nan]`` with rc 0 for 1e308)."""
+    argv = ["simulate", "--schedule", "1f1b", "--durations", durations, "--samples", "10"]
+    assert main(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_interleaved_durations_are_per_stage_in_the_summary(capsys) -> None:
+    """Rule: --durations are per stage; the table says so and shows the per-op F/v, B/v. The
+    §1.3 closed form for (p,m,v)=(4,8,2), F=1, B=2 is 28.5 (57 before the fix)."""
+    argv = ["simulate", "--schedule", "interleaved-1f1b", "--pp", "4", "--vpp", "2"]
+    argv += ["--microbatches", "8", "--durations", "F=1,B=2", "--samples", "0"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "makespan (deterministic)  28.5 ms" in out
+    assert "F=1, B=2 ms per stage; chunk ops take F/v, B/v (v=2)" in out
+    assert "per op F=0.5, B=1 ms" in out
+
+
+@pytest.mark.parametrize("steps", ["0", "-2"])
+def test_max_window_steps_below_one_exits_2(steps, capsys) -> None:
+    """Rule: --max-window-steps >= 1 (0 or negative silently became 1)."""
+    assert main(["simulate", *PLAN_ARGS, "--max-window-steps", steps]) == 2
+    assert "--max-window-steps must be >= 1" in capsys.readouterr().err

@@ -141,3 +141,36 @@ def test_samples_must_be_non_negative_integer() -> None:
     with pytest.raises(PlenaInputError) as exc:
         simulate(build_schedule("1f1b", 2, 2), DUR, samples=-1)
     assert exc.value.field == "samples"
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_seed_must_be_a_uint32_even_without_samples(seed: int) -> None:
+    """Rule (review fix 1): 0 <= seed < 2**32, checked by the library for CLI and server alike
+    (numpy's SeedSequence raised a bare ValueError for negative seeds)."""
+    from plena_opt.errors import PlenaInputError
+
+    for samples in (0, 5):
+        with pytest.raises(PlenaInputError) as exc:
+            simulate(build_schedule("1f1b", 2, 2), DUR, samples=samples, seed=seed)
+        assert exc.value.field == "seed" and "2**32" in exc.value.rule
+    top = 2**32 - 1
+    assert simulate(build_schedule("1f1b", 2, 2), DUR, samples=5, seed=top).mc.seed == top
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"), [(1e308, "<= 1e+15"), (float("inf"), "finite"), (-0.5, ">= 0")]
+)
+def test_library_rejects_absurd_base_durations(value: float, rule: str) -> None:
+    """Rule (review fix 2): a base duration above MAX_DURATION (1e15) made sums overflow to inf and
+    Monte Carlo statistics NaN; map and per-op array forms are both checked."""
+    from plena_opt.errors import PlenaInputError
+
+    plan = build_schedule("1f1b", 2, 2)
+    with pytest.raises(PlenaInputError) as exc:
+        simulate(plan, {"F": value, "B": 1.0}, samples=10)
+    assert exc.value.field == "durations.F" and rule in exc.value.rule
+    with pytest.raises(PlenaInputError) as exc:
+        simulate(plan, np.full(plan.n_ops, value))
+    assert exc.value.field == "durations"
+    res = simulate(plan, {"F": 1e15, "B": 1e15}, samples=10)  # the bound itself is accepted
+    assert np.isfinite(res.mc.makespan.mean) and res.makespan == pytest.approx(3 * 2e15)

@@ -134,3 +134,33 @@ def test_noise_text_aliases() -> None:
     spec = parse_noise("sigma=0.05,rank=0.03,straggler_p=0.01,moe_experts=8,moe_tokens=64")
     assert spec.jitter_sigma == 0.05 and spec.rank_sigma == 0.03
     assert spec.straggler.probability == 0.01 and spec.moe.experts == 8
+
+
+@pytest.mark.parametrize(
+    ("p", "m", "v", "expected"),
+    [(4, 8, 2, 28.5), (4, 4, 2, 16.5), (4, 16, 2, 52.5), (2, 4, 3, 13.0), (8, 16, 2, 58.5)],
+)
+def test_per_stage_durations_give_the_interleaved_closed_form(p, m, v, expected) -> None:
+    """Rule (review fix 3): the CLI/server take per-stage F, B (the §1.3 closed form's) and
+    per_op_durations gives each of the v chunk ops F/v, B/v."""
+    from plena_opt.pipeline.simulator import per_op_durations
+
+    plan = build_schedule("interleaved-1f1b", p, m, v)
+    per_op = per_op_durations(plan, {"F": 1.0, "B": 2.0})
+    assert per_op == pytest.approx({"F": 1 / v, "B": 2 / v}, rel=1e-15)
+    assert simulate(plan, per_op).makespan == pytest.approx(expected, rel=REL)
+
+
+def test_per_stage_durations_chunk_only_llm_ops() -> None:
+    """bigmac-vpp: LLM F, B are chunked (÷ v); vision-encoder and generator ops are whole ops
+    (pipeline-simulator §5: VE/GEN ops have no chunk), and vpp=1 schedules are unchanged."""
+    from plena_opt.pipeline.simulator import chunked_op_types, duration_note, per_op_durations
+
+    stage = {"F": 3.0, "B": 6.0, "VF": 1.0, "VB": 2.0, "GF": 0.5, "GB": 1.5}
+    plan = build_schedule("bigmac-vpp", 4, 8, 3)
+    assert chunked_op_types(plan) == ("F", "B")
+    assert per_op_durations(plan, stage) == {**stage, "F": 1.0, "B": 2.0}
+    assert "chunk ops take F/v, B/v (v=3)" in duration_note(plan)
+    zb = build_schedule("zb-h1", 4, 8)
+    assert per_op_durations(zb, {"F": 1.0, "I": 1.0, "W": 1.0}) == {"F": 1.0, "I": 1.0, "W": 1.0}
+    assert chunked_op_types(build_schedule("interleaved-1f1b", 4, 8, 1)) == ()

@@ -132,3 +132,13 @@ def test_stage_times_validation_names_fields() -> None:
     with pytest.raises(PlenaInputError) as exc:
         stage_times_from_estimate({"prefill": {}})
     assert exc.value.field == "first_token_decode"
+
+
+@pytest.mark.parametrize("steps", [0, -1])
+def test_max_decode_steps_below_one_is_rejected(steps: int) -> None:
+    """Rule (review fix 5): a window of 0 or fewer decode steps is an error, not silently 1."""
+    est = PP_CASES[0]["output"]
+    assert stage_times_from_estimate(est, max_decode_steps=1).decode_steps == 1
+    with pytest.raises(PlenaInputError) as exc:
+        stage_times_from_estimate(est, max_decode_steps=steps)
+    assert exc.value.field == "max_decode_steps"

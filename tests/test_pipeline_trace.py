@@ -6,6 +6,8 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plena_opt.pipeline import build_schedule, chrome_trace, simulate, validate_trace
 from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
@@ -119,3 +121,62 @@ def test_decode_steps_have_unique_names() -> None:
     names = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"]
     assert "rank1/D/chunk_a/mb0/step2" in names and "rank0/XD/chunk_a/mb1/step0" in names
     assert validate_trace(trace, res.deterministic, unit_us=1e6) == []
+
+
+def _x_tracks(trace: dict) -> dict[tuple[int, int], list[tuple[float, float]]]:
+    tracks: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["dur"]))
+    return {k: sorted(v) for k, v in tracks.items()}
+
+
+def test_float_sum_ts_plus_dur_never_passes_the_next_slice(tmp_path) -> None:
+    """Rule (review fix 4): a viewer's float ``ts + dur`` must not exceed the next slice's ``ts``
+    on the track. 1F1B p=2, m=4 with these durations (s) made the old writer (ts and dur each
+    rounded to 0.001 µs) overlap by 1 ulp, e.g. 31023435.521 + 5846311.489 > 36869747.01."""
+    f, b = 15.511717760555667, 5.846311489049012
+    res = simulate(build_schedule("1f1b", 2, 4), {"F": f, "B": b})
+    tl = res.deterministic
+    old_overlaps = 0
+    for r in range(2):
+        ops = sorted((t for t in tl.ops if t.op.rank == r), key=lambda t: t.start)
+        for a, nxt in zip(ops, ops[1:], strict=False):
+            ts = round(a.start * 1e6, 3)
+            old_overlaps += ts + round(round(a.end * 1e6, 3) - ts, 3) > round(nxt.start * 1e6, 3)
+    assert old_overlaps > 0  # the case still exercises the rounding hazard
+    path = write_trace(tmp_path / "t.json", chrome_trace(tl, unit_us=1e6))
+    trace = json.loads(path.read_text())  # after the JSON round trip, as a viewer reads it
+    for items in _x_tracks(trace).values():
+        for (ts, dur), (nts, _) in zip(items, items[1:], strict=False):
+            assert ts + dur <= nts
+    assert validate_trace(trace, tl, unit_us=1e6) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    f=st.floats(1e-6, 1e3, allow_nan=False),
+    b=st.floats(1e-6, 1e3, allow_nan=False),
+    unit_us=st.sampled_from([1e3, 1e6]),
+)
+def test_trace_tracks_never_overlap_in_float(f: float, b: float, unit_us: float) -> None:
+    """Property of the writer: on every (pid, tid), ``ts + dur <= next ts`` exactly in float64,
+    and each slice stays within 1 ns of the timeline (ts, dur from integer-ns start/end)."""
+    res = simulate(build_schedule("interleaved-1f1b", 2, 4, 2), {"F": f, "B": b})
+    trace = json.loads(json.dumps(chrome_trace(res.deterministic, unit_us=unit_us)))
+    for items in _x_tracks(trace).values():
+        for (ts, dur), (nts, _) in zip(items, items[1:], strict=False):
+            assert ts + dur <= nts
+    assert validate_trace(trace, res.deterministic, unit_us=unit_us) == []
+
+
+def test_validator_is_strict_about_one_ulp_overlap() -> None:
+    """The validator has no epsilon: a slice ending 1 ulp after the next one starts is rule 4."""
+    import math
+
+    trace, tl = _valid_trace()
+    x = _first_x(trace)
+    track = [e for e in trace["traceEvents"] if e["ph"] == "X" and (e["pid"], e["tid"]) == (0, 0)]
+    assert any(e["ts"] == x["ts"] + x["dur"] for e in track)  # F mb1 starts as F mb0 ends
+    x["dur"] = math.nextafter(x["dur"], math.inf)
+    assert any(p.startswith("4:") for p in validate_trace(trace, tl))

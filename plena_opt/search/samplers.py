@@ -40,7 +40,8 @@ def make_sampler(
     if name == "gp":
         if importlib.util.find_spec("torch") is None:
             raise PlenaInputError(
-                "sampler", "sampler gp needs PyTorch (pip install torch); use tpe or nsga2"
+                "sampler",
+                "sampler gp needs PyTorch (pip install 'plena-opt[gp]'); use tpe or nsga2",
             )
         return optuna.samplers.GPSampler(seed=seed, **kw)
     if name == "exhaustive":

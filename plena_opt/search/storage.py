@@ -171,7 +171,7 @@ def _cut_torn_tail(path: str, chunk: int = 1 << 16) -> str | None:
     Refuses (``PlenaInputError``) to drop a tail that does not look like a journal record.
     """
     try:
-        f = open(path, "r+b")
+        f = open(path, "rb")  # read-only until a repair is needed (a read-only store still lists)
     except FileNotFoundError:
         return None
     with f:
@@ -192,8 +192,9 @@ def _cut_torn_tail(path: str, chunk: int = 1 << 16) -> str | None:
             end = start
         f.seek(keep)
         tail = f.read()
-        if not _is_torn_record(tail):
-            raise _not_a_journal(Path(path), "its last line is not a journal record")
+    if not _is_torn_record(tail):
+        raise _not_a_journal(Path(path), "its last line is not a journal record")
+    with open(path, "r+b") as f:
         f.truncate(keep)
         f.flush()
         os.fsync(f.fileno())

@@ -104,9 +104,9 @@ def simulate(servicer: Any, request: pb.SimulateRequest, context: grpc.ServicerC
         raise PlenaInputError("samples", "samples must be >= 0")
     if samples > limits.max_samples:
         raise ServerLimitError("samples", f"samples is above the server limit {limits.max_samples}")
-    seed = _opt(request, "seed", 0)
-    if seed < 0:
-        raise PlenaInputError("seed", "seed must be >= 0")
+    from plena_opt.pipeline.simulator import check_seed
+
+    seed = check_seed(_opt(request, "seed", 0))  # 0 <= seed < 2**32, as the CLI's --seed
     noise = noise_spec(request)
     target = request.WhichOneof("target")
     if target == "training":
@@ -119,7 +119,9 @@ def simulate(servicer: Any, request: pb.SimulateRequest, context: grpc.ServicerC
 def _training(
     t: pb.TrainingSchedule, noise: Any, samples: int, seed: int, traces: bool, limits: Any
 ) -> pb.SimulateResponse:
+    from plena_opt.pipeline.report import schedule_document
     from plena_opt.pipeline.scheduler import SCHEDULES, build_schedule
+    from plena_opt.pipeline.simulator import check_schedule_durations, per_op_durations
     from plena_opt.pipeline.simulator import simulate as run
 
     if t.schedule not in SCHEDULES:
@@ -135,12 +137,15 @@ def _training(
     if not t.base_ms:
         raise PlenaInputError("training.base_ms", "training.base_ms is required (ms per op type)")
     try:
+        # the CLI's --durations rules: schedule op types only, finite, 0 <= ms <= MAX_DURATION
+        stage_ms = check_schedule_durations(t.schedule, dict(t.base_ms))
         plan = build_schedule(t.schedule, pp, m, vpp)
         _check_work(plan.n_ops, samples)
-        res = run(plan, dict(t.base_ms), noise, samples, seed)
+        # base_ms is per pipeline stage; each of the vpp chunk ops takes F/v (spec §1.3)
+        res = run(plan, per_op_durations(plan, stage_ms), noise, samples, seed)
     except PlenaInputError as exc:
         raise _training_field(exc) from exc
-    doc = res.to_dict(include_ops=False)
+    doc = schedule_document(res, stage_ms)
     out = pb.SimulateResponse(
         mode="training",
         time_unit="ms",
@@ -161,7 +166,10 @@ def _training_field(exc: PlenaInputError) -> PlenaInputError:
     head, _, rest = exc.field.partition(".")
     if head in _TRAINING_FIELDS:
         name = _TRAINING_FIELDS[head] + (f".{rest}" if rest else "")
-        return type(exc)(name, exc.rule)
+        rule = exc.rule
+        if head == "durations":  # the rule text names the field too: use the proto's name
+            rule = rule.replace(exc.field, name, 1)
+        return type(exc)(name, rule)
     return exc
 
 
