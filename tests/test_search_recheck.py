@@ -43,7 +43,7 @@ def test_recheck_reports_distributions_and_valid_traces(tmp_path, capsys):
         # Mean-1 noise: the median TTFT stays near the analytic one, the tail is slower.
         assert rc["ttft_p50"] == pytest.approx(rc["analytic_ttft_seconds"], rel=0.05)
         assert rc["ttft_p99"] >= rc["ttft_p50"]
-        assert rc["tps_p99"] <= rc["tps_p50"]  # pessimistic tail of throughput
+        assert rc["tps_p01"] <= rc["tps_p50"]  # slow tail of throughput
         assert len(rc["trace_paths"]) == 3
         for path in rc["trace_paths"]:
             assert validate_trace(json.loads(open(path).read())) == []
