@@ -394,3 +394,9 @@ def test_profile_errors_name_the_level(tmp_path, capsys):
     )
     code, err = _code(["estimate", "--noc", str(path), "--tp", "8"], capsys)
     assert code == 2 and err.strip() == "error: layers.L2.shape: ring size must be even"
+
+
+@pytest.mark.parametrize("flag", ["--model-path", "--noc", "--memory", "--chip", "--routing"])
+def test_empty_names_are_errors_not_defaults(capsys, flag):
+    code, err = _code(["estimate", flag, ""], capsys)
+    assert code == 2 and err.strip() == f"error: {flag} must not be empty"

@@ -91,6 +91,10 @@ def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
 
 def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
     """The ``ProblemSpec`` the flags describe; bad values raise ``PlenaInputError`` (exit 2)."""
+    for name in ("model", "model_path", "noc", "memory", "chip", "routing"):
+        if getattr(args, name, None) == "":
+            flag = "--" + name.replace("_", "-")
+            raise PlenaInputError(name, f"{flag} must not be empty")
     if args.fixed_capacity_gib is not None and args.fixed_bandwidth_gbs is None:
         raise PlenaInputError(
             "fixed_capacity_gib", "--fixed-capacity-gib requires --fixed-bandwidth-gbs"
