@@ -50,13 +50,8 @@ def error_text(exc: PlenaInputError) -> str:
     ``layers.L2.shape: ring size must be even``)."""
     msg = str(exc)
     field = exc.field or ""
-    leaf = field.rsplit(".", 1)[-1]
-    if (
-        not field
-        or field in ("request", "profile")
-        or field in msg
-        or (leaf in msg and "." not in field)
-    ):
+    names = (field, field.replace("_", "-"))
+    if not field or field in ("request", "profile") or any(n in msg for n in names):
         return msg
     return f"{field}: {msg}"
 
