@@ -39,8 +39,11 @@ def test_zero_noise_matches_analytic_ttft_and_period(case: dict) -> None:
     assert times.micro_batches * times.tokens_per_micro_batch >= out["batch_size"]
     res = simulate_serving(times, noise=None, samples=0)
     assert res.ttft_deterministic == pytest.approx(out["ttft_seconds"], rel=REL)
-    period = out["first_token_decode"]["period_seconds"]
+    # The steady decode period is the estimate's mean period (its TPS = micro / period), the
+    # first decode step's stages scaled for the KV growth of the later steps.
+    period = out["decode_seconds"] / out["output_seq_len"]
     assert res.period_deterministic == pytest.approx(period, rel=REL)
+    assert out["micro_batch"] / res.period_deterministic == pytest.approx(out["tps"], rel=REL)
     # zero noise through the Monte Carlo path gives the same figures in every sample
     mc = simulate_serving(times, noise={"jitter_sigma": 0.0}, samples=20)
     assert mc.ttft.p50 == pytest.approx(out["ttft_seconds"], rel=1e-6)  # float32 samples

@@ -27,6 +27,9 @@ class InferenceStageTimes:
     ``*_stage_seconds[s]`` is stage ``s``'s time for one micro-batch (compute + its collectives);
     ``*_transfer_seconds`` the pipeline hop per boundary; ``tokens_per_micro_batch`` the tokens one
     decode step of a micro-batch emits (the evaluator's ``micro_batch``).
+    ``decode_stage_seconds`` are the first decode step's (they set TTFT); the later steps take
+    ``steady_decode_stage_seconds`` when given (e.g. the average over a decode whose KV cache
+    grows), else the same.
     """
 
     prefill_stage_seconds: tuple[float, ...]
@@ -36,6 +39,7 @@ class InferenceStageTimes:
     micro_batches: int
     decode_steps: int
     tokens_per_micro_batch: int
+    steady_decode_stage_seconds: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         p = len(self.prefill_stage_seconds)
@@ -45,8 +49,17 @@ class InferenceStageTimes:
             raise PlenaInputError(
                 "decode_stage_seconds", "must have as many stages as prefill_stage_seconds"
             )
-        for name in ("prefill_stage_seconds", "decode_stage_seconds"):
-            for s, v in enumerate(getattr(self, name)):
+        steady = self.steady_decode_stage_seconds
+        if steady is not None and len(steady) != p:
+            raise PlenaInputError(
+                "steady_decode_stage_seconds", "must have as many stages as prefill_stage_seconds"
+            )
+        for name in (
+            "prefill_stage_seconds",
+            "decode_stage_seconds",
+            "steady_decode_stage_seconds",
+        ):
+            for s, v in enumerate(getattr(self, name) or ()):
                 if not math.isfinite(v) or v < 0:
                     raise PlenaInputError(f"{name}[{s}]", f"{name}[{s}] must be finite and >= 0")
         for name in ("prefill_transfer_seconds", "decode_transfer_seconds"):
@@ -61,11 +74,16 @@ class InferenceStageTimes:
     def pp(self) -> int:
         return len(self.prefill_stage_seconds)
 
+    @property
+    def steady_decode(self) -> tuple[float, ...]:
+        """Stage times of the decode steps after the first (seconds)."""
+        return self.steady_decode_stage_seconds or self.decode_stage_seconds
+
     def analytic(self) -> dict[str, float]:
         """Closed forms of analytic-model §4.6 for these stage times (seconds, tokens/s)."""
         p = self.pp
         pf, dc = self.prefill_stage_seconds, self.decode_stage_seconds
-        period = max(dc) + self.decode_transfer_seconds
+        period = max(self.steady_decode) + self.decode_transfer_seconds
         return {
             "ttft_seconds": sum(pf)
             + (p - 1) * self.prefill_transfer_seconds
@@ -76,14 +94,16 @@ class InferenceStageTimes:
         }
 
     def durations(self, prefill_chunks: int = 1) -> dict[str, float]:
-        """Duration inputs keyed by op type (``P_s{r}``, ``D_s{r}``, ``XP``, ``XD``), seconds.
+        """Duration inputs keyed by op type (``P_s{r}``, ``D0_s{r}`` for the first decode step,
+        ``D_s{r}`` for later ones, ``XP``, ``XD``), seconds.
 
         With ``k`` prefill chunks a chunk takes ``1/k`` of the stage time and of the hop
         (approximation: the hop's fixed latency is not split).
         """
         k = prefill_chunks
         out = {f"P_s{s}": v / k for s, v in enumerate(self.prefill_stage_seconds)}
-        out.update({f"D_s{s}": v for s, v in enumerate(self.decode_stage_seconds)})
+        out.update({f"D0_s{s}": v for s, v in enumerate(self.decode_stage_seconds)})
+        out.update({f"D_s{s}": v for s, v in enumerate(self.steady_decode)})
         out["XP"] = self.prefill_transfer_seconds / k
         out["XD"] = self.decode_transfer_seconds
         return out
@@ -117,7 +137,8 @@ def serving_window(
                         b.add(s, OpKind.COMM, mb, chunk=j, op_type="XP", code="XP")
         for t in range(steps):
             for mb in range(m):
-                b.add(s, OpKind.D, mb, step=t, op_type=f"D_s{s}", code="D")
+                kind = "D0" if t == 0 else "D"
+                b.add(s, OpKind.D, mb, step=t, op_type=f"{kind}_s{s}", code="D")
                 last_send = s == p - 1 and t == steps - 1
                 if times.decode_transfer_seconds > 0 and not last_send:
                     b.add(s, OpKind.COMM, mb, step=t, op_type="XD", code="XD")
@@ -151,8 +172,11 @@ def stage_times_from_estimate(
 
     Uses ``prefill`` and ``first_token_decode`` (stages' ``seconds`` and ``transfer_seconds``);
     ``micro_batches = ceil(batch_size / micro_batch)`` (= pp in the evaluator), ``decode_steps =
-    output_seq_len`` (capped at ``max_decode_steps``). Decode stage times are those of the first
-    decode step: the KV-length growth of later steps is not modelled.
+    output_seq_len`` (capped at ``max_decode_steps``). The first decode step takes the first
+    step's stage times (so TTFT is exact); later steps take them scaled so that the steady period
+    equals the estimate's mean decode period ``decode_seconds / output_seq_len`` — the KV cache
+    grows over the decode, and the scaling keeps the stages' proportions (exact for one stage or
+    equal stages).
     """
     if not isinstance(est, Mapping) and hasattr(est, "to_dict"):
         est = est.to_dict()
@@ -163,12 +187,21 @@ def stage_times_from_estimate(
     if max_decode_steps is not None:
         check_positive_int("max_decode_steps", max_decode_steps)  # 0 would silently become 1
         steps = min(steps, max_decode_steps)
+    first = _stage_seconds(_get(dec, "stages"), "first_token_decode.stages")
+    transfer = float(_get(dec, "transfer_seconds"))
+    steady = None
+    total = est.get("decode_seconds") if isinstance(est, Mapping) else None
+    out_len = int(_get(est, "output_seq_len"))
+    if total is not None and out_len > 1 and max(first) > 0:
+        scale = (float(total) / out_len - transfer) / max(first)
+        steady = tuple(v * scale for v in first)
     return InferenceStageTimes(
         prefill_stage_seconds=_stage_seconds(_get(pre, "stages"), "prefill.stages"),
         prefill_transfer_seconds=float(_get(pre, "transfer_seconds")),
-        decode_stage_seconds=_stage_seconds(_get(dec, "stages"), "first_token_decode.stages"),
-        decode_transfer_seconds=float(_get(dec, "transfer_seconds")),
+        decode_stage_seconds=first,
+        decode_transfer_seconds=transfer,
         micro_batches=max(1, -(-batch // max(micro, 1))),
         decode_steps=max(steps, 1),
         tokens_per_micro_batch=max(micro, 1),
+        steady_decode_stage_seconds=steady,
     )

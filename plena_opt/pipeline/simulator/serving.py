@@ -172,9 +172,8 @@ def _causes(
         )
     if _differs(ana["tps"], closed["tps"]):
         out.append(
-            f"analytic TPS {ana['tps']:.6g} averages the per-step decode period, which grows with "
-            f"the KV length; the simulator uses the first decode step's stage times "
-            f"({closed['tps']:.6g} tokens/s)"
+            f"analytic TPS {ana['tps']:.6g} averages the per-step decode period (the slowest stage "
+            f"of each step); the simulated steady stages give {closed['tps']:.6g} tokens/s"
         )
     if m < p:
         out.append(
@@ -189,8 +188,9 @@ def _causes(
             f"{max(w_ttft):.6g} s vs isolated {ttft:.6g} s)"
         )
     if w_period is not None and _differs(w_period, period):
-        spread = max(times.decode_stage_seconds) - min(times.decode_stage_seconds)
-        why = "unequal stages and the " if spread > _REL * max(times.decode_stage_seconds) else ""
+        steady = times.steady_decode
+        spread = max(steady) - min(steady)
+        why = "unequal stages and the " if spread > _REL * max(steady) else ""
         out.append(
             f"window decode period {w_period:.6g} s vs steady {period:.6g} s: {why}start-up "
             f"transient after the queued prefills (a window of {times.decode_steps} steps is not "
