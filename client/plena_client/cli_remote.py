@@ -226,14 +226,9 @@ def remote_estimate(args: argparse.Namespace) -> int:
 
 
 def _batch_sizes(text: str | None) -> list[int]:
-    if not text:
-        return []
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise PlenaInputError(
-            "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text!r}"
-        ) from exc
+    from plena_opt.cli.search_cmd import batch_list
+
+    return batch_list(text) or []
 
 
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:

@@ -116,7 +116,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=handle)
 
 
-def _batch_list(text: str | None) -> list[int] | None:
+def batch_list(text: str | None) -> list[int] | None:
+    """``--batch-sizes 8,16,64`` as integers (None when the flag is absent)."""
     if text is None:
         return None
     try:
@@ -132,7 +133,7 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
     try:
         return SearchRequest(
             problem=problem_from_args(args),
-            batch_sizes=_batch_list(args.batch_sizes),
+            batch_sizes=batch_list(args.batch_sizes),
             objectives=[k.strip() for k in args.objectives.split(",") if k.strip()],
             max_ttft_ms=args.max_ttft_ms,
             min_tps_per_seq=args.min_tps_per_seq,
