@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+from plena_opt.search.hypervolume import REFERENCE
 from plena_opt.search.result import FrontEntry, SearchResult
 
 CSV_FIELDS = (
@@ -80,7 +81,11 @@ def render_text(result: SearchResult) -> str:
         out.append(f"Pareto front ({len(result.front)} plans, by TPS):")
         out.append(front_table(result.front))
     if result.hypervolume is not None:
-        line = f"hypervolume {result.hypervolume:.4f} (normalised by {result.hv_normalisation})"
+        k = len(result.objectives)
+        line = (
+            f"hypervolume {result.hypervolume:.4f} of at most {REFERENCE**k:.4f} (objectives "
+            f"scaled to [0, 1] by the {result.hv_normalisation}, reference point {REFERENCE} each)"
+        )
         if result.hv_ratio is not None:
             line += (
                 f"; {100 * result.hv_ratio:.2f} % of the exact front's "
