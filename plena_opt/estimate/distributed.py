@@ -149,9 +149,9 @@ class PassResult:
         return self.transfer.seconds
 
     @cached_property
-    def _count_matrix(self) -> np.ndarray:
-        kinds = list(self.layer)
-        return np.array([[c.get(k, 0) for k in kinds] for c in self.counts], dtype=float)
+    def layers_per_kind(self) -> list[int]:
+        """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
+        return [sum(c.get(k, 0) for c in self.counts) for k in self.layer]
 
     def combined_seconds(self, kind: LayerKind) -> np.ndarray:
         """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
@@ -183,13 +183,8 @@ class PassResult:
         index = np.asarray(index)
         return rows, index, np.bincount(index, minlength=len(keys)).astype(float)
 
-    @property
-    def stage_seconds(self) -> np.ndarray:
-        """[stages, steps] seconds of each stage for one micro-batch."""
-        rows, index, _ = self._rows
-        return rows[index]
-
     def stage_seconds_at(self, step: int) -> np.ndarray:
+        """Seconds of each stage for one micro-batch at one step."""
         rows, index, _ = self._rows
         return rows[index, step]
 
@@ -222,7 +217,7 @@ class PassResult:
         priced = [ex for exs in self.extras.values() for ex in exs]
         weights = [1.0] * len(priced)
         priced += list(self.layer.values())
-        weights += list(self._count_matrix.sum(axis=0))
+        weights += self.layers_per_kind
         total = 0.0
         for weight, st in zip(weights, priced, strict=True):
             value = st.field_sum(name, steps)

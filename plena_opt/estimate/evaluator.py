@@ -177,7 +177,7 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     dec = cost.decode
     full = plan.comm_overlap == "full"
     # Mean over steps of each kind's parts, then weighted by how many layers of each kind run.
-    per_kind = dec._count_matrix.sum(axis=0)
+    per_kind = dec.layers_per_kind
     totals: dict[str, float] = {"compute": 0.0, "dram": 0.0}
     for exs in dec.extras.values():
         for ex in exs:
