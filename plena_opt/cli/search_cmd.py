@@ -263,7 +263,12 @@ def handle(args: argparse.Namespace) -> int:
         write_csv(result, args.csv)
     if args.plot:
         plot_front(result, args.plot)
+    if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far
+        if not result.front:
+            print(f"interrupted before a feasible plan: {no_front_message(result)}",
+                  file=sys.stderr)  # fmt: skip
+        return 130
     if not result.front:
         print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
-    return 130 if interrupted["flag"] else 0
+    return 0
