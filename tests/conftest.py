@@ -1,23 +1,46 @@
-"""Shared test fixtures: the location of ../shared (specs, golden vectors, validation data)."""
+"""Shared test fixtures: the location of ../shared (specs, golden vectors, validation data).
+
+Outside CI a missing ``../shared`` skips the tests that read it. Under ``CI=true`` it is a failure:
+the golden replays must never pass by not running. ``PLENA_OPT_SHARED_DIR`` overrides the location
+(used by the test of this rule).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("PLENA_OPT_SHARED_DIR") or REPO.parent / "shared")
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+MISSING = f"../shared is not beside the repository (looked in {SHARED})"
+
+
+def require_shared() -> Path:
+    """``SHARED`` if present; else skip (outside CI) or fail (under ``CI=true``)."""
+    if not SHARED.is_dir():
+        if IN_CI:
+            pytest.fail(MISSING + "; under CI=true this is a failure", pytrace=False)
+        pytest.skip(MISSING)
+    return SHARED
+
+
+# For modules whose every test reads ../shared: skips outside CI only; under CI the module's
+# load_golden() then raises at collection, which fails the run.
+needs_shared = pytest.mark.skipif(not SHARED.is_dir() and not IN_CI, reason=MISSING)
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip("../shared is not beside the repository")
-    return SHARED
+    return require_shared()
 
 
 def load_golden(name: str) -> dict:
-    """Load ``../shared/golden/<name>.json``."""
-    return json.loads((SHARED / "golden" / f"{name}.json").read_text())
+    """Load ``../shared/golden/<name>.json`` (fails, never skips, under ``CI=true``)."""
+    path = SHARED / "golden" / f"{name}.json"
+    if not path.is_file() and IN_CI:
+        raise FileNotFoundError(f"{path}: {MISSING}; under CI=true this is a failure")
+    return json.loads(path.read_text())
