@@ -13,15 +13,15 @@ PROTO = REPO / "proto" / "plena_opt" / "v1" / "plena_opt.proto"
 
 
 def test_checked_in_stubs_match_a_fresh_generation():
-    from plena_server.codegen import stale_files
+    from plena_proto.codegen import stale_files
 
     assert stale_files() == [], (
-        "run `python -m plena_server.codegen` and commit server/plena_server/gen"
+        "run `python -m plena_proto.codegen` and commit proto/python/plena_proto"
     )
 
 
 def test_codegen_check_cli_detects_a_stale_stub(tmp_path):
-    from plena_server import codegen
+    from plena_proto import codegen
 
     codegen.generate(tmp_path)
     assert codegen.stale_files(tmp_path) == []
@@ -29,7 +29,7 @@ def test_codegen_check_cli_detects_a_stale_stub(tmp_path):
     stub.write_text(stub.read_text() + "\n# edited\n")
     assert codegen.stale_files(tmp_path) == ["plena_opt_pb2.py"]
     rc = subprocess.run(
-        [sys.executable, "-m", "plena_server.codegen", "--check"], capture_output=True
+        [sys.executable, "-m", "plena_proto.codegen", "--check"], capture_output=True
     ).returncode
     assert rc == 0
 
@@ -92,6 +92,6 @@ def test_proto_states_trace_encoding_and_deadline_limit():
     ],
 )
 def test_service_has_rpc(name):
-    from plena_server.gen import plena_opt_pb2 as pb
+    from plena_proto import plena_opt_pb2 as pb
 
     assert name in pb.DESCRIPTOR.services_by_name["PlenaOpt"].methods_by_name

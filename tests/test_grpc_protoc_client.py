@@ -84,7 +84,7 @@ def test_protoc_only_client_calls_every_rpc(generated, tmp_path):
         )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
-    from plena_server.gen import plena_opt_pb2
+    from plena_proto import plena_opt_pb2
 
     rpcs = set(plena_opt_pb2.DESCRIPTOR.services_by_name["PlenaOpt"].methods_by_name)
     assert set(seen) == rpcs

@@ -346,7 +346,7 @@ def _recheck_request(study: str, **extra) -> pb.SearchRequest:
 
 
 def test_search_rechecks_the_front_and_returns_chunked_gzip_traces(client):
-    from plena_server.traces import unpack_trace
+    from plena_proto.traces import unpack_trace
 
     from plena_opt.pipeline import validate_trace
 

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
 from plena_server.process import ServerProcess
-from plena_server.traces import unpack_trace
+from plena_proto.traces import unpack_trace
 
 
 @pytest.fixture(scope="module")

@@ -47,6 +47,14 @@ class FakeEvaluator:
         self.calls = calls if calls is not None else []
         self.energy = energy
 
+    @property
+    def num_devices(self) -> int:
+        return self.noc.num_devices
+
+    @property
+    def memory_capacity_bytes(self) -> float | None:
+        return self.memory.capacity_bytes
+
     def check(self, plan) -> None:
         if plan.world_size != self.noc.num_devices:
             raise PlenaInputError("plan", "world size must equal the device count")

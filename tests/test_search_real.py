@@ -9,7 +9,7 @@ import pytest
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import Plan
-from plena_opt.search.problem import ProblemSpec
+from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.runner import run_search
 

@@ -1,6 +1,6 @@
 """plena-opt gRPC client library (typed wrapper with default deadlines and safe retries)."""
 
-from plena_server.gen import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2 as pb
 
 from plena_client.client import (
     PlenaClient,

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import grpc
-from plena_server.gen import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2 as pb
 
 from plena_client.client import PlenaClient
 from plena_client.errors import PlenaRpcError
@@ -73,7 +73,7 @@ def _profile(value: str | None, field: str) -> pb.ProfileSource | None:
 
 def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -> pb.SystemSpec:
     """The ``SystemSpec`` the shared workload flags describe (plena_opt.cli.common)."""
-    from plena_opt.search.problem import DEFAULT_MEMORY, DEFAULT_MODEL
+    from plena_opt.estimate.problem import DEFAULT_MEMORY, DEFAULT_MODEL
 
     if getattr(args, "fixed_capacity_gib", None) is not None and args.fixed_bandwidth_gbs is None:
         raise PlenaInputError(
@@ -365,7 +365,7 @@ def run_search_remote(
 
 
 def _write_search_traces(trace_dir: str | None, chunks: dict[str, list[bytes]]) -> dict[str, str]:
-    from plena_server.traces import unpack_trace
+    from plena_proto.traces import unpack_trace
 
     from plena_opt.pipeline.simulator import write_trace
 
@@ -387,7 +387,7 @@ def remote_search(args: argparse.Namespace) -> int:
         render_text,
         write_csv,
     )
-    from plena_opt.search.recheck import render_recheck
+    from plena_opt.api.recheck import render_recheck
 
     recheck_noise(args)  # same checks as local mode, before anything runs
     check_outputs(args)
@@ -482,7 +482,7 @@ def simulate_request_from_args(args: argparse.Namespace) -> pb.SimulateRequest:
 def _write_remote_traces(path: str, reply: Any) -> list[str]:
     """Write the returned traces where local mode writes them (deterministic at ``path``,
     others beside it as ``<stem>.<name><suffix>``)."""
-    from plena_server.traces import unpack_trace
+    from plena_proto.traces import unpack_trace
 
     from plena_opt.pipeline.simulator import write_trace
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from plena_server.gen import plena_opt_pb2 as pb
-from plena_server.gen import plena_opt_pb2_grpc as pb_grpc
+from plena_proto import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_client.errors import PlenaRpcError
 

@@ -13,7 +13,7 @@ import argparse
 from pydantic import ValidationError
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.search.problem import (
+from plena_opt.estimate.problem import (
     DEFAULT_MEMORY,
     DEFAULT_MODEL,
     DEFAULT_NOC,
@@ -67,13 +67,13 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--overlap",
         default="stage-roofline",
-        choices=["stage-roofline", "serial"],
+        choices=OVERLAP_POLICIES,
         help="compute/DRAM overlap policy per stage",
     )
     g.add_argument(
         "--routing",
         default="balanced",
-        help="MoE routing: balanced|random|qwen3_235b|deepseek_v3 or a trace path",
+        help=f"MoE token routing: {'|'.join(MOE_ROUTING_MODES)} or a trace path",
     )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
 

@@ -10,7 +10,7 @@ from plena_opt.estimate import Plan, estimate_single_chip
 from plena_opt.estimate.distributed import PlanCost
 from plena_opt.estimate.evaluator import Evaluator, metrics_of
 from plena_opt.estimate.report import estimate_output, single_chip_output
-from plena_opt.search.problem import DEFAULT_NOC
+from plena_opt.estimate.problem import DEFAULT_NOC
 
 
 def add_plan_args(parser: argparse.ArgumentParser) -> None:
@@ -21,13 +21,13 @@ def add_plan_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--moe-tp-mode",
         default="replace",
-        choices=["replace", "keep"],
+        choices=MOE_TP_MODES,
         help="MoE layers fold TP ranks into EP ranks (replace) or keep them",
     )
     g.add_argument(
         "--comm-overlap",
         default="none",
-        choices=["none", "full"],
+        choices=COMM_OVERLAPS,
         help="overlap each layer's collectives with its compute",
     )
 

@@ -24,7 +24,7 @@ from plena_opt.search.output import (
     render_text,
     write_csv,
 )
-from plena_opt.search.recheck import (
+from plena_opt.api.recheck import (
     DEFAULT_NOISE,
     DEFAULT_RECHECK,
     DEFAULT_SAMPLES,
@@ -33,7 +33,7 @@ from plena_opt.search.recheck import (
 )
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.runner import Progress, run_search
-from plena_opt.search.samplers import SAMPLERS
+from plena_opt.vocabulary import SAMPLERS
 from plena_opt.search.storage import DEFAULT_STORAGE
 
 

@@ -2,27 +2,36 @@
 
 ``Evaluator`` is the entry point for the search and the server; ``estimate_distributed`` and
 ``estimate_decoder_latency`` reproduce the reference estimates (analytic-model §3.3, §4).
+``ProblemSpec`` describes what is priced (names, paths or inline documents) and loads it into
+``EvaluatorInputs``. Names are imported on first use, so ``plena_opt.estimate.problem`` and
+``plena_opt.estimate.plan`` stay light for the CLI.
 """
 
-from plena_opt.estimate.distributed import DistributedEstimate, estimate_distributed
-from plena_opt.estimate.evaluator import Evaluator, PlanMetrics
-from plena_opt.estimate.plan import Plan, Workload
-from plena_opt.estimate.single_chip import (
-    DecoderLatencyEstimate,
-    estimate_decoder_latency,
-    estimate_single_chip,
-    reference_script_estimate,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DecoderLatencyEstimate",
-    "DistributedEstimate",
-    "Evaluator",
-    "Plan",
-    "PlanMetrics",
-    "Workload",
-    "estimate_decoder_latency",
-    "estimate_distributed",
-    "estimate_single_chip",
-    "reference_script_estimate",
-]
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "DecoderLatencyEstimate": "plena_opt.estimate.single_chip",
+    "DistributedEstimate": "plena_opt.estimate.distributed",
+    "Evaluator": "plena_opt.estimate.evaluator",
+    "EvaluatorInputs": "plena_opt.estimate.problem",
+    "InlineDocument": "plena_opt.estimate.problem",
+    "Plan": "plena_opt.estimate.plan",
+    "PlanMetrics": "plena_opt.estimate.evaluator",
+    "ProblemSpec": "plena_opt.estimate.problem",
+    "Workload": "plena_opt.estimate.plan",
+    "estimate_decoder_latency": "plena_opt.estimate.single_chip",
+    "estimate_distributed": "plena_opt.estimate.distributed",
+    "estimate_single_chip": "plena_opt.estimate.single_chip",
+    "reference_script_estimate": "plena_opt.estimate.single_chip",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'plena_opt.estimate' has no attribute {name!r}")

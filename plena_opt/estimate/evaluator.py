@@ -17,7 +17,7 @@ from deepstack import NocProfile
 from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
-from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload
+from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
 from plena_opt.memory import Memory
 from plena_opt.models import ModelSpec
 
@@ -58,10 +58,6 @@ class PlanMetrics:
         return d
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 class Evaluator:
     """Scores parallel plans of one model on one cluster, memory and workload."""
 
@@ -87,6 +83,12 @@ class Evaluator:
     def num_devices(self) -> int:
         return self.ctx.noc.num_devices
 
+    @property
+    def memory_capacity_bytes(self) -> float | None:
+        """Capacity of one device's memory (bytes; None: unbounded)."""
+        cap = self.ctx.memory.capacity_bytes
+        return float(cap) if cap else None
+
     def check(self, plan: Plan) -> None:
         """Raise ``PlenaInputError`` naming the rule if ``plan`` is illegal here."""
         PlanCost(self.ctx, plan)
@@ -95,18 +97,14 @@ class Evaluator:
         """Every (tp, ep, dp, pp, cp, mode, overlap) whose product is the device count, before
         legality checks. MoE modes only for MoE models; ``keep`` only where it differs
         (tp > 1)."""
-        n = self.num_devices
         moe = bool(self.model.num_experts)
         plans = []
-        for tp in _divisors(n):
-            for ep in _divisors(n // tp) if moe else [1]:
-                rest = n // (tp * ep)
-                for pp in _divisors(rest):
-                    for cp in _divisors(rest // pp):
-                        dp = rest // (pp * cp)
-                        modes = MOE_TP_MODES if moe and tp > 1 else ("replace",)
-                        for mode, ov in product(modes, COMM_OVERLAPS):
-                            plans.append(Plan(tp, ep, dp, pp, cp, mode, ov))
+        for tp, ep, dp, pp, cp in factorisations(self.num_devices):
+            if ep > 1 and not moe:
+                continue
+            modes = MOE_TP_MODES if moe and tp > 1 else ("replace",)
+            for mode, ov in product(modes, COMM_OVERLAPS):
+                plans.append(Plan(tp, ep, dp, pp, cp, mode, ov))
         return plans
 
     def legal_plans(self) -> list[Plan]:
@@ -123,6 +121,11 @@ class Evaluator:
     def estimate(self, plan: Plan) -> DistributedEstimate:
         """The full reference report of one plan."""
         return PlanCost(self.ctx, plan).to_estimate()
+
+    def estimate_with_metrics(self, plan: Plan) -> tuple[DistributedEstimate, PlanMetrics]:
+        """The full report and the compact metrics of ``plan`` from one pricing."""
+        cost = PlanCost(self.ctx, plan)
+        return cost.to_estimate(), metrics_of(cost)
 
     def evaluate(self, plan: Plan) -> PlanMetrics:
         return metrics_of(PlanCost(self.ctx, plan))

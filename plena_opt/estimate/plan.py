@@ -6,15 +6,33 @@ Analytic-model §4.2 (plan legality) and §4.6. A ``Plan`` is one point of the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaTypeError
+from plena_opt.vocabulary import (
+    COMM_OVERLAPS,
+    MOE_ROUTING_MODES,
+    MOE_TP_MODES,
+    OVERLAP_POLICIES,
+    PLAN_DIMS,
+)
 
-MOE_TP_MODES = ("replace", "keep")
-COMM_OVERLAPS = ("none", "full")
-OVERLAP_POLICIES = ("stage-roofline", "serial")
-ROUTING_MODES = ("balanced", "random", "qwen3_235b", "deepseek_v3")
-PLAN_DIMS = ("tp", "ep", "dp", "pp", "cp")
+ROUTING_MODES = MOE_ROUTING_MODES  # MoE token routing (not NoC routing)
+__all__ = [
+    "COMM_OVERLAPS",
+    "MOE_TP_MODES",
+    "OVERLAP_POLICIES",
+    "PLAN_DIMS",
+    "ROUTING_MODES",
+    "Plan",
+    "Workload",
+    "check_choice",
+    "check_int",
+    "divisors",
+    "factorisations",
+]
 # Sanity bounds of a workload (sequences, tokens): far beyond any served model, small enough
 # that the per-token decode arrays (8 bytes a token) and integer byte counts stay exact and fit.
 MAX_WORKLOAD = {"batch_size": 2**24, "input_seq_len": 2**26, "output_seq_len": 2**24}
@@ -35,6 +53,21 @@ def check_choice(field: str, value: object, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise PlenaInputError(field, f"{field} must be one of {', '.join(choices)}")
     return str(value)
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` in increasing order."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
+    """Every ordered ``parts``-tuple of positive integers whose product is ``n``; with the default
+    5 parts, the (tp, ep, dp, pp, cp) shapes of every plan on ``n`` devices (the one plan
+    enumeration: ``Evaluator.candidate_plans`` and the search's ``PlanSpace`` both use it)."""
+    if parts == 1:
+        return [(n,)]
+    return [(d, *rest) for d in divisors(n) for rest in factorisations(n // d, parts - 1)]
 
 
 @dataclass(frozen=True, order=True)
@@ -59,6 +92,16 @@ class Plan:
             check_int(dim, getattr(self, dim))
         check_choice("moe_tp_mode", self.moe_tp_mode, MOE_TP_MODES)
         check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Plan:
+        """The plan of a ``plan`` mapping (a front entry, a trial attribute, a JSON document);
+        missing keys take the defaults, extra keys (``world_size``, ``batch_size``) are ignored."""
+        kw: dict[str, Any] = {k: int(d[k]) for k in PLAN_DIMS if k in d}
+        for k in ("moe_tp_mode", "comm_overlap"):
+            if k in d:
+                kw[k] = str(d[k])
+        return cls(**kw)
 
     @property
     def world_size(self) -> int:

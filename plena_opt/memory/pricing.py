@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.memory.interface import Memory
-
-OVERLAP_POLICIES = ("stage-roofline", "serial")
+from plena_opt.vocabulary import OVERLAP_POLICIES
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """Multi-objective plan search with Optuna: plan space, objectives, Pareto fronts, storage.
 
-Public API (imported lazily so ``plena_opt.search.problem`` stays light for other commands):
+Public API (imported lazily, so importing the package costs nothing until a name is used):
 ``SearchRequest``, ``SearchResult``, ``FrontEntry``, ``Progress``,
 ``run_search(request, evaluator_factory=None, progress=None, should_stop=None)``,
-``ProblemSpec``, ``EvaluatorInputs``, ``open_storage``, ``list_studies``.
+``open_storage``, ``list_studies`` (``ProblemSpec`` lives in ``plena_opt.estimate``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ _EXPORTS = {
     "Progress": "plena_opt.search.runner",
     "run_search": "plena_opt.search.runner",
     "default_study_name": "plena_opt.search.runner",
-    "ProblemSpec": "plena_opt.search.problem",
-    "EvaluatorInputs": "plena_opt.search.problem",
     "open_storage": "plena_opt.search.storage",
     "list_studies": "plena_opt.search.storage",
 }

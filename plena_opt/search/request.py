@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
-from plena_opt.search.problem import ProblemSpec
+from plena_opt.estimate.problem import ProblemSpec
+from plena_opt.vocabulary import Sampler
 
 MEMORY_STORAGE = ":memory:"
 
@@ -24,14 +23,14 @@ class SearchRequest(BaseModel):
     hypervolume ratio of a sampled front (None: only when the space is small).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_enum_values=True)
 
     problem: ProblemSpec = Field(default_factory=ProblemSpec)
     batch_sizes: list[int] | None = None
     objectives: list[str] = Field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
     max_ttft_ms: float | None = Field(default=None, gt=0)
     min_tps_per_seq: float | None = Field(default=None, gt=0)
-    sampler: Literal["auto", "tpe", "nsga2", "gp", "exhaustive"] = "auto"
+    sampler: Sampler = Sampler.AUTO
     trials: int = Field(default=200, ge=1)
     timeout: float | None = Field(default=None, gt=0)
     deadline: float | None = Field(default=None, gt=0)

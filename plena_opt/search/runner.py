@@ -23,6 +23,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState, create_trial
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.interface import PlanEvaluator
 from plena_opt.search.constraint_adapter import ConstraintAdapter
 from plena_opt.search.hypervolume import Normaliser
 from plena_opt.search.objectives import Constraints, Objective, parse_objectives
@@ -34,7 +35,7 @@ from plena_opt.search.samplers import make_sampler
 from plena_opt.search.space import PlanSpace, Point
 from plena_opt.search.storage import DEFAULT_STORAGE, open_storage
 
-EvaluatorFactory = Callable[[int], Any]
+EvaluatorFactory = Callable[[int], PlanEvaluator]  # global batch size → evaluator
 EXHAUSTIVE_CHUNK = 128
 EXACT_COMPARE_LIMIT = 20_000
 PROGRESS_INTERVAL_S = 0.25
@@ -57,26 +58,9 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-def _device_count(ev: Any) -> int:
-    noc = getattr(ev, "noc", None)
-    n = getattr(ev, "num_devices", None) or getattr(noc, "num_devices", None)
-    if n:
-        return int(n)
-    plans = ev.legal_plans()
-    if not plans:
-        raise PlenaInputError("noc", "no legal plan exists on this cluster")
-    return int(plans[0].world_size)
-
-
-def _capacity(ev: Any) -> float | None:
-    memory = getattr(ev, "memory", None) or getattr(getattr(ev, "ctx", None), "memory", None)
-    cap = getattr(memory, "capacity_bytes", None)
-    return float(cap) if cap else None
-
-
 def _fingerprint(request: SearchRequest) -> str:
     data = {
-        "problem": request.problem.model_dump(),
+        "problem": request.problem.identity(),
         "batch_sizes": request.batch_list(),
         "objectives": request.objectives,
         "max_ttft_ms": request.max_ttft_ms,
@@ -87,9 +71,9 @@ def _fingerprint(request: SearchRequest) -> str:
 
 def default_study_name(request: SearchRequest) -> str:
     """``<model>-<noc>-<digest>``: the same search (problem, batches, objectives, SLAs) resumes."""
-    p = request.problem
-    model = Path(p.model_label()).stem if p.model_path else p.model_label()
-    return f"{model}-{Path(p.noc).stem}-{_fingerprint(request)[:8]}"
+    p = request.problem.identity()
+    model = Path(p["model_path"]).stem if p["model_path"] else str(p["model"])
+    return f"{model}-{Path(p['noc']).stem}-{_fingerprint(request)[:8]}"
 
 
 class _Search:
@@ -107,16 +91,18 @@ class _Search:
         self.objectives: tuple[Objective, ...] = parse_objectives(request.objectives)
         self.batches = request.batch_list()
         self._factory = factory
-        self._evs: dict[int, Any] = {}
+        self._evs: dict[int, PlanEvaluator] = {}
         ev0 = self.evaluator(self.batches[0])
-        self.space = PlanSpace(_device_count(ev0), self.batches, ev0.check)
+        self.space = PlanSpace(ev0.num_devices, self.batches, ev0.check)
         if not len(self.space):
             reasons = sorted(set(self.space.illegal.values()))[:5]
             raise PlenaInputError(
                 "noc",
                 f"no legal plan on {self.space.num_devices} devices: " + "; ".join(reasons),
             )
-        self.constraints = Constraints(_capacity(ev0), request.max_ttft_ms, request.min_tps_per_seq)
+        self.constraints = Constraints(
+            ev0.memory_capacity_bytes, request.max_ttft_ms, request.min_tps_per_seq
+        )
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}
         self.evaluated = self.pruned = self.repeats = 0
@@ -127,7 +113,7 @@ class _Search:
         self.warnings: list[str] = []
 
     # -- evaluators and scoring -------------------------------------------------------------
-    def evaluator(self, batch: int) -> Any:
+    def evaluator(self, batch: int) -> PlanEvaluator:
         if batch not in self._evs:
             self._evs[batch] = self._factory(batch)
         return self._evs[batch]
@@ -188,7 +174,7 @@ class _Search:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names([o.name for o in self.objectives])
             study.set_user_attr("fingerprint", fp)
-            study.set_user_attr("problem", req.problem.model_dump())
+            study.set_user_attr("problem", req.problem.identity())
             study.set_user_attr("objectives", list(req.objectives))
             study.set_user_attr("batch_sizes", self.batches)
             study.set_user_attr("constraints", self.constraints.names())

@@ -13,14 +13,7 @@ import optuna
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.constraint_adapter import ConstraintAdapter
-
-SAMPLERS = ("auto", "tpe", "nsga2", "gp", "exhaustive")
-
-
-def check_sampler(name: str) -> str:
-    if name not in SAMPLERS:
-        raise PlenaInputError("sampler", f"sampler must be one of {', '.join(SAMPLERS)}")
-    return name
+from plena_opt.vocabulary import SAMPLERS
 
 
 def make_sampler(

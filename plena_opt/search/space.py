@@ -9,17 +9,17 @@ suggestion whose derived plan is not legal is recorded as pruned with the reason
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 
-from plena_opt.estimate.plan import Plan
+from plena_opt.estimate.plan import Plan, divisors, factorisations
+from plena_opt.vocabulary import COMM_OVERLAPS, MOE_TP_MODES
 
-COMM_OVERLAPS = ("none", "full")
-MOE_TP_MODES = ("replace", "keep")
 SEARCH_DIMS = ("tp", "ep", "pp", "cp")
+__all__ = ["SEARCH_DIMS", "PlanSpace", "Point", "divisors", "factorisations"]
 
 
 @dataclass(frozen=True, order=True)
@@ -53,33 +53,11 @@ class Point:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Point:
-        plan = Plan(
-            tp=int(d["tp"]),
-            ep=int(d["ep"]),
-            dp=int(d["dp"]),
-            pp=int(d["pp"]),
-            cp=int(d["cp"]),
-            moe_tp_mode=str(d["moe_tp_mode"]),
-            comm_overlap=str(d["comm_overlap"]),
-        )
-        return cls(plan, int(d["batch_size"]))
+        return cls(Plan.from_dict(d), int(d["batch_size"]))
 
     def label(self) -> str:
         text = self.plan.label()
         return f"{text} b{self.batch_size}"
-
-
-def divisors(n: int) -> list[int]:
-    """Positive divisors of ``n`` in increasing order."""
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
-    """Every ordered ``parts``-tuple of positive integers whose product is ``n``."""
-    if parts == 1:
-        return [(n,)]
-    return [(d, *rest) for d in divisors(n) for rest in factorisations(n // d, parts - 1)]
 
 
 class PlanSpace:
@@ -160,8 +138,3 @@ class PlanSpace:
             return point, None
         reason = self.illegal.get((tp, ep, dp, pp, cp, mode), "not in the legal plan space")
         return None, reason
-
-
-def unique(points: Iterable[Point]) -> list[Point]:
-    """``points`` without repeats, first occurrence order."""
-    return list(dict.fromkeys(points))

@@ -6,6 +6,6 @@
   Search/StreamSearch/GetStudy and Simulate; ``convert`` maps proto ↔ library objects with
   field-named errors; ``errors`` maps them to status codes with google.rpc.BadRequest details.
 * ``plena_server.limits.ServerLimits`` — request limits; ``traces`` — gzip + 64 KiB chunks.
-* ``python -m plena_server.codegen [--check]`` — regenerate (or check) the stubs in ``gen/``.
+* ``python -m plena_proto.codegen [--check]`` — regenerate (or check) the stubs in ``gen/``.
 * ``python -m plena_server [flags]`` — the same server as ``plena-opt serve``.
 """

@@ -16,11 +16,12 @@ from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_server.errors import ServerLimitError
-from plena_server.gen import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2 as pb
 from plena_server.limits import ServerLimits
+from plena_opt.vocabulary import MOE_ROUTING_MODES
 
-# Routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
-REMOTE_ROUTING = ("balanced", "random", "qwen3_235b", "deepseek_v3")
+# MoE routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
+REMOTE_ROUTING = MOE_ROUTING_MODES
 WORKLOAD_FIELDS = (
     "batch_size",
     "input_seq_len",
@@ -207,7 +208,7 @@ def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
 def default_memory() -> Any:
     """The memory when a request names none: the CLI default (``DEFAULT_MEMORY``)."""
     from plena_opt import memory
-    from plena_opt.search.problem import DEFAULT_MEMORY
+    from plena_opt.estimate.problem import DEFAULT_MEMORY
 
     return memory.load_memory(DEFAULT_MEMORY)
 

@@ -27,10 +27,10 @@ import grpc
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
 from plena_server.errors import ServerLimitError
-from plena_server.gen import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2 as pb
 from plena_server.limits import MIB
 from plena_server.registry import StopSignal
-from plena_server.traces import pack_trace, trace_chunks
+from plena_proto.traces import pack_trace, trace_chunks
 
 MAX_BATCH_SIZES = 64
 # Answer from the study when less than this share of the deadline (0.5–3 s) is left.
@@ -60,7 +60,7 @@ def _inline_label(kind: str, text: str, name: str = "") -> str:
 
 def problem_spec(system: pb.SystemSpec, workload: Any) -> Any:
     """The ``ProblemSpec`` of a request (names as given, inline documents by content digest)."""
-    from plena_opt.search.problem import DEFAULT_MEMORY, ProblemSpec
+    from plena_opt.estimate.problem import DEFAULT_MEMORY, ProblemSpec
 
     kw: dict[str, Any] = {}
     if system.model.WhichOneof("source") == "name":
@@ -109,7 +109,7 @@ def search_request(request: pb.SearchRequest, storage: str | None, limits: Any) 
     """Validate a proto request; return (``SearchRequest``, ``EvaluatorInputs``)."""
     from pydantic import ValidationError
 
-    from plena_opt.search.problem import EvaluatorInputs
+    from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.search.request import SearchRequest
 
     system = convert.load_system(request.system, limits)
@@ -249,11 +249,11 @@ def result_to_proto(result: Any, stop: StopSignal) -> pb.SearchResult:
 
 
 class Recheck:
-    """Monte Carlo re-check of the first ``k`` front plans (``plena_opt.search.recheck``, as the
+    """Monte Carlo re-check of the first ``k`` front plans (``plena_opt.api.recheck``, as the
     CLI runs it), with traces packed for the reply."""
 
     def __init__(self, job: SearchJob, options: pb.SearchOptions) -> None:
-        from plena_opt.search.recheck import DEFAULT_NOISE, DEFAULT_SAMPLES
+        from plena_opt.api.recheck import DEFAULT_NOISE, DEFAULT_SAMPLES
 
         self.job = job
         self.k = options.recheck_top_k if options.HasField("recheck_top_k") else 0
@@ -268,7 +268,7 @@ class Recheck:
 
     def run(self, result: Any, progress: Any, emit_trace: Any) -> pb.SearchResult:
         """The proto result of ``result`` with the re-check of its first ``k`` front plans."""
-        from plena_opt.search.recheck import recheck_front
+        from plena_opt.api.recheck import recheck_front
 
         out = result_to_proto(result, self.job.stop)
         out.recheck_json = "[]"

@@ -38,6 +38,7 @@ from plena_opt.pipeline.simulator.serving import (
     RecheckResult,
     ServingResult,
     recheck_plans,
+    simulate_estimate,
     simulate_serving,
 )
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
@@ -77,6 +78,7 @@ __all__ = [
     "per_op_durations",
     "recheck_plans",
     "simulate",
+    "simulate_estimate",
     "simulate_serving",
     "summarize",
     "validate_trace",

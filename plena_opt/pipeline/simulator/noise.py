@@ -81,12 +81,6 @@ class NoiseSpec(BaseModel):
     straggler: StragglerSpec | None = None
     moe: MoeImbalanceSpec | None = None
 
-    @property
-    def is_zero(self) -> bool:
-        """True when every factor is exactly 1."""
-        no_strag = self.straggler is None or self.straggler.probability == 0.0
-        return self.jitter_sigma == 0 and self.rank_sigma == 0 and no_strag and self.moe is None
-
 
 _ALIASES = {
     "sigma": "jitter_sigma",

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,6 +252,25 @@ def _ranks(values: Sequence[float], descending: bool) -> list[int]:
     return ranks.tolist()
 
 
+def simulate_estimate(
+    estimate: Mapping[str, Any],
+    noise: NoiseSpec | Mapping | str | None,
+    samples: int,
+    seed: int,
+    max_window_steps: int = 64,
+    check_work: Callable[[InferenceStageTimes], None] | None = None,
+) -> ServingResult:
+    """The serving simulation of one estimate document (``DistributedEstimate.to_dict()``):
+    its stage times over ``max_window_steps`` decode steps, simulated beside its analytic TTFT
+    (s) and TPS (tokens/s). The one estimate → simulation path (CLI, server, re-check);
+    ``check_work(times)`` may refuse the work before it runs."""
+    times = stage_times_from_estimate(estimate, max_decode_steps=max_window_steps)
+    if check_work is not None:
+        check_work(times)
+    ana = {"ttft_seconds": float(estimate["ttft_seconds"]), "tps": float(estimate["tps"])}
+    return simulate_serving(times, parse_noise(noise), max(samples, 0), seed, analytic=ana)
+
+
 def recheck_plans(
     estimates: Sequence[Any],
     samples: int = 1000,
@@ -270,9 +289,8 @@ def recheck_plans(
     out: list[RecheckResult] = []
     for i, est in enumerate(estimates):
         d = est.to_dict() if hasattr(est, "to_dict") and not isinstance(est, Mapping) else est
-        times = stage_times_from_estimate(d, max_decode_steps=max_window_steps)
-        ana = {"ttft_seconds": float(d["ttft_seconds"]), "tps": float(d["tps"])}
-        res = simulate_serving(times, spec, max(samples, 0), seed, analytic=ana)
+        res = simulate_estimate(d, spec, samples, seed, max_window_steps)
+        ana = res.analytic
         ttft_p50 = res.ttft.p50 if res.ttft else res.ttft_deterministic
         ttft_p99 = res.ttft.p99 if res.ttft else res.ttft_deterministic
         tps_p50 = res.tps.p50 if res.tps else res.tps_deterministic

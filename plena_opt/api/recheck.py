@@ -1,4 +1,4 @@
-"""Monte Carlo re-check of the best plans of a search (the search → re-check stage).
+"""Use case: Monte Carlo re-check of the best plans of a search (the search → re-check stage).
 
 The top ``k`` plans of the front (by TPS) are re-estimated in full and simulated under the same
 noise and seed (common random numbers, so rank changes come from the plans, not the draws);
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from plena_opt.estimate import Plan
-from plena_opt.pipeline import recheck_plans
-from plena_opt.search.problem import EvaluatorInputs
+from plena_opt.estimate.plan import Plan
+from plena_opt.estimate.problem import EvaluatorInputs
+from plena_opt.pipeline.simulator import RecheckResult, recheck_plans
 from plena_opt.search.result import SearchResult
 
 DEFAULT_RECHECK = 5
@@ -32,17 +32,14 @@ def recheck_front(
     seed: int = 0,
     trace_dir: str | Path | None = None,
     should_stop: Callable[[], bool] | None = None,
-) -> list[Any]:
+) -> list[RecheckResult]:
     """Re-check the first ``top_k`` front plans (``RecheckResult`` list, front order)."""
     estimates = []
     for entry in result.front[: max(top_k, 0)]:
         if should_stop is not None and should_stop():
             break
-        p = entry.plan
-        plan = Plan(
-            p["tp"], p["ep"], p["dp"], p["pp"], p["cp"], p["moe_tp_mode"], p["comm_overlap"]
-        )
-        estimates.append(inputs.evaluator(p.get("batch_size")).estimate(plan))
+        plan = Plan.from_dict(entry.plan)
+        estimates.append(inputs.evaluator(entry.plan.get("batch_size")).estimate(plan))
     if not estimates:
         return []
     return recheck_plans(estimates, samples=samples, noise=noise, seed=seed, trace_dir=trace_dir)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from plena_server.gen import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2 as pb
 
 CHUNK_BYTES = (
     64 * 1024

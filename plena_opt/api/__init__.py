@@ -1,0 +1,52 @@
+"""The use cases every front end calls (the CLI, the gRPC server, a Python script, the web UI).
+
+One function per use case (docs/ARCHITECTURE.md, "Use cases"):
+
+* ``load_problem(spec)`` — model, NoC, memory, chip and workload from names, paths or dicts.
+* ``enumerate_plans(problem)`` — every legal plan on the cluster.
+* ``estimate_plan(problem, plan)`` / ``estimate_single_chip(problem)`` — one plan priced, with its
+  metrics (``PlanEstimate``).
+* ``search(request, problem=None)`` — the Pareto search (``SearchResult``).
+* ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
+* ``simulate_plan(problem, plan)`` — serving simulation of one plan (``ServingSimulation``);
+  ``simulate_schedule(schedule, stage_ms)`` — a training schedule (``ScheduleSimulation``).
+
+Names are imported on first use, so ``import plena_opt.api`` is cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "EvaluatorInputs": "plena_opt.estimate.problem",
+    "InlineDocument": "plena_opt.estimate.problem",
+    "Plan": "plena_opt.estimate.plan",
+    "PlanEstimate": "plena_opt.api.estimate",
+    "PlanMetrics": "plena_opt.estimate.evaluator",
+    "ProblemSpec": "plena_opt.estimate.problem",
+    "ScheduleSimulation": "plena_opt.api.simulate",
+    "SearchRequest": "plena_opt.search.request",
+    "SearchResult": "plena_opt.search.result",
+    "ServingSimulation": "plena_opt.api.simulate",
+    "Workload": "plena_opt.estimate.plan",
+    "build_schedule": "plena_opt.api.simulate",
+    "enumerate_plans": "plena_opt.api.problem",
+    "estimate_plan": "plena_opt.api.estimate",
+    "estimate_single_chip": "plena_opt.api.estimate",
+    "load_problem": "plena_opt.api.problem",
+    "recheck_front": "plena_opt.api.recheck",
+    "render_recheck": "plena_opt.api.recheck",
+    "search": "plena_opt.api.search",
+    "simulate_plan": "plena_opt.api.simulate",
+    "simulate_schedule": "plena_opt.api.simulate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'plena_opt.api' has no attribute {name!r}")

@@ -1,0 +1,56 @@
+"""Use case: price one plan (distributed with a NoC, or the single-chip estimate)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from plena_opt.api.problem import evaluator_of
+from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.evaluator import Evaluator, PlanMetrics
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.estimate.problem import EvaluatorInputs
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """One plan priced. ``document`` is the reference JSON document (``estimate --json``; SI:
+    seconds, tokens/s, bytes, pJ); ``metrics`` the headline ``PlanMetrics`` (seconds, tokens/s,
+    J/token, bytes per device; None for the single-chip estimate)."""
+
+    mode: Literal["distributed", "single_chip"]
+    document: dict[str, Any]
+    metrics: PlanMetrics | None = None
+
+    def to_json(self) -> str:
+        """The document as compact JSON (what the gRPC ``estimate_json`` field carries)."""
+        return json.dumps(self.document)
+
+    def to_text(self, *, as_json: bool = False) -> str:
+        """What ``plena-opt estimate`` prints (``--json``: the indented document)."""
+        from plena_opt.estimate.report import estimate_output, single_chip_output
+
+        if self.mode == "single_chip":
+            return single_chip_output(self.document, as_json=as_json)
+        assert self.metrics is not None
+        return estimate_output(self.document, self.metrics, as_json=as_json)
+
+
+def estimate_plan(problem: EvaluatorInputs | Evaluator, plan: Plan) -> PlanEstimate:
+    """The distributed estimate of ``plan`` and its metrics, from one pricing."""
+    estimate, metrics = evaluator_of(problem).estimate_with_metrics(plan)
+    return PlanEstimate("distributed", estimate.to_dict(), metrics)
+
+
+def estimate_single_chip(problem: EvaluatorInputs, plan: Plan | None = None) -> PlanEstimate:
+    """The single-chip decoder estimate (analytic-model §2); the NoC is not used. A plan other
+    than one device is refused (field ``noc``: it needs a NoC profile)."""
+    from plena_opt.estimate.single_chip import estimate_single_chip as single
+
+    if plan is not None and plan.world_size != 1:
+        raise PlenaInputError("noc", "a multi-device plan needs --noc PROFILE")
+    est = single(problem.model, problem.memory, problem.workload, problem.chip)
+    return PlanEstimate("single_chip", est.to_dict())

@@ -1,0 +1,28 @@
+"""Use case: the Pareto search (its re-check is ``plena_opt.api.recheck``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.result import SearchResult
+    from plena_opt.search.runner import Progress
+
+
+def search(
+    request: SearchRequest,
+    problem: EvaluatorInputs | None = None,
+    *,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> SearchResult:
+    """Run the search ``request`` describes on ``problem`` (default: ``request.problem``
+    loaded); ``progress`` gets reports, ``should_stop()`` is polled between trials."""
+    from plena_opt.search.runner import run_search
+
+    inputs = problem if problem is not None else request.problem.load()
+    return run_search(request, inputs.evaluator, progress=progress, should_stop=should_stop)
+

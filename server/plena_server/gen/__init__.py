@@ -1,1 +1,0 @@
-"""Generated protobuf/gRPC stubs (see plena_server.codegen); do not edit."""
