@@ -31,8 +31,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import optuna
 
-from plena_opt.search.objectives import parse_objectives
 from plena_opt.estimate.problem import ProblemSpec
+from plena_opt.search.objectives import parse_objectives
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.runner import run_search
 from plena_opt.search.storage import open_storage
@@ -67,8 +67,8 @@ def bench_exact() -> dict:
 
 
 def bench_sampled(models: list[str], seeds: int) -> dict:
-    from plena_opt.search.hypervolume import Normaliser
     from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.search.hypervolume import Normaliser
 
     noc = noc_1024()
     batches = [16, 64, 256, 1024]

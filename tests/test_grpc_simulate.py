@@ -10,8 +10,8 @@ import json
 import grpc
 import pytest
 from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
-from plena_server.process import ServerProcess
 from plena_proto.traces import unpack_trace
+from plena_server.process import ServerProcess
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ PLAN = [
 
 @pytest.mark.parametrize("argv", [SCHEDULE, SCHEDULE + ["--json"], PLAN, PLAN + ["--json"]])
 def test_remote_simulate_prints_what_local_prints(server, argv):
-    from plena_client.cli_remote import remote_simulate
+    from plena_opt.cli.remote import remote_simulate
 
     local = _local(["simulate", *argv])
     remote = _remote(remote_simulate, _args("simulate", argv, server))
@@ -103,7 +103,7 @@ def test_remote_simulate_prints_what_local_prints(server, argv):
 
 
 def test_remote_simulate_writes_the_same_trace_files(server, tmp_path):
-    from plena_client.cli_remote import remote_simulate
+    from plena_opt.cli.remote import remote_simulate
 
     a, b = tmp_path / "local.json", tmp_path / "remote.json"
     _local(["simulate", *SCHEDULE, "--trace", str(a)])
@@ -145,7 +145,7 @@ def test_remote_simulate_writes_the_same_trace_files(server, tmp_path):
     ],
 )
 def test_remote_estimate_prints_what_local_prints(server, argv):
-    from plena_client.cli_remote import remote_estimate
+    from plena_opt.cli.remote import remote_estimate
 
     local = _local(["estimate", *argv])
     remote = _remote(remote_estimate, _args("estimate", argv, server))
@@ -153,7 +153,7 @@ def test_remote_estimate_prints_what_local_prints(server, argv):
 
 
 def test_remote_estimate_sends_local_files_inline(server, tmp_path):
-    from plena_client.cli_remote import remote_estimate
+    from plena_opt.cli.remote import remote_estimate
 
     from plena_opt.models import builtin_config
 

@@ -1,33 +1,33 @@
-"""Flags shared by `estimate`, `search` and `simulate`: model, cluster, memory, chip, workload.
+"""Flags shared by `estimate`, `search` and `simulate`: model, cluster, memory, chip, workload and
+the parallel plan.
 
-``add_workload_args(parser)`` adds them (every flag has a default, so a bare command runs a
-demonstration); ``problem_from_args(args)`` builds the serialisable ``ProblemSpec``;
-``build_evaluator_inputs(args)`` loads it into ``EvaluatorInputs`` (model, noc, memory, workload,
-chip) for ``plena_opt.estimate.Evaluator``.
+``add_workload_args(parser)`` / ``add_plan_args(parser)`` add them (every flag has a default, so a
+bare command runs a demonstration); ``problem_from_args(args)`` builds the serialisable
+``ProblemSpec``, ``plan_from_args(args)`` the ``Plan``. Heavy modules are imported only when a
+command runs, so building the parser stays cheap.
 """
 
 from __future__ import annotations
 
 import argparse
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.problem import (
-    DEFAULT_MEMORY,
-    DEFAULT_MODEL,
-    DEFAULT_NOC,
-    EvaluatorInputs,
-    ProblemSpec,
-)
+from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC, PLAN_DIMS
+from plena_opt.vocabulary import COMM_OVERLAPS, MOE_ROUTING_MODES, MOE_TP_MODES, OVERLAP_POLICIES
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.estimate.problem import ProblemSpec
 
 __all__ = [
-    "EvaluatorInputs",
-    "ProblemSpec",
+    "add_plan_args",
     "add_workload_args",
-    "build_evaluator_inputs",
-    "pydantic_to_input_error",
+    "plan_from_args",
     "problem_from_args",
+    "pydantic_to_input_error",
 ]
 
 
@@ -73,9 +73,50 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--routing",
         default="balanced",
-        help=f"MoE token routing: {'|'.join(MOE_ROUTING_MODES)} or a trace path",
+        help=f"MoE routing: {'|'.join(MOE_ROUTING_MODES)} or a trace path",
     )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
+
+
+def add_plan_args(parser: argparse.ArgumentParser) -> None:
+    """``--tp --ep --dp --pp --cp --moe-tp-mode --comm-overlap`` (``estimate``, ``simulate``)."""
+    g = parser.add_argument_group("parallel plan")
+    for dim in PLAN_DIMS:
+        g.add_argument(f"--{dim}", type=int, default=1, help=f"{dim.upper()} degree")
+    g.add_argument(
+        "--moe-tp-mode",
+        default="replace",
+        choices=MOE_TP_MODES,
+        help="MoE layers fold TP ranks into EP ranks (replace) or keep them",
+    )
+    g.add_argument(
+        "--comm-overlap",
+        default="none",
+        choices=COMM_OVERLAPS,
+        help="overlap each layer's collectives with its compute",
+    )
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    from plena_opt.estimate.plan import Plan
+
+    return Plan.from_dict(vars(args))
+
+
+def check_sources(args: argparse.Namespace) -> None:
+    """Rules between the model and memory flags (shared by local and remote mode)."""
+    for name in ("model", "model_path", "noc", "memory", "chip", "routing"):
+        if getattr(args, name, None) == "":
+            flag = "--" + name.replace("_", "-")
+            raise PlenaInputError(name, f"{flag} must not be empty")
+    if args.fixed_capacity_gib is not None and args.fixed_bandwidth_gbs is None:
+        raise PlenaInputError(
+            "fixed_capacity_gib", "--fixed-capacity-gib requires --fixed-bandwidth-gbs"
+        )
+    if args.model and args.model_path:
+        raise PlenaInputError("model", "give --model or --model-path, not both")
+    if args.memory and args.fixed_bandwidth_gbs is not None:
+        raise PlenaInputError("memory", "give --memory or --fixed-bandwidth-gbs, not both")
 
 
 def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
@@ -91,18 +132,11 @@ def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
 
 def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
     """The ``ProblemSpec`` the flags describe; bad values raise ``PlenaInputError`` (exit 2)."""
-    for name in ("model", "model_path", "noc", "memory", "chip", "routing"):
-        if getattr(args, name, None) == "":
-            flag = "--" + name.replace("_", "-")
-            raise PlenaInputError(name, f"{flag} must not be empty")
-    if args.fixed_capacity_gib is not None and args.fixed_bandwidth_gbs is None:
-        raise PlenaInputError(
-            "fixed_capacity_gib", "--fixed-capacity-gib requires --fixed-bandwidth-gbs"
-        )
-    if args.model and args.model_path:
-        raise PlenaInputError("model", "give --model or --model-path, not both")
-    if args.memory and args.fixed_bandwidth_gbs is not None:
-        raise PlenaInputError("memory", "give --memory or --fixed-bandwidth-gbs, not both")
+    from pydantic import ValidationError
+
+    from plena_opt.estimate.problem import ProblemSpec
+
+    check_sources(args)
     try:
         return ProblemSpec(
             model=None if args.model_path else (args.model or DEFAULT_MODEL),
@@ -126,8 +160,3 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc
-
-
-def build_evaluator_inputs(args: argparse.Namespace) -> EvaluatorInputs:
-    """Load what the flags name: ``EvaluatorInputs(model, noc, memory, workload, chip)``."""
-    return problem_from_args(args).load()

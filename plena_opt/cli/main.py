@@ -1,8 +1,9 @@
 """Entry point of the ``plena-opt`` console command.
 
-Each subcommand lives in its own module exposing ``register(subparsers)``; the module's parser sets
-``func`` (``args -> int`` exit code). User errors (:class:`PlenaInputError`, argparse errors) print
-``error: …`` and exit 2 without a traceback.
+Each subcommand lives in its own module exposing ``register(subparsers)`` (listed in
+``plena_opt.cli.commands``); the module's parser sets ``func`` (``args -> int`` exit code). User
+errors (:class:`PlenaInputError`, argparse errors) print ``error: …`` and exit 2 without a
+traceback.
 """
 
 from __future__ import annotations
@@ -10,20 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 
+from plena_opt.cli.commands import COMMANDS
 from plena_opt.errors import PlenaInputError
-
-# Subcommand modules, in the order ``plena-opt --help`` lists them.
-SUBCOMMAND_MODULES = (
-    "plena_opt.cli.search_cmd",
-    "plena_opt.cli.estimate_cmd",
-    "plena_opt.cli.simulate_cmd",
-    "plena_opt.cli.models_cmd",
-    "plena_opt.cli.memory_cmd",
-    "plena_opt.cli.noc_cmd",
-    "plena_opt.cli.studies_cmd",
-    "plena_opt.cli.serve_cmd",
-)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,17 +22,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str] | None) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is not an option), if any."""
+    for word in argv or ():
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the subcommand ``argv`` names is fully built (``argv`` None: all)."""
     parser = _Parser(prog="plena-opt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a subcommand not built yet
-            if exc.name == name:
-                continue
-            raise
-        module.register(sub)
+    chosen = _chosen(argv)
+    module = COMMANDS[chosen].module if chosen else None
+    for name, command in COMMANDS.items():
+        if name in sub.choices:  # registered with another command of its module
+            continue
+        if argv is None or command.module == module:
+            importlib.import_module(command.module).register(sub)
+        else:
+            sub.add_parser(name, help=command.help)
     return parser
 
 
@@ -57,7 +58,8 @@ def error_text(exc: PlenaInputError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -12,6 +12,7 @@ import argparse
 import json
 from typing import Any
 
+from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 from plena_opt.memory import StackedDramModel, list_memory_profiles, load_memory
 
@@ -108,7 +109,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``memory list`` and ``memory describe`` to the ``plena-opt`` command."""
-    parser = subparsers.add_parser("memory", help="memory profiles (stacked DRAM, fixed bandwidth)")
+    parser = subparsers.add_parser("memory", help=help_of("memory"))
     commands = parser.add_subparsers(dest="memory_command", required=True)
 
     listing = commands.add_parser("list", help="built-in memory profiles")

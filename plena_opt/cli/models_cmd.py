@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 from plena_opt.models import ModelSpec, list_models, load_model, model_info
 
@@ -26,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``models`` subcommand (and its ``show`` action) to the ``plena-opt`` parser."""
     parser = subparsers.add_parser(
         "models",
-        help="list built-in models",
+        help=help_of("models"),
         description="List the built-in decoder models, or show one with 'models show'.",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -13,6 +13,7 @@ from typing import Any
 import deepstack
 from deepstack import DIMS, Network, ParallelScheme, ProfileError, ProfileTypeError
 
+from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 
 OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p")
@@ -139,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     names = ", ".join(deepstack.list_noc_profiles())
     p = subparsers.add_parser(
         "describe-noc",
-        help="show a NoC profile's devices, levels and energy",
+        help=help_of("describe-noc"),
         description=f"Describe a NoC profile. PROFILE is a built-in name ({names}) or a JSON path.",
     )
     p.add_argument("profile", metavar="PROFILE")
@@ -148,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     c = subparsers.add_parser(
         "collective",
-        help="price one collective on a NoC profile",
+        help=help_of("collective"),
         description=(
             "Price one collective over every group of --dim. --bytes is the full tensor per "
             "device: the buffer an all-reduce reduces, the input a reduce-scatter splits, the "

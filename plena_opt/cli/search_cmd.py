@@ -12,6 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from plena_opt import api
+from plena_opt.api.recheck import DEFAULT_NOISE, DEFAULT_RECHECK, DEFAULT_SAMPLES, render_recheck
+from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import add_workload_args, problem_from_args, pydantic_to_input_error
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.simulator import parse_noise
@@ -24,23 +27,17 @@ from plena_opt.search.output import (
     render_text,
     write_csv,
 )
-from plena_opt.api.recheck import (
-    DEFAULT_NOISE,
-    DEFAULT_RECHECK,
-    DEFAULT_SAMPLES,
-    recheck_front,
-    render_recheck,
-)
 from plena_opt.search.request import SearchRequest
-from plena_opt.search.runner import Progress, run_search
-from plena_opt.vocabulary import SAMPLERS
+from plena_opt.search.result import SearchResult
+from plena_opt.search.runner import Progress
 from plena_opt.search.storage import DEFAULT_STORAGE
+from plena_opt.vocabulary import SAMPLERS
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "search",
-        help="find Pareto-optimal parallel plans",
+        help=help_of("search"),
         description=__doc__.splitlines()[0],
     )
     add_workload_args(p)
@@ -209,9 +206,28 @@ def recheck_noise(args: argparse.Namespace):
     return parse_noise(args.noise)
 
 
+def write_outputs(
+    args: argparse.Namespace, result: SearchResult, recheck_docs: list[dict], checks: list[Any]
+) -> None:
+    """Print the result (``--json``: with the re-check documents) and write ``--csv``/``--plot``;
+    local and remote mode both end here, so their output is the same."""
+    if args.json:
+        doc = json.loads(render_json(result))
+        doc["recheck"] = recheck_docs
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_text(result))
+        if checks:
+            print(render_recheck(result, checks, args.samples, args.noise))
+    if getattr(args, "csv", None):
+        write_csv(result, args.csv)
+    if getattr(args, "plot", None):
+        plot_front(result, args.plot)
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.server:
-        from plena_client.cli_remote import remote_search
+        from plena_opt.cli.remote import remote_search
 
         return remote_search(args)
     request = request_from_args(args)
@@ -229,16 +245,19 @@ def handle(args: argparse.Namespace) -> int:
     checks = []
     try:
         try:
-            result = run_search(request, progress=bar, should_stop=lambda: interrupted["flag"])
+            problem = request.problem.load()
+            result = api.search(
+                request, problem, progress=bar, should_stop=lambda: interrupted["flag"]
+            )
         finally:
             bar.close()
         if result.partial and result.stop_reason == "cancelled":
             result.stop_reason = "interrupted; every finished trial is saved in the study"
         if args.recheck > 0 and result.front and not interrupted["flag"]:
             try:
-                checks = recheck_front(
+                checks = api.recheck_front(
                     result,
-                    request.problem.load(),
+                    problem,
                     top_k=args.recheck,
                     samples=args.samples,
                     noise=noise,
@@ -251,18 +270,7 @@ def handle(args: argparse.Namespace) -> int:
                 checks = []
     finally:
         signal.signal(signal.SIGINT, previous)
-    if args.json:
-        doc = json.loads(render_json(result))
-        doc["recheck"] = [rc.to_dict() for rc in checks]
-        print(json.dumps(doc, indent=2))
-    else:
-        print(render_text(result))
-        if checks:
-            print(render_recheck(result, checks, args.samples, args.noise))
-    if args.csv:
-        write_csv(result, args.csv)
-    if args.plot:
-        plot_front(result, args.plot)
+    write_outputs(args, result, [rc.to_dict() for rc in checks], checks)
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far
         if not result.front:
             print(f"interrupted before a feasible plan: {no_front_message(result)}",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve",
-        help="run the plena-opt gRPC server",
+        help=help_of("serve"),
         description="Serve the plena_opt.v1.PlenaOpt gRPC API (binds to loopback by default).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -13,24 +13,18 @@ import argparse
 import json
 from pathlib import Path
 
+from plena_opt import api
+from plena_opt.cli.commands import help_of
+from plena_opt.cli.common import add_plan_args, add_workload_args, plan_from_args, problem_from_args
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.report import (
-    render_schedule,
-    render_serving,
-    schedule_document,
-    serving_document,
-)
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES, build_schedule
+from plena_opt.pipeline.report import render_schedule
+from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
 from plena_opt.pipeline.simulator import (
-    SimulationResult,
+    NoiseSpec,
     check_duration,
     check_schedule_durations,
     check_seed,
-    chrome_trace,
     parse_noise,
-    per_op_durations,
-    simulate,
-    simulate_serving,
     write_trace,
 )
 
@@ -60,7 +54,8 @@ def parse_durations(text: str, schedule: str | None = None) -> dict[str, float]:
     return {k: check_duration(v, f"durations.{k}") for k, v in out.items()}
 
 
-def _noise(text: str | None):
+def noise_from_flag(text: str | None) -> NoiseSpec:
+    """The ``--noise`` flag (key=value list or JSON) as a validated ``NoiseSpec``."""
     if text and text.strip().startswith("{"):
         try:
             return parse_noise(json.loads(text))
@@ -70,12 +65,9 @@ def _noise(text: str | None):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from plena_opt.cli.common import add_workload_args
-    from plena_opt.cli.estimate_cmd import add_plan_args
-
     p = sub.add_parser(
         "simulate",
-        help="Monte Carlo pipeline simulation of a plan or a training schedule",
+        help=help_of("simulate"),
         description=__doc__.splitlines()[0],
     )
     add_workload_args(p)
@@ -127,12 +119,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _write_traces(path: str, res: SimulationResult, unit_us: float, other: dict) -> list[str]:
+def write_traces(path: str, traces: dict[str, dict]) -> list[str]:
+    """Write Chrome traces by name: ``deterministic`` at ``path``, the others beside it as
+    ``<stem>.<name><suffix>`` (local and remote mode)."""
     base = Path(path)
     out = []
-    for name, tl in res.timelines().items():
+    for name, trace in traces.items():
         target = base if name == "deterministic" else base.with_suffix(f".{name}{base.suffix}")
-        out.append(str(write_trace(target, chrome_trace(tl, unit_us=unit_us, other=other))))
+        out.append(str(write_trace(target, trace)))
     return out
 
 
@@ -153,17 +147,17 @@ def _check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
     if args.server:
-        from plena_client.cli_remote import remote_simulate
+        from plena_opt.cli.remote import remote_simulate
 
         return remote_simulate(args)
-    noise = _noise(args.noise)
+    noise = noise_from_flag(args.noise)
     if args.schedule:
         return _run_schedule(args, noise)
     return _run_plan(args, noise)
 
 
-def _run_schedule(args: argparse.Namespace, noise) -> int:
-    plan = build_schedule(args.schedule, args.pp, args.microbatches, args.vpp)
+def _run_schedule(args: argparse.Namespace, noise: NoiseSpec) -> int:
+    plan = api.build_schedule(args.schedule, args.pp, args.microbatches, args.vpp)
     if args.durations is None:
         raise PlenaInputError(
             "durations",
@@ -171,9 +165,9 @@ def _run_schedule(args: argparse.Namespace, noise) -> int:
             f"{','.join(SCHEDULE_OP_TYPES[args.schedule])})",
         )
     stage_ms = parse_durations(args.durations, args.schedule)
-    res = simulate(plan, per_op_durations(plan, stage_ms), noise, args.samples, args.seed)
-    traces = _write_traces(args.trace, res, 1000.0, {"unit": "ms"}) if args.trace else []
-    doc = schedule_document(res, stage_ms)
+    sim = api.simulate_schedule(plan, stage_ms, noise=noise, samples=args.samples, seed=args.seed)
+    traces = write_traces(args.trace, sim.trace_documents()) if args.trace else []
+    doc = sim.document()
     if args.json:
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))
@@ -182,30 +176,21 @@ def _run_schedule(args: argparse.Namespace, noise) -> int:
     return 0
 
 
-def _run_plan(args: argparse.Namespace, noise) -> int:
-    from plena_opt.cli.common import build_evaluator_inputs
-    from plena_opt.cli.estimate_cmd import plan_from_args
-    from plena_opt.estimate.evaluator import Evaluator
-    from plena_opt.pipeline.scheduler import stage_times_from_estimate
-
-    inputs = build_evaluator_inputs(args)
-    ev = Evaluator(inputs.model, inputs.noc, inputs.memory, inputs.workload, inputs.chip)
-    est = ev.estimate(plan_from_args(args)).to_dict()
-    times = stage_times_from_estimate(est, max_decode_steps=args.max_window_steps)
-    ana = {"ttft_seconds": float(est["ttft_seconds"]), "tps": float(est["tps"])}
-    res = simulate_serving(times, noise, args.samples, args.seed, analytic=ana)
-    other = {"plan": est.get("plan"), "unit": "s"}
-    traces = _write_traces(args.trace, res.window, 1e6, other) if args.trace else []
-    doc = serving_document(res, est.get("plan"))
+def _run_plan(args: argparse.Namespace, noise: NoiseSpec) -> int:
+    problem = api.load_problem(problem_from_args(args))
+    sim = api.simulate_plan(
+        problem,
+        plan_from_args(args),
+        noise=noise,
+        samples=args.samples,
+        seed=args.seed,
+        max_window_steps=args.max_window_steps,
+    )
+    traces = write_traces(args.trace, sim.trace_documents()) if args.trace else []
+    doc = sim.document()
     if args.json:
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))
     else:
-        n_ops = res.window.plan.n_ops
-        steps = times.decode_steps
-        print(
-            render_serving(
-                doc, traces, micro_batches=times.micro_batches, decode_steps=steps, n_ops=n_ops
-            )
-        )
+        print(sim.to_text(doc, traces))
     return 0

@@ -6,19 +6,20 @@ import argparse
 import json
 from typing import Any
 
+from plena_opt.cli.commands import help_of
 from plena_opt.search.dashboard import run_dashboard
 from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage, storage_exists
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("studies", help="list the studies in a store")
+    p = subparsers.add_parser("studies", help=help_of("studies"))
     p.add_argument(
         "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handle_studies)
 
-    d = subparsers.add_parser("dashboard", help="open optuna-dashboard on the study store")
+    d = subparsers.add_parser("dashboard", help=help_of("dashboard"))
     d.add_argument(
         "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
     )

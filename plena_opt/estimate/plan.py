@@ -20,7 +20,14 @@ from plena_opt.vocabulary import (
 )
 
 ROUTING_MODES = MOE_ROUTING_MODES  # MoE token routing (not NoC routing)
+# What a bare command prices (built-in names; see ``ProblemSpec``).
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_NOC = "illustrative_gpu_cluster_32"
+DEFAULT_MEMORY = "fictional_stacked_dram"
 __all__ = [
+    "DEFAULT_MEMORY",
+    "DEFAULT_MODEL",
+    "DEFAULT_NOC",
     "COMM_OVERLAPS",
     "MOE_TP_MODES",
     "OVERLAP_POLICIES",

@@ -30,9 +30,16 @@ if TYPE_CHECKING:  # loaded lazily: the CLI reads the defaults here before any h
     from plena_opt.memory import Memory
     from plena_opt.models import ModelSpec
 
-DEFAULT_MODEL = "llama-3.1-70b"
-DEFAULT_NOC = "illustrative_gpu_cluster_32"
-DEFAULT_MEMORY = "fictional_stacked_dram"
+from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
+
+__all__ = [
+    "DEFAULT_MEMORY",
+    "DEFAULT_MODEL",
+    "DEFAULT_NOC",
+    "EvaluatorInputs",
+    "InlineDocument",
+    "ProblemSpec",
+]
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.estimate.problem import ProblemSpec
+from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.vocabulary import Sampler
 
 MEMORY_STORAGE = ":memory:"

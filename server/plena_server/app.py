@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from plena_proto import plena_opt_pb2 as pb
 
 from plena_server.errors import safe_deserializer
-from plena_proto import plena_opt_pb2 as pb
 from plena_server.limits import ServerLimits
 from plena_server.service import SERVICE_NAME, PlenaOptServicer
 

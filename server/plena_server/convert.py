@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_server.errors import ServerLimitError
 from plena_proto import plena_opt_pb2 as pb
-from plena_server.limits import ServerLimits
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.vocabulary import MOE_ROUTING_MODES
+from plena_server.errors import ServerLimitError
+from plena_server.limits import ServerLimits
 
 # MoE routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
 REMOTE_ROUTING = MOE_ROUTING_MODES

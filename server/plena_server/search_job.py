@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from plena_proto import plena_opt_pb2 as pb
+from plena_proto.traces import pack_trace, trace_chunks
 
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
 from plena_server.errors import ServerLimitError
-from plena_proto import plena_opt_pb2 as pb
 from plena_server.limits import MIB
 from plena_server.registry import StopSignal
-from plena_proto.traces import pack_trace, trace_chunks
 
 MAX_BATCH_SIZES = 64
 # Answer from the study when less than this share of the deadline (0.5–3 s) is left.

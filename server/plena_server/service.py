@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
+from plena_proto import plena_opt_pb2 as pb
+from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_server import convert, search_job, simulate_job
 from plena_server.errors import stream_errors, unary_errors
-from plena_proto import plena_opt_pb2 as pb
-from plena_proto import plena_opt_pb2_grpc as pb_grpc
 from plena_server.limits import ServerLimits
 from plena_server.registry import SearchRegistry
 

@@ -7,12 +7,12 @@ import json
 from typing import Any
 
 import grpc
+from plena_proto import plena_opt_pb2 as pb
+from plena_proto.traces import pack_trace
 
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
 from plena_server.errors import ServerLimitError
-from plena_proto import plena_opt_pb2 as pb
-from plena_proto.traces import pack_trace
 
 DEFAULT_NOISE = "sigma=0.05"  # the CLI's --noise default
 DEFAULT_SAMPLES = 1000

@@ -25,4 +25,3 @@ def search(
 
     inputs = problem if problem is not None else request.problem.load()
     return run_search(request, inputs.evaluator, progress=progress, should_stop=should_stop)
-

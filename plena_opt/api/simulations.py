@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plena_opt.api.problem import evaluator_of
+from plena_opt.api.problems import evaluator_of
 
 if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import Evaluator

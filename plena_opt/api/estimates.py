@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from plena_opt.api.problem import evaluator_of
+from plena_opt.api.problems import evaluator_of
 from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
@@ -51,6 +51,6 @@ def estimate_single_chip(problem: EvaluatorInputs, plan: Plan | None = None) -> 
     from plena_opt.estimate.single_chip import estimate_single_chip as single
 
     if plan is not None and plan.world_size != 1:
-        raise PlenaInputError("noc", "a multi-device plan needs --noc PROFILE")
+        raise PlenaInputError("noc", "a multi-device plan needs a NoC profile")
     est = single(problem.model, problem.memory, problem.workload, problem.chip)
     return PlanEstimate("single_chip", est.to_dict())

@@ -1,0 +1,222 @@
+"""Typed results ↔ gRPC messages (``plena_proto``), in one place for the server and the CLI's
+remote mode. Floats travel as IEEE doubles, so a result read back is bit-identical."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from plena_proto import plena_opt_pb2 as pb
+
+from plena_opt.vocabulary import PLAN_DIMS
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.evaluator import PlanMetrics
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.pipeline.simulator import NoiseSpec, QuantileStats, RecheckResult
+    from plena_opt.search.result import FrontEntry
+
+PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
+
+
+def plan_to_proto(plan: Plan | Mapping[str, Any]) -> pb.Plan:
+    """A ``Plan`` or a ``plan`` mapping (extra keys such as ``batch_size`` are ignored)."""
+    if isinstance(plan, Mapping):
+        return pb.Plan(**{k: plan[k] for k in PLAN_FIELDS if k in plan})
+    return pb.Plan(**{k: getattr(plan, k) for k in PLAN_FIELDS})
+
+
+def plan_from_proto(p: pb.Plan) -> Plan:
+    from plena_opt.estimate.plan import Plan
+
+    return Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, p.comm_overlap)
+
+
+def _named(values: Mapping[str, float] | None) -> list[pb.NamedValue]:
+    return [pb.NamedValue(name=str(k), value=float(v)) for k, v in (values or {}).items()]
+
+
+def _num(value: Any) -> float:
+    return float(value) if value is not None else 0.0
+
+
+def metrics_to_proto(m: PlanMetrics | Mapping[str, Any]) -> pb.PlanMetrics:
+    """``PlanMetrics`` (SI: seconds, tokens/s, J/token, bytes) or its ``to_dict()`` → proto."""
+    d = m if isinstance(m, Mapping) else m.to_dict()
+    msg = pb.PlanMetrics(
+        plan=plan_to_proto(d["plan"]),
+        ttft_seconds=_num(d.get("ttft_seconds")),
+        tps=_num(d.get("tps")),
+        tps_per_sequence=_num(d.get("tps_per_sequence")),
+        weight_bytes_per_device=_num(d.get("weight_bytes_per_device")),
+        kv_cache_bytes_per_device=_num(d.get("kv_cache_bytes_per_device")),
+        bottleneck=str(d.get("bottleneck") or ""),
+        decode_step_seconds=_num(d.get("decode_step_seconds")),
+        attribution_seconds=_named(d.get("attribution")),
+        constraints=_named(d.get("constraints")),
+        warnings=[str(w) for w in d.get("warnings") or []],
+    )
+    if d.get("energy_per_token_joules") is not None:
+        msg.energy_per_token_joules = float(d["energy_per_token_joules"])
+    if d.get("fits_in_memory") is not None:
+        msg.fits_in_memory = bool(d["fits_in_memory"])
+    return msg
+
+
+def metrics_from_proto(m: pb.PlanMetrics) -> PlanMetrics:
+    """Rebuild ``PlanMetrics`` from its proto (exact doubles)."""
+    from plena_opt.estimate.evaluator import PlanMetrics
+
+    return PlanMetrics(
+        plan=plan_from_proto(m.plan),
+        ttft_seconds=m.ttft_seconds,
+        tps=m.tps,
+        tps_per_sequence=m.tps_per_sequence,
+        energy_per_token_joules=(
+            m.energy_per_token_joules if m.HasField("energy_per_token_joules") else None
+        ),
+        weight_bytes_per_device=m.weight_bytes_per_device,
+        kv_cache_bytes_per_device=m.kv_cache_bytes_per_device,
+        fits_in_memory=m.fits_in_memory if m.HasField("fits_in_memory") else None,
+        bottleneck=m.bottleneck,
+        decode_step_seconds=m.decode_step_seconds,
+        attribution={a.name: a.value for a in m.attribution_seconds},
+        warnings=tuple(m.warnings),
+    )
+
+
+def summary_to_proto(
+    plan: Mapping[str, Any],
+    s: Mapping[str, Any],
+    *,
+    label: str = "",
+    constraints: Mapping[str, float] | None = None,
+    trial_number: int | None = None,
+) -> pb.PlanMetrics:
+    """A stored metric summary (a trial's ``metrics`` attribute or a ``FrontEntry``: ms,
+    tokens/s, J/token, bytes) → proto (SI: ms → s)."""
+    attribution = s.get("attribution_s") or {}
+    msg = pb.PlanMetrics(
+        plan=plan_to_proto(plan),
+        ttft_seconds=s["ttft_ms"] / 1e3,
+        tps=s["tps"],
+        tps_per_sequence=s["tps_per_sequence"],
+        weight_bytes_per_device=s["weight_bytes_per_device"],
+        kv_cache_bytes_per_device=s["kv_cache_bytes_per_device"],
+        bottleneck=s.get("bottleneck") or "",
+        attribution_seconds=_named(attribution),
+        decode_step_seconds=sum(attribution.values()),
+        warnings=list(s.get("warnings") or []),
+        label=label,
+        constraints=_named(constraints),
+        batch_size=int(plan.get("batch_size", 0)),
+    )
+    if s.get("energy_j_per_token") is not None:
+        msg.energy_per_token_joules = s["energy_j_per_token"]
+    if s.get("fits_in_memory") is not None:
+        msg.fits_in_memory = s["fits_in_memory"]
+    if trial_number is not None:
+        msg.trial_number = trial_number
+    return msg
+
+
+def front_entry_to_proto(e: FrontEntry) -> pb.PlanMetrics:
+    """A search front entry → proto."""
+    return summary_to_proto(
+        e.plan,
+        e.model_dump(),
+        label=e.label,
+        constraints=e.constraints,
+        trial_number=e.trial_number,
+    )
+
+
+def distribution(metric: str, unit: str, q: QuantileStats) -> pb.Distribution:
+    """Monte Carlo statistics of one metric (``unit`` as named) → proto."""
+    return pb.Distribution(
+        metric=metric,
+        unit=unit,
+        samples=q.n,
+        mean=q.mean,
+        p50=q.p50,
+        p90=q.p90,
+        p99=q.p99,
+        mean_ci_low=q.mean_ci[0],
+        mean_ci_high=q.mean_ci[1],
+        p50_ci_low=q.p50_ci[0],
+        p50_ci_high=q.p50_ci[1],
+        p90_ci_low=q.p90_ci[0],
+        p90_ci_high=q.p90_ci[1],
+        p99_ci_low=q.p99_ci[0],
+        p99_ci_high=q.p99_ci[1],
+    )
+
+
+def recheck_to_proto(index: int, rc: RecheckResult) -> pb.RecheckResult:
+    res = rc.serving
+    msg = pb.RecheckResult(
+        plan_index=index,
+        ttft_deterministic_seconds=res.ttft_deterministic,
+        tps_deterministic=res.tps_deterministic,
+        notes=list(res.causes),
+    )
+    if res.ttft is not None:
+        msg.distributions.append(distribution("ttft", "s", res.ttft))
+    if res.tps is not None:
+        msg.distributions.append(distribution("tps", "tokens/s", res.tps))
+    return msg
+
+
+def noise_to_proto(spec: NoiseSpec) -> pb.NoiseSpec:
+    """A validated ``NoiseSpec`` → proto."""
+    msg = pb.NoiseSpec(
+        version=spec.version, jitter_sigma=spec.jitter_sigma, rank_sigma=spec.rank_sigma
+    )
+    if spec.straggler is not None:
+        st = spec.straggler
+        msg.straggler.CopyFrom(
+            pb.StragglerNoise(
+                probability=st.probability, factor_low=st.factor_low, factor_high=st.factor_high
+            )
+        )
+    if spec.moe is not None:
+        m = spec.moe
+        msg.moe.CopyFrom(
+            pb.MoeImbalanceNoise(
+                experts=m.experts,
+                top_k=m.top_k,
+                ep=m.ep,
+                tokens=m.tokens,
+                alpha=m.alpha,
+                fraction=m.fraction,
+                op_types=m.op_types or [],
+            )
+        )
+    return msg
+
+
+def noise_from_proto(n: pb.NoiseSpec) -> NoiseSpec:
+    """Proto → validated ``NoiseSpec`` (unset optional fields keep the library defaults)."""
+    from plena_opt.pipeline.simulator import parse_noise
+
+    doc: dict[str, Any] = {}
+    if n.version:
+        doc["version"] = n.version
+    for name in ("jitter_sigma", "rank_sigma"):
+        if n.HasField(name):
+            doc[name] = getattr(n, name)
+    if n.HasField("straggler"):
+        st = n.straggler
+        doc["straggler"] = {"probability": st.probability}
+        for name in ("factor_low", "factor_high"):
+            if st.HasField(name):
+                doc["straggler"][name] = getattr(st, name)
+    if n.HasField("moe"):
+        m = n.moe
+        doc["moe"] = {"experts": m.experts, "tokens": m.tokens}
+        for name in ("top_k", "ep", "alpha", "fraction"):
+            if m.HasField(name):
+                doc["moe"][name] = getattr(m, name)
+        if m.op_types:
+            doc["moe"]["op_types"] = list(m.op_types)
+    return parse_noise(doc)

@@ -1,0 +1,42 @@
+"""The subcommands of ``plena-opt``: name → (module that registers it, one-line help).
+
+``plena-opt --help`` lists them from this table alone, so it imports none of the subcommand
+modules (nor scipy, the simulator or the server); only the chosen subcommand's module is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    module: str
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "search": Command("plena_opt.cli.search_cmd", "find Pareto-optimal parallel plans"),
+    "estimate": Command(
+        "plena_opt.cli.estimate_cmd",
+        "estimate one plan (single chip without --noc, distributed with it)",
+    ),
+    "simulate": Command(
+        "plena_opt.cli.simulate_cmd",
+        "Monte Carlo pipeline simulation of a plan or a training schedule",
+    ),
+    "models": Command("plena_opt.cli.models_cmd", "list built-in models"),
+    "memory": Command(
+        "plena_opt.cli.memory_cmd", "memory profiles (stacked DRAM, fixed bandwidth)"
+    ),
+    "describe-noc": Command(
+        "plena_opt.cli.noc_cmd", "show a NoC profile's devices, levels and energy"
+    ),
+    "collective": Command("plena_opt.cli.noc_cmd", "price one collective on a NoC profile"),
+    "studies": Command("plena_opt.cli.studies_cmd", "list the studies in a store"),
+    "dashboard": Command("plena_opt.cli.studies_cmd", "open optuna-dashboard on the study store"),
+    "serve": Command("plena_opt.cli.serve_cmd", "run the plena-opt gRPC server"),
+}
+
+
+def help_of(name: str) -> str:
+    return COMMANDS[name].help

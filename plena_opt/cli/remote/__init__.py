@@ -1,0 +1,111 @@
+"""Remote mode of the CLI: ``plena-opt search|estimate|simulate --server HOST:PORT``.
+
+The subcommands call ``remote_estimate(args)`` / ``remote_search(args)`` / ``remote_simulate(args)``
+with their parsed flags. The output is printed by the same renderers as local mode, from the same
+numbers (floats travel as IEEE doubles or JSON ``repr``), so it is identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from plena_opt.cli.remote.requests import (
+    estimate_request_from_args,
+    search_request_from_args,
+    simulate_request_from_args,
+)
+from plena_opt.cli.remote.session import (
+    RemoteSearch,
+    RemoteUnavailable,
+    client_of,
+    fail,
+    received_traces,
+    rpc_errors,
+    run_search_remote,
+)
+
+__all__ = [
+    "RemoteSearch",
+    "RemoteUnavailable",
+    "estimate_request_from_args",
+    "remote_estimate",
+    "remote_search",
+    "remote_simulate",
+    "run_search_remote",
+    "search_request_from_args",
+    "simulate_request_from_args",
+]
+
+
+def remote_estimate(args: argparse.Namespace) -> int:
+    """``plena-opt estimate --server``: print what local mode prints."""
+    from plena_opt.api.estimates import PlanEstimate
+    from plena_opt.api.wire import metrics_from_proto
+
+    request = estimate_request_from_args(args)
+    try:
+        with client_of(args) as client, rpc_errors():
+            reply = client.estimate(request.system, request.plan, request.workload)
+    except RemoteUnavailable as exc:
+        return fail(exc)
+    doc = json.loads(reply.estimate_json)
+    if reply.mode == "single_chip":
+        result = PlanEstimate("single_chip", doc)
+    else:
+        result = PlanEstimate("distributed", doc, metrics_from_proto(reply.metrics))
+    print(result.to_text(as_json=args.json))
+    return 0
+
+
+def remote_search(args: argparse.Namespace) -> int:
+    """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
+    from plena_opt.cli.search_cmd import check_outputs, recheck_noise, write_outputs
+    from plena_opt.search.output import no_front_message
+
+    recheck_noise(args)  # same checks as local mode, before anything runs
+    check_outputs(args)
+    try:
+        remote = run_search_remote(args)
+    except RemoteUnavailable as exc:
+        return fail(exc)
+    result = remote.result
+    write_outputs(args, result, remote.recheck, remote.checks)
+    if not result.front:  # same message as local mode (plena_opt.cli.search_cmd)
+        print(f"error: {no_front_message(result)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def remote_simulate(args: argparse.Namespace) -> int:
+    """``plena-opt simulate --server``: print what local mode prints (same tables and JSON)."""
+    from plena_opt.cli.simulate_cmd import write_traces
+    from plena_opt.pipeline.report import render_schedule, render_serving
+
+    request = simulate_request_from_args(args)
+    try:
+        with client_of(args) as client, rpc_errors():
+            reply = client.simulate(request)
+    except RemoteUnavailable as exc:
+        return fail(exc)
+    doc = json.loads(reply.result_json)
+    traces = []
+    if args.trace:
+        traces = write_traces(args.trace, received_traces({t.trace_id: t for t in reply.traces}))
+    if args.json:
+        doc["trace_paths"] = traces
+        print(json.dumps(doc, indent=2))
+    elif reply.mode == "training":
+        print(render_schedule(doc, traces))
+    else:
+        print(
+            render_serving(
+                doc,
+                traces,
+                micro_batches=reply.micro_batches,
+                decode_steps=reply.decode_steps,
+                n_ops=reply.n_ops,
+            )
+        )
+    return 0

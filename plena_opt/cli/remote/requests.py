@@ -1,0 +1,167 @@
+"""Remote mode: the flags of ``search``/``estimate``/``simulate`` as gRPC requests.
+
+Local files named by flags (``--model-path``, a NoC/memory/chip JSON path) are read here and sent
+inline, so the server never reads client paths. The flag rules are the local ones
+(``plena_opt.cli.common``), checked before anything is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from plena_proto import plena_opt_pb2 as pb
+
+from plena_opt.api.wire import noise_to_proto, plan_to_proto
+from plena_opt.cli.common import check_sources, plan_from_args
+from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL
+
+
+def _is_path(value: str) -> bool:
+    return value.endswith(".json") or "/" in value or "\\" in value or Path(value).is_file()
+
+
+def _model_name_from_path(path: Path) -> str:
+    # Same naming as plena_opt.models.load_model(path=...): the folder of a config.json, else stem.
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def _read(path: str, field: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise PlenaInputError(field, f"--{field.replace('_', '-')} {path!r}: {exc}") from exc
+
+
+def _profile(value: str | None, field: str) -> pb.ProfileSource | None:
+    if value is None:
+        return None
+    if _is_path(value):
+        return pb.ProfileSource(json=_read(value, field))
+    return pb.ProfileSource(name=value)
+
+
+def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -> pb.SystemSpec:
+    """The ``SystemSpec`` the shared workload flags describe (plena_opt.cli.common)."""
+    check_sources(args)
+    spec = pb.SystemSpec()
+    if args.model_path:
+        path = Path(args.model_path)
+        spec.model.CopyFrom(
+            pb.ModelSource(
+                hf_config_json=_read(args.model_path, "model_path"),
+                display_name=_model_name_from_path(path),
+            )
+        )
+    else:
+        spec.model.CopyFrom(pb.ModelSource(name=args.model or DEFAULT_MODEL))
+    noc = _profile(args.noc or default_noc, "noc")
+    if noc is not None:
+        spec.noc.CopyFrom(noc)
+    if args.fixed_bandwidth_gbs is not None:
+        fb = pb.FixedBandwidthMemory(bandwidth_gbytes_per_s=args.fixed_bandwidth_gbs)
+        if args.fixed_capacity_gib is not None:
+            fb.capacity_gib = args.fixed_capacity_gib
+        spec.memory.CopyFrom(pb.ProfileSource(fixed_bandwidth=fb))
+    else:
+        spec.memory.CopyFrom(_profile(args.memory or DEFAULT_MEMORY, "memory"))
+    chip = _profile(args.chip, "chip")
+    if chip is not None:
+        spec.chip.CopyFrom(chip)
+    return spec
+
+
+def workload_from_args(args: argparse.Namespace) -> pb.Workload:
+    routing = args.routing
+    if routing and _is_path(routing):
+        raise PlenaInputError("routing", "--routing trace files are not supported with --server")
+    return pb.Workload(
+        batch_size=args.batch_size,
+        input_seq_len=args.input_seq,
+        output_seq_len=args.output_seq,
+        frequency_hz=args.frequency_hz,
+        overlap_policy=args.overlap,
+        include_lm_head=bool(args.include_lm_head),
+        routing=routing,
+    )
+
+
+def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
+    plan = plan_to_proto(plan_from_args(args))
+    system = system_from_args(args)
+    if args.noc is None:
+        system.ClearField("noc")  # single-chip estimate
+    return pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
+
+
+def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
+    """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
+    from plena_opt.cli.search_cmd import batch_list
+    from plena_opt.pipeline.simulator import parse_noise
+
+    if getattr(args, "storage", None):
+        raise PlenaInputError(
+            "storage", "--storage names a local store; with --server the server's store is used"
+        )
+    o = pb.SearchOptions(
+        trials=args.trials,
+        sampler=args.sampler,
+        objectives=[k.strip() for k in args.objectives.split(",") if k.strip()],
+        study_name=args.study or "",
+        batch_sizes=batch_list(args.batch_sizes) or [],
+        recheck_top_k=getattr(args, "recheck", 0),
+        include_traces=bool(getattr(args, "trace_dir", None)),
+    )
+    for name, flag in (
+        ("seed", "seed"),
+        ("max_ttft_ms", "max_ttft_ms"),
+        ("min_tps_per_seq", "min_tps_per_seq"),
+        ("timeout_seconds", "timeout"),
+        ("compare_exact", "compare_exact"),
+        ("mc_samples", "samples"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            setattr(o, name, value)
+    if getattr(args, "noise", None) is not None:
+        o.noise.CopyFrom(noise_to_proto(parse_noise(args.noise)))
+    return pb.SearchRequest(
+        system=system_from_args(args), workload=workload_from_args(args), options=o
+    )
+
+
+def simulate_request_from_args(args: argparse.Namespace) -> pb.SimulateRequest:
+    """The proto ``SimulateRequest`` the ``plena-opt simulate`` flags describe."""
+    from plena_opt.cli.simulate_cmd import noise_from_flag, parse_durations
+
+    noise = noise_to_proto(noise_from_flag(args.noise))
+    if args.samples < 0:
+        raise PlenaInputError("samples", "--samples must be >= 0")
+    request = pb.SimulateRequest(
+        noise=noise, samples=args.samples, seed=args.seed, include_traces=bool(args.trace)
+    )
+    if args.schedule:
+        if args.durations is None:
+            raise PlenaInputError("durations", "--durations is required with --schedule")
+        request.training.CopyFrom(
+            pb.TrainingSchedule(
+                schedule=args.schedule,
+                pp_size=args.pp,
+                vpp_size=args.vpp,
+                microbatches=args.microbatches,
+                base_ms=parse_durations(args.durations),
+            )
+        )
+    else:
+        request.inference.CopyFrom(
+            pb.InferenceTarget(
+                system=system_from_args(args),
+                workload=workload_from_args(args),
+                plan=plan_to_proto(plan_from_args(args)),
+                max_window_steps=args.max_window_steps,
+            )
+        )
+    return request
