@@ -104,7 +104,7 @@ def test_sigint_also_drains(tmp_path, signal_name):
 
 def test_deadline_fallback_answers_from_the_stored_study(tmp_path):
     """If the library overruns the deadline, the RPC answers with the study's stored front."""
-    from plena_server.search_job import fallback_result, get_study
+    from plena_server.studies import fallback_result, get_study
 
     from plena_opt.estimate.problem import ProblemSpec
     from plena_opt.search.request import SearchRequest

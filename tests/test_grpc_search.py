@@ -59,7 +59,6 @@ def _comparable(doc: dict) -> dict:
 
 def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
     from plena_opt.cli.remote import search_request_from_args
-
     from plena_opt.cli.search_cmd import request_from_args
     from plena_opt.search.runner import run_search
 
@@ -89,9 +88,8 @@ def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
 
 
 def test_remote_cli_prints_the_same_text_as_local(server, tmp_path):
-    from plena_opt.cli.remote import remote_search
-
     from plena_opt.cli.main import main
+    from plena_opt.cli.remote import remote_search
 
     argv2 = [
         *SMALL,
@@ -121,9 +119,8 @@ def test_remote_cli_prints_the_same_text_as_local(server, tmp_path):
 
 
 def test_remote_cli_json_and_traces_equal_local(server, tmp_path):
-    from plena_opt.cli.remote import remote_search
-
     from plena_opt.cli.main import main
+    from plena_opt.cli.remote import remote_search
 
     argv = [
         *SMALL,

@@ -154,7 +154,6 @@ def test_remote_estimate_prints_what_local_prints(server, argv):
 
 def test_remote_estimate_sends_local_files_inline(server, tmp_path):
     from plena_opt.cli.remote import remote_estimate
-
     from plena_opt.models import builtin_config
 
     cfg = tmp_path / "my-model" / "config.json"

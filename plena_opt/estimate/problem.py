@@ -69,16 +69,18 @@ class EvaluatorInputs:
 class InlineDocument(BaseModel):
     """A JSON document given inline instead of a name or path: an HF ``config.json`` for the
     model, or a profile in the shipped schema for the NoC, memory or chip. ``name`` names an
-    inline model (default ``custom``)."""
+    inline model (default ``custom``); ``text`` is the document as received, when it came as
+    text (its digest then names studies, as the server always did)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     document: dict[str, Any]
     name: str = ""
+    text: str | None = Field(default=None, repr=False)
 
     def digest(self) -> str:
-        """12 hex digits of the document's canonical text (names studies by content)."""
-        text = json.dumps(self.document, sort_keys=True)
+        """12 hex digits of the document's text (``text``, else its canonical JSON)."""
+        text = self.text if self.text is not None else json.dumps(self.document, sort_keys=True)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
     def study_key(self, kind: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.vocabulary import MOE_ROUTING_MODES
+from plena_opt.vocabulary import MOE_ROUTING_MODES, PLAN_DIMS
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
 
@@ -32,7 +32,7 @@ WORKLOAD_FIELDS = (
     "include_lm_head",
     "routing",
 )
-PLAN_FIELDS = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap")
+PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.m
 def _load_profile(
     src: pb.ProfileSource, field: str, kind: str, limits: ServerLimits, *, required: bool
 ) -> Any:
-    loader, lister = _profile_api(kind)
+    loader, lister = profile_api(kind)
     which = src.WhichOneof("source")
     if which == "name":
         known = lister()
@@ -172,7 +172,7 @@ def _load_profile(
     return None
 
 
-def _profile_api(kind: str) -> tuple[Any, Any]:
+def profile_api(kind: str) -> tuple[Any, Any]:
     if kind == "noc":
         import deepstack
 
@@ -209,7 +209,7 @@ def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
 def default_memory() -> Any:
     """The memory when a request names none: the CLI default (``DEFAULT_MEMORY``)."""
     from plena_opt import memory
-    from plena_opt.estimate.problem import DEFAULT_MEMORY
+    from plena_opt.estimate.plan import DEFAULT_MEMORY
 
     return memory.load_memory(DEFAULT_MEMORY)
 
@@ -230,6 +230,24 @@ def load_system(
         memory = default_memory()
     chip = _load_profile(spec.chip, f"{field}.chip", "chip", limits, required=False)
     return System(model=model, noc=noc, memory=memory, chip=chip)
+
+
+def load_inputs(
+    system: pb.SystemSpec,
+    workload: pb.Workload,
+    limits: ServerLimits,
+    field: str = "",
+    *,
+    noc: bool = True,
+) -> Any:
+    """``EvaluatorInputs`` of a request's system and workload (``field``: their parent in the
+    request, e.g. ``inference``); ``noc=False``: no NoC needed (single-chip estimate)."""
+    from plena_opt.estimate.problem import EvaluatorInputs
+
+    prefix = f"{field}." if field else ""
+    s = load_system(system, limits, f"{prefix}system", require_noc=noc)
+    w = to_workload(workload, f"{prefix}workload")
+    return EvaluatorInputs(s.model, s.noc, s.memory, w, s.chip)
 
 
 def _opt(msg: Any, name: str) -> Any:
@@ -299,50 +317,11 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
     return exc
 
 
-def plan_to_proto(plan: Any) -> pb.Plan:
-    return pb.Plan(
-        tp=plan.tp,
-        ep=plan.ep,
-        dp=plan.dp,
-        pp=plan.pp,
-        cp=plan.cp,
-        moe_tp_mode=plan.moe_tp_mode,
-        comm_overlap=plan.comm_overlap,
-    )
+def noise_of(request: pb.SimulateRequest | pb.SearchOptions, default: str) -> Any:
+    """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
+    from plena_opt.api.wire import noise_from_proto
+    from plena_opt.pipeline.simulator import parse_noise
 
-
-def _num(value: Any) -> float:
-    return float(value) if value is not None else 0.0
-
-
-def _named(values: dict | None) -> list[pb.NamedValue]:
-    return [pb.NamedValue(name=str(k), value=float(v)) for k, v in (values or {}).items()]
-
-
-def metrics_to_proto(m: Any) -> pb.PlanMetrics:
-    """``plena_opt.estimate.PlanMetrics`` (or its ``to_dict()``) → proto."""
-    d = m if isinstance(m, dict) else m.to_dict()
-    plan = d["plan"]
-    plan_msg = (
-        pb.Plan(**{k: plan[k] for k in PLAN_FIELDS if k in plan})
-        if isinstance(plan, dict)
-        else plan_to_proto(plan)
-    )
-    msg = pb.PlanMetrics(
-        plan=plan_msg,
-        ttft_seconds=_num(d.get("ttft_seconds")),
-        tps=_num(d.get("tps")),
-        tps_per_sequence=_num(d.get("tps_per_sequence")),
-        weight_bytes_per_device=_num(d.get("weight_bytes_per_device")),
-        kv_cache_bytes_per_device=_num(d.get("kv_cache_bytes_per_device")),
-        bottleneck=str(d.get("bottleneck") or ""),
-        decode_step_seconds=_num(d.get("decode_step_seconds")),
-        attribution_seconds=_named(d.get("attribution")),
-        constraints=_named(d.get("constraints")),
-        warnings=[str(w) for w in d.get("warnings") or []],
-    )
-    if d.get("energy_per_token_joules") is not None:
-        msg.energy_per_token_joules = float(d["energy_per_token_joules"])
-    if d.get("fits_in_memory") is not None:
-        msg.fits_in_memory = bool(d["fits_in_memory"])
-    return msg
+    if not request.HasField("noise"):
+        return parse_noise(default)
+    return noise_from_proto(request.noise)

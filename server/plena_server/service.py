@@ -13,8 +13,10 @@ import grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
+from plena_opt import api
+from plena_opt.api.wire import metrics_to_proto
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_server import convert, search_job, simulate_job
+from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
 from plena_server.limits import ServerLimits
 from plena_server.registry import SearchRegistry
@@ -66,7 +68,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         wanted = [request.kind] if request.kind in kinds else list(kinds)
         out = pb.ListProfilesResponse()
         for kind in wanted:
-            loader, lister = convert._profile_api(kinds[kind])
+            loader, lister = convert.profile_api(kinds[kind])
             for name in lister():
                 profile = loader(name)
                 out.profiles.add(
@@ -82,8 +84,6 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
     def _evaluator(self, system_msg: pb.SystemSpec, workload_msg: pb.Workload) -> Any:
         """An ``Evaluator`` for the request, reused across requests with the same system and
         workload (LRU of ``EVALUATOR_CACHE``), so its memoised collectives stay warm."""
-        from plena_opt.estimate import Evaluator
-
         key = (
             system_msg.SerializeToString(deterministic=True)
             + b"|"
@@ -94,12 +94,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             if cached is not None:
                 self._evaluators.move_to_end(key)
                 return cached
-        system = convert.load_system(system_msg, self.limits)
-        workload = convert.to_workload(workload_msg)
         try:
-            evaluator = Evaluator(
-                system.model, system.noc, system.memory, workload, chip=system.chip
-            )
+            evaluator = convert.load_inputs(system_msg, workload_msg, self.limits).evaluator()
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
         with self._cache_lock:
@@ -112,37 +108,29 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
         if not request.system.HasField("noc"):
             return self._single_chip(request)
-        from plena_opt.estimate.distributed import PlanCost
-        from plena_opt.estimate.evaluator import metrics_of
-
         evaluator = self._evaluator(request.system, request.workload)
         plan = convert.to_plan(request.plan)
         try:  # one pricing for both views, as `plena-opt estimate` does
-            cost = PlanCost(evaluator.ctx, plan)
-            estimate = cost.to_estimate().to_dict()
-            metrics = metrics_of(cost)
+            result = api.estimate_plan(evaluator, plan)
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
         return pb.EstimateResponse(
-            metrics=convert.metrics_to_proto(metrics),
-            estimate_json=json.dumps(estimate),
-            mode="distributed",
+            metrics=metrics_to_proto(result.metrics),
+            estimate_json=result.to_json(),
+            mode=result.mode,
         )
 
     def _single_chip(self, request: pb.EstimateRequest) -> pb.EstimateResponse:
         """No NoC and a one-device plan: the single-chip decoder estimate (analytic-model §2)."""
-        from plena_opt.estimate import estimate_single_chip
-
         plan = convert.to_plan(request.plan)
         if plan.world_size != 1:
             raise PlenaInputError("system.noc", "a multi-device plan needs a NoC profile")
-        system = convert.load_system(request.system, self.limits, require_noc=False)
-        w = convert.to_workload(request.workload)
+        inputs = convert.load_inputs(request.system, request.workload, self.limits, noc=False)
         try:
-            est = estimate_single_chip(system.model, system.memory, w, system.chip).to_dict()
+            result = api.estimate_single_chip(inputs)
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
-        return pb.EstimateResponse(estimate_json=json.dumps(est), mode="single_chip")
+        return pb.EstimateResponse(estimate_json=result.to_json(), mode=result.mode)
 
     @unary_errors
     def Simulate(self, request: pb.SimulateRequest, context: grpc.ServicerContext) -> Any:
@@ -152,14 +140,14 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     @unary_errors
     def Search(self, request: pb.SearchRequest, context: grpc.ServicerContext) -> Any:
-        job = search_job.SearchJob(self, request, context, streaming=False)
+        job = search_runner.SearchJob(self, request, context)
         return job.run_unary()
 
     @stream_errors
     def StreamSearch(
         self, request: pb.SearchRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.SearchEvent]:
-        job = search_job.SearchJob(self, request, context, streaming=True)
+        job = search_runner.SearchJob(self, request, context)
         yield from job.run_stream()
 
     @unary_errors
@@ -167,7 +155,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         if not request.study_name:
             raise PlenaInputError("study_name", "study_name is required")
         cancelled = self.registry.cancel(request.study_name)
-        if not cancelled and not search_job.study_exists(self.storage, request.study_name):
+        if not cancelled and not studies.study_exists(self.storage, request.study_name):
             raise PlenaNotFoundError("study_name", f"unknown study {request.study_name!r}")
         return pb.CancelSearchResponse(cancelled=cancelled)
 
@@ -175,6 +163,6 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
     def GetStudy(self, request: pb.GetStudyRequest, context: grpc.ServicerContext) -> Any:
         if not request.study_name:
             raise PlenaInputError("study_name", "study_name is required")
-        out = search_job.get_study(self.storage, request.study_name)
+        out = studies.get_study(self.storage, request.study_name)
         out.running = self.registry.is_running(request.study_name)
         return out

@@ -1,0 +1,125 @@
+"""Stored studies as the server sees them: the store opened once, stale trials failed, and a
+study's feasible Pareto front (GetStudy, and the answer of a search that overran its deadline).
+
+Only Optuna's public storage API is used (``get_trial_id_from_study_id_trial_number``,
+``set_trial_state_values``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from plena_proto import plena_opt_pb2 as pb
+
+from plena_opt.api.wire import summary_to_proto
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+
+_STORES: dict[str, Any] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def _open(storage: str | None) -> Any:
+    """The server's study store, opened once (a journal is then synced incrementally)."""
+    from plena_opt.search.storage import DEFAULT_STORAGE, open_storage, storage_exists
+
+    url = storage or DEFAULT_STORAGE
+    with _STORES_LOCK:
+        if url in _STORES:
+            return _STORES[url]
+        if not storage_exists(storage):
+            return None
+        _STORES[url] = open_storage(storage)
+        return _STORES[url]
+
+
+def fail_stale_trials(storage: str | None, name: str) -> int:
+    """Mark RUNNING trials of study ``name`` FAIL (returns how many).
+
+    Called only while this server holds the study's slot, so a RUNNING trial is left over from a
+    process that died mid-trial (e.g. kill -9): ask/tell has no heartbeat (service-conventions
+    §1.4), so the service fails stale trials itself. Completed trials are untouched.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    store = _open(storage)
+    if store is None or name not in optuna.get_all_study_names(store):
+        return 0
+    study_id = store.get_study_id_from_name(name)
+    stale = store.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+    for t in stale:
+        trial_id = store.get_trial_id_from_study_id_trial_number(study_id, t.number)
+        store.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    return len(stale)
+
+
+def study_exists(storage: str | None, name: str) -> bool:
+    import optuna
+
+    store = _open(storage)
+    return store is not None and name in optuna.get_all_study_names(store)
+
+
+def get_study(storage: str | None, name: str) -> pb.GetStudyResponse:
+    """The feasible Pareto front of a stored study's completed trials."""
+    import numpy as np
+    from optuna.trial import TrialState
+
+    from plena_opt.search.pareto import pareto_mask
+    from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
+    from plena_opt.search.storage import load_existing_study
+
+    store = _open(storage)
+    if store is None:
+        raise PlenaNotFoundError("study_name", f"unknown study {name!r}; the store is empty")
+    try:
+        study = load_existing_study(name, store)
+    except PlenaNotFoundError as exc:
+        raise PlenaNotFoundError("study_name", str(exc)) from exc
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    feasible = [
+        t
+        for t in trials
+        if t.user_attrs.get("feasible", True) and METRICS_ATTR in t.user_attrs and t.values
+    ]
+    out = pb.GetStudyResponse(
+        study_name=name,
+        trials_completed=len(trials),
+        objectives=list(study.metric_names or []),
+    )
+    if feasible:
+        signs = np.array([1.0 if d.name == "MINIMIZE" else -1.0 for d in study.directions])
+        pts = np.array([t.values for t in feasible]) * signs
+        mask = pareto_mask(pts)
+        front = [t for t, keep in zip(feasible, mask, strict=True) if keep]
+        front.sort(key=lambda t: (-t.user_attrs[METRICS_ATTR]["tps"], t.number))
+        for t in front:
+            out.front.append(
+                summary_to_proto(
+                    t.user_attrs[PLAN_ATTR],
+                    t.user_attrs[METRICS_ATTR],
+                    label=str(t.user_attrs.get("label", "")),
+                    trial_number=t.number,
+                )
+            )
+    return out
+
+
+def fallback_result(storage: str | None, name: str, t0: float) -> pb.SearchResult:
+    """A partial result read from the study (the library did not return before the deadline)."""
+    try:
+        study = get_study(storage, name)
+    except PlenaInputError:  # the study was not even created yet
+        study = pb.GetStudyResponse(study_name=name)
+    return pb.SearchResult(
+        study_name=name,
+        partial=True,
+        stop_reason="deadline",
+        trials_completed=study.trials_completed,
+        front=study.front,
+        objectives=study.objectives,
+        elapsed_seconds=time.perf_counter() - t0,
+        warnings=["the search did not stop in time; the front was read from the study"],
+    )
