@@ -5,42 +5,10 @@ from __future__ import annotations
 import argparse
 
 from plena_opt.cli.commands import help_of
-from plena_opt.errors import PlenaInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "serve",
-        help=help_of("serve"),
-        description="Serve the plena_opt.v1.PlenaOpt gRPC API (binds to loopback by default).",
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=50051, help="TCP port (0 = any free port)")
-    p.add_argument("--storage", default=None, help="Optuna storage URL shared with the CLI")
-    p.add_argument("--workers", type=int, default=16, help="RPC handler threads (default 16)")
-    p.add_argument("--max-searches", type=int, default=4, help="searches run at once (default 4)")
-    p.add_argument(
-        "--grace", type=float, default=5.0, help="seconds to drain on SIGTERM (default 5)"
-    )
-    p.set_defaults(func=run)
+    from plena_server.flags import DESCRIPTION, add_serve_args
 
-
-def run(args: argparse.Namespace) -> int:
-    from plena_server.app import serve
-    from plena_server.limits import ServerLimits
-    from pydantic import ValidationError
-
-    if not 0 <= args.port <= 65535:
-        raise PlenaInputError("port", "--port must be between 0 and 65535")
-    if args.workers < 1:
-        raise PlenaInputError("workers", "--workers must be greater than zero")
-    try:
-        limits = ServerLimits(max_concurrent_searches=args.max_searches, grace_seconds=args.grace)
-    except ValidationError as exc:
-        loc = str(exc.errors()[0]["loc"][0])
-        flag = {"max_concurrent_searches": "--max-searches", "grace_seconds": "--grace"}[loc]
-        raise PlenaInputError(loc, f"{flag}: {exc.errors()[0]['msg']}") from exc
-    try:
-        return serve(args.host, args.port, args.storage, args.workers, limits)
-    except OSError as exc:
-        raise PlenaInputError("port", f"cannot serve on {args.host}:{args.port}: {exc}") from exc
+    p = subparsers.add_parser("serve", help=help_of("serve"), description=DESCRIPTION)
+    add_serve_args(p)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from math import ceil
+from typing import Any
 
 import numpy as np
 from deepstack import Network, NocProfile
@@ -160,7 +161,7 @@ class PassResult:
         return np.maximum(la, comm) if self.full_overlap else la + comm
 
     @cached_property
-    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
 
         Stages with the same layer counts and no extras take the same time, so each distinct
@@ -185,19 +186,19 @@ class PassResult:
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
         """Seconds of each stage for one micro-batch at one step."""
-        rows, index, _ = self._rows
+        rows, index, _ = self.stage_rows
         return rows[index, step]
 
     @cached_property
     def period(self) -> np.ndarray:
         """Per step: slowest stage + one boundary transfer (s)."""
-        rows = self._rows[0]
+        rows = self.stage_rows[0]
         slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
         return slowest + self.transfer.seconds
 
     def latency_at(self, step: int) -> float:
         """Σ stages + (pp − 1) transfers at one step (s)."""
-        rows, _, mult = self._rows
+        rows, _, mult = self.stage_rows
         pp = len(self.stage_layers)
         return float(mult @ rows[:, step]) + (pp - 1) * self.transfer.seconds
 
@@ -497,36 +498,34 @@ class PlanCost:
         ctx, w = self.ctx, self.ctx.workload
         wb, kb = self.footprint
         return DistributedEstimate(
-            {
-                "model": ctx.model.describe(),
-                "plan": self.plan.to_dict(),
-                "noc": ctx.noc.describe(),
-                "memory": ctx.memory.describe(),
-                "precision": ctx.precision.to_dict(),
-                "batch_size": w.batch_size,
-                "micro_batch": self.shard.micro,
-                "sequences_per_device": self.shard.b_dev,
-                "input_seq_len": w.input_seq_len,
-                "output_seq_len": w.output_seq_len,
-                "overlap_policy": w.overlap_policy,
-                "comm_overlap": self.plan.comm_overlap,
-                "routing": w.routing if ctx.model.num_experts else None,
-                "include_lm_head": w.include_lm_head,
-                "compute_frequency_hz": ctx.compute_hz,
-                "ttft_seconds": self.ttft_seconds,
-                "tps": self.tps,
-                "tps_per_sequence": self.tps_per_sequence,
-                "prefill": self.prefill.report(0),
-                "first_token_decode": self.decode.report(0),
-                "decode_seconds": self.decode_seconds,
-                "weight_bytes_per_device": wb,
-                "kv_cache_bytes_per_device": kb,
-                "memory_capacity_bytes": ctx.memory.capacity_bytes,
-                "fits_in_memory": self.fits_in_memory,
-                "moe": self.moe_report(),
-                "noc_energy_pj_per_decode_token": self.noc_energy_pj_per_decode_token,
-                "warnings": self.warnings,
-            }
+            model=ctx.model.describe(),
+            plan=self.plan.to_dict(),
+            noc=ctx.noc.describe(),
+            memory=ctx.memory.describe(),
+            precision=ctx.precision.to_dict(),
+            batch_size=w.batch_size,
+            micro_batch=self.shard.micro,
+            sequences_per_device=self.shard.b_dev,
+            input_seq_len=w.input_seq_len,
+            output_seq_len=w.output_seq_len,
+            overlap_policy=w.overlap_policy,
+            comm_overlap=self.plan.comm_overlap,
+            routing=w.routing if ctx.model.num_experts else None,
+            include_lm_head=w.include_lm_head,
+            compute_frequency_hz=ctx.compute_hz,
+            ttft_seconds=self.ttft_seconds,
+            tps=self.tps,
+            tps_per_sequence=self.tps_per_sequence,
+            prefill=self.prefill.report(0),
+            first_token_decode=self.decode.report(0),
+            decode_seconds=self.decode_seconds,
+            weight_bytes_per_device=wb,
+            kv_cache_bytes_per_device=kb,
+            memory_capacity_bytes=ctx.memory.capacity_bytes,
+            fits_in_memory=self.fits_in_memory,
+            moe=self.moe_report(),
+            noc_energy_pj_per_decode_token=self.noc_energy_pj_per_decode_token,
+            warnings=self.warnings,
         )
 
 
@@ -546,8 +545,48 @@ class ReportDict:
             raise AttributeError(name) from None
 
 
-class DistributedEstimate(ReportDict):
-    """The reference result of one plan; ``to_dict()`` is the ``estimate --json`` document."""
+@dataclass(frozen=True)
+class DistributedEstimate:
+    """The reference result of one plan; ``to_dict()`` is the ``estimate --json`` document.
+
+    SI units: seconds, tokens/s, Hz, bytes, pJ. ``model``/``plan``/``noc``/``memory``/
+    ``precision`` are the describe documents of the inputs; ``prefill`` and
+    ``first_token_decode`` the per-stage reports of the two passes; ``moe`` the MoE load report
+    (None for dense models); ``routing`` the MoE token routing (None for dense models).
+    """
+
+    model: dict[str, Any]
+    plan: dict[str, Any]
+    noc: dict[str, Any]
+    memory: dict[str, Any]
+    precision: dict[str, Any]
+    batch_size: int
+    micro_batch: int
+    sequences_per_device: int
+    input_seq_len: int
+    output_seq_len: int
+    overlap_policy: str
+    comm_overlap: str
+    routing: str | None
+    include_lm_head: bool
+    compute_frequency_hz: float
+    ttft_seconds: float
+    tps: float
+    tps_per_sequence: float
+    prefill: dict[str, Any]
+    first_token_decode: dict[str, Any]
+    decode_seconds: float
+    weight_bytes_per_device: float
+    kv_cache_bytes_per_device: float
+    memory_capacity_bytes: float | None
+    fits_in_memory: bool | None
+    moe: dict[str, Any] | None
+    noc_energy_pj_per_decode_token: float | None
+    warnings: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document (field order; the values themselves, not copies)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def estimate_distributed(

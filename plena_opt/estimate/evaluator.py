@@ -202,7 +202,7 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
             totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
     pp = plan.pp
     parts = {k: v / pp for k, v in totals.items()}
-    rows, _, mult = dec._rows
+    rows, _, mult = dec.stage_rows
     mean_stage = float(mult @ rows.mean(axis=1)) / float(mult.sum())
     parts["pipeline_imbalance"] = float(dec.period.mean()) - dec.transfer_seconds - mean_stage
     parts["pipeline_transfer"] = cost.decode.transfer_seconds

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from plena_opt.cli import serve_cmd
 from plena_opt.errors import PlenaInputError
+from plena_server.flags import DESCRIPTION, add_serve_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m plena_server")
-    sub = parser.add_subparsers(dest="command")
-    serve_cmd.register(sub)
-    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    parser = argparse.ArgumentParser(prog="python -m plena_server", description=DESCRIPTION)
+    add_serve_args(parser)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except PlenaInputError as exc:

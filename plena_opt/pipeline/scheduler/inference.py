@@ -147,14 +147,11 @@ def serving_window(
     return b.build(name, p, 1, m, meta)
 
 
-def _get(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
-        if key not in obj:
-            raise PlenaInputError(key, f"estimate is missing field {key!r}")
-        return obj[key]
-    if not hasattr(obj, key):
+def _get(doc: Mapping[str, Any], key: str) -> Any:
+    """A field of the estimate document (a missing one is an input error naming it)."""
+    if not isinstance(doc, Mapping) or key not in doc:
         raise PlenaInputError(key, f"estimate is missing field {key!r}")
-    return getattr(obj, key)
+    return doc[key]
 
 
 def _stage_seconds(stages: Sequence[Any], field: str) -> tuple[float, ...]:
