@@ -1,3 +1,49 @@
-"""plena-opt: choose parallelism plans for LLM serving on PLENA accelerator clusters."""
+"""plena-opt: choose parallelism plans for LLM serving on PLENA accelerator clusters.
+
+The library API is the use-case layer (``plena_opt.api``); its names are importable from here and
+load on first use, so ``import plena_opt`` stays cheap::
+
+    import plena_opt as po
+
+    problem = po.load_problem(model="llama-3.1-8b", noc="illustrative_gpu_node_8")
+    best = po.estimate_plan(problem, po.Plan(tp=8))
+    print(best.metrics.ttft_seconds, best.metrics.tps)
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+_API = (
+    "EvaluatorInputs",
+    "InlineDocument",
+    "Plan",
+    "PlanEstimate",
+    "PlanMetrics",
+    "ProblemSpec",
+    "ScheduleSimulation",
+    "SearchRequest",
+    "SearchResult",
+    "ServingSimulation",
+    "Workload",
+    "build_schedule",
+    "enumerate_plans",
+    "estimate_plan",
+    "estimate_single_chip",
+    "load_problem",
+    "recheck_front",
+    "search_plans",
+    "simulate_plan",
+    "simulate_schedule",
+)
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from plena_opt import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'plena_opt' has no attribute {name!r}")

@@ -6,7 +6,7 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
 * ``enumerate_plans(problem)`` — every legal plan on the cluster.
 * ``estimate_plan(problem, plan)`` / ``estimate_single_chip(problem)`` — one plan priced, with its
   metrics (``PlanEstimate``).
-* ``search(request, problem=None)`` — the Pareto search (``SearchResult``).
+* ``search_plans(request, problem=None)`` — the Pareto search (``SearchResult``).
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
 * ``simulate_plan(problem, plan)`` — serving simulation of one plan (``ServingSimulation``);
   ``simulate_schedule(schedule, stage_ms)`` — a training schedule (``ScheduleSimulation``).
@@ -38,7 +38,7 @@ _EXPORTS = {
     "load_problem": "plena_opt.api.problems",
     "recheck_front": "plena_opt.api.recheck",
     "render_recheck": "plena_opt.api.recheck",
-    "search": "plena_opt.api.searches",
+    "search_plans": "plena_opt.api.searches",
     "simulate_plan": "plena_opt.api.simulations",
     "simulate_schedule": "plena_opt.api.simulations",
 }

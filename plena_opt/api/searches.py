@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from plena_opt.search.runner import Progress
 
 
-def search(
+def search_plans(
     request: SearchRequest,
     problem: EvaluatorInputs | None = None,
     *,

@@ -246,7 +246,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         try:
             problem = request.problem.load()
-            result = api.search(
+            result = api.search_plans(
                 request, problem, progress=bar, should_stop=lambda: interrupted["flag"]
             )
         finally:

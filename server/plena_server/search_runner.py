@@ -167,7 +167,9 @@ class SearchJob:
         budget = deadline_budget(self.context.time_remaining(), limit)
         request = self.request.model_copy(update={"deadline": budget})
         try:
-            return api.search(request, self.inputs, progress=progress, should_stop=self.stop.is_set)
+            return api.search_plans(
+                request, self.inputs, progress=progress, should_stop=self.stop.is_set
+            )
         except PlenaInputError as exc:
             raise convert.qualify(search_field(exc)) from exc
 
