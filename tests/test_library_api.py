@@ -37,11 +37,10 @@ def test_readme_example_prices_a_plan_like_the_cli(capsys):
 
 
 def test_problem_from_inline_documents_matches_the_named_one():
-    from plena_opt.models import read_config_file
-    from plena_opt.models.catalog import _package_dir
+    from plena_opt.models import builtin_config
 
     named = po.load_problem(model="llama-3.1-8b", noc="illustrative_gpu_node_8")
-    cfg = read_config_file(_package_dir() / "configs" / "llama-3.1-8b.json")
+    cfg = builtin_config("llama-3.1-8b")
     inline = po.load_problem(
         model=po.InlineDocument(document=cfg, name="llama-3.1-8b"),
         noc="illustrative_gpu_node_8",

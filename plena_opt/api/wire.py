@@ -220,3 +220,93 @@ def noise_from_proto(n: pb.NoiseSpec) -> NoiseSpec:
         if m.op_types:
             doc["moe"]["op_types"] = list(m.op_types)
     return parse_noise(doc)
+
+
+def _pass_to_proto(d: Mapping[str, Any]) -> pb.PassCost:
+    stages = []
+    for st in d["stages"]:
+        msg = pb.StageCost(
+            stage=st["stage"],
+            layers=st["layers"],
+            seconds=st["seconds"],
+            compute_seconds=st["compute_seconds"],
+            memory_seconds=st["memory_seconds"],
+            memory_bound_seconds=st["memory_bound_seconds"],
+            comm_seconds=_named(st.get("comm_seconds")),
+            read_bytes=st["read_bytes"],
+            write_bytes=st["write_bytes"],
+        )
+        if st.get("dram_energy_pj") is not None:
+            msg.dram_energy_pj = st["dram_energy_pj"]
+        stages.append(msg)
+    return pb.PassCost(
+        stages=stages,
+        transfer_seconds=d["transfer_seconds"],
+        period_seconds=d["period_seconds"],
+        latency_seconds=d["latency_seconds"],
+        bottleneck_stage=d["bottleneck_stage"],
+    )
+
+
+def estimate_to_proto(mode: str, doc: Mapping[str, Any]) -> pb.Estimate:
+    """An estimate document (``PlanEstimate.document``) → the typed ``Estimate`` message."""
+    single = mode == "single_chip"
+    model = doc["model"]
+    msg = pb.Estimate(
+        model_name=model if isinstance(model, str) else model["name"],
+        memory_name=doc["memory"]["name"],
+        batch_size=doc["batch_size"],
+        input_seq_len=doc["input_seq_len"],
+        output_seq_len=doc["output_seq_len"],
+        overlap_policy=doc["overlap_policy"],
+        include_lm_head=doc["include_lm_head"],
+        compute_frequency_hz=doc["compute_frequency_hz"],
+        ttft_seconds=doc["ttft_seconds"],
+        tps=doc["tps"],
+        weight_bytes_per_device=doc[
+            "weight_footprint_bytes" if single else "weight_bytes_per_device"
+        ],
+        kv_cache_bytes_per_device=doc[
+            "kv_cache_footprint_bytes" if single else "kv_cache_bytes_per_device"
+        ],
+        warnings=[str(w) for w in doc.get("warnings") or []],
+    )
+    for name in ("memory_capacity_bytes", "fits_in_memory", "noc_energy_pj_per_decode_token"):
+        if doc.get(name) is not None:
+            setattr(msg, name, doc[name])
+    if single:
+        return msg
+    msg.noc_name = doc["noc"]["name"]
+    msg.plan.CopyFrom(plan_to_proto(doc["plan"]))
+    msg.comm_overlap = doc["comm_overlap"]
+    msg.routing = doc["routing"] or ""
+    for name in ("micro_batch", "sequences_per_device", "tps_per_sequence", "decode_seconds"):
+        setattr(msg, name, doc[name])
+    msg.prefill.CopyFrom(_pass_to_proto(doc["prefill"]))
+    msg.first_token_decode.CopyFrom(_pass_to_proto(doc["first_token_decode"]))
+    return msg
+
+
+def serving_to_proto(doc: Mapping[str, Any]) -> pb.ServingReport:
+    """A serving document (``ServingResult.to_dict()``) → ``ServingReport``."""
+    ana, sim = doc["analytic"], doc["simulated"]
+    msg = pb.ServingReport(
+        analytic_ttft_seconds=ana["ttft_seconds"],
+        analytic_tps=ana["tps"],
+        isolated_ttft_seconds=sim["isolated_ttft_seconds"],
+        steady_decode_period_seconds=sim["steady_decode_period_seconds"],
+        steady_decode_tps=sim["steady_decode_tps"],
+        window_ttft_seconds=sim["window_ttft_seconds"],
+        window_makespan_seconds=sim["window_makespan_seconds"],
+        causes=list(doc["causes"]),
+    )
+    if sim["window_decode_period_seconds"] is not None:
+        msg.window_decode_period_seconds = sim["window_decode_period_seconds"]
+    return msg
+
+
+def model_to_proto(describe: Mapping[str, Any]) -> pb.ModelDescription:
+    """``ModelSpec.describe()`` → ``ModelDescription``."""
+    return pb.ModelDescription(
+        **{f.name: describe[f.name] for f in pb.ModelDescription.DESCRIPTOR.fields}
+    )

@@ -14,7 +14,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_opt import api
-from plena_opt.api.wire import metrics_to_proto
+from plena_opt.api.wire import estimate_to_proto, metrics_to_proto, model_to_proto
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
@@ -52,8 +52,12 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
         out = pb.ListModelsResponse()
         for name in models.list_models():
-            spec = models.load_model(name=name)
-            out.models.add(name=name, describe_json=_describe_json(spec))
+            describe = models.load_model(name=name).describe()
+            out.models.add(
+                name=name,
+                describe_json=json.dumps(describe, default=str),
+                description=model_to_proto(describe),
+            )
         return out
 
     @unary_errors
@@ -118,6 +122,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             metrics=metrics_to_proto(result.metrics),
             estimate_json=result.to_json(),
             mode=result.mode,
+            estimate=estimate_to_proto(result.mode, result.document),
         )
 
     def _single_chip(self, request: pb.EstimateRequest) -> pb.EstimateResponse:
@@ -130,7 +135,11 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             result = api.estimate_single_chip(inputs)
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
-        return pb.EstimateResponse(estimate_json=result.to_json(), mode=result.mode)
+        return pb.EstimateResponse(
+            estimate_json=result.to_json(),
+            mode=result.mode,
+            estimate=estimate_to_proto(result.mode, result.document),
+        )
 
     @unary_errors
     def Simulate(self, request: pb.SimulateRequest, context: grpc.ServicerContext) -> Any:

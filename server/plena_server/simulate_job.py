@@ -11,7 +11,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import pack_trace
 
 from plena_opt import api
-from plena_opt.api.wire import distribution
+from plena_opt.api.wire import distribution, serving_to_proto
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
 from plena_server.errors import ServerLimitError
@@ -160,6 +160,7 @@ def _inference(
             q.field if q.field.startswith("inference") else f"inference.{q.field}", q.rule
         ) from exc
     res = sim.result
+    doc = sim.document()
     out = pb.SimulateResponse(
         mode="inference",
         time_unit="s",
@@ -168,7 +169,8 @@ def _inference(
         n_ops=sim.n_ops,
         micro_batches=sim.micro_batches,
         decode_steps=sim.decode_steps,
-        result_json=json.dumps(sim.document()),  # the CLI's --json document
+        result_json=json.dumps(doc),  # the CLI's --json document
+        serving=serving_to_proto(doc),
     )
     if res.ttft is not None:
         out.distributions.append(distribution("ttft", "s", res.ttft))

@@ -405,14 +405,110 @@ class EstimateRequest(_message.Message):
     def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("metrics", "estimate_json", "mode")
+    __slots__ = ("metrics", "estimate_json", "mode", "estimate")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_JSON_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     metrics: PlanMetrics
     estimate_json: str
     mode: str
-    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
+    estimate: Estimate
+    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ...) -> None: ...
+
+class StageCost(_message.Message):
+    __slots__ = ("stage", "layers", "seconds", "compute_seconds", "memory_seconds", "memory_bound_seconds", "comm_seconds", "read_bytes", "write_bytes", "dram_energy_pj")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BOUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    COMM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DRAM_ENERGY_PJ_FIELD_NUMBER: _ClassVar[int]
+    stage: int
+    layers: int
+    seconds: float
+    compute_seconds: float
+    memory_seconds: float
+    memory_bound_seconds: float
+    comm_seconds: _containers.RepeatedCompositeFieldContainer[NamedValue]
+    read_bytes: float
+    write_bytes: float
+    dram_energy_pj: float
+    def __init__(self, stage: _Optional[int] = ..., layers: _Optional[int] = ..., seconds: _Optional[float] = ..., compute_seconds: _Optional[float] = ..., memory_seconds: _Optional[float] = ..., memory_bound_seconds: _Optional[float] = ..., comm_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., read_bytes: _Optional[float] = ..., write_bytes: _Optional[float] = ..., dram_energy_pj: _Optional[float] = ...) -> None: ...
+
+class PassCost(_message.Message):
+    __slots__ = ("stages", "transfer_seconds", "period_seconds", "latency_seconds", "bottleneck_stage")
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    TRANSFER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BOTTLENECK_STAGE_FIELD_NUMBER: _ClassVar[int]
+    stages: _containers.RepeatedCompositeFieldContainer[StageCost]
+    transfer_seconds: float
+    period_seconds: float
+    latency_seconds: float
+    bottleneck_stage: int
+    def __init__(self, stages: _Optional[_Iterable[_Union[StageCost, _Mapping]]] = ..., transfer_seconds: _Optional[float] = ..., period_seconds: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., bottleneck_stage: _Optional[int] = ...) -> None: ...
+
+class Estimate(_message.Message):
+    __slots__ = ("model_name", "noc_name", "memory_name", "plan", "batch_size", "micro_batch", "sequences_per_device", "input_seq_len", "output_seq_len", "overlap_policy", "comm_overlap", "routing", "include_lm_head", "compute_frequency_hz", "ttft_seconds", "tps", "tps_per_sequence", "prefill", "first_token_decode", "decode_seconds", "weight_bytes_per_device", "kv_cache_bytes_per_device", "memory_capacity_bytes", "fits_in_memory", "noc_energy_pj_per_decode_token", "warnings")
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    NOC_NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_NAME_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCES_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_POLICY_FIELD_NUMBER: _ClassVar[int]
+    COMM_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    ROUTING_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_LM_HEAD_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_FREQUENCY_HZ_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TOKEN_DECODE_FIELD_NUMBER: _ClassVar[int]
+    DECODE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_BYTES_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_BYTES_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FITS_IN_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    NOC_ENERGY_PJ_PER_DECODE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    model_name: str
+    noc_name: str
+    memory_name: str
+    plan: Plan
+    batch_size: int
+    micro_batch: int
+    sequences_per_device: int
+    input_seq_len: int
+    output_seq_len: int
+    overlap_policy: str
+    comm_overlap: str
+    routing: str
+    include_lm_head: bool
+    compute_frequency_hz: float
+    ttft_seconds: float
+    tps: float
+    tps_per_sequence: float
+    prefill: PassCost
+    first_token_decode: PassCost
+    decode_seconds: float
+    weight_bytes_per_device: float
+    kv_cache_bytes_per_device: float
+    memory_capacity_bytes: float
+    fits_in_memory: bool
+    noc_energy_pj_per_decode_token: float
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, model_name: _Optional[str] = ..., noc_name: _Optional[str] = ..., memory_name: _Optional[str] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., batch_size: _Optional[int] = ..., micro_batch: _Optional[int] = ..., sequences_per_device: _Optional[int] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., overlap_policy: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., routing: _Optional[str] = ..., include_lm_head: _Optional[bool] = ..., compute_frequency_hz: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., prefill: _Optional[_Union[PassCost, _Mapping]] = ..., first_token_decode: _Optional[_Union[PassCost, _Mapping]] = ..., decode_seconds: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., memory_capacity_bytes: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., noc_energy_pj_per_decode_token: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TrainingSchedule(_message.Message):
     __slots__ = ("schedule", "pp_size", "vpp_size", "microbatches", "base_ms")
@@ -464,7 +560,7 @@ class SimulateRequest(_message.Message):
     def __init__(self, inference: _Optional[_Union[InferenceTarget, _Mapping]] = ..., training: _Optional[_Union[TrainingSchedule, _Mapping]] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., samples: _Optional[int] = ..., seed: _Optional[int] = ..., include_traces: _Optional[bool] = ...) -> None: ...
 
 class SimulateResponse(_message.Message):
-    __slots__ = ("mode", "time_unit", "distributions", "makespan", "bubble_ratio", "criticality", "traces", "result_json", "n_ops", "micro_batches", "decode_steps", "warnings")
+    __slots__ = ("mode", "time_unit", "distributions", "makespan", "bubble_ratio", "criticality", "traces", "result_json", "n_ops", "micro_batches", "decode_steps", "warnings", "serving")
     class CriticalityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -484,6 +580,7 @@ class SimulateResponse(_message.Message):
     MICRO_BATCHES_FIELD_NUMBER: _ClassVar[int]
     DECODE_STEPS_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
     mode: str
     time_unit: str
     distributions: _containers.RepeatedCompositeFieldContainer[Distribution]
@@ -496,19 +593,70 @@ class SimulateResponse(_message.Message):
     micro_batches: int
     decode_steps: int
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, mode: _Optional[str] = ..., time_unit: _Optional[str] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., makespan: _Optional[float] = ..., bubble_ratio: _Optional[float] = ..., criticality: _Optional[_Mapping[str, float]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., result_json: _Optional[str] = ..., n_ops: _Optional[int] = ..., micro_batches: _Optional[int] = ..., decode_steps: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    serving: ServingReport
+    def __init__(self, mode: _Optional[str] = ..., time_unit: _Optional[str] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., makespan: _Optional[float] = ..., bubble_ratio: _Optional[float] = ..., criticality: _Optional[_Mapping[str, float]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., result_json: _Optional[str] = ..., n_ops: _Optional[int] = ..., micro_batches: _Optional[int] = ..., decode_steps: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., serving: _Optional[_Union[ServingReport, _Mapping]] = ...) -> None: ...
+
+class ServingReport(_message.Message):
+    __slots__ = ("analytic_ttft_seconds", "analytic_tps", "isolated_ttft_seconds", "steady_decode_period_seconds", "steady_decode_tps", "window_ttft_seconds", "window_decode_period_seconds", "window_makespan_seconds", "causes")
+    ANALYTIC_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ANALYTIC_TPS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATED_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STEADY_DECODE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STEADY_DECODE_TPS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_DECODE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MAKESPAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CAUSES_FIELD_NUMBER: _ClassVar[int]
+    analytic_ttft_seconds: float
+    analytic_tps: float
+    isolated_ttft_seconds: float
+    steady_decode_period_seconds: float
+    steady_decode_tps: float
+    window_ttft_seconds: _containers.RepeatedScalarFieldContainer[float]
+    window_decode_period_seconds: float
+    window_makespan_seconds: float
+    causes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, analytic_ttft_seconds: _Optional[float] = ..., analytic_tps: _Optional[float] = ..., isolated_ttft_seconds: _Optional[float] = ..., steady_decode_period_seconds: _Optional[float] = ..., steady_decode_tps: _Optional[float] = ..., window_ttft_seconds: _Optional[_Iterable[float]] = ..., window_decode_period_seconds: _Optional[float] = ..., window_makespan_seconds: _Optional[float] = ..., causes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "describe_json")
+    __slots__ = ("name", "describe_json", "description")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIBE_JSON_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     describe_json: str
-    def __init__(self, name: _Optional[str] = ..., describe_json: _Optional[str] = ...) -> None: ...
+    description: ModelDescription
+    def __init__(self, name: _Optional[str] = ..., describe_json: _Optional[str] = ..., description: _Optional[_Union[ModelDescription, _Mapping]] = ...) -> None: ...
+
+class ModelDescription(_message.Message):
+    __slots__ = ("name", "family", "layers", "hidden_size", "heads", "kv_heads", "head_dim", "moe_layers", "num_experts", "experts_per_token", "sliding_layers")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    KV_HEADS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
+    MOE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    NUM_EXPERTS_FIELD_NUMBER: _ClassVar[int]
+    EXPERTS_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SLIDING_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    family: str
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    moe_layers: int
+    num_experts: int
+    experts_per_token: int
+    sliding_layers: int
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., heads: _Optional[int] = ..., kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., moe_layers: _Optional[int] = ..., num_experts: _Optional[int] = ..., experts_per_token: _Optional[int] = ..., sliding_layers: _Optional[int] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)
