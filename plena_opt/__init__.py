@@ -12,7 +12,7 @@ load on first use, so ``import plena_opt`` stays cheap::
 
 from __future__ import annotations
 
-from typing import Any
+from plena_opt.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -41,9 +41,4 @@ _API = (
 __all__ = ["__version__", *_API]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _API:
-        from plena_opt import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'plena_opt' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, dict.fromkeys(_API, "plena_opt.api"))

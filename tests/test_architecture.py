@@ -27,6 +27,7 @@ LAYER = {
     "deepstack": 0,
     "plena_opt.errors": 1,
     "plena_opt.vocabulary": 1,
+    "plena_opt.lazy": 1,
     "plena_opt.chip": 2,
     "plena_opt.memory": 2,
     "plena_opt.models": 2,

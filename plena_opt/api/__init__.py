@@ -16,8 +16,7 @@ Names are imported on first use, so ``import plena_opt.api`` is cheap.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from plena_opt.lazy import lazy_exports
 
 _EXPORTS = {
     "EvaluatorInputs": "plena_opt.estimate.problem",
@@ -45,8 +44,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'plena_opt.api' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_plan_args",
+    "add_server_arg",
     "add_workload_args",
     "plan_from_args",
     "problem_from_args",
@@ -95,6 +96,11 @@ def add_plan_args(parser: argparse.ArgumentParser) -> None:
         choices=COMM_OVERLAPS,
         help="overlap each layer's collectives with its compute",
     )
+
+
+def add_server_arg(parser: argparse.ArgumentParser, help: str, metavar: str | None = None) -> None:
+    """``--server HOST:PORT``: run the command on a plena-opt server (remote mode)."""
+    parser.add_argument("--server", default=None, metavar=metavar, help=help)
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 
 from plena_opt.cli.commands import help_of
-from plena_opt.cli.common import add_plan_args, add_workload_args, plan_from_args, problem_from_args
+from plena_opt.cli.common import (
+    add_plan_args,
+    add_server_arg,
+    add_workload_args,
+    plan_from_args,
+    problem_from_args,
+)
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.plan import DEFAULT_NOC
 
@@ -20,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_workload_args(p)
     p.set_defaults(noc=None)
     add_plan_args(p)
-    p.add_argument("--server", default=None, help="HOST:PORT of a plena-opt server (remote mode)")
+    add_server_arg(p, "HOST:PORT of a plena-opt server (remote mode)")
     p.add_argument("--json", action="store_true", help="print the reference JSON document")
     p.set_defaults(func=run)
 

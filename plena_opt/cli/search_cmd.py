@@ -15,7 +15,12 @@ from pydantic import ValidationError
 from plena_opt import api
 from plena_opt.api.recheck import DEFAULT_NOISE, DEFAULT_RECHECK, DEFAULT_SAMPLES, render_recheck
 from plena_opt.cli.commands import help_of
-from plena_opt.cli.common import add_workload_args, problem_from_args, pydantic_to_input_error
+from plena_opt.cli.common import (
+    add_server_arg,
+    add_workload_args,
+    problem_from_args,
+    pydantic_to_input_error,
+)
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
@@ -104,12 +109,7 @@ def register(subparsers: Any) -> None:
     o.add_argument("--csv", default=None, metavar="FILE", help="write the front as CSV")
     o.add_argument("--plot", default=None, metavar="FILE.png", help="plot the front")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--server",
-        default=None,
-        metavar="HOST:PORT",
-        help="run the search on a plena-opt server (remote mode)",
-    )
+    add_server_arg(p, "run the search on a plena-opt server (remote mode)", "HOST:PORT")
     p.set_defaults(func=handle)
 
 

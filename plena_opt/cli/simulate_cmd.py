@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from plena_opt import api
 from plena_opt.cli.commands import help_of
-from plena_opt.cli.common import add_plan_args, add_workload_args, plan_from_args, problem_from_args
+from plena_opt.cli.common import (
+    add_plan_args,
+    add_server_arg,
+    add_workload_args,
+    plan_from_args,
+    problem_from_args,
+)
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.report import render_schedule
 from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
@@ -110,12 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument(
-        "--server",
-        default=None,
-        metavar="HOST:PORT",
-        help="simulate on a plena-opt server (remote mode)",
-    )
+    add_server_arg(p, "simulate on a plena-opt server (remote mode)", "HOST:PORT")
     p.set_defaults(func=run)
 
 
@@ -166,14 +168,7 @@ def _run_schedule(args: argparse.Namespace, noise: NoiseSpec) -> int:
         )
     stage_ms = parse_durations(args.durations, args.schedule)
     sim = api.simulate_schedule(plan, stage_ms, noise=noise, samples=args.samples, seed=args.seed)
-    traces = write_traces(args.trace, sim.trace_documents()) if args.trace else []
-    doc = sim.document()
-    if args.json:
-        doc["trace_paths"] = traces
-        print(json.dumps(doc, indent=2))
-    else:
-        print(render_schedule(doc, traces))
-    return 0
+    return _print(args, sim, lambda doc, traces: render_schedule(doc, traces))
 
 
 def _run_plan(args: argparse.Namespace, noise: NoiseSpec) -> int:
@@ -186,11 +181,20 @@ def _run_plan(args: argparse.Namespace, noise: NoiseSpec) -> int:
         seed=args.seed,
         max_window_steps=args.max_window_steps,
     )
+    return _print(args, sim, sim.to_text)
+
+
+def _print(
+    args: argparse.Namespace,
+    sim: api.ServingSimulation | api.ScheduleSimulation,
+    render: Callable[[dict, list[str]], str],
+) -> int:
+    """Write ``--trace`` files, then print the document (``--json``) or its table."""
     traces = write_traces(args.trace, sim.trace_documents()) if args.trace else []
     doc = sim.document()
     if args.json:
         doc["trace_paths"] = traces
         print(json.dumps(doc, indent=2))
     else:
-        print(sim.to_text(doc, traces))
+        print(render(doc, traces))
     return 0

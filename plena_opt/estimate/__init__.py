@@ -9,8 +9,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from plena_opt.lazy import lazy_exports
 
 _EXPORTS = {
     "DecoderLatencyEstimate": "plena_opt.estimate.single_chip",
@@ -30,8 +29,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'plena_opt.estimate' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -8,8 +8,7 @@ Public API (imported lazily, so importing the package costs nothing until a name
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from plena_opt.lazy import lazy_exports
 
 _EXPORTS = {
     "SearchRequest": "plena_opt.search.request",
@@ -24,8 +23,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'plena_opt.search' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)
