@@ -13,7 +13,7 @@ from plena_opt.lazy import lazy_exports
 
 _EXPORTS = {
     "DecoderLatencyEstimate": "plena_opt.estimate.single_chip",
-    "DistributedEstimate": "plena_opt.estimate.distributed",
+    "DistributedEstimate": "plena_opt.estimate.results",
     "Evaluator": "plena_opt.estimate.evaluator",
     "EvaluatorInputs": "plena_opt.estimate.problem",
     "InlineDocument": "plena_opt.estimate.problem",

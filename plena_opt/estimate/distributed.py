@@ -12,10 +12,9 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from functools import cached_property
 from math import ceil
-from typing import Any
 
 import numpy as np
 from deepstack import Network, NocProfile
@@ -33,6 +32,7 @@ from plena_opt.estimate.layer import (
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.pricing import StageArrays, price_arrays
+from plena_opt.estimate.results import DistributedEstimate
 from plena_opt.estimate.routing import check_routing, routing_rows
 from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
 from plena_opt.memory import HbmStoragePrecision, Memory, PhaseEstimate
@@ -527,66 +527,6 @@ class PlanCost:
             noc_energy_pj_per_decode_token=self.noc_energy_pj_per_decode_token,
             warnings=self.warnings,
         )
-
-
-@dataclass(frozen=True)
-class ReportDict:
-    """A reference JSON result; fields read as attributes, ``to_dict()`` returns the document."""
-
-    data: dict = field(repr=False)
-
-    def to_dict(self) -> dict:
-        return self.data
-
-    def __getattr__(self, name: str):
-        try:
-            return self.data[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-@dataclass(frozen=True)
-class DistributedEstimate:
-    """The reference result of one plan; ``to_dict()`` is the ``estimate --json`` document.
-
-    SI units: seconds, tokens/s, Hz, bytes, pJ. ``model``/``plan``/``noc``/``memory``/
-    ``precision`` are the describe documents of the inputs; ``prefill`` and
-    ``first_token_decode`` the per-stage reports of the two passes; ``moe`` the MoE load report
-    (None for dense models); ``routing`` the MoE token routing (None for dense models).
-    """
-
-    model: dict[str, Any]
-    plan: dict[str, Any]
-    noc: dict[str, Any]
-    memory: dict[str, Any]
-    precision: dict[str, Any]
-    batch_size: int
-    micro_batch: int
-    sequences_per_device: int
-    input_seq_len: int
-    output_seq_len: int
-    overlap_policy: str
-    comm_overlap: str
-    routing: str | None
-    include_lm_head: bool
-    compute_frequency_hz: float
-    ttft_seconds: float
-    tps: float
-    tps_per_sequence: float
-    prefill: dict[str, Any]
-    first_token_decode: dict[str, Any]
-    decode_seconds: float
-    weight_bytes_per_device: float
-    kv_cache_bytes_per_device: float
-    memory_capacity_bytes: float | None
-    fits_in_memory: bool | None
-    moe: dict[str, Any] | None
-    noc_energy_pj_per_decode_token: float | None
-    warnings: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The document (field order; the values themselves, not copies)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def estimate_distributed(

@@ -91,29 +91,36 @@ def render_distributed(est: dict, metrics: PlanMetrics | None = None) -> str:
     noc_text = "not modeled (no energy coefficients)" if noc is None else f"{noc * 1e-6:.3f} µJ"
     lines.append(f"{'NoC energy':<16}{noc_text} per decode token")
     if metrics is not None:
-        e = metrics.energy_per_token_joules
-        parts = [
-            name
-            for name, known in (
-                ("DRAM", est["memory"].get("energy") is not None),
-                ("NoC", est["noc_energy_pj_per_decode_token"] is not None),
-            )
-            if known
-        ]
-        missing = {"DRAM", "NoC"} - set(parts)
-        note = " + ".join(parts) + (f"; {missing.pop()} not modelled" if missing else "")
-        lines.append(
-            f"{'Energy':<16}"
-            + ("not modelled" if e is None else f"{e:.6g} J per generated token ({note})")
-        )
-        total = metrics.decode_step_seconds
-        parts = ", ".join(
-            f"{k} {v / total * 100:.1f}%" for k, v in metrics.attribution.items() if v > 0
-        )
-        lines.append(f"{'Decode step':<16}{_ms(total)} ms: {parts}")
+        lines += _metrics_lines(est, metrics)
     for w in est["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def _metrics_lines(est: dict, metrics: PlanMetrics) -> list[str]:
+    """Energy per generated token and the decode-step breakdown (from ``PlanMetrics``)."""
+    lines = []
+    e = metrics.energy_per_token_joules
+    parts = [
+        name
+        for name, known in (
+            ("DRAM", est["memory"].get("energy") is not None),
+            ("NoC", est["noc_energy_pj_per_decode_token"] is not None),
+        )
+        if known
+    ]
+    missing = {"DRAM", "NoC"} - set(parts)
+    note = " + ".join(parts) + (f"; {missing.pop()} not modelled" if missing else "")
+    lines.append(
+        f"{'Energy':<16}"
+        + ("not modelled" if e is None else f"{e:.6g} J per generated token ({note})")
+    )
+    total = metrics.decode_step_seconds
+    parts = ", ".join(
+        f"{k} {v / total * 100:.1f}%" for k, v in metrics.attribution.items() if v > 0
+    )
+    lines.append(f"{'Decode step':<16}{_ms(total)} ms: {parts}")
+    return lines
 
 
 def render_single_chip(est: dict) -> str:
