@@ -79,3 +79,27 @@ def test_models_are_described_by_typed_fields(client):
         d = info.description
         assert (d.name, d.layers, d.hidden_size, d.num_experts) == (
             doc["name"], doc["layers"], doc["hidden_size"], doc["num_experts"])  # fmt: skip
+
+
+def test_profiles_are_described_by_typed_fields(client):
+    seen = set()
+    for info in client.list_profiles():
+        doc = json.loads(info.describe_json)
+        which = info.WhichOneof("description")
+        seen.add(which)
+        if which == "noc":
+            d = info.noc
+            assert (d.name, d.num_devices) == (doc["name"], doc["num_devices"])
+            assert [lv.link_bandwidth_gbytes_per_s for lv in d.levels] == [
+                lv["link_bandwidth_gbytes_per_s"] for lv in doc["layers"]
+            ]
+            assert [list(lv.shape) for lv in d.levels] == [lv["shape"] for lv in doc["layers"]]
+            assert dict(d.energy_pj_per_bit) == (doc.get("energy_pj_per_bit") or {})
+        elif which == "memory":
+            d = info.memory
+            assert d.usable_bandwidth_bytes_per_s == doc["usable_bandwidth_bytes_per_s"]
+            assert d.HasField("capacity_bytes") == (doc["capacity_bytes"] is not None)
+            assert d.kind == doc["kind"]
+        else:
+            assert which == "chip" and info.chip.name == doc["name"]
+    assert seen == {"noc", "memory", "chip"}

@@ -310,3 +310,32 @@ def model_to_proto(describe: Mapping[str, Any]) -> pb.ModelDescription:
     return pb.ModelDescription(
         **{f.name: describe[f.name] for f in pb.ModelDescription.DESCRIPTOR.fields}
     )
+
+
+def profile_description(kind: str, describe: Mapping[str, Any]) -> dict[str, Any]:
+    """``ProfileInfo``'s typed description (``{"noc"|"memory"|"chip": message}``) of a
+    profile's ``describe()`` document."""
+    if kind == "noc":
+        levels = [
+            pb.NocLevel(**{k: lv[k] for k in pb.NocLevel.DESCRIPTOR.fields_by_name if k in lv})
+            for lv in describe.get("layers", [])
+        ]
+        msg = pb.NocDescription(
+            name=describe["name"],
+            num_devices=describe["num_devices"],
+            levels=levels,
+            energy_pj_per_bit=describe.get("energy_pj_per_bit") or {},
+        )
+        return {"noc": msg}
+    if kind == "memory":
+        mem = pb.MemoryDescription(
+            name=describe["name"],
+            kind=describe["kind"],
+            usable_bandwidth_bytes_per_s=describe["usable_bandwidth_bytes_per_s"],
+            compute_frequency_scale=describe["compute_frequency_scale"],
+        )
+        if describe.get("capacity_bytes") is not None:
+            mem.capacity_bytes = describe["capacity_bytes"]
+        return {"memory": mem}
+    chip = pb.ChipDescription(name=describe["name"], description=describe.get("description", ""))
+    return {"chip": chip}

@@ -14,7 +14,12 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_opt import api
-from plena_opt.api.wire import estimate_to_proto, metrics_to_proto, model_to_proto
+from plena_opt.api.wire import (
+    estimate_to_proto,
+    metrics_to_proto,
+    model_to_proto,
+    profile_description,
+)
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
@@ -25,13 +30,6 @@ log = logging.getLogger("plena_server")
 
 EVALUATOR_CACHE = 32  # evaluators kept for repeated Estimate requests
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlenaOpt"].full_name
-
-
-def _describe_json(obj: Any) -> str:
-    describe = getattr(obj, "describe", None)
-    if describe is None:
-        return "{}"
-    return json.dumps(describe(), default=str)
 
 
 class PlenaOptServicer(pb_grpc.PlenaOptServicer):
@@ -75,11 +73,13 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             loader, lister = convert.profile_api(kinds[kind])
             for name in lister():
                 profile = loader(name)
+                describe = profile.describe()
                 out.profiles.add(
                     kind=kind,
                     name=name,
-                    describe_json=_describe_json(profile),
+                    describe_json=json.dumps(describe, default=str),
                     num_devices=int(getattr(profile, "num_devices", 0) or 0),
+                    **profile_description(kinds[kind], describe),
                 )
         return out
 

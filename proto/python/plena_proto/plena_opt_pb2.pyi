@@ -671,16 +671,77 @@ class ListProfilesRequest(_message.Message):
     def __init__(self, kind: _Optional[_Union[ProfileKind, str]] = ...) -> None: ...
 
 class ProfileInfo(_message.Message):
-    __slots__ = ("kind", "name", "describe_json", "num_devices")
+    __slots__ = ("kind", "name", "describe_json", "num_devices", "noc", "memory", "chip")
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIBE_JSON_FIELD_NUMBER: _ClassVar[int]
     NUM_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NOC_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    CHIP_FIELD_NUMBER: _ClassVar[int]
     kind: ProfileKind
     name: str
     describe_json: str
     num_devices: int
-    def __init__(self, kind: _Optional[_Union[ProfileKind, str]] = ..., name: _Optional[str] = ..., describe_json: _Optional[str] = ..., num_devices: _Optional[int] = ...) -> None: ...
+    noc: NocDescription
+    memory: MemoryDescription
+    chip: ChipDescription
+    def __init__(self, kind: _Optional[_Union[ProfileKind, str]] = ..., name: _Optional[str] = ..., describe_json: _Optional[str] = ..., num_devices: _Optional[int] = ..., noc: _Optional[_Union[NocDescription, _Mapping]] = ..., memory: _Optional[_Union[MemoryDescription, _Mapping]] = ..., chip: _Optional[_Union[ChipDescription, _Mapping]] = ...) -> None: ...
+
+class NocLevel(_message.Message):
+    __slots__ = ("level", "kind", "shape", "hop_latency_ns", "link_bandwidth_gbytes_per_s")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    HOP_LATENCY_NS_FIELD_NUMBER: _ClassVar[int]
+    LINK_BANDWIDTH_GBYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    level: str
+    kind: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    hop_latency_ns: float
+    link_bandwidth_gbytes_per_s: float
+    def __init__(self, level: _Optional[str] = ..., kind: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., hop_latency_ns: _Optional[float] = ..., link_bandwidth_gbytes_per_s: _Optional[float] = ...) -> None: ...
+
+class NocDescription(_message.Message):
+    __slots__ = ("name", "num_devices", "levels", "energy_pj_per_bit")
+    class EnergyPjPerBitEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_PJ_PER_BIT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    num_devices: int
+    levels: _containers.RepeatedCompositeFieldContainer[NocLevel]
+    energy_pj_per_bit: _containers.ScalarMap[str, float]
+    def __init__(self, name: _Optional[str] = ..., num_devices: _Optional[int] = ..., levels: _Optional[_Iterable[_Union[NocLevel, _Mapping]]] = ..., energy_pj_per_bit: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class MemoryDescription(_message.Message):
+    __slots__ = ("name", "kind", "usable_bandwidth_bytes_per_s", "capacity_bytes", "compute_frequency_scale")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    USABLE_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_FREQUENCY_SCALE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: str
+    usable_bandwidth_bytes_per_s: float
+    capacity_bytes: float
+    compute_frequency_scale: float
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., usable_bandwidth_bytes_per_s: _Optional[float] = ..., capacity_bytes: _Optional[float] = ..., compute_frequency_scale: _Optional[float] = ...) -> None: ...
+
+class ChipDescription(_message.Message):
+    __slots__ = ("name", "description")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class ListProfilesResponse(_message.Message):
     __slots__ = ("profiles",)
