@@ -30,10 +30,10 @@ from plena_opt.estimate.layer import (
     layer_traffic,
 )
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
+from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.pricing import StageArrays, price_arrays
 from plena_opt.estimate.results import DistributedEstimate
-from plena_opt.estimate.routing import check_routing, routing_rows
 from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
 from plena_opt.memory import HbmStoragePrecision, Memory, PhaseEstimate
 from plena_opt.models import ModelSpec

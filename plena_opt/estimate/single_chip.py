@@ -17,9 +17,9 @@ from plena_opt.estimate.distributed import (
     PassResult,
     PlanCost,
 )
+from plena_opt.estimate.moe_routing import check_routing
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.results import ReportDict
-from plena_opt.estimate.routing import check_routing
 from plena_opt.memory import Memory, unbounded
 from plena_opt.models import ModelSpec
 

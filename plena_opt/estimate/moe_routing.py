@@ -1,4 +1,5 @@
-"""MoE routing sources: balanced rows, seeded random rows or a user trace (analytic-model §4.5)."""
+"""MoE token-routing sources: balanced rows, seeded random rows or a user trace (analytic-model
+§4.5). Not NoC routing, which is ``deepstack.routing``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 from deepstack import moe as ds_moe
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import ROUTING_MODES
+from plena_opt.vocabulary import MOE_ROUTING_MODES as ROUTING_MODES
 
 BUILTIN_TRACES = ("qwen3_235b", "deepseek_v3")
 RANDOM_SEED = 0  # the reference seeds its random router with 0
