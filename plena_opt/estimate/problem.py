@@ -44,10 +44,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class EvaluatorInputs:
-    """Loaded inputs of ``Evaluator``: model, NoC, memory, workload and chip (None: default)."""
+    """Loaded inputs of ``Evaluator``: model, NoC (None: single-chip estimate only), memory,
+    workload and chip (None: the default chip)."""
 
     model: ModelSpec
-    noc: NocProfile
+    noc: NocProfile | None
     memory: Memory
     workload: Workload
     chip: ChipProfile | None = None
@@ -56,6 +57,8 @@ class EvaluatorInputs:
         """An ``Evaluator`` for these inputs, optionally with another global batch size."""
         from plena_opt.estimate.evaluator import Evaluator
 
+        if self.noc is None:
+            raise PlenaInputError("noc", "the distributed estimate needs a NoC profile")
         w = self.with_batch(batch_size).workload
         return Evaluator(self.model, self.noc, self.memory, w, chip=self.chip)
 
