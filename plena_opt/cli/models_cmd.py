@@ -8,7 +8,9 @@ from typing import Any
 
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
+from plena_opt.memory import HbmStoragePrecision
 from plena_opt.models import ModelSpec, list_models, load_model, model_info
+from plena_opt.models.summary import architecture
 
 _COLUMNS = (
     ("name", "name"),
@@ -110,13 +112,22 @@ def _show_handler(args: argparse.Namespace) -> int:
         raise PlenaInputError("model", "models show needs exactly one of NAME or --model-path")
     spec = load_model(name=args.name, path=args.model_path)
     info = model_info(args.name) if args.model_path is None else None
-    detail = {**spec.model_dump(mode="json"), **model_row(spec, info)}
+    detail = {**spec.model_dump(mode="json", exclude={"layer_runs"}), **model_row(spec, info)}
+    detail.update(layer_types=list(spec.layer_types), mlp_types=list(spec.mlp_types))
+    arch = architecture(spec)
+    kv_bytes = HbmStoragePrecision.default().kv_write_bytes
+    arch["attention"]["kv_bytes_per_token_per_layer"] = (
+        arch["attention"]["kv_elements_per_token_per_layer"] * kv_bytes
+    )
+    detail.update(arch)
     if getattr(args, "json", False):
         print(json.dumps(detail, indent=2))
         return 0
     for key, value in detail.items():
         if key in ("layer_types", "mlp_types"):
             value = _runs(value)
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
         print(f"{key + ':':24} {value}")
     return 0
 

@@ -1,8 +1,12 @@
-"""Hugging Face ``config.json`` → ``ModelSpec`` fields (analytic-model §4.1 rules).
+"""Hugging Face ``config.json`` → ``ModelSpec`` fields (analytic-model §4.1 rules, extended).
 
-Only decoder hyper-parameters are read; weights and unrelated keys are ignored. Features the
-analytic model cannot price (shared experts, multi-head latent attention) are rejected rather than
-silently mis-priced. Error messages follow the reference wording (golden invalid_plans.json).
+Only decoder hyper-parameters are read; weights and unrelated keys are ignored. Every size is
+range-checked (``limits.SIZE_LIMITS``). Architectures the analytic model cannot price (linear
+attention, state-space layers, sparse attention, NAS blocks) are refused by field name rather
+than priced as something else. Error messages follow the reference wording where it has one
+(golden invalid_plans.json). Supported beyond the reference: MLA, shared experts, dense-first
+and interleaved MoE layers, sliding/chunked attention patterns, non-gated MLPs, parallel blocks,
+multimodal wrappers (``text_config``) and ChatGLM/Falcon field names (docs/models.md).
 """
 
 from __future__ import annotations
@@ -10,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaTypeError
+from plena_opt.models import hf_fields as hf
+from plena_opt.models.hf_layers import attention_types, mlp_types
+from plena_opt.models.limits import MAX_NAME_CHARS, bounded, check_depth
+from plena_opt.models.model_spec import runs_from_lists
 
-LAYER_TYPES = ("full_attention", "sliding_attention")
-MLP_TYPES = ("moe", "ffn")
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 TOP_K_KEYS = ("experts_per_token", "num_experts_per_tok")
-SHARED_EXPERT_KEYS = ("n_shared_experts", "num_shared_experts", "shared_expert_intermediate_size")
-MLA_KEYS = ("kv_lora_rank", "q_lora_rank")
 
 
 def _get(cfg: dict[str, Any], key: str, default: Any = None) -> Any:
@@ -25,62 +29,93 @@ def _get(cfg: dict[str, Any], key: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def _int(value: Any, field: str, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PlenaTypeError(field, f"{field} must be an integer")
-    if value < minimum:
-        bound = "greater than zero" if minimum == 1 else f"at least {minimum}"
-        raise PlenaInputError(field, f"{field} must be {bound}")
-    return value
-
-
 def _required(cfg: dict[str, Any], key: str, name: str) -> int:
     if _get(cfg, key) is None:
         raise PlenaInputError(key, f"{name}: model config is missing {key}")
-    return _int(cfg[key], key)
+    return bounded(cfg[key], key)
 
 
-def _per_layer(cfg: dict[str, Any], key: str, allowed: tuple[str, ...], layers: int) -> list[str]:
-    values = cfg[key]
-    if not isinstance(values, list):
-        raise PlenaTypeError(key, f"{key} must be a list with one entry per layer")
-    if len(values) != layers:
-        raise PlenaInputError(key, f"{key} has {len(values)} entries for {layers} layers")
-    for i, value in enumerate(values):
-        if value not in allowed:
-            raise PlenaInputError(
-                key, f"{key}[{i}] must be one of {', '.join(allowed)} (got {value!r})"
-            )
-    return list(values)
+def _experts(cfg: dict[str, Any]) -> tuple[int, int]:
+    """(routed experts, top-k); (0, 1) for a dense model (§4.1: one expert is dense)."""
+    experts = max(bounded(_get(cfg, k, 0), k, "num_experts") for k in EXPERT_COUNT_KEYS)
+    if experts <= 1:
+        return 0, 1
+    top_k = 1
+    for key in TOP_K_KEYS:
+        if _get(cfg, key) is not None:
+            top_k = bounded(cfg[key], key, "experts_per_token")
+            break
+    if top_k > experts:
+        raise PlenaInputError("experts_per_token", "experts_per_token exceeds num_experts")
+    return experts, top_k
 
 
-def _reject_unmodelled(cfg: dict[str, Any], name: str) -> None:
-    for key in SHARED_EXPERT_KEYS:
-        if cfg.get(key):
-            raise PlenaInputError(
-                key,
-                f"{name}: shared experts are not modelled ({key}={cfg[key]!r}); "
-                "only routed experts are supported",
-            )
-    for key in MLA_KEYS:
-        if cfg.get(key) is not None:
-            raise PlenaInputError(
-                key, f"{name}: multi-head latent attention ({key}) is not modelled"
-            )
+def _mla(cfg: dict[str, Any], heads: int) -> dict[str, Any]:
+    """Multi-head latent attention fields (DeepSeek-V2/V3, Kimi-K2); {} when not MLA."""
+    if _get(cfg, "kv_lora_rank") is None:
+        if _get(cfg, "q_lora_rank") is not None:
+            raise PlenaInputError("q_lora_rank", "q_lora_rank: MLA needs kv_lora_rank as well")
+        return {}
+    out: dict[str, Any] = {"attention": "mla"}
+    out["kv_lora_rank"] = bounded(cfg["kv_lora_rank"], "kv_lora_rank")
+    out["q_lora_rank"] = bounded(_get(cfg, "q_lora_rank", 0), "q_lora_rank")
+    for key in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        if _get(cfg, key) is None:
+            raise PlenaInputError(key, f"{key}: an MLA config (kv_lora_rank) needs {key}")
+        out[key] = bounded(cfg[key], key)
+    out["head_dim"] = out["qk_rope_head_dim"] + out["qk_nope_head_dim"]
+    if out["head_dim"] < 1:
+        raise PlenaInputError("qk_nope_head_dim", "qk_nope_head_dim + qk_rope_head_dim must be > 0")
+    out["num_kv_heads"] = heads  # each head has its own decompressed K/V
+    return out
 
 
-def _default_mlp_types(cfg: dict[str, Any], experts: int, layers: int) -> list[str]:
-    """All "moe" if there are experts, else all "ffn" (§4.1).
+def _shared(cfg: dict[str, Any], model_type: str, experts: int, moe_inter: int) -> dict[str, Any]:
+    """Shared experts: one dense FFN of ``n_shared · width`` in every MoE layer."""
+    n = bounded(_get(cfg, "n_shared_experts", _get(cfg, "num_shared_experts", 0)), "n_shared_experts")
+    width = bounded(
+        _get(cfg, "shared_expert_intermediate_size", 0), "shared_expert_intermediate_size"
+    )
+    gate = False
+    if width:  # Qwen2-MoE / Qwen1.5-MoE: one shared expert of this width, sigmoid-gated
+        n = max(n, 1)
+        gate = model_type in ("qwen2_moe",)
+    elif n:
+        width = n * moe_inter
+    elif model_type in ("llama4", "llama4_text") and experts:
+        n, width = 1, moe_inter  # Llama-4: one shared expert beside the routed ones
+    if width and not experts:
+        key = "n_shared_experts" if n and not cfg.get("shared_expert_intermediate_size") else (
+            "shared_expert_intermediate_size"
+        )
+        raise PlenaInputError(key, f"{key}: shared experts need routed experts")
+    return {
+        "num_shared_experts": n,
+        "shared_expert_intermediate_size": width,
+        "shared_expert_gate": gate,
+    }
 
-    Extension: Qwen-MoE style ``mlp_only_layers`` / ``decoder_sparse_step`` mark dense layers.
-    """
-    if not experts:
-        return ["ffn"] * layers
-    dense = _get(cfg, "mlp_only_layers", [])
-    if not isinstance(dense, list):
-        raise PlenaTypeError("mlp_only_layers", "mlp_only_layers must be a list of layer indices")
-    step = _int(_get(cfg, "decoder_sparse_step", 1), "decoder_sparse_step")
-    return ["moe" if i not in dense and (i + 1) % step == 0 else "ffn" for i in range(layers)]
+
+def _check_v_head_dim(cfg: dict[str, Any], head_dim: int) -> None:
+    v = _get(cfg, "v_head_dim")
+    if v is not None and v != head_dim:
+        raise PlenaInputError(
+            "v_head_dim",
+            f"v_head_dim: a value width ({v}) different from head_dim ({head_dim}) is modelled "
+            "for MLA only",
+        )
+
+
+def _biases(cfg: dict[str, Any], model_type: str) -> dict[str, bool]:
+    """Linear-layer biases (parameter counts only; their compute is negligible)."""
+    every = hf.flag(cfg, "use_bias", hf.flag(cfg, "bias", model_type == "gpt_neox"))
+    qkv_only = model_type in hf.QKV_BIAS or cfg.get("add_qkv_bias") is True
+    explicit = hf.flag(cfg, "attention_bias", False)
+    return {
+        "attention_bias": every or qkv_only or explicit,
+        "output_bias": every or (explicit and not qkv_only),
+        "mlp_bias": hf.flag(cfg, "mlp_bias", every),
+    }
 
 
 def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
@@ -89,63 +124,64 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         raise PlenaTypeError("model", "a model config must be a JSON object")
     if not isinstance(name, str) or not name:
         raise PlenaTypeError("name", "a model name must be a non-empty string")
-    _reject_unmodelled(cfg, name)
+    if len(name) > MAX_NAME_CHARS:
+        raise PlenaInputError("name", f"a model name must be at most {MAX_NAME_CHARS} characters")
+    check_depth(cfg)
+    cfg, notes = hf.unwrap(cfg)
+    model_type = hf.model_type_of(cfg)
+    cfg = hf.canonical(cfg, model_type)
+    hf.refuse_unmodelled(cfg, model_type)
+    _reject_reference_shared(cfg, name)
 
     hidden = _required(cfg, "hidden_size", name)
     layers = _required(cfg, "num_hidden_layers", name)
     heads = _required(cfg, "num_attention_heads", name)
-    intermediate = _required(cfg, "intermediate_size", name)
+    if model_type in ("llama4", "llama4_text") and _get(cfg, "intermediate_size_mlp") is not None:
+        expert_width = _required(cfg, "intermediate_size", name)
+        intermediate = bounded(cfg["intermediate_size_mlp"], "intermediate_size_mlp", "intermediate_size")
+        cfg = {**cfg, "moe_intermediate_size": _get(cfg, "moe_intermediate_size", expert_width)}
+    else:
+        intermediate = _required(cfg, "intermediate_size", name)
     vocab = _required(cfg, "vocab_size", name)
-    kv_heads = _int(_get(cfg, "num_key_value_heads", heads), "num_key_value_heads")
+    kv_heads = bounded(_get(cfg, "num_key_value_heads", heads), "num_key_value_heads")
     if heads % kv_heads:
         raise PlenaInputError(
             "num_key_value_heads", "num_attention_heads must be a multiple of num_key_value_heads"
         )
-    head_dim = _int(_get(cfg, "head_dim", hidden // heads), "head_dim")
-    moe_intermediate = _int(
-        _get(cfg, "moe_intermediate_size", intermediate), "moe_intermediate_size"
-    )
+    head_dim = bounded(_get(cfg, "head_dim", max(hidden // heads, 1)), "head_dim")
+    mla = _mla(cfg, heads)
+    if not mla:
+        _check_v_head_dim(cfg, head_dim)
+    moe_inter = bounded(_get(cfg, "moe_intermediate_size", intermediate), "moe_intermediate_size")
+    experts, top_k = _experts(cfg)
 
-    experts = max(_int(_get(cfg, key, 0), key, minimum=0) for key in EXPERT_COUNT_KEYS)
-    experts = experts if experts > 1 else 0
-    top_k = 1
-    if experts:
-        for key in TOP_K_KEYS:
-            if _get(cfg, key) is not None:
-                top_k = _int(cfg[key], key)
-                break
-        if top_k > experts:
-            raise PlenaInputError("experts_per_token", "experts_per_token exceeds num_experts")
-
-    if _get(cfg, "layer_types") is not None:
-        layer_types = _per_layer(cfg, "layer_types", LAYER_TYPES, layers)
-    else:
-        layer_types = ["full_attention"] * layers
-    if _get(cfg, "mlp_types") is not None:
-        mlp_types = _per_layer(cfg, "mlp_types", MLP_TYPES, layers)
-    else:
-        mlp_types = _default_mlp_types(cfg, experts, layers)
-    if "moe" in mlp_types and experts < 2:
+    window = bounded(_get(cfg, "sliding_window", 0), "sliding_window")
+    chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
+    attn = attention_types(cfg, model_type, layers, window)
+    mlps = mlp_types(cfg, experts, layers)
+    if "moe" in mlps and experts < 2:
         raise PlenaInputError(
             "mlp_types", "moe layers need at least 2 experts (num_local_experts / num_experts)"
         )
-
-    window = _int(_get(cfg, "sliding_window", 0), "sliding_window", minimum=0)
-    if "sliding_attention" in layer_types and window <= 0:
+    if "sliding_attention" in attn and window <= 0:
         raise PlenaInputError(
             "sliding_window", "sliding-window layers need a positive sliding_window"
         )
-
-    tied = _get(cfg, "tie_word_embeddings", False)
-    if not isinstance(tied, bool):
-        raise PlenaTypeError("tie_word_embeddings", "tie_word_embeddings must be a bool")
-    model_type = str(_get(cfg, "model_type", "unknown"))
+    if "chunked_attention" in attn and chunk <= 0:
+        raise PlenaInputError(
+            "attention_chunk_size", "chunked-attention layers need a positive attention_chunk_size"
+        )
+    tied = hf.flag(cfg, "tie_word_embeddings", hf.tied_default(model_type))
+    if _get(cfg, "num_nextn_predict_layers"):
+        notes.append("num_nextn_predict_layers: multi-token-prediction layers are not priced")
     family = (
-        "moe"
-        if experts or "sliding_attention" in layer_types or model_type == "gpt_oss"
-        else "llama"
+        "moe" if experts or "sliding_attention" in attn or model_type == "gpt_oss" else "llama"
     )
-    return {
+    parallel = model_type in hf.PARALLEL_BLOCK or (
+        model_type == "falcon"
+        and (hf.flag(cfg, "parallel_attn", True) or hf.flag(cfg, "new_decoder_architecture", False))
+    )
+    spec: dict[str, Any] = {
         "name": name,
         "model_type": model_type,
         "family": family,
@@ -155,12 +191,34 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
         "intermediate_size": intermediate,
-        "moe_intermediate_size": moe_intermediate,
+        "moe_intermediate_size": moe_inter,
         "vocab_size": vocab,
         "num_experts": experts,
         "top_k": top_k,
-        "layer_types": tuple(layer_types),
-        "mlp_types": tuple(mlp_types),
+        "layer_runs": runs_from_lists(attn, mlps),
         "sliding_window": window,
         "tie_word_embeddings": tied,
+        "attention_chunk_size": chunk if "chunked_attention" in attn else 0,
+        "gated_mlp": model_type not in hf.NON_GATED_MLP,
+        "parallel_block": parallel,
+        "qk_norm": hf.flag(cfg, "use_qk_norm", model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")),
+        "norms_per_layer": 4 if model_type in hf.FOUR_NORMS else (1 if parallel else 2),
+        "not_modelled": tuple(notes),
+        **_biases(cfg, model_type),
+        **_shared(cfg, model_type, experts, moe_inter),
+        **mla,
     }
+    return spec
+
+
+def _reject_reference_shared(cfg: dict[str, Any], name: str) -> None:
+    """Shared experts need a width: ``n_shared_experts`` without ``moe_intermediate_size`` (the
+    reference fixture, golden invalid_plans "shared experts") has none and stays refused."""
+    n = _get(cfg, "n_shared_experts", _get(cfg, "num_shared_experts"))
+    if n and _get(cfg, "moe_intermediate_size") is None:
+        key = "n_shared_experts" if _get(cfg, "n_shared_experts") else "num_shared_experts"
+        raise PlenaInputError(
+            key,
+            f"{name}: shared experts are not modelled without moe_intermediate_size "
+            f"({key}={n!r} gives no expert width)",
+        )

@@ -1,4 +1,8 @@
-"""``ModelSpec``: the decoder hyper-parameters the analytic model uses (analytic-model §4.1)."""
+"""``ModelSpec``: the decoder hyper-parameters the analytic model uses (analytic-model §4.1).
+
+Layers are stored as runs of identical layers (``LayerRun``), so a model's memory does not grow
+with its layer count (a uniform 4096-layer model is one run).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,42 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-LayerType = Literal["full_attention", "sliding_attention"]
+LayerType = Literal["full_attention", "sliding_attention", "chunked_attention"]
 MlpType = Literal["moe", "ffn"]
 Family = Literal["llama", "moe"]
+Attention = Literal["gqa", "mla"]
+
+
+class LayerRun(BaseModel):
+    """``count`` consecutive layers with the same attention and MLP type."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attention: LayerType
+    mlp: MlpType
+    count: int
+
+
+def runs_from_lists(attention: list[str], mlp: list[str]) -> tuple[LayerRun, ...]:
+    """Compress per-layer type lists (equal length) into runs."""
+    out: list[LayerRun] = []
+    for a, m in zip(attention, mlp, strict=True):
+        if out and out[-1].attention == a and out[-1].mlp == m:
+            out[-1] = LayerRun(attention=a, mlp=m, count=out[-1].count + 1)
+        else:
+            out.append(LayerRun(attention=a, mlp=m, count=1))
+    return tuple(out)
 
 
 class ModelSpec(BaseModel):
-    """A validated decoder model. Sizes are element counts; ``sliding_window`` is in tokens.
+    """A validated decoder model. Sizes are element counts; windows/chunks are in tokens.
 
-    ``num_experts`` is 0 for a dense model; ``top_k`` is 1 then. ``layer_types`` / ``mlp_types``
-    hold one entry per layer. Build it with :meth:`from_hf_config` (which applies the §4.1 rules).
+    ``num_experts`` is 0 for a dense model; ``top_k`` is 1 then. ``family`` is the pricing family
+    of the reference (``moe`` for experts, sliding layers or gpt-oss). ``attention`` is ``gqa``
+    (MHA/GQA/MQA by ``num_kv_heads``) or ``mla`` (multi-head latent attention: the ``*_rank`` and
+    ``qk_*``/``v_head_dim`` fields; ``head_dim`` is then ``qk_nope + qk_rope``). Shared experts
+    form one dense FFN of ``shared_expert_intermediate_size`` in every MoE layer. Build it with
+    :meth:`from_hf_config`, which applies the §4.1 rules and the range checks.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -33,10 +63,27 @@ class ModelSpec(BaseModel):
     vocab_size: int
     num_experts: int
     top_k: int
-    layer_types: tuple[LayerType, ...]
-    mlp_types: tuple[MlpType, ...]
+    layer_runs: tuple[LayerRun, ...]
     sliding_window: int
     tie_word_embeddings: bool
+    attention: Attention = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    shared_expert_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    shared_expert_gate: bool = False
+    attention_chunk_size: int = 0
+    gated_mlp: bool = True
+    parallel_block: bool = False
+    attention_bias: bool = False
+    output_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    norms_per_layer: int = 2
+    not_modelled: tuple[str, ...] = ()
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
@@ -45,20 +92,72 @@ class ModelSpec(BaseModel):
 
         return cls(**parse_hf_config(cfg, name))
 
+    # -- per-layer views (expand the runs; O(layers), for reports and small models) ----------
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        """Attention type of every layer, in order."""
+        return tuple(r.attention for r in self.layer_runs for _ in range(r.count))
+
+    @property
+    def mlp_types(self) -> tuple[str, ...]:
+        """MLP type (``moe``/``ffn``) of every layer, in order."""
+        return tuple(r.mlp for r in self.layer_runs for _ in range(r.count))
+
+    def _count(self, *, attention: str | None = None, mlp: str | None = None) -> int:
+        return sum(
+            r.count
+            for r in self.layer_runs
+            if (attention is None or r.attention == attention) and (mlp is None or r.mlp == mlp)
+        )
+
     @property
     def moe_layers(self) -> int:
         """Number of layers whose MLP is the routed-expert block."""
-        return self.mlp_types.count("moe")
+        return self._count(mlp="moe")
 
     @property
     def sliding_layers(self) -> int:
         """Number of sliding-window attention layers."""
-        return self.layer_types.count("sliding_attention")
+        return self._count(attention="sliding_attention")
+
+    @property
+    def chunked_layers(self) -> int:
+        """Number of chunked (block-local) attention layers."""
+        return self._count(attention="chunked_attention")
 
     @property
     def is_moe(self) -> bool:
         """True if any layer routes tokens to experts."""
         return self.num_experts > 0 and self.moe_layers > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.attention == "mla"
+
+    @property
+    def kv_latent_dim(self) -> int:
+        """MLA: cached elements per token per layer (``kv_lora_rank + qk_rope_head_dim``)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one head's value/output (``v_head_dim`` for MLA, else ``head_dim``)."""
+        return self.v_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def attention_kind(self) -> str:
+        """MHA, GQA, MQA or MLA."""
+        if self.is_mla:
+            return "MLA"
+        if self.num_kv_heads == self.num_heads:
+            return "MHA"
+        return "MQA" if self.num_kv_heads == 1 else "GQA"
+
+    def kv_elements_per_token(self, attention: str = "full_attention") -> int:
+        """KV-cache elements one token adds to one layer (whole model, before any TP split)."""
+        if self.is_mla:
+            return self.kv_latent_dim
+        return 2 * self.num_kv_heads * self.head_dim
 
     def describe(self) -> dict[str, Any]:
         """The ``model`` field of the reference JSON output (golden distributed.json)."""

@@ -1,0 +1,177 @@
+"""Hugging Face config spellings: nested text configs, family field names, family defaults and
+the architectures the analytic model refuses by name (docs/models.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plena_opt.errors import PlenaInputError, PlenaTypeError
+from plena_opt.models.limits import MAX_NAME_CHARS, short
+
+# Families whose transformers config class defaults ``tie_word_embeddings`` to True (the
+# ``PretrainedConfig`` default, not overridden by these classes).
+TIED_BY_DEFAULT = frozenset(
+    {"gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2", "falcon", "cohere", "cohere2"}
+)
+# Two-matrix (up, activation, down) MLPs instead of gated SwiGLU/GeGLU.
+NON_GATED_MLP = frozenset({"starcoder2", "falcon", "gpt_neox", "phi", "gptj"})
+# Attention and MLP read the same normalised input and are added in parallel.
+PARALLEL_BLOCK = frozenset({"gpt_neox", "phi", "gptj", "cohere", "cohere2"})
+# Four RMSNorms per layer (pre/post attention, pre/post feed-forward).
+FOUR_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
+# Every layer slides when ``sliding_window`` is set and no layer list is given.
+ALL_LAYERS_SLIDE = frozenset({"mistral", "mixtral", "starcoder2", "phi3"})
+# q, k, v (not o) projections carry biases.
+QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
+
+# field → what it means that is not modelled (checked in this order; the first present wins).
+UNMODELLED_FIELDS: tuple[tuple[str, str], ...] = (
+    ("block_configs", "heterogeneous per-layer blocks (DeciLM / NAS) are not modelled"),
+    ("hybrid_override_pattern", "hybrid Mamba (state-space) / attention layers are not modelled"),
+    ("layers_block_type", "hybrid state-space / attention layers are not modelled"),
+    ("attn_type_list", "lightning (linear) attention layers are not modelled"),
+    ("linear_num_value_heads", "linear-attention (gated DeltaNet) layers are not modelled"),
+    ("linear_num_key_heads", "linear-attention (gated DeltaNet) layers are not modelled"),
+    ("full_attention_interval", "hybrid linear/full attention layers are not modelled"),
+    ("index_topk", "DeepSeek sparse attention (lightning indexer, DSA) is not modelled"),
+    ("index_n_heads", "DeepSeek sparse attention (lightning indexer, DSA) is not modelled"),
+    ("attn_layer_period", "hybrid Mamba / attention layers (Jamba) are not modelled"),
+    ("ssm_cfg", "state-space (Mamba) layers are not modelled"),
+    ("ssm_state_size", "state-space (Mamba) layers are not modelled"),
+    ("mamba_d_state", "state-space (Mamba) layers are not modelled"),
+    ("swa_num_key_value_heads", "different attention shapes per layer kind are not modelled"),
+    ("swa_head_dim", "different attention shapes per layer kind are not modelled"),
+    ("swa_num_attention_heads", "different attention shapes per layer kind are not modelled"),
+    ("num_kv_shared_layers", "KV cache shared across layers is not modelled"),
+    ("altup_num_inputs", "AltUp / per-layer embeddings (Gemma-3n) are not modelled"),
+)
+UNMODELLED_TYPES: dict[str, str] = {
+    "mamba": "state-space (Mamba) layers",
+    "mamba2": "state-space (Mamba-2) layers",
+    "falcon_mamba": "state-space (Mamba) layers",
+    "falcon_h1": "hybrid attention + Mamba layers",
+    "jamba": "hybrid attention + Mamba layers",
+    "zamba": "hybrid attention + Mamba layers",
+    "zamba2": "hybrid attention + Mamba layers",
+    "bamba": "hybrid attention + Mamba layers",
+    "nemotron_h": "hybrid attention + Mamba layers",
+    "granitemoehybrid": "hybrid attention + Mamba layers",
+    "rwkv": "RWKV recurrent layers",
+    "recurrent_gemma": "RG-LRU recurrent layers",
+    "minimax": "lightning (linear) attention layers",
+    "minimax_m1": "lightning (linear) attention layers",
+    "qwen3_next": "linear-attention (gated DeltaNet) layers",
+    "deepseek_v32": "DeepSeek sparse attention (DSA)",
+    "deci": "heterogeneous per-layer blocks (DeciLM)",
+    "nemotron-nas": "heterogeneous per-layer blocks (NAS)",
+    "lfm2": "short-convolution layers",
+    "gemma3n": "AltUp / per-layer embeddings",
+}
+
+
+def _present(value: Any) -> bool:
+    return value is not None and value != [] and value != {}
+
+
+def model_type_of(cfg: dict[str, Any]) -> str:
+    """``model_type`` as a bounded string (``unknown`` when absent)."""
+    value = cfg.get("model_type")
+    if value is None:
+        return "unknown"
+    if not isinstance(value, str):
+        raise PlenaTypeError("model_type", "model_type must be a string")
+    if len(value) > MAX_NAME_CHARS:
+        raise PlenaInputError("model_type", f"model_type must be at most {MAX_NAME_CHARS} chars")
+    return value
+
+
+def unwrap(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The language model of a multimodal wrapper (``text_config``) and what is left unpriced."""
+    text = cfg.get("text_config")
+    if text is None:
+        return cfg, []
+    if not isinstance(text, dict):
+        raise PlenaTypeError("text_config", "text_config must be a JSON object")
+    inner = dict(text)
+    for key in ("tie_word_embeddings", "model_type"):
+        if inner.get(key) is None and cfg.get(key) is not None:
+            inner[key] = cfg[key]
+    if "text_config" in inner:
+        raise PlenaInputError("text_config", "text_config must not nest another text_config")
+    notes = ["text_config: the language model is priced"]
+    if cfg.get("vision_config") is not None:
+        notes.append("vision_config: the vision tower is not modelled")
+    if cfg.get("audio_config") is not None:
+        notes.append("audio_config: the audio tower is not modelled")
+    return inner, notes
+
+
+def _alias(cfg: dict[str, Any], canonical: str, *names: str) -> None:
+    if cfg.get(canonical) is not None:
+        return
+    for name in names:
+        if cfg.get(name) is not None:
+            cfg[canonical] = cfg[name]
+            return
+
+
+def canonical(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """A copy of ``cfg`` with family-specific field names mapped to the Llama spellings."""
+    out = dict(cfg)
+    if model_type == "chatglm" or "multi_query_group_num" in out:
+        _alias(out, "num_hidden_layers", "num_layers")
+        _alias(out, "vocab_size", "padded_vocab_size")
+        _alias(out, "intermediate_size", "ffn_hidden_size")
+        _alias(out, "head_dim", "kv_channels")
+        if out.get("multi_query_attention"):
+            _alias(out, "num_key_value_heads", "multi_query_group_num")
+        _alias(out, "attention_bias", "add_qkv_bias")
+    if model_type == "falcon" or "n_head_kv" in out:
+        _alias(out, "num_attention_heads", "n_head")
+        _alias(out, "num_hidden_layers", "n_layer")
+        if out.get("new_decoder_architecture"):
+            _alias(out, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+        elif out.get("multi_query", True) and out.get("num_key_value_heads") is None:
+            out["num_key_value_heads"] = 1
+        hidden = out.get("hidden_size")
+        if out.get("intermediate_size") is None and isinstance(hidden, int):
+            out["intermediate_size"] = out.get("ffn_hidden_size") or 4 * hidden
+    _alias(out, "num_experts_per_tok", "top_k_experts", "moe_topk", "num_experts_per_token")
+    return out
+
+
+def refuse_unmodelled(cfg: dict[str, Any], model_type: str) -> None:
+    """Raise ``<field>: <what is not modelled>`` for architectures the model cannot price."""
+    for key, what in UNMODELLED_FIELDS:
+        value = cfg.get(key)
+        if not _present(value):
+            continue
+        if key == "attn_type_list" and isinstance(value, list) and set(value) <= {1}:
+            continue  # every layer is softmax attention
+        if key == "layers_block_type" and isinstance(value, list):
+            if set(value) <= {"attention"}:
+                continue
+        raise PlenaInputError(key, f"{key}: {what}")
+    if model_type in UNMODELLED_TYPES:
+        raise PlenaInputError(
+            "model_type", f"model_type: {model_type} ({UNMODELLED_TYPES[model_type]}) is not modelled"
+        )
+    for key in ("use_mla",):
+        if cfg.get(key) is True and cfg.get("kv_lora_rank") is None:
+            raise PlenaInputError(key, f"{key}: MLA is set but kv_lora_rank is missing")
+
+
+def tied_default(model_type: str) -> bool:
+    """Whether this family ties the LM head to the embedding when the config omits the key."""
+    return model_type in TIED_BY_DEFAULT
+
+
+def flag(cfg: dict[str, Any], key: str, default: bool) -> bool:
+    """A boolean field (JSON null → ``default``)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise PlenaTypeError(key, f"{key} must be a bool (got {short(value)})")
+    return value

@@ -1,0 +1,66 @@
+"""What the product understood of a model: the ``models show`` document (JSON-ready)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plena_opt.models.model_spec import ModelSpec
+from plena_opt.models.params import count_parameters
+
+
+def layers_by_kind(spec: ModelSpec) -> dict[str, int]:
+    """Layer counts by ``<attention>/<mlp>`` kind, e.g. ``{"full_attention/moe": 58, …}``."""
+    out: dict[str, int] = {}
+    for run in spec.layer_runs:
+        key = f"{run.attention}/{run.mlp}"
+        out[key] = out.get(key, 0) + run.count
+    return out
+
+
+def architecture(spec: ModelSpec) -> dict[str, Any]:
+    """Family, layers by kind, attention, experts, embeddings and parameter counts."""
+    counts = count_parameters(spec)
+    attention: dict[str, Any] = {
+        "kind": spec.attention_kind,
+        "heads": spec.num_heads,
+        "kv_heads": spec.num_kv_heads,
+        "head_dim": spec.head_dim,
+        "kv_elements_per_token_per_layer": spec.kv_elements_per_token(),
+    }
+    if spec.is_mla:
+        attention.update(
+            q_lora_rank=spec.q_lora_rank,
+            kv_lora_rank=spec.kv_lora_rank,
+            qk_rope_head_dim=spec.qk_rope_head_dim,
+            qk_nope_head_dim=spec.qk_nope_head_dim,
+            v_head_dim=spec.v_head_dim,
+        )
+    if spec.sliding_layers:
+        attention["sliding_window"] = spec.sliding_window
+    if spec.chunked_layers:
+        attention["attention_chunk_size"] = spec.attention_chunk_size
+    experts = None
+    if spec.num_experts:
+        experts = {
+            "routed": spec.num_experts,
+            "top_k": spec.top_k,
+            "shared": spec.num_shared_experts,
+            "shared_intermediate_size": spec.shared_expert_intermediate_size,
+            "expert_intermediate_size": spec.moe_intermediate_size,
+            "moe_layers": spec.moe_layers,
+            "dense_layers": spec.num_layers - spec.moe_layers,
+        }
+    return {
+        "model_type": spec.model_type,
+        "pricing_family": spec.family,
+        "layers": spec.num_layers,
+        "layers_by_kind": layers_by_kind(spec),
+        "attention": attention,
+        "mlp": "gated (3 matrices)" if spec.gated_mlp else "non-gated (2 matrices)",
+        "parallel_attention_mlp": spec.parallel_block,
+        "experts": experts,
+        "tie_word_embeddings": spec.tie_word_embeddings,
+        "parameters_total": counts.total,
+        "parameters_active": counts.active,
+        "not_modelled": list(spec.not_modelled),
+    }
