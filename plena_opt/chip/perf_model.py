@@ -227,3 +227,78 @@ class PerfModel:
             up = T * k * (4 + _c(h, m) * mv + pm) * _c(2 * F, bl)
             down = T * k * (4 + _c(F, m) * mv + pm) * _c(h, bl)
         return common + router + up + down
+
+    # Extensions beyond the reference (docs/models.md): MLA and two-matrix MLPs -------------
+
+    def _matmul(self, rows: int, k: int, n: int) -> int:
+        """``rows × k`` by ``k × n`` on the systolic array, the tiling of ``projection``."""
+        return _c(rows, self.BLEN) * _c(k, self.MLEN) * _c(n, self.BLEN) * self._mm
+
+    def mla_projection(
+        self,
+        h: int,
+        H: int,
+        q_lora: int,
+        kv_lora: int,
+        rope: int,
+        qk: int,
+        v: int,
+        s: int,
+        b: int,
+        mode: str,
+    ) -> int:
+        """MLA projections of ``H`` local heads: Q (low-rank ``h→q_lora→H·qk``, or direct when
+        ``q_lora`` is 0), the latent KV down-projection ``h→kv_lora+rope`` (replicated over TP),
+        RoPE on the queries and the shared key, the latent store and the output ``H·v→h``."""
+        prefill = _is_prefill(mode)
+        rows = s * b if prefill else b
+        if q_lora:
+            q = self._matmul(rows, h, q_lora) + self._matmul(rows, q_lora, H * qk)
+        else:
+            q = self._matmul(rows, h, H * qk)
+        latent = kv_lora + rope
+        kv = self._matmul(rows, h, latent)
+        rope_ops = (H + 1) * _c(rows, self.VLEN) * self._vb
+        store = ((rows * latent) // self._chunk) * self._store
+        total = q + kv + rope_ops + store + self._matmul(rows, H * v, h)
+        if prefill:
+            total += self.spill(h * s * b)
+        return total
+
+    def mla_decode_absorb(self, H: int, nope: int, kv_lora: int, v: int, b: int) -> int:
+        """Absorbed-MLA decode, per step: ``q_nope·W_UK`` into the latent space and the latent
+        output through ``W_UV`` (per head, ``b`` sequences)."""
+        return H * (self._matmul(b, nope, kv_lora) + self._matmul(b, kv_lora, v))
+
+    def mla_decode_attention_tc(self, H: int, kv_lora: int, rope: int, b: int) -> int:
+        """Absorbed-MLA decode attention per KV column tile of ``MLEN`` cached latents: the ``H``
+        heads of a sequence share one latent key/value of ``kv_lora + rope`` elements (scores,
+        online softmax, P·C, rescale)."""
+        m = self.MLEN
+        inner = (
+            self._matmul(H, kv_lora + rope, m)
+            + self._pm
+            + H * (4 * self._vb + 2 * self._sb + self._sexp)
+            + self._matmul(H, m, kv_lora)
+            + H * (2 * self._vb + 1)
+        )
+        return inner * b
+
+    def mla_prefill_attention(
+        self, H: int, nope: int, v: int, kv_lora: int, s: int, kv: int, b: int
+    ) -> int:
+        """Non-absorbed MLA prefill: decompress K_nope and V of ``kv`` tokens from the latent
+        (``kv_lora → H·(nope + v)``), then flash attention with one KV head per query head."""
+        decompress = self._matmul(kv * b, kv_lora, H * (nope + v))
+        return decompress + self.flash_attention(H, H, v, s, kv, b, PREFILL)
+
+    def feed_forward_plain(self, h: int, F: int, s: int, b: int, mode: str) -> int:
+        """Two-matrix MLP (up, GELU, down; StarCoder2, Falcon), priced like ``feed_forward``
+        without the gate matrix."""
+        bl, m = self.BLEN, self.MLEN
+        tokens = s * b if _is_prefill(mode) else b
+        row_tiles = _c(tokens, bl)
+        up = row_tiles * _c(h, m) * _c(F, bl) * self._mm
+        act = _c(F, self.VLEN) * 6 * self._vb * tokens
+        down = row_tiles * _c(F, m) * _c(h, bl) * self._mm
+        return up + act + down

@@ -84,6 +84,8 @@ def layer_collectives(
     if not kind.moe:
         add("tp_all_reduce", tp_ar)
         return out
+    if d.shared_ffn and shape.tp > 1:  # the shared experts' TP partial sums (docs/models.md)
+        add("tp_all_reduce", tp_ar)
     if d.ep_moe > 1:
         tokens = micro * q
         a2a = net.ep_all_to_all(

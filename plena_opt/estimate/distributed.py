@@ -25,9 +25,11 @@ from plena_opt.estimate.layer import (
     LayerKind,
     LayerShape,
     attention_weight_elements,
+    dense_ffn_elements,
     layer_cycles,
-    layer_kinds,
+    layer_kind_runs,
     layer_traffic,
+    stage_counts,
 )
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
@@ -92,9 +94,11 @@ class EstimateContext:
         self.precision = precision if precision is not None else HbmStoragePrecision.default()
         self.net = shared_network(noc)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
-        self.kinds = layer_kinds(model)
-        self.distinct_kinds = list(dict.fromkeys(self.kinds))
-        self.kind_totals = Counter(self.kinds)
+        self.kind_runs = layer_kind_runs(model)
+        self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))
+        self.kind_totals: Counter = Counter()
+        for kind, n in self.kind_runs:
+            self.kind_totals[kind] += n
         self.track_energy = memory.energy_pj(0.0, 0.0) is not None
         self._rows: np.ndarray | None = None
         check_routing(workload.routing)
@@ -111,8 +115,7 @@ class EstimateContext:
         """Per pipeline stage, how many layers of each kind it holds (§4.6 stage layout)."""
         counts = self._stage_counts.get(pp)
         if counts is None:
-            per_stage = ceil(len(self.kinds) / pp)
-            counts = [Counter(self.kinds[i * per_stage : (i + 1) * per_stage]) for i in range(pp)]
+            counts = stage_counts(self.kind_runs, self.model.num_layers, pp)
             self._stage_counts[pp] = counts
         return counts
 
@@ -257,6 +260,21 @@ class PassResult:
             "latency_seconds": self.latency_at(step),
             "bottleneck_stage": int(np.argmax(secs)),
         }
+
+
+def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) -> int:
+    """KV-cache elements one device holds for one layer of ``kind`` with ``held`` tokens.
+
+    GQA: K and V of the device's KV heads. MLA: one latent of ``kv_lora_rank + qk_rope_head_dim``
+    per token, replicated on every TP rank. Sliding/chunked layers keep at most W / C tokens.
+    """
+    if kind.sliding:
+        held = min(held, m.sliding_window)
+    elif kind.chunked:
+        held = min(held, m.attention_chunk_size)
+    if m.is_mla:
+        return d.b_dev * held * m.kv_latent_dim
+    return 2 * d.b_dev * held * d.kv_heads * m.head_dim
 
 
 class PlanCost:
@@ -420,17 +438,16 @@ class PlanCost:
         h, prec = m.hidden_size, ctx.precision
         attn = attention_weight_elements(self.shape)
         moe_w = h * m.num_experts + (m.num_experts // max(d.ep_moe, 1)) * 3 * h * d.expert_ffn
-        dense_w = 3 * h * d.ffn
+        moe_w += 3 * h * d.shared_ffn
+        dense_w = dense_ffn_elements(self.shape)
         held = ceil((ctx.workload.input_seq_len + ctx.workload.output_seq_len) / plan.cp)
         best = None
-        for i, r in enumerate(self.stage_ranges):
+        for i, counts in enumerate(self.stage_kind_counts):
             welem = 0
             kvelem = 0
-            for j in r:
-                kind = ctx.kinds[j]
-                welem += attn + (moe_w if kind.moe else dense_w)
-                tokens = min(held, m.sliding_window) if kind.sliding else held
-                kvelem += 2 * d.b_dev * tokens * d.kv_heads * m.head_dim
+            for kind, n in counts.items():
+                welem += n * (attn + (moe_w if kind.moe else dense_w))
+                kvelem += n * kv_cache_elements(m, d, kind, held)
             tables = 0
             if i == 0:
                 tables += 1
@@ -473,7 +490,7 @@ class PlanCost:
             )
         out.extend(ctx._memory_warnings)
         width = m.head_dim * m.num_heads
-        if width != m.hidden_size:
+        if width != m.hidden_size and not m.is_mla:
             out.append(
                 f"head_dim * num_attention_heads ({width}) differs from hidden_size "
                 f"({m.hidden_size}); weight traffic uses the true projection shapes, PerfModel's "

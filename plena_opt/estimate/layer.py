@@ -8,6 +8,7 @@ quantises each component separately (§3.3), so the component split is part of t
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from math import ceil
 
@@ -26,16 +27,40 @@ DECODE_ISSUE_FACTOR = 2  # "issue + memory access pipeline" factor on transforme
 class LayerKind:
     """What distinguishes layers for costing: attention type and MLP type."""
 
-    sliding: bool
+    attention: str  # full_attention / sliding_attention / chunked_attention
     moe: bool
 
+    @property
+    def sliding(self) -> bool:
+        return self.attention == "sliding_attention"
 
-def layer_kinds(model: ModelSpec) -> list[LayerKind]:
-    """The kind of every layer, in order."""
+    @property
+    def chunked(self) -> bool:
+        return self.attention == "chunked_attention"
+
+
+def layer_kind_runs(model: ModelSpec) -> list[tuple[LayerKind, int]]:
+    """``(kind, count)`` runs of consecutive layers, in order (memory independent of layers)."""
     return [
-        LayerKind(sliding=lt == "sliding_attention", moe=mt == "moe")
-        for lt, mt in zip(model.layer_types, model.mlp_types, strict=True)
+        (LayerKind(attention=r.attention, moe=r.mlp == "moe"), r.count) for r in model.layer_runs
     ]
+
+
+def stage_counts(runs: list[tuple[LayerKind, int]], layers: int, pp: int) -> list[Counter]:
+    """Per pipeline stage of ``ceil(layers / pp)`` layers, how many layers of each kind it holds
+    (kinds in first-seen order within the stage)."""
+    per_stage = ceil(layers / pp)
+    counts = [Counter() for _ in range(pp)]
+    start = 0
+    for kind, n in runs:
+        end = start + n
+        first, last = start // per_stage, (end - 1) // per_stage
+        for stage in range(first, min(last, pp - 1) + 1):
+            lo, hi = max(start, stage * per_stage), min(end, (stage + 1) * per_stage)
+            if hi > lo:
+                counts[stage][kind] += hi - lo
+        start = end
+    return counts
 
 
 @dataclass(frozen=True)
@@ -61,13 +86,32 @@ def layer_cycles(
     m, d, p = s.model, s.shard, s.perf
     h, b = m.hidden_size, d.b_dev
     base = p.rms_layer(h, q, b, mode)
-    base += p.projection(h, m.num_heads, m.num_kv_heads, m.head_dim, q, b, mode) / s.tp
+    if m.is_mla:  # per-device shapes already; the latent down-projection is replicated
+        base += p.mla_projection(
+            h,
+            d.heads,
+            m.q_lora_rank,
+            m.kv_lora_rank,
+            m.qk_rope_head_dim,
+            m.head_dim,
+            m.v_head_dim,
+            q,
+            b,
+            mode,
+        )
+    else:
+        base += p.projection(h, m.num_heads, m.num_kv_heads, m.head_dim, q, b, mode) / s.tp
     base += p.residual(h, q, b, mode)
-    base += p.rms_layer(h, q, b, mode)
+    if not m.parallel_block:  # a parallel block normalises once for attention and MLP
+        base += p.rms_layer(h, q, b, mode)
     if kind.moe:
         base += moe_cycles(p, m, load, d.expert_ffn, mode)
-    else:
+        if d.shared_ffn:  # shared experts: a dense FFN over the plan's tp (docs/models.md)
+            base += p.feed_forward(h, d.shared_ffn, q, b, mode)
+    elif m.gated_mlp:
         base += p.feed_forward(h, d.ffn, q, b, mode)
+    else:
+        base += p.feed_forward_plain(h, d.ffn, q, b, mode)
     if m.family == "moe":
         base += p.residual(h, q, b, mode)
     cyc = _attention_cycles(s, kind, mode, q, kv)  # a fresh array: updated in place
@@ -86,6 +130,8 @@ def _attention_cycles(
     only through min(kv, W), so each distinct value is priced once.
     """
     m, d, p = s.model, s.shard, s.perf
+    if m.is_mla:
+        return _mla_attention_cycles(s, mode, q, kv)
     args = (d.heads, d.kv_heads, m.head_dim)
     if kind.sliding:
         w = m.sliding_window
@@ -96,14 +142,52 @@ def _attention_cycles(
             dtype=float,
         )
         return vals[inverse]
+    if kind.chunked and mode == "prefill":
+        c = m.attention_chunk_size
+        full, rest = divmod(q, c)
+        cyc = full * p.flash_attention(*args, c, c, d.b_dev, mode) if full else 0
+        cyc += p.flash_attention(*args, rest, rest, d.b_dev, mode) if rest else 0
+        return np.full(kv.shape, float(cyc))
     if mode == "decode":
         per_tile = p.flash_attention(*args, 1, 1, d.b_dev, mode)
-        tiles = kv / p.MLEN
+        tiles = chunked_attended(kv, m.attention_chunk_size) if kind.chunked else kv
+        tiles = tiles / p.MLEN
         np.ceil(tiles, out=tiles)
         tiles *= per_tile
         return tiles
     uniq, inverse = np.unique(kv, return_inverse=True)
     vals = np.array([p.flash_attention(*args, q, int(a), d.b_dev, mode) for a in uniq], dtype=float)
+    return vals[inverse]
+
+
+def chunked_attended(kv: np.ndarray, chunk: int) -> np.ndarray:
+    """Decode keys attended in a chunked layer: the current chunk so far (``kv mod C`` cached
+    tokens plus the new one), never more than ``C``."""
+    return np.mod(kv, chunk) + 1
+
+
+def _mla_attention_cycles(s: LayerShape, mode: str, q: int, kv: np.ndarray) -> np.ndarray:
+    """MLA: absorbed form in decode (linear in KV tiles), decompress + flash in prefill."""
+    m, d, p = s.model, s.shard, s.perf
+    if mode == "decode":
+        per_tile = p.mla_decode_attention_tc(d.heads, m.kv_lora_rank, m.qk_rope_head_dim, d.b_dev)
+        tiles = kv / p.MLEN
+        np.ceil(tiles, out=tiles)
+        tiles *= per_tile
+        tiles += p.mla_decode_absorb(
+            d.heads, m.qk_nope_head_dim, m.kv_lora_rank, m.v_head_dim, d.b_dev
+        )
+        return tiles
+    uniq, inverse = np.unique(kv, return_inverse=True)
+    vals = np.array(
+        [
+            p.mla_prefill_attention(
+                d.heads, m.qk_nope_head_dim, m.v_head_dim, m.kv_lora_rank, q, int(a), d.b_dev
+            )
+            for a in uniq
+        ],
+        dtype=float,
+    )
     return vals[inverse]
 
 
@@ -114,11 +198,22 @@ def layer_traffic(
     m, d, prec = s.model, s.shard, s.precision
     weights = attention_weight_bytes(s) + mlp_weight_bytes(s, kind, load)
     r = ceil(q / s.perf.MLEN) if mode == "prefill" else 1
-    attended = np.minimum(kv, m.sliding_window) if kind.sliding else kv
-    kv_read = attended * (r * 2 * d.b_dev * d.kv_heads * m.head_dim)
-    kv_read *= prec.kv_read_bytes
+    if kind.sliding:
+        attended = np.minimum(kv, m.sliding_window)
+    elif kind.chunked:
+        c = m.attention_chunk_size
+        attended = chunked_attended(kv, c) if mode == "decode" else np.minimum(kv, c)
+    else:
+        attended = kv
     tokens = q if mode == "prefill" else 1 / cp
-    kv_write = 2 * d.b_dev * d.kv_heads * m.head_dim * tokens * prec.kv_write_bytes
+    if m.is_mla:  # one latent per token, replicated on every TP rank
+        kv_read = attended * (r * d.b_dev * m.kv_latent_dim)
+        kv_read *= prec.kv_read_bytes
+        kv_write = d.b_dev * m.kv_latent_dim * tokens * prec.kv_write_bytes
+    else:
+        kv_read = attended * (r * 2 * d.b_dev * d.kv_heads * m.head_dim)
+        kv_read *= prec.kv_read_bytes
+        kv_write = 2 * d.b_dev * d.kv_heads * m.head_dim * tokens * prec.kv_write_bytes
     reads: dict[str, np.ndarray | float] = {"weights": weights, "kv_cache": kv_read}
     writes: dict[str, float] = {"kv_cache": kv_write}
     if mode == "prefill":
@@ -135,20 +230,40 @@ def spill_elements(s: LayerShape, q: int) -> int:
 
 
 def attention_weight_elements(s: LayerShape) -> int:
-    """Q, O, K, V projection weights held by one device (elements)."""
+    """Q, O, K, V projection weights held by one device (elements).
+
+    MLA: the down-projections (``h→q_lora``, ``h→kv_lora+rope``) are replicated over TP; the
+    up-projections and the output projection are split by heads.
+    """
     m, d = s.model, s.shard
-    return 2 * m.hidden_size * d.heads * m.head_dim + 2 * m.hidden_size * d.kv_heads * m.head_dim
+    h = m.hidden_size
+    if m.is_mla:
+        H, qk = d.heads, m.head_dim
+        q = h * m.q_lora_rank + m.q_lora_rank * H * qk if m.q_lora_rank else h * H * qk
+        kv = h * m.kv_latent_dim + m.kv_lora_rank * H * (m.qk_nope_head_dim + m.v_head_dim)
+        return q + kv + H * m.v_head_dim * h
+    return 2 * h * d.heads * m.head_dim + 2 * h * d.kv_heads * m.head_dim
 
 
 def attention_weight_bytes(s: LayerShape) -> float:
     return attention_weight_elements(s) * s.precision.weight_bytes
 
 
+def dense_ffn_elements(s: LayerShape) -> int:
+    """Dense FFN weights on one device: 3 matrices if gated, 2 if not."""
+    return (3 if s.model.gated_mlp else 2) * s.model.hidden_size * s.shard.ffn
+
+
 def mlp_weight_bytes(s: LayerShape, kind: LayerKind, load: MoeLoad | None) -> float:
-    """MLP weights read per pass: router + experts with at least one token, or the dense FFN."""
+    """MLP weights read per pass: router + experts with at least one token (+ the shared
+    experts' TP shard), or the dense FFN."""
     m, d = s.model, s.shard
     h = m.hidden_size
     if kind.moe:
         elems = h * m.num_experts + load.active_experts * 3 * h * d.expert_ffn
+        if d.shared_ffn:
+            elems += 3 * h * d.shared_ffn
         return elems * s.precision.weight_bytes
+    if not m.gated_mlp:
+        return dense_ffn_elements(s) * s.precision.weight_bytes
     return 3 * h * d.ffn * s.precision.weight_bytes

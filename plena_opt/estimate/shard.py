@@ -50,6 +50,7 @@ class DeviceShard:
     tp_moe: int
     ep_moe: int
     q_prefill: int  # ceil(S_in / cp)
+    shared_ffn: int = 0  # ceil(shared experts' width / tp): TP-split, replicated over ep and dp
 
     @classmethod
     def build(cls, model: ModelSpec, plan: Plan, workload: Workload) -> DeviceShard:
@@ -71,6 +72,7 @@ class DeviceShard:
             tp_moe=tp_moe,
             ep_moe=ep_moe,
             q_prefill=ceil(workload.input_seq_len / plan.cp),
+            shared_ffn=ceil(model.shared_expert_intermediate_size / tp),
         )
 
 
@@ -96,7 +98,13 @@ def validate_plan(
             raise PlenaInputError(
                 "cp", f"cp={plan.cp} exceeds the {workload.input_seq_len}-token prompt"
             )
-        if model.family != "llama" or model.num_experts or model.sliding_layers:
+        if (
+            model.family != "llama"
+            or model.num_experts
+            or model.sliding_layers
+            or model.chunked_layers
+            or model.is_mla
+        ):
             raise PlenaInputError(
                 "cp", "context parallelism is modelled for dense full-attention models only"
             )

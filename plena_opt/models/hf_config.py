@@ -72,7 +72,9 @@ def _mla(cfg: dict[str, Any], heads: int) -> dict[str, Any]:
 
 def _shared(cfg: dict[str, Any], model_type: str, experts: int, moe_inter: int) -> dict[str, Any]:
     """Shared experts: one dense FFN of ``n_shared · width`` in every MoE layer."""
-    n = bounded(_get(cfg, "n_shared_experts", _get(cfg, "num_shared_experts", 0)), "n_shared_experts")
+    n = bounded(
+        _get(cfg, "n_shared_experts", _get(cfg, "num_shared_experts", 0)), "n_shared_experts"
+    )
     width = bounded(
         _get(cfg, "shared_expert_intermediate_size", 0), "shared_expert_intermediate_size"
     )
@@ -85,8 +87,10 @@ def _shared(cfg: dict[str, Any], model_type: str, experts: int, moe_inter: int) 
     elif model_type in ("llama4", "llama4_text") and experts:
         n, width = 1, moe_inter  # Llama-4: one shared expert beside the routed ones
     if width and not experts:
-        key = "n_shared_experts" if n and not cfg.get("shared_expert_intermediate_size") else (
-            "shared_expert_intermediate_size"
+        key = (
+            "n_shared_experts"
+            if n and not cfg.get("shared_expert_intermediate_size")
+            else ("shared_expert_intermediate_size")
         )
         raise PlenaInputError(key, f"{key}: shared experts need routed experts")
     return {
@@ -138,7 +142,9 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     heads = _required(cfg, "num_attention_heads", name)
     if model_type in ("llama4", "llama4_text") and _get(cfg, "intermediate_size_mlp") is not None:
         expert_width = _required(cfg, "intermediate_size", name)
-        intermediate = bounded(cfg["intermediate_size_mlp"], "intermediate_size_mlp", "intermediate_size")
+        intermediate = bounded(
+            cfg["intermediate_size_mlp"], "intermediate_size_mlp", "intermediate_size"
+        )
         cfg = {**cfg, "moe_intermediate_size": _get(cfg, "moe_intermediate_size", expert_width)}
     else:
         intermediate = _required(cfg, "intermediate_size", name)
@@ -174,9 +180,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     tied = hf.flag(cfg, "tie_word_embeddings", hf.tied_default(model_type))
     if _get(cfg, "num_nextn_predict_layers"):
         notes.append("num_nextn_predict_layers: multi-token-prediction layers are not priced")
-    family = (
-        "moe" if experts or "sliding_attention" in attn or model_type == "gpt_oss" else "llama"
-    )
+    family = "moe" if experts or "sliding_attention" in attn or model_type == "gpt_oss" else "llama"
     parallel = model_type in hf.PARALLEL_BLOCK or (
         model_type == "falcon"
         and (hf.flag(cfg, "parallel_attn", True) or hf.flag(cfg, "new_decoder_architecture", False))
@@ -201,7 +205,9 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         "attention_chunk_size": chunk if "chunked_attention" in attn else 0,
         "gated_mlp": model_type not in hf.NON_GATED_MLP,
         "parallel_block": parallel,
-        "qk_norm": hf.flag(cfg, "use_qk_norm", model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")),
+        "qk_norm": hf.flag(
+            cfg, "use_qk_norm", model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
+        ),
         "norms_per_layer": 4 if model_type in hf.FOUR_NORMS else (1 if parallel else 2),
         "not_modelled": tuple(notes),
         **_biases(cfg, model_type),

@@ -155,7 +155,8 @@ def refuse_unmodelled(cfg: dict[str, Any], model_type: str) -> None:
         raise PlenaInputError(key, f"{key}: {what}")
     if model_type in UNMODELLED_TYPES:
         raise PlenaInputError(
-            "model_type", f"model_type: {model_type} ({UNMODELLED_TYPES[model_type]}) is not modelled"
+            "model_type",
+            f"model_type: {model_type} ({UNMODELLED_TYPES[model_type]}) is not modelled",
         )
     for key in ("use_mla",):
         if cfg.get(key) is True and cfg.get("kv_lora_rank") is None:
