@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
+from plena_opt.models.limits import MAX_NESTING, check_depth
 from plena_opt.models.model_spec import ModelSpec
 
 
@@ -45,8 +46,11 @@ def _check_name(name: str) -> None:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a Hugging Face ``config.json``; errors name the path."""
+    """Read a Hugging Face ``config.json`` (or a model directory holding one); errors name the
+    path. Nesting deeper than ``MAX_NESTING`` levels is refused, never a RecursionError."""
     path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
     try:
         text = path.read_bytes()
     except OSError as exc:
@@ -60,6 +64,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise PlenaInputError(
             "model_path", f"model config {str(path)!r} is not valid JSON: {exc}"
         ) from None
+    except RecursionError:
+        raise PlenaInputError(
+            "model_path", f"model config {str(path)!r} is nested deeper than {MAX_NESTING} levels"
+        ) from None
+    check_depth(cfg, "model_path")
     if not isinstance(cfg, dict):
         raise PlenaTypeError("model_path", f"model config {str(path)!r} must hold a JSON object")
     return cfg
@@ -78,6 +87,8 @@ def _builtin_spec(name: str) -> ModelSpec:
 
 def _name_from_path(path: Path) -> str:
     """``…/Llama-3.1-8B/config.json`` → ``Llama-3.1-8B``; ``my-model.json`` → ``my-model``."""
+    if path.is_dir():
+        return path.resolve().name or "model"
     if path.name == "config.json" and path.parent.name:
         return path.parent.name
     return path.stem

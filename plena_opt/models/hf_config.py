@@ -105,8 +105,8 @@ def _check_v_head_dim(cfg: dict[str, Any], head_dim: int) -> None:
     if v is not None and v != head_dim:
         raise PlenaInputError(
             "v_head_dim",
-            f"v_head_dim: a value width ({v}) different from head_dim ({head_dim}) is modelled "
-            "for MLA only",
+            f"v_head_dim: a value width ({v}) different from head_dim ({head_dim}) is not "
+            "modelled outside MLA",
         )
 
 

@@ -65,7 +65,9 @@ def bounded(value: Any, field: str, limit: str | None = None) -> int:
         bound = "greater than zero" if lo == 1 else f"at least {lo}"
         raise PlenaInputError(field, f"{field} must be {bound}")
     if value > hi:
-        raise PlenaInputError(field, f"{field} must be at most {hi} (got {short(value)})")
+        raise PlenaInputError(
+            field, f"{field} must be at most {hi} (range {lo}..{hi}; got {short(value)})"
+        )
     return value
 
 
