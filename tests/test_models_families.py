@@ -57,8 +57,11 @@ def test_mla_with_shared_experts_parameters() -> None:
     spec = _spec(cfg)
     h, H = 256, 8
     attn = (
-        h * 48 + 48 + 48 * H * (32 + 16)  # q down, q norm, q up
-        + h * (64 + 16) + 64  # latent down, kv norm
+        h * 48
+        + 48
+        + 48 * H * (32 + 16)  # q down, q norm, q up
+        + h * (64 + 16)
+        + 64  # latent down, kv norm
         + 64 * H * (32 + 24)  # k_nope / v up
         + H * 24 * h  # output
     )
