@@ -70,17 +70,17 @@ def test_mla_absorbed_decode_cycles_and_bytes_by_hand() -> None:
     cyc = _attention_cycles(cost.shape, LayerKind("full_attention", False), "decode", 1, kv)
     H, b, lat, rank, nope, v = 16 // 2, 8, 128 + 32, 128, 64, 64
     M, B = p.MLEN, p.BLEN
-    mm, cost = p.I("M_MM"), p.I
+    mm, isa = p.I("M_MM"), p.I
 
     def matmul(rows: int, k: int, n: int) -> int:  # rows x k times k x n on the array
         return -(-rows // B) * -(-k // M) * -(-n // B) * mm
 
     per_tile = b * (
         matmul(H, lat, M)  # scores against the shared latent (keys: kv_lora + rope)
-        + cost("H_PREFETCH_M")
-        + H * (4 * cost("V_BASIC") + 2 * cost("S_BASIC") + cost("S_EXP_FP"))
+        + isa("H_PREFETCH_M")
+        + H * (4 * isa("V_BASIC") + 2 * isa("S_BASIC") + isa("S_EXP_FP"))
         + matmul(H, M, rank)  # probabilities x latent values
-        + H * (2 * cost("V_BASIC") + 1)
+        + H * (2 * isa("V_BASIC") + 1)
     )
     absorb = H * (matmul(b, nope, rank) + matmul(b, rank, v))  # W_UK into q, W_UV out
     for i, n in enumerate(kv):
