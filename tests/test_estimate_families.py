@@ -15,6 +15,7 @@ from plena_opt.estimate.distributed import EstimateContext, PlanCost
 from plena_opt.estimate.layer import LayerKind, _attention_cycles, layer_traffic
 from plena_opt.memory import HbmStoragePrecision, unbounded
 from plena_opt.models import ModelSpec, builtin_config
+from plena_opt.models.summary import decode_attention_work
 
 PREC = HbmStoragePrecision.default()
 MLA_CFG: dict[str, Any] = {
@@ -172,3 +173,21 @@ def test_two_matrix_mlp_weights() -> None:
     a = _cost(gated, Plan(), devices=1)
     b = _cost(plain, Plan(), devices=1)
     assert b.decode_seconds < a.decode_seconds
+
+
+def test_mla_absorbed_decode_flops_and_bytes_per_token_by_hand() -> None:
+    spec = ModelSpec.from_hf_config(builtin_config("deepseek-v3"), "deepseek-v3")
+    kv = 4096
+    work = decode_attention_work(spec, kv)
+    H, r, rope, nope, v = 128, 512, 64, 128, 128
+    absorb_q = 2 * H * nope * r  # q_nope · W_UK per head
+    scores = 2 * H * kv * (r + rope)  # against the shared latent key
+    values = 2 * H * kv * r  # probabilities · latent values
+    absorb_out = 2 * H * r * v  # latent output · W_UV per head
+    assert work.flops == absorb_q + scores + values + absorb_out
+    assert work.kv_elements_read == kv * (r + rope)
+    gqa = ModelSpec.from_hf_config(_gqa_reading(builtin_config("deepseek-v3")), "gqa")
+    plain = decode_attention_work(gqa, kv)
+    assert plain.flops == 2 * 2 * H * kv * 128 and plain.kv_elements_read == kv * 2 * H * 128
+    # the absorbed form reads 57x less cache for ~2.2x the attention FLOPs
+    assert plain.kv_elements_read / work.kv_elements_read == pytest.approx(2 * H * 128 / 576)

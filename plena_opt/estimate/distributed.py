@@ -489,6 +489,7 @@ class PlanCost:
                 f"memory capacity ({ctx.memory.capacity_bytes / GIB:.2f} GiB)"
             )
         out.extend(ctx._memory_warnings)
+        out.extend(m.not_modelled)  # parts of the model that are not priced (vision tower, …)
         width = m.head_dim * m.num_heads
         if width != m.hidden_size and not m.is_mla:
             out.append(

@@ -99,11 +99,13 @@ def unwrap(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             inner[key] = cfg[key]
     if "text_config" in inner:
         raise PlenaInputError("text_config", "text_config must not nest another text_config")
-    notes = ["text_config: the language model is priced"]
-    if cfg.get("vision_config") is not None:
-        notes.append("vision_config: the vision tower is not modelled")
-    if cfg.get("audio_config") is not None:
-        notes.append("audio_config: the audio tower is not modelled")
+    notes = []
+    for key, what in (("vision_config", "vision"), ("audio_config", "audio")):
+        if cfg.get(key) is not None:
+            notes.append(
+                f"{key}: the {what} tower is not modelled; only the language model "
+                "(text_config) is priced"
+            )
     return inner, notes
 
 

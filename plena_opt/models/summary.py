@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from plena_opt.models.model_spec import ModelSpec
@@ -17,6 +18,33 @@ def layers_by_kind(spec: ModelSpec) -> dict[str, int]:
     return out
 
 
+REFERENCE_CONTEXT = 4096  # cached tokens at which ``models show`` states the decode work
+
+
+@dataclass(frozen=True)
+class DecodeAttentionWork:
+    """Attention work of one decode token in one full-attention layer (whole model, no TP).
+
+    ``flops`` counts 2 per multiply-add of the score and value products (MLA: in the absorbed
+    form, including folding ``W_UK`` into the query and ``W_UV`` into the output);
+    ``kv_elements_read`` is the cache read for it. Projections are not included.
+    """
+
+    flops: int
+    kv_elements_read: int
+
+
+def decode_attention_work(spec: ModelSpec, kv: int) -> DecodeAttentionWork:
+    """Decode attention FLOPs and KV elements read per token per layer at ``kv`` cached tokens."""
+    H = spec.num_heads
+    if spec.is_mla:
+        r, rope = spec.kv_lora_rank, spec.qk_rope_head_dim
+        macs = H * (spec.qk_nope_head_dim * r + kv * (r + rope) + kv * r + r * spec.v_head_dim)
+        return DecodeAttentionWork(2 * macs, kv * spec.kv_latent_dim)
+    macs = H * kv * spec.head_dim * 2  # scores and values
+    return DecodeAttentionWork(2 * macs, kv * 2 * spec.num_kv_heads * spec.head_dim)
+
+
 def architecture(spec: ModelSpec) -> dict[str, Any]:
     """Family, layers by kind, attention, experts, embeddings and parameter counts."""
     counts = count_parameters(spec)
@@ -27,6 +55,9 @@ def architecture(spec: ModelSpec) -> dict[str, Any]:
         "head_dim": spec.head_dim,
         "kv_elements_per_token_per_layer": spec.kv_elements_per_token(),
     }
+    work = decode_attention_work(spec, REFERENCE_CONTEXT)
+    attention[f"decode_flops_per_token_per_layer_at_{REFERENCE_CONTEXT}"] = work.flops
+    attention[f"decode_kv_elements_read_per_layer_at_{REFERENCE_CONTEXT}"] = work.kv_elements_read
     if spec.is_mla:
         attention.update(
             q_lora_rank=spec.q_lora_rank,
