@@ -51,6 +51,8 @@ BASE = {
         ({"swa_num_key_value_heads": 8}, "swa_num_key_value_heads", "per layer kind"),
         ({"v_head_dim": 16}, "v_head_dim", "outside MLA"),
         ({"attention_chunk_size": 64}, "attention_chunk_size", "which layers are chunked"),
+        ({"model_type": "newfam", "sliding_window": 64}, "sliding_window", "which layers"),
+        ({"model_type": "starcoder2", "num_experts": 4}, "model_type", "two-matrix"),
     ],
 )
 def test_unmodelled_architectures_are_refused_by_field(

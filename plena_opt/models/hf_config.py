@@ -165,6 +165,11 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
     attn = attention_types(cfg, model_type, layers, window)
     mlps = mlp_types(cfg, experts, layers)
+    if experts and model_type in hf.NON_GATED_MLP:
+        raise PlenaInputError(
+            "model_type",
+            f"model_type: routed experts with a two-matrix MLP ({model_type}) are not modelled",
+        )
     if "moe" in mlps and experts < 2:
         raise PlenaInputError(
             "mlp_types", "moe layers need at least 2 experts (num_local_experts / num_experts)"

@@ -13,6 +13,9 @@ from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.models.hf_fields import ALL_LAYERS_SLIDE
 from plena_opt.models.limits import bounded, short
 
+# Families whose ``sliding_window`` is inactive unless ``use_sliding_window`` is set (Qwen2Config
+# and its descendants default it to False); ``unknown`` keeps the reference rule (§4.1).
+WINDOW_UNUSED = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "unknown"})
 ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 MLP_TYPES = ("moe", "ffn")
 _UNMODELLED_LAYER = {
@@ -73,6 +76,12 @@ def attention_types(cfg: dict[str, Any], model_type: str, layers: int, window: i
         return ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
     if window and model_type in ALL_LAYERS_SLIDE:
         return ["sliding_attention"] * layers
+    if window and cfg.get("use_sliding_window") is None and model_type not in WINDOW_UNUSED:
+        raise PlenaInputError(
+            "sliding_window",
+            f"sliding_window: which layers of a {model_type!r} model use the window is not "
+            "given (set layer_types, or use_sliding_window: false)",
+        )
     return ["full_attention"] * layers
 
 
