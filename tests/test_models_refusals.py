@@ -132,3 +132,8 @@ def test_models_show_reports_architecture_and_counts(capsys: pytest.CaptureFixtu
     assert detail["parameters_active"] == pytest.approx(37e9, rel=0.03)
     spec = load_model("deepseek-v3")
     assert detail["layers"] == spec.num_layers == 61
+
+
+def test_switched_off_fields_are_not_refusals() -> None:
+    cfg = {**BASE, "num_kv_shared_layers": 0, "index_topk": None, "block_configs": []}
+    assert ModelSpec.from_hf_config(cfg, "m").num_layers == 4

@@ -71,7 +71,10 @@ UNMODELLED_TYPES: dict[str, str] = {
 
 
 def _present(value: Any) -> bool:
-    return value is not None and value != [] and value != {}
+    """Set to something that switches the feature on (null, 0, false, "" and empty are off)."""
+    if isinstance(value, (list, dict, str)):
+        return len(value) > 0
+    return value is not None and value is not False and value != 0
 
 
 def model_type_of(cfg: dict[str, Any]) -> str:
