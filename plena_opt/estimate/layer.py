@@ -102,8 +102,8 @@ def layer_cycles(
     else:
         base += p.projection(h, m.num_heads, m.num_kv_heads, m.head_dim, q, b, mode) / s.tp
     base += p.residual(h, q, b, mode)
-    if not m.parallel_block:  # a parallel block normalises once for attention and MLP
-        base += p.rms_layer(h, q, b, mode)
+    for _ in range(m.norms_per_layer - 1):  # 1: one norm shared by a parallel block
+        base += p.rms_layer(h, q, b, mode)  # 4: Gemma's post-attention / post-FFN norms too
     if kind.moe:
         base += moe_cycles(p, m, load, d.expert_ffn, mode)
         if d.shared_ffn:  # shared experts: a dense FFN over the plan's tp (docs/models.md)

@@ -16,7 +16,7 @@ from typing import Any
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.models import hf_fields as hf
 from plena_opt.models.hf_layers import attention_types, mlp_types
-from plena_opt.models.limits import MAX_NAME_CHARS, bounded, check_depth
+from plena_opt.models.limits import MAX_NAME_CHARS, bounded, check_depth, short
 from plena_opt.models.model_spec import runs_from_lists
 
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
@@ -136,16 +136,52 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     cfg = hf.canonical(cfg, model_type)
     hf.refuse_unmodelled(cfg, model_type)
     _reject_reference_shared(cfg, name)
+    if _get(cfg, "num_nextn_predict_layers"):
+        notes.append("num_nextn_predict_layers: multi-token-prediction layers are not priced")
+    sizes = _sizes(cfg, model_type, name)
+    layers = _layers(cfg, model_type, sizes)
+    parallel = model_type in hf.PARALLEL_BLOCK or (
+        model_type == "falcon"
+        and (hf.flag(cfg, "parallel_attn", True) or hf.flag(cfg, "new_decoder_architecture", False))
+    )
+    if model_type in hf.FOUR_NORMS:
+        norms = 4
+    elif model_type == "falcon" and hf.flag(cfg, "new_decoder_architecture", False):
+        norms = 2  # ln_attn and ln_mlp beside each other
+    else:
+        norms = 1 if parallel else 2
+    sliding = layers["layer_runs"] and any(
+        r.attention == "sliding_attention" for r in layers["layer_runs"]
+    )
+    return {
+        "name": name,
+        "model_type": model_type,
+        "family": "moe" if sizes["num_experts"] or sliding or model_type == "gpt_oss" else "llama",
+        **sizes,
+        **layers,
+        "tie_word_embeddings": hf.flag(cfg, "tie_word_embeddings", hf.tied_default(model_type)),
+        "gated_mlp": model_type not in hf.NON_GATED_MLP,
+        "parallel_block": parallel,
+        "qk_norm": hf.flag(cfg, "use_qk_norm", model_type in hf.QK_NORM),
+        "norms_per_layer": norms,
+        "not_modelled": tuple(notes),
+        **_biases(cfg, model_type),
+        **_shared(cfg, model_type, sizes["num_experts"], sizes["moe_intermediate_size"]),
+    }
 
+
+def _sizes(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, Any]:
+    """Widths, head counts, vocabulary, experts and MLA fields (each range-checked)."""
     hidden = _required(cfg, "hidden_size", name)
     layers = _required(cfg, "num_hidden_layers", name)
     heads = _required(cfg, "num_attention_heads", name)
+    moe_inter = _get(cfg, "moe_intermediate_size")
     if model_type in ("llama4", "llama4_text") and _get(cfg, "intermediate_size_mlp") is not None:
-        expert_width = _required(cfg, "intermediate_size", name)
+        # Llama-4: ``intermediate_size`` is the expert width, ``intermediate_size_mlp`` the dense
+        moe_inter = moe_inter or _required(cfg, "intermediate_size", name)
         intermediate = bounded(
             cfg["intermediate_size_mlp"], "intermediate_size_mlp", "intermediate_size"
         )
-        cfg = {**cfg, "moe_intermediate_size": _get(cfg, "moe_intermediate_size", expert_width)}
     else:
         intermediate = _required(cfg, "intermediate_size", name)
     vocab = _required(cfg, "vocab_size", name)
@@ -158,18 +194,36 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     mla = _mla(cfg, heads)
     if not mla:
         _check_v_head_dim(cfg, head_dim)
-    moe_inter = bounded(_get(cfg, "moe_intermediate_size", intermediate), "moe_intermediate_size")
     experts, top_k = _experts(cfg)
-
-    window = bounded(_get(cfg, "sliding_window", 0), "sliding_window")
-    chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
-    attn = attention_types(cfg, model_type, layers, window)
-    mlps = mlp_types(cfg, experts, layers)
     if experts and model_type in hf.NON_GATED_MLP:
         raise PlenaInputError(
             "model_type",
             f"model_type: routed experts with a two-matrix MLP ({model_type}) are not modelled",
         )
+    return {
+        "hidden_size": hidden,
+        "num_layers": layers,
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "intermediate_size": intermediate,
+        "moe_intermediate_size": bounded(
+            moe_inter if moe_inter is not None else intermediate, "moe_intermediate_size"
+        ),
+        "vocab_size": vocab,
+        "num_experts": experts,
+        "top_k": top_k,
+        **mla,
+    }
+
+
+def _layers(cfg: dict[str, Any], model_type: str, sizes: dict[str, Any]) -> dict[str, Any]:
+    """Layer runs (attention × MLP type), the window and the chunk size."""
+    layers, experts = sizes["num_layers"], sizes["num_experts"]
+    window = bounded(_get(cfg, "sliding_window", 0), "sliding_window")
+    chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
+    attn = attention_types(cfg, model_type, layers, window)
+    mlps = mlp_types(cfg, experts, layers)
     if "moe" in mlps and experts < 2:
         raise PlenaInputError(
             "mlp_types", "moe layers need at least 2 experts (num_local_experts / num_experts)"
@@ -182,44 +236,11 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         raise PlenaInputError(
             "attention_chunk_size", "chunked-attention layers need a positive attention_chunk_size"
         )
-    tied = hf.flag(cfg, "tie_word_embeddings", hf.tied_default(model_type))
-    if _get(cfg, "num_nextn_predict_layers"):
-        notes.append("num_nextn_predict_layers: multi-token-prediction layers are not priced")
-    family = "moe" if experts or "sliding_attention" in attn or model_type == "gpt_oss" else "llama"
-    parallel = model_type in hf.PARALLEL_BLOCK or (
-        model_type == "falcon"
-        and (hf.flag(cfg, "parallel_attn", True) or hf.flag(cfg, "new_decoder_architecture", False))
-    )
-    spec: dict[str, Any] = {
-        "name": name,
-        "model_type": model_type,
-        "family": family,
-        "hidden_size": hidden,
-        "num_layers": layers,
-        "num_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "intermediate_size": intermediate,
-        "moe_intermediate_size": moe_inter,
-        "vocab_size": vocab,
-        "num_experts": experts,
-        "top_k": top_k,
+    return {
         "layer_runs": runs_from_lists(attn, mlps),
         "sliding_window": window,
-        "tie_word_embeddings": tied,
         "attention_chunk_size": chunk if "chunked_attention" in attn else 0,
-        "gated_mlp": model_type not in hf.NON_GATED_MLP,
-        "parallel_block": parallel,
-        "qk_norm": hf.flag(
-            cfg, "use_qk_norm", model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
-        ),
-        "norms_per_layer": 4 if model_type in hf.FOUR_NORMS else (1 if parallel else 2),
-        "not_modelled": tuple(notes),
-        **_biases(cfg, model_type),
-        **_shared(cfg, model_type, experts, moe_inter),
-        **mla,
     }
-    return spec
 
 
 def _reject_reference_shared(cfg: dict[str, Any], name: str) -> None:
@@ -231,5 +252,5 @@ def _reject_reference_shared(cfg: dict[str, Any], name: str) -> None:
         raise PlenaInputError(
             key,
             f"{name}: shared experts are not modelled without moe_intermediate_size "
-            f"({key}={n!r} gives no expert width)",
+            f"({key}={short(n)} gives no expert width)",
         )

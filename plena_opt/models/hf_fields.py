@@ -22,6 +22,8 @@ PARALLEL_BLOCK = frozenset({"gpt_neox", "phi", "gptj", "cohere", "cohere2"})
 FOUR_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
 # Every layer slides when ``sliding_window`` is set and no layer list is given.
 ALL_LAYERS_SLIDE = frozenset({"mistral", "mixtral", "starcoder2", "phi3"})
+# Per-head RMSNorm on q and k.
+QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
 # q, k, v (not o) projections carry biases.
 QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
