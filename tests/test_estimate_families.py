@@ -32,6 +32,14 @@ MLA_CFG: dict[str, Any] = {
     "qk_nope_head_dim": 64,
     "v_head_dim": 64,
 }
+BASE_DENSE: dict[str, Any] = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 2048,
+    "vocab_size": 4096,
+}
 WL = {"batch_size": 8, "input_seq_len": 512, "output_seq_len": 4}
 
 
@@ -191,3 +199,16 @@ def test_mla_absorbed_decode_flops_and_bytes_per_token_by_hand() -> None:
     assert plain.flops == 2 * 2 * H * kv * 128 and plain.kv_elements_read == kv * 2 * H * 128
     # the absorbed form reads 57x less cache for ~2.2x the attention FLOPs
     assert plain.kv_elements_read / work.kv_elements_read == pytest.approx(2 * H * 128 / 576)
+
+
+def test_norms_per_layer_are_priced() -> None:
+    from plena_opt.estimate.layer import DECODE_ISSUE_FACTOR, layer_cycles
+
+    cfg = {**BASE_DENSE, "layer_types": ["full_attention"] * 2}
+    four = _cost(ModelSpec.from_hf_config({**cfg, "model_type": "gemma2"}, "g2"), Plan(), 1)
+    two = _cost(ModelSpec.from_hf_config({**cfg, "model_type": "gemma"}, "g1"), Plan(), 1)
+    one = _cost(ModelSpec.from_hf_config({**cfg, "model_type": "cohere"}, "c"), Plan(), 1)
+    kind, kv = LayerKind("full_attention", False), np.array([300.0])
+    cyc = [layer_cycles(c.shape, kind, "decode", 1, kv, None)[0] for c in (four, two, one)]
+    rms = PerfModel().rms_layer(1024, 1, WL["batch_size"], "decode") * DECODE_ISSUE_FACTOR
+    assert cyc[0] - cyc[1] == 2 * rms and cyc[1] - cyc[2] == rms
