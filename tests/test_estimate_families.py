@@ -212,3 +212,18 @@ def test_norms_per_layer_are_priced() -> None:
     cyc = [layer_cycles(c.shape, kind, "decode", 1, kv, None)[0] for c in (four, two, one)]
     rms = PerfModel().rms_layer(1024, 1, WL["batch_size"], "decode") * DECODE_ISSUE_FACTOR
     assert cyc[0] - cyc[1] == 2 * rms and cyc[1] - cyc[2] == rms
+
+
+def test_context_parallelism_is_refused_for_mla_and_chunked_layers() -> None:
+    from plena_opt.errors import PlenaInputError
+
+    chunked = {
+        **BASE_DENSE,
+        "layer_types": ["chunked_attention", "full_attention"],
+        "attention_chunk_size": 64,
+    }
+    for cfg in (MLA_CFG, chunked):
+        spec = ModelSpec.from_hf_config(cfg, "m")
+        with pytest.raises(PlenaInputError, match="context parallelism") as info:
+            _cost(spec, Plan(cp=2), devices=2)
+        assert info.value.field == "cp"

@@ -10,6 +10,7 @@ from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 from plena_opt.memory import HbmStoragePrecision
 from plena_opt.models import ModelSpec, list_models, load_model, model_info
+from plena_opt.models.params import count_parameters
 from plena_opt.models.summary import architecture
 
 _COLUMNS = (
@@ -21,6 +22,8 @@ _COLUMNS = (
     ("head_dim", "head_dim"),
     ("experts/top-k", "experts_topk"),
     ("vocab", "vocab_size"),
+    ("attn", "attention_kind"),
+    ("params B (active)", "params"),
     ("source", "origin"),
 )
 
@@ -52,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def model_row(spec: ModelSpec, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """One catalog entry: ``describe()`` plus sizes and provenance (JSON-ready)."""
     row = spec.describe()
+    counts = count_parameters(spec)
+    row.update(
+        attention_kind=spec.attention_kind,
+        parameters_total=counts.total,
+        parameters_active=counts.active,
+    )
     row.update(
         intermediate_size=spec.intermediate_size,
         moe_intermediate_size=spec.moe_intermediate_size,
@@ -81,6 +90,8 @@ def _cells(row: dict[str, Any]) -> dict[str, str]:
         "head_dim": str(row["head_dim"]),
         "experts_topk": experts,
         "vocab_size": str(row["vocab_size"]),
+        "attention_kind": row["attention_kind"],
+        "params": f"{row['parameters_total'] / 1e9:.1f} ({row['parameters_active'] / 1e9:.1f})",
         "origin": row.get("origin", "file"),
     }
 
