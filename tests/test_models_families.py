@@ -228,3 +228,29 @@ def test_catalog_counts_match_model_cards(name: str, total: float, active: float
 def test_uniform_model_is_one_run_whatever_its_depth() -> None:
     spec = _spec({**BASE, "num_hidden_layers": 4096})
     assert len(spec.layer_runs) == 1 and spec.layer_runs[0].count == 4096
+
+
+def test_gemma3_text_config_saved_as_a_diff_uses_the_class_defaults() -> None:
+    # google/gemma-3-4b: text_config holds only the values that differ from Gemma3TextConfig
+    text = {
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 34,
+        "sliding_window": 1024,
+    }
+    spec = _spec({"model_type": "gemma3", "text_config": text, "vision_config": {}})
+    assert (spec.num_heads, spec.num_kv_heads, spec.head_dim) == (8, 4, 256)
+    assert spec.sliding_layers == 34 - 34 // 6 and spec.tie_word_embeddings
+    # keras-hub gemma3_4b_text preset metadata: 3,880,099,328 parameters
+    assert count_parameters(spec).total == pytest.approx(3_880_099_328, rel=1e-4)
+
+
+def test_llama4_explicit_moe_layers_and_top_level_vision() -> None:
+    spec = _spec(
+        {**BASE, "model_type": "llama4_text", "moe_layers": [1, 3], "no_rope_layers": [1] * 6}
+    )
+    assert spec.mlp_types == ("ffn", "moe", "ffn", "moe", "ffn", "ffn")
+    assert spec.chunked_layers == 6
+    vl = _spec({**BASE, "model_type": "qwen2_5_vl", "vision_config": {"depth": 32}})
+    assert any("vision" in n for n in vl.not_modelled)

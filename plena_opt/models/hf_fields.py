@@ -27,6 +27,42 @@ QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
 # q, k, v (not o) projections carry biases.
 QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
+# Defaults of text config classes whose saved ``config.json`` stores only the values that differ
+# (multimodal wrappers save ``text_config`` as a diff). Source: transformers
+# ``Gemma3TextConfig.__init__`` (configuration_gemma3.py) and ``Llama4TextConfig.__init__``
+# (configuration_llama4.py); architecture fields only.
+_GEMMA3_TEXT = {
+    "vocab_size": 262_208,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 6,
+}
+_LLAMA4_TEXT = {
+    "vocab_size": 202_048,
+    "hidden_size": 5120,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "num_experts_per_tok": 1,
+    "num_local_experts": 16,
+    "interleave_moe_layer_step": 1,
+    "attention_chunk_size": 8192,
+}
+CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": _GEMMA3_TEXT,
+    "gemma3": _GEMMA3_TEXT,
+    "llama4_text": _LLAMA4_TEXT,
+    "llama4": _LLAMA4_TEXT,
+}
+
 # field → what it means that is not modelled (checked in this order; the first present wins).
 UNMODELLED_FIELDS: tuple[tuple[str, str], ...] = (
     ("block_configs", "heterogeneous per-layer blocks (DeciLM / NAS) are not modelled"),
@@ -95,6 +131,10 @@ def unwrap(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The language model of a multimodal wrapper (``text_config``) and what is left unpriced."""
     text = cfg.get("text_config")
     if text is None:
+        if cfg.get("vision_config") is not None:  # text fields at the top (e.g. Qwen2.5-VL)
+            return cfg, [
+                "vision_config: the vision tower is not modelled; only the language model is priced"
+            ]
         return cfg, []
     if not isinstance(text, dict):
         raise PlenaTypeError("text_config", "text_config must be a JSON object")
@@ -126,6 +166,9 @@ def _alias(cfg: dict[str, Any], canonical: str, *names: str) -> None:
 def canonical(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
     """A copy of ``cfg`` with family-specific field names mapped to the Llama spellings."""
     out = dict(cfg)
+    for key, value in CLASS_DEFAULTS.get(model_type, {}).items():
+        if key not in out:  # absent only: an explicit null keeps its meaning
+            out[key] = value
     if model_type == "chatglm" or "multi_query_group_num" in out:
         _alias(out, "num_hidden_layers", "num_layers")
         _alias(out, "vocab_size", "padded_vocab_size")

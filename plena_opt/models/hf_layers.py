@@ -15,7 +15,9 @@ from plena_opt.models.limits import bounded, short
 
 # Families whose ``sliding_window`` is inactive unless ``use_sliding_window`` is set (Qwen2Config
 # and its descendants default it to False); ``unknown`` keeps the reference rule (§4.1).
-WINDOW_UNUSED = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "unknown"})
+WINDOW_UNUSED = frozenset(
+    {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "unknown"}
+)
 ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 MLP_TYPES = ("moe", "ffn")
 _UNMODELLED_LAYER = {
@@ -101,6 +103,9 @@ def mlp_types(cfg: dict[str, Any], experts: int, layers: int) -> list[str]:
         return per_layer(cfg, "mlp_types", MLP_TYPES, layers)
     if not experts:
         return ["ffn"] * layers
+    if _get(cfg, "moe_layers") is not None:  # Llama-4: explicit MoE layer indices
+        moe = _indices(cfg, "moe_layers", layers)
+        return ["moe" if i in moe else "ffn" for i in range(layers)]
     freq = _get(cfg, "moe_layer_freq", 1)
     if isinstance(freq, list):  # MiMo: one 0/1 flag per layer
         flags = per_layer(cfg, "moe_layer_freq", (0, 1), layers)
