@@ -254,3 +254,12 @@ def test_llama4_explicit_moe_layers_and_top_level_vision() -> None:
     assert spec.chunked_layers == 6
     vl = _spec({**BASE, "model_type": "qwen2_5_vl", "vision_config": {"depth": 32}})
     assert any("vision" in n for n in vl.not_modelled)
+
+
+def test_describe_adds_keys_only_for_features_beyond_the_reference() -> None:
+    ds = load_model("deepseek-v3").describe()
+    assert ds["attention"] == "MLA" and ds["kv_lora_rank"] == 512
+    assert ds["shared_expert_intermediate_size"] == 2048
+    scout = load_model("llama-4-scout").describe()
+    assert scout["chunked_layers"] == 36 and scout["attention_chunk_size"] == 8192
+    assert "attention" not in load_model("llama-3.1-8b").describe()

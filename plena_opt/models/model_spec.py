@@ -160,7 +160,30 @@ class ModelSpec(BaseModel):
         return 2 * self.num_kv_heads * self.head_dim
 
     def describe(self) -> dict[str, Any]:
-        """The ``model`` field of the reference JSON output (golden distributed.json)."""
+        """The ``model`` field of the reference JSON output (golden distributed.json).
+
+        Features beyond the reference add keys only when present (``attention: "MLA"`` with its
+        ranks, ``shared_expert_intermediate_size``, ``chunked_layers``), so reference models
+        describe exactly as the golden vectors do.
+        """
+        out = self._reference_description()
+        if self.is_mla:
+            out.update(
+                attention="MLA",
+                kv_lora_rank=self.kv_lora_rank,
+                q_lora_rank=self.q_lora_rank,
+                qk_rope_head_dim=self.qk_rope_head_dim,
+                v_head_dim=self.v_head_dim,
+            )
+        if self.shared_expert_intermediate_size:
+            out["shared_expert_intermediate_size"] = self.shared_expert_intermediate_size
+        if self.chunked_layers:
+            out.update(
+                chunked_layers=self.chunked_layers, attention_chunk_size=self.attention_chunk_size
+            )
+        return out
+
+    def _reference_description(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "family": self.family,
