@@ -227,3 +227,20 @@ def test_context_parallelism_is_refused_for_mla_and_chunked_layers() -> None:
         with pytest.raises(PlenaInputError, match="context parallelism") as info:
             _cost(spec, Plan(cp=2), devices=2)
         assert info.value.field == "cp"
+
+
+@pytest.mark.parametrize("pp", [1, 2, 3, 5, 7, 13])
+def test_stage_counts_from_runs_equal_counting_every_layer(pp: int) -> None:
+    from collections import Counter
+
+    from plena_opt.estimate.layer import layer_kind_runs, stage_counts
+
+    for name in ("gemma-2-27b", "deepseek-v3", "llama-4-scout", "gpt-oss-20b", "llama-3.1-8b"):
+        spec = ModelSpec.from_hf_config(builtin_config(name), name)
+        runs = layer_kind_runs(spec)
+        every = [k for k, n in runs for _ in range(n)]
+        per = ceil(len(every) / pp)
+        naive = [Counter(every[i * per : (i + 1) * per]) for i in range(pp)]
+        got = stage_counts(runs, spec.num_layers, pp)
+        assert got == naive
+        assert [list(c) for c in got] == [list(c) for c in naive]  # same first-seen order
