@@ -138,6 +138,12 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     _reject_reference_shared(cfg, name)
     if _get(cfg, "num_nextn_predict_layers"):
         notes.append("num_nextn_predict_layers: multi-token-prediction layers are not priced")
+    groups, chosen = _get(cfg, "n_group", 1), _get(cfg, "topk_group", 1)
+    if isinstance(groups, int) and isinstance(chosen, int) and 1 <= chosen < groups:
+        notes.append(
+            f"n_group/topk_group: group-limited routing ({chosen} of {groups} groups) is not "
+            "modelled; tokens are routed as the workload's routing says"
+        )
     sizes = _sizes(cfg, model_type, name)
     layers = _layers(cfg, model_type, sizes)
     parallel = model_type in hf.PARALLEL_BLOCK or (
