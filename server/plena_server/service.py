@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,12 +21,16 @@ from plena_opt.api.wire import (
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
+from plena_server.evaluator_cache import EvaluatorCache
 from plena_server.limits import ServerLimits
 from plena_server.registry import SearchRegistry
 
 log = logging.getLogger("plena_server")
 
 EVALUATOR_CACHE = 32  # evaluators kept for repeated Estimate requests
+# Bytes those evaluators may hold together (deep size, measured): 256 MiB keeps a handful of
+# 1,024-device evaluators warm while a 1e6-layer or 65,536-device request cannot pin memory.
+EVALUATOR_CACHE_BYTES = 256 * 2**20
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlenaOpt"].full_name
 
 
@@ -39,8 +41,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         self.limits = limits
         self.storage = storage
         self.registry = SearchRegistry(limits.max_concurrent_searches)
-        self._evaluators: OrderedDict[bytes, Any] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._evaluators = EvaluatorCache(EVALUATOR_CACHE, EVALUATOR_CACHE_BYTES)
 
     # --- catalogs ---------------------------------------------------------------------------
 
@@ -87,26 +88,21 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     def _evaluator(self, system_msg: pb.SystemSpec, workload_msg: pb.Workload) -> Any:
         """An ``Evaluator`` for the request, reused across requests with the same system and
-        workload (LRU of ``EVALUATOR_CACHE``), so its memoised collectives stay warm."""
+        workload (LRU bounded by ``EVALUATOR_CACHE`` entries and ``EVALUATOR_CACHE_BYTES``), so
+        its memoised collectives stay warm."""
         key = (
             system_msg.SerializeToString(deterministic=True)
             + b"|"
             + (workload_msg.SerializeToString(deterministic=True))
         )
-        with self._cache_lock:
-            cached = self._evaluators.get(key)
-            if cached is not None:
-                self._evaluators.move_to_end(key)
-                return cached
-        try:
-            evaluator = convert.load_inputs(system_msg, workload_msg, self.limits).evaluator()
-        except PlenaInputError as exc:
-            raise convert.qualify(exc) from exc
-        with self._cache_lock:
-            self._evaluators[key] = evaluator
-            while len(self._evaluators) > EVALUATOR_CACHE:
-                self._evaluators.popitem(last=False)
-        return evaluator
+
+        def create() -> Any:
+            try:
+                return convert.load_inputs(system_msg, workload_msg, self.limits).evaluator()
+            except PlenaInputError as exc:
+                raise convert.qualify(exc) from exc
+
+        return self._evaluators.get_or_create(key, create)
 
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
