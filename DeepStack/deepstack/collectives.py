@@ -21,6 +21,7 @@ from .placement import ParallelScheme, check_dim, groups
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
 from .stage import StageCost, StagePattern
+from .switch_loads import all_to_all_loads
 
 ALL_REDUCE_ALGORITHMS = ("recursive_doubling", "ring", "rabenseifner", "double_tree", "all_to_all")
 ALL_GATHER_ALGORITHMS = ("ring", "recursive_doubling", "all_to_all")
@@ -127,7 +128,7 @@ class Network:
         self.profile = load_noc_profile(profile)
         self.router = Router(self.profile, paper_compat=paper_compat)
         self._patterns: dict[tuple, StagePattern] = {}
-        self._groups: dict[tuple, np.ndarray] = {}
+        self._groups: dict[tuple, tuple[np.ndarray, tuple]] = {}
         self._has_energy = self.profile.energy is not None
 
     # ------------------------------------------------------------------ patterns
@@ -139,18 +140,24 @@ class Network:
                 f"{self.profile.name!r} has {self.profile.num_devices}",
             )
 
+    def _group_key(self, scheme: ParallelScheme, dim: str) -> tuple[np.ndarray, tuple]:
+        """Rank groups of ``dim`` and the memo key they give a pattern: keyed by the device groups
+        themselves, so schemes that place a dimension's groups on the same devices (e.g. tp=8
+        beside dp=4 or beside pp=4) share the routed pattern."""
+        gkey = (scheme.sizes(), dim)
+        hit = self._groups.get(gkey)
+        if hit is None:
+            g = groups(scheme, dim)
+            hit = self._groups[gkey] = (g, (g.shape, g.tobytes()))
+        return hit
+
     def _pairs(
         self, scheme: ParallelScheme, dim: str, name: str, build: Callable[[], object]
     ) -> StagePattern:
         """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
         replicated in every group of ``dim``."""
-        gkey = (scheme.sizes(), dim)
-        g = self._groups.get(gkey)
-        if g is None:
-            g = self._groups[gkey] = groups(scheme, dim)
-        # Keyed by the device groups themselves: schemes that place a dimension's groups on the
-        # same devices (e.g. tp=8 beside dp=4 or beside pp=4) share the routed pattern.
-        key = (g.shape, g.tobytes(), name)
+        g, gk = self._group_key(scheme, dim)
+        key = (*gk, name)
         pat = self._patterns.get(key)
         if pat is None:
             arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
@@ -168,6 +175,15 @@ class Network:
         return self._pairs(scheme, dim, "ring", lambda: [(1, i, (i + 1) % g) for i in range(g)])
 
     def _a2a_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
+        if self.router.all_switch:
+            g_arr, key = self._group_key(scheme, dim)
+            key = (*key, "all_to_all")
+            pat = self._patterns.get(key)
+            if pat is None:
+                loads = all_to_all_loads(self.router, g_arr)
+                pat = self._patterns[key] = StagePattern.from_level_loads(self.router, loads)
+            return pat
+
         def build() -> np.ndarray:
             i, j = np.nonzero(~np.eye(g, dtype=bool))
             return np.stack([np.ones_like(i), i, j], axis=1)

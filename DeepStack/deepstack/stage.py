@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .routing import Router
+from .switch_loads import LevelLoads, flow_loads, top_links
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class StagePattern:
             self.energy_per_unit = 0.0
             return
         s_dev, d_dev = key // n, key % n
+        if router.all_switch:
+            self._set_level_loads(router, flow_loads(router, s_dev, d_dev, wsum))
+            return
         if router.inner_switch:
             hops, ids, reps = _switch_fast_path(router, s_dev, d_dev, wsum)
         else:
@@ -74,6 +78,20 @@ class StagePattern:
         self.link_ids = top
         self.mult = mult[top]
         self.cap = cap_all[top]
+
+    @classmethod
+    def from_level_loads(cls, router: Router, loads: LevelLoads) -> StagePattern:
+        """A pattern from per-level link loads of an all-switch NoC (no per-pair routing)."""
+        pat = cls.__new__(cls)
+        pat.unmodelled = 0
+        pat._set_level_loads(router, loads)
+        return pat
+
+    def _set_level_loads(self, router: Router, loads: LevelLoads) -> None:
+        self.flows = loads.flows
+        self.unmodelled = 0
+        self.hop = loads.hop
+        self.link_ids, self.mult, self.cap, self.energy_per_unit = top_links(router, loads)
 
     def cost(self, payload: int) -> StageCost:
         """Price the stage when each unit of weight carries ``payload`` bytes."""

@@ -1,0 +1,175 @@
+"""Link loads of all-switch hierarchies, aggregated per level instead of routed per pair.
+
+Spec: network-model.md §3.3 (route of an all-switch hierarchy), §4.2–§4.3 (one up and one down
+link per switch port; default per-instance identity or ``paper_compat``), §5 (stage time), §6
+(energy). In an all-switch hierarchy every port choice has one candidate, so a flow
+``src → dst`` whose outermost differing level is ℓ loads exactly: the L1 up link of ``src`` and
+the L1 down link of ``dst``; for ℓ ≤ L2 also the L2 up link of ``src``'s node and the L2 down
+link of ``dst``'s node; for ℓ = L3 also the L3 up/down links of both pods. Its hop latency is
+``2·h1 (+ 2·h2 (+ 2·h3))``. So a stage's link loads are sums of flow weights per port, computed
+with ``bincount`` over the flows — or, for a complete exchange (all-to-all) inside rank groups,
+from how many group members share a node and a pod, without listing the g² pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .topology import CENTRE
+
+L3, L2, L1 = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class LevelLoads:
+    """Per-level link loads of one stage (flow weight per unit payload) and its hop latency.
+
+    ``up[level]`` / ``down[level]``: load per link key of that level (index = the key); keys
+    are device / node / pod numbers (default identity) or the port number inside the instance
+    (``paper_compat``). ``flows``: distinct (src, dst) pairs; ``hop``: longest chain latency (s).
+    """
+
+    up: tuple[np.ndarray, np.ndarray, np.ndarray]
+    down: tuple[np.ndarray, np.ndarray, np.ndarray]
+    hop: float
+    flows: int
+
+
+def _chain_latency(levels, outermost: int) -> float:
+    """Hop latency of a chain whose outermost differing level is ``outermost``, summed in route
+    order (device → L1 centre → … → L1 centre → device) like the routed path."""
+    h3, h2, h1 = (lv.hop_latency_s for lv in levels)
+    lat = h1
+    if outermost <= L2:
+        lat += h2
+        if outermost == L3:
+            lat += h3
+            lat += h3
+        lat += h2
+    return lat + h1
+
+
+def _keys(router, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Link key of each device's L3, L2 and L1 port link (per instance or per port number)."""
+    s3, s2, s1 = router.sizes
+    node = dev // s1
+    pod = node // s2
+    if router.paper_compat:
+        return pod, node % s2, dev % s1
+    return pod, node, dev
+
+
+def _key_sizes(router) -> tuple[int, int, int]:
+    s3, s2, s1 = router.sizes
+    if router.paper_compat:
+        return s3, s2, s1
+    return s3, s3 * s2, s3 * s2 * s1
+
+
+def flow_loads(router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> LevelLoads:
+    """Loads of distinct flows ``src → dst`` (src ≠ dst, weight > 0) on an all-switch NoC."""
+    s1 = router.sizes[2]
+    s12 = router.sizes[1] * s1
+    cross_pod = (src // s12) != (dst // s12)
+    cross_node = (src // s1) != (dst // s1)
+    w = weight.astype(np.float64)
+    w2 = np.where(cross_node, w, 0.0)
+    w3 = np.where(cross_pod, w, 0.0)
+    ks, kd, sizes = _keys(router, src), _keys(router, dst), _key_sizes(router)
+    per_level = (w3, w2, w)
+    up = tuple(np.bincount(ks[i], per_level[i], sizes[i]) for i in range(3))
+    down = tuple(np.bincount(kd[i], per_level[i], sizes[i]) for i in range(3))
+    present = [L1 if len(w) and not cross_node.all() else None]
+    if (cross_node & ~cross_pod).any():
+        present.append(L2)
+    if cross_pod.any():
+        present.append(L3)
+    hop = max((_chain_latency(router.levels, lv) for lv in present if lv is not None), default=0.0)
+    return LevelLoads(up, down, hop, len(src))  # type: ignore[arg-type]
+
+
+def all_to_all_loads(router, groups: np.ndarray) -> LevelLoads:
+    """Loads of a complete exchange (weight 1 per ordered pair) inside every row of ``groups``.
+
+    A member sends to the g − 1 others: g − (members on its node) of them leave the node and
+    g − (members in its pod) leave the pod; receiving is symmetric.
+    """
+    n_groups, g = groups.shape
+    s1 = router.sizes[2]
+    s12 = router.sizes[1] * s1
+    flat = groups.ravel()
+    gid = np.repeat(np.arange(n_groups, dtype=np.int64), g)
+
+    def members_sharing(block: int) -> np.ndarray:
+        key = gid * (router.num_devices // block + 1) + flat // block
+        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+        return counts[inverse].astype(np.float64)
+
+    on_node = members_sharing(s1)
+    in_pod = members_sharing(s12)
+    per_level = (g - in_pod, g - on_node, np.full(len(flat), g - 1.0))
+    keys, sizes = _keys(router, flat), _key_sizes(router)
+    up = tuple(np.bincount(keys[i], per_level[i], sizes[i]) for i in range(3))
+    present = []
+    if (on_node > 1).any():
+        present.append(L1)
+    if (in_pod > on_node).any():
+        present.append(L2)
+    if (in_pod < g).any():
+        present.append(L3)
+    hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
+    return LevelLoads(up, up, hop, n_groups * g * (g - 1))  # type: ignore[arg-type]
+
+
+def link_key(router, level: int, direction: str, key: int) -> tuple:
+    """The router's interned key of the port link ``key`` of ``level`` (§4.2–§4.3)."""
+    s3, s2, s1 = router.sizes
+    c = CENTRE
+    if router.paper_compat:
+        port = (c, c, c)[:level] + (key,) + (c,) * (2 - level)
+        anchor = (c, c, c)
+    else:
+        coords = (key // (s2 * s1), (key // s1) % s2, key % s1)
+        if level == L3:
+            coords = (key, c, c)
+        elif level == L2:
+            coords = (key // s2, key % s2, c)
+        port = coords
+        anchor = coords[:level] + (c,) * (3 - level)
+    a, b = (port, anchor) if direction == "up" else (anchor, port)
+    return ("link", a, b)
+
+
+def top_links(router, loads: LevelLoads) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(link ids, load, capacity) of the links within rounding of the busiest load/capacity,
+    one per distinct (load, capacity), plus the energy per unit payload (pJ)."""
+    caps = [lv.link_bandwidth_bps for lv in router.levels]
+    epb = router._epb
+    energy = 0.0
+    best = 0.0
+    for level in range(3):
+        total = float(loads.up[level].sum() + loads.down[level].sum())
+        energy += total * 8.0 * epb[level]
+        for arr in (loads.up[level], loads.down[level]):
+            if len(arr):
+                best = max(best, float(arr.max()) / caps[level])
+    if best <= 0.0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), energy
+    chosen: dict[tuple[float, float], int] = {}
+    for level in range(3):
+        for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
+            hit = np.flatnonzero(arr / caps[level] >= best * (1 - 1e-9))
+            for load in np.unique(arr[hit]).tolist():
+                if (load, caps[level]) in chosen:
+                    continue
+                key = int(hit[np.flatnonzero(arr[hit] == load)[0]])
+                chosen[(load, caps[level])] = router._link(
+                    link_key(router, level, direction, key), caps[level], level, epb[level]
+                )
+    order = sorted(chosen.items(), key=lambda kv: kv[1])
+    ids = np.array([i for _, i in order], dtype=np.int64)
+    mult = np.array([k[0] for k, _ in order])
+    cap = np.array([k[1] for k, _ in order])
+    return ids, mult, cap, energy
