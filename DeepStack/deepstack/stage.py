@@ -34,7 +34,16 @@ class StagePattern:
 
     __slots__ = ("hop", "mult", "cap", "link_ids", "energy_per_unit", "flows", "unmodelled")
 
-    def __init__(self, router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray):
+    def __init__(
+        self,
+        router: Router,
+        src: np.ndarray,
+        dst: np.ndarray,
+        weight: np.ndarray,
+        *,
+        routed: bool = False,
+    ) -> None:
+        """``routed`` forces per-pair routing where a per-level closed form exists (checks)."""
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
         weight = np.asarray(weight, dtype=np.int64).ravel()
@@ -51,7 +60,7 @@ class StagePattern:
             self.energy_per_unit = 0.0
             return
         s_dev, d_dev = key // n, key % n
-        if router.all_switch:
+        if router.all_switch and not routed:
             self._set_level_loads(router, flow_loads(router, s_dev, d_dev, wsum))
             return
         if router.inner_switch:

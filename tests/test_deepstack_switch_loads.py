@@ -1,0 +1,88 @@
+"""All-switch stages priced from per-level port loads equal per-pair routing (network-model §4.2).
+
+Every pattern the collectives build (all-to-all from the group shape, xor, ring, tree, p2p) is
+priced both ways on random all-switch hierarchies, default and ``paper_compat`` link identity.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import deepstack as ds
+import numpy as np
+import pytest
+from deepstack.placement import groups
+from deepstack.stage import StagePattern
+from deepstack.switch_loads import all_to_all_loads
+from deepstack.topology import Level
+
+REL = 1e-12
+
+
+def _profile(s3: int, s2: int, s1: int, seed: int) -> ds.NocProfile:
+    rng = np.random.default_rng(seed)
+
+    def sw(n: int) -> Level:
+        return Level("switch", 1, n, float(rng.uniform(0, 5e-6)), float(rng.uniform(10e9, 400e9)))
+
+    return ds.make_hierarchy("sw", sw(s3), sw(s2), sw(s1), ds.EnergyConfig(1.0, 2.5, 4.0))
+
+
+def _same(a: StagePattern, b: StagePattern, payload: int = 12345) -> None:
+    ca, cb = a.cost(payload), b.cost(payload)
+    assert a.flows == b.flows
+    assert ca.hop_seconds == pytest.approx(cb.hop_seconds, rel=REL, abs=0.0)
+    assert ca.link_seconds == pytest.approx(cb.link_seconds, rel=REL, abs=0.0)
+    assert ca.energy_pj == pytest.approx(cb.energy_pj, rel=REL, abs=0.0)
+    assert a.unmodelled == b.unmodelled == 0
+
+
+SHAPES = [(1, 1, 8), (1, 4, 8), (2, 2, 4), (4, 2, 2), (2, 3, 4)]
+
+
+@pytest.mark.parametrize(("shape", "paper"), list(itertools.product(SHAPES, [False, True])))
+def test_closed_form_matches_routed_pairs(shape: tuple[int, int, int], paper: bool) -> None:
+    prof = _profile(*shape, seed=sum(shape))
+    net = ds.Network(prof, paper_compat=paper)
+    router = net.router
+    n = prof.num_devices
+    rng = np.random.default_rng(n)
+    for tp, dp in [(d, n // d) for d in range(1, n + 1) if n % d == 0]:
+        scheme = ds.ParallelScheme(tp=tp, dp=dp)
+        for dim in ("tp", "dp"):
+            g = groups(scheme, dim)
+            size = g.shape[1]
+            if size < 2:
+                continue
+            i, j = np.nonzero(~np.eye(size, dtype=bool))
+            routed = StagePattern(
+                router, g[:, i], g[:, j], np.ones((g.shape[0], len(i))), routed=True
+            )
+            _same(StagePattern.from_level_loads(router, all_to_all_loads(router, g)), routed)
+            # ring, an xor stage and random weights
+            ring = np.arange(size)
+            for dst_pos in ((ring + 1) % size, ring ^ (1 << int(math.log2(size) // 2))):
+                if dst_pos.max() >= size:
+                    continue
+                w = rng.integers(0, 4, size=(g.shape[0], size))
+                src, dst = g[:, ring], g[:, dst_pos]
+                _same(
+                    StagePattern(router, src, dst, w),
+                    StagePattern(router, src, dst, w, routed=True),
+                )
+
+
+def test_collectives_on_big_switch_cluster_use_no_pair_routes() -> None:
+    """A whole-cluster all-reduce on 4,096 devices is priced without routing any pair."""
+    prof = _profile(4, 16, 64, seed=1)
+    net = ds.Network(prof)
+    got = net.all_reduce(ds.ParallelScheme(dp=4096), "dp", 1 << 20)
+    assert got.algorithm is not None and got.seconds > 0
+    assert net.router.cached_routes == 0
+    # the one-shot candidate: a device's link carries 4,095 messages, a node's uplink 64 × 4,032,
+    # a pod's uplink 1,024 × 3,072
+    a2a = got.candidates["all_to_all"]
+    bw3, bw2, bw1 = (lv.link_bandwidth_bps for lv in prof.levels)
+    want = max(4095 / bw1, 64 * 4032 / bw2, 1024 * 3072 / bw3) * (1 << 20)
+    assert a2a.link_seconds == pytest.approx(want, rel=REL)
