@@ -86,3 +86,53 @@ def test_collectives_on_big_switch_cluster_use_no_pair_routes() -> None:
     bw3, bw2, bw1 = (lv.link_bandwidth_bps for lv in prof.levels)
     want = max(4095 / bw1, 64 * 4032 / bw2, 1024 * 3072 / bw3) * (1 << 20)
     assert a2a.link_seconds == pytest.approx(want, rel=REL)
+
+
+def _reference_cost(router, src, dst, w, payload: int) -> tuple[float, float, float]:
+    """(hop s, link s, energy pJ) from every pair's scalar route (``Router.chain``)."""
+    hop, loads = 0.0, {}
+    for a, b, x in zip(src.tolist(), dst.tolist(), w.tolist(), strict=True):
+        if a == b or x <= 0:
+            continue
+        ids, lat = router.chain(a, b)
+        hop = max(hop, lat)
+        for i in ids.tolist():
+            loads[i] = loads.get(i, 0.0) + x
+    cap, epb = router.arrays()
+    link = max((v * payload / cap[i] for i, v in loads.items() if cap[i] > 0), default=0.0)
+    energy = sum(v * 8.0 * epb[i] for i, v in loads.items()) * payload
+    return hop, link, energy
+
+
+MIXED = [
+    (Level("torus2d", 4, 4, 3e-6, 20e9), Level("mesh2d", 4, 4, 1e-6, 60e9), 2),
+    (Level("mesh2d", 4, 2, 3e-6, 20e9), Level("torus2d", 2, 4, 1e-6, 60e9), 4),
+    (Level("ring", 1, 6, 2e-6, 30e9), Level("mchain_nring", 2, 6, 1e-6, 50e9), 2),
+    (Level("all_to_all", 2, 2, 2e-6, 30e9), Level("mring_nchain", 4, 4, 1e-6, 50e9), 2),
+    (Level("switch", 1, 4, 2e-6, 30e9), Level("ring", 1, 6, 1e-6, 50e9), 2),
+    (Level("torus2d", 2, 6, 2e-6, 30e9), Level("switch", 1, 3, 1e-6, 50e9), 2),
+    (Level("chain", 1, 4, 2e-6, 30e9), Level("all_to_all", 2, 3, 1e-6, 50e9), 3),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MIXED)))
+def test_split_middles_match_scalar_routes(case: int) -> None:
+    """Innermost-switch hierarchies with hashed port choices: walks + cores = scalar routes."""
+    l3, l2, ports = MIXED[case]
+    l1 = Level("switch", 1, ports, 0.5e-6, 100e9, 200e9, 200e9)
+    prof = ds.make_hierarchy("mixed", l3, l2, l1, ds.EnergyConfig(1.0, 2.0, 3.0))
+    n = prof.num_devices
+    rng = np.random.default_rng(case)
+    src = rng.integers(0, n, 3000)
+    dst = rng.integers(0, n, 3000)
+    w = rng.integers(0, 3, 3000)
+    pair = src * n + dst  # StagePattern sums repeated pairs; the reference must see each once
+    _, first = np.unique(pair, return_index=True)
+    src, dst, w = src[first], dst[first], w[first]
+    payload = 4099
+    got = StagePattern(ds.Network(prof).router, src, dst, w).cost(payload)
+    ref_router = ds.Network(prof).router
+    hop, link, energy = _reference_cost(ref_router, src, dst, w, payload)
+    assert got.hop_seconds == pytest.approx(hop, rel=REL, abs=0.0)
+    assert got.link_seconds == pytest.approx(link, rel=REL, abs=0.0)
+    assert got.energy_pj == pytest.approx(energy, rel=REL, abs=0.0)

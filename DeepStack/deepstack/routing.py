@@ -67,6 +67,17 @@ class Router:
         self._pair_mid = np.full(n * n, -1, dtype=np.int32) if n <= 4096 else None
         self._end_arrays: tuple[np.ndarray, ...] | None = None
         self._ends: dict[int, tuple[tuple[int, ...], float, tuple[int, ...], float]] = {}
+        self._split = None
+
+    @property
+    def split(self):
+        """Walk/core split of innermost-switch routes (``split_routes``); None if all-switch or
+        L1 is not a switch."""
+        if self._split is None and self._inner_switch and not self.all_switch:
+            from .split_routes import SplitRoutes
+
+            self._split = SplitRoutes(self)
+        return self._split
 
     # ----------------------------------------------------------------------------- placement
     def coords(self, nid: int) -> State:

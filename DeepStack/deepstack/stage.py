@@ -137,23 +137,37 @@ def _switch_fast_path(
     n = router.num_devices
     up, up_lat, down, down_lat = router.end_arrays()
     cross = np.flatnonzero(s_dev // per_l1 != d_dev // per_l1)
-    mid_idx = router.middles_for(s_dev[cross], d_dev[cross])
-    flat, start, length, lat = router.middle_arrays()
     first = up_lat[s_dev]  # up hop, or up hop + middle (summed in route order) across L1s
-    first[cross] = lat[mid_idx]
-    hops = first + down_lat[d_dev]
-    w_up = np.bincount(s_dev, weights=wsum, minlength=n)
-    w_down = np.bincount(d_dev, weights=wsum, minlength=n)
     parts_ids = [up.ravel(), down.ravel()]
-    parts_w = [np.repeat(w_up, 2), np.repeat(w_down, 2)]
+    parts_w = [
+        np.repeat(np.bincount(s_dev, weights=wsum, minlength=n), 2),
+        np.repeat(np.bincount(d_dev, weights=wsum, minlength=n), 2),
+    ]
     if len(cross):
-        entries, inverse = np.unique(mid_idx, return_inverse=True)
-        w_mid = np.bincount(inverse, weights=wsum[cross])
-        seg_len = length[entries]
-        offsets = np.repeat(start[entries] - np.cumsum(seg_len) + seg_len, seg_len)
-        parts_ids.append(flat[offsets + np.arange(int(seg_len.sum()))])
-        parts_w.append(np.repeat(w_mid, seg_len))
+        mid_lat, mid_ids, mid_w = _middles(router, s_dev[cross], d_dev[cross], wsum[cross])
+        first[cross] = mid_lat
+        parts_ids.append(mid_ids)
+        parts_w.append(mid_w)
+    hops = first + down_lat[d_dev]
     ids = np.concatenate(parts_ids)
     weights = np.concatenate(parts_w)
     keep = (ids >= 0) & (weights > 0)
     return hops, ids[keep], weights[keep]
+
+
+def _middles(
+    router: Router, src: np.ndarray, dst: np.ndarray, wsum: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency incl. the up hop, link ids, weights) of the centre-to-centre route parts."""
+    if router.split is not None:
+        try:
+            return router.split.loads(src, dst, wsum)
+        except NotImplementedError:
+            pass  # irregular L3 routes: memoised per-pair middles below
+    mid_idx = router.middles_for(src, dst)
+    flat, start, length, lat = router.middle_arrays()
+    entries, inverse = np.unique(mid_idx, return_inverse=True)
+    w_mid = np.bincount(inverse, weights=wsum)
+    seg_len = length[entries]
+    offsets = np.repeat(start[entries] - np.cumsum(seg_len) + seg_len, seg_len)
+    return lat[mid_idx], flat[offsets + np.arange(int(seg_len.sum()))], np.repeat(w_mid, seg_len)
