@@ -183,6 +183,14 @@ class Network:
                 loads = all_to_all_loads(self.router, g_arr)
                 pat = self._patterns[key] = StagePattern.from_level_loads(self.router, loads)
             return pat
+        if self.router.inner_switch:
+            g_arr, key = self._group_key(scheme, dim)
+            key = (*key, "all_to_all")
+            pat = self._patterns.get(key)
+            if pat is None:
+                pat = StagePattern.from_flow_chunks(self.router, _a2a_chunks(g_arr))
+                self._patterns[key] = pat
+            return pat
 
         def build() -> np.ndarray:
             i, j = np.nonzero(~np.eye(g, dtype=bool))
@@ -463,6 +471,30 @@ class Network:
             "links": len(self.router.link_keys),
             "pattern_bytes": sum(p.nbytes for p in self._patterns.values()),
         }
+
+
+A2A_CHUNK_PAIRS = 1 << 21  # flows routed at once by the chunked all-to-all pattern
+
+
+def _a2a_chunks(g: np.ndarray):
+    """Every ordered pair (i ≠ j) of every group row, weight 1, in chunks of ≈ 2M flows."""
+    n_groups, size = g.shape
+    per_row = size * (size - 1)
+    if per_row >= A2A_CHUNK_PAIRS:  # big groups: one group at a time, split by source rows
+        rows_per = max(1, A2A_CHUNK_PAIRS // (size - 1))
+        for row in g:
+            for lo in range(0, size, rows_per):
+                srcpos = np.repeat(np.arange(lo, min(size, lo + rows_per)), size - 1)
+                dstpos = np.tile(np.arange(size - 1), len(srcpos) // (size - 1))
+                dstpos += dstpos >= srcpos
+                yield row[srcpos], row[dstpos], np.ones(len(srcpos))
+        return
+    i, j = np.nonzero(~np.eye(size, dtype=bool))
+    groups_per = max(1, A2A_CHUNK_PAIRS // max(per_row, 1))
+    for lo in range(0, n_groups, groups_per):
+        block = g[lo : lo + groups_per]
+        src, dst = block[:, i].ravel(), block[:, j].ravel()
+        yield src, dst, np.ones(len(src))
 
 
 def _full(x: int) -> int:

@@ -71,6 +71,7 @@ class SplitRoutes:
         self._plans: dict[int, _PairPlan] = {}
         self._walk_ids: dict[int, tuple[list[int], float]] = {}
         self._core_ids: dict[tuple[int, int], tuple[list[int], float]] = {}
+        self._lat_table: np.ndarray | None = None
 
     # ------------------------------------------------------------------ scalar pieces
     def plan(self, pair: int) -> _PairPlan:
@@ -163,8 +164,7 @@ class SplitRoutes:
         if walk_parts:
             keys = np.concatenate([k for k, _ in walk_parts])
             ws = np.concatenate([w for _, w in walk_parts])
-            uniq, inv = np.unique(keys, return_inverse=True)
-            wsum = np.bincount(inv, weights=ws, minlength=len(uniq))
+            uniq, wsum = self._sum_by_key(keys, ws)
             i, w = self._expand([self.walk(int(k))[0] for k in uniq.tolist()], wsum)
             ids_out.append(i)
             w_out.append(w)
@@ -172,7 +172,32 @@ class SplitRoutes:
         ws = np.concatenate(w_out) if w_out else np.zeros(0)
         return lat + r.levels[2].hop_latency_s, ids, ws
 
+    @property
+    def _walk_space(self) -> int:
+        return self.s3 * (self.s2 + 1) ** 2
+
+    def _sum_by_key(self, keys: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct walk keys, summed weight of each)."""
+        if self._walk_space <= _DENSE_KEYS:
+            total = np.bincount(keys, weights=ws, minlength=self._walk_space)
+            present = np.flatnonzero(total)
+            return present, total[present]
+        uniq, inv = np.unique(keys, return_inverse=True)
+        return uniq, np.bincount(inv, weights=ws, minlength=len(uniq))
+
     def _walk_latency(self, key: np.ndarray) -> np.ndarray:
+        """Latency (s) of each walk key."""
+        if self._walk_space <= _DENSE_KEYS:
+            if self._lat_table is None:
+                self._lat_table = np.full(self._walk_space, np.nan)
+            table = self._lat_table
+            vals = table[key]
+            missing = np.isnan(vals)
+            if missing.any():
+                for k in np.unique(key[missing]).tolist():
+                    table[k] = self.walk(k)[1]
+                vals = table[key]
+            return vals
         uniq, inv = np.unique(key, return_inverse=True)
         return np.array([self.walk(int(k))[1] for k in uniq.tolist()])[inv]
 

@@ -8,6 +8,7 @@ like the reference's uint64 traffic matrix, §2) multiplies it in, so results st
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,9 +71,43 @@ class StagePattern:
             hops = np.array([lat for _, lat in chains])
             ids = np.concatenate([c for c, _ in chains])
             reps = np.repeat(wsum, [len(c) for c, _ in chains])
-        self.hop = float(hops.max())
+        cap_all = router.arrays()[0]
+        self._finish(router, float(hops.max()), np.bincount(ids, reps, minlength=len(cap_all)))
+
+    @classmethod
+    def from_flow_chunks(
+        cls, router: Router, chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    ) -> StagePattern:
+        """A pattern from chunks of distinct flows ``(src, dst, weight)``, src ≠ dst, on a NoC
+        whose L1 is a switch: each chunk is routed and accumulated, never all flows at once."""
+        pat = cls.__new__(cls)
+        pat.flows = 0
+        hop = 0.0
+        mult = np.zeros(0)
+        for src, dst, w in chunks:
+            if not len(src):
+                continue
+            if router.all_switch:
+                raise ValueError("use the per-level loads of an all-switch NoC")
+            hops, ids, reps = _switch_fast_path(router, src, dst, w)
+            pat.flows += len(src)
+            hop = max(hop, float(hops.max()))
+            add = np.bincount(ids, reps, minlength=len(router.link_keys))
+            add[: len(mult)] += mult
+            mult = add
+        if not pat.flows:
+            pat.hop, pat.unmodelled, pat.energy_per_unit = 0.0, 0, 0.0
+            pat.mult = pat.cap = np.zeros(0)
+            pat.link_ids = np.zeros(0, dtype=np.int64)
+            return pat
+        pat._finish(router, hop, mult)
+        return pat
+
+    def _finish(self, router: Router, hop: float, mult: np.ndarray) -> None:
+        """Keep the hop latency, energy per unit and the busiest links of per-link loads."""
+        self.hop = hop
         cap_all, epb_all = router.arrays()
-        mult = np.bincount(ids, weights=reps, minlength=len(cap_all))
+        mult = np.concatenate([mult, np.zeros(len(cap_all) - len(mult))])
         loaded = np.flatnonzero(mult)
         self.energy_per_unit = float(np.sum(mult[loaded] * 8.0 * epb_all[loaded]))
         modelled = loaded[cap_all[loaded] > 0.0]
