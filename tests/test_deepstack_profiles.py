@@ -155,3 +155,45 @@ def test_deepstack_does_not_import_plena_opt() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("level", "key", "value", "message"),
+    [
+        ("L1", "link_bandwidth_gbytes_per_s", 5e-324, "between 0.001 and 1e+06 GB/s"),
+        ("L2", "link_bandwidth_gbytes_per_s", 1e300, "between 0.001 and 1e+06 GB/s"),
+        ("L1", "hop_latency_ns", 5e-324, "0 or between 0.001 and 1e+09 ns"),
+        ("L3", "hop_latency_ns", 1e12, "0 or between 0.001 and 1e+09 ns"),
+        ("L1", "switch_center_in_gbytes_per_s", 1e-9, "between 0.001 and 1e+09 GB/s"),
+    ],
+)
+def test_absurd_bandwidth_or_latency_is_refused_with_the_range(
+    level: str, key: str, value: float, message: str
+) -> None:
+    """Issue 10: a denormal or absurd link is an error naming the field and the range."""
+    raw = _base()
+    raw["layers"][level][key] = value
+    with pytest.raises(ds.ProfileError) as info:
+        ds.load_noc_profile(raw)
+    assert info.value.field == f"layers.{level}.{key}"
+    assert message in str(info.value)
+
+
+def test_zero_latency_and_range_ends_are_accepted() -> None:
+    raw = _base()
+    raw["layers"]["L1"]["hop_latency_ns"] = 0
+    raw["layers"]["L2"]["link_bandwidth_gbytes_per_s"] = 1e-3
+    raw["layers"]["L3"]["link_bandwidth_gbytes_per_s"] = 1e6
+    prof = ds.load_noc_profile(raw)
+    assert prof.levels[2].hop_latency_s == 0.0
+    assert prof.levels[0].link_bandwidth_bps == 1e15
+
+
+def test_deeply_nested_json_file_is_a_profile_error(tmp_path) -> None:
+    """Issue 10: deeply nested JSON raises a clean ProfileError, never RecursionError."""
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ds.ProfileError) as info:
+        ds.load_noc_profile(str(path))
+    assert info.value.field == "profile"
+    assert "nested too deeply" in str(info.value)

@@ -23,6 +23,13 @@ _TOP_REQUIRED = ("schema_version", "kind", "name", "layers")
 _TOP_OPTIONAL = ("provenance", "port_spread", "energy_pj_per_bit")
 _LEVEL_REQUIRED = ("kind", "shape", "hop_latency_ns", "link_bandwidth_gbytes_per_s")
 _CENTRE_KEYS = ("switch_center_in_gbytes_per_s", "switch_center_out_gbytes_per_s")
+# Plausible physical ranges (bounds of what the model is meant for, not measured values): a link
+# from 1 MB/s to 1 PB/s (a switch centre up to 1,000× that, the aggregate of many ports), a hop
+# latency of exactly 0 (a level that costs nothing) or from 1 ps to 1 s. Outside them a value is
+# a typo or a denormal, and would print inf or 0 times.
+BANDWIDTH_GBS_RANGE = (1e-3, 1e6)
+CENTRE_GBS_RANGE = (1e-3, 1e9)
+HOP_LATENCY_NS_RANGE = (1e-3, 1e9)
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,13 @@ def _number(value: Any, fld: str) -> float:
     return float(value)
 
 
+def _in_range(value: float, fld: str, bounds: tuple[float, float]) -> None:
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        name = fld.rsplit(".", 1)[-1]
+        raise ProfileError(fld, f"{name} must be between {lo:g} and {hi:g} GB/s (got {value:g})")
+
+
 def _parse_level(lname: str, raw: Any) -> Level:
     base = f"layers.{lname}"
     if not isinstance(raw, dict):
@@ -159,12 +173,19 @@ def _parse_level(lname: str, raw: Any) -> Level:
     hop_ns = _number(raw["hop_latency_ns"], f"{base}.hop_latency_ns")
     if hop_ns < 0:
         raise ProfileError(f"{base}.hop_latency_ns", "hop_latency_ns must be non-negative")
+    lo, hi = HOP_LATENCY_NS_RANGE
+    if hop_ns != 0 and not lo <= hop_ns <= hi:
+        raise ProfileError(
+            f"{base}.hop_latency_ns",
+            f"hop_latency_ns must be 0 or between {lo:g} and {hi:g} ns (got {hop_ns:g})",
+        )
     bw = _number(raw["link_bandwidth_gbytes_per_s"], f"{base}.link_bandwidth_gbytes_per_s")
     if bw <= 0:
         raise ProfileError(
             f"{base}.link_bandwidth_gbytes_per_s",
             "link_bandwidth_gbytes_per_s must be greater than zero",
         )
+    _in_range(bw, f"{base}.link_bandwidth_gbytes_per_s", BANDWIDTH_GBS_RANGE)
     centre = [raw.get(k) for k in _CENTRE_KEYS]
     cin = cout = None
     if any(c is not None for c in centre):
@@ -185,6 +206,8 @@ def _parse_level(lname: str, raw: Any) -> Level:
                 f"{base}.switch_center_in_gbytes_per_s",
                 "switch-center bandwidth must be greater than zero",
             )
+        for c, k in zip((cin, cout), _CENTRE_KEYS, strict=True):
+            _in_range(c, f"{base}.{k}", CENTRE_GBS_RANGE)
         cin, cout = cin * 1e9, cout * 1e9
     return Level(kind, rows, cols, hop_ns * 1e-9, bw * 1e9, cin, cout)
 
@@ -293,5 +316,9 @@ def _from_bytes(data: bytes, path: str) -> NocProfile:
         raw = json.loads(data)
     except json.JSONDecodeError as exc:
         raise ProfileError("profile", f"NoC profile {path!r} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ProfileError(
+            "profile", f"NoC profile {path!r} is nested too deeply to be a NoC profile"
+        ) from None
     extra = {"profile_path": path, "profile_sha256": hashlib.sha256(data).hexdigest()}
     return profile_from_dict(raw, extra)
