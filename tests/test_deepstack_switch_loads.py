@@ -136,3 +136,24 @@ def test_split_middles_match_scalar_routes(case: int) -> None:
     assert got.hop_seconds == pytest.approx(hop, rel=REL, abs=0.0)
     assert got.link_seconds == pytest.approx(link, rel=REL, abs=0.0)
     assert got.energy_pj == pytest.approx(energy, rel=REL, abs=0.0)
+
+
+@pytest.mark.parametrize("case", [0, 1, 3, 6])
+def test_all_to_all_from_class_counts_matches_routed_pairs(case: int, monkeypatch) -> None:
+    """Few big groups on an innermost-switch NoC: the class-count path equals routing pairs."""
+    import deepstack.collectives as coll
+
+    l3, l2, ports = MIXED[case]
+    l1 = Level("switch", 1, ports, 0.5e-6, 100e9, 200e9, 200e9)
+    prof = ds.make_hierarchy("mixed", l3, l2, l1, ds.EnergyConfig(1.0, 2.0, 3.0))
+    n = prof.num_devices
+    for dp in (n, n // 2, n // 4):
+        scheme = ds.ParallelScheme(tp=n // dp, dp=dp)
+        monkeypatch.setattr(coll, "A2A_CHUNK_PAIRS", 1)  # force the class-count path
+        fast = ds.Network(prof)
+        got = fast.all_to_all(scheme, "dp", 777)
+        assert fast.router.split._a2a_tables is not None
+        monkeypatch.setattr(coll, "A2A_CHUNK_PAIRS", 1 << 40)  # per-pair routes
+        want = ds.Network(prof).all_to_all(scheme, "dp", 777)
+        for k in ("hop_seconds", "link_seconds", "noc_energy_pj"):
+            assert getattr(got, k) == pytest.approx(getattr(want, k), rel=REL, abs=0.0), k

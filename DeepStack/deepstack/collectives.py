@@ -21,6 +21,7 @@ from .placement import ParallelScheme, check_dim, groups
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
 from .stage import StageCost, StagePattern
+from .split_a2a import MAX_GROUPS, all_to_all_links, tables_for
 from .switch_loads import all_to_all_loads
 
 ALL_REDUCE_ALGORITHMS = ("recursive_doubling", "ring", "rabenseifner", "double_tree", "all_to_all")
@@ -188,8 +189,7 @@ class Network:
             key = (*key, "all_to_all")
             pat = self._patterns.get(key)
             if pat is None:
-                pat = StagePattern.from_flow_chunks(self.router, _a2a_chunks(g_arr))
-                self._patterns[key] = pat
+                pat = self._patterns[key] = self._inner_switch_a2a(g_arr)
             return pat
 
         def build() -> np.ndarray:
@@ -197,6 +197,18 @@ class Network:
             return np.stack([np.ones_like(i), i, j], axis=1)
 
         return self._pairs(scheme, dim, "all_to_all", build)
+
+    def _inner_switch_a2a(self, g: np.ndarray) -> StagePattern:
+        """Complete exchange on an innermost-switch NoC: from member counts for a few big
+        groups when the port choices allow it (``split_a2a``), else pairs routed in chunks."""
+        n_groups, size = g.shape
+        split = self.router.split
+        if size > 1 and n_groups <= MAX_GROUPS and n_groups * size * size > A2A_CHUNK_PAIRS:
+            tables = tables_for(split)
+            if tables is not None:
+                hop, ids, w = all_to_all_links(split, g, tables)
+                return StagePattern.from_links(self.router, hop, ids, w, n_groups * size * (size - 1))
+        return StagePattern.from_flow_chunks(self.router, _a2a_chunks(g))
 
     def _tree_stages(self, scheme: ParallelScheme, dim: str, g: int) -> list[StagePattern]:
         levels = _double_tree_levels(g)

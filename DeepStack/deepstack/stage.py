@@ -103,6 +103,16 @@ class StagePattern:
         pat._finish(router, hop, mult)
         return pat
 
+    @classmethod
+    def from_links(
+        cls, router: Router, hop: float, ids: np.ndarray, weights: np.ndarray, flows: int
+    ) -> StagePattern:
+        """A pattern from (link id, weight) pairs already aggregated over its flows."""
+        pat = cls.__new__(cls)
+        pat.flows = flows
+        pat._finish(router, hop, np.bincount(ids, weights, minlength=len(router.link_keys)))
+        return pat
+
     def _finish(self, router: Router, hop: float, mult: np.ndarray) -> None:
         """Keep the hop latency, energy per unit and the busiest links of per-link loads."""
         self.hop = hop
