@@ -149,11 +149,11 @@ def test_all_to_all_from_class_counts_matches_routed_pairs(case: int, monkeypatc
     n = prof.num_devices
     for dp in (n, n // 2, n // 4):
         scheme = ds.ParallelScheme(tp=n // dp, dp=dp)
-        monkeypatch.setattr(coll, "A2A_CHUNK_PAIRS", 1)  # force the class-count path
+        monkeypatch.setattr(coll, "A2A_COUNT_PAIRS", 1)  # force the class-count path
         fast = ds.Network(prof)
         got = fast.all_to_all(scheme, "dp", 777)
         assert fast.router.split._a2a_tables is not None
-        monkeypatch.setattr(coll, "A2A_CHUNK_PAIRS", 1 << 40)  # per-pair routes
+        monkeypatch.setattr(coll, "A2A_COUNT_PAIRS", 1 << 40)  # per-pair routes
         want = ds.Network(prof).all_to_all(scheme, "dp", 777)
         for k in ("hop_seconds", "link_seconds", "noc_energy_pj"):
             assert getattr(got, k) == pytest.approx(getattr(want, k), rel=REL, abs=0.0), k

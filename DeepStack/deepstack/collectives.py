@@ -203,7 +203,7 @@ class Network:
         groups when the port choices allow it (``split_a2a``), else pairs routed in chunks."""
         n_groups, size = g.shape
         split = self.router.split
-        if size > 1 and n_groups <= MAX_GROUPS and n_groups * size * size > A2A_CHUNK_PAIRS:
+        if size > 1 and n_groups <= MAX_GROUPS and n_groups * size * size > A2A_COUNT_PAIRS:
             tables = tables_for(split)
             if tables is not None:
                 hop, ids, w = all_to_all_links(split, g, tables)
@@ -486,6 +486,7 @@ class Network:
 
 
 A2A_CHUNK_PAIRS = 1 << 21  # flows routed at once by the chunked all-to-all pattern
+A2A_COUNT_PAIRS = 1 << 14  # above: a few big groups are priced from class counts (split_a2a)
 
 
 def _a2a_chunks(g: np.ndarray):
