@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .split_routes import SplitRoutes, _A, _B
+from .split_routes import _A, _B, SplitRoutes, _Csr
 
 MAX_GROUPS = 64  # per-group maxima below are computed one group at a time
 
@@ -57,7 +57,7 @@ class _Tables:
         self.core = np.full(len(pair), -1, dtype=np.int64)
         self.core_lat = np.zeros(len(pair))
         cores: dict[tuple[int, int], int] = {}
-        self.core_links: list[list[int]] = []
+        self.core_csr = _Csr()
         base = (src * _A) ^ (dst * _B)
         for i in np.flatnonzero(self.cross).tolist():
             plan = split.plan(int(pair[i]))
@@ -77,9 +77,7 @@ class _Tables:
             key = (int(pair[i]), code)
             cid = cores.get(key)
             if cid is None:
-                ids, lat = split.core(*key)
-                cid = cores[key] = len(self.core_links)
-                self.core_links.append(ids)
+                cid = cores[key] = self.core_csr.add(split.core(*key)[0])
             self.core[i] = cid
             self.core_lat[i] = split.core(*key)[1]
         s2 = split.s2
@@ -131,7 +129,7 @@ def _middles(
     h_down = float(r.end_arrays()[3].max())
     nc = s3 * radix
     walk_w = np.zeros(split._walk_space)
-    core_w = np.zeros(len(tables.core_links))
+    core_w = np.zeros(len(tables.core_csr.start))
     hop = 0.0
     for row in groups:
         node = row // s1
@@ -182,8 +180,7 @@ def _middles(
         lw = np.where(p_dst, tables.walk_lat[tables.entry[live] + 1, 1:], -np.inf).max(axis=1)
         hop = max(hop, float((h_up + fw + tables.core_lat[live] + lw).max()) + h_down)
     keys = np.flatnonzero(walk_w)
-    ids_w = [split.walk(int(k))[0] for k in keys.tolist()]
+    ids_w, w_w = split.expand_walks(keys, walk_w[keys])
     ids_c = np.flatnonzero(core_w)
-    lists = ids_w + [tables.core_links[i] for i in ids_c.tolist()]
-    ids, w = split._expand(lists, np.concatenate([walk_w[keys], core_w[ids_c]]))
-    return hop, ids, w
+    ids_k, w_k = tables.core_csr.expand(ids_c, core_w[ids_c])
+    return hop, np.concatenate([ids_w, ids_k]), np.concatenate([w_w, w_k])

@@ -72,6 +72,9 @@ class SplitRoutes:
         self._walk_ids: dict[int, tuple[list[int], float]] = {}
         self._core_ids: dict[tuple[int, int], tuple[list[int], float]] = {}
         self._lat_table: np.ndarray | None = None
+        self._walks = _Csr()  # walk key -> link ids (sparse keys mapped through _walk_slot)
+        self._walk_slot: dict[int, int] = {}
+        self._slot_arr: np.ndarray | None = None
 
     # ------------------------------------------------------------------ scalar pieces
     def plan(self, pair: int) -> _PairPlan:
@@ -165,7 +168,7 @@ class SplitRoutes:
             keys = np.concatenate([k for k, _ in walk_parts])
             ws = np.concatenate([w for _, w in walk_parts])
             uniq, wsum = self._sum_by_key(keys, ws)
-            i, w = self._expand([self.walk(int(k))[0] for k in uniq.tolist()], wsum)
+            i, w = self.expand_walks(uniq, wsum)
             ids_out.append(i)
             w_out.append(w)
         ids = np.concatenate(ids_out) if ids_out else np.zeros(0, dtype=np.int64)
@@ -264,9 +267,59 @@ class SplitRoutes:
 
     @staticmethod
     def _expand(lists: list[list[int]], wsum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lengths = np.array([len(x) for x in lists], dtype=np.int64)
-        flat = [i for x in lists for i in x]
-        return np.asarray(flat, dtype=np.int64), np.repeat(wsum, lengths)
+        csr = _Csr()
+        slots = np.array([csr.add(x) for x in lists], dtype=np.int64)
+        return csr.expand(slots, wsum)
+
+    def expand_walks(self, keys: np.ndarray, wsum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(link ids, weights) of the walks ``keys`` carrying ``wsum`` each."""
+        if self._walk_space <= _DENSE_KEYS:
+            if self._slot_arr is None:
+                self._slot_arr = np.full(self._walk_space, -1, dtype=np.int64)
+            table = self._slot_arr
+            out = table[keys]
+            for k in np.unique(keys[out < 0]).tolist():
+                table[k] = self._walks.add(self.walk(k)[0])
+            return self._walks.expand(table[keys], wsum)
+        slot = self._walk_slot
+        out = np.empty(len(keys), dtype=np.int64)
+        for i, k in enumerate(keys.tolist()):
+            j = slot.get(k)
+            if j is None:
+                j = slot[k] = self._walks.add(self.walk(k)[0])
+            out[i] = j
+        return self._walks.expand(out, wsum)
+
+
+class _Csr:
+    """Append-only lists of link ids with a numpy view, expanded by weight in one step."""
+
+    def __init__(self) -> None:
+        self.flat: list[int] = []
+        self.start: list[int] = []
+        self.length: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def add(self, ids: list[int]) -> int:
+        self.start.append(len(self.flat))
+        self.length.append(len(ids))
+        self.flat.extend(ids)
+        self._arrays = None
+        return len(self.start) - 1
+
+    def expand(self, slots: np.ndarray, wsum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Link ids of the lists ``slots`` (concatenated) and each list's weight repeated."""
+        if self._arrays is None:
+            self._arrays = (
+                np.asarray(self.flat, dtype=np.int64),
+                np.asarray(self.start, dtype=np.int64),
+                np.asarray(self.length, dtype=np.int64),
+            )
+        flat, start, length = self._arrays
+        seg = length[slots]
+        total = int(seg.sum())
+        offsets = np.repeat(start[slots] - np.cumsum(seg) + seg, seg) + np.arange(total)
+        return flat[offsets], np.repeat(wsum, seg)
 
 
 def _digits(code: int, radices: list[int]) -> list[int]:
