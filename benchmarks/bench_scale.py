@@ -174,7 +174,9 @@ def main() -> None:
     parser.add_argument(
         "--switch-sizes", default=",".join(map(str, SWITCH_SIZES)), help="comma-separated"
     )
-    parser.add_argument("--tms-sizes", default=",".join(map(str, TMS_SIZES)), help="comma-separated")
+    parser.add_argument(
+        "--tms-sizes", default=",".join(map(str, TMS_SIZES)), help="comma-separated"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per size")
     parser.add_argument("--source", help="checkout to measure instead of the installed one")
     args = parser.parse_args()

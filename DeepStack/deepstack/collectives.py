@@ -20,8 +20,8 @@ from .errors import ProfileError
 from .placement import ParallelScheme, check_dim, groups
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
-from .stage import StageCost, StagePattern
 from .split_a2a import MAX_GROUPS, all_to_all_links, tables_for
+from .stage import StageCost, StagePattern
 from .switch_loads import all_to_all_loads
 
 ALL_REDUCE_ALGORITHMS = ("recursive_doubling", "ring", "rabenseifner", "double_tree", "all_to_all")
@@ -207,7 +207,8 @@ class Network:
             tables = tables_for(split)
             if tables is not None:
                 hop, ids, w = all_to_all_links(split, g, tables)
-                return StagePattern.from_links(self.router, hop, ids, w, n_groups * size * (size - 1))
+                flows = n_groups * size * (size - 1)
+                return StagePattern.from_links(self.router, hop, ids, w, flows)
         return StagePattern.from_flow_chunks(self.router, _a2a_chunks(g))
 
     def _tree_stages(self, scheme: ParallelScheme, dim: str, g: int) -> list[StagePattern]:

@@ -157,7 +157,12 @@ class SplitRoutes:
         cross = np.flatnonzero(s3c != d3c)
         if len(cross):
             c_lat, c_walks, c_ids, c_w = self._cross(
-                src[cross], dst[cross], s3c[cross], d3c[cross], s2c[cross], d2c[cross],
+                src[cross],
+                dst[cross],
+                s3c[cross],
+                d3c[cross],
+                s2c[cross],
+                d2c[cross],
                 weight[cross],
             )
             lat[cross] = c_lat
@@ -257,9 +262,7 @@ class SplitRoutes:
         else:
             present, cinv = np.unique(ckey, return_inverse=True)
             wsum = np.bincount(cinv, weights=weight, minlength=len(present))
-        cores = [
-            self.core(int(upairs[k // span]), int(k % span)) for k in present.tolist()
-        ]
+        cores = [self.core(int(upairs[k // span]), int(k % span)) for k in present.tolist()]
         core_lat = np.array([c[1] for c in cores])
         lat = self._walk_latency(first) + core_lat[cinv] + self._walk_latency(last)
         ids, ws = self._expand([c[0] for c in cores], wsum)
