@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,7 @@ class Network:
         self.router = Router(self.profile, paper_compat=paper_compat)
         self._patterns: dict[tuple, StagePattern] = {}
         self._groups: dict[tuple, tuple[np.ndarray, tuple]] = {}
+        self._layouts: dict[tuple, int] = {}
         self._has_energy = self.profile.energy is not None
 
     # ------------------------------------------------------------------ patterns
@@ -149,7 +151,9 @@ class Network:
         hit = self._groups.get(gkey)
         if hit is None:
             g = groups(scheme, dim)
-            hit = self._groups[gkey] = (g, (g.shape, g.tobytes()))
+            # equal layouts get one small id, so pattern keys never compare the device lists
+            gid = self._layouts.setdefault((g.shape, g.tobytes()), len(self._layouts))
+            hit = self._groups[gkey] = (g, (g.shape, gid))
         return hit
 
     def _pairs(
@@ -523,6 +527,7 @@ def _div_mul(g: int, m: int) -> Callable[[int], int]:
     return lambda x: int(float(x) / g * m)
 
 
+@lru_cache(maxsize=64)
 def _double_tree_levels(g: int) -> list[list[tuple[int, int]]]:
     """Up-sweep levels of tree A (even leaves, root g−1) merged with tree B (odd leaves, root 0):
     parent = (left + right) // 2 per level, then a last hop to the root (§7.2)."""

@@ -50,6 +50,9 @@ class StagePattern:
         weight = np.asarray(weight, dtype=np.int64).ravel()
         keep = (src != dst) & (weight > 0)
         n = router.num_devices
+        if router.all_switch and not routed:  # loads are sums: repeated pairs need no merging
+            self._set_level_loads(router, flow_loads(router, src[keep], dst[keep], weight[keep]))
+            return
         key, inverse = np.unique(src[keep] * n + dst[keep], return_inverse=True)
         wsum = np.bincount(inverse, weights=weight[keep], minlength=len(key))
         self.flows = len(key)
@@ -61,9 +64,6 @@ class StagePattern:
             self.energy_per_unit = 0.0
             return
         s_dev, d_dev = key // n, key % n
-        if router.all_switch and not routed:
-            self._set_level_loads(router, flow_loads(router, s_dev, d_dev, wsum))
-            return
         if router.inner_switch:
             hops, ids, reps = _switch_fast_path(router, s_dev, d_dev, wsum)
         else:

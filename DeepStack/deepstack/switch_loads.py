@@ -28,7 +28,8 @@ class LevelLoads:
 
     ``up[level]`` / ``down[level]``: load per link key of that level (index = the key); keys
     are device / node / pod numbers (default identity) or the port number inside the instance
-    (``paper_compat``). ``flows``: distinct (src, dst) pairs; ``hop``: longest chain latency (s).
+    (``paper_compat``). ``flows``: (src, dst) entries with weight (distinct pairs for every
+    pattern the collectives build); ``hop``: longest chain latency (s).
     """
 
     up: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -69,7 +70,8 @@ def _key_sizes(router) -> tuple[int, int, int]:
 
 
 def flow_loads(router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> LevelLoads:
-    """Loads of distinct flows ``src → dst`` (src ≠ dst, weight > 0) on an all-switch NoC."""
+    """Loads of flows ``src → dst`` (src ≠ dst, weight > 0) on an all-switch NoC; a repeated
+    pair simply adds its weights."""
     s1 = router.sizes[2]
     s12 = router.sizes[1] * s1
     cross_pod = (src // s12) != (dst // s12)
