@@ -12,15 +12,17 @@ For every size a child process (so peak RSS is that size's alone) builds
 ``Evaluator(llama-3.1-70b, profile, fictional_stacked_dram, Workload())`` and measures:
 
 * ``first_s``: ``evaluate_batch`` of every legal plan on the first evaluator of the process
-  (routing and pricing every collective pattern included);
+  (routing and pricing every collective pattern included); ``first_cpu_s``: the CPU time of the
+  same call (the fairer figure when other processes share the cores);
 * ``fresh_plans_per_s``: the same plans on a new evaluator (empty layer/collective caches, the
   process's routed patterns kept); ``warm_plans_per_s``: the same evaluator again;
 * ``peak_rss_mib``: the child's peak resident memory.
 
 ``exponent_first_s`` / ``exponent_rss`` are least-squares slopes of log(value) over log(devices)
 for sizes ≥ 512. A size that runs past ``--timeout`` is reported as ``{"timeout_s": …}`` and ends
-its family. ``--source DIR`` measures another checkout (e.g. ``git archive main``) with this
-script, for before/after figures side by side. Prints one JSON object.
+its family. ``--source DIR`` measures another checkout (e.g. ``git archive main``) with this script;
+``--compare DIR`` measures that checkout too, size by size right before this one, so before and
+after figures come from one run. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -95,9 +97,10 @@ def child(kind: str, n: int) -> dict:
 
     ev = make()
     plans = ev.legal_plans()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     ev.evaluate_batch(plans)
     first = time.perf_counter() - t
+    first_cpu = time.process_time() - c
     t = time.perf_counter()
     ev.evaluate_batch(plans)
     warm = time.perf_counter() - t
@@ -109,6 +112,7 @@ def child(kind: str, n: int) -> dict:
         "devices": n,
         "plans": len(plans),
         "first_s": round(first, 3),
+        "first_cpu_s": round(first_cpu, 3),
         "fresh_plans_per_s": round(len(plans) / fresh_s, 1),
         "warm_plans_per_s": round(len(plans) / warm, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -152,18 +156,33 @@ def exponent(rows: list[dict], key: str) -> float | None:
     return round(sum((x - mx) * (y - my) for x, y in pts) / sxx, 2)
 
 
-def family(kind: str, sizes: list[int], timeout: float, source: str | None) -> dict:
-    rows = []
+def family(
+    kind: str, sizes: list[int], timeout: float, source: str | None, compare: str | None
+) -> dict:
+    """One row per size; with ``compare``, the other checkout's row for the same size is
+    measured right before (``before``), until it times out."""
+    rows, before = [], []
     for n in sizes:
+        if compare and (not before or "timeout_s" not in before[-1]):
+            before.append(run_child(kind, n, timeout, compare))
+            print(json.dumps({kind: {"before": before[-1]}}), file=sys.stderr)
         row = run_child(kind, n, timeout, source)
         rows.append(row)
         print(json.dumps({kind: row}), file=sys.stderr)
         if "timeout_s" in row:
             break
+    out = _summary(rows)
+    if compare:
+        out["before"] = _summary(before)
+    return out
+
+
+def _summary(rows: list[dict]) -> dict:
     done = [r for r in rows if "first_s" in r]
     return {
         "sizes": rows,
         "exponent_first_s": exponent(done, "first_s"),
+        "exponent_first_cpu_s": exponent(done, "first_cpu_s"),
         "exponent_rss": exponent(done, "peak_rss_mib"),
     }
 
@@ -179,6 +198,9 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per size")
     parser.add_argument("--source", help="checkout to measure instead of the installed one")
+    parser.add_argument(
+        "--compare", help="also measure this checkout (e.g. main), size by size, as 'before'"
+    )
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]))))
@@ -187,8 +209,12 @@ def main() -> None:
         "model": MODEL,
         "memory": MEMORY,
         "source": args.source or "installed",
-        "switch": family("switch", _sizes(args.switch_sizes), args.timeout, args.source),
-        "torus_mesh_switch": family("tms", _sizes(args.tms_sizes), args.timeout, args.source),
+        "switch": family(
+            "switch", _sizes(args.switch_sizes), args.timeout, args.source, args.compare
+        ),
+        "torus_mesh_switch": family(
+            "tms", _sizes(args.tms_sizes), args.timeout, args.source, args.compare
+        ),
     }
     print(json.dumps(result))
 

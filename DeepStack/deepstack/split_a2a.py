@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .split_routes import _A, _B, SplitRoutes, _Csr
+from .split_routes import _A, _B, _DENSE_KEYS, SplitRoutes, _Csr
 
 MAX_GROUPS = 64  # per-group maxima below are computed one group at a time
+MAX_CLASS_PAIRS = 1 << 17  # (L3 nodes · R)² class pairs tabulated once, in python
 
 
 def power_of_two_radix(split: SplitRoutes) -> int | None:
@@ -99,7 +100,11 @@ def tables_for(split: SplitRoutes) -> _Tables | None:
     hit = getattr(split, "_a2a_tables", False)
     if hit is False:
         radix = power_of_two_radix(split)
-        hit = None if radix is None else _Tables(split, radix)
+        fits = split._walk_space <= _DENSE_KEYS
+        if radix is None or not fits or (split.s3 * radix) ** 2 > MAX_CLASS_PAIRS:
+            hit = None
+        else:
+            hit = _Tables(split, radix)
         split._a2a_tables = hit
     return hit
 

@@ -72,23 +72,33 @@ def _key_sizes(router) -> tuple[int, int, int]:
 def flow_loads(router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> LevelLoads:
     """Loads of flows ``src → dst`` (src ≠ dst, weight > 0) on an all-switch NoC; a repeated
     pair simply adds its weights."""
-    s1 = router.sizes[2]
-    s12 = router.sizes[1] * s1
-    cross_pod = (src // s12) != (dst // s12)
-    cross_node = (src // s1) != (dst // s1)
+    s3, s2, s1 = router.sizes
+    node_s, node_d = src // s1, dst // s1
+    pod_s, pod_d = node_s // s2, node_d // s2
+    cross_pod = pod_s != pod_d
+    cross_node = node_s != node_d
     w = weight.astype(np.float64)
     w2 = np.where(cross_node, w, 0.0)
     w3 = np.where(cross_pod, w, 0.0)
-    ks, kd, sizes = _keys(router, src), _keys(router, dst), _key_sizes(router)
+    if router.paper_compat:
+        ks = (pod_s, node_s - pod_s * s2, src - node_s * s1)
+        kd = (pod_d, node_d - pod_d * s2, dst - node_d * s1)
+    else:
+        ks, kd = (pod_s, node_s, src), (pod_d, node_d, dst)
+    sizes = _key_sizes(router)
     per_level = (w3, w2, w)
     up = tuple(np.bincount(ks[i], per_level[i], sizes[i]) for i in range(3))
     down = tuple(np.bincount(kd[i], per_level[i], sizes[i]) for i in range(3))
-    present = [L1 if len(w) and not cross_node.all() else None]
-    if (cross_node & ~cross_pod).any():
+    n_node = int(np.count_nonzero(cross_node))
+    n_pod = int(np.count_nonzero(cross_pod))
+    present = []
+    if n_node < len(w):
+        present.append(L1)
+    if n_pod < n_node:
         present.append(L2)
-    if cross_pod.any():
+    if n_pod:
         present.append(L3)
-    hop = max((_chain_latency(router.levels, lv) for lv in present if lv is not None), default=0.0)
+    hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
     return LevelLoads(up, down, hop, len(src))  # type: ignore[arg-type]
 
 
@@ -162,6 +172,9 @@ def top_links(router, loads: LevelLoads) -> tuple[np.ndarray, np.ndarray, np.nda
     chosen: dict[tuple[float, float], int] = {}
     for level in range(3):
         for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
+            floor = best * (1 - 1e-9) * caps[level]
+            if not len(arr) or arr.max() < floor * (1 - 1e-12):
+                continue
             hit = np.flatnonzero(arr / caps[level] >= best * (1 - 1e-9))
             for load in np.unique(arr[hit]).tolist():
                 if (load, caps[level]) in chosen:
