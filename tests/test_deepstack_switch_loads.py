@@ -141,7 +141,7 @@ def test_split_middles_match_scalar_routes(case: int) -> None:
 @pytest.mark.parametrize("case", [0, 1, 3, 6])
 def test_all_to_all_from_class_counts_matches_routed_pairs(case: int, monkeypatch) -> None:
     """Few big groups on an innermost-switch NoC: the class-count path equals routing pairs."""
-    import deepstack.collectives as coll
+    import deepstack.all_to_all as coll
 
     l3, l2, ports = MIXED[case]
     l1 = Level("switch", 1, ports, 0.5e-6, 100e9, 200e9, 200e9)

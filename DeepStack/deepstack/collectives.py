@@ -17,13 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from .all_to_all import complete_exchange
 from .errors import ProfileError
 from .placement import ParallelScheme, check_dim, groups
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
-from .split_a2a import MAX_GROUPS, all_to_all_links, tables_for
 from .stage import StageCost, StagePattern
-from .switch_loads import all_to_all_loads
 
 ALL_REDUCE_ALGORITHMS = ("recursive_doubling", "ring", "rabenseifner", "double_tree", "all_to_all")
 ALL_GATHER_ALGORITHMS = ("ring", "recursive_doubling", "all_to_all")
@@ -180,20 +179,12 @@ class Network:
         return self._pairs(scheme, dim, "ring", lambda: [(1, i, (i + 1) % g) for i in range(g)])
 
     def _a2a_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
-        if self.router.all_switch:
+        if self.router.inner_switch:  # never lists all g² pairs at once (all_to_all.py)
             g_arr, key = self._group_key(scheme, dim)
             key = (*key, "all_to_all")
             pat = self._patterns.get(key)
             if pat is None:
-                loads = all_to_all_loads(self.router, g_arr)
-                pat = self._patterns[key] = StagePattern.from_level_loads(self.router, loads)
-            return pat
-        if self.router.inner_switch:
-            g_arr, key = self._group_key(scheme, dim)
-            key = (*key, "all_to_all")
-            pat = self._patterns.get(key)
-            if pat is None:
-                pat = self._patterns[key] = self._inner_switch_a2a(g_arr)
+                pat = self._patterns[key] = complete_exchange(self.router, g_arr)
             return pat
 
         def build() -> np.ndarray:
@@ -201,19 +192,6 @@ class Network:
             return np.stack([np.ones_like(i), i, j], axis=1)
 
         return self._pairs(scheme, dim, "all_to_all", build)
-
-    def _inner_switch_a2a(self, g: np.ndarray) -> StagePattern:
-        """Complete exchange on an innermost-switch NoC: from member counts for a few big
-        groups when the port choices allow it (``split_a2a``), else pairs routed in chunks."""
-        n_groups, size = g.shape
-        split = self.router.split
-        if size > 1 and n_groups <= MAX_GROUPS and n_groups * size * size > A2A_COUNT_PAIRS:
-            tables = tables_for(split)
-            if tables is not None:
-                hop, ids, w = all_to_all_links(split, g, tables)
-                flows = n_groups * size * (size - 1)
-                return StagePattern.from_links(self.router, hop, ids, w, flows)
-        return StagePattern.from_flow_chunks(self.router, _a2a_chunks(g))
 
     def _tree_stages(self, scheme: ParallelScheme, dim: str, g: int) -> list[StagePattern]:
         levels = _double_tree_levels(g)
@@ -488,31 +466,6 @@ class Network:
             "links": len(self.router.link_keys),
             "pattern_bytes": sum(p.nbytes for p in self._patterns.values()),
         }
-
-
-A2A_CHUNK_PAIRS = 1 << 21  # flows routed at once by the chunked all-to-all pattern
-A2A_COUNT_PAIRS = 1 << 14  # above: a few big groups are priced from class counts (split_a2a)
-
-
-def _a2a_chunks(g: np.ndarray):
-    """Every ordered pair (i ≠ j) of every group row, weight 1, in chunks of ≈ 2M flows."""
-    n_groups, size = g.shape
-    per_row = size * (size - 1)
-    if per_row >= A2A_CHUNK_PAIRS:  # big groups: one group at a time, split by source rows
-        rows_per = max(1, A2A_CHUNK_PAIRS // (size - 1))
-        for row in g:
-            for lo in range(0, size, rows_per):
-                srcpos = np.repeat(np.arange(lo, min(size, lo + rows_per)), size - 1)
-                dstpos = np.tile(np.arange(size - 1), len(srcpos) // (size - 1))
-                dstpos += dstpos >= srcpos
-                yield row[srcpos], row[dstpos], np.ones(len(srcpos))
-        return
-    i, j = np.nonzero(~np.eye(size, dtype=bool))
-    groups_per = max(1, A2A_CHUNK_PAIRS // max(per_row, 1))
-    for lo in range(0, n_groups, groups_per):
-        block = g[lo : lo + groups_per]
-        src, dst = block[:, i].ravel(), block[:, j].ravel()
-        yield src, dst, np.ones(len(src))
 
 
 def _full(x: int) -> int:
