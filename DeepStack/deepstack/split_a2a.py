@@ -134,53 +134,49 @@ def _middles(
     h_down = float(r.end_arrays()[3].max())
     nc = s3 * radix
     walk_w = np.zeros(split._walk_space)
+    walk3 = walk_w.reshape(s3, s2 + 1, s2 + 1)  # (tile, from + 1, to + 1), a view
     core_w = np.zeros(len(tables.core_csr.start))
     hop = 0.0
-    for row in groups:
-        node = row // s1
-        c3, c2, alpha = node // s2, node % s2, row % radix
-        cnt = np.bincount((c3 * s2 + c2) * radix + alpha, minlength=s3 * s2 * radix).astype(float)
+    node = groups // s1
+    keys = ((node // s2) * s2 + node % s2) * radix + groups % radix
+    counts: dict[bytes, list] = {}  # groups with equal class counts contribute equally
+    for row in keys:
+        cnt = np.bincount(row, minlength=s3 * s2 * radix).astype(float)
+        hit = counts.setdefault(cnt.tobytes(), [cnt, 0])
+        hit[1] += 1
+    off = ~np.eye(s2, dtype=bool)
+    for cnt, mult in counts.values():
         cnt = cnt.reshape(s3, s2, radix)
         per_node = cnt.sum(axis=2)  # [s3, s2]
         per_l3 = cnt.sum(axis=1).reshape(nc)  # [s3·R] members per L3 class
         if (per_node > 1).any():  # two members on one node: device → centre → device
             hop = max(hop, h_up + h_down)
         # same L3 node, different L2 nodes: one walk s2 → d2 inside the tile
-        ww = per_node[:, :, None] * per_node[:, None, :]
-        idx = np.arange(s2)
-        ww[:, idx, idx] = 0.0
-        t, a, b = np.nonzero(ww)
-        if len(t):
-            walk_w[split.walk_key(t, a, b)] += ww[t, a, b]
-            hop = max(hop, h_up + float(tables.walk_lat[a + 1, b + 1].max()) + h_down)
+        ww = per_node[:, :, None] * per_node[:, None, :] * off
+        walk3[:, 1:, 1:] += mult * ww
+        seen = (ww > 0).any(axis=0)
+        if seen.any():
+            hop = max(hop, h_up + float(tables.walk_lat[1:, 1:][seen].max()) + h_down)
         # different L3 nodes: first walk, core, last walk
         both = np.outer(per_l3, per_l3).ravel() * tables.cross
         live = np.flatnonzero(both)
         if not len(live):
             continue
-        np.add.at(core_w, tables.core[live], both[live])
+        core_w += mult * np.bincount(tables.core[live], both[live], minlength=len(core_w))
         sa, sb = live // nc, live % nc
         # first walks: (s3, s2, exit port) weighted by members of the destination L3 class
-        src3, srca = sa // radix, sa % radix
-        e_key = (src3 * radix + srca) * (s2 + 1) + tables.exit0[live] + 1
-        e_w = np.bincount(e_key, weights=per_l3[sb], minlength=nc * (s2 + 1))
-        e_w = e_w.reshape(s3, radix, s2 + 1)
-        first = np.einsum("tsa,tap->tsp", cnt, e_w)  # [s3, s2 (from), port]
+        e_w = np.bincount(sa * (s2 + 1) + tables.exit0[live] + 1, per_l3[sb], nc * (s2 + 1))
+        first = np.einsum("tsa,tap->tsp", cnt, e_w.reshape(s3, radix, s2 + 1))
+        walk3[:, 1:, :] += mult * first  # [s3, s2 (from), port + 1]
         # last walks: (d3, entry port, d2) weighted by members of the source L3 class
-        dst3, dstb = sb // radix, sb % radix
-        f_key = (dst3 * radix + dstb) * (s2 + 1) + tables.entry[live] + 1
-        f_w = np.bincount(f_key, weights=per_l3[sa], minlength=nc * (s2 + 1))
-        f_w = f_w.reshape(s3, radix, s2 + 1)
-        last = np.einsum("tbp,tdb->tpd", f_w, cnt)  # [s3, port, d2 (to)]
-        t, a, p = np.nonzero(first)
-        walk_w[split.walk_key(t, a, p - 1)] += first[t, a, p]
-        t, p, b = np.nonzero(last)
-        walk_w[split.walk_key(t, p - 1, b)] += last[t, p, b]
+        f_w = np.bincount(sb * (s2 + 1) + tables.entry[live] + 1, per_l3[sa], nc * (s2 + 1))
+        last = np.einsum("tbp,tdb->tpd", f_w.reshape(s3, radix, s2 + 1), cnt)
+        walk3[:, :, 1:] += mult * last  # [s3, port + 1, d2 (to)]
         # longest route: per class pair, the farthest present source and destination nodes
         present = cnt > 0  # [s3, s2, R]
-        src_lat = tables.walk_lat[1:, :][None, :, :]  # [1, s2 (from), port]
+        src3, srca, dst3, dstb = sa // radix, sa % radix, sb // radix, sb % radix
         p_src = present[src3, :, srca]  # [L, s2]
-        fw = np.where(p_src, src_lat[0][:, tables.exit0[live] + 1].T, -np.inf).max(axis=1)
+        fw = np.where(p_src, tables.walk_lat[1:, tables.exit0[live] + 1].T, -np.inf).max(axis=1)
         p_dst = present[dst3, :, dstb]
         lw = np.where(p_dst, tables.walk_lat[tables.entry[live] + 1, 1:], -np.inf).max(axis=1)
         hop = max(hop, float((h_up + fw + tables.core_lat[live] + lw).max()) + h_down)
