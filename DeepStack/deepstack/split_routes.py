@@ -18,10 +18,14 @@ router's. Link loads are accumulated per walk and per core with ``bincount``.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .topology import CENTRE, EXIT_ENTRY
+
+if TYPE_CHECKING:
+    from .routing import Router
 
 _A, _B = 1315423911, 2654435761  # port_hash multipliers (§3.2)
 _DENSE_KEYS = 1 << 22  # largest core-key space indexed densely; above it np.unique is used
@@ -32,7 +36,7 @@ class _PairPlan:
 
     __slots__ = ("hops", "kc", "exit", "entry", "next_out", "regular")
 
-    def __init__(self, router, s3: int, d3: int) -> None:
+    def __init__(self, router: Router, s3: int, d3: int) -> None:
         outer, inner = router.levels[0], router.levels[1]
         self.hops = outer.route(s3, d3)
         self.kc, self.exit, self.entry, self.next_out = [], [], [], []
@@ -65,7 +69,7 @@ class _PairPlan:
 class SplitRoutes:
     """Walk and core segments of one router, memoised; see the module docstring."""
 
-    def __init__(self, router) -> None:
+    def __init__(self, router: Router) -> None:
         self.router = router
         self.s3, self.s2 = router.sizes[0], router.sizes[1]
         self._plans: dict[int, _PairPlan] = {}
@@ -209,7 +213,17 @@ class SplitRoutes:
         uniq, inv = np.unique(key, return_inverse=True)
         return np.array([self.walk(int(k))[1] for k in uniq.tolist()])[inv]
 
-    def _cross(self, src, dst, s3c, d3c, s2c, d2c, weight):
+    def _cross(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        s3c: np.ndarray,
+        d3c: np.ndarray,
+        s2c: np.ndarray,
+        d2c: np.ndarray,
+        weight: np.ndarray,
+    ) -> tuple[np.ndarray, list, list[np.ndarray], list[np.ndarray]]:
+        """Flows across L3 nodes: (latency, walk (key, weight) parts, core link ids, weights)."""
         pair = s3c * self.s3 + d3c
         upairs, pinv = np.unique(pair, return_inverse=True)
         plans = [self.plan(int(p)) for p in upairs.tolist()]

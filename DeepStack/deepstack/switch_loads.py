@@ -14,10 +14,14 @@ from how many group members share a node and a pod, without listing the g² pair
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .topology import CENTRE
+
+if TYPE_CHECKING:
+    from .routing import Router
 
 L3, L2, L1 = 0, 1, 2
 
@@ -52,7 +56,7 @@ def _chain_latency(levels, outermost: int) -> float:
     return lat + h1
 
 
-def _keys(router, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _keys(router: Router, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Link key of each device's L3, L2 and L1 port link (per instance or per port number)."""
     s3, s2, s1 = router.sizes
     node = dev // s1
@@ -62,14 +66,14 @@ def _keys(router, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return pod, node, dev
 
 
-def _key_sizes(router) -> tuple[int, int, int]:
+def _key_sizes(router: Router) -> tuple[int, int, int]:
     s3, s2, s1 = router.sizes
     if router.paper_compat:
         return s3, s2, s1
     return s3, s3 * s2, s3 * s2 * s1
 
 
-def flow_loads(router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> LevelLoads:
+def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> LevelLoads:
     """Loads of flows ``src → dst`` (src ≠ dst, weight > 0) on an all-switch NoC; a repeated
     pair simply adds its weights."""
     s3, s2, s1 = router.sizes
@@ -102,7 +106,7 @@ def flow_loads(router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> 
     return LevelLoads(up, down, hop, len(src))  # type: ignore[arg-type]
 
 
-def all_to_all_loads(router, groups: np.ndarray) -> LevelLoads:
+def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
     """Loads of a complete exchange (weight 1 per ordered pair) inside every row of ``groups``.
 
     A member sends to the g − 1 others: g − (members on its node) of them leave the node and
@@ -135,7 +139,7 @@ def all_to_all_loads(router, groups: np.ndarray) -> LevelLoads:
     return LevelLoads(up, up, hop, n_groups * g * (g - 1))  # type: ignore[arg-type]
 
 
-def link_key(router, level: int, direction: str, key: int) -> tuple:
+def link_key(router: Router, level: int, direction: str, key: int) -> tuple:
     """The router's interned key of the port link ``key`` of ``level`` (§4.2–§4.3)."""
     s3, s2, s1 = router.sizes
     c = CENTRE
@@ -154,7 +158,9 @@ def link_key(router, level: int, direction: str, key: int) -> tuple:
     return ("link", a, b)
 
 
-def top_links(router, loads: LevelLoads) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def top_links(
+    router: Router, loads: LevelLoads
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(link ids, load, capacity) of the links within rounding of the busiest load/capacity,
     one per distinct (load, capacity), plus the energy per unit payload (pJ)."""
     caps = [lv.link_bandwidth_bps for lv in router.levels]
