@@ -15,17 +15,9 @@ Used for few, big groups (the costly case); other patterns route their pairs in 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    pass
-
 from .split_routes import _A, _B, _DENSE_KEYS, SplitRoutes, _Csr
-
-if TYPE_CHECKING:
-    pass
 
 MAX_GROUPS = 64  # per-group maxima below are computed one group at a time
 MAX_CLASS_PAIRS = 1 << 17  # (L3 nodes · R)² class pairs tabulated once, in python
