@@ -29,6 +29,7 @@ _API = (
     "ServingSimulation",
     "Workload",
     "build_schedule",
+    "decide_serving",
     "enumerate_plans",
     "estimate_plan",
     "estimate_single_chip",

@@ -63,6 +63,23 @@ class PlanDim(StrEnum):
     CP = "cp"
 
 
+class Percentile(StrEnum):
+    """Where on the Monte Carlo re-check distribution an SLA is judged (slow side)."""
+
+    P50 = "p50"
+    P90 = "p90"
+    P99 = "p99"
+
+
+class ServingMode(StrEnum):
+    """Serving layouts compared by the search: one worker over all devices, prefill and decode
+    pools, or both side by side."""
+
+    AGGREGATED = "aggregated"
+    DISAGGREGATED = "disaggregated"
+    BOTH = "both"
+
+
 def values(vocabulary: type[StrEnum]) -> tuple[str, ...]:
     """The texts of a vocabulary in declaration order."""
     return tuple(member.value for member in vocabulary)
@@ -74,3 +91,5 @@ OVERLAP_POLICIES = values(OverlapPolicy)
 MOE_ROUTING_MODES = values(MoeRouting)
 SAMPLERS = values(Sampler)
 PLAN_DIMS = values(PlanDim)
+PERCENTILES = values(Percentile)
+SERVING_MODES = values(ServingMode)

@@ -34,6 +34,7 @@ LAYER = {
     "plena_opt.estimate": 3,
     "plena_opt.search": 4,
     "plena_opt.pipeline": 4,
+    "plena_opt.export": 4,  # serving-engine launch arguments of a plan (reads estimate.plan)
     "plena_opt.api": 5,
     "plena_opt": 5,  # the package itself: the library API (re-exports the use cases)
     "plena_opt.cli": 6,

@@ -426,3 +426,56 @@ def test_search_and_simulate_commands_accept_server(server, capsys):
     assert main(["search", *argv, "--server", "127.0.0.1:1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "UNAVAILABLE" in err and "Traceback" not in err
+
+
+def test_remote_serving_search_prints_the_same_text_as_local(server, tmp_path):
+    """Serving options travel over the wire (issue 16): TPOT SLA at p90, auto batches, the
+    aggregated/disaggregated comparison — the same text locally and remotely."""
+    from plena_opt.cli.main import main
+    from plena_opt.cli.remote import remote_search
+
+    argv = [
+        "--model",
+        "llama-3.2-1b",
+        "--noc",
+        "illustrative_gpu_node_8",
+        "--fixed-bandwidth-gbs",
+        "1000",
+        "--fixed-capacity-gib",
+        "8",
+        "--input-seq",
+        "256",
+        "--output-seq",
+        "16",
+        "--seed",
+        "1",
+        "--batch-sizes",
+        "auto",
+        "--memory-fraction",
+        "0.8",
+        "--objectives",
+        "ttft,tps-per-device,tps-per-user",
+        "--max-tpot-ms",
+        "50",
+        "--percentile",
+        "p90",
+        "--serving",
+        "both",
+        "--study",
+        "serving-parity",
+        "--recheck",
+        "2",
+        "--samples",
+        "100",
+    ]
+    local = io.StringIO()
+    with contextlib.redirect_stdout(local):
+        assert main(["search", *argv, "--storage", str(tmp_path / "s.log")]) == 0
+    args = _search_args(argv)
+    args.server = server.target
+    remote = io.StringIO()
+    with contextlib.redirect_stdout(remote):
+        assert remote_search(args) == 0
+    expected = local.getvalue().replace(str(tmp_path / "s.log"), str(server.storage))
+    assert remote.getvalue() == expected
+    assert "goodput at p90" in expected and "wins" in expected and "max_tpot" in expected

@@ -8,6 +8,8 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
   metrics (``PlanEstimate``).
 * ``search_plans(request, problem=None)`` — the Pareto search (``SearchResult``).
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
+* ``decide_serving(result, checks, request, problem)`` — goodput at the SLA and the
+  aggregated/disaggregated serving comparison of a finished search.
 * ``simulate_plan(problem, plan)`` — serving simulation of one plan (``ServingSimulation``);
   ``simulate_schedule(schedule, stage_ms)`` — a training schedule (``ScheduleSimulation``).
 
@@ -31,6 +33,7 @@ _EXPORTS = {
     "ServingSimulation": "plena_opt.api.simulations",
     "Workload": "plena_opt.estimate.plan",
     "build_schedule": "plena_opt.api.simulations",
+    "decide_serving": "plena_opt.api.serving",
     "enumerate_plans": "plena_opt.api.problems",
     "estimate_plan": "plena_opt.api.estimates",
     "estimate_single_chip": "plena_opt.api.estimates",

@@ -117,6 +117,9 @@ def summary_to_proto(
         msg.fits_in_memory = s["fits_in_memory"]
     if trial_number is not None:
         msg.trial_number = trial_number
+    for name in ("tps_per_device", "max_batch", "capacity_bound"):  # serving figures (issue 16)
+        if s.get(name) is not None:
+            setattr(msg, name, s[name])
     return msg
 
 

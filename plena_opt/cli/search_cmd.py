@@ -35,8 +35,9 @@ from plena_opt.search.output import (
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
 from plena_opt.search.runner import Progress
+from plena_opt.search.serving import render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
-from plena_opt.vocabulary import SAMPLERS
+from plena_opt.vocabulary import PERCENTILES, SAMPLERS, SERVING_MODES
 
 
 def register(subparsers: Any) -> None:
@@ -50,7 +51,16 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--batch-sizes",
         default=None,
-        help="comma list of global batch sizes to search (e.g. 8,16,64)",
+        help="comma list of global batch sizes to search (e.g. 8,16,64), or 'auto': powers of "
+        "two up to the largest batch whose weights + KV + activations fit (--memory-fraction)",
+    )
+    g.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=None,
+        help="share of device memory for weights + KV + activations, like vLLM's "
+        "--gpu-memory-utilization (default 0.9 with --batch-sizes auto; otherwise memory is "
+        "judged on the whole capacity)",
     )
     g.add_argument(
         "--objectives",
@@ -63,6 +73,24 @@ def register(subparsers: Any) -> None:
         type=float,
         default=None,
         help="SLA: decode tokens/s per sequence at least",
+    )
+    g.add_argument(
+        "--max-tpot-ms",
+        type=float,
+        default=None,
+        help="SLA: time per output token at most, ms (1000 / per-sequence TPS)",
+    )
+    g.add_argument(
+        "--percentile",
+        choices=PERCENTILES,
+        default="p50",
+        help="judge the SLA at this percentile of the Monte Carlo re-check (default p50)",
+    )
+    g.add_argument(
+        "--serving",
+        choices=SERVING_MODES,
+        default="aggregated",
+        help="aggregated plans, disaggregated prefill/decode pools, or both side by side",
     )
     g.add_argument("--sampler", choices=SAMPLERS, default="auto")
     g.add_argument("--trials", type=int, default=200, help="max new plan evaluations (sampler)")
@@ -109,13 +137,23 @@ def register(subparsers: Any) -> None:
     o.add_argument("--csv", default=None, metavar="FILE", help="write the front as CSV")
     o.add_argument("--plot", default=None, metavar="FILE.png", help="plot the front")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument(
+        "--export-dir",
+        default=None,
+        metavar="DIR",
+        help="write vLLM / SGLang launch files of the top K front plans (K = --export-top)",
+    )
+    o.add_argument("--export-top", type=int, default=5, metavar="K", help="plans to export")
+    o.add_argument(
+        "--engine-model", default="MODEL", help="model id written into exported launch files"
+    )
     add_server_arg(p, "run the search on a plena-opt server (remote mode)", "HOST:PORT")
     p.set_defaults(func=handle)
 
 
 def batch_list(text: str | None) -> list[int] | None:
-    """``--batch-sizes 8,16,64`` as integers (None when the flag is absent)."""
-    if text is None:
+    """``--batch-sizes 8,16,64`` as integers (None when the flag is absent or ``auto``)."""
+    if text is None or text.strip() == "auto":
         return None
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -141,6 +179,11 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
             study=args.study,
             storage=args.storage,
             compare_exact=args.compare_exact,
+            max_tpot_ms=args.max_tpot_ms,
+            percentile=args.percentile,
+            memory_fraction=args.memory_fraction,
+            auto_batch=(args.batch_sizes or "").strip() == "auto",
+            serving=args.serving,
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc
@@ -185,6 +228,8 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise PlenaInputError(
                 "plot", f"--plot {args.plot}: use one of .{', .'.join(PLOT_FORMATS)}"
             )
+    if getattr(args, "export_top", 1) < 1:
+        raise PlenaInputError("export_top", "--export-top must be at least 1")
     if args.trace_dir is not None:
         folder = Path(args.trace_dir)
         try:
@@ -203,14 +248,63 @@ def recheck_noise(args: argparse.Namespace):
         raise PlenaInputError("recheck", "--recheck must be at least 0 (0 turns it off)")
     if args.samples < 0:
         raise PlenaInputError("samples", "--samples must be at least 0")
+    if getattr(args, "percentile", "p50") != "p50" and (args.recheck == 0 or args.samples == 0):
+        raise PlenaInputError(
+            "percentile",
+            f"--percentile {args.percentile} judges the SLA on the Monte Carlo re-check; give "
+            "--recheck K > 0 and --samples N > 0",
+        )
     return parse_noise(args.noise)
+
+
+def check_serving_study(request: Any) -> None:
+    """Before searching: the comparison's study name must be free or this search's own."""
+    from plena_opt.search.request import MEMORY_STORAGE
+    from plena_opt.search.storage import open_storage, storage_exists
+
+    url = request.storage or DEFAULT_STORAGE
+    if request.serving == "aggregated" or url == MEMORY_STORAGE or not storage_exists(url):
+        return
+    from plena_opt.search.runner import default_study_name
+    from plena_opt.search.serving_store import check_owner
+
+    check_owner(open_storage(url), request.study or default_study_name(request))
+
+
+def emit_serving(result: SearchResult) -> None:
+    """Print goodput and the aggregated/disaggregated comparison (text mode)."""
+    if result.serving.get("goodput_tps_per_device") is not None:
+        print(render_goodput(result.serving))
+    if "comparison" in result.serving:
+        from plena_opt.search.serving_compare import render_comparison
+
+        print(render_comparison(result.serving["comparison"]))
+
+
+def export_launches(result: SearchResult, args: argparse.Namespace) -> None:
+    """``--export-dir``: launch files of the top plans."""
+    if not getattr(args, "export_dir", None):
+        return
+    from plena_opt.export.files import write_exports
+
+    paths = write_exports(
+        result,
+        args.export_dir,
+        top_k=args.export_top,
+        model=args.engine_model,
+        max_len=args.input_seq + args.output_seq,
+        memory_fraction=args.memory_fraction or 0.9,
+    )
+    if not args.json:
+        print(f"launch files: {len(paths)} written under {args.export_dir}")
 
 
 def write_outputs(
     args: argparse.Namespace, result: SearchResult, recheck_docs: list[dict], checks: list[Any]
 ) -> None:
-    """Print the result (``--json``: with the re-check documents) and write ``--csv``/``--plot``;
-    local and remote mode both end here, so their output is the same."""
+    """Print the result (``--json``: with the re-check documents), the serving decisions and
+    write ``--csv``/``--plot``/``--export-dir``; local and remote mode both end here, so their
+    output is the same."""
     if args.json:
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
@@ -219,6 +313,8 @@ def write_outputs(
         print(render_text(result))
         if checks:
             print(render_recheck(result, checks, args.samples, args.noise))
+        emit_serving(result)
+    export_launches(result, args)
     if getattr(args, "csv", None):
         write_csv(result, args.csv)
     if getattr(args, "plot", None):
@@ -233,6 +329,7 @@ def handle(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     noise = recheck_noise(args)
     check_outputs(args)
+    check_serving_study(request)
     interrupted = {"flag": False}
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -270,6 +367,8 @@ def handle(args: argparse.Namespace) -> int:
                 checks = []
     finally:
         signal.signal(signal.SIGINT, previous)
+    if not interrupted["flag"]:
+        api.decide_serving(result, checks, request, problem)
     write_outputs(args, result, [rc.to_dict() for rc in checks], checks)
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far
         if not result.front:

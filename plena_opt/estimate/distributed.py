@@ -12,7 +12,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from math import ceil
 
@@ -434,30 +434,39 @@ class PlanCost:
     @cached_property
     def footprint(self) -> tuple[float, float]:
         """(weight bytes, KV bytes) of the fullest stage on one device (§4.6)."""
+        best = None
+        for wb, kb in self.stage_footprints():
+            if best is None or wb + kb > best[0] + best[1]:
+                best = (wb, kb)
+        return best
+
+    def stage_footprints(self, b_dev: int | None = None) -> list[tuple[float, float]]:
+        """(weight bytes, KV bytes) of every pipeline stage on one device (§4.6), with
+        ``b_dev`` sequences per device (default: the plan's own)."""
         ctx, d, m, plan = self.ctx, self.shard, self.ctx.model, self.plan
+        b_dev = d.b_dev if b_dev is None else b_dev
         h, prec = m.hidden_size, ctx.precision
         attn = attention_weight_elements(self.shape)
         moe_w = h * m.num_experts + (m.num_experts // max(d.ep_moe, 1)) * 3 * h * d.expert_ffn
         moe_w += 3 * h * d.shared_ffn
         dense_w = dense_ffn_elements(self.shape)
         held = ceil((ctx.workload.input_seq_len + ctx.workload.output_seq_len) / plan.cp)
-        best = None
+        shard = d if b_dev == d.b_dev else replace(d, b_dev=b_dev)
+        out = []
         for i, counts in enumerate(self.stage_kind_counts):
             welem = 0
             kvelem = 0
             for kind, n in counts.items():
                 welem += n * (attn + (moe_w if kind.moe else dense_w))
-                kvelem += n * kv_cache_elements(m, d, kind, held)
+                kvelem += n * kv_cache_elements(m, shard, kind, held)
             tables = 0
             if i == 0:
                 tables += 1
             if i == plan.pp - 1 and not (plan.pp == 1 and m.tie_word_embeddings):
                 tables += 1
             welem += tables * d.vocab * h
-            wb, kb = welem * prec.weight_bytes, kvelem * prec.kv_write_bytes
-            if best is None or wb + kb > best[0] + best[1]:
-                best = (wb, kb)
-        return best
+            out.append((welem * prec.weight_bytes, kvelem * prec.kv_write_bytes))
+        return out
 
     @property
     def fits_in_memory(self) -> bool | None:

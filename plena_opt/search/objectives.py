@@ -43,6 +43,14 @@ OBJECTIVES: dict[str, Objective] = {
     "tps-per-seq": Objective(
         "tps-per-seq", "tps_per_sequence", "maximize", lambda m: m.tps_per_sequence
     ),
+    # Serving views (issue 16): system decode tokens/s per device, and the speed one user sees
+    # (per-sequence decode tokens/s, = 1000 / TPOT ms).
+    "tps-per-device": Objective(
+        "tps-per-device", "tps_per_device", "maximize", lambda m: m.tps_per_device
+    ),
+    "tps-per-user": Objective(
+        "tps-per-user", "tps_per_user", "maximize", lambda m: m.tps_per_sequence
+    ),
 }
 DEFAULT_OBJECTIVES = ("ttft", "tps", "energy")
 
@@ -72,12 +80,17 @@ class Constraints:
     """Feasibility rules: the plan fits in memory, plus optional SLAs.
 
     ``capacity_bytes`` is the per-device memory capacity (None: unknown → only ``fits_in_memory``);
-    ``max_ttft_ms`` (ms) and ``min_tps_per_seq`` (tokens/s per sequence) are SLAs.
+    ``max_ttft_ms`` (ms), ``min_tps_per_seq`` (tokens/s per sequence) and ``max_tpot_ms`` (ms per
+    output token, 1000 / per-sequence TPS) are SLAs. ``memory_fraction`` (serving-engine style
+    memory budget) judges memory by the plan's capacity-bound batch instead (``max_batch``:
+    weights + KV + activations within the fraction of capacity, ``plena_opt.estimate.capacity``).
     """
 
     capacity_bytes: float | None = None
     max_ttft_ms: float | None = None
     min_tps_per_seq: float | None = None
+    max_tpot_ms: float | None = None
+    memory_fraction: float | None = None
 
     def names(self) -> list[str]:
         names = ["memory"]
@@ -85,6 +98,8 @@ class Constraints:
             names.append("max_ttft")
         if self.min_tps_per_seq is not None:
             names.append("min_tps_per_seq")
+        if self.max_tpot_ms is not None:
+            names.append("max_tpot")
         return names
 
     def values(self, m: Any) -> dict[str, float]:
@@ -96,9 +111,16 @@ class Constraints:
             out["min_tps_per_seq"] = (
                 self.min_tps_per_seq - m.tps_per_sequence
             ) / self.min_tps_per_seq
+        if self.max_tpot_ms is not None:
+            tpot = 1e3 / m.tps_per_sequence if m.tps_per_sequence > 0 else math.inf
+            out["max_tpot"] = (tpot - self.max_tpot_ms) / self.max_tpot_ms
         return out
 
     def _memory(self, m: Any) -> float:
+        max_batch = getattr(m, "max_batch", None)
+        if self.memory_fraction is not None and max_batch is not None:
+            # The batch against the largest that fits the budget (≤ 0 feasible).
+            return (m.batch_size - max_batch) / max(max_batch, 1)
         fits = m.fits_in_memory
         if fits is None:  # capacity not modelled: nothing to violate
             return 0.0

@@ -29,6 +29,9 @@ CSV_FIELDS = (
     "fits_in_memory",
     "bottleneck",
     "trial_number",
+    "tps_per_device",
+    "max_batch",
+    "capacity_bound",
 )
 
 
@@ -40,9 +43,27 @@ def _energy(e: float | None) -> str:
     return "n/a" if e is None else f"{e:.4g}"
 
 
+def _max_batch(e: FrontEntry) -> str:
+    if e.max_batch is None:
+        return "-"
+    return f"{e.max_batch}{'*' if e.capacity_bound else ''}"
+
+
 def front_table(entries: list[FrontEntry]) -> str:
-    """Fixed-width table: plan, TTFT ms, TPS, TPS/seq, J/token, GiB/device, bottleneck."""
-    head = ("plan", "batch", "TTFT ms", "TPS", "TPS/seq", "J/token", "GiB/dev", "bottleneck")
+    """Fixed-width table: plan, batch, TTFT ms, TPS, TPS/seq, TPS/dev, J/token, GiB/device,
+    the capacity-bound batch (``*``: this batch is capacity-bound), bottleneck."""
+    head = (
+        "plan",
+        "batch",
+        "TTFT ms",
+        "TPS",
+        "TPS/seq",
+        "TPS/dev",
+        "J/token",
+        "GiB/dev",
+        "max batch",
+        "bottleneck",
+    )
     rows = [
         (
             e.label.rsplit(" b", 1)[0],
@@ -50,21 +71,29 @@ def front_table(entries: list[FrontEntry]) -> str:
             f"{e.ttft_ms:.2f}",
             f"{e.tps:.1f}",
             f"{e.tps_per_sequence:.2f}",
+            "-" if e.tps_per_device is None else f"{e.tps_per_device:.2f}",
             _energy(e.energy_j_per_token),
             _gib(e.memory_bytes_per_device),
+            _max_batch(e),
             e.bottleneck or "-",
         )
         for e in entries
     ]
+    last = len(head) - 1
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = [
         "  ".join(
-            c.ljust(w) if i in (0, 7) else c.rjust(w)
+            c.ljust(w) if i in (0, last) else c.rjust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in [head, *rows]
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if any(e.capacity_bound for e in entries):
+        lines.append(
+            "* capacity-bound: the next larger batch would not fit weights + KV + activations "
+            "in the memory budget"
+        )
     return "\n".join(lines)
 
 
@@ -139,18 +168,29 @@ def plot_front(result: SearchResult, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 5))
-    xs = [e.ttft_ms for e in result.front]
-    ys = [e.tps for e in result.front]
+    sla = bool(result.serving.get("sla")) and all(
+        e.tps_per_device is not None for e in result.front
+    )
+    if sla:  # the serving view: speed per user against throughput per device
+        xs = [e.tps_per_sequence for e in result.front]
+        ys = [e.tps_per_device for e in result.front]
+    else:
+        xs = [e.ttft_ms for e in result.front]
+        ys = [e.tps for e in result.front]
     energies = [e.energy_j_per_token for e in result.front]
     if result.front and all(v is not None for v in energies):
         sc = ax.scatter(xs, ys, c=energies, cmap="viridis")
         fig.colorbar(sc, ax=ax, label="energy per token [J]")
     else:
         ax.scatter(xs, ys)
-    for e in result.front:
-        ax.annotate(e.label, (e.ttft_ms, e.tps), fontsize=6, alpha=0.7)
-    ax.set_xlabel("TTFT [ms]")
-    ax.set_ylabel("decode throughput [tokens/s]")
+    for e, x, y in zip(result.front, xs, ys, strict=True):
+        ax.annotate(e.label, (x, y), fontsize=6, alpha=0.7)
+    if sla:
+        ax.set_xlabel("tokens/s per user (1000 / TPOT ms)")
+        ax.set_ylabel("tokens/s per device")
+    else:
+        ax.set_xlabel("TTFT [ms]")
+        ax.set_ylabel("decode throughput [tokens/s]")
     ax.set_title(f"Pareto front: {result.study_name}")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()

@@ -26,9 +26,12 @@ def summarise_metrics(m: Any) -> dict[str, Any]:
     """JSON-safe summary of a ``PlanMetrics`` (ms, tokens/s, J/token, bytes)."""
     energy = m.energy_per_token_joules
     attribution = getattr(m, "attribution", None) or {}
+    plan = getattr(m, "plan", None)
+    devices = getattr(plan, "world_size", None)
     return {
         "ttft_ms": float(m.ttft_seconds) * 1e3,
         "tps": float(m.tps),
+        "tps_per_device": None if not devices else float(m.tps) / devices,
         "tps_per_sequence": float(m.tps_per_sequence),
         "energy_j_per_token": None if energy is None else float(energy),
         "weight_bytes_per_device": float(m.weight_bytes_per_device),
@@ -51,6 +54,10 @@ class _MetricView:
         self.weight_bytes_per_device = s["weight_bytes_per_device"]
         self.kv_cache_bytes_per_device = s["kv_cache_bytes_per_device"]
         self.fits_in_memory = s["fits_in_memory"]
+        tpd = s.get("tps_per_device")
+        self.tps_per_device = math.nan if tpd is None else tpd
+        self.max_batch = s.get("max_batch")
+        self.batch_size = s.get("batch_size")
 
 
 @dataclass
@@ -117,4 +124,7 @@ class Record:
             constraints=dict(self.constraints),
             warnings=list(s.get("warnings", [])),
             trial_number=self.trial_number,
+            tps_per_device=s.get("tps_per_device"),
+            max_batch=s.get("max_batch"),
+            capacity_bound=s.get("capacity_bound"),
         )

@@ -6,9 +6,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
-from plena_opt.vocabulary import Sampler
+from plena_opt.vocabulary import Percentile, Sampler, ServingMode
 
 MEMORY_STORAGE = ":memory:"
+# Serving options that change what the study's trials hold (constraints, batches); the
+# percentile and the serving comparison are judged after the search and leave the study as is.
+SERVING_DEFAULTS = {
+    "max_tpot_ms": None,
+    "memory_fraction": None,
+    "auto_batch": False,
+}
 
 
 class SearchRequest(BaseModel):
@@ -39,6 +46,14 @@ class SearchRequest(BaseModel):
     storage: str | None = None
     compare_exact: bool | None = None
     auto_budget_s: float = Field(default=10.0, gt=0)
+    # Serving (issue 16): TPOT SLA (ms per output token), the percentile the re-check judges the
+    # SLA at, the memory budget (fraction of capacity, like vLLM's gpu_memory_utilization),
+    # ``auto_batch`` (search batches up to each plan's KV-capacity bound) and the serving mode.
+    max_tpot_ms: float | None = Field(default=None, gt=0)
+    percentile: Percentile = Percentile.P50
+    memory_fraction: float | None = Field(default=None, gt=0, le=1)
+    auto_batch: bool = False
+    serving: ServingMode = ServingMode.AGGREGATED
 
     @field_validator("batch_sizes")
     @classmethod
@@ -64,6 +79,15 @@ class SearchRequest(BaseModel):
         if len(set(v)) != len(v):
             raise ValueError("objectives must not repeat")
         return v
+
+    def serving_key(self) -> dict:
+        """The serving options that differ from their defaults (part of the study fingerprint,
+        so studies made before these options keep their names)."""
+        out: dict = {}
+        for name, default in SERVING_DEFAULTS.items():
+            if getattr(self, name) != default:
+                out[name] = getattr(self, name)
+        return out
 
     def batch_list(self) -> list[int]:
         return self.batch_sizes or [self.problem.batch_size]

@@ -24,6 +24,17 @@ class FrontEntry(BaseModel):
     constraints: dict[str, float] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     trial_number: int | None = None
+    # Serving figures (issue 16): system tokens/s per device; the largest batch whose weights +
+    # KV + activations fit the memory budget (None: no capacity); whether this batch is bound by
+    # it (the next larger batch searched would not fit).
+    tps_per_device: float | None = None
+    max_batch: int | None = None
+    capacity_bound: bool | None = None
+
+    @property
+    def tpot_ms(self) -> float:
+        """Time per output token of one sequence (ms) = 1000 / per-sequence TPS."""
+        return 1e3 / self.tps_per_sequence if self.tps_per_sequence > 0 else float("inf")
 
 
 class SearchResult(BaseModel):
@@ -61,3 +72,7 @@ class SearchResult(BaseModel):
     infeasible: dict[str, int] = Field(default_factory=dict)
     elapsed_s: float = 0.0
     warnings: list[str] = Field(default_factory=list)
+    # Serving (issue 16): the SLA and its percentile, goodput (the best tokens/s/device of a
+    # plan meeting it, analytic and, after a re-check, at the percentile) and the side-by-side
+    # comparison of aggregated and disaggregated serving.
+    serving: dict[str, Any] = Field(default_factory=dict)

@@ -32,6 +32,7 @@ from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR, POINT_ATTR, Record,
 from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 from plena_opt.search.result import FrontEntry, SearchResult
 from plena_opt.search.samplers import make_sampler
+from plena_opt.search.serving import CapacityCache
 from plena_opt.search.space import PlanSpace, Point
 from plena_opt.search.storage import DEFAULT_STORAGE, open_storage
 
@@ -65,6 +66,7 @@ def _fingerprint(request: SearchRequest) -> str:
         "objectives": request.objectives,
         "max_ttft_ms": request.max_ttft_ms,
         "min_tps_per_seq": request.min_tps_per_seq,
+        **request.serving_key(),
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -89,9 +91,10 @@ class _Search:
         self.progress_fn = progress
         self.should_stop = should_stop
         self.objectives: tuple[Objective, ...] = parse_objectives(request.objectives)
-        self.batches = request.batch_list()
         self._factory = factory
         self._evs: dict[int, PlanEvaluator] = {}
+        self.capacity = CapacityCache(request)
+        self.batches = self.capacity.batches(request, self.evaluator)
         ev0 = self.evaluator(self.batches[0])
         self.space = PlanSpace(ev0.num_devices, self.batches, ev0.check)
         if not len(self.space):
@@ -101,7 +104,11 @@ class _Search:
                 f"no legal plan on {self.space.num_devices} devices: " + "; ".join(reasons),
             )
         self.constraints = Constraints(
-            ev0.memory_capacity_bytes, request.max_ttft_ms, request.min_tps_per_seq
+            ev0.memory_capacity_bytes,
+            request.max_ttft_ms,
+            request.min_tps_per_seq,
+            request.max_tpot_ms,
+            self.capacity.fraction if self.capacity.judges_memory else None,
         )
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}
@@ -128,7 +135,12 @@ class _Search:
         self.score_seconds += time.perf_counter() - t
         self.evaluated += len(points)
         recs = [
-            Record.build(p, summarise_metrics(m), self.objectives, self.constraints)
+            Record.build(
+                p,
+                self.capacity.summarise(ev, p, summarise_metrics(m), self.batches),
+                self.objectives,
+                self.constraints,
+            )
             for p, m in zip(points, metrics, strict=True)
         ]
         if any(o.key == "energy" for o in self.objectives) and any(

@@ -26,6 +26,7 @@ _OPTION_OF_FIELD = {
     "timeout": "timeout_seconds",
     "study": "study_name",
     "auto_budget_s": "auto_budget_seconds",
+    "auto_batch": "auto_batch_sizes",
 }
 
 
@@ -95,7 +96,14 @@ def _check_options(o: pb.SearchOptions, limits: ServerLimits) -> None:
             "options.study_name must be 1-128 characters from A-Z a-z 0-9 . _ : @ + -",
         )
     check_recheck(o, limits)
-    for name in ("max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "auto_budget_seconds"):
+    for name in (
+        "max_ttft_ms",
+        "min_tps_per_seq",
+        "timeout_seconds",
+        "auto_budget_seconds",
+        "max_tpot_ms",
+        "memory_fraction",
+    ):
         v = _opt(o, name)
         if v is not None and not (math.isfinite(v) and v > 0):
             raise PlenaInputError(f"options.{name}", f"options.{name} must be greater than zero")
@@ -121,7 +129,14 @@ def search_request(
         "study": o.study_name or None,
         "storage": storage,
         "compare_exact": _opt(o, "compare_exact"),
+        "max_tpot_ms": _opt(o, "max_tpot_ms"),
+        "memory_fraction": _opt(o, "memory_fraction"),
+        "auto_batch": o.auto_batch_sizes,
     }
+    if o.percentile:
+        kw["percentile"] = o.percentile
+    if o.serving:
+        kw["serving"] = o.serving
     if o.objectives:
         kw["objectives"] = list(o.objectives)
     if o.sampler:

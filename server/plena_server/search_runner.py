@@ -94,7 +94,9 @@ class Recheck:
         """The proto result of ``result`` with the re-check of its first ``k`` front plans."""
         out = result_to_proto(result, self.job.stop)
         out.recheck_json = "[]"
+        out.serving_json = "{}"
         if self.k <= 0 or not result.front:
+            self._serving(result, [], out)
             return out
         if self.job.stop.is_set():
             out.warnings.append("re-check skipped: the search was stopped")
@@ -124,7 +126,18 @@ class Recheck:
         if len(checks) < min(self.k, len(result.front)):
             out.partial = True
             out.warnings.append(f"re-check stopped after {len(checks)} plans")
+        self._serving(result, checks, out)
         return out
+
+    def _serving(self, result: SearchResult, checks: list[Any], out: pb.SearchResult) -> None:
+        """Goodput and the serving comparison (``api.decide_serving``, as the CLI runs it)."""
+        if self.job.stop.is_set():
+            return
+        try:
+            api.decide_serving(result, checks, self.job.request, self.job.inputs)
+        except PlenaInputError as exc:  # e.g. the comparison's study name is someone else's
+            out.warnings.append(f"serving comparison not stored: {exc}")
+        out.serving_json = json.dumps(result.serving)
 
     def _pack(self, checks: list[Any], out: pb.SearchResult, emit_trace: Any) -> None:
         used = 0

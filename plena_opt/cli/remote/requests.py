@@ -114,6 +114,9 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         batch_sizes=batch_list(args.batch_sizes) or [],
         recheck_top_k=getattr(args, "recheck", 0),
         include_traces=bool(getattr(args, "trace_dir", None)),
+        percentile=getattr(args, "percentile", None) or "",
+        serving=getattr(args, "serving", None) or "",
+        auto_batch_sizes=(getattr(args, "batch_sizes", None) or "").strip() == "auto",
     )
     for name, flag in (
         ("seed", "seed"),
@@ -122,6 +125,8 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         ("timeout_seconds", "timeout"),
         ("compare_exact", "compare_exact"),
         ("mc_samples", "samples"),
+        ("max_tpot_ms", "max_tpot_ms"),
+        ("memory_fraction", "memory_fraction"),
     ):
         value = getattr(args, flag, None)
         if value is not None:

@@ -168,6 +168,7 @@ def run_search_remote(
             f"are stored in study {final.study_name!r}"
         )
     result = SearchResult.model_validate_json(final.result_json)
+    result.serving.update(json.loads(final.serving_json or "{}"))
     trace_dir = getattr(args, "trace_dir", None)
     paths = {}
     if trace_dir:

@@ -60,6 +60,7 @@ class ServingResult:
     # Pessimistic TPS tail: the 1st percentile of the sampled TPS, i.e. tokens over the p99
     # decode period (the TPS counterpart of a p99 latency).
     tps_p01: float | None = None
+    tps_p10: float | None = None  # 10th percentile of the sampled TPS (the p90 slow side)
 
     @property
     def tps_deterministic(self) -> float:
@@ -125,13 +126,14 @@ def simulate_serving(
         first = _find(win_plan, OpKind.D, p - 1, m - 1, 0)
         w_period = (wops[last].end - wops[first].end) / (m * (times.decode_steps - 1))
 
-    ttft = tps = tps_p01 = None
+    ttft = tps = tps_p01 = tps_p10 = None
     if samples:
         ttft = summarize(iso.mc.probe_ends["ttft"])
         per = (steady.mc.probe_ends["b"] - steady.mc.probe_ends["a"]) / span
         tps_samples = times.tokens_per_micro_batch / per
         tps = summarize(tps_samples)
         tps_p01 = float(np.quantile(tps_samples, 0.01))
+        tps_p10 = float(np.quantile(tps_samples, 0.1))
     causes = _causes(times, ana, iso.makespan, period, w_ttft, w_period)
     return ServingResult(
         times,
@@ -147,6 +149,7 @@ def simulate_serving(
         tps,
         tuple(causes),
         tps_p01,
+        tps_p10,
     )
 
 

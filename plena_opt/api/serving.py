@@ -1,0 +1,45 @@
+"""Use case: the serving decisions of a finished search (issue 16).
+
+``decide_serving(result, checks, request, problem)`` adds to ``result.serving``: the SLA, goodput
+(the best tokens/s/device of front plans meeting it; with a re-check, judged at the request's
+percentile) and, with ``request.serving`` other than ``aggregated``, the aggregated and
+disaggregated fronts side by side with the verdict, stored as study ``<study>-serving`` beside
+the search's own (not for an in-memory store). The CLI and the server both call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.result import SearchResult
+
+
+def decide_serving(
+    result: SearchResult,
+    checks: Sequence[Any],
+    request: SearchRequest,
+    problem: EvaluatorInputs | None = None,
+) -> dict[str, Any]:
+    """Goodput and the ``--serving`` comparison of ``result`` (also kept in ``result.serving``);
+    ``checks`` are its re-check results (may be empty)."""
+    from plena_opt.search.request import MEMORY_STORAGE
+    from plena_opt.search.serving import goodput, has_sla, judge_sla
+
+    doc = result.serving
+    if has_sla(request) or request.percentile != "p50":
+        doc.update(goodput(result, request, judge_sla(result, checks, request) if checks else []))
+    if request.serving != "aggregated":
+        from plena_opt.search.serving_compare import serving_comparison
+        from plena_opt.search.serving_store import store_comparison
+        from plena_opt.search.storage import open_storage
+
+        doc["comparison"] = serving_comparison(request, inputs=problem)
+        if result.storage != MEMORY_STORAGE:
+            doc["comparison"]["study"] = store_comparison(
+                doc["comparison"], open_storage(result.storage), result.study_name
+            )
+    return doc

@@ -1,0 +1,98 @@
+"""The serving comparison as an Optuna study, so the dashboard shows it by name (issue 16).
+
+Study ``<search study>-serving`` in the same storage: one finished trial per front deployment
+of each mode. Params: ``serving`` (aggregated | disaggregated) and the plan dimensions —
+``tp``…``cp`` and ``batch_size`` for an aggregated plan, ``prefill_*`` / ``decode_*`` plus
+``prefill_workers`` / ``decode_workers`` for a disaggregated one; values: the comparison's
+objectives under their metric names; user attributes: label, devices, TTFT, TPOT, tokens/s per
+device and user, KV transfer. Re-running the same comparison replaces the study's trials.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import TrialState, create_trial
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.search.serving_points import SERVING_OBJECTIVES
+
+DIMS = ("tp", "ep", "dp", "pp", "cp")
+METRIC_NAMES = {
+    "ttft": "ttft_ms",
+    "tps-per-device": "tps_per_device",
+    "tps-per-user": "tps_per_user",
+    "tps-per-seq": "tps_per_user",
+    "energy": "energy_j_per_token",
+}
+OWNER_ATTR = "serving_comparison_of"
+MAX_INT = 2**24  # bound of every integer param (batches, dims, worker counts)
+
+
+def _params(e: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    ints = IntDistribution(1, MAX_INT)
+    params: dict[str, Any] = {"serving": e["serving"]}
+    dists: dict[str, Any] = {"serving": CategoricalDistribution(["aggregated", "disaggregated"])}
+    pools = [("", e["plan"])] if e["serving"] == "aggregated" else [
+        ("prefill_", e["prefill"]), ("decode_", e["decode"])
+    ]  # fmt: skip
+    for prefix, pool in pools:
+        for d in (*DIMS, "batch_size", "workers"):
+            if d in pool:
+                params[prefix + d] = int(pool[d])
+                dists[prefix + d] = ints
+    return params, dists
+
+
+def check_owner(storage: Any, study_name: str) -> None:
+    """Raise when ``<study_name>-serving`` exists and is not this search's comparison."""
+    name = f"{study_name}-serving"
+    if name in optuna.get_all_study_names(storage):
+        old = optuna.load_study(study_name=name, storage=storage)
+        if old.user_attrs.get(OWNER_ATTR) != study_name:  # a study of the user's: keep it
+            raise PlenaInputError(
+                "study",
+                f"study {name!r} exists and is not the serving comparison of {study_name!r}; "
+                "pick another --study name",
+            )
+
+
+def store_comparison(doc: dict[str, Any], storage: Any, study_name: str) -> str:
+    """Write the fronts of ``doc`` (``compare_serving``) as study ``<study_name>-serving``."""
+    name = f"{study_name}-serving"
+    objectives = doc["objectives"]
+    check_owner(storage, study_name)
+    if name in optuna.get_all_study_names(storage):
+        optuna.delete_study(study_name=name, storage=storage)
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        directions=["minimize" if SERVING_OBJECTIVES[k][0] > 0 else "maximize" for k in objectives],
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([METRIC_NAMES[k] for k in objectives])
+    study.set_user_attr(OWNER_ATTR, study_name)
+    study.set_user_attr("sla", doc["sla"])
+    if "verdict" in doc:
+        study.set_user_attr("verdict", doc["verdict"])
+    trials = []
+    for mode in ("aggregated", "disaggregated"):
+        for e in doc.get(mode, {}).get("front", []):
+            params, dists = _params(e)
+            attrs = {k: v for k, v in e.items() if k not in ("plan", "prefill", "decode")}
+            trials.append(
+                create_trial(
+                    state=TrialState.COMPLETE,
+                    values=[e[SERVING_OBJECTIVES[k][1]] for k in objectives],
+                    params=params,
+                    distributions=dists,
+                    user_attrs=attrs,
+                )
+            )
+    study.add_trials(trials)
+    return name
