@@ -36,6 +36,7 @@ LAYER = {
     "plena_opt.pipeline": 4,
     "plena_opt.export": 4,  # serving-engine launch arguments of a plan (reads estimate.plan)
     "plena_opt.api": 5,
+    "plena_opt.validate": 5,  # the accuracy scorecard and calibration: a use case
     "plena_opt": 5,  # the package itself: the library API (re-exports the use cases)
     "plena_opt.cli": 6,
     "plena_server": 6,

@@ -294,6 +294,11 @@ def load_noc_profile(source: str | Path | dict[str, Any] | NocProfile) -> NocPro
 
     if text in PRESETS:
         return PRESETS[text]()
+    if "@" in text and text.rsplit("@", 1)[1].isdigit():  # "<one-node profile>@<nodes>"
+        from .gpu_nodes import multi_node
+
+        base, nodes = text.rsplit("@", 1)
+        return multi_node(load_noc_profile(base), int(nodes))
     if text in _builtin_json_names():
         data = (_builtin_dir() / f"{text}.json").read_bytes()
         return _from_bytes(data, f"deepstack/profiles/{text}.json")

@@ -41,7 +41,9 @@ INSTRUCTIONS: tuple[str, ...] = (
     "C_LOOP_START", "C_LOOP_END", "C_BREAK",
 )  # fmt: skip
 
-_PROFILE_KEYS = ("name", "base", "description", "provenance", "config", "latency", "instructions")
+_PROFILE_KEYS = (
+    "name", "base", "description", "provenance", "config", "latency", "instructions", "kind",
+)  # fmt: skip
 _MERGED_SECTIONS = ("config", "latency", "instructions")
 
 
@@ -171,8 +173,10 @@ def _builtin_names() -> tuple[str, ...]:
 
 
 def list_chip_profiles() -> list[str]:
-    """Names of the built-in chip profiles."""
-    return list(_builtin_names())
+    """Names of the built-in chip profiles (PLENA ISA profiles, then GPU profiles)."""
+    from plena_opt.chip.gpu.profile import gpu_profile_names
+
+    return list(_builtin_names()) + list(gpu_profile_names())
 
 
 def _read_json(path: Path, what: str, field: str = "chip") -> dict[str, Any]:
@@ -261,27 +265,41 @@ def _input_error(exc: ValidationError) -> PlenaInputError:
     return PlenaInputError(field, message)
 
 
-def load_chip(source: str | Path | Mapping[str, Any] | ChipProfile | None = None) -> ChipProfile:
-    """Load a chip profile.
+def load_chip(source: str | Path | Mapping[str, Any] | ChipProfile | None = None) -> Any:
+    """Load a chip profile: a PLENA ``ChipProfile`` or a ``GpuChipProfile`` (``kind: gpu``).
 
     ``source``: None (built-in ``plena-default``), a built-in name, a path to a JSON file or a dict.
-    Files and dicts override any subset of their ``base`` built-in profile (default
+    PLENA files and dicts override any subset of their ``base`` built-in profile (default
     ``plena-default``): ``config``/``latency``/``instructions`` entries are merged key by key.
+    A GPU profile (``"kind": "gpu"``) is complete on its own (``plena_opt.chip.gpu.profile``).
     Raises PlenaInputError (bad values), PlenaNotFoundError (unknown name).
     """
+    from plena_opt.chip.gpu.profile import (
+        GpuChipProfile,
+        gpu_profile_names,
+        load_gpu_chip,
+        validate_gpu_profile,
+    )
+
     if source is None:
         source = DEFAULT_CHIP
-    if isinstance(source, ChipProfile):
+    if isinstance(source, ChipProfile | GpuChipProfile):
         return source
     if isinstance(source, Mapping):
+        if source.get("kind") == "gpu":
+            return validate_gpu_profile(source)
         return _validate(_merge(source))
-    if isinstance(source, str) and source in list_chip_profiles():
+    if isinstance(source, str) and source in _builtin_names():
         return _builtin_profile(source)
+    if isinstance(source, str) and source in gpu_profile_names():
+        return load_gpu_chip(source)
     if isinstance(source, Path) or (
         isinstance(source, str) and (source.endswith(".json") or Path(source).is_file())
     ):
         data = _read_json(Path(source), "chip profile")
         data.setdefault("name", Path(source).stem)
+        if data.get("kind") == "gpu":
+            return validate_gpu_profile(data)
         return _validate(_merge(data))
     if isinstance(source, str):
         return _validate(_builtin_dict(source))  # raises PlenaNotFoundError listing the names

@@ -36,6 +36,10 @@ COMMANDS: dict[str, Command] = {
     "dashboard": Command("plena_opt.cli.studies_cmd", "open optuna-dashboard on the study store"),
     "export": Command("plena_opt.cli.export_cmd", "launch arguments of a plan for vLLM or SGLang"),
     "serve": Command("plena_opt.cli.serve_cmd", "run the plena-opt gRPC server"),
+    "validate": Command(
+        "plena_opt.cli.validate_cmd",
+        "score the model against shipped public measurements (MAPE per dataset and model)",
+    ),
 }
 
 

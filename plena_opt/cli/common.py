@@ -77,6 +77,18 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         help=f"MoE routing: {'|'.join(MOE_ROUTING_MODES)} or a trace path",
     )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
+    g.add_argument(
+        "--precision",
+        default=None,
+        help="weight/activation format: bf16|fp8|fp4|mxfp8|mxfp4|int4 (default: PLENA MXFP8 "
+        "1.125 B, GPU bf16); sets the bytes and the FLOP rate of that format",
+    )
+    g.add_argument(
+        "--kv-precision", default=None, help="KV-cache format (default: --precision; GPU bf16)"
+    )
+    g.add_argument(
+        "--devices", type=int, default=None, help="use the first N devices of the --noc profile"
+    )
 
 
 def add_plan_args(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +135,24 @@ def check_sources(args: argparse.Namespace) -> None:
         raise PlenaInputError("model", "give --model or --model-path, not both")
     if args.memory and args.fixed_bandwidth_gbs is not None:
         raise PlenaInputError("memory", "give --memory or --fixed-bandwidth-gbs, not both")
+    for name in ("precision", "kv_precision"):
+        if getattr(args, name, None) is not None:
+            from plena_opt.chip.precision import check_format
+
+            check_format(getattr(args, name), name)
+
+
+def _is_gpu_chip(name: str | None) -> bool:
+    """Whether ``--chip`` names a GPU profile (built-in name or JSON with ``kind: gpu``)."""
+    if not name:
+        return False
+    from plena_opt.chip import load_chip
+    from plena_opt.chip.gpu import GpuChipProfile
+
+    try:
+        return isinstance(load_chip(name), GpuChipProfile)
+    except (ValueError, OSError):
+        return False  # reported with its field when the spec is loaded
 
 
 def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
@@ -143,14 +173,15 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
     from plena_opt.estimate.problem import ProblemSpec
 
     check_sources(args)
+    memory = args.memory or DEFAULT_MEMORY
+    if not args.memory and _is_gpu_chip(args.chip):
+        memory = None  # a GPU chip carries its HBM
     try:
         return ProblemSpec(
             model=None if args.model_path else (args.model or DEFAULT_MODEL),
             model_path=args.model_path,
             noc=args.noc,
-            memory=None
-            if args.fixed_bandwidth_gbs is not None
-            else (args.memory or DEFAULT_MEMORY),
+            memory=None if args.fixed_bandwidth_gbs is not None else memory,
             fixed_bandwidth_gbs=args.fixed_bandwidth_gbs,
             fixed_capacity_gib=args.fixed_capacity_gib,
             total_layers=args.total_layers,
@@ -163,6 +194,9 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
             overlap=args.overlap,
             routing=args.routing,
             frequency_hz=args.frequency_hz,
+            precision=getattr(args, "precision", None),
+            kv_precision=getattr(args, "kv_precision", None),
+            devices=getattr(args, "devices", None),
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc

@@ -21,7 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "estimate",
         help=help_of("estimate"),
         description="Estimate TTFT, decode tokens/s, footprint and energy of one parallel plan. "
-        "Without --noc and with every plan degree 1 it is the single-chip estimate.",
+        "Without --noc and with every plan degree 1 it is the single-chip estimate. "
+        "tps = system decode tokens/s averaged over the output (KV growing from input to "
+        "input+output); tps_per_sequence = one sequence's rate; ttft_seconds = prefill of the "
+        "batch + the first decode step (no queueing).",
     )
     add_workload_args(p)
     p.set_defaults(noc=None)
@@ -44,7 +47,15 @@ def run(args: argparse.Namespace) -> int:
             raise PlenaInputError("noc", "a multi-device plan needs --noc PROFILE")
         # The single-chip estimate ignores the network; load the rest of the flags as usual.
         spec = problem_from_args(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
-        result = api.estimate_single_chip(api.load_problem(spec))
+        problem = api.load_problem(spec)
+        from plena_opt.chip.gpu import GpuChipProfile
+
+        if isinstance(problem.chip, GpuChipProfile):
+            raise PlenaInputError(
+                "noc",
+                "a GPU chip is priced on a node profile: give --noc (e.g. hgx-h200x8 --devices 1)",
+            )
+        result = api.estimate_single_chip(problem)
     else:
         result = api.estimate_plan(api.load_problem(problem_from_args(args)), plan)
     print(result.to_text(as_json=args.json))

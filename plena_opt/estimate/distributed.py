@@ -21,6 +21,7 @@ from deepstack import Network, NocProfile
 
 from plena_opt.chip import ChipProfile, PerfModel, load_chip
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
+from plena_opt.estimate.gpu import GpuPricing, is_gpu, storage_precision
 from plena_opt.estimate.layer import (
     LayerKind,
     LayerShape,
@@ -90,8 +91,12 @@ class EstimateContext:
         self.memory = memory
         self.workload = workload
         self.chip = chip if chip is not None else load_chip()
-        self.perf = PerfModel(self.chip)
-        self.precision = precision if precision is not None else HbmStoragePrecision.default()
+        if precision is None:
+            precision = storage_precision(self.chip, workload) or HbmStoragePrecision.default()
+        self.precision = precision
+        # A GPU chip prices layers kernel by kernel (estimate/gpu.py); PLENA by ISA cycles.
+        self.gpu = GpuPricing(self.chip, precision, workload, memory) if is_gpu(self.chip) else None
+        self.perf = None if self.gpu else PerfModel(self.chip)
         self.net = shared_network(noc)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kind_runs = layer_kind_runs(model)
@@ -332,6 +337,8 @@ class PlanCost:
         for kind in self.distinct_kinds:
             key = (shard_key, kind)
             priced = ctx.layer_cache.get(key)
+            if priced is None and ctx.gpu is not None:
+                priced = ctx.layer_cache[key] = ctx.gpu.layer(shape, kind, mode, q, kv, load)
             if priced is None:
                 cyc = layer_cycles(shape, kind, mode, q, kv, load)
                 reads, writes = layer_traffic(shape, kind, mode, q, kv, plan.cp, load)
@@ -353,7 +360,7 @@ class PlanCost:
                     moe=self.moe,
                     cp=plan.cp,
                     input_seq_len=ctx.workload.input_seq_len,
-                    load=load,
+                    load=ctx.gpu.collective_load(load) if ctx.gpu else load,
                     rows=self._rows,
                     micro=self.shard.micro,
                 )
@@ -379,6 +386,8 @@ class PlanCost:
     def _extras(self, mode: str, q: int, n: int) -> dict[int, list[StageArrays]]:
         """Embedding (prefill, first stage) and LM head (last stage) as separate stages."""
         ctx, d = self.ctx, self.shard
+        if ctx.gpu is not None:
+            return ctx.gpu.extras(self.shape, mode, q, n, self.plan.pp - 1)
         h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
         out: dict[int, list[StageArrays]] = {}
         price = lambda cyc, reads: price_arrays(  # noqa: E731
@@ -500,7 +509,7 @@ class PlanCost:
         out.extend(ctx._memory_warnings)
         out.extend(m.not_modelled)  # parts of the model that are not priced (vision tower, …)
         width = m.head_dim * m.num_heads
-        if width != m.hidden_size and not m.is_mla:
+        if width != m.hidden_size and not m.is_mla and ctx.gpu is None:
             out.append(
                 f"head_dim * num_attention_heads ({width}) differs from hidden_size "
                 f"({m.hidden_size}); weight traffic uses the true projection shapes, PerfModel's "
@@ -553,6 +562,7 @@ class PlanCost:
             moe=self.moe_report(),
             noc_energy_pj_per_decode_token=self.noc_energy_pj_per_decode_token,
             warnings=self.warnings,
+            chip=None if ctx.gpu is None else ctx.gpu.describe(),
         )
 
 

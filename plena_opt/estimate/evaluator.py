@@ -17,6 +17,7 @@ from deepstack import NocProfile
 from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
+from plena_opt.estimate.gpu import gpu_energy_per_token
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
 from plena_opt.memory import Memory
 from plena_opt.models import ModelSpec
@@ -148,6 +149,8 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
         dram *= per_stage_devices / (micro * out)
     noc = cost.noc_energy_pj_per_decode_token
     energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+    if ctx.gpu is not None:  # GPU: board power over the decode, plus any NoC energy
+        energy = gpu_energy_per_token(cost) + (noc or 0.0) * PJ
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
     wb, kb = cost.footprint

@@ -138,6 +138,8 @@ class Workload:
     ``batch_size`` sequences (global), ``input_seq_len`` prompt tokens, ``output_seq_len`` generated
     tokens; ``frequency_hz`` nominal compute clock (Hz, before the memory's thermal scale);
     ``overlap_policy`` combines compute and DRAM time per stage; ``routing`` selects MoE routing.
+    ``precision`` / ``kv_precision`` name the weight/activation and KV-cache formats
+    (``plena_opt.chip.precision.FORMATS``); None keeps the chip's default (PLENA: MXFP8, GPU: bf16).
     """
 
     batch_size: int = 16
@@ -147,6 +149,8 @@ class Workload:
     overlap_policy: str = "stage-roofline"
     include_lm_head: bool = False
     routing: str = "balanced"
+    precision: str | None = None
+    kv_precision: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -171,3 +175,8 @@ class Workload:
         check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)
         if not isinstance(self.routing, str) or not self.routing:
             raise PlenaInputError("routing", "routing must be a mode name or a trace file path")
+        from plena_opt.chip.precision import check_format
+
+        for name in ("precision", "kv_precision"):
+            if getattr(self, name) is not None:
+                check_format(getattr(self, name), name)

@@ -138,6 +138,9 @@ class ProblemSpec(BaseModel):
     overlap: OverlapPolicy = OverlapPolicy.STAGE_ROOFLINE
     routing: str = "balanced"
     frequency_hz: float = Field(default=1e9, gt=0)
+    precision: str | None = None
+    kv_precision: str | None = None
+    devices: int | None = Field(default=None, ge=1, le=65536)
 
     @model_validator(mode="after")
     def _check(self) -> ProblemSpec:
@@ -172,7 +175,7 @@ class ProblemSpec(BaseModel):
 
         Unset optional stack heights are left out, so adding such options keeps old names."""
         data = self.identity()
-        for key in ("total_layers", "connected_layers"):
+        for key in ("total_layers", "connected_layers", "precision", "kv_precision", "devices"):
             if data[key] is None:
                 del data[key]
         text = json.dumps(data, sort_keys=True)
@@ -189,6 +192,8 @@ class ProblemSpec(BaseModel):
             overlap_policy=str(self.overlap),
             include_lm_head=self.include_lm_head,
             routing=self.routing,
+            precision=self.precision,
+            kv_precision=self.kv_precision,
         )
 
     def load(self) -> EvaluatorInputs:
@@ -198,12 +203,12 @@ class ProblemSpec(BaseModel):
         model = self._load_model()
         try:
             noc = load_noc_profile(_source(self.noc))
+            if self.devices is not None:
+                from deepstack.gpu_nodes import first_devices
+
+                noc = first_devices(noc, self.devices)
         except (ValueError, OSError) as exc:
             raise _as_input_error(exc, "noc") from exc
-        try:
-            memory = self._load_memory()
-        except (ValueError, OSError) as exc:
-            raise _as_input_error(exc, "memory") from exc
         chip = None
         if self.chip is not None:
             from plena_opt.chip import load_chip
@@ -212,6 +217,15 @@ class ProblemSpec(BaseModel):
                 chip = load_chip(_source(self.chip))
             except (ValueError, OSError) as exc:
                 raise _as_input_error(exc, "chip") from exc
+        try:
+            from plena_opt.estimate.gpu import gpu_memory, is_gpu
+
+            if self.memory is None and self.fixed_bandwidth_gbs is None and is_gpu(chip):
+                memory = gpu_memory(chip)  # a GPU chip carries its HBM
+            else:
+                memory = self._load_memory()
+        except (ValueError, OSError) as exc:
+            raise _as_input_error(exc, "memory") from exc
         return EvaluatorInputs(model, noc, memory, self.workload(), chip)
 
     def _load_model(self) -> ModelSpec:

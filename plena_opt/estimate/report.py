@@ -55,9 +55,19 @@ def render_distributed(est: dict, metrics: PlanMetrics | None = None) -> str:
                 f"rank, imbalance {ld['imbalance']:.4f} ({ld['source']})"
             )
     lines += _memory_lines(est["memory"])
-    lines.append(f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz")
-    lm = " (LM head priced)" if est["include_lm_head"] else ""
-    lines.append(f"{'Overlap':<16}{est['overlap_policy']}, comm overlap {est['comm_overlap']}{lm}")
+    chip = est.get("chip")
+    if chip:  # a GPU: kernel-by-kernel pricing, LM head always priced
+        lines.append(
+            f"{'Chip':<16}{chip['name']} (gpu), {chip['precision']} at the "
+            f"{chip['compute_format']} rate, KV {chip['kv_bytes_per_element']:g} B/element"
+        )
+        lines.append(f"{'Overlap':<16}per-kernel roofline, comm overlap {est['comm_overlap']}")
+    else:
+        lines.append(f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz")
+        lm = " (LM head priced)" if est["include_lm_head"] else ""
+        lines.append(
+            f"{'Overlap':<16}{est['overlap_policy']}, comm overlap {est['comm_overlap']}{lm}"
+        )
     lines.append("")
     header = (
         f"{'pass':<14}{'latency ms':>12}{'period ms':>12}{'bneck':>7}{'compute ms':>12}"
@@ -111,6 +121,8 @@ def _metrics_lines(est: dict, metrics: PlanMetrics) -> list[str]:
     ]
     missing = {"DRAM", "NoC"} - set(parts)
     note = " + ".join(parts) + (f"; {missing.pop()} not modelled" if missing else "")
+    if est.get("chip"):  # a GPU: energy from the board power model
+        note = "board power: busy/idle watts" + (" + NoC" if "NoC" in parts else "")
     lines.append(
         f"{'Energy':<16}"
         + ("not modelled" if e is None else f"{e:.6g} J per generated token ({note})")

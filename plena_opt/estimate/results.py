@@ -33,7 +33,8 @@ class DistributedEstimate:
     SI units: seconds, tokens/s, Hz, bytes, pJ. ``model``/``plan``/``noc``/``memory``/
     ``precision`` are the describe documents of the inputs; ``prefill`` and
     ``first_token_decode`` the per-stage reports of the two passes; ``moe`` the MoE load report
-    (None for dense models); ``routing`` the MoE token routing (None for dense models).
+    (None for dense models); ``routing`` the MoE token routing (None for dense models);
+    ``chip`` (GPU chips only) the chip, its formats and board power.
     """
 
     model: dict[str, Any]
@@ -64,7 +65,12 @@ class DistributedEstimate:
     moe: dict[str, Any] | None
     noc_energy_pj_per_decode_token: float | None
     warnings: list[str]
+    chip: dict[str, Any] | None = None  # GPU chips only: name, formats, board power
 
     def to_dict(self) -> dict[str, Any]:
-        """The document (field order; the values themselves, not copies)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The document (field order; the values themselves, not copies). ``chip`` appears only
+        for a GPU chip, so PLENA documents keep the reference shape."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if out["chip"] is None:
+            del out["chip"]
+        return out

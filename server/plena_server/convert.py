@@ -226,9 +226,11 @@ def load_system(
             f"{field}.noc has {noc.num_devices} devices; the server limit is {limits.max_devices}",
         )
     memory = _load_profile(spec.memory, f"{field}.memory", "memory", limits, required=False)
-    if memory is None:
-        memory = default_memory()
     chip = _load_profile(spec.chip, f"{field}.chip", "chip", limits, required=False)
+    if memory is None:
+        from plena_opt.estimate.gpu import gpu_memory, is_gpu
+
+        memory = gpu_memory(chip) if is_gpu(chip) else default_memory()  # a GPU carries its HBM
     return System(model=model, noc=noc, memory=memory, chip=chip)
 
 
@@ -272,6 +274,9 @@ def workload_kwargs(w: pb.Workload, field: str = "workload") -> dict:
             )
         kwargs["routing"] = w.routing
     kwargs["include_lm_head"] = bool(w.include_lm_head)
+    for name in ("precision", "kv_precision"):
+        if getattr(w, name):
+            kwargs[name] = getattr(w, name)
     return kwargs
 
 

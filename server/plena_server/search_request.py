@@ -10,6 +10,7 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.chip.gpu import gpu_profile_names
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.plan import DEFAULT_MEMORY, Workload
 from plena_opt.estimate.problem import EvaluatorInputs, InlineDocument, ProblemSpec
@@ -65,6 +66,8 @@ def problem_spec(system: pb.SystemSpec, workload: Workload) -> ProblemSpec:
     else:
         kw["memory"] = _source(mem) or DEFAULT_MEMORY
     kw["chip"] = _source(system.chip)
+    if mem.WhichOneof("source") is None and kw["chip"] in gpu_profile_names():
+        kw["memory"] = None  # a GPU chip carries its HBM
     kw.update(
         batch_size=workload.batch_size,
         input_seq=workload.input_seq_len,
@@ -73,6 +76,8 @@ def problem_spec(system: pb.SystemSpec, workload: Workload) -> ProblemSpec:
         overlap=workload.overlap_policy,
         routing=workload.routing,
         frequency_hz=workload.frequency_hz,
+        precision=workload.precision,
+        kv_precision=workload.kv_precision,
     )
     return ProblemSpec(**kw)
 

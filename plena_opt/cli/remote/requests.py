@@ -86,6 +86,8 @@ def workload_from_args(args: argparse.Namespace) -> pb.Workload:
         overlap_policy=args.overlap,
         include_lm_head=bool(args.include_lm_head),
         routing=routing,
+        precision=getattr(args, "precision", None) or "",
+        kv_precision=getattr(args, "kv_precision", None) or "",
     )
 
 

@@ -73,7 +73,7 @@ class SystemSpec(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelSource, _Mapping]] = ..., noc: _Optional[_Union[ProfileSource, _Mapping]] = ..., memory: _Optional[_Union[ProfileSource, _Mapping]] = ..., chip: _Optional[_Union[ProfileSource, _Mapping]] = ...) -> None: ...
 
 class Workload(_message.Message):
-    __slots__ = ("batch_size", "input_seq_len", "output_seq_len", "frequency_hz", "overlap_policy", "include_lm_head", "routing")
+    __slots__ = ("batch_size", "input_seq_len", "output_seq_len", "frequency_hz", "overlap_policy", "include_lm_head", "routing", "precision", "kv_precision")
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,8 @@ class Workload(_message.Message):
     OVERLAP_POLICY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_LM_HEAD_FIELD_NUMBER: _ClassVar[int]
     ROUTING_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    KV_PRECISION_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     input_seq_len: int
     output_seq_len: int
@@ -88,7 +90,9 @@ class Workload(_message.Message):
     overlap_policy: str
     include_lm_head: bool
     routing: str
-    def __init__(self, batch_size: _Optional[int] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., frequency_hz: _Optional[float] = ..., overlap_policy: _Optional[str] = ..., include_lm_head: _Optional[bool] = ..., routing: _Optional[str] = ...) -> None: ...
+    precision: str
+    kv_precision: str
+    def __init__(self, batch_size: _Optional[int] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., frequency_hz: _Optional[float] = ..., overlap_policy: _Optional[str] = ..., include_lm_head: _Optional[bool] = ..., routing: _Optional[str] = ..., precision: _Optional[str] = ..., kv_precision: _Optional[str] = ...) -> None: ...
 
 class Plan(_message.Message):
     __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap")

@@ -1,0 +1,120 @@
+"""GPU roofline kernel model: seconds of the kernels a transformer layer launches.
+
+Every method returns a ``KernelTime``: ``seconds`` (float or an array over KV lengths), the FLOPs
+and HBM bytes it moves, and whether the compute side dominates. Kernel time is the fitted curve
+``t0 + (c^p + m^p)^(1/p)`` with ``c`` = FLOPs / (peak · compute efficiency) and ``m`` = bytes /
+(HBM bandwidth · bandwidth efficiency) (see ``profile.GemmCurve``). Shapes: ``m, n, k`` GEMM
+dims, ``b`` sequences, ``H``/``KV`` heads on this device, ``hd`` head dim, ``s`` query tokens,
+``kv`` attended KV length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from plena_opt.chip.gpu.profile import AttentionCurve, GemmCurve, GpuChipProfile
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel (or a fused group): seconds, FLOPs, bytes read + written, compute-bound?"""
+
+    seconds: np.ndarray | float
+    flops: float
+    read_bytes: np.ndarray | float
+    write_bytes: np.ndarray | float
+    compute_bound: np.ndarray | bool
+
+
+def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve) -> KernelTime:
+    tc = flops / (peak * c.compute_efficiency.value)
+    tm = nbytes / (bw * c.bandwidth_efficiency.value)
+    p = c.blend.value
+    t = c.fixed_seconds.value + (tc**p + tm**p) ** (1.0 / p)
+    return t, tc >= tm
+
+
+class GpuPerfModel:
+    """Kernel times on one GPU for a weight/activation format and a KV-cache byte width."""
+
+    def __init__(
+        self, chip: GpuChipProfile, precision: str, weight_bytes: float, act_bytes: float,
+        kv_bytes: float, bandwidth_bytes_per_s: float | None = None,
+    ) -> None:  # fmt: skip
+        self.chip = chip
+        self.precision = precision
+        self.compute_format = chip.compute_format(precision)
+        self.peak = chip.peak_flops[self.compute_format].value
+        self.attn_peak = chip.peak_flops["bf16"].value  # attention runs in bf16
+        self.bw = bandwidth_bytes_per_s or chip.hbm.bandwidth_bytes_per_s.value
+        self.gemm_curve = chip.gemm[self.compute_format]
+        self.wb, self.ab, self.kvb = weight_bytes, act_bytes, kv_bytes
+        self.kernel_s = chip.overheads.kernel_seconds.value
+        self.step_s = chip.overheads.step_seconds.value
+        self.ew_eff = chip.overheads.elementwise_bandwidth_efficiency.value
+
+    def gemm(self, m: int, n: int, k: int) -> KernelTime:
+        """``[m,k] × [k,n]`` with weights in the model format; activations in/out."""
+        if m <= 0 or n <= 0 or k <= 0:
+            return KernelTime(0.0, 0.0, 0.0, 0.0, False)
+        flops = 2.0 * m * n * k
+        reads = n * k * self.wb + m * k * self.ab
+        writes = m * n * self.ab
+        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self.gemm_curve)
+        return KernelTime(t, flops, reads, writes, bool(cb))
+
+    def grouped_gemm(self, tokens_per_group: float, groups: int, n: int, k: int) -> KernelTime:
+        """A fused MoE GEMM over ``groups`` active experts of ``tokens_per_group`` tokens each:
+        one launch, all active experts' weights read once."""
+        if groups <= 0 or tokens_per_group <= 0:
+            return KernelTime(0.0, 0.0, 0.0, 0.0, False)
+        m = tokens_per_group * groups
+        flops = 2.0 * m * n * k
+        reads = groups * n * k * self.wb + m * k * self.ab
+        writes = m * n * self.ab
+        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self.gemm_curve)
+        return KernelTime(t, flops, reads, writes, bool(cb))
+
+    def fused_moe(self, tokens: int, pairs: float, active: float, h: int, f: int) -> KernelTime:
+        """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
+        fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs."""
+        curve = self.chip.moe.get(self.compute_format)
+        if curve is None:
+            up = self.grouped_gemm(pairs / active, int(round(active)), 2 * f, h)
+            down = self.grouped_gemm(pairs / active, int(round(active)), h, f)
+            t = up.seconds + down.seconds + self.kernel_s * 3
+            return KernelTime(t, up.flops + down.flops, up.read_bytes + down.read_bytes,
+                              up.write_bytes + down.write_bytes, up.compute_bound)  # fmt: skip
+        flops = 2.0 * pairs * 3 * h * f
+        reads = active * 3 * h * f * self.wb + tokens * h * self.ab + 2 * pairs * f * self.ab
+        writes = tokens * h * self.ab + pairs * f * self.ab
+        t, cb = _curve(flops, reads + writes, self.peak, self.bw, curve)
+        return KernelTime(t, flops, reads, writes, bool(cb))
+
+    def attention_decode(self, b: int, H: int, KV: int, hd: int, kv: np.ndarray) -> KernelTime:
+        """One decode step of paged attention: read every sequence's K and V."""
+        c = self.chip.attention_decode
+        kv_read = 2.0 * b * KV * hd * self.kvb * kv
+        io = 2.0 * b * H * hd * self.ab
+        tm = (kv_read + io) / (self.bw * c.bandwidth_efficiency.value)
+        ts = (c.seconds_per_sequence_head.value * H + c.seconds_per_sequence_kv_head.value * KV) * b
+        p = c.blend.value
+        t = c.fixed_seconds.value + (ts**p + tm**p) ** (1.0 / p)
+        flops = float(np.mean(4.0 * b * H * hd * kv))
+        return KernelTime(t, flops, kv_read + io / 2, io / 2, ts >= tm)
+
+    def attention_prefill(self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray):
+        """Causal prefill attention of ``s`` new tokens over ``kv`` keys (kv ≥ s)."""
+        past = np.maximum(kv - s, 0)
+        flops = 4.0 * b * H * hd * s * (past + (s + 1) / 2.0)
+        reads = b * (s * H + 2 * KV * kv) * hd * self.ab
+        writes = b * s * H * hd * self.ab
+        t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)
+        return KernelTime(t, float(np.mean(flops)), reads, writes, cb)
+
+    def elementwise(self, read_bytes: float, write_bytes: float) -> KernelTime:
+        """A memory-streaming kernel (norm, RoPE, activation, residual, KV-cache write)."""
+        t = self.kernel_s + (read_bytes + write_bytes) / (self.bw * self.ew_eff)
+        return KernelTime(t, 0.0, read_bytes, write_bytes, False)

@@ -1,0 +1,245 @@
+"""GPU chips in the evaluator: per-layer kernel times, extras, energy (the ``kind: gpu`` path).
+
+``EstimateContext`` builds a ``GpuPricing`` when its chip is a ``GpuChipProfile``; the pass code
+then asks it for each layer's ``StageArrays`` instead of PLENA cycles + a stage roofline. A layer
+is the list of kernels vLLM launches (fused add+RMSNorm, QKV GEMM, RoPE, KV-cache write,
+attention, O GEMM, add+RMSNorm, gate/up GEMM, SiLU·mul, down GEMM; MoE: router GEMM, top-k, two
+grouped expert GEMMs, activation, sum); each kernel is priced by ``GpuPerfModel`` and the layer
+takes their sum (a per-kernel roofline). Collectives are priced by ``deepstack`` as for PLENA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
+from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES
+from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.layer import LayerKind, LayerShape
+from plena_opt.estimate.moe_load import MoeLoad
+from plena_opt.estimate.plan import Workload
+from plena_opt.estimate.pricing import StageArrays
+from plena_opt.memory import HbmStoragePrecision, Memory
+
+DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
+
+
+def is_gpu(chip: object) -> bool:
+    return isinstance(chip, GpuChipProfile)
+
+
+def gpu_memory(chip: GpuChipProfile) -> Memory:
+    """The chip's own HBM as a fixed-bandwidth memory (datasheet bandwidth and capacity)."""
+    from plena_opt.memory.fixed_bandwidth import FixedBandwidthMemory
+
+    return FixedBandwidthMemory(
+        chip.hbm.bandwidth_bytes_per_s.value,
+        round(chip.hbm.capacity_bytes.value),
+        name=f"{chip.name}-hbm",
+    )
+
+
+def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision | None:
+    """Bytes per element for the workload's formats; None = the PLENA default (unchanged)."""
+    p, kv = workload.precision, workload.kv_precision
+    if not is_gpu(chip):
+        if p is None and kv is None:
+            return None
+        base = PLENA_BYTES[p or "mxfp8"]
+        kvb = PLENA_BYTES[kv or p or "mxfp8"].activation
+        return HbmStoragePrecision(base.weight, kvb, kvb, base.activation)
+    p = p or DEFAULT_GPU_PRECISION
+    chip.compute_format(p)  # raises naming --precision if the chip lacks it
+    kv = kv or DEFAULT_GPU_PRECISION
+    if kv not in chip.kv_formats:
+        raise PlenaInputError(
+            "kv_precision",
+            f"chip {chip.name} has no {kv!r} KV cache; it offers {', '.join(chip.kv_formats)}",
+        )
+    fb, kvb = GPU_BYTES[p], GPU_BYTES[kv].activation
+    return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
+
+
+class GpuStageArrays(StageArrays):
+    """A stage priced kernel by kernel: ``seconds`` = compute-bound + memory-bound kernel time
+    (+ fixed overheads, counted as compute); no DRAM energy (the power model prices energy)."""
+
+    def __init__(self, t_c, t_m, r, w, n: int, memory: Memory) -> None:
+        super().__init__(t_c, t_m, r, w, n, "serial", memory)
+
+    def split_means(self, policy: str) -> tuple[float, float]:
+        return float(np.mean(self._t_c)), float(np.mean(self._t_m))
+
+    @property
+    def memory_bound_seconds(self) -> np.ndarray:  # type: ignore[override]
+        return self.memory_seconds
+
+    def field_sum(self, name: str, steps: slice = slice(None)) -> float | None:
+        if name == "dram_energy_pj":
+            return None
+        return super().field_sum(name, steps)
+
+    @property
+    def dram_energy_pj(self) -> None:  # type: ignore[override]
+        return None
+
+
+def _stage(kernels: list[KernelTime], n: int, memory: Memory, fixed: float = 0.0):
+    t_c = np.zeros(n) + fixed
+    t_m = np.zeros(n)
+    r = np.zeros(n)
+    w = np.zeros(n)
+    for k in kernels:
+        cb = np.broadcast_to(np.asarray(k.compute_bound), (n,))
+        s = np.broadcast_to(np.asarray(k.seconds, dtype=float), (n,))
+        t_c += np.where(cb, s, 0.0)
+        t_m += np.where(cb, 0.0, s)
+        r += k.read_bytes
+        w += k.write_bytes
+    return GpuStageArrays(t_c, t_m, r, w, n, memory)
+
+
+class GpuPricing:
+    """Kernel-by-kernel pricing of layers and extras on one GPU chip."""
+
+    def __init__(self, chip: GpuChipProfile, precision: HbmStoragePrecision, workload: Workload,
+                 memory: Memory) -> None:  # fmt: skip
+        self.chip = chip
+        self.memory = memory
+        self.perf = GpuPerfModel(
+            chip,
+            workload.precision or DEFAULT_GPU_PRECISION,
+            precision.weight_bytes,
+            precision.activation_bytes,
+            precision.kv_read_bytes,
+            memory.usable_bandwidth_bytes_per_s,
+        )
+
+    def describe(self) -> dict:
+        """The ``chip`` field of a GPU estimate: name, kind and the formats priced."""
+        p = self.perf
+        return {
+            "name": self.chip.name,
+            "kind": "gpu",
+            "precision": p.precision,
+            "compute_format": p.compute_format,
+            "kv_bytes_per_element": p.kvb,
+            "power_watts": {
+                "busy": self.chip.power.busy_watts.value,
+                "idle": self.chip.power.idle_watts.value,
+            },
+        }
+
+    def layer(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray,
+              load: MoeLoad | None) -> GpuStageArrays:  # fmt: skip
+        """One layer (attention half + MLP half) on one device at each KV length."""
+        p, m, d = self.perf, s.model, s.shard
+        h, hd, ab = m.hidden_size, m.head_dim, p.ab
+        T = d.b_dev * q if mode == "prefill" else d.b_dev
+        qkv = (d.heads + 2 * d.kv_heads) * hd
+        norm = p.elementwise(2 * T * h * ab + h * 2, 2 * T * h * ab)  # fused residual add
+        ks = [
+            norm,
+            p.gemm(T, qkv, h),
+            p.elementwise(
+                T * (d.heads + d.kv_heads) * hd * ab, T * (d.heads + d.kv_heads) * hd * ab
+            ),
+            p.elementwise(2 * T * d.kv_heads * hd * ab, 2 * T * d.kv_heads * hd * p.kvb),
+            self._attention(s, kind, mode, q, kv),
+            p.gemm(T, h, d.heads * hd),
+            norm,
+        ]
+        if kind.moe:
+            ks += self._moe(s, T, load)
+        else:
+            ks += [
+                p.gemm(T, 2 * d.ffn, h),
+                p.elementwise(2 * T * d.ffn * ab, T * d.ffn * ab),
+                p.gemm(T, h, d.ffn),
+            ]
+        return _stage(ks, len(kv), self.memory)
+
+    def _attention(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray):
+        m, d, p = s.model, s.shard, self.perf
+        attended = np.minimum(kv, m.sliding_window) if kind.sliding else kv
+        if mode == "prefill":
+            return p.attention_prefill(d.b_dev, d.heads, d.kv_heads, m.head_dim, q, attended)
+        return p.attention_decode(d.b_dev, d.heads, d.kv_heads, m.head_dim, attended)
+
+    def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
+        """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""
+        p, m, d = self.perf, s.model, s.shard
+        h, f = m.hidden_size, d.expert_ffn
+        active = _active_experts(load, m.num_experts // max(d.ep_moe, 1))
+        topk = p.elementwise(T * m.num_experts * 4, T * m.top_k * 8)
+        return [
+            p.gemm(T, m.num_experts, h),
+            topk,
+            p.fused_moe(load.tokens_local, load.pairs, active, h, f),
+        ]
+
+    def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
+        """vLLM's fused MoE reduces over the top-k inside the kernel, so the TP all-reduce after
+        the experts carries one row per token, not per token-expert pair."""
+        if load is None:
+            return None
+        return replace(load, pairs=load.tokens_local)
+
+    def extras(self, s: LayerShape, mode: str, q: int, n: int, last_stage: int
+               ) -> dict[int, list[StageArrays]]:  # fmt: skip
+        """Embedding + step overhead (first stage) and final norm, LM head, sampling (last).
+
+        A GPU server always runs the LM head and samples every step, so both are priced."""
+        p, m, d = self.perf, s.model, s.shard
+        h, ab = m.hidden_size, p.ab
+        T = d.b_dev * q if mode == "prefill" else d.b_dev
+        emb = p.elementwise(T * h * ab, T * h * ab)
+        out: dict[int, list[StageArrays]] = {0: [_stage([emb], n, self.memory, fixed=p.step_s)]}
+        rows = d.b_dev  # the LM head runs on the last position of each sequence
+        head = [
+            p.elementwise(2 * rows * h * ab, rows * h * ab),
+            p.gemm(rows, d.vocab, h),
+            p.elementwise(rows * d.vocab * 4, rows * 8),
+        ]
+        out.setdefault(last_stage, []).append(_stage(head, n, self.memory))
+        return out
+
+
+def _active_experts(load: MoeLoad, local_experts: int) -> float:
+    """Experts that receive a token on the busiest rank. ``balanced`` load (analytic-model
+    §4.5) gives every expert ``ceil(T·k/E)`` tokens, which at small batches marks all experts
+    active; a GPU reads only the experts routed to, so balanced routing spreads the ``pairs``
+    over ``min(experts, pairs)`` experts (as the fused-MoE measurements do). Traces and random
+    routing keep their counted experts."""
+    if load.source != "balanced":
+        return float(max(load.active_experts, 1))
+    return float(max(1, min(local_experts, load.pairs)))
+
+
+def busy_seconds(arrays: StageArrays) -> float:
+    """Kernel-busy seconds of one priced stage summed over its steps (excludes comm)."""
+    return float(np.sum(arrays.seconds))
+
+
+def gpu_energy_per_token(cost) -> float:
+    """Joules per generated token: every device draws ``busy_watts`` while its kernels run and
+    ``idle_watts`` for the rest of the decode (collectives, pipeline bubbles, host overhead)."""
+    ctx, plan = cost.ctx, cost.plan
+    pw = ctx.chip.power
+    busy_w, idle_w = pw.busy_watts.value, pw.idle_watts.value
+    dec = cost.decode
+    total_s = cost.decode_seconds
+    per_stage_devices = plan.world_size / plan.pp
+    busy = 0.0
+    for exs in dec.extras.values():
+        for ex in exs:
+            busy += busy_seconds(ex)
+    for count, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
+        busy += count * busy_seconds(la)
+    busy -= ctx.gpu.perf.step_s * ctx.workload.output_seq_len  # host overhead is not busy
+    busy_dev = busy * per_stage_devices  # device-seconds of kernel work over the decode
+    idle_dev = max(total_s * plan.world_size - busy_dev, 0.0)
+    joules = busy_dev * busy_w + idle_dev * idle_w
+    return joules / (cost.shard.micro * ctx.workload.output_seq_len)

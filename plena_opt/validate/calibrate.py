@@ -1,0 +1,312 @@
+"""Fit the GPU profiles' efficiency constants on kernel-level measurements (never end to end).
+
+Data: ``../shared/data/kernels/<sys>_<op>_vllm-0.19.0.csv.gz`` (NVIDIA AIConfigurator's measured
+vLLM 0.19.0 kernel database, see that folder's README). For each system and GEMM format the fit
+finds four global constants of ``t = t0 + (c^p + m^p)^(1/p)`` (``plena_opt.chip.gpu.perf``) by
+least squares on log(predicted / measured) over every row; attention decode (bf16 KV) and
+prefill the same. Run ``python -m plena_opt.validate.calibrate DIR`` to print the fits, or with
+``--write`` to store them in the built-in profiles (each value's ``source`` names its data, row
+count and the fit's MAPE). Reading uses only ``csv`` + ``gzip``; fitting needs scipy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
+# A data set whose rows imply more than the datasheet peak FLOP/s on more than this share of its
+# rows is rejected (the H200 context-attention table implies up to ~10x the H200 peak); its fit is
+# then taken from the same-silicon system named here (H200 and H100 share the GH100 compute die).
+MAX_IMPOSSIBLE_SHARE = 0.05
+SAME_COMPUTE = {"h200_sxm": "h100_sxm", "h100_sxm": "h200_sxm"}  # H100 has no MoE table
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 4.5 / 8}
+NAMES = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted curve constants, the data they come from, and the fit's residuals."""
+
+    values: dict[str, float]
+    data: str
+    rows: int
+    mape: float
+    median_ape: float
+
+    def source(self) -> str:
+        return (
+            f"fitted on {self.data} ({self.rows} rows; per-kernel MAPE {100 * self.mape:.1f} %, "
+            f"median {100 * self.median_ape:.1f} %) by plena_opt.validate.calibrate"
+        )
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with gzip.open(path, "rt", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _col(rows: list[dict[str, str]], key: str) -> np.ndarray:
+    return np.array([float(r[key]) for r in rows])
+
+
+def curve(x: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, peak: float, bw: float):
+    """The kernel curve of ``plena_opt.chip.gpu.perf`` (seconds) for constants ``x``."""
+    ce, be, t0_us, p = x
+    tc = flops / (peak * ce)
+    tm = nbytes / (bw * be)
+    return t0_us * 1e-6 + (tc**p + tm**p) ** (1.0 / p)
+
+
+def fit_curve(flops, nbytes, measured, peak: float, bw: float, data: str) -> Fit:
+    from scipy.optimize import least_squares
+
+    def resid(x):
+        return np.log(curve(x, flops, nbytes, peak, bw) / measured)
+
+    res = least_squares(
+        resid, [0.7, 0.8, 5.0, 2.0], bounds=([0.01, 0.01, 0.0, 1.0], [1, 1, 100, 20])
+    )
+    ape = np.abs(curve(res.x, flops, nbytes, peak, bw) / measured - 1)
+    ce, be, t0, p = (float(v) for v in res.x)
+    values = {
+        "compute_efficiency": round(ce, 4),
+        "bandwidth_efficiency": round(be, 4),
+        "fixed_seconds": round(t0 * 1e-6, 9),
+        "blend": round(p, 3),
+    }
+    return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
+
+
+def decode_curve(x, seq_heads, nbytes, bw):
+    """Decode attention: ``t0 + ((s·b·H + u·b·KV)^p + (bytes/(bw·e))^p)^(1/p)``
+    (``chip.gpu.perf``); ``seq_heads`` = (b·H, b·KV)."""
+    be, s_ns, t0_us, p, u_ns = x
+    ts = (seq_heads[0] * s_ns + seq_heads[1] * u_ns) * 1e-9
+    tm = nbytes / (bw * be)
+    return t0_us * 1e-6 + (ts**p + tm**p) ** (1.0 / p)
+
+
+def fit_decode(seq_heads, nbytes, measured, bw: float, data: str) -> Fit:
+    from scipy.optimize import least_squares
+
+    def resid(x):
+        return np.log(decode_curve(x, seq_heads, nbytes, bw) / measured)
+
+    res = least_squares(
+        resid, [0.7, 2.0, 8.0, 2.0, 1.0], bounds=([0.01, 0, 0, 1, 0], [1, 1e4, 100, 20, 1e4])
+    )
+    ape = np.abs(decode_curve(res.x, seq_heads, nbytes, bw) / measured - 1)
+    be, s_ns, t0, p, u_ns = (float(v) for v in res.x)
+    values = {
+        "bandwidth_efficiency": round(be, 4),
+        "seconds_per_sequence_head": round(s_ns * 1e-9, 13),
+        "seconds_per_sequence_kv_head": round(u_ns * 1e-9, 13),
+        "fixed_seconds": round(t0 * 1e-6, 9),
+        "blend": round(p, 3),
+    }
+    return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
+
+
+def gemm_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> dict[str, Fit]:
+    path = folder / f"{system}_gemm_vllm-0.19.0.csv.gz"
+    rows = read_rows(path)
+    out = {}
+    for dtype, fmt in GEMM_DTYPES.items():
+        sel = [r for r in rows if r["gemm_dtype"] == dtype]
+        if not sel or fmt not in peaks:
+            continue
+        m, n, k = _col(sel, "m"), _col(sel, "n"), _col(sel, "k")
+        t = _col(sel, "latency") * 1e-3
+        flops = 2 * m * n * k
+        nbytes = DTYPE_BYTES[fmt] * n * k + 2 * (m * k + m * n)
+        out[fmt] = fit_curve(flops, nbytes, t, peaks[fmt], bw, f"{path.name} gemm_dtype={dtype}")
+    return out
+
+
+def attention_fits(folder: Path, system: str, specs: dict[str, tuple[float, float]]):
+    """Decode and prefill attention fits; ``specs`` maps system → (bf16 peak, HBM bandwidth)."""
+    out: dict[str, Fit] = {}
+    for phase in ("decode", "prefill"):
+        fit = _attention_fit(folder, system, phase, *specs[system])
+        if fit is None:
+            other = SAME_COMPUTE[system]
+            fit = _attention_fit(folder, other, phase, *specs[other])
+            fit = Fit(fit.values, fit.data + f" (the {system} table fails the peak check)",
+                      fit.rows, fit.mape, fit.median_ape)  # fmt: skip
+        out[phase] = fit
+    return out
+
+
+def _attention_fit(folder: Path, system: str, phase: str, peak: float, bw: float) -> Fit | None:
+    """One attention fit, or None if the table implies impossible FLOP rates."""
+    op = "generation" if phase == "decode" else "context"
+    if True:
+        path = folder / f"{system}_{op}_attention_vllm-0.19.0.csv.gz"
+        rows = [
+            r
+            for r in read_rows(path)
+            if r["kv_cache_dtype"] == "bfloat16" and r["window_size"] == "0"
+        ]
+        b, H = _col(rows, "batch_size"), _col(rows, "num_heads")
+        KV, hd = _col(rows, "num_key_value_heads"), _col(rows, "head_dim")
+        t = _col(rows, "latency") * 1e-3
+        if phase == "decode":
+            kv = _col(rows, "isl") + _col(rows, "step")  # attended KV length
+            nbytes = 2 * b * kv * KV * hd * 2 + 4 * b * H * hd
+            if np.mean(nbytes / t > 1.5 * bw) > MAX_IMPOSSIBLE_SHARE:
+                return None
+            return fit_decode(
+                (b * H, b * KV), nbytes, t, bw, f"{path.name} kv_cache_dtype=bfloat16 window_size=0"
+            )
+        else:
+            s = _col(rows, "isl")
+            flops = 4 * b * H * hd * s * (s + 1) / 2  # causal
+            nbytes = 2 * b * s * (H + 2 * KV) * hd * 2
+        if np.mean(flops / t > peak) > MAX_IMPOSSIBLE_SHARE:
+            return None
+        data = f"{path.name} kv_cache_dtype=bfloat16 window_size=0"
+        return fit_curve(flops, nbytes, t, peak, bw, data)
+
+
+MOE_MAX_TOKENS = 1024  # the decode operating range: tokens per step ≤ the largest batch
+
+
+def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> dict[str, Fit]:
+    """Fused-MoE layer curves (vLLM ``fused_moe``), balanced routing, no expert parallelism.
+
+    Bytes = the experts hit (``min(local experts, tokens·top-k)``, balanced) × their gate/up/down
+    weights + token activations; FLOPs = 2 · tokens·top-k · 3 · hidden · inter / tp."""
+    path = folder / f"{system}_moe_vllm-0.19.0.csv.gz"
+    if not path.exists():
+        return {}
+    rows = [
+        r
+        for r in read_rows(path)
+        if r["kernel_source"] == "vllm_fused_moe"
+        and r["distribution"] == "balanced"
+        and r["moe_ep_size"] == "1"
+        and int(r["num_tokens"]) <= MOE_MAX_TOKENS
+    ]
+    out = {}
+    for dtype, fmt in (("bfloat16", "bf16"), ("fp8", "fp8")):
+        sel = [r for r in rows if r["moe_dtype"] == dtype]
+        if not sel:
+            continue
+        T, h, f = _col(sel, "num_tokens"), _col(sel, "hidden_size"), _col(sel, "inter_size")
+        k, E, tp = _col(sel, "topk"), _col(sel, "num_experts"), _col(sel, "moe_tp_size")
+        pairs = T * k
+        active = np.minimum(E, pairs)
+        f_dev = f / tp
+        flops = 2 * pairs * 3 * h * f_dev
+        nbytes = active * 3 * h * f_dev * DTYPE_BYTES[fmt] + 2 * (2 * T * h + 3 * pairs * f_dev)
+        t = _col(sel, "latency") * 1e-3
+        data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1"
+        out[fmt] = fit_curve(flops, nbytes, t, peaks[fmt], bw, data)
+    return out
+
+
+def _sourced_curve(fit: Fit) -> dict:
+    src = fit.source()
+    return {k: {"value": v, "source": src} for k, v in fit.values.items()}
+
+
+def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
+    """Fit every system in ``folder``; with ``write`` update the built-in profile JSON files."""
+    from plena_opt.chip.gpu.profile import profiles_dir
+
+    fits: dict[str, dict[str, Fit]] = {}
+    profs = {s: json.loads((profiles_dir() / f"{c}.json").read_text()) for s, c in SYSTEMS.items()}
+    specs = {
+        s: (p["peak_flops"]["bf16"]["value"], p["hbm"]["bandwidth_bytes_per_s"]["value"])
+        for s, p in profs.items()
+    }
+    for system, chip in SYSTEMS.items():
+        path = profiles_dir() / f"{chip}.json"
+        prof = profs[system]
+        peaks = {k: v["value"] for k, v in prof["peak_flops"].items()}
+        bw = specs[system][1]
+        g = gemm_fits(folder, system, peaks, bw)
+        a = attention_fits(folder, system, specs)
+        mo = moe_fits(folder, system, peaks, bw)
+        if not mo:  # no table: the same-silicon system's fit, against its own peaks/bandwidth
+            other = SAME_COMPUTE[system]
+            op = {k: v["value"] for k, v in profs[other]["peak_flops"].items()}
+            mo = moe_fits(folder, other, op, specs[other][1])
+        fits[chip] = {
+            **{f"gemm.{k}": v for k, v in g.items()},
+            **{f"attention_{k}": v for k, v in a.items()},
+            **{f"moe.{k}": v for k, v in mo.items()},
+        }
+        if write:
+            prof["moe"] = {k: _sourced_curve(v) for k, v in mo.items()}
+            for fmt, fit in g.items():
+                prof["gemm"][fmt] = _sourced_curve(fit)
+            prof["attention_decode"] = _sourced_curve(a["decode"])
+            prof["attention_prefill"] = _sourced_curve(a["prefill"])
+            bf = g["bf16"]
+            ov = prof["overheads"]
+            ov["kernel_seconds"] = {
+                "value": bf.values["fixed_seconds"],
+                "source": "= gemm.bf16.fixed_seconds (per-kernel fixed time; " + bf.source() + ")",
+            }
+            ov["elementwise_bandwidth_efficiency"] = {
+                "value": bf.values["bandwidth_efficiency"],
+                "source": "= gemm.bf16.bandwidth_efficiency (" + bf.source() + ")",
+            }
+            path.write_text(json.dumps(prof, indent=2) + "\n")
+    return fits
+
+
+# Chips without a kernel table: their curves are the named chip's fit, marked as transferred.
+TRANSFER = {"mi325x": "h200-sxm", "mi300x": "h200-sxm", "b300": "b200"}
+TRANSFERRED = ("gemm", "moe", "attention_decode", "attention_prefill", "overheads")
+
+
+def _mark(node, note: str):
+    if isinstance(node, dict):
+        if "source" in node and "value" in node:
+            return {**node, "source": note + node["source"]}
+        return {k: _mark(v, note) for k, v in node.items()}
+    return node
+
+
+def transfer_profiles() -> None:
+    """Copy the curves of ``TRANSFER`` sources into the chips that have no kernel data."""
+    from plena_opt.chip.gpu.profile import profiles_dir
+
+    for chip, src in TRANSFER.items():
+        path = profiles_dir() / f"{chip}.json"
+        prof = json.loads(path.read_text())
+        donor = json.loads((profiles_dir() / f"{src}.json").read_text())
+        note = f"no public kernel table for {chip} ships with the project; {src} value: "
+        for key in TRANSFERRED:
+            prof[key] = _mark(donor[key], note)
+        prof["overheads"]["step_seconds"] = donor["overheads"]["step_seconds"]
+        prof["gemm"] = {k: v for k, v in prof["gemm"].items() if k in prof["peak_flops"]}
+        path.write_text(json.dumps(prof, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kernels", type=Path, help="folder of the kernel CSVs (../shared/data/kernels)")
+    ap.add_argument("--write", action="store_true", help="store the fits in the built-in profiles")
+    args = ap.parse_args(argv)
+    fits = calibrate(args.kernels, args.write)
+    if args.write:
+        transfer_profiles()
+    for chip, fs in fits.items():
+        for name, fit in fs.items():
+            print(f"{chip:9} {name:18} {fit.values}  MAPE {100 * fit.mape:.1f} % ({fit.rows} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""Fit the HGX node profiles' NVLink hop latency and link bandwidth on measured all-reduce times.
+
+Data: ``<sys>_custom_allreduce_vllm-0.19.0.csv.gz`` (vLLM's CUDA-graph custom all-reduce) and
+``<sys>_nccl_nccl-2.29.2.csv.gz`` (nccl-tests), 8 GPUs, bf16/half. At each message size the
+faster of the two is what vLLM runs; the fit chooses the hop latency (s) and directed link
+bandwidth (B/s) of a one-level 8-port switch so that ``deepstack``'s own all-reduce (its
+cheapest algorithm) matches those times in least squares on log time. The fitted link bandwidth
+divided by the NVLink datasheet rate per direction is the collective efficiency.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from plena_opt.validate.calibrate import read_rows
+
+NODES = {
+    "h100_sxm": ("hgx-h100x8", "NVIDIA HGX H100 8-GPU, NVLink 4 + NVSwitch", 450e9),
+    "h200_sxm": ("hgx-h200x8", "NVIDIA HGX H200 8-GPU, NVLink 4 + NVSwitch", 450e9),
+    "b200_sxm": ("hgx-b200x8", "NVIDIA HGX B200 8-GPU, NVLink 5 + NVSwitch", 900e9),
+}
+NVLINK_SOURCE = (
+    "NVLink per-GPU rate per direction: H100/H200 900 GB/s bidirectional "
+    "(https://www.nvidia.com/en-us/data-center/h200/), B200 1.8 TB/s bidirectional "
+    "(https://www.nvidia.com/en-us/data-center/hgx/)"
+)
+
+
+@dataclass(frozen=True)
+class NocFit:
+    hop_latency_s: float
+    link_bandwidth_bps: float
+    nominal_bps: float
+    rows: int
+    mape: float
+    data: str
+
+    @property
+    def efficiency(self) -> float:
+        return self.link_bandwidth_bps / self.nominal_bps
+
+
+def measured_all_reduce(folder: Path, system: str, gpus: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, seconds): the faster of vLLM custom (graph) and NCCL all-reduce per size."""
+    best: dict[int, float] = {}
+    for r in read_rows(folder / f"{system}_custom_allreduce_vllm-0.19.0.csv.gz"):
+        if r["backend"] == "vllm_graph" and int(r["num_gpus"]) == gpus:
+            n = int(r["message_size"]) * 2
+            best[n] = min(best.get(n, np.inf), float(r["latency"]) * 1e-3)
+    for r in read_rows(folder / f"{system}_nccl_nccl-2.29.2.csv.gz"):
+        if (
+            r["op_name"] == "all_reduce"
+            and r["nccl_dtype"] == "half"
+            and int(r["num_gpus"]) == gpus
+        ):
+            n = int(r["message_size"]) * 2
+            best[n] = min(best.get(n, np.inf), float(r["latency"]) * 1e-3)
+    sizes = np.array(sorted(best), dtype=float)
+    return sizes, np.array([best[int(s)] for s in sizes])
+
+
+def node_profile(name: str, hop_s: float, link_bps: float, ports: int = 8, provenance=None):
+    from deepstack import Level, make_hierarchy
+
+    sw = Level("switch", 1, ports, hop_s, link_bps, link_bps * ports, link_bps * ports)
+    one = Level("switch", 1, 1, 0.0, link_bps)
+    return make_hierarchy(name, one, one, sw, None, provenance or {})
+
+
+def model_all_reduce(hop_s: float, link_bps: float, sizes: np.ndarray) -> np.ndarray:
+    from deepstack import Network, ParallelScheme
+
+    net = Network(node_profile("fit", hop_s, link_bps))
+    scheme = ParallelScheme(tp=8)
+    return np.array([net.all_reduce(scheme, "tp", int(s)).seconds for s in sizes])
+
+
+def fit_node(folder: Path, system: str) -> NocFit:
+    from scipy.optimize import least_squares
+
+    sizes, t = measured_all_reduce(folder, system)
+    nominal = NODES[system][2]
+
+    def resid(x):
+        return np.log(model_all_reduce(x[0] * 1e-6, x[1] * 1e9, sizes) / t)
+
+    res = least_squares(resid, [2.0, 0.7 * nominal / 1e9], bounds=([0.01, 10], [50, 5000]))
+    pred = model_all_reduce(res.x[0] * 1e-6, res.x[1] * 1e9, sizes)
+    mape = float(np.mean(np.abs(pred / t - 1)))
+    data = (
+        f"{system}_custom_allreduce_vllm-0.19.0.csv.gz (vllm_graph) and "
+        f"{system}_nccl_nccl-2.29.2.csv.gz (all_reduce, half), 8 GPUs, {len(t)} sizes"
+    )
+    return NocFit(res.x[0] * 1e-6, res.x[1] * 1e9, nominal, len(t), mape, data)
+
+
+def write_profiles(folder: Path, out_dir: Path) -> dict[str, NocFit]:
+    """Fit every HGX node and write ``<name>.json`` NoC profiles into ``out_dir``."""
+    fits = {}
+    for system, (name, desc, nominal) in NODES.items():
+        fit = fit_node(folder, system)
+        fits[name] = fit
+        src = (
+            f"fitted on {fit.data} with deepstack's all-reduce (per-size MAPE "
+            f"{100 * fit.mape:.1f} %) by plena_opt.validate.calibrate_noc"
+        )
+        prov = {
+            "source": f"{desc}: one 8-port switch level; hop latency and link bandwidth {src}",
+            "collective_efficiency": f"link bandwidth = {fit.efficiency:.3f} x the NVLink rate per "
+            f"direction {nominal / 1e9:g} GB/s ({NVLINK_SOURCE})",
+        }
+        prof = node_profile(name, fit.hop_latency_s, round(fit.link_bandwidth_bps, -6), 8, prov)
+        (out_dir / f"{name}.json").write_text(json.dumps(prof.to_dict(), indent=2) + "\n")
+    return fits
+
+
+if __name__ == "__main__":
+    import sys
+
+    import deepstack
+
+    target = Path(deepstack.__file__).parent / "profiles"
+    for n, f in write_profiles(Path(sys.argv[1]), target).items():
+        print(n, f"hop {f.hop_latency_s * 1e6:.2f} us, link {f.link_bandwidth_bps / 1e9:.0f} GB/s",
+              f"eff {f.efficiency:.3f}, MAPE {100 * f.mape:.1f} %")  # fmt: skip
