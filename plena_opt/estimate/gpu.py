@@ -87,17 +87,26 @@ class GpuStageArrays(StageArrays):
 
 
 def _stage(kernels: list[KernelTime], n: int, memory: Memory, fixed: float = 0.0):
-    t_c = np.zeros(n) + fixed
-    t_m = np.zeros(n)
-    r = np.zeros(n)
-    w = np.zeros(n)
+    """Sum kernels into a stage: scalar kernels first (most of them), then the per-step ones."""
+    c, m, r, w = fixed, 0.0, 0.0, 0.0
+    arrays = []
     for k in kernels:
-        cb = np.broadcast_to(np.asarray(k.compute_bound), (n,))
+        if np.ndim(k.seconds) == 0 and np.ndim(k.compute_bound) == 0:
+            if k.compute_bound:
+                c += float(k.seconds)
+            else:
+                m += float(k.seconds)
+        else:
+            arrays.append(k)
+        r = r + k.read_bytes
+        w = w + k.write_bytes
+    t_c, t_m = np.full(n, c), np.full(n, m)
+    for k in arrays:
         s = np.broadcast_to(np.asarray(k.seconds, dtype=float), (n,))
+        cb = np.broadcast_to(np.asarray(k.compute_bound), (n,))
         t_c += np.where(cb, s, 0.0)
         t_m += np.where(cb, 0.0, s)
-        r += k.read_bytes
-        w += k.write_bytes
+    r, w = np.broadcast_to(r, (n,)).astype(float), np.broadcast_to(w, (n,)).astype(float)
     return GpuStageArrays(t_c, t_m, r, w, n, memory)
 
 
