@@ -124,6 +124,12 @@ def test_breakdown_compute_hbm_nvlink_and_large_batch_turns_compute_bound():
     assert sum(big.attribution.values()) == pytest.approx(big.decode_step_seconds)
 
 
+def test_plena_only_options_are_reported_on_a_gpu():
+    assert _ev().evaluate(Plan(tp=8)).warnings == ()
+    w = _ev(frequency_hz=2e9, overlap_policy="serial").evaluate(Plan(tp=8)).warnings
+    assert any("frequency_hz" in x for x in w) and any("overlap_policy" in x for x in w)
+
+
 def test_energy_from_the_power_model():
     m1 = _ev(batch_size=1).evaluate(Plan(tp=8))
     m64 = _ev(batch_size=64).evaluate(Plan(tp=8))

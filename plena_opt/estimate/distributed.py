@@ -508,6 +508,8 @@ class PlanCost:
             )
         out.extend(ctx._memory_warnings)
         out.extend(m.not_modelled)  # parts of the model that are not priced (vision tower, …)
+        if ctx.gpu is not None:
+            out.extend(ctx.gpu.warnings)
         width = m.head_dim * m.num_heads
         if width != m.hidden_size and not m.is_mla and ctx.gpu is None:
             out.append(

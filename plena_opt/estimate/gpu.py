@@ -125,6 +125,7 @@ class GpuPricing:
             precision.kv_read_bytes,
             memory.usable_bandwidth_bytes_per_s,
         )
+        self.warnings = _ignored_options(workload)
 
     def describe(self) -> dict:
         """The ``chip`` field of a GPU estimate: name, kind and the formats priced."""
@@ -214,6 +215,21 @@ class GpuPricing:
         ]
         out.setdefault(last_stage, []).append(_stage(head, n, self.memory))
         return out
+
+
+def _ignored_options(w: Workload) -> list[str]:
+    """Workload options that only the PLENA model reads, when set away from their defaults."""
+    from plena_opt.estimate.plan import Workload
+
+    d = Workload()
+    out = []
+    if w.frequency_hz != d.frequency_hz:
+        out.append("frequency_hz applies to PLENA chips; a GPU runs at its datasheet rates")
+    if w.overlap_policy != d.overlap_policy:
+        out.append("overlap_policy applies to PLENA chips; a GPU is priced kernel by kernel")
+    if w.include_lm_head:
+        out.append("include_lm_head: a GPU always prices the LM head and sampling")
+    return out
 
 
 def _active_experts(load: MoeLoad, local_experts: int) -> float:
