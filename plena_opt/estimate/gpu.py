@@ -11,6 +11,7 @@ takes their sum (a per-kernel roofline). Collectives are priced by ``deepstack``
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from plena_opt.estimate.moe_load import MoeLoad
 from plena_opt.estimate.plan import Workload
 from plena_opt.estimate.pricing import StageArrays
 from plena_opt.memory import HbmStoragePrecision, Memory
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.distributed import PlanCost
 
 DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
 
@@ -248,7 +252,7 @@ def busy_seconds(arrays: StageArrays) -> float:
     return float(np.sum(arrays.seconds))
 
 
-def gpu_energy_per_token(cost) -> float:
+def gpu_energy_per_token(cost: PlanCost) -> float:
     """Joules per generated token: every device draws ``busy_watts`` while its kernels run and
     ``idle_watts`` for the rest of the decode (collectives, pipeline bubbles, host overhead)."""
     ctx, plan = cost.ctx, cost.plan

@@ -28,7 +28,8 @@ class KernelTime:
     compute_bound: np.ndarray | bool
 
 
-def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve) -> KernelTime:
+def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve):
+    """(seconds, compute-bound?) of the fitted curve (scalars or arrays)."""
     tc = flops / (peak * c.compute_efficiency.value)
     tm = nbytes / (bw * c.bandwidth_efficiency.value)
     p = c.blend.value
@@ -105,7 +106,9 @@ class GpuPerfModel:
         flops = float(np.mean(4.0 * b * H * hd * kv))
         return KernelTime(t, flops, kv_read + io / 2, io / 2, ts >= tm)
 
-    def attention_prefill(self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray):
+    def attention_prefill(
+        self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray
+    ) -> KernelTime:
         """Causal prefill attention of ``s`` new tokens over ``kv`` keys (kv ≥ s)."""
         past = np.maximum(kv - s, 0)
         flops = 4.0 * b * H * hd * s * (past + (s + 1) / 2.0)
