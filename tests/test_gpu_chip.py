@@ -15,7 +15,7 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import Evaluator, Plan, Workload
 from plena_opt.estimate.gpu import gpu_memory
 from plena_opt.memory import HbmStoragePrecision
-from plena_opt.models import load_model
+from plena_opt.models import list_models, load_model
 
 GPUS = ("h100-sxm", "h200-sxm", "b200", "b300", "mi325x", "mi300x")
 CATALOG = ("llama-3.3-70b", "llama-3.1-405b", "qwen3-235b-a22b", "qwen3-32b", "gpt-oss-120b",
@@ -147,12 +147,33 @@ NODES = [("h100-sxm", "hgx-h100x8"), ("h200-sxm", "hgx-h200x8"), ("b200", "hgx-b
 
 @pytest.mark.parametrize("model", CATALOG)
 @pytest.mark.parametrize("chip,noc", NODES)
-def test_catalog_models_price_on_every_gpu(model, chip, noc):
+def test_issue_models_price_on_every_gpu(model, chip, noc):
     ev = _ev(chip, model, noc, batch_size=4, input_seq_len=256, output_seq_len=16)
     plans = ev.legal_plans()
     assert plans
     m = ev.evaluate(Plan(tp=8) if Plan(tp=8) in plans else plans[0])
     assert m.tps > 0 and m.ttft_seconds > 0
+
+
+@pytest.mark.parametrize("model", list_models())
+def test_every_catalog_model_prices_on_b200(model):
+    ev = _ev("b200", model, "hgx-b200x8", batch_size=4, input_seq_len=256, output_seq_len=16)
+    plans = ev.legal_plans()
+    assert plans, model
+    m = ev.evaluate(plans[-1])
+    assert m.tps > 0 and m.ttft_seconds > 0 and m.energy_per_token_joules > 0
+
+
+def test_mla_prices_the_latent_cache_and_absorbed_decode():
+    ev = _ev("b200", "deepseek-v3", "hgx-b200x8", batch_size=64, precision="fp8")
+    m = ev.evaluate(Plan(tp=8, moe_tp_mode="keep"))
+    spec = load_model("deepseek-v3")
+    # One latent of kv_lora + rope per token per layer, replicated over TP, at bf16.
+    held = 64 * (1024 + 256) * spec.kv_latent_dim * 2 * spec.num_layers
+    assert m.kv_cache_bytes_per_device == pytest.approx(held, rel=0.01)
+    longer = _ev("b200", "deepseek-v3", "hgx-b200x8", batch_size=64, precision="fp8",
+                 input_seq_len=8192).evaluate(Plan(tp=8, moe_tp_mode="keep"))  # fmt: skip
+    assert longer.decode_step_seconds > m.decode_step_seconds
 
 
 def test_devices_and_multi_node_profiles():

@@ -18,6 +18,7 @@ import numpy as np
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
 from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate import gpu_layers as L
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
 from plena_opt.estimate.plan import Workload
@@ -150,37 +151,17 @@ class GpuPricing:
               load: MoeLoad | None) -> GpuStageArrays:  # fmt: skip
         """One layer (attention half + MLP half) on one device at each KV length."""
         p, m, d = self.perf, s.model, s.shard
-        h, hd, ab = m.hidden_size, m.head_dim, p.ab
         T = d.b_dev * q if mode == "prefill" else d.b_dev
-        qkv = (d.heads + 2 * d.kv_heads) * hd
-        norm = p.elementwise(2 * T * h * ab + h * 2, 2 * T * h * ab)  # fused residual add
-        ks = [
-            norm,
-            p.gemm(T, qkv, h),
-            p.elementwise(
-                T * (d.heads + d.kv_heads) * hd * ab, T * (d.heads + d.kv_heads) * hd * ab
-            ),
-            p.elementwise(2 * T * d.kv_heads * hd * ab, 2 * T * d.kv_heads * hd * p.kvb),
-            self._attention(s, kind, mode, q, kv),
-            p.gemm(T, h, d.heads * hd),
-            norm,
-        ]
-        if kind.moe:
-            ks += self._moe(s, T, load)
+        if m.is_mla:
+            ks = L.mla_attention(p, s, mode, q, kv, T)
         else:
-            ks += [
-                p.gemm(T, 2 * d.ffn, h),
-                p.elementwise(2 * T * d.ffn * ab, T * d.ffn * ab),
-                p.gemm(T, h, d.ffn),
-            ]
+            ks = L.gqa_attention(p, s, kind, mode, q, kv, T)
+        ks += L.norms(p, s, T)
+        if kind.moe:
+            ks += self._moe(s, T, load) + L.dense_ffn(p, s, T, d.shared_ffn)
+        else:
+            ks += L.dense_ffn(p, s, T, d.ffn)
         return _stage(ks, len(kv), self.memory)
-
-    def _attention(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray):
-        m, d, p = s.model, s.shard, self.perf
-        attended = np.minimum(kv, m.sliding_window) if kind.sliding else kv
-        if mode == "prefill":
-            return p.attention_prefill(d.b_dev, d.heads, d.kv_heads, m.head_dim, q, attended)
-        return p.attention_decode(d.b_dev, d.heads, d.kv_heads, m.head_dim, attended)
 
     def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
         """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""

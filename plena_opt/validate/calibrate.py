@@ -209,8 +209,32 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> d
         nbytes = active * 3 * h * f_dev * DTYPE_BYTES[fmt] + 2 * (2 * T * h + 3 * pairs * f_dev)
         t = _col(sel, "latency") * 1e-3
         data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1"
-        out[fmt] = fit_curve(flops, nbytes, t, peaks[fmt], bw, data)
+        out[fmt] = fit_moe(flops, nbytes, active, t, peaks[fmt], bw, data)
     return out
+
+
+def fit_moe(flops, nbytes, active, measured, peak: float, bw: float, data: str) -> Fit:
+    """``curve`` + ``seconds_per_active_expert · active experts`` (``chip.gpu.perf.fused_moe``)."""
+    from scipy.optimize import least_squares
+
+    def pred(x):
+        return curve(x[:4], flops, nbytes, peak, bw) + x[4] * 1e-9 * active
+
+    res = least_squares(
+        lambda x: np.log(pred(x) / measured),
+        [0.5, 0.7, 20.0, 1.0, 100.0],
+        bounds=([0.01, 0.01, 0, 1, 0], [1, 1, 200, 20, 1e5]),
+    )
+    ape = np.abs(pred(res.x) / measured - 1)
+    ce, be, t0, p, u = (float(v) for v in res.x)
+    values = {
+        "compute_efficiency": round(ce, 4),
+        "bandwidth_efficiency": round(be, 4),
+        "fixed_seconds": round(t0 * 1e-6, 9),
+        "blend": round(p, 3),
+        "seconds_per_active_expert": round(u * 1e-9, 12),
+    }
+    return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
 
 
 def _sourced_curve(fit: Fit) -> dict:

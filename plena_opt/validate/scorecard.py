@@ -5,10 +5,11 @@ out, CUDA graphs on, ``System Decode TPS``; spec validation-data.md §3) is pric
 ``b200`` chip on ``hgx-b200x8``, bf16, plan TP 8 (MoE experts tensor-parallel, vLLM's default
 without ``--enable-expert-parallel``), batch = the run's BS, MoE routing ``random`` (real
 requests route each token independently, so a step reads the distinct experts its tokens hit;
-``balanced`` spreads them evenly like a microbenchmark: Qwen3 MAPE 10.9 % against 8.2 %).
+``balanced`` spreads them evenly like a microbenchmark), weights at the checkpoint's format
+(``CHECKPOINT_PRECISION``).
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
 No constant is fitted on any of these points.
-Models the catalog lacks (DeepSeek-V3 until the model-coverage work lands) are listed as skipped.
+Models the catalog lacks are listed as skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ FIG09_FILES = {
     "deepseek-v3": "vllm_b200_benchmark_summary.csv",
 }
 FIG09_MAX_BS = 512  # the 40 compared points of the paper (BS 1-512)
+# The weights' format of the published checkpoint vLLM loads (HF ``quantization_config``):
+# DeepSeek-V3 ships FP8 (e4m3, 128x128 block scales); the others ship bf16.
+CHECKPOINT_PRECISION = {"deepseek-v3": "fp8"}
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def fig09_predict(model_name: str, batch: int, chip=None) -> float:
         batch_size=batch,
         input_seq_len=1024,
         output_seq_len=1024,
-        precision="bf16",
+        precision=CHECKPOINT_PRECISION.get(model_name, "bf16"),
         routing="random" if model.num_experts else "balanced",
     )
     ev = Evaluator(model, load_noc_profile("hgx-b200x8"), gpu_memory(chip), wl, chip)

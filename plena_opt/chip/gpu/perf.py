@@ -92,12 +92,21 @@ class GpuPerfModel:
         reads = active * 3 * h * f * self.wb + tokens * h * self.ab + 2 * pairs * f * self.ab
         writes = tokens * h * self.ab + pairs * f * self.ab
         t, cb = _curve(flops, reads + writes, self.peak, self.bw, curve)
+        t += curve.seconds_per_active_expert.value * active
         return KernelTime(t, flops, reads, writes, bool(cb))
 
-    def attention_decode(self, b: int, H: int, KV: int, hd: int, kv: np.ndarray) -> KernelTime:
-        """One decode step of paged attention: read every sequence's K and V."""
+    def attention_decode(
+        self, b: int, H: int, KV: int, hd: int, kv: np.ndarray, *, latent: int = 0
+    ) -> KernelTime:
+        """One decode step of paged attention: read every sequence's K and V. ``latent`` > 0:
+        MLA in absorbed form, one shared latent of ``latent`` elements per token (K = V), read
+        once for all ``H`` heads (``KV`` = 1)."""
         c = self.chip.attention_decode
-        kv_read = 2.0 * b * KV * hd * self.kvb * kv
+        if latent:
+            kv_read = 1.0 * b * latent * self.kvb * kv
+            hd = latent
+        else:
+            kv_read = 2.0 * b * KV * hd * self.kvb * kv
         io = 2.0 * b * H * hd * self.ab
         tm = (kv_read + io) / (self.bw * c.bandwidth_efficiency.value)
         ts = (c.seconds_per_sequence_head.value * H + c.seconds_per_sequence_kv_head.value * KV) * b

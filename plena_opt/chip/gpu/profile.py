@@ -57,6 +57,13 @@ class GemmCurve(BaseModel):
     fixed_seconds: Sourced
 
 
+class MoeCurve(GemmCurve):
+    """Fused MoE layer: the ``GemmCurve`` plus ``seconds_per_active_expert`` (each expert that
+    receives tokens costs one more tile schedule and weight-stream start)."""
+
+    seconds_per_active_expert: SourcedSeconds
+
+
 class AttentionCurve(BaseModel):
     """Attention kernel time, same form as ``GemmCurve`` (decode: KV bytes; prefill: FLOPs)."""
 
@@ -120,7 +127,7 @@ class GpuChipProfile(BaseModel):
     kv_formats: list[str]
     hbm: Hbm
     gemm: dict[str, GemmCurve]  # per compute format
-    moe: dict[str, GemmCurve] = Field(default_factory=dict)  # fused MoE layer, per format
+    moe: dict[str, MoeCurve] = Field(default_factory=dict)  # fused MoE layer, per format
     attention_decode: DecodeAttentionCurve
     attention_prefill: AttentionCurve
     overheads: Overheads

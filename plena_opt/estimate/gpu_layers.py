@@ -1,0 +1,92 @@
+"""The kernels of one layer on a GPU (the lists ``estimate/gpu.py`` prices), by layer family.
+
+Attention half: GQA (MHA/GQA/MQA; full, sliding or chunked) or MLA (DeepSeek: absorbed latent
+attention in decode, decompressed K/V in prefill, as vLLM runs it). MLP half: gated or plain
+dense FFN, or routed experts (+ the shared experts' dense FFN). Norm kernels follow the model's
+``norms_per_layer``; ``qk_norm`` adds one kernel over Q and K.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plena_opt.chip.gpu import GpuPerfModel, KernelTime
+from plena_opt.estimate.layer import LayerKind, LayerShape, chunked_attended
+
+
+def norms(p: GpuPerfModel, s: LayerShape, T: int) -> list[KernelTime]:
+    """The layer's RMSNorms, each fused with its residual add."""
+    h, ab = s.model.hidden_size, p.ab
+    norm = p.elementwise(2 * T * h * ab + h * 2, 2 * T * h * ab)
+    return [norm] * s.model.norms_per_layer
+
+
+def attended(s: LayerShape, kind: LayerKind, mode: str, kv: np.ndarray) -> np.ndarray:
+    """Keys each query attends per step (sliding window, attention chunk or all)."""
+    m = s.model
+    if kind.sliding:
+        return np.minimum(kv, m.sliding_window)
+    if kind.chunked:
+        c = m.attention_chunk_size
+        return chunked_attended(kv, c) if mode == "decode" else np.minimum(kv, c)
+    return kv
+
+
+def gqa_attention(p: GpuPerfModel, s: LayerShape, kind: LayerKind, mode: str, q: int,
+                  kv: np.ndarray, T: int) -> list[KernelTime]:  # fmt: skip
+    """QKV GEMM, (QK-norm), RoPE, KV-cache write, attention, O GEMM."""
+    m, d, ab = s.model, s.shard, p.ab
+    h, hd = m.hidden_size, m.head_dim
+    qk = T * (d.heads + d.kv_heads) * hd * ab
+    ks = [p.gemm(T, (d.heads + 2 * d.kv_heads) * hd, h)]
+    if m.qk_norm:
+        ks.append(p.elementwise(qk, qk))
+    ks.append(p.elementwise(qk, qk))  # RoPE
+    ks.append(p.elementwise(2 * T * d.kv_heads * hd * ab, 2 * T * d.kv_heads * hd * p.kvb))
+    a = attended(s, kind, mode, kv)
+    if mode == "prefill":
+        ks.append(p.attention_prefill(d.b_dev, d.heads, d.kv_heads, hd, q, a))
+    else:
+        ks.append(p.attention_decode(d.b_dev, d.heads, d.kv_heads, hd, a))
+    ks.append(p.gemm(T, h, d.heads * hd))
+    return ks
+
+
+def mla_attention(p: GpuPerfModel, s: LayerShape, mode: str, q: int, kv: np.ndarray,
+                  T: int) -> list[KernelTime]:  # fmt: skip
+    """MLA: latent down-projections (replicated over TP), per-head up-projections, attention.
+
+    Decode absorbs the K/V up-projections into the query and output (two per-head batched
+    GEMMs) and attends over the cached latent; prefill decompresses K and V for every cached
+    token and runs multi-head attention."""
+    m, d, ab = s.model, s.shard, p.ab
+    h, H, rope, nope = m.hidden_size, d.heads, m.qk_rope_head_dim, m.qk_nope_head_dim
+    lat, lora, v = m.kv_latent_dim, m.kv_lora_rank, m.v_head_dim
+    ks: list[KernelTime] = []
+    if m.q_lora_rank:
+        ks += [p.gemm(T, m.q_lora_rank, h), p.elementwise(2 * T * m.q_lora_rank * ab, 0)]
+        ks.append(p.gemm(T, H * m.head_dim, m.q_lora_rank))
+    else:
+        ks.append(p.gemm(T, H * m.head_dim, h))
+    ks += [p.gemm(T, lat, h), p.elementwise(2 * T * lat * ab, T * lat * p.kvb)]  # norm, cache
+    ks.append(p.elementwise(T * (H + 1) * rope * ab, T * (H + 1) * rope * ab))  # RoPE
+    if mode == "prefill":
+        rows = int(d.b_dev * float(np.max(kv)))
+        ks.append(p.gemm(rows, H * (nope + v), lora))  # decompress K_nope and V
+        ks.append(p.attention_prefill(d.b_dev, H, H, m.head_dim, q, kv))
+    else:
+        ks.append(p.grouped_gemm(T, H, lora, nope))  # q_nope · W_UK per head
+        ks.append(p.attention_decode(d.b_dev, H, 1, lat, kv, latent=lat))
+        ks.append(p.grouped_gemm(T, H, v, lora))  # latent output · W_UV per head
+    ks.append(p.gemm(T, h, H * v))
+    return ks
+
+
+def dense_ffn(p: GpuPerfModel, s: LayerShape, T: int, width: int) -> list[KernelTime]:
+    """Gate/up GEMM (up only when not gated), activation, down GEMM over ``width``."""
+    if width <= 0:
+        return []
+    h, ab = s.model.hidden_size, p.ab
+    up = 2 * width if s.model.gated_mlp else width
+    act = p.elementwise(up * T * ab, T * width * ab)
+    return [p.gemm(T, up, h), act, p.gemm(T, h, width)]
