@@ -10,8 +10,12 @@ command runs, so building the parser stays cheap.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from plena_opt.cli.conventions import ENV_SERVER, env_default, server_target
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC, PLAN_DIMS
 from plena_opt.vocabulary import COMM_OVERLAPS, MOE_ROUTING_MODES, MOE_TP_MODES, OVERLAP_POLICIES
@@ -26,33 +30,49 @@ __all__ = [
     "add_plan_args",
     "add_server_arg",
     "add_workload_args",
+    "dp_fill_hint",
     "plan_from_args",
     "problem_from_args",
     "pydantic_to_input_error",
 ]
 
 
+NOC_HELP = (
+    f"NoC profile name or JSON path (default: {DEFAULT_NOC}, in every command; the plan must "
+    "use all its devices. Only estimate of a one-device plan without --noc prices a single chip, "
+    "with no network)"
+)
+
+
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     """Add the model / cluster / memory / chip / workload flags to ``parser``."""
     g = parser.add_argument_group("model, cluster, memory and workload")
     g.add_argument("--model", default=None, help=f"catalog model name (default {DEFAULT_MODEL})")
-    g.add_argument("--model-path", default=None, help="HF config.json of a model instead")
-    g.add_argument("--noc", default=DEFAULT_NOC, help="NoC profile name or JSON path")
+    g.add_argument(
+        "--model-path",
+        default=None,
+        help="a Hugging Face model directory holding config.json, or the config.json itself, "
+        "instead of --model (default: none)",
+    )
+    g.add_argument("--noc", default=DEFAULT_NOC, help=NOC_HELP)
     g.add_argument("--memory", default=None, help=f"memory profile (default {DEFAULT_MEMORY})")
     g.add_argument(
         "--fixed-bandwidth-gbs",
         type=float,
         default=None,
-        help="fixed-bandwidth memory of X GB/s instead of --memory",
+        help="fixed-bandwidth memory of X GB/s (1e9 bytes/s) instead of --memory (default: none)",
     )
     g.add_argument(
         "--fixed-capacity-gib",
         type=float,
         default=None,
-        help="capacity of the fixed-bandwidth memory, GiB",
+        help="capacity of the fixed-bandwidth memory, GiB (default: unbounded)",
     )
     g.add_argument(
-        "--total-layers", type=int, default=None, help="stacked DRAM: the same design with N layers"
+        "--total-layers",
+        type=int,
+        default=None,
+        help="stacked DRAM: the same design with N layers (default: the profile's)",
     )
     g.add_argument(
         "--connected-layers",
@@ -110,9 +130,52 @@ def add_plan_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_server_arg(parser: argparse.ArgumentParser, help: str, metavar: str | None = None) -> None:
-    """``--server HOST:PORT``: run the command on a plena-opt server (remote mode)."""
-    parser.add_argument("--server", default=None, metavar=metavar, help=help)
+def add_server_arg(
+    parser: argparse.ArgumentParser, help: str, metavar: str | None = "HOST[:PORT]"
+) -> None:
+    """``--server HOST[:PORT]``: run the command on a plena-opt server (remote mode); the default
+    comes from ``PLENA_OPT_SERVER``, the port from ``server_target`` (50051)."""
+    parser.add_argument(
+        "--server",
+        type=server_target,
+        default=None,
+        metavar=metavar,
+        help=f"{help}; port 50051 when omitted (default: ${ENV_SERVER}, else run locally)",
+    )
+    parser.set_defaults(server=_env_server())
+
+
+def _env_server() -> str | None:
+    value = env_default(ENV_SERVER)
+    return server_target(value) if value else None
+
+
+_WORLD_MISMATCH = re.compile(r"the plan uses (\d+) devices but NoC profile '[^']*' has (\d+)")
+
+
+def dp_fill_hint(message: str, dp: int) -> str:
+    """``; --dp K would fill it`` when the plan uses fewer devices than the NoC and a larger
+    ``--dp`` (the other degrees unchanged) would use them all; else ``""``."""
+    m = _WORLD_MISMATCH.search(message)
+    if not m or dp < 1:
+        return ""
+    used, total = int(m.group(1)), int(m.group(2))
+    others = used // dp
+    if used >= total or others < 1 or total % others:
+        return ""
+    return f"; --dp {total // others} would fill it"
+
+
+@contextlib.contextmanager
+def plan_fill_hints(args: argparse.Namespace) -> Iterator[None]:
+    """Add :func:`dp_fill_hint` to a "plan uses N devices" error (local and remote mode)."""
+    try:
+        yield
+    except PlenaInputError as exc:
+        hint = dp_fill_hint(str(exc), getattr(args, "dp", 1) or 1)
+        if not hint:
+            raise
+        raise type(exc)(exc.field, f"{exc}{hint}") from exc
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:

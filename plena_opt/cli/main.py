@@ -3,7 +3,8 @@
 Each subcommand lives in its own module exposing ``register(subparsers)`` (listed in
 ``plena_opt.cli.commands``); the module's parser sets ``func`` (``args -> int`` exit code). User
 errors (:class:`PlenaInputError`, argparse errors) print ``error: …`` and exit 2 without a
-traceback.
+traceback; an unknown flag, subcommand, choice or catalog name gets a did-you-mean. A closed
+stdout (``plena-opt … | head``) ends the command quietly with exit status 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
@@ -13,13 +14,33 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from plena_opt import __version__
 from plena_opt.cli.commands import COMMANDS
+from plena_opt.cli.conventions import (
+    ENV_SERVER,
+    ENV_STORAGE,
+    DefaultsFormatter,
+    quiet_broken_pipe,
+    suggest_in_message,
+    unknown_flag_hint,
+)
 from plena_opt.errors import PlenaInputError
+
+DESCRIPTION = "Choose parallelism plans for LLM serving on PLENA accelerator clusters."
+EPILOG = (
+    f"environment: {ENV_STORAGE} is the default --storage and {ENV_SERVER} the default --server "
+    "(HOST[:PORT], port 50051 when omitted); a flag on the command line wins over its variable. "
+    "Run 'plena-opt COMMAND --help' for a command's flags and their defaults."
+)
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # argparse's default prints usage + exits 2; keep 2
-        self.exit(2, f"error: {message}\n")
+        self.exit(2, f"error: {suggest_in_message(message)}\n")
 
 
 def _chosen(argv: Sequence[str] | None) -> str | None:
@@ -32,8 +53,9 @@ def _chosen(argv: Sequence[str] | None) -> str | None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand ``argv`` names is fully built (``argv`` None: all)."""
-    parser = _Parser(prog="plena-opt", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    parser = _Parser(prog="plena-opt", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     chosen = _chosen(argv)
     module = COMMANDS[chosen].module if chosen else None
     for name, command in COMMANDS.items():
@@ -44,6 +66,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=command.help)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parse_args`` whose unknown-flag error suggests the chosen subcommand's closest flag."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        target = sub.choices.get(getattr(args, "command", None) or "", parser)
+        parser.error(unknown_flag_hint(extras, target))
+    return args
 
 
 def error_text(exc: PlenaInputError) -> str:
@@ -60,14 +92,18 @@ def error_text(exc: PlenaInputError) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `plena-opt … | head`: the reader has all it wants
+        return quiet_broken_pipe()
     except PlenaInputError as exc:
-        print(f"error: {error_text(exc)}", file=sys.stderr)
+        print(f"error: {suggest_in_message(error_text(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # an unreadable input or unwritable output file named by the user
         where = f": {exc.filename}" if exc.filename else ""
