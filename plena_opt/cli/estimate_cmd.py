@@ -9,11 +9,12 @@ from plena_opt.cli.common import (
     add_plan_args,
     add_server_arg,
     add_workload_args,
+    plan_fill_hints,
     plan_from_args,
     problem_from_args,
 )
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_NOC
+from plena_opt.estimate.plan import DEFAULT_NOC, Plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "estimate",
         help=help_of("estimate"),
         description="Estimate TTFT, decode tokens/s, footprint and energy of one parallel plan. "
-        "Without --noc and with every plan degree 1 it is the single-chip estimate. "
+        "Without --noc and with every plan degree 1 it is the single-chip estimate; a "
+        f"multi-device plan without --noc runs on {DEFAULT_NOC}, as in search and simulate. "
         "tps = system decode tokens/s averaged over the output (KV growing from input to "
         "input+output); tps_per_sequence = one sequence's rate; ttft_seconds = prefill of the "
         "batch + the first decode step (no queueing).",
@@ -29,22 +31,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_workload_args(p)
     p.set_defaults(noc=None)
     add_plan_args(p)
-    add_server_arg(p, "HOST:PORT of a plena-opt server (remote mode)")
+    add_server_arg(p, "estimate on a plena-opt server (remote mode)")
     p.add_argument("--json", action="store_true", help="print the reference JSON document")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.server:
-        from plena_opt.cli.remote import remote_estimate
+    plan = plan_from_args(args)
+    if args.noc is None and plan.world_size != 1:  # the default NoC of every command
+        args.noc = DEFAULT_NOC
+    with plan_fill_hints(args):
+        if args.server:
+            from plena_opt.cli.remote import remote_estimate
 
-        return remote_estimate(args)
+            return remote_estimate(args)
+        return _run_local(args, plan)
+
+
+def _run_local(args: argparse.Namespace, plan: Plan) -> int:
     from plena_opt import api
 
-    plan = plan_from_args(args)
     if args.noc is None:
-        if plan.world_size != 1:
-            raise PlenaInputError("noc", "a multi-device plan needs --noc PROFILE")
         # The single-chip estimate ignores the network; load the rest of the flags as usual.
         spec = problem_from_args(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
         problem = api.load_problem(spec)

@@ -109,24 +109,36 @@ def _list(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``memory list`` and ``memory describe`` to the ``plena-opt`` command."""
-    parser = subparsers.add_parser("memory", help=help_of("memory"))
-    commands = parser.add_subparsers(dest="memory_command", required=True)
+    parser = subparsers.add_parser(
+        "memory",
+        help=help_of("memory"),
+        description="List the memory profiles or describe one (bandwidth, capacity, clock).",
+    )
+    commands = parser.add_subparsers(
+        dest="memory_command", required=True, help="list: built-in profiles; describe: one profile"
+    )
 
-    listing = commands.add_parser("list", help="built-in memory profiles")
+    listing = commands.add_parser(
+        "list", help="built-in memory profiles", description="List the built-in memory profiles."
+    )
     listing.add_argument("--json", action="store_true", help="print each memory's describe JSON")
     listing.set_defaults(func=_list)
 
     describe = commands.add_parser(
-        "describe", help="bandwidth, capacity and clock scale derived from a memory profile"
+        "describe",
+        help="bandwidth, capacity and clock scale derived from a memory profile",
+        description="Bandwidth, capacity and clock scale derived from a memory profile.",
     )
     describe.add_argument("profile", metavar="PROFILE", help="built-in name or profile JSON path")
     describe.add_argument(
         "--total-layers",
         type=_int_list,
-        help="comma-separated stack heights to tabulate (fully connected by default)",
+        help="comma-separated stack heights to tabulate, fully connected (default: the profile's)",
     )
     describe.add_argument(
-        "--connected-layers", type=_int_list, help="comma-separated connected-layer counts"
+        "--connected-layers",
+        type=_int_list,
+        help="comma-separated connected-layer counts (default: all of each stack height)",
     )
     describe.add_argument("--json", action="store_true", help="print JSON")
     describe.set_defaults(func=_describe)

@@ -37,17 +37,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
-        "--model-path", help="show this Hugging Face config.json instead of listing (as 'show')"
+        "--model-path",
+        help="show this Hugging Face model directory or config.json instead of listing "
+        "(as 'show'; default: list the catalog)",
     )
     parser.set_defaults(func=_list_handler)
-    actions = parser.add_subparsers(dest="models_action", metavar="{show}")
+    actions = parser.add_subparsers(
+        dest="models_action", metavar="{show}", help="show: one model's parsed hyper-parameters"
+    )
     show = actions.add_parser(
         "show",
         help="show one model's parsed hyper-parameters",
         description="Show a built-in model (NAME) or any Hugging Face config.json (--model-path).",
     )
     show.add_argument("name", nargs="?", help="built-in model name (see 'plena-opt models')")
-    show.add_argument("--model-path", help="path to a Hugging Face config.json")
+    show.add_argument(
+        "--model-path",
+        help="a Hugging Face model directory or config.json instead of NAME (default: none)",
+    )
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     show.set_defaults(func=_show_handler)
 

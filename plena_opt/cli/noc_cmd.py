@@ -143,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=help_of("describe-noc"),
         description=f"Describe a NoC profile. PROFILE is a built-in name ({names}) or a JSON path.",
     )
-    p.add_argument("profile", metavar="PROFILE")
+    p.add_argument("profile", metavar="PROFILE", help="built-in NoC profile name or JSON path")
     p.add_argument("--json", action="store_true", help="print the describe() JSON document")
     p.set_defaults(func=_describe)
 
@@ -161,9 +161,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "energy in pJ."
         ),
     )
-    c.add_argument("profile", metavar="PROFILE")
-    c.add_argument("--op", required=True, choices=OPS)
-    c.add_argument("--bytes", required=True, type=int, help="message size in bytes (see above)")
+    c.add_argument("profile", metavar="PROFILE", help="built-in NoC profile name or JSON path")
+    c.add_argument("--op", required=True, choices=OPS, help="the collective to price (required)")
+    c.add_argument(
+        "--bytes", required=True, type=int, help="message size in bytes, see above (required)"
+    )
     c.add_argument("--dim", default="tp", choices=DIMS, help="parallel dimension (p2p: pp)")
     for d in DIMS:
         c.add_argument(f"--{d}", type=int, default=1, help=f"{d} degree (default 1)")

@@ -21,6 +21,7 @@ from plena_opt.cli.common import (
     problem_from_args,
     pydantic_to_input_error,
 )
+from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
@@ -52,7 +53,8 @@ def register(subparsers: Any) -> None:
         "--batch-sizes",
         default=None,
         help="comma list of global batch sizes to search (e.g. 8,16,64), or 'auto': powers of "
-        "two up to the largest batch whose weights + KV + activations fit (--memory-fraction)",
+        "two up to the largest batch whose weights + KV + activations fit (--memory-fraction) "
+        "(default: --batch-size)",
     )
     g.add_argument(
         "--memory-fraction",
@@ -67,18 +69,27 @@ def register(subparsers: Any) -> None:
         default=",".join(DEFAULT_OBJECTIVES),
         help=f"comma list from {','.join(OBJECTIVES)}",
     )
-    g.add_argument("--max-ttft-ms", type=float, default=None, help="SLA: TTFT at most, ms")
+    g.add_argument(
+        "--max-ttft-ms", type=float, default=None, help="SLA: TTFT at most, ms (default: no limit)"
+    )
     g.add_argument(
         "--min-tps-per-seq",
         type=float,
         default=None,
-        help="SLA: decode tokens/s per sequence at least",
+        help="SLA: decode tokens/s per sequence at least (default: no limit)",
+    )
+    g.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="auto",
+        help="auto: exhaustive when the plan space is small, else a multi-objective sampler; "
+        "tpe / nsga2 / gp (needs plena-opt[gp]) / exhaustive (every plan)",
     )
     g.add_argument(
         "--max-tpot-ms",
         type=float,
         default=None,
-        help="SLA: time per output token at most, ms (1000 / per-sequence TPS)",
+        help="SLA: time per output token at most, ms (1000 / per-sequence TPS; default: no limit)",
     )
     g.add_argument(
         "--percentile",
@@ -92,15 +103,25 @@ def register(subparsers: Any) -> None:
         default="aggregated",
         help="aggregated plans, disaggregated prefill/decode pools, or both side by side",
     )
-    g.add_argument("--sampler", choices=SAMPLERS, default="auto")
     g.add_argument("--trials", type=int, default=200, help="max new plan evaluations (sampler)")
-    g.add_argument("--timeout", type=float, default=None, help="stop after S seconds")
-    g.add_argument("--seed", type=int, default=None, help="sampler seed (reproducible runs)")
-    g.add_argument("--study", default=None, help="study name (same name resumes)")
+    g.add_argument(
+        "--timeout", type=float, default=None, help="stop after S seconds (default: no limit)"
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="sampler seed, for reproducible runs (default: random)",
+    )
+    g.add_argument(
+        "--study",
+        default=None,
+        help="study name; the same name resumes (default: from model, NoC and workload)",
+    )
     g.add_argument(
         "--storage",
         default=None,
-        help=f"journal file, RDB URL or :memory: (default ./{DEFAULT_STORAGE})",
+        help=f"journal file, RDB URL or :memory: (default: ${ENV_STORAGE} or ./{DEFAULT_STORAGE})",
     )
     g.add_argument(
         "--compare-exact",
@@ -130,25 +151,30 @@ def register(subparsers: Any) -> None:
     r.add_argument(
         "--trace-dir",
         default=None,
-        help="write Perfetto traces of the re-checked plans to this folder",
+        help="write Perfetto traces of the re-checked plans to this folder (default: none)",
     )
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the result as JSON")
-    o.add_argument("--csv", default=None, metavar="FILE", help="write the front as CSV")
-    o.add_argument("--plot", default=None, metavar="FILE.png", help="plot the front")
+    o.add_argument(
+        "--csv", default=None, metavar="FILE", help="write the front as CSV (default: none)"
+    )
+    o.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="plot the front (default: none)"
+    )
     o.add_argument("--quiet", action="store_true", help="no progress bar")
     o.add_argument(
         "--export-dir",
         default=None,
         metavar="DIR",
-        help="write vLLM / SGLang launch files of the top K front plans (K = --export-top)",
+        help="write vLLM / SGLang launch files of the top K front plans (K = --export-top; "
+        "default: none)",
     )
     o.add_argument("--export-top", type=int, default=5, metavar="K", help="plans to export")
     o.add_argument(
         "--engine-model", default="MODEL", help="model id written into exported launch files"
     )
-    add_server_arg(p, "run the search on a plena-opt server (remote mode)", "HOST:PORT")
-    p.set_defaults(func=handle)
+    add_server_arg(p, "run the search on a plena-opt server (remote mode)")
+    p.set_defaults(func=handle, storage=env_default(ENV_STORAGE))
 
 
 def batch_list(text: str | None) -> list[int] | None:

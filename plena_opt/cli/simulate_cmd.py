@@ -20,6 +20,7 @@ from plena_opt.cli.common import (
     add_plan_args,
     add_server_arg,
     add_workload_args,
+    plan_fill_hints,
     plan_from_args,
     problem_from_args,
 )
@@ -80,7 +81,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_workload_args(p)
     add_plan_args(p)
     g = p.add_argument_group("training schedule mode")
-    g.add_argument("--schedule", choices=SCHEDULES, default=None, help="simulate this schedule")
+    g.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="simulate this training schedule instead of the serving plan (default: serving)",
+    )
     g.add_argument(
         "--vpp",
         type=int,
@@ -93,7 +99,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="base ms per op type and pipeline stage (all of a rank's layers), e.g. F=1,B=2 "
         "(ZB: F,I,W; bigmac-vpp also VF,VB,GF,GB); with --vpp v each LLM chunk op (F, B, I, W) "
-        "takes F/v, B/v, …; vision-encoder and generator ops (VF, VB, GF, GB) are not chunked",
+        "takes F/v, B/v, …; vision-encoder and generator ops (VF, VB, GF, GB) are not chunked "
+        "(default: none; required with --schedule)",
     )
     m = p.add_argument_group("Monte Carlo")
     m.add_argument("--samples", type=int, default=1000, help="Monte Carlo samples (0: none)")
@@ -104,7 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "straggler_high, moe_experts, moe_top_k, moe_ep, moe_tokens, moe_alpha, moe_fraction) "
         "or JSON",
     )
-    m.add_argument("--seed", type=int, default=0, help="random seed (0 <= seed < 2**32)")
+    m.add_argument(
+        "--seed", type=int, default=0, help="random seed (0 <= seed < 2**32; default: 0)"
+    )
     m.add_argument(
         "--max-window-steps",
         type=int,
@@ -114,10 +123,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trace",
         default=None,
-        help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples)",
+        help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples; "
+        "default: no trace)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    add_server_arg(p, "simulate on a plena-opt server (remote mode)", "HOST:PORT")
+    add_server_arg(p, "simulate on a plena-opt server (remote mode)")
     p.set_defaults(func=run)
 
 
@@ -148,14 +158,15 @@ def _check_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
-    if args.server:
-        from plena_opt.cli.remote import remote_simulate
+    with plan_fill_hints(args):
+        if args.server:
+            from plena_opt.cli.remote import remote_simulate
 
-        return remote_simulate(args)
-    noise = noise_from_flag(args.noise)
-    if args.schedule:
-        return _run_schedule(args, noise)
-    return _run_plan(args, noise)
+            return remote_simulate(args)
+        noise = noise_from_flag(args.noise)
+        if args.schedule:
+            return _run_schedule(args, noise)
+        return _run_plan(args, noise)
 
 
 def _run_schedule(args: argparse.Namespace, noise: NoiseSpec) -> int:

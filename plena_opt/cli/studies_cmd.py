@@ -7,25 +7,39 @@ import json
 from typing import Any
 
 from plena_opt.cli.commands import help_of
+from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.search.dashboard import run_dashboard
 from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage, storage_exists
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("studies", help=help_of("studies"))
+    p = subparsers.add_parser(
+        "studies",
+        help=help_of("studies"),
+        description="List the studies in a store: trials by state and objectives.",
+    )
     p.add_argument(
-        "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
+        "--storage",
+        default=None,
+        help=f"journal file or RDB URL (default: ${ENV_STORAGE}, else ./{DEFAULT_STORAGE})",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=handle_studies)
+    p.set_defaults(func=handle_studies, storage=env_default(ENV_STORAGE))
 
-    d = subparsers.add_parser("dashboard", help=help_of("dashboard"))
-    d.add_argument(
-        "--storage", default=None, help=f"journal file or RDB URL (default ./{DEFAULT_STORAGE})"
+    d = subparsers.add_parser(
+        "dashboard",
+        help=help_of("dashboard"),
+        description="Serve optuna-dashboard on the study store; the URL is printed once it "
+        "listens.",
     )
-    d.add_argument("--host", default="127.0.0.1")
-    d.add_argument("--port", type=int, default=8080)
-    d.set_defaults(func=handle_dashboard)
+    d.add_argument(
+        "--storage",
+        default=None,
+        help=f"journal file or RDB URL (default: ${ENV_STORAGE}, else ./{DEFAULT_STORAGE})",
+    )
+    d.add_argument("--host", default="127.0.0.1", help="address to bind")
+    d.add_argument("--port", type=int, default=8080, help="TCP port of the dashboard")
+    d.set_defaults(func=handle_dashboard, storage=env_default(ENV_STORAGE))
 
 
 def handle_studies(args: argparse.Namespace) -> int:

@@ -30,16 +30,20 @@ def run_dashboard(
     port: int = 8080,
     announce: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve the dashboard until interrupted (blocking); ``announce(url)`` once it can start."""
+    """Serve the dashboard until interrupted (blocking); ``announce(url)`` once it listens.
+    A port that cannot be bound is ``PlenaInputError("port", …)``."""
+    from wsgiref.simple_server import make_server
+
+    app = dashboard_app(storage_url)
     try:
-        from optuna_dashboard import run_server
-    except ImportError as exc:
-        raise PlenaInputError("dashboard", MISSING) from exc
-    if not storage_exists(storage_url):
+        httpd = make_server(host, port, app)
+    except OSError as exc:
         raise PlenaInputError(
-            "storage", f"no study store at {storage_url or DEFAULT_STORAGE}; run a search first"
-        )
-    storage = open_storage(storage_url)
-    if announce is not None:
-        announce(f"http://{host}:{port}/")
-    run_server(storage, host=host, port=port)
+            "port",
+            f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}; "
+            "choose another --port",
+        ) from None
+    with httpd:
+        if announce is not None:
+            announce(f"http://{host}:{httpd.server_port}/")
+        httpd.serve_forever()

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 
 from plena_opt.errors import PlenaInputError
+
+STORAGE_ENV = "PLENA_OPT_STORAGE"  # the CLI's too (plena_opt.cli.conventions.ENV_STORAGE)
 
 DESCRIPTION = "Serve the plena_opt.v1.PlenaOpt gRPC API (binds to loopback by default)."
 
@@ -14,13 +18,18 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     """``--host --port --storage --workers --max-searches --grace``; sets ``func``."""
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=50051, help="TCP port (0 = any free port)")
-    p.add_argument("--storage", default=None, help="Optuna storage URL shared with the CLI")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="journal file or RDB URL shared with the CLI "
+        "(default: $PLENA_OPT_STORAGE, else ./plena-opt-studies.log)",
+    )
     p.add_argument("--workers", type=int, default=16, help="RPC handler threads (default 16)")
     p.add_argument("--max-searches", type=int, default=4, help="searches run at once (default 4)")
     p.add_argument(
         "--grace", type=float, default=5.0, help="seconds to drain on SIGTERM (default 5)"
     )
-    p.set_defaults(func=run_serve)
+    p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -40,7 +49,32 @@ def run_serve(args: argparse.Namespace) -> int:
         loc = str(exc.errors()[0]["loc"][0])
         flag = {"max_concurrent_searches": "--max-searches", "grace_seconds": "--grace"}[loc]
         raise PlenaInputError(loc, f"{flag}: {exc.errors()[0]['msg']}") from exc
+    _check_port_free(args.host, args.port)
     try:
         return serve(args.host, args.port, args.storage, args.workers, limits)
     except OSError as exc:
         raise PlenaInputError("port", f"cannot serve on {args.host}:{args.port}: {exc}") from exc
+    except RuntimeError as exc:  # grpcio: "Failed to bind to address …" (port busy or no access)
+        if "bind" not in str(exc):
+            raise
+        raise PlenaInputError(
+            "port",
+            f"cannot serve on {args.host}:{args.port}: the address is in use or not available; "
+            "choose another --port",
+        ) from None
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail with the OS's reason before gRPC tries (its C core logs a bind failure first)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        raise PlenaInputError(
+            "port",
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}; choose another --port",
+        ) from None

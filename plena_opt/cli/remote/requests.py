@@ -24,6 +24,8 @@ def _is_path(value: str) -> bool:
 
 def _model_name_from_path(path: Path) -> str:
     # Same naming as plena_opt.models.load_model(path=...): the folder of a config.json, else stem.
+    if path.is_dir():
+        return path.resolve().name
     if path.name == "config.json" and path.parent.name:
         return path.parent.name
     return path.stem
@@ -52,7 +54,9 @@ def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -
         path = Path(args.model_path)
         spec.model.CopyFrom(
             pb.ModelSource(
-                hf_config_json=_read(args.model_path, "model_path"),
+                hf_config_json=_read(
+                    str(path / "config.json") if path.is_dir() else args.model_path, "model_path"
+                ),
                 display_name=_model_name_from_path(path),
             )
         )
