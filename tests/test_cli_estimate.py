@@ -184,7 +184,7 @@ def test_routing_trace_file_is_used_and_validated(tmp_path, capsys, suffix):
     "argv,needle",
     [
         (["--model", "nope"], "nope"),
-        (["--tp", "2"], "needs --noc"),
+        (["--tp", "2"], "--dp 16 would fill it"),  # the default NoC: 32 devices
         (["--noc", "illustrative_gpu_node_8", "--tp", "2"], "uses 2 devices"),
         (["--noc", "illustrative_gpu_node_8", "--tp", "3", "--dp", "1"], "uses 3 devices"),
         (["--noc", "no-such-noc"], "no-such-noc"),

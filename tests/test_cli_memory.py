@@ -39,13 +39,13 @@ def test_describe_table_fully_connected_heights(capsys) -> None:
     assert lines[0] == "fictional-stacked-dram [stacked_dram]"
     assert lines[1].split() == [
         "layers", "connected", "peak", "GB/s", "efficiency", "usable", "GB/s",
-        "capacity", "GB", "clock", "scale",
+        "capacity", "GiB", "clock", "scale",
     ]  # fmt: skip
     rows = [line.split() for line in lines[2:]]
     assert rows == [
-        ["4", "4", "66.543", "0.8010", "53.299", "4.938", "0.9929"],
-        ["8", "8", "133.086", "0.8010", "106.598", "9.877", "0.9661"],
-        ["12", "12", "199.630", "0.8010", "159.897", "14.815", "0.9413"],
+        ["4", "4", "66.543", "0.8010", "53.299", "4.599", "0.9929"],
+        ["8", "8", "133.086", "0.8010", "106.598", "9.198", "0.9661"],
+        ["12", "12", "199.630", "0.8010", "159.897", "13.797", "0.9413"],
     ]
 
 
@@ -58,7 +58,7 @@ def test_describe_default_is_the_profile_itself(capsys) -> None:
         "49.907",
         "1.0000",
         "49.907",
-        "12.346",
+        "11.498",
         "0.9535",
     ]
 
@@ -103,7 +103,7 @@ def test_describe_fixed_bandwidth(capsys) -> None:
     assert code == 0
     assert out.splitlines() == [
         "fictional-fixed-bandwidth [fixed_bandwidth]",
-        "usable bandwidth 98.765 GB/s, capacity 12.346 GB",
+        "usable bandwidth 98.765 GB/s, capacity 11.498 GiB",
     ]
     code, out, _ = run(capsys, "memory", "describe", "unbounded")
     assert "capacity not modeled" in out

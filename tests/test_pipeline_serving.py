@@ -90,7 +90,7 @@ def test_recheck_plans_traces_and_ranks(tmp_path) -> None:
     for r, est in zip(results, ests, strict=True):
         assert r.analytic_ttft_seconds == est["ttft_seconds"]
         assert r.analytic_tps == est["tps"]
-        assert r.ttft_p99 >= r.ttft_p50 > 0
+        assert r.ttft_p99_seconds >= r.ttft_p50_seconds > 0
         assert len(r.trace_paths) == 3
         for path in r.trace_paths:
             trace = json.loads(open(path).read())
@@ -113,13 +113,13 @@ def test_recheck_marks_a_rank_change() -> None:
     b["tps"] = a["tps"] * 2
     res = recheck_plans([a, b], samples=50, noise=None, seed=0)
     assert res[1].rank_ttft_analytic == 1 and res[0].rank_ttft_analytic == 2
-    assert res[1].ttft_p50 == pytest.approx(res[0].ttft_p50, rel=1e-6)
+    assert res[1].ttft_p50_seconds == pytest.approx(res[0].ttft_p50_seconds, rel=1e-6)
     assert res[0].rank_ttft_simulated == 1  # stable ordering on ties keeps plan 0 first
     assert res[0].rank_changed and res[1].rank_changed
     assert any("analytic TTFT" in c for c in res[1].serving.causes)
     same = recheck_plans([a, a], samples=50, noise="sigma=0.05", seed=0)
     # common random numbers: identical plans get identical samples
-    assert same[0].ttft_p50 == same[1].ttft_p50 and not same[0].rank_changed
+    assert same[0].ttft_p50_seconds == same[1].ttft_p50_seconds and not same[0].rank_changed
 
 
 def test_stage_times_validation_names_fields() -> None:

@@ -39,10 +39,10 @@ def test_recheck_reports_distributions_and_valid_traces(tmp_path, capsys):
     checks = doc["recheck"]
     assert len(checks) == min(2, len(doc["front"]))
     for rc, entry in zip(checks, doc["front"], strict=False):
-        assert rc["analytic_ttft_seconds"] == pytest.approx(entry["ttft_ms"] / 1e3, rel=1e-9)
+        assert rc["analytic_ttft_seconds"] == pytest.approx(entry["ttft_seconds"], rel=1e-9)
         # Mean-1 noise: the median TTFT stays near the analytic one, the tail is slower.
-        assert rc["ttft_p50"] == pytest.approx(rc["analytic_ttft_seconds"], rel=0.05)
-        assert rc["ttft_p99"] >= rc["ttft_p50"]
+        assert rc["ttft_p50_seconds"] == pytest.approx(rc["analytic_ttft_seconds"], rel=0.05)
+        assert rc["ttft_p99_seconds"] >= rc["ttft_p50_seconds"]
         assert rc["tps_p01"] <= rc["tps_p50"]  # slow tail of throughput
         assert len(rc["trace_paths"]) == 3
         for path in rc["trace_paths"]:
@@ -56,8 +56,8 @@ def test_zero_noise_recheck_equals_the_analytic_ttft(capsys):
     rc = doc["recheck"][0]
     # Monte Carlo samples are accumulated in float32 (pipeline benchmark memory budget): a
     # relative 1e-6 covers float32 rounding over a few hundred ops.
-    assert rc["ttft_p50"] == pytest.approx(rc["analytic_ttft_seconds"], rel=1e-6)
-    assert rc["ttft_p99"] == pytest.approx(rc["analytic_ttft_seconds"], rel=1e-6)
+    assert rc["ttft_p50_seconds"] == pytest.approx(rc["analytic_ttft_seconds"], rel=1e-6)
+    assert rc["ttft_p99_seconds"] == pytest.approx(rc["analytic_ttft_seconds"], rel=1e-6)
     assert rc["rank_changed"] is False
 
 

@@ -51,14 +51,16 @@ def render_recheck(result: SearchResult, checks: list[Any], samples: int, noise:
         return ""
     lines = [
         f"Monte Carlo re-check of the top {len(checks)} plans ({samples} samples, noise {noise};"
-        " * = rank changes under noise; tails are the slow ones: TTFT p99, TPS p1):",
-        f"{'plan':<24}{'TTFT ms':>10}{'p50':>10}{'p99':>10}{'TPS':>10}{'p50':>10}{'p1':>10}",
+        " * = rank changes under noise; p99 slow = TTFT's slow tail, p1 slow = TPS's):",
+        f"{'plan':<24}{'TTFT ms':>10}{'p50':>10}{'p99 slow':>10}{'TPS':>10}{'p50':>10}"
+        f"{'p1 slow':>10}",
     ]
     for entry, rc in zip(result.front, checks, strict=False):
         mark = " *" if rc.rank_changed else ""
         lines.append(
             f"{(entry.label + mark):<24}{rc.analytic_ttft_seconds * 1e3:>10.2f}"
-            f"{rc.ttft_p50 * 1e3:>10.2f}{rc.ttft_p99 * 1e3:>10.2f}{rc.analytic_tps:>10.1f}"
+            f"{rc.ttft_p50_seconds * 1e3:>10.2f}{rc.ttft_p99_seconds * 1e3:>10.2f}"
+            f"{rc.analytic_tps:>10.1f}"
             f"{rc.tps_p50:>10.1f}{rc.tps_p01:>10.1f}"
         )
         for cause in getattr(rc.serving, "causes", []) or []:

@@ -1,7 +1,8 @@
 """``plena-opt memory``: list the built-in memories and describe a memory profile (§3.5).
 
 ``describe PROFILE [--total-layers 4,8,12] [--connected-layers 2,4,8] [--json]`` tabulates layers,
-connected layers, peak GB/s, efficiency, usable GB/s, capacity GB and clock scale (GB = 1e9 B).
+connected layers, peak GB/s, efficiency, usable GB/s, capacity GiB and clock scale (GB/s = 1e9
+B/s, GiB = 2**30 B, as the flags --fixed-bandwidth-gbs and --fixed-capacity-gib).
 With only ``--total-layers`` each height is fully connected; connected counts above a height are
 skipped. Layer flags apply to stacked-DRAM profiles only.
 """
@@ -31,6 +32,10 @@ def _int_list(text: str) -> list[int]:
 
 def _gb(num_bytes: float) -> str:
     return f"{num_bytes / 1e9:.3f}"
+
+
+def _gib(num_bytes: float | None) -> str:
+    return "-" if num_bytes is None else f"{num_bytes / 2**30:.3f}"
 
 
 def describe_variants(
@@ -72,7 +77,7 @@ def _describe(args: argparse.Namespace) -> int:
     if isinstance(memory, StackedDramModel):
         print(
             f"{'layers':>7} {'connected':>9} {'peak GB/s':>11} {'efficiency':>10} "
-            f"{'usable GB/s':>11} {'capacity GB':>11} {'clock scale':>11}"
+            f"{'usable GB/s':>11} {'capacity GiB':>12} {'clock scale':>11}"
         )
         for row in rows:
             print(
@@ -80,12 +85,12 @@ def _describe(args: argparse.Namespace) -> int:
                 f"{_gb(row['peak_bandwidth_bytes_per_s']):>11} "
                 f"{row['connectivity_efficiency']:>10.4f} "
                 f"{_gb(row['usable_bandwidth_bytes_per_s']):>11} "
-                f"{_gb(row['capacity_bytes']):>11} {row['compute_frequency_scale']:>11.4f}"
+                f"{_gib(row['capacity_bytes']):>12} {row['compute_frequency_scale']:>11.4f}"
             )
     else:
         row = rows[0]
         capacity = (
-            "not modeled" if row["capacity_bytes"] is None else f"{_gb(row['capacity_bytes'])} GB"
+            "not modeled" if row["capacity_bytes"] is None else f"{_gib(row['capacity_bytes'])} GiB"
         )
         print(
             f"usable bandwidth {_gb(row['usable_bandwidth_bytes_per_s'])} GB/s, capacity {capacity}"

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import PlanMetrics
 
-GB = 1e9
+GB = 1e9  # bandwidths (GB/s) and DRAM traffic
+GIB = 2**30  # capacities and footprints, as the warnings, the search table and the flags
 
 
 def _ms(x: float) -> str:
@@ -17,13 +18,13 @@ def _ms(x: float) -> str:
 
 def _footprint_line(weights: float, kv: float, capacity: float | None, fits: bool | None) -> str:
     state = "not modeled" if fits is None else ("fits" if fits else "exceeds")
-    cap = "" if capacity is None else f" of {capacity / GB:.2f} GB"
-    return f"{weights / GB:.3f} GB weights + {kv / GB:.3f} GB KV per device{cap} ({state})"
+    cap = "" if capacity is None else f" of {capacity / GIB:.2f} GiB"
+    return f"{weights / GIB:.3f} GiB weights + {kv / GIB:.3f} GiB KV per device{cap} ({state})"
 
 
 def _memory_lines(mem: dict) -> list[str]:
     cap = mem.get("capacity_bytes")
-    cap_text = "unbounded" if cap is None else f"{cap / GB:.3f} GB"
+    cap_text = "unbounded" if cap is None else f"{cap / GIB:.3f} GiB"
     bw = mem["usable_bandwidth_bytes_per_s"] / GB
     return [
         f"{'Memory':<16}{mem['name']} ({mem['kind']}), usable {bw:.3f} GB/s, capacity {cap_text}"

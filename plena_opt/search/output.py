@@ -144,8 +144,34 @@ def no_front_message(result: SearchResult) -> str:
     return msg
 
 
+# JSON is SI under the names PlanMetrics and gRPC use (README "Units and names"); the table keeps
+# the front's display units (ms, J/token). Key → (JSON key, factor dividing the value).
+_SI_KEYS = {
+    "ttft_ms": ("ttft_seconds", 1e3),
+    "energy_j_per_token": ("energy_per_token_joules", 1.0),
+    "elapsed_s": ("elapsed_seconds", 1.0),
+}
+
+
+def _si(doc: dict) -> dict:
+    out = {}
+    for key, value in doc.items():
+        name, div = _SI_KEYS.get(key, (key, 1.0))
+        out[name] = value / div if isinstance(value, float) and div != 1.0 else value
+    return out
+
+
+def result_document(result: SearchResult) -> dict:
+    """The ``--json`` document of a search: SI units (seconds, joules per token)."""
+    doc = _si(result.model_dump(mode="json"))
+    doc["front"] = [_si(e) for e in doc["front"]]
+    if doc.get("best_infeasible"):
+        doc["best_infeasible"] = _si(doc["best_infeasible"])
+    return doc
+
+
 def render_json(result: SearchResult) -> str:
-    return json.dumps(result.model_dump(mode="json"), indent=2)
+    return json.dumps(result_document(result), indent=2)
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:

@@ -79,6 +79,7 @@ class ServingResult:
             },
             "ttft": self.ttft.to_dict() if self.ttft else None,
             "tps": self.tps.to_dict() if self.tps else None,
+            "tps_p01": self.tps_p01,
             "causes": list(self.causes),
         }
 
@@ -170,8 +171,8 @@ def _causes(
     closed = times.analytic()
     if _differs(ana["ttft_seconds"], closed["ttft_seconds"]):
         out.append(
-            f"analytic TTFT {ana['ttft_seconds']:.6g} s differs from the stage-time closed form "
-            f"{closed['ttft_seconds']:.6g} s (the estimate's stages do not add up)"
+            f"analytic TTFT {ana['ttft_seconds'] * 1e3:.6g} ms differs from the stage-time closed "
+            f"form {closed['ttft_seconds'] * 1e3:.6g} ms (the estimate's stages do not add up)"
         )
     if _differs(ana["tps"], closed["tps"]):
         out.append(
@@ -181,21 +182,22 @@ def _causes(
     if m < p:
         out.append(
             f"{m} micro-batches for {p} stages: the token-feedback loop, not the slowest stage, "
-            f"sets the decode period ({period:.6g} s vs analytic "
-            f"{closed['decode_period_seconds']:.6g} s)"
+            f"sets the decode period ({period * 1e3:.6g} ms vs analytic "
+            f"{closed['decode_period_seconds'] * 1e3:.6g} ms)"
         )
     if w_ttft and _differs(max(w_ttft), ttft):
         out.append(
             f"prefills queued ahead of decodes: in the full window the first decode of micro-batch "
-            f"b waits for stage 0 to finish all {m} prefills (window TTFT {min(w_ttft):.6g}–"
-            f"{max(w_ttft):.6g} s vs isolated {ttft:.6g} s)"
+            f"b waits for stage 0 to finish all {m} prefills (window TTFT {min(w_ttft) * 1e3:.6g}–"
+            f"{max(w_ttft) * 1e3:.6g} ms vs isolated {ttft * 1e3:.6g} ms)"
         )
     if w_period is not None and _differs(w_period, period):
         steady = times.steady_decode
         spread = max(steady) - min(steady)
         why = "unequal stages and the " if spread > _REL * max(steady) else ""
         out.append(
-            f"window decode period {w_period:.6g} s vs steady {period:.6g} s: {why}start-up "
+            f"window decode period {w_period * 1e3:.6g} ms vs steady {period * 1e3:.6g} ms: "
+            f"{why}start-up "
             f"transient after the queued prefills (a window of {times.decode_steps} steps is not "
             "periodic yet)"
         )
@@ -210,8 +212,8 @@ class RecheckResult:
     plan: dict[str, Any]
     analytic_ttft_seconds: float
     analytic_tps: float
-    ttft_p50: float
-    ttft_p99: float
+    ttft_p50_seconds: float
+    ttft_p99_seconds: float  # slow tail of latency
     tps_p50: float
     tps_p01: float  # slow tail of throughput: TPS at the p99 decode period
     serving: ServingResult
@@ -236,8 +238,8 @@ class RecheckResult:
             "plan": self.plan,
             "analytic_ttft_seconds": self.analytic_ttft_seconds,
             "analytic_tps": self.analytic_tps,
-            "ttft_p50": self.ttft_p50,
-            "ttft_p99": self.ttft_p99,
+            "ttft_p50_seconds": self.ttft_p50_seconds,
+            "ttft_p99_seconds": self.ttft_p99_seconds,
             "tps_p50": self.tps_p50,
             "tps_p01": self.tps_p01,
             "rank_ttft": [self.rank_ttft_analytic, self.rank_ttft_simulated],
@@ -320,7 +322,7 @@ def recheck_plans(
         )
     for attr, value, desc in (
         ("rank_ttft_analytic", lambda x: x.analytic_ttft_seconds, False),
-        ("rank_ttft_simulated", lambda x: x.ttft_p50, False),
+        ("rank_ttft_simulated", lambda x: x.ttft_p50_seconds, False),
         ("rank_tps_analytic", lambda x: x.serving.tps_deterministic, True),
         ("rank_tps_simulated", lambda x: x.tps_p50, True),
     ):
