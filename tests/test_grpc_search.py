@@ -54,7 +54,7 @@ def _long_request(study: str) -> pb.SearchRequest:
 
 
 def _comparable(doc: dict) -> dict:
-    return {k: v for k, v in doc.items() if k not in ("storage", "elapsed_s")}
+    return {k: v for k, v in doc.items() if k not in ("storage", "elapsed_s", "elapsed_seconds")}
 
 
 def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
