@@ -245,3 +245,28 @@ def test_a_closed_stdout_exits_quietly_with_141() -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_BROKEN_PIPE
     assert err.decode() == ""
+
+
+def test_studies_with_server_lists_what_local_mode_lists(tmp_path, capsys) -> None:
+    import optuna
+    from plena_server.process import ServerProcess
+
+    from plena_opt.search.storage import open_storage
+
+    store = tmp_path / "studies.log"
+    storage = open_storage(str(store))
+    for name in ("b-study", "a-study"):
+        study = optuna.create_study(storage=storage, study_name=name, directions=["minimize"])
+        study.add_trial(optuna.trial.create_trial(value=1.0))
+    code, local_json, _ = run(capsys, "studies", "--storage", str(store), "--json")
+    assert code == 0
+    code, local_text, _ = run(capsys, "studies", "--storage", str(store))
+    with ServerProcess(store) as server:
+        code, remote_json, err = run(capsys, "studies", "--server", server.target, "--json")
+        assert code == 0, err
+        assert json.loads(remote_json) == json.loads(local_json)
+        assert [r["name"] for r in json.loads(remote_json)] == ["b-study", "a-study"]
+        code, remote_text, _ = run(capsys, "studies", "--server", server.target)
+        assert remote_text == local_text
+    code, _, err = run(capsys, "studies", "--server", server.target)  # the server is gone
+    assert code == 1 and err.startswith("error: ")

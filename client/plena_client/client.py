@@ -159,6 +159,9 @@ class PlenaClient:
     def get_study(self, study_name: str, timeout: float | None = None) -> pb.GetStudyResponse:
         return self._call("GetStudy", pb.GetStudyRequest(study_name=study_name), timeout)
 
+    def list_studies(self, timeout: float | None = None) -> pb.ListStudiesResponse:
+        return self._call("ListStudies", pb.ListStudiesRequest(), timeout)
+
     # --- evaluation -------------------------------------------------------------------------
 
     def estimate(

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from plena_opt.cli.commands import help_of
+from plena_opt.cli.common import add_server_arg
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.search.dashboard import run_dashboard
 from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage, storage_exists
@@ -24,6 +25,7 @@ def register(subparsers: Any) -> None:
         help=f"journal file or RDB URL (default: ${ENV_STORAGE}, else ./{DEFAULT_STORAGE})",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_server_arg(p, "list the studies of a plena-opt server's store instead")
     p.set_defaults(func=handle_studies, storage=env_default(ENV_STORAGE))
 
     d = subparsers.add_parser(
@@ -43,12 +45,21 @@ def register(subparsers: Any) -> None:
 
 
 def handle_studies(args: argparse.Namespace) -> int:
-    rows = list_studies(open_storage(args.storage)) if storage_exists(args.storage) else []
+    if getattr(args, "server", None):
+        from plena_opt.cli.remote import remote_studies
+
+        rows = remote_studies(args)
+        if rows is None:  # the server could not be reached (printed)
+            return 1
+        where = f"the store of server {args.server}"
+    else:
+        rows = list_studies(open_storage(args.storage)) if storage_exists(args.storage) else []
+        where = args.storage or DEFAULT_STORAGE
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print(f"no studies in {args.storage or DEFAULT_STORAGE}")
+        print(f"no studies in {where}")
         return 0
     for r in rows:
         states = ", ".join(f"{k} {v}" for k, v in sorted(r["trials_by_state"].items()))

@@ -171,3 +171,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         out = studies.get_study(self.storage, request.study_name)
         out.running = self.registry.is_running(request.study_name)
         return out
+
+    @unary_errors
+    def ListStudies(self, request: pb.ListStudiesRequest, context: grpc.ServicerContext) -> Any:
+        return studies.list_studies(self.storage)

@@ -107,6 +107,32 @@ def get_study(storage: str | None, name: str) -> pb.GetStudyResponse:
     return out
 
 
+MAX_LISTED_STUDIES = 1000  # one ListStudies response stays far below the message size limit
+
+
+def list_studies(storage: str | None) -> pb.ListStudiesResponse:
+    """Summaries of the stored studies (``plena_opt.search.storage.list_studies`` rows)."""
+    import json
+
+    from plena_opt.search.storage import list_studies as rows_of
+
+    store = _open(storage)
+    rows = rows_of(store) if store is not None else []  # store order, as `plena-opt studies`
+    out = pb.ListStudiesResponse(truncated=len(rows) > MAX_LISTED_STUDIES)
+    for row in rows[:MAX_LISTED_STUDIES]:
+        out.studies.append(
+            pb.StudySummary(
+                name=row["name"],
+                n_trials=row["n_trials"],
+                trials_by_state=row["trials_by_state"],
+                metric_names=list(row["metric_names"] or []),
+                directions=list(row["directions"]),
+                summary_json=json.dumps(row),
+            )
+        )
+    return out
+
+
 def fallback_result(storage: str | None, name: str, t0: float) -> pb.SearchResult:
     """A partial result read from the study (the library did not return before the deadline)."""
     try:

@@ -33,6 +33,7 @@ __all__ = [
     "remote_estimate",
     "remote_search",
     "remote_simulate",
+    "remote_studies",
     "run_search_remote",
     "search_request_from_args",
     "simulate_request_from_args",
@@ -76,6 +77,19 @@ def remote_search(args: argparse.Namespace) -> int:
         print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
     return 0
+
+
+def remote_studies(args: argparse.Namespace) -> list[dict] | None:
+    """``plena-opt studies --server``: the rows local mode lists (None: server unreachable)."""
+    try:
+        with client_of(args) as client, rpc_errors():
+            reply = client.list_studies()
+    except RemoteUnavailable as exc:
+        fail(exc)
+        return None
+    if reply.truncated:
+        print(f"note: the server lists its first {len(reply.studies)} studies", file=sys.stderr)
+    return [json.loads(s.summary_json) for s in reply.studies]
 
 
 def remote_simulate(args: argparse.Namespace) -> int:

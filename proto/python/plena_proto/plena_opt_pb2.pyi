@@ -790,3 +790,38 @@ class GetStudyResponse(_message.Message):
     objectives: _containers.RepeatedScalarFieldContainer[str]
     running: bool
     def __init__(self, study_name: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., objectives: _Optional[_Iterable[str]] = ..., running: _Optional[bool] = ...) -> None: ...
+
+class ListStudiesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StudySummary(_message.Message):
+    __slots__ = ("name", "n_trials", "trials_by_state", "metric_names", "directions", "summary_json")
+    class TrialsByStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    N_TRIALS_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    METRIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    DIRECTIONS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    n_trials: int
+    trials_by_state: _containers.ScalarMap[str, int]
+    metric_names: _containers.RepeatedScalarFieldContainer[str]
+    directions: _containers.RepeatedScalarFieldContainer[str]
+    summary_json: str
+    def __init__(self, name: _Optional[str] = ..., n_trials: _Optional[int] = ..., trials_by_state: _Optional[_Mapping[str, int]] = ..., metric_names: _Optional[_Iterable[str]] = ..., directions: _Optional[_Iterable[str]] = ..., summary_json: _Optional[str] = ...) -> None: ...
+
+class ListStudiesResponse(_message.Message):
+    __slots__ = ("studies", "truncated")
+    STUDIES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    studies: _containers.RepeatedCompositeFieldContainer[StudySummary]
+    truncated: bool
+    def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...

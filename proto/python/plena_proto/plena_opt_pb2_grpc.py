@@ -76,6 +76,11 @@ class PlenaOptStub:
                 request_serializer=plena__opt_dot_v1_dot_plena__opt__pb2.GetStudyRequest.SerializeToString,
                 response_deserializer=plena__opt_dot_v1_dot_plena__opt__pb2.GetStudyResponse.FromString,
                 _registered_method=True)
+        self.ListStudies = channel.unary_unary(
+                '/plena_opt.v1.PlenaOpt/ListStudies',
+                request_serializer=plena__opt_dot_v1_dot_plena__opt__pb2.ListStudiesRequest.SerializeToString,
+                response_deserializer=plena__opt_dot_v1_dot_plena__opt__pb2.ListStudiesResponse.FromString,
+                _registered_method=True)
 
 
 class PlenaOptServicer:
@@ -138,6 +143,13 @@ class PlenaOptServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListStudies(self, request, context):
+        """Summaries of the stored studies (what `plena-opt studies` lists).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlenaOptServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -180,6 +192,11 @@ def add_PlenaOptServicer_to_server(servicer, server):
                     servicer.GetStudy,
                     request_deserializer=plena__opt_dot_v1_dot_plena__opt__pb2.GetStudyRequest.FromString,
                     response_serializer=plena__opt_dot_v1_dot_plena__opt__pb2.GetStudyResponse.SerializeToString,
+            ),
+            'ListStudies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListStudies,
+                    request_deserializer=plena__opt_dot_v1_dot_plena__opt__pb2.ListStudiesRequest.FromString,
+                    response_serializer=plena__opt_dot_v1_dot_plena__opt__pb2.ListStudiesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -399,6 +416,33 @@ class PlenaOpt:
             '/plena_opt.v1.PlenaOpt/GetStudy',
             plena__opt_dot_v1_dot_plena__opt__pb2.GetStudyRequest.SerializeToString,
             plena__opt_dot_v1_dot_plena__opt__pb2.GetStudyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListStudies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plena_opt.v1.PlenaOpt/ListStudies',
+            plena__opt_dot_v1_dot_plena__opt__pb2.ListStudiesRequest.SerializeToString,
+            plena__opt_dot_v1_dot_plena__opt__pb2.ListStudiesResponse.FromString,
             options,
             channel_credentials,
             insecure,
