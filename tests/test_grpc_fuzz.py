@@ -257,6 +257,7 @@ METHODS = [
     ("Simulate", False),
     ("ListProfiles", False),
     ("GetStudy", False),
+    ("ListStudies", False),
     ("CancelSearch", False),
 ]
 

@@ -39,6 +39,8 @@ CLIENT = textwrap.dedent(
     seen["StreamSearch"] = len(events[-1].result.front)
     seen["GetStudy"] = len(stub.GetStudy(pb.GetStudyRequest(study_name="protoc-only"),
                                          timeout=30).front)
+    seen["ListStudies"] = [s.name for s in stub.ListStudies(pb.ListStudiesRequest(),
+                                                            timeout=30).studies]
     seen["CancelSearch"] = stub.CancelSearch(
         pb.CancelSearchRequest(study_name="protoc-only"), timeout=30).cancelled
     sim = stub.Simulate(pb.SimulateRequest(
@@ -91,4 +93,5 @@ def test_protoc_only_client_calls_every_rpc(generated, tmp_path):
     assert seen["ListModels"] > 0 and seen["ListProfiles"] > 0 and seen["Estimate"] > 0
     assert seen["Search"] > 0 and seen["StreamSearch"] == seen["Search"]
     assert seen["GetStudy"] == seen["Search"] and seen["CancelSearch"] is False
+    assert "protoc-only" in seen["ListStudies"]
     assert seen["Simulate"] == pytest.approx(15.0)  # 1F1B p=2, m=4, F=1, B=2: (m+p−1)(F+B)
