@@ -113,3 +113,12 @@ def test_estimate_footprint_in_gib_as_its_warning(capsys) -> None:
     warning = next(w for w in doc["warnings"] if "exceed" in w)
     assert f"({doc['weight_bytes_per_device'] / 2**30:.2f} GiB)" in warning
     assert " GB " not in footprint
+
+
+@pytest.mark.parametrize("command", ["search", "simulate", "estimate"])
+def test_help_states_the_units_and_tail_names(capsys, command) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for needle in ("ttft_seconds", "energy_per_token_joules", "GiB", "ttft_p99_seconds", "tps_p01"):
+        assert needle in text

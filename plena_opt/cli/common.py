@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_plan_args",
     "add_server_arg",
+    "UNITS_EPILOG",
     "add_workload_args",
     "dp_fill_hint",
     "plan_from_args",
@@ -41,6 +42,14 @@ NOC_HELP = (
     f"NoC profile name or JSON path (default: {DEFAULT_NOC}, in every command; the plan must "
     "use all its devices. Only estimate of a one-device plan without --noc prices a single chip, "
     "with no network)"
+)
+
+
+UNITS_EPILOG = (
+    "Units: --json is SI (ttft_seconds, energy_per_token_joules, *_bytes_per_device; tps in "
+    "tokens/s), tables show ms; capacities and footprints in GiB, bandwidths in GB/s. Tails are "
+    "the metric's own percentile, marked slow: TTFT p99 (ttft_p99_seconds) and TPS p1 (tps_p01, "
+    "the TPS at the p99 decode period)."
 )
 
 

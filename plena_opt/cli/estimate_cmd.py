@@ -6,6 +6,7 @@ import argparse
 
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
+    UNITS_EPILOG,
     add_plan_args,
     add_server_arg,
     add_workload_args,
@@ -27,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tps = system decode tokens/s averaged over the output (KV growing from input to "
         "input+output); tps_per_sequence = one sequence's rate; ttft_seconds = prefill of the "
         "batch + the first decode step (no queueing).",
+        epilog=UNITS_EPILOG,
     )
     add_workload_args(p)
     p.set_defaults(noc=None)

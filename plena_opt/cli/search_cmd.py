@@ -16,6 +16,7 @@ from plena_opt import api
 from plena_opt.api.recheck import DEFAULT_NOISE, DEFAULT_RECHECK, DEFAULT_SAMPLES, render_recheck
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
+    UNITS_EPILOG,
     add_server_arg,
     add_workload_args,
     problem_from_args,
@@ -46,6 +47,7 @@ def register(subparsers: Any) -> None:
         "search",
         help=help_of("search"),
         description=__doc__.splitlines()[0],
+        epilog=UNITS_EPILOG,
     )
     add_workload_args(p)
     g = p.add_argument_group("search")

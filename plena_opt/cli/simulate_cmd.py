@@ -17,6 +17,7 @@ from pathlib import Path
 from plena_opt import api
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
+    UNITS_EPILOG,
     add_plan_args,
     add_server_arg,
     add_workload_args,
@@ -77,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "simulate",
         help=help_of("simulate"),
         description=__doc__.splitlines()[0],
+        epilog=UNITS_EPILOG,
     )
     add_workload_args(p)
     add_plan_args(p)
