@@ -71,7 +71,7 @@ _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from ([^)]*)\)
 
 
 def suggest_in_message(msg: str, lister: Callable[[str], list[str]] = _catalog) -> str:
-    """``msg`` with a did-you-mean after an unknown catalog name or argparse choice."""
+    """``msg`` ending with a did-you-mean for an unknown catalog name or argparse choice."""
     if "did you mean" in msg:
         return msg
     m = _UNKNOWN_NAME.search(msg)
@@ -80,13 +80,18 @@ def suggest_in_message(msg: str, lister: Callable[[str], list[str]] = _catalog) 
             names = lister(m.group(1))
         except Exception:  # a broken catalog must not hide the original error
             return msg
-        hint = did_you_mean(m.group(2), names)
-        return msg[: m.end()] + hint + msg[m.end() :] if hint else msg
+        return msg + _tail(did_you_mean(m.group(2), names))
     m = _INVALID_CHOICE.search(msg)
     if m:
         choices = [c.strip().strip("'") for c in m.group(2).split(",")]
-        return msg + did_you_mean(m.group(1), choices).replace(" (", "; ", 1).rstrip(")")
+        return msg + _tail(did_you_mean(m.group(1), choices))
     return msg
+
+
+def _tail(hint: str) -> str:
+    """`` (did you mean 'x'?)`` → ``; did you mean 'x'?`` (appended: the message stays as the
+    reference words it, the suggestion follows)."""
+    return hint.replace(" (", "; ", 1).removesuffix(")")
 
 
 def unknown_flag_hint(extras: list[str], parser: argparse.ArgumentParser) -> str:
