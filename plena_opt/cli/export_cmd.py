@@ -15,13 +15,27 @@ from plena_opt.export.launch import FORMATS, export_plan, parse_plan_key
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("export", help=help_of("export"), description=__doc__)
     p.add_argument("plan", help="plan key, e.g. tp8-ep1-dp1-pp4-cp1-replace-none-b16")
-    p.add_argument("--decode-plan", default=None, help="disaggregated: the decode pool's key")
-    p.add_argument("--format", choices=FORMATS, default="json")
+    p.add_argument(
+        "--decode-plan",
+        default=None,
+        help="disaggregated: the decode pool's key; PLAN is then the prefill pool's "
+        "(default: one aggregated pool)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="json",
+        help="json: every engine's launch as JSON; an engine name: its shell command line",
+    )
     p.add_argument("--engine-model", default="MODEL", help="model id the engine loads")
     p.add_argument("--input-seq", type=int, default=2048, help="prompt length, tokens")
     p.add_argument("--output-seq", type=int, default=1024, help="generated tokens")
     p.add_argument("--memory-fraction", type=float, default=0.9, help="memory budget, (0, 1]")
-    p.add_argument("--out-dir", default=None, help="write one file per pool into this folder")
+    p.add_argument(
+        "--out-dir",
+        default=None,
+        help="write one file per pool into this folder (default: print to stdout)",
+    )
     p.set_defaults(func=handle)
 
 

@@ -105,11 +105,11 @@ def tail_figures(entry: FrontEntry, check: Any, percentile: str) -> tuple[float,
     """
     serving = check.serving
     if percentile == "p50":
-        ttft, tps = check.ttft_p50, check.tps_p50
+        ttft, tps = check.ttft_p50_seconds, check.tps_p50
     elif percentile == "p99":
-        ttft, tps = check.ttft_p99, check.tps_p01
+        ttft, tps = check.ttft_p99_seconds, check.tps_p01
     else:
-        ttft = serving.ttft.p90 if serving.ttft else check.ttft_p50
+        ttft = serving.ttft.p90 if serving.ttft else check.ttft_p50_seconds
         tps = serving.tps_p10 if serving.tps_p10 is not None else check.tps_p50
     per_seq = entry.tps_per_sequence * tps / entry.tps if entry.tps > 0 else 0.0
     tpot = 1e3 / per_seq if per_seq > 0 else math.inf
