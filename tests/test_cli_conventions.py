@@ -62,6 +62,14 @@ def test_unknown_names_get_a_did_you_mean(capsys, argv, suggestion) -> None:
     assert "Traceback" not in err
 
 
+def test_a_flag_another_command_takes_gets_no_far_fetched_suggestion(capsys) -> None:
+    """`search --tp 2` once suggested '--plot' (difflib's default cutoff 0.6)."""
+    code, _, err = run(capsys, "search", "--model", "llama-3.1-8b", "--tp", "2")
+    assert code == 2
+    assert "unrecognized arguments: --tp 2" in err
+    assert "did you mean" not in err
+
+
 def test_no_suggestion_when_nothing_is_close() -> None:
     assert suggest_in_message("unknown model 'zzzzzz'; choose one of: a", lambda k: ["a"]) == (
         "unknown model 'zzzzzz'; choose one of: a"

@@ -75,7 +75,11 @@ def test_sla_at_a_percentile_reads_the_recheck_tails():
     t50, p50 = tail_figures(e, rc, "p50")
     t90, p90 = tail_figures(e, rc, "p90")
     t99, p99 = tail_figures(e, rc, "p99")
-    assert (t50, t90, t99) == (rc.ttft_p50_seconds * 1e3, rc.serving.ttft.p90 * 1e3, rc.ttft_p99_seconds * 1e3)
+    assert (t50, t90, t99) == (
+        rc.ttft_p50_seconds * 1e3,
+        rc.serving.ttft.p90 * 1e3,
+        rc.ttft_p99_seconds * 1e3,
+    )
     assert p99 == 1e3 / (rc.tps_p01 * ratio) and p90 == 1e3 / (rc.serving.tps_p10 * ratio)
     assert t50 <= t90 <= t99 and p50 <= p90 <= p99
     tight = req.model_copy(update={"max_ttft_ms": (t50 + t99) / 2})

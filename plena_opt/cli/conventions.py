@@ -41,9 +41,14 @@ __all__ = [
 ]
 
 
+# difflib similarity a suggestion needs. Its default 0.6 offered '--plot' for `search --tp` (ratio
+# 0.6 exactly); 0.7 keeps typos and truncations ('--tpp', 'serch', 'mixtral' → 'mixtral-8x7b').
+SUGGEST_CUTOFF = 0.7
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``word``, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=SUGGEST_CUTOFF)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
