@@ -116,7 +116,10 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         "--kv-precision", default=None, help="KV-cache format (default: --precision; GPU bf16)"
     )
     g.add_argument(
-        "--devices", type=int, default=None, help="use the first N devices of the --noc profile"
+        "--devices",
+        type=int,
+        default=None,
+        help="use the first N devices of the --noc profile (default: all of them)",
     )
 
 
