@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from plena_opt.search.hypervolume import REFERENCE
 from plena_opt.search.result import FrontEntry, SearchResult
@@ -121,6 +123,14 @@ def render_text(result: SearchResult) -> str:
                 f"({result.exact_front_size} plans)"
             )
         out.append(line)
+    if result.front_recall is not None:
+        found = round(result.front_recall * (result.exact_front_size or 0))
+        igd = "n/a" if result.igd is None else f"{result.igd:.4f}"
+        out.append(
+            f"front recall {result.front_recall:.3f} ({found} of the exact front's "
+            f"{result.exact_front_size} plans found); IGD {igd} (mean distance of the exact "
+            "front to the found one, normalised objectives; 0 = all found)"
+        )
     if result.infeasible:
         out.append("infeasible: " + ", ".join(f"{k} {v}" for k, v in result.infeasible.items()))
     if result.partial:
@@ -149,6 +159,7 @@ def render_json(result: SearchResult) -> str:
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:
+    """The front as CSV (``CSV_FIELDS``), by TPS."""
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
@@ -157,42 +168,114 @@ def write_csv(result: SearchResult, path: str | Path) -> None:
             w.writerow({k: row.get(k) for k in CSV_FIELDS})
 
 
+def write_csv_all(result: SearchResult, path: str | Path) -> int:
+    """Every plan the search scored or reused, with ``feasible`` and ``on_front``; rows written."""
+    front = {e.label for e in result.front}
+    fields = (*CSV_FIELDS, "feasible", "on_front")
+    rows = sorted(result.scored, key=lambda e: (-e.tps, e.label))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for e in rows:
+            row = {**e.plan, **e.model_dump(exclude={"plan", "constraints", "warnings"})}
+            row.update(feasible=e.feasible, on_front=e.label in front)
+            w.writerow({k: row.get(k) for k in fields})
+    return len(rows)
+
+
 PLOT_FORMATS = ("png", "svg", "pdf")
 
 
-def plot_front(result: SearchResult, path: str | Path) -> None:
-    """TTFT (ms) vs TPS of the front, coloured by J/token (Agg backend, no display needed)."""
+def _plot_axes(result: SearchResult) -> tuple[Callable[[FrontEntry], Any], ...]:
+    """(x of an entry, y of an entry, x label, y label): TTFT against TPS, or with a serving SLA
+    speed per user against throughput per device."""
+    sla = bool(result.serving.get("sla")) and all(
+        e.tps_per_device is not None for e in result.front
+    )
+    if sla:
+        return (
+            lambda e: e.tps_per_sequence,
+            lambda e: e.tps_per_device,
+            "tokens/s per user (1000 / TPOT ms)",
+            "tokens/s per device",
+        )
+    return (lambda e: e.ttft_ms, lambda e: e.tps, "TTFT [ms]", "decode throughput [tokens/s]")
+
+
+def plot_front(result: SearchResult, path: str | Path, title: str | None = None) -> None:
+    """TTFT (ms) vs TPS of every scored plan (with a serving SLA: tokens/s per user vs tokens/s
+    per device), Agg backend, no display needed.
+
+    Infeasible plans grey crosses, dominated feasible plans light dots, the front large and
+    coloured by J/token (when known) with labels that avoid each other; an axis is logarithmic
+    when its values span more than 10×. ``title`` (default: the study) names the problem.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
-    sla = bool(result.serving.get("sla")) and all(
-        e.tps_per_device is not None for e in result.front
-    )
-    if sla:  # the serving view: speed per user against throughput per device
-        xs = [e.tps_per_sequence for e in result.front]
-        ys = [e.tps_per_device for e in result.front]
-    else:
-        xs = [e.ttft_ms for e in result.front]
-        ys = [e.tps for e in result.front]
+    fx, fy, xlabel, ylabel = _plot_axes(result)
+    front = {e.label for e in result.front}
+    rest = [e for e in result.scored if e.label not in front and fy(e) is not None]
+    infeasible = [e for e in rest if not e.feasible]
+    dominated = [e for e in rest if e.feasible]
+    fig, ax = plt.subplots(figsize=(9, 6))
+    if infeasible:
+        ax.scatter([fx(e) for e in infeasible], [fy(e) for e in infeasible], marker="x", s=14,
+                   c="0.75", linewidths=0.8, label=f"infeasible ({len(infeasible)})")  # fmt: skip
+    if dominated:
+        ax.scatter([fx(e) for e in dominated], [fy(e) for e in dominated], s=12,
+                   c="tab:blue", alpha=0.25, label=f"dominated ({len(dominated)})")  # fmt: skip
+    xs = [fx(e) for e in result.front]
+    ys = [fy(e) for e in result.front]
     energies = [e.energy_j_per_token for e in result.front]
     if result.front and all(v is not None for v in energies):
-        sc = ax.scatter(xs, ys, c=energies, cmap="viridis")
-        fig.colorbar(sc, ax=ax, label="energy per token [J]")
-    else:
-        ax.scatter(xs, ys)
-    for e, x, y in zip(result.front, xs, ys, strict=True):
-        ax.annotate(e.label, (x, y), fontsize=6, alpha=0.7)
-    if sla:
-        ax.set_xlabel("tokens/s per user (1000 / TPOT ms)")
-        ax.set_ylabel("tokens/s per device")
-    else:
-        ax.set_xlabel("TTFT [ms]")
-        ax.set_ylabel("decode throughput [tokens/s]")
-    ax.set_title(f"Pareto front: {result.study_name}")
-    ax.grid(True, alpha=0.3)
+        sc = ax.scatter(xs, ys, c=energies, cmap="viridis", s=60, edgecolors="k", zorder=3,
+                        label=f"Pareto front ({len(xs)})")  # fmt: skip
+        fig.colorbar(sc, ax=ax, label="energy per token [J] (front)")
+    elif result.front:
+        ax.scatter(xs, ys, s=60, c="tab:red", edgecolors="k", zorder=3, label="Pareto front")
+    everything = [*rest, *result.front]
+    for axis, values in (("x", [fx(e) for e in everything]), ("y", [fy(e) for e in everything])):
+        pos = [v for v in values if v > 0]
+        if pos and max(pos) > 10 * min(pos):
+            (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or f"Pareto front: {result.study_name}", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _label_front(ax, result.front, fx, fy)  # after the layout: labels are placed in figure pixels
+    fig.savefig(path, dpi=fig.dpi)
     plt.close(fig)
+
+
+def _label_front(
+    ax: object,
+    front: list[FrontEntry],
+    fx: Callable[[FrontEntry], Any],
+    fy: Callable[[FrontEntry], Any],
+) -> None:
+    """Label front points, stacking labels vertically in display space so none overlap."""
+    if not front:
+        return
+    fig = ax.figure  # type: ignore[attr-defined]
+    fig.canvas.draw()
+    to_px = ax.transData.transform  # type: ignore[attr-defined]
+    pts = sorted(((to_px((fx(e), fy(e))), e.label) for e in front), key=lambda t: -t[0][1])
+    height = 9.0  # px per label line at fontsize 6 and 120 dpi
+    placed: list[tuple[float, float]] = []
+    x_mid = ax.bbox.x0 + ax.bbox.width / 2  # type: ignore[attr-defined]
+    for (px, py), label in pts:
+        y = py
+        while any(abs(y - qy) < height and abs(px - qx) < 160 for qx, qy in placed):
+            y -= height
+        placed.append((px, y))
+        left = px > x_mid  # labels of right-hand points go left, so none is clipped
+        ax.annotate(  # type: ignore[attr-defined]
+            label, xy=(px, py), xycoords="figure pixels", xytext=(px + (-8 if left else 8), y),
+            textcoords="figure pixels", fontsize=6, ha="right" if left else "left",
+            va="center", arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"},
+        )  # fmt: skip
