@@ -203,8 +203,17 @@ def _plot_axes(result: SearchResult) -> tuple[Callable[[FrontEntry], Any], ...]:
 
 
 def plot_front(result: SearchResult, path: str | Path, title: str | None = None) -> None:
-    """TTFT (ms) vs TPS of every scored plan (with a serving SLA: tokens/s per user vs tokens/s
-    per device), Agg backend, no display needed.
+    """Write ``draw_front``'s figure to ``path`` (png, svg or pdf)."""
+    fig, _ = draw_front(result, title)  # selects the Agg backend before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=fig.dpi)
+    plt.close(fig)
+
+
+def draw_front(result: SearchResult, title: str | None = None) -> tuple[Any, list[Any]]:
+    """(figure, label boxes in display pixels): TTFT (ms) vs TPS of every scored plan (with a
+    serving SLA: tokens/s per user vs tokens/s per device), Agg backend, no display needed.
 
     Infeasible plans grey crosses, dominated feasible plans light dots, the front large and
     coloured by J/token (when known) with labels that avoid each other; an axis is logarithmic
@@ -247,35 +256,64 @@ def plot_front(result: SearchResult, path: str | Path, title: str | None = None)
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    _label_front(ax, result.front, fx, fy)  # after the layout: labels are placed in figure pixels
-    fig.savefig(path, dpi=fig.dpi)
-    plt.close(fig)
+    return fig, _label_front(ax, result.front, fx, fy)  # after the layout: in figure pixels
+
+
+LABEL_OFFSETS_PX = tuple(
+    (dx * k, dy * k)
+    for k in (1.0, 2.0, 3.0, 4.5)
+    for dx, dy in ((10, 0), (-10, 0), (8, 9), (8, -9), (-8, 9), (-8, -9), (0, 12), (0, -12))
+)
+MARKER_CLEARANCE_PX = 7.0  # half the box around a front marker that no label may cover
 
 
 def _label_front(
-    ax: object,
+    ax: Any,
     front: list[FrontEntry],
     fx: Callable[[FrontEntry], Any],
     fy: Callable[[FrontEntry], Any],
-) -> None:
-    """Label front points, stacking labels vertically in display space so none overlap."""
+) -> list[Any]:
+    """Label front points; their boxes (display pixels). Each label takes the first position of
+    a widening ring around its point (``LABEL_OFFSETS_PX``) whose box covers no earlier label and
+    no front marker and lies inside the axes; failing that, the first position inside the axes."""
     if not front:
-        return
-    fig = ax.figure  # type: ignore[attr-defined]
+        return []
+    from matplotlib.lines import Line2D
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox, IdentityTransform
+
+    fig = ax.figure
     fig.canvas.draw()
-    to_px = ax.transData.transform  # type: ignore[attr-defined]
-    pts = sorted(((to_px((fx(e), fy(e))), e.label) for e in front), key=lambda t: -t[0][1])
-    height = 9.0  # px per label line at fontsize 6 and 120 dpi
-    placed: list[tuple[float, float]] = []
-    x_mid = ax.bbox.x0 + ax.bbox.width / 2  # type: ignore[attr-defined]
-    for (px, py), label in pts:
-        y = py
-        while any(abs(y - qy) < height and abs(px - qx) < 160 for qx, qy in placed):
-            y -= height
-        placed.append((px, y))
-        left = px > x_mid  # labels of right-hand points go left, so none is clipped
-        ax.annotate(  # type: ignore[attr-defined]
-            label, xy=(px, py), xycoords="figure pixels", xytext=(px + (-8 if left else 8), y),
-            textcoords="figure pixels", fontsize=6, ha="right" if left else "left",
-            va="center", arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"},
-        )  # fmt: skip
+    renderer = fig.canvas.get_renderer()
+    pts = [(tuple(ax.transData.transform((fx(e), fy(e)))), e.label) for e in front]
+    r = MARKER_CLEARANCE_PX
+    blocked = [Bbox.from_extents(x - r, y - r, x + r, y + r) for (x, y), _ in pts]
+    frame = ax.bbox
+    boxes = []
+    px_t = IdentityTransform()  # display pixels (the figure is saved at its own dpi)
+
+    def inside(b: Bbox) -> bool:
+        return frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+
+    for (px, py), label in sorted(pts, key=lambda t: -t[0][1]):
+        fallback = None
+        for dx, dy in LABEL_OFFSETS_PX:
+            text = ax.text(px + dx, py + dy, label, transform=px_t, fontsize=6.5,
+                           ha="left" if dx >= 0 else "right", va="center")  # fmt: skip
+            box = Text.get_window_extent(text, renderer)
+            free = not any(box.overlaps(b) for b in blocked)
+            if inside(box) and free:
+                break
+            if fallback is None and inside(box):
+                fallback = (dx, dy, box)
+            text.remove()
+        else:
+            dx, dy, box = fallback or (LABEL_OFFSETS_PX[0][0], 0.0, None)
+            text = ax.text(px + dx, py + dy, label, transform=px_t, fontsize=6.5,
+                           ha="left" if dx >= 0 else "right", va="center")  # fmt: skip
+            box = Text.get_window_extent(text, renderer)
+        blocked.append(box)
+        boxes.append(box)
+        if abs(dx) > LABEL_OFFSETS_PX[0][0] or abs(dy) > 0:  # moved away: a leader line back
+            fig.add_artist(Line2D([px, px + dx], [py, py + dy], transform=px_t, lw=0.4, c="0.5"))
+    return boxes
