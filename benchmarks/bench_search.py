@@ -11,6 +11,10 @@ Figures and the command are recorded in benchmarks/README_search.md.
   hypervolume on objectives normalised by the exact front (reference point 1.1 per axis).
 * storage: JournalFileBackend vs SQLite — ask/tell and bulk-add throughput, trials surviving a
   SIGKILL, four processes sharing one study, and whether optuna-dashboard lists the study.
+* store: what storing scored points costs inside ``run_search`` (time in ``_Search.add_records``
+  per point; in-memory vs journal file vs SQLite), and the wall time of an exhaustive search of
+  16 batch sizes on 1,024 devices with the journal store. Run it with ``PYTHONPATH`` pointing at
+  another checkout to measure that version side by side (the probe wraps a method both have).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def bench_exact() -> dict:
 def bench_sampled(models: list[str], seeds: int) -> dict:
     from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.search.hypervolume import Normaliser
+    from plena_opt.search.quality import front_quality
 
     noc = noc_1024()
     batches = [16, 64, 256, 1024]
@@ -103,12 +108,17 @@ def bench_sampled(models: list[str], seeds: int) -> dict:
             # rate the sampled front on the exact front's normalisation
             norm = Normaliser.from_points(pts(exact.front))
             ratio = norm.hypervolume(pts(r.front)) / norm.hypervolume(pts(exact.front))
+            q = front_quality(pts(r.front), [e.label for e in r.front], pts(exact.front),
+                              [e.label for e in exact.front])  # fmt: skip
             runs.append(
                 {
                     "seed": seed,
                     "evaluations": r.evaluated,
                     "trials": r.trials,
+                    "asks": r.evaluated + r.repeats + r.pruned_illegal,
                     "hv_ratio": round(ratio, 5),
+                    "front_recall": round(q.front_recall, 3),
+                    "igd": round(q.igd, 4) if q.igd is not None else None,
                     "front": len(r.front),
                     "wall_s": round(wall, 1),
                 }
@@ -257,9 +267,77 @@ def bench_storage() -> dict:
     return out
 
 
+STORE_BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024]
+
+
+def _timed_store() -> dict:
+    """Wrap ``_Search.add_records`` to add up its time and the points it stores."""
+    from plena_opt.search import runner
+
+    acc = {"s": 0.0, "points": 0}
+    original = runner._Search.add_records
+
+    def timed(self, recs, *a, **kw):
+        t = time.perf_counter()
+        try:
+            return original(self, recs, *a, **kw)
+        finally:
+            acc["s"] += time.perf_counter() - t
+            acc["points"] += len(recs)
+
+    runner._Search.add_records = timed
+    return acc
+
+
+def bench_store() -> dict:
+    acc = _timed_store()
+    out: dict = {}
+    spec = ProblemSpec(model="llama-3.1-70b", noc="illustrative_gpu_cluster_32")
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = [
+            ("memory", ":memory:"),
+            ("journal", os.path.join(tmp, "s.log")),
+            ("sqlite", f"sqlite:///{os.path.join(tmp, 's.db')}"),
+        ]
+        for name, url in stores:
+            acc.update(s=0.0, points=0)
+            req = SearchRequest(problem=spec, batch_sizes=[1, 4, 16, 64, 256],
+                                sampler="exhaustive", storage=url, study="store")  # fmt: skip
+            t = time.perf_counter()
+            res = run_search(req)
+            out[name] = {
+                "points": acc["points"],
+                "store_ms_per_point": round(1e3 * acc["s"] / max(acc["points"], 1), 3),
+                "wall_s": round(time.perf_counter() - t, 2),
+                "front": len(res.front),
+            }
+            print("store", name, json.dumps(out[name]), flush=True)
+        noc = noc_1024()
+        from plena_opt.estimate.problem import EvaluatorInputs
+
+        loaded = spec.load()
+        inputs = EvaluatorInputs(loaded.model, noc, loaded.memory, loaded.workload, loaded.chip)
+        acc.update(s=0.0, points=0)
+        req = SearchRequest(problem=spec, batch_sizes=STORE_BATCHES, sampler="exhaustive",
+                            storage=os.path.join(tmp, "big.log"), study="big")  # fmt: skip
+        t = time.perf_counter()
+        res = run_search(req, evaluator_factory=inputs.evaluator)
+        out["batches16_1024dev"] = {
+            "points": res.legal_points,
+            "wall_s": round(time.perf_counter() - t, 2),
+            "store_s": round(acc["s"], 2),
+            "store_ms_per_point": round(1e3 * acc["s"] / max(acc["points"], 1), 3),
+            "front": len(res.front),
+        }
+        print("store 16 batch sizes, 1,024 devices:", json.dumps(out["batches16_1024dev"]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", default="all", choices=["exact", "sampled", "storage", "all"])
+    ap.add_argument(
+        "--part", default="all", choices=["exact", "sampled", "storage", "store", "all"]
+    )
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--models", default="gpt-oss-120b,qwen3-235b-a22b")
     args = ap.parse_args()
@@ -267,6 +345,8 @@ def main() -> None:
         bench_exact()
     if args.part in ("storage", "all"):
         bench_storage()
+    if args.part in ("store", "all"):
+        bench_store()
     if args.part in ("sampled", "all"):
         bench_sampled(args.models.split(","), args.seeds)
 

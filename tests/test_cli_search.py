@@ -52,7 +52,9 @@ def test_search_json_csv_plot_and_resume(tmp_path, monkeypatch, capsys) -> None:
     rows = json.loads(capsys.readouterr().out)
     assert rc == 0 and [r["name"] for r in rows] == [res["study_name"]]
     assert rows[0]["metric_names"] == ["ttft_ms", "tps", "energy_j_per_token"]
-    assert rows[0]["trials_by_state"] == {"complete": res["legal_points"]}
+    # one trial per plan: feasible COMPLETE, infeasible PRUNED (what optuna-dashboard excludes)
+    assert sum(rows[0]["trials_by_state"].values()) == res["legal_points"]
+    assert rows[0]["trials_completed"] == res["trials_completed"] == res["legal_points"]
 
 
 def test_search_text_table(tmp_path, monkeypatch, capsys) -> None:
@@ -115,8 +117,9 @@ def test_sigint_keeps_finished_trials(tmp_path) -> None:
     assert res["partial"] and "interrupted" in res["stop_reason"]
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(log)))
     trials = optuna.load_study(study_name="int", storage=storage).trials
-    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(done) >= res["evaluated"] > 0  # every scored plan was told before stopping
+    scored = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    done = [t for t in trials if t.state in scored]  # feasible and infeasible plans
+    assert len(done) >= res["evaluated"] > 0  # every scored plan was stored before stopping
     assert all(t.state != optuna.trial.TrialState.RUNNING for t in trials)
 
 

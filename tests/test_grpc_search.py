@@ -342,6 +342,14 @@ def _recheck_request(study: str, **extra) -> pb.SearchRequest:
     )
 
 
+def convert_plan(m) -> dict:
+    """The plan dict of a ``PlanMetrics`` message (with its batch size)."""
+    p = m.plan
+    return {"tp": p.tp, "ep": p.ep, "dp": p.dp, "pp": p.pp, "cp": p.cp,
+            "moe_tp_mode": p.moe_tp_mode, "comm_overlap": p.comm_overlap,
+            "batch_size": m.batch_size}  # fmt: skip
+
+
 def test_search_rechecks_the_front_and_returns_chunked_gzip_traces(client):
     from plena_proto.traces import unpack_trace
 
@@ -355,7 +363,11 @@ def test_search_rechecks_the_front_and_returns_chunked_gzip_traces(client):
         assert dists["ttft"].p50 <= dists["ttft"].p99
         assert dists["tps"].mean_ci_low <= dists["tps"].mean <= dists["tps"].mean_ci_high
     ids = [t.trace_id for t in result.traces]
-    assert {"plan0_deterministic", "plan1_deterministic"} <= set(ids)
+    # traces are named after the plan (issue 10), e.g. tp8-ep1-dp1-pp4-cp1-replace-full-b16_p50
+    from plena_opt.search.space import Point
+
+    keys = [Point.from_dict(convert_plan(m)).key for m in result.front[:2]]
+    assert {f"{k}_deterministic" for k in keys} <= set(ids)
     for t in result.traces:
         assert t.compression == "gzip" and all(len(c) <= 64 * 1024 for c in t.chunks)
         assert sum(len(c) for c in t.chunks) == t.compressed_bytes

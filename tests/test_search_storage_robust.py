@@ -173,7 +173,7 @@ def test_cached_storage_repairs_a_tail_torn_by_another_process(tmp_path) -> None
     study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=2)
     assert _all_lines_are_records(path)  # ... and the first append cut the torn tail anyway
     assert b"dead-worker" not in path.read_bytes()
-    assert any("dropped an incomplete" in n for n in cached._backend._lock.notes)
+    assert any("dropped an incomplete" in n for n in cached._backend.lock.notes)
     assert _complete_in_fresh_process(path) == 4
 
 

@@ -7,6 +7,7 @@ each gets p50/p99 TTFT and TPS beside its analytic figures and, optionally, Perf
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.problem import EvaluatorInputs
 from plena_opt.pipeline.simulator import RecheckResult, recheck_plans
 from plena_opt.search.result import SearchResult
+from plena_opt.search.space import Point
 
 DEFAULT_RECHECK = 5
 DEFAULT_SAMPLES = 1000
@@ -42,23 +44,38 @@ def recheck_front(
         estimates.append(inputs.evaluator(entry.plan.get("batch_size")).estimate(plan))
     if not estimates:
         return []
-    return recheck_plans(estimates, samples=samples, noise=noise, seed=seed, trace_dir=trace_dir)
+    checks = recheck_plans(estimates, samples=samples, noise=noise, seed=seed, trace_dir=trace_dir)
+    for entry, rc in zip(result.front, checks, strict=False):
+        rc.trace_paths = [_name_after_plan(path, entry.plan) for path in rc.trace_paths]
+    return checks
+
+
+def _name_after_plan(path: str, plan: dict[str, Any]) -> str:
+    """Rename ``plan<i>_<sample>.json`` after the plan, e.g. ``tp8-ep1-…-b16_p50.json``."""
+    old = Path(path)
+    sample = old.stem.split("_", 1)[1] if "_" in old.stem else old.stem
+    key = Point.from_dict(plan).key
+    new = old.with_name(f"{key}_{sample}{old.suffix}")
+    os.replace(old, new)
+    return str(new)
 
 
 def render_recheck(result: SearchResult, checks: list[Any], samples: int, noise: Any) -> str:
     """Text table: analytic vs p50/p99 TTFT (ms) and TPS; ``*`` marks a rank change."""
     if not checks:
         return ""
+    pairs = list(zip(result.front, checks, strict=False))
+    w = max([4] + [len(e.label) + (2 if rc.rank_changed else 0) for e, rc in pairs]) + 2
     lines = [
         f"Monte Carlo re-check of the top {len(checks)} plans ({samples} samples, noise {noise};"
         " * = rank changes under noise; p99 slow = TTFT's slow tail, p1 slow = TPS's):",
-        f"{'plan':<24}{'TTFT ms':>10}{'p50':>10}{'p99 slow':>10}{'TPS':>10}{'p50':>10}"
+        f"{'plan':<{w}}{'TTFT ms':>10}{'p50':>10}{'p99 slow':>10}{'TPS':>10}{'p50':>10}"
         f"{'p1 slow':>10}",
     ]
-    for entry, rc in zip(result.front, checks, strict=False):
+    for entry, rc in pairs:
         mark = " *" if rc.rank_changed else ""
         lines.append(
-            f"{(entry.label + mark):<24}{rc.analytic_ttft_seconds * 1e3:>10.2f}"
+            f"{(entry.label + mark):<{w}}{rc.analytic_ttft_seconds * 1e3:>10.2f}"
             f"{rc.ttft_p50_seconds * 1e3:>10.2f}{rc.ttft_p99_seconds * 1e3:>10.2f}"
             f"{rc.analytic_tps:>10.1f}"
             f"{rc.tps_p50:>10.1f}{rc.tps_p01:>10.1f}"

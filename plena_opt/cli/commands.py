@@ -32,7 +32,9 @@ COMMANDS: dict[str, Command] = {
         "plena_opt.cli.noc_cmd", "show a NoC profile's devices, levels and energy"
     ),
     "collective": Command("plena_opt.cli.noc_cmd", "price one collective on a NoC profile"),
-    "studies": Command("plena_opt.cli.studies_cmd", "list the studies in a store"),
+    "studies": Command(
+        "plena_opt.cli.studies_cmd", "list the studies in a store, or repair a damaged journal"
+    ),
     "dashboard": Command("plena_opt.cli.studies_cmd", "open optuna-dashboard on the study store"),
     "export": Command("plena_opt.cli.export_cmd", "launch arguments of a plan for vLLM or SGLang"),
     "serve": Command("plena_opt.cli.serve_cmd", "run the plena-opt gRPC server"),

@@ -23,6 +23,7 @@ from plena_opt.cli.common import (
     pydantic_to_input_error,
 )
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
+from plena_opt.cli.search_report import ProgressReporter, next_steps, plot_title
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
@@ -33,10 +34,10 @@ from plena_opt.search.output import (
     render_json,
     render_text,
     write_csv,
+    write_csv_all,
 )
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
-from plena_opt.search.runner import Progress
 from plena_opt.search.serving import render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
 from plena_opt.vocabulary import PERCENTILES, SAMPLERS, SERVING_MODES
@@ -81,13 +82,6 @@ def register(subparsers: Any) -> None:
         help="SLA: decode tokens/s per sequence at least (default: no limit)",
     )
     g.add_argument(
-        "--sampler",
-        choices=SAMPLERS,
-        default="auto",
-        help="auto: exhaustive when the plan space is small, else a multi-objective sampler; "
-        "tpe / nsga2 / gp (needs plena-opt[gp]) / exhaustive (every plan)",
-    )
-    g.add_argument(
         "--max-tpot-ms",
         type=float,
         default=None,
@@ -105,7 +99,20 @@ def register(subparsers: Any) -> None:
         default="aggregated",
         help="aggregated plans, disaggregated prefill/decode pools, or both side by side",
     )
-    g.add_argument("--trials", type=int, default=200, help="max new plan evaluations (sampler)")
+    g.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="auto",
+        help="tpe, nsga2, gp (needs torch), exhaustive (score every legal plan), or auto "
+        "(default): exhaustive whenever scoring every plan costs less than --trials TPE trials",
+    )
+    g.add_argument(
+        "--trials",
+        type=int,
+        default=200,
+        help="budget of new plans a sampler scores (default 200); it stops earlier when every "
+        "legal plan is scored",
+    )
     g.add_argument(
         "--timeout", type=float, default=None, help="stop after S seconds (default: no limit)"
     )
@@ -161,9 +168,20 @@ def register(subparsers: Any) -> None:
         "--csv", default=None, metavar="FILE", help="write the front as CSV (default: none)"
     )
     o.add_argument(
+        "--csv-all",
+        default=None,
+        metavar="FILE",
+        help="write every plan scored or reused by this search as CSV (feasible, on_front "
+        "columns; default: none)",
+    )
+    o.add_argument(
         "--plot", default=None, metavar="FILE.png", help="plot the front (default: none)"
     )
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, a line every 2 s otherwise)",
+    )
     o.add_argument(
         "--export-dir",
         default=None,
@@ -205,7 +223,7 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
             timeout=args.timeout,
             seed=args.seed,
             study=args.study,
-            storage=args.storage,
+            storage=args.storage or DEFAULT_STORAGE,  # the CLI picks the default file
             compare_exact=args.compare_exact,
             max_tpot_ms=args.max_tpot_ms,
             percentile=args.percentile,
@@ -217,39 +235,15 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
         raise pydantic_to_input_error(exc) from exc
 
 
-class _Bar:
-    """One-line progress on stderr (only when it is a terminal)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.width = 0
-
-    def __call__(self, p: Progress) -> None:
-        if not self.enabled:
-            return
-        total = f"/{p.total}" if p.total else ""
-        hv = f" hv {p.hypervolume:.3f}" if p.hypervolume is not None else ""
-        text = (
-            f"[{p.stage}] {p.done}{total} plans, {p.trials_per_s:.0f}/s, front {p.front_size}{hv}"
-        )
-        sys.stderr.write("\r" + text.ljust(self.width))
-        self.width = len(text)
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.width:
-            sys.stderr.write("\r" + " " * self.width + "\r")
-            sys.stderr.flush()
-
-
 def check_outputs(args: argparse.Namespace) -> None:
     """Fail before searching when an output cannot be written (exit 2, nothing lost)."""
-    for flag, path in (("csv", args.csv), ("plot", args.plot)):
+    for flag, path in (("csv", args.csv), ("csv_all", args.csv_all), ("plot", args.plot)):
         if path is None:
             continue
         folder = Path(path).resolve().parent
         if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise PlenaInputError(flag, f"--{flag} {path}: folder {folder} is not writable")
+            name = flag.replace("_", "-")
+            raise PlenaInputError(flag, f"--{name} {path}: folder {folder} is not writable")
     if args.plot is not None:
         suffix = Path(args.plot).suffix.lower().lstrip(".")
         if suffix not in PLOT_FORMATS:
@@ -309,10 +303,10 @@ def emit_serving(result: SearchResult) -> None:
         print(render_comparison(result.serving["comparison"]))
 
 
-def export_launches(result: SearchResult, args: argparse.Namespace) -> None:
-    """``--export-dir``: launch files of the top plans."""
+def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]:
+    """``--export-dir``: launch files of the top plans; what was written (for the report)."""
     if not getattr(args, "export_dir", None):
-        return
+        return []
     from plena_opt.export.files import write_exports
 
     paths = write_exports(
@@ -323,16 +317,19 @@ def export_launches(result: SearchResult, args: argparse.Namespace) -> None:
         max_len=args.input_seq + args.output_seq,
         memory_fraction=args.memory_fraction or 0.9,
     )
-    if not args.json:
-        print(f"launch files: {len(paths)} written under {args.export_dir}")
+    return [f"{len(paths)} launch files under {args.export_dir}"]
 
 
 def write_outputs(
-    args: argparse.Namespace, result: SearchResult, recheck_docs: list[dict], checks: list[Any]
+    args: argparse.Namespace,
+    result: SearchResult,
+    recheck_docs: list[dict],
+    checks: list[Any],
+    title: str | None = None,
 ) -> None:
-    """Print the result (``--json``: with the re-check documents), the serving decisions and
-    write ``--csv``/``--plot``/``--export-dir``; local and remote mode both end here, so their
-    output is the same."""
+    """Print the result (``--json``: with the re-check documents) and the serving decisions,
+    write ``--csv``, ``--csv-all``, ``--plot`` and ``--export-dir``, then say what was written and
+    how to go on; local and remote mode both end here, so their output is the same."""
     if args.json:
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
@@ -342,14 +339,45 @@ def write_outputs(
         if checks:
             print(render_recheck(result, checks, args.samples, args.noise))
         emit_serving(result)
-    export_launches(result, args)
+    finish_output(args, result, checks, title)
+
+
+def write_files(
+    args: argparse.Namespace, result: SearchResult, checks: list[Any], title: str | None = None
+) -> list[str]:
+    """Write ``--csv``, ``--csv-all``, ``--plot`` and ``--export-dir``; what was written
+    (traces included)."""
+    written = []
     if getattr(args, "csv", None):
         write_csv(result, args.csv)
+        written.append(f"{args.csv} (front, {len(result.front)} plans)")
+    if getattr(args, "csv_all", None):
+        n = write_csv_all(result, args.csv_all)
+        written.append(f"{args.csv_all} (every scored plan, {n} rows)")
     if getattr(args, "plot", None):
-        plot_front(result, args.plot)
+        plot_front(result, args.plot, title=title)
+        written.append(f"{args.plot} (plot)")
+    traces = [p for rc in checks for p in (rc.trace_paths or [])]
+    if traces:
+        written.append(f"{len(traces)} traces in {args.trace_dir}: {', '.join(traces)}")
+    return written + export_launches(result, args)
+
+
+def finish_output(
+    args: argparse.Namespace, result: SearchResult, checks: list[Any], title: str | None = None
+) -> None:
+    """Write the output files, then say what was written and how to go on: on stdout after the
+    text, on stderr after ``--json`` (stdout stays one document)."""
+    steps = next_steps(args, result, write_files(args, result, checks, title))
+    if steps:
+        print("\n".join(steps), file=sys.stderr if args.json else sys.stdout)
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.server and args.csv_all:
+        raise PlenaInputError(
+            "csv_all", "--csv-all needs a local search (a server returns the front, not every plan)"
+        )
     if args.server:
         from plena_opt.cli.remote import remote_search
 
@@ -365,7 +393,10 @@ def handle(args: argparse.Namespace) -> int:
             raise KeyboardInterrupt
         interrupted["flag"] = True
 
-    bar = _Bar(enabled=not args.quiet and sys.stderr.isatty())
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the CLI's choice, not the library's
+    bar = ProgressReporter(quiet=args.quiet)
     previous = signal.signal(signal.SIGINT, on_sigint)
     checks = []
     try:
@@ -397,7 +428,7 @@ def handle(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous)
     if not interrupted["flag"]:
         api.decide_serving(result, checks, request, problem)
-    write_outputs(args, result, [rc.to_dict() for rc in checks], checks)
+    write_outputs(args, result, [rc.to_dict() for rc in checks], checks, plot_title(request))
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far
         if not result.front:
             print(f"interrupted before a feasible plan: {no_front_message(result)}",

@@ -1,15 +1,18 @@
-"""``plena-opt studies`` (list stored studies) and ``plena-opt dashboard`` (optuna-dashboard)."""
+"""``plena-opt studies`` (list or repair stored studies) and ``plena-opt dashboard``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import add_server_arg
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
+from plena_opt.errors import PlenaInputError
 from plena_opt.search.dashboard import run_dashboard
+from plena_opt.search.journal import salvage_journal, scan_journal
 from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage, storage_exists
 
 
@@ -17,7 +20,17 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "studies",
         help=help_of("studies"),
-        description="List the studies in a store: trials by state and objectives.",
+        description="List the studies in a store (default), or `studies repair`: salvage every "
+        "intact record of a damaged journal file into a new file (the original is only read).",
+    )
+    p.add_argument(
+        "action", nargs="?", choices=("list", "repair"), default="list", help="default: list"
+    )
+    p.add_argument(
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="repair: the new journal file (default <storage>.repaired; must not exist)",
     )
     p.add_argument(
         "--storage",
@@ -44,7 +57,36 @@ def register(subparsers: Any) -> None:
     d.set_defaults(func=handle_dashboard, storage=env_default(ENV_STORAGE))
 
 
+def handle_repair(args: argparse.Namespace) -> int:
+    """Salvage a damaged journal into a new file; exit 0 when the new file opens cleanly."""
+    src = args.storage or DEFAULT_STORAGE
+    if "://" in src or not storage_exists(src):
+        raise PlenaInputError("storage", f"--storage {src!r}: no journal file to repair")
+    dst = args.output or f"{src}.repaired"
+    if Path(dst).exists():
+        raise PlenaInputError("output", f"--output {dst!r} exists; choose a new file")
+    before = scan_journal(src)
+    counts = salvage_journal(src, dst)
+    after = scan_journal(dst)
+    for d in before.damage:
+        print(f"damaged: {d.describe()}")
+    print(
+        f"wrote {dst}: {counts['kept']} intact records kept, {counts['dropped']} damaged lines "
+        f"dropped, {counts['rebuilt']} lost create-trial records rebuilt, {counts['lost']} "
+        f"trials lost with their only record; {src} is unchanged"
+    )
+    if after.damage:
+        raise PlenaInputError("storage", f"{dst} still has damage: {after.damage[0].describe()}")
+    rows = list_studies(open_storage(dst))
+    for r in rows:
+        print(f"  {r['name']}: {r['trials_completed']} scored plans, {r['n_trials']} trials")
+    print(f"use it with --storage {dst} (or move it in place of {src} yourself)")
+    return 0
+
+
 def handle_studies(args: argparse.Namespace) -> int:
+    if args.action == "repair":
+        return handle_repair(args)
     if getattr(args, "server", None):
         from plena_opt.cli.remote import remote_studies
 
@@ -64,7 +106,10 @@ def handle_studies(args: argparse.Namespace) -> int:
     for r in rows:
         states = ", ".join(f"{k} {v}" for k, v in sorted(r["trials_by_state"].items()))
         names = ", ".join(r["metric_names"] or [])
-        print(f"{r['name']}: {r['n_trials']} trials ({states}); objectives {names}")
+        print(
+            f"{r['name']}: {r['trials_completed']} scored plans, {r['n_trials']} trials "
+            f"({states}); objectives {names}"
+        )
     return 0
 
 

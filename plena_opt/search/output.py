@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from plena_opt.search.hypervolume import REFERENCE
 from plena_opt.search.result import FrontEntry, SearchResult
@@ -121,6 +123,14 @@ def render_text(result: SearchResult) -> str:
                 f"({result.exact_front_size} plans)"
             )
         out.append(line)
+    if result.front_recall is not None:
+        found = round(result.front_recall * (result.exact_front_size or 0))
+        igd = "n/a" if result.igd is None else f"{result.igd:.4f}"
+        out.append(
+            f"front recall {result.front_recall:.3f} ({found} of the exact front's "
+            f"{result.exact_front_size} plans found); IGD {igd} (mean distance of the exact "
+            "front to the found one, normalised objectives; 0 = all found)"
+        )
     if result.infeasible:
         out.append("infeasible: " + ", ".join(f"{k} {v}" for k, v in result.infeasible.items()))
     if result.partial:
@@ -175,6 +185,7 @@ def render_json(result: SearchResult) -> str:
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:
+    """The front as CSV (``CSV_FIELDS``), by TPS."""
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
@@ -183,42 +194,152 @@ def write_csv(result: SearchResult, path: str | Path) -> None:
             w.writerow({k: row.get(k) for k in CSV_FIELDS})
 
 
+def write_csv_all(result: SearchResult, path: str | Path) -> int:
+    """Every plan the search scored or reused, with ``feasible`` and ``on_front``; rows written."""
+    front = {e.label for e in result.front}
+    fields = (*CSV_FIELDS, "feasible", "on_front")
+    rows = sorted(result.scored, key=lambda e: (-e.tps, e.label))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for e in rows:
+            row = {**e.plan, **e.model_dump(exclude={"plan", "constraints", "warnings"})}
+            row.update(feasible=e.feasible, on_front=e.label in front)
+            w.writerow({k: row.get(k) for k in fields})
+    return len(rows)
+
+
 PLOT_FORMATS = ("png", "svg", "pdf")
 
 
-def plot_front(result: SearchResult, path: str | Path) -> None:
-    """TTFT (ms) vs TPS of the front, coloured by J/token (Agg backend, no display needed)."""
+def _plot_axes(result: SearchResult) -> tuple[Callable[[FrontEntry], Any], ...]:
+    """(x of an entry, y of an entry, x label, y label): TTFT against TPS, or with a serving SLA
+    speed per user against throughput per device."""
+    sla = bool(result.serving.get("sla")) and all(
+        e.tps_per_device is not None for e in result.front
+    )
+    if sla:
+        return (
+            lambda e: e.tps_per_sequence,
+            lambda e: e.tps_per_device,
+            "tokens/s per user (1000 / TPOT ms)",
+            "tokens/s per device",
+        )
+    return (lambda e: e.ttft_ms, lambda e: e.tps, "TTFT [ms]", "decode throughput [tokens/s]")
+
+
+def plot_front(result: SearchResult, path: str | Path, title: str | None = None) -> None:
+    """Write ``draw_front``'s figure to ``path`` (png, svg or pdf)."""
+    fig, _ = draw_front(result, title)  # selects the Agg backend before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=fig.dpi)
+    plt.close(fig)
+
+
+def draw_front(result: SearchResult, title: str | None = None) -> tuple[Any, list[Any]]:
+    """(figure, label boxes in display pixels): TTFT (ms) vs TPS of every scored plan (with a
+    serving SLA: tokens/s per user vs tokens/s per device), Agg backend, no display needed.
+
+    Infeasible plans grey crosses, dominated feasible plans light dots, the front large and
+    coloured by J/token (when known) with labels that avoid each other; an axis is logarithmic
+    when its values span more than 10×. ``title`` (default: the study) names the problem.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
-    sla = bool(result.serving.get("sla")) and all(
-        e.tps_per_device is not None for e in result.front
-    )
-    if sla:  # the serving view: speed per user against throughput per device
-        xs = [e.tps_per_sequence for e in result.front]
-        ys = [e.tps_per_device for e in result.front]
-    else:
-        xs = [e.ttft_ms for e in result.front]
-        ys = [e.tps for e in result.front]
+    fx, fy, xlabel, ylabel = _plot_axes(result)
+    front = {e.label for e in result.front}
+    rest = [e for e in result.scored if e.label not in front and fy(e) is not None]
+    infeasible = [e for e in rest if not e.feasible]
+    dominated = [e for e in rest if e.feasible]
+    fig, ax = plt.subplots(figsize=(9, 6))
+    if infeasible:
+        ax.scatter([fx(e) for e in infeasible], [fy(e) for e in infeasible], marker="x", s=14,
+                   c="0.75", linewidths=0.8, label=f"infeasible ({len(infeasible)})")  # fmt: skip
+    if dominated:
+        ax.scatter([fx(e) for e in dominated], [fy(e) for e in dominated], s=12,
+                   c="tab:blue", alpha=0.25, label=f"dominated ({len(dominated)})")  # fmt: skip
+    xs = [fx(e) for e in result.front]
+    ys = [fy(e) for e in result.front]
     energies = [e.energy_j_per_token for e in result.front]
     if result.front and all(v is not None for v in energies):
-        sc = ax.scatter(xs, ys, c=energies, cmap="viridis")
-        fig.colorbar(sc, ax=ax, label="energy per token [J]")
-    else:
-        ax.scatter(xs, ys)
-    for e, x, y in zip(result.front, xs, ys, strict=True):
-        ax.annotate(e.label, (x, y), fontsize=6, alpha=0.7)
-    if sla:
-        ax.set_xlabel("tokens/s per user (1000 / TPOT ms)")
-        ax.set_ylabel("tokens/s per device")
-    else:
-        ax.set_xlabel("TTFT [ms]")
-        ax.set_ylabel("decode throughput [tokens/s]")
-    ax.set_title(f"Pareto front: {result.study_name}")
-    ax.grid(True, alpha=0.3)
+        sc = ax.scatter(xs, ys, c=energies, cmap="viridis", s=60, edgecolors="k", zorder=3,
+                        label=f"Pareto front ({len(xs)})")  # fmt: skip
+        fig.colorbar(sc, ax=ax, label="energy per token [J] (front)")
+    elif result.front:
+        ax.scatter(xs, ys, s=60, c="tab:red", edgecolors="k", zorder=3, label="Pareto front")
+    everything = [*rest, *result.front]
+    for axis, values in (("x", [fx(e) for e in everything]), ("y", [fy(e) for e in everything])):
+        pos = [v for v in values if v > 0]
+        if pos and max(pos) > 10 * min(pos):
+            (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or f"Pareto front: {result.study_name}", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig, _label_front(ax, result.front, fx, fy)  # after the layout: in figure pixels
+
+
+LABEL_OFFSETS_PX = tuple(
+    (dx * k, dy * k)
+    for k in (1.0, 2.0, 3.0, 4.5)
+    for dx, dy in ((10, 0), (-10, 0), (8, 9), (8, -9), (-8, 9), (-8, -9), (0, 12), (0, -12))
+)
+MARKER_CLEARANCE_PX = 7.0  # half the box around a front marker that no label may cover
+
+
+def _label_front(
+    ax: Any,
+    front: list[FrontEntry],
+    fx: Callable[[FrontEntry], Any],
+    fy: Callable[[FrontEntry], Any],
+) -> list[Any]:
+    """Label front points; their boxes (display pixels). Each label takes the first position of
+    a widening ring around its point (``LABEL_OFFSETS_PX``) whose box covers no earlier label and
+    no front marker and lies inside the axes; failing that, the first position inside the axes."""
+    if not front:
+        return []
+    from matplotlib.lines import Line2D
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox, IdentityTransform
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    pts = [(tuple(ax.transData.transform((fx(e), fy(e)))), e.label) for e in front]
+    r = MARKER_CLEARANCE_PX
+    blocked = [Bbox.from_extents(x - r, y - r, x + r, y + r) for (x, y), _ in pts]
+    frame = ax.bbox
+    boxes = []
+    px_t = IdentityTransform()  # display pixels (the figure is saved at its own dpi)
+
+    def inside(b: Bbox) -> bool:
+        return frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+
+    for (px, py), label in sorted(pts, key=lambda t: -t[0][1]):
+        fallback = None
+        for dx, dy in LABEL_OFFSETS_PX:
+            text = ax.text(px + dx, py + dy, label, transform=px_t, fontsize=6.5,
+                           ha="left" if dx >= 0 else "right", va="center")  # fmt: skip
+            box = Text.get_window_extent(text, renderer)
+            free = not any(box.overlaps(b) for b in blocked)
+            if inside(box) and free:
+                break
+            if fallback is None and inside(box):
+                fallback = (dx, dy, box)
+            text.remove()
+        else:
+            dx, dy, box = fallback or (LABEL_OFFSETS_PX[0][0], 0.0, None)
+            text = ax.text(px + dx, py + dy, label, transform=px_t, fontsize=6.5,
+                           ha="left" if dx >= 0 else "right", va="center")  # fmt: skip
+            box = Text.get_window_extent(text, renderer)
+        blocked.append(box)
+        boxes.append(box)
+        if abs(dx) > LABEL_OFFSETS_PX[0][0] or abs(dy) > 0:  # moved away: a leader line back
+            fig.add_artist(Line2D([px, px + dx], [py, py + dy], transform=px_t, lw=0.4, c="0.5"))
+    return boxes

@@ -1,4 +1,4 @@
-"""Pareto non-dominance on minimisation vectors (numpy, O(n²) comparisons vectorised per point)."""
+"""Pareto non-dominance on minimisation vectors (numpy; each point checked against the front)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,29 @@ def pareto_mask(points: np.ndarray) -> np.ndarray:
 
     Row ``a`` dominates ``b`` when ``a ≤ b`` everywhere and ``a < b`` somewhere; identical rows do
     not dominate each other, so duplicates are all kept. Rows containing NaN are never on the front.
+
+    Rows are visited in lexicographic order, so a dominator always comes before the rows it
+    dominates; a row is compared with the front found so far only (anything dominating it is
+    itself dominated by a front row, or is one), which costs O(n · front) instead of O(n²).
     """
     pts = np.asarray(points, dtype=float)
     n = pts.shape[0]
-    mask = ~np.isnan(pts).any(axis=1) if n else np.zeros(0, dtype=bool)
-    order = np.argsort(pts[:, 0], kind="stable") if n else np.zeros(0, dtype=int)
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    pts = pts.reshape(n, -1)
+    valid = ~np.isnan(pts).any(axis=1)
+    order = np.lexsort(pts.T[::-1])
+    front = np.empty_like(pts)
+    size = 0
     for i in order:
-        if not mask[i]:
+        if not valid[i]:
             continue
-        cand = pts[mask]
-        dominated = np.all(cand <= pts[i], axis=1) & np.any(cand < pts[i], axis=1)
-        if dominated.any():
-            mask[i] = False
+        p = pts[i]
+        f = front[:size]
+        if size and np.any(np.all(f <= p, axis=1) & np.any(f < p, axis=1)):
+            continue
+        front[size] = p
+        size += 1
+        mask[i] = True
     return mask

@@ -98,7 +98,6 @@ class Record:
         return {
             POINT_ATTR: self.point.key,
             PLAN_ATTR: self.point.to_dict(),
-            "dp": self.point.plan.dp,
             "label": self.point.label(),
             METRICS_ATTR: self.summary,
             "memory_bytes_per_device": self.summary["weight_bytes_per_device"]

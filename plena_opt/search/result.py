@@ -36,6 +36,11 @@ class FrontEntry(BaseModel):
         """Time per output token of one sequence (ms) = 1000 / per-sequence TPS."""
         return 1e3 / self.tps_per_sequence if self.tps_per_sequence > 0 else float("inf")
 
+    @property
+    def feasible(self) -> bool:
+        """Whether every constraint holds (value ≤ 0)."""
+        return all(v <= 0 for v in self.constraints.values())
+
 
 class SearchResult(BaseModel):
     """Outcome of ``run_search``.
@@ -45,6 +50,10 @@ class SearchResult(BaseModel):
     ``exact_hypervolume``/``hv_ratio`` compare a sampled front with the exhaustive one when the
     space was scored; ``partial`` marks a search stopped before it finished (cancel, deadline,
     Ctrl-C); ``best_infeasible`` is the least-violating plan when no plan meets the constraints.
+    ``trials`` counts every trial in the study; ``trials_completed`` the distinct plans scored and
+    stored in it (``plena_opt.search.trials.trials_completed``); ``front_recall`` and ``igd``
+    rate a front against the exact one (``plena_opt.search.quality``). ``scored`` holds every
+    plan scored or reused in this run (for ``--csv-all`` and ``--plot``; not serialised).
     """
 
     study_name: str
@@ -58,6 +67,7 @@ class SearchResult(BaseModel):
     evaluated: int
     reused: int
     trials: int
+    trials_completed: int = 0
     pruned_illegal: int
     repeats: int
     front: list[FrontEntry]
@@ -66,6 +76,8 @@ class SearchResult(BaseModel):
     exact_front_size: int | None = None
     exact_hypervolume: float | None = None
     hv_ratio: float | None = None
+    front_recall: float | None = None
+    igd: float | None = None
     partial: bool = False
     stop_reason: str | None = None
     best_infeasible: FrontEntry | None = None
@@ -76,3 +88,4 @@ class SearchResult(BaseModel):
     # plan meeting it, analytic and, after a re-check, at the percentile) and the side-by-side
     # comparison of aggregated and disaggregated serving.
     serving: dict[str, Any] = Field(default_factory=dict)
+    scored: list[FrontEntry] = Field(default_factory=list, exclude=True)

@@ -1,46 +1,60 @@
-"""Where studies live: a journal file by default, or any storage URL Optuna accepts.
+"""Where studies live: a journal file, or any storage URL Optuna accepts.
 
-Default: ``JournalStorage(JournalFileBackend("plena-opt-studies.log"))`` in the working
-directory. Every ``tell`` is one appended, lock-protected record, so a crash loses no completed
-trial, several processes on one machine may share it, and optuna-dashboard opens it
-(service-conventions §1.4; measured against SQLite in benchmarks/README_search.md).
+The CLI's default is the journal file ``plena-opt-studies.log`` in the working directory (the
+library never picks a file itself: ``run_search`` stores in memory unless given a storage).
+Records are appended under the journal's lock (``plena_opt.search.journal``; scored plans in
+batches, one fsync per batch), so a crash loses no written trial, several processes on one machine
+may share it, and optuna-dashboard opens it (service-conventions §1.4; measured against SQLite in
+benchmarks/README_search.md).
 A ``--storage`` value containing ``://`` is an RDB URL (``sqlite:///x.db``, ``postgresql://…``);
 anything else is a journal file path.
 
 Journal safety: an existing non-empty file is read record by record before use and refused if
-it is not an Optuna journal, so a mistyped path is never written to. A writer killed mid-append
-leaves a torn last line (no ``\\n``); Optuna's next append would land on it and make the whole
-journal unreadable, so the torn tail is cut off, under the journal's lock, when the journal is
-opened and again before every append (the lock is taken by appends only, so a tail seen while
-holding it belongs to a writer that died; it was never a completed record).
+it is not an Optuna journal, so a mistyped path is never written to; damage in the middle (a
+line that is not a record, records out of step with their trials) is refused naming the study
+and line, with the ``plena-opt studies repair`` command that salvages it into a new file. A
+writer killed mid-append leaves a torn last line (no ``\\n``); Optuna's next append would land
+on it and make the whole journal unreadable, so the torn tail is cut off, under the journal's
+lock, when the journal is opened and again before every append (the lock is taken by appends
+only, so a tail seen while holding it belongs to a writer that died; it was never a completed
+record).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
+import time
+import warnings
+from contextlib import nullcontext
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.storages import JournalStorage, RDBStorage
-from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.storages.journal import JournalFileSymlinkLock
+from optuna.trial import TrialState
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.search.journal import RECORD_PREFIX, BatchingJournalBackend, scan_journal
 
 DEFAULT_STORAGE = "plena-opt-studies.log"
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
 # A journal lock older than this (s) is stale: its holder died (e.g. kill -9) mid-append.
 # Appends take milliseconds, so 5 s is safe and spares a restart Optuna's 30 s default wait.
 LOCK_GRACE_SECONDS = 5
-# Every Optuna journal record is one JSON object whose first key is op_code (JournalStorage
-# writes {"op_code": …, "worker_id": …, …} with compact separators).
-RECORD_PREFIX = b'{"op_code":'
+# Optuna's journal lock file is the journal path plus this suffix (JournalFileSymlinkLock).
+LOCK_SUFFIX = ".lock"
+# A RUNNING trial older than this (s) on a store without heartbeats is left by a process that
+# stopped: plena-opt's trials run milliseconds (one plan's score) to a few seconds (a first
+# evaluation that routes a large NoC); 10 minutes leaves a wide margin.
+STALE_TRIAL_SECONDS = 600.0
 
 _log = logging.getLogger(__name__)
 _OPEN: dict[str, optuna.storages.BaseStorage] = {}
+_BACKENDS: dict[int, BatchingJournalBackend] = {}
 _OPEN_LOCK = threading.Lock()
 
 
@@ -58,6 +72,27 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
         if storage is None:
             storage = _OPEN[key] = _open(url)
     return storage
+
+
+def is_batched(storage: optuna.storages.BaseStorage) -> bool:
+    """Whether ``storage`` is a journal file opened here (``batch_writes`` holds its lock)."""
+    return id(storage) in _BACKENDS
+
+
+def batch_writes(storage: optuna.storages.BaseStorage) -> Any:
+    """Context in which a journal store's appends become one locked append and one fsync.
+
+    Keep it short (it holds the journal lock: other writers wait). Other stores: no effect.
+    """
+    backend = _BACKENDS.get(id(storage))
+    return backend.batch() if backend is not None else nullcontext()
+
+
+def committed_view(storage: optuna.storages.BaseStorage) -> Any:
+    """Context in which reads of a journal store see only records already on disk (it waits
+    for this process's batches in progress). Other stores: no effect."""
+    backend = _BACKENDS.get(id(storage))
+    return backend.committed_view() if backend is not None else nullcontext()
 
 
 def _open(url: str) -> optuna.storages.BaseStorage:
@@ -86,10 +121,13 @@ def _open(url: str) -> optuna.storages.BaseStorage:
             lock.repair()  # logs a warning saying what was dropped, if anything
         except OSError as exc:  # e.g. a read-only folder: reading still works, appends repair
             _log.warning("journal %s: torn tail not repaired now (%s)", path, exc)
+    backend = BatchingJournalBackend(str(path), lock)
     try:
-        return JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
+        storage = JournalStorage(backend)
     except Exception as exc:
         raise PlenaInputError("storage", f"--storage {url!r}: cannot open ({exc})") from exc
+    _BACKENDS[id(storage)] = backend
+    return storage
 
 
 def _not_a_journal(path: Path, why: str) -> PlenaInputError:
@@ -106,29 +144,29 @@ def _is_torn_record(tail: bytes) -> bool:
 
 
 def check_journal(path: Path) -> None:
-    """Raise ``PlenaInputError`` unless ``path`` is empty or an Optuna journal file.
+    """Raise ``PlenaInputError`` unless ``path`` is empty or an undamaged Optuna journal file.
 
-    Every complete line must be a JSON object with an integer ``op_code``; an unterminated
-    last line must look like the start of a record (torn by a crash, repaired on open).
-    Reads only; never writes.
+    A file whose first line is not a record is not a journal (a mistyped path). Damage further in
+    (``journal.scan_journal``: a line that is not a record, records out of step with their trials)
+    is named with its study and line and the command that salvages it. Reads only.
     """
     try:
         with open(path, "rb") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.endswith(b"\n"):
-                    if number == 1 and not line.startswith(RECORD_PREFIX):
-                        raise _not_a_journal(path, "line 1 is not a journal record")
-                    if not _is_torn_record(line):
-                        raise _not_a_journal(path, f"line {number} is not a journal record")
-                    break
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    record = None
-                if not isinstance(record, dict) or not isinstance(record.get("op_code"), int):
-                    raise _not_a_journal(path, f"line {number} is not a journal record")
+            first = f.readline()
+        if first and not first.startswith(RECORD_PREFIX):
+            raise _not_a_journal(path, "line 1 is not a journal record")
+        scan = scan_journal(path, limit=5)
     except OSError as exc:
         raise PlenaInputError("storage", f"--storage {str(path)!r}: cannot read ({exc})") from exc
+    if scan.damage:
+        found = "; ".join(d.describe() for d in scan.damage[:3])
+        more = f" (and {len(scan.damage) - 3} more)" if len(scan.damage) > 3 else ""
+        raise PlenaInputError(
+            "storage",
+            f"journal {str(path)!r} is damaged: {found}{more}. Nothing was written to it. Salvage "
+            f"every intact record into a new file with: plena-opt studies repair --storage "
+            f"{path} --output {path}.repaired",
+        )
 
 
 class RepairingJournalLock(JournalFileSymlinkLock):
@@ -207,11 +245,15 @@ def _cut_torn_tail(path: str, chunk: int = 1 << 16) -> str | None:
 def storage_exists(url: str | None) -> bool:
     """Whether the store already exists, so listing it creates nothing.
 
-    Journal paths and ``sqlite:///file`` URLs: the file exists. In-memory SQLite and server
-    databases (postgresql, …): always True (they are opened to list).
+    Journal paths and ``sqlite:///file`` URLs: the file exists (a directory is an error, not a
+    missing store). In-memory SQLite and server databases (postgresql, …): always True.
     """
     url = url or DEFAULT_STORAGE
     if "://" not in url:
+        if Path(url).is_dir():
+            raise PlenaInputError(
+                "storage", f"--storage {url!r} is a directory, not a journal file"
+            )
         return Path(url).is_file()
     if url.split("://", 1)[0].split("+", 1)[0].lower() != "sqlite":
         return True
@@ -227,7 +269,13 @@ def storage_exists(url: str | None) -> bool:
 
 
 def list_studies(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
-    """One summary per study: name, directions, metric names, trials by state, problem attrs."""
+    """One summary per study: name, directions, metric names, trials by state, problem attrs.
+
+    ``trials_completed`` is the search layer's count of distinct scored plans
+    (``plena_opt.search.trials.trials_completed``); ``n_trials`` counts every trial.
+    """
+    from plena_opt.search.trials import trials_completed
+
     out = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
@@ -241,6 +289,7 @@ def list_studies(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
                 "directions": [d.name.lower() for d in s.directions],
                 "metric_names": study.metric_names,
                 "n_trials": s.n_trials,
+                "trials_completed": trials_completed(study),
                 "trials_by_state": states,
                 "datetime_start": s.datetime_start.isoformat() if s.datetime_start else None,
                 "problem": attrs.get("problem"),
@@ -258,3 +307,56 @@ def load_existing_study(name: str, storage: optuna.storages.BaseStorage) -> optu
             "study", f"unknown study {name!r}; known: {', '.join(names) or '(none)'}"
         )
     return optuna.load_study(study_name=name, storage=storage)
+
+
+def fail_stale_trials(study: optuna.Study, older_than_s: float = STALE_TRIAL_SECONDS) -> list[int]:
+    """Mark RUNNING trials left by a stopped process FAIL; their trial numbers.
+
+    Stores with heartbeats (``RDBStorage(heartbeat_interval=…)``) go through Optuna's
+    ``optuna.storages.fail_stale_trials``. Elsewhere (journal files) a RUNNING trial started more
+    than ``older_than_s`` seconds ago is stale (0: every RUNNING trial, for a caller that holds the
+    study exclusively, as the server does while it runs a search on it), failed with Optuna's
+    public ``Study.tell(number, state=FAIL)``. Completed trials are never touched.
+    """
+    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if not before:
+        return []
+    with warnings.catch_warnings():  # experimental in Optuna since 2.9; stable in use
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    now = datetime.now()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        start = t.datetime_start
+        if start is None or (now - start).total_seconds() >= older_than_s:
+            try:
+                study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            except (ValueError, RuntimeError):  # finished meanwhile by its owner
+                continue
+    still = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    return sorted(before - still)
+
+
+def clear_stale_journal_lock(url: str | None, stale_after: float = 2.0) -> bool:
+    """Remove a journal lock left by a process killed mid-append (e.g. kill -9); whether it did.
+
+    A journal append holds ``<journal>.lock`` for milliseconds; a lock unchanged for
+    ``stale_after`` seconds is stale and removed (waiting at most that long), so a restarted
+    server does not wait for the lock's grace period. RDB URLs and ``:memory:`` have no lock.
+    """
+    if not url or "://" in url or url == ":memory:":
+        return False
+    lock = url + LOCK_SUFFIX
+    deadline = time.monotonic() + stale_after + 0.5
+    while os.path.lexists(lock):
+        try:
+            age = time.time() - os.lstat(lock).st_mtime
+            if age >= stale_after:
+                os.remove(lock)
+                _log.warning("removed a stale journal lock %s (%.1f s old)", lock, age)
+                return True
+        except FileNotFoundError:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return False

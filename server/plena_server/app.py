@@ -9,11 +9,9 @@ NOT_SERVING, running searches are asked to stop (they return their partial front
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
-import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -77,35 +75,11 @@ STALE_LOCK_SECONDS = 2.0
 
 
 def clear_stale_journal_lock(storage: str | None, stale_after: float = STALE_LOCK_SECONDS) -> bool:
-    """Remove a journal lock left by a process killed while writing (e.g. kill -9).
-
-    A journal write holds ``<journal>.lock`` for milliseconds; Optuna breaks a stale lock only
-    after its 30 s grace period, which would stall the first trial after a restart. A lock that
-    has not changed for ``stale_after`` seconds is stale: it is removed (waiting at most that
-    long). Returns True when a lock was removed. RDB URLs have no lock file.
-    """
-    from optuna.storages.journal._file import LOCK_FILE_SUFFIX
-
+    """Remove a journal lock left by a process killed while writing (``search.storage``)."""
     from plena_opt.search.storage import DEFAULT_STORAGE
+    from plena_opt.search.storage import clear_stale_journal_lock as clear
 
-    url = storage or DEFAULT_STORAGE
-    if "://" in url or url == ":memory:":
-        return False
-    lock = url + LOCK_FILE_SUFFIX
-    deadline = time.monotonic() + stale_after + 0.5
-    while os.path.lexists(lock):
-        try:
-            age = time.time() - os.lstat(lock).st_mtime
-            if age >= stale_after:
-                os.remove(lock)
-                log.warning("removed a stale journal lock %s (%.1f s old)", lock, age)
-                return True
-        except FileNotFoundError:
-            return False
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return False
+    return clear(storage or DEFAULT_STORAGE, stale_after)
 
 
 def start_server(

@@ -132,7 +132,7 @@ def search_request(
         "timeout": _opt(o, "timeout_seconds"),
         "seed": _opt(o, "seed"),
         "study": o.study_name or None,
-        "storage": storage,
+        "storage": storage or _default_store(),
         "compare_exact": _opt(o, "compare_exact"),
         "max_tpot_ms": _opt(o, "max_tpot_ms"),
         "memory_fraction": _opt(o, "memory_fraction"),
@@ -202,3 +202,11 @@ def search_field(exc: PlenaInputError) -> PlenaInputError:
     if exc.field in mapping and "." not in exc.field:
         return type(exc)(mapping[exc.field], exc.rule)
     return exc
+
+
+def _default_store() -> str:
+    """The server's study store when it was started without ``--storage`` (never ``:memory:``
+    by accident: the library default is for the library, the service keeps its studies)."""
+    from plena_opt.search.storage import DEFAULT_STORAGE
+
+    return DEFAULT_STORAGE

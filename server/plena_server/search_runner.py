@@ -64,7 +64,7 @@ def result_to_proto(result: SearchResult, stop: StopSignal) -> pb.SearchResult:
         study_name=result.study_name,
         partial=result.partial,
         stop_reason=reason,
-        trials_completed=result.trials,
+        trials_completed=result.trials_completed,
         front=[front_entry_to_proto(e) for e in result.front],
         hypervolume=result.hypervolume or 0.0,
         elapsed_seconds=result.elapsed_s,

@@ -1,8 +1,8 @@
 """Stored studies as the server sees them: the store opened once, stale trials failed, and a
 study's feasible Pareto front (GetStudy, and the answer of a search that overran its deadline).
 
-Only Optuna's public storage API is used (``get_trial_id_from_study_id_trial_number``,
-``set_trial_state_values``).
+Only Optuna's public API is used (stale trials: ``Study.tell(number, state=FAIL)`` through
+``plena_opt.search.storage.fail_stale_trials``; the front: ``plena_opt.search.trials``).
 """
 
 from __future__ import annotations
@@ -42,17 +42,13 @@ def fail_stale_trials(storage: str | None, name: str) -> int:
     §1.4), so the service fails stale trials itself. Completed trials are untouched.
     """
     import optuna
-    from optuna.trial import TrialState
+
+    from plena_opt.search.storage import fail_stale_trials as fail_stale
 
     store = _open(storage)
     if store is None or name not in optuna.get_all_study_names(store):
         return 0
-    study_id = store.get_study_id_from_name(name)
-    stale = store.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-    for t in stale:
-        trial_id = store.get_trial_id_from_study_id_trial_number(study_id, t.number)
-        store.set_trial_state_values(trial_id, state=TrialState.FAIL)
-    return len(stale)
+    return len(fail_stale(optuna.load_study(study_name=name, storage=store), older_than_s=0))
 
 
 def study_exists(storage: str | None, name: str) -> bool:
@@ -64,46 +60,33 @@ def study_exists(storage: str | None, name: str) -> bool:
 
 def get_study(storage: str | None, name: str) -> pb.GetStudyResponse:
     """The feasible Pareto front of a stored study's completed trials."""
-    import numpy as np
-    from optuna.trial import TrialState
-
-    from plena_opt.search.pareto import pareto_mask
     from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
-    from plena_opt.search.storage import load_existing_study
+    from plena_opt.search.storage import committed_view, load_existing_study
+    from plena_opt.search.trials import front_trials, trials_completed
 
     store = _open(storage)
     if store is None:
         raise PlenaNotFoundError("study_name", f"unknown study {name!r}; the store is empty")
-    try:
-        study = load_existing_study(name, store)
-    except PlenaNotFoundError as exc:
-        raise PlenaNotFoundError("study_name", str(exc)) from exc
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    feasible = [
-        t
-        for t in trials
-        if t.user_attrs.get("feasible", True) and METRICS_ATTR in t.user_attrs and t.values
-    ]
-    out = pb.GetStudyResponse(
-        study_name=name,
-        trials_completed=len(trials),
-        objectives=list(study.metric_names or []),
-    )
-    if feasible:
-        signs = np.array([1.0 if d.name == "MINIMIZE" else -1.0 for d in study.directions])
-        pts = np.array([t.values for t in feasible]) * signs
-        mask = pareto_mask(pts)
-        front = [t for t, keep in zip(feasible, mask, strict=True) if keep]
-        front.sort(key=lambda t: (-t.user_attrs[METRICS_ATTR]["tps"], t.number))
-        for t in front:
-            out.front.append(
-                summary_to_proto(
-                    t.user_attrs[PLAN_ATTR],
-                    t.user_attrs[METRICS_ATTR],
-                    label=str(t.user_attrs.get("label", "")),
-                    trial_number=t.number,
-                )
+    with committed_view(store):  # report only what is on disk: a kill -9 then loses none of it
+        try:
+            study = load_existing_study(name, store)
+        except PlenaNotFoundError as exc:
+            raise PlenaNotFoundError("study_name", str(exc)) from exc
+        out = pb.GetStudyResponse(
+            study_name=name,
+            trials_completed=trials_completed(study),
+            objectives=list(study.metric_names or []),
+        )
+        front = front_trials(study)
+    for t in front:
+        out.front.append(
+            summary_to_proto(
+                t.user_attrs[PLAN_ATTR],
+                t.user_attrs[METRICS_ATTR],
+                label=str(t.user_attrs.get("label", "")),
+                trial_number=t.number,
             )
+        )
     return out
 
 
@@ -114,10 +97,15 @@ def list_studies(storage: str | None) -> pb.ListStudiesResponse:
     """Summaries of the stored studies (``plena_opt.search.storage.list_studies`` rows)."""
     import json
 
+    from plena_opt.search.storage import committed_view
     from plena_opt.search.storage import list_studies as rows_of
 
     store = _open(storage)
-    rows = rows_of(store) if store is not None else []  # store order, as `plena-opt studies`
+    if store is None:
+        rows = []
+    else:
+        with committed_view(store):  # store order, as `plena-opt studies`
+            rows = rows_of(store)
     out = pb.ListStudiesResponse(truncated=len(rows) > MAX_LISTED_STUDIES)
     for row in rows[:MAX_LISTED_STUDIES]:
         out.studies.append(

@@ -72,7 +72,7 @@ def remote_search(args: argparse.Namespace) -> int:
     except RemoteUnavailable as exc:
         return fail(exc)
     result = remote.result
-    write_outputs(args, result, remote.recheck, remote.checks)
+    write_outputs(args, result, remote.recheck, remote.checks, _plot_title(args))
     if not result.front:  # same message as local mode (plena_opt.cli.search_cmd)
         print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
@@ -90,6 +90,20 @@ def remote_studies(args: argparse.Namespace) -> list[dict] | None:
     if reply.truncated:
         print(f"note: the server lists its first {len(reply.studies)} studies", file=sys.stderr)
     return [json.loads(s.summary_json) for s in reply.studies]
+
+
+def _plot_title(args: argparse.Namespace) -> str | None:
+    """The plot's title (model, cluster, workload) as local mode names it; None without --plot."""
+    from plena_opt.cli.search_cmd import request_from_args
+    from plena_opt.cli.search_report import plot_title
+    from plena_opt.errors import PlenaInputError
+
+    if not getattr(args, "plot", None):
+        return None
+    try:
+        return plot_title(request_from_args(args))
+    except PlenaInputError:  # the server accepted what this machine cannot describe: a plain title
+        return None
 
 
 def remote_simulate(args: argparse.Namespace) -> int:

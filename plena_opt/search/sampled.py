@@ -1,0 +1,136 @@
+"""The sampler loop: an Optuna sampler proposes plans, new ones are scored and stored in batches.
+
+The sampler works on its own in-memory study (the *sampler study*): every suggestion is told
+there — a new plan with its values and constraints (infeasible plans stay COMPLETE there, so TPE
+and NSGA-II both see their constraint values), an illegal one as PRUNED with every constraint
+violated, a repeat with the values already known. Only distinct scored plans reach the stored
+study (``plena_opt.search.trials``), so repeats and illegal suggestions never inflate it.
+
+The loop stops when ``trials`` new plans were scored, when every legal plan is scored (the
+distinct plans ran out), or on stop/deadline. After ``STALE_STREAK`` suggestions in a row that
+bring no new plan, an unscored legal plan (seeded random choice) is enqueued, so a sampler that
+keeps repeating itself still spends its budget on distinct plans.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import TrialState, create_trial
+
+from plena_opt.search.record import Record
+from plena_opt.search.samplers import make_sampler
+
+if TYPE_CHECKING:
+    from plena_opt.search.runner import _Search
+
+STALE_STREAK = 32
+FLUSH_POINTS = 64
+FLUSH_SECONDS = 0.5
+
+
+class SampledRun:
+    """One sampler run over ``search`` (a ``runner._Search``)."""
+
+    def __init__(self, search: _Search, sampler_name: str) -> None:
+        self.s = search
+        self.name = sampler_name
+        req = search.req
+        self.dists = search.space.distributions()
+        storage = optuna.storages.InMemoryStorage()  # built directly: create_study would log
+        directions = [StudyDirection[o.direction.upper()] for o in search.objectives]
+        storage.create_new_study(directions, "sampler")
+        self.study = optuna.Study(
+            study_name="sampler",
+            storage=storage,
+            sampler=make_sampler(sampler_name, req.seed, search.adapter, req.trials),
+        )
+        self.rng = np.random.default_rng(req.seed)
+        self.pending: list[Record] = []
+        self.last_flush = time.perf_counter()
+        self.teach(list(search.cache.values()))
+
+    def teach(self, recs: list[Record]) -> None:
+        """Tell the sampler study about plans scored elsewhere (resume, probe, other writers)."""
+        trials = [
+            create_trial(
+                state=TrialState.COMPLETE if r.valid else TrialState.FAIL,
+                values=list(r.values) if r.valid else None,
+                params=self.s.space.params(r.point),
+                distributions=self.dists,
+                system_attrs=self.s.adapter.system_attrs(r.constraints) if r.valid else {},
+            )
+            for r in recs
+        ]
+        if trials:
+            self.study.add_trials(trials)
+
+    def flush(self, force: bool = False) -> None:
+        """Store the scored plans not stored yet (every ``FLUSH_POINTS`` or ``FLUSH_SECONDS``)."""
+        now = time.perf_counter()
+        if not self.pending or (
+            not force and len(self.pending) < FLUSH_POINTS and now - self.last_flush < FLUSH_SECONDS
+        ):
+            return
+        recs, self.pending = self.pending, []
+        self.last_flush = now
+        self.teach(self.s.add_records(recs))
+
+    def _unscored(self) -> dict | None:
+        todo = [p for p in self.s.space.points if p.key not in self.s.cache]
+        if not todo:
+            return None
+        return self.s.space.params(todo[int(self.rng.integers(len(todo)))])
+
+    def run(self) -> None:
+        s, req = self.s, self.s.req
+        names = s.constraints.names()
+        new = s.evaluated
+        stale = 0
+        try:
+            while new < req.trials and len(s.cache) < len(s.space):
+                s.stop_reason = s.check_stop()
+                if s.stop_reason:
+                    return
+                if stale >= STALE_STREAK:
+                    params = self._unscored()
+                    if params is None:
+                        break
+                    self.study.enqueue_trial(params)
+                    stale = 0
+                trial = self.study.ask(self.dists)
+                point, why = s.space.point_from_params(trial.params)
+                if point is None:
+                    s.adapter.record(trial, dict.fromkeys(names, 1.0))
+                    self.study.tell(trial, state=TrialState.PRUNED)
+                    s.pruned += 1
+                    stale += 1
+                    continue
+                rec = s.cache.get(point.key)
+                if rec is None:
+                    rec = s.score([point])[0]
+                    s.cache[point.key] = rec
+                    self.pending.append(rec)
+                    new += 1
+                    stale = 0
+                else:
+                    s.repeats += 1
+                    stale += 1
+                s.adapter.record(trial, rec.constraints)
+                if rec.valid:
+                    self.study.tell(trial, list(rec.values))
+                else:
+                    self.study.tell(trial, state=TrialState.FAIL)
+                self.flush()
+                s.report(self.name, new, req.trials)
+            if len(s.cache) >= len(s.space) and new < req.trials:
+                s.warnings.append(
+                    f"every one of the {len(s.space)} legal plans is scored; the sampler stopped "
+                    f"before its budget of {req.trials} trials"
+                )
+        finally:
+            self.flush(force=True)
