@@ -94,6 +94,27 @@ def test_quantize_array_matches_scalar() -> None:
         np.testing.assert_array_equal(memory.quantize_array(values), expected)
 
 
+def test_transfer_quantum_is_what_transfers_round_to() -> None:
+    """``transfer_quantum_bytes`` is the rounding unit of ``quantize_bytes`` (None: no rounding)."""
+    cases = (
+        (StackedDramModel("waves", fictional_dram(apply_wave_quantization=True)), True),
+        (StackedDramModel("plain", fictional_dram()), False),
+        (FixedBandwidthMemory(1e12, transaction_bytes=64), True),
+        (FixedBandwidthMemory(1e12), False),
+    )
+    for memory, rounds in cases:
+        quantum = memory.transfer_quantum_bytes
+        assert (quantum is not None) == rounds
+        if quantum is None:
+            assert memory.quantize_bytes(1.5) == 1.5
+            continue
+        assert isinstance(quantum, int) and quantum > 0
+        for k in (1, 2, 7):
+            assert memory.quantize_bytes(k * quantum) == k * quantum
+            assert memory.quantize_bytes(k * quantum - 0.5) == k * quantum
+            assert memory.quantize_bytes(k * quantum + 0.5) == (k + 1) * quantum
+
+
 def test_thermal_policy_in_the_model() -> None:
     model = StackedDramModel("hot", fictional_dram(), thermal=fictional_thermal())
     assert model.compute_frequency_scale == pytest.approx(0.95347, abs=5e-6)

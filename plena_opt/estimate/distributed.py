@@ -1,9 +1,9 @@
 """The distributed estimate of one plan: pipelined prefill and decode passes (analytic-model §4.6).
 
 ``EstimateContext`` holds what is fixed for a (model, NoC, memory, chip, workload); ``PlanCost``
-prices one plan: per-stage prefill, the whole decode (one array entry per generated token),
-TTFT, TPS, footprints, NoC energy and warnings. ``DistributedEstimate.to_dict()`` is the
-reference JSON (golden ``distributed.json`` outputs).
+prices one plan: per-stage prefill, the whole decode (a few weighted evaluation points standing
+for every generated token, ``decode_steps``), TTFT, TPS, footprints, NoC energy and warnings.
+``DistributedEstimate.to_dict()`` is the reference JSON (golden ``distributed.json`` outputs).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from fractions import Fraction
 from functools import cached_property
 from math import ceil
 
@@ -21,11 +22,19 @@ from deepstack import Network, NocProfile
 
 from plena_opt.chip import ChipProfile, PerfModel, load_chip
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
+from plena_opt.estimate.decode_steps import (
+    MAX_REFINES,
+    DecodeGrid,
+    StairSpec,
+    decode_grid,
+    failed_pieces,
+)
 from plena_opt.estimate.gpu import GpuPricing, is_gpu, storage_precision
 from plena_opt.estimate.layer import (
     LayerKind,
     LayerShape,
     attention_weight_elements,
+    decode_kv_read_bytes,
     dense_ffn_elements,
     layer_cycles,
     layer_kind_runs,
@@ -35,7 +44,7 @@ from plena_opt.estimate.layer import (
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.plan import Plan, Workload
-from plena_opt.estimate.pricing import StageArrays, price_arrays
+from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights, price_arrays
 from plena_opt.estimate.results import DistributedEstimate
 from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
 from plena_opt.memory import HbmStoragePrecision, Memory, PhaseEstimate
@@ -115,6 +124,28 @@ class EstimateContext:
         self.comm_cache: dict = {}
         self.extras_cache: dict = {}
         self._stage_counts: dict[int, list[Counter]] = {}
+        self._grids: dict[int, DecodeGrid] = {}
+
+    def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
+        """The decode's evaluation points for context parallelism ``cp`` and a KV read of
+        ``read_per_token`` bytes per attended token and layer (cached)."""
+        quantum = self.memory.transfer_quantum_bytes
+        ratio = None if quantum is None else Fraction(read_per_token) / quantum
+        key = (cp, ratio)
+        grid = self._grids.get(key)
+        if grid is None:
+            m, w = self.model, self.workload
+            kinds = self.distinct_kinds
+            spec = StairSpec(
+                1 if self.perf is None else self.perf.MLEN,
+                ratio,
+                m.attention_chunk_size if any(k.chunked for k in kinds) else None,
+                m.sliding_window if any(k.sliding for k in kinds) else None,
+                every_step=self.gpu is not None,
+            )
+            grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
+            self._grids[key] = grid
+        return grid
 
     def stage_kind_counts(self, pp: int) -> list[Counter]:
         """Per pipeline stage, how many layers of each kind it holds (§4.6 stage layout)."""
@@ -152,6 +183,7 @@ class PassResult:
     extras: dict[int, list[StageArrays]]  # embedding / LM head stages by pipeline stage
     transfer: Cost  # slowest stage-boundary transfer
     full_overlap: bool
+    steps: StepWeights = ONE_STEP  # decode steps each evaluation point stands for
 
     @property
     def transfer_seconds(self) -> float:
@@ -162,11 +194,26 @@ class PassResult:
         """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
         return [sum(c.get(k, 0) for c in self.counts) for k in self.layer]
 
+    def comm_seconds(self, kind: LayerKind) -> float:
+        """Σ of one layer's collective times (s)."""
+        return sum(c.seconds for c in self.comm[kind].values())
+
     def combined_seconds(self, kind: LayerKind) -> np.ndarray:
         """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
-        comm = sum(c.seconds for c in self.comm[kind].values())
+        comm = self.comm_seconds(kind)
         la = self.layer[kind].seconds
         return np.maximum(la, comm) if self.full_overlap else la + comm
+
+    def failed_checks(self, grid: DecodeGrid) -> dict[int, list[int]]:
+        """Compressed pieces of ``grid`` where a branch may switch, with where to cut them."""
+        if not grid.checks:
+            return {}
+        signs = []
+        for kind, la in self.layer.items():
+            signs.append(la.memory_seconds - la.compute_seconds)
+            if self.full_overlap:
+                signs.append(self.comm_seconds(kind) - la.seconds)
+        return failed_pieces(grid, signs, self.stage_rows[0])
 
     @cached_property
     def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -182,7 +229,7 @@ class PassResult:
         for i, c in enumerate(self.counts):
             key = (tuple(c.get(k, 0) for k in kinds), i if i in self.extras else -1)
             index.append(keys.setdefault(key, len(keys)))
-        rows = np.empty((len(keys), len(combined[0])))
+        rows = np.empty((len(keys), self.steps.points))
         for key, r in keys.items():
             counts, stage = key
             row = weighted_sum(counts, combined)
@@ -193,7 +240,7 @@ class PassResult:
         return rows, index, np.bincount(index, minlength=len(keys)).astype(float)
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
-        """Seconds of each stage for one micro-batch at one step."""
+        """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
         rows, index, _ = self.stage_rows
         return rows[index, step]
 
@@ -205,7 +252,7 @@ class PassResult:
         return slowest + self.transfer.seconds
 
     def latency_at(self, step: int) -> float:
-        """Σ stages + (pp − 1) transfers at one step (s)."""
+        """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""
         rows, _, mult = self.stage_rows
         pp = len(self.stage_layers)
         return float(mult @ rows[:, step]) + (pp - 1) * self.transfer.seconds
@@ -221,15 +268,15 @@ class PassResult:
             total += count * getattr(self.layer[kind], name)[step]
         return float(total)
 
-    def total(self, name: str, steps: slice = slice(None)) -> float | None:
-        """A field summed over every stage and the selected steps."""
+    def total(self, name: str, first_step: bool = False) -> float | None:
+        """A field summed over every stage and every step (or step 0 only)."""
         priced = [ex for exs in self.extras.values() for ex in exs]
         weights = [1.0] * len(priced)
         priced += list(self.layer.values())
         weights += self.layers_per_kind
         total = 0.0
         for weight, st in zip(weights, priced, strict=True):
-            value = st.field_sum(name, steps)
+            value = st.field_sum(name, first_step)
             if value is None:
                 return None
             total += weight * value
@@ -324,9 +371,12 @@ class PlanCost:
                 )
 
     # -- passes ------------------------------------------------------------------------------
-    def _run_pass(self, mode: str, q: int, kv: np.ndarray) -> PassResult:
+    def _run_pass(
+        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: tuple | None
+    ) -> PassResult:
+        """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
+        shared layer cache (None: a plan's own refined points, not cached)."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
-        n = kv.shape[0]
         load = self.loads.get(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
@@ -334,18 +384,26 @@ class PlanCost:
         # comm-overlap choice, dp versus ep placement with equal shapes, …).
         shard_key = (self.shard, plan.tp, plan.cp, mode)
         comm_key = (shard_key, self.dense, self.moe)
+        layer_cache = ctx.layer_cache if points_key is not None else {}
         for kind in self.distinct_kinds:
-            key = (shard_key, kind)
-            priced = ctx.layer_cache.get(key)
+            key = (shard_key, kind, points_key)
+            priced = layer_cache.get(key)
             if priced is None and ctx.gpu is not None:
-                priced = ctx.layer_cache[key] = ctx.gpu.layer(shape, kind, mode, q, kv, load)
+                priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
+                layer_cache[key] = priced
             if priced is None:
                 cyc = layer_cycles(shape, kind, mode, q, kv, load)
                 reads, writes = layer_traffic(shape, kind, mode, q, kv, plan.cp, load)
                 priced = price_arrays(
-                    cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, n
+                    cyc,
+                    reads,
+                    writes,
+                    ctx.memory,
+                    ctx.compute_hz,
+                    ctx.workload.overlap_policy,
+                    steps,
                 )
-                ctx.layer_cache[key] = priced
+                layer_cache[key] = priced
             layer_arrays[kind] = priced
             ckey = (comm_key, kind)
             comm = ctx.comm_cache.get(ckey)
@@ -366,11 +424,15 @@ class PlanCost:
                 )
                 ctx.comm_cache[ckey] = comm
             layer_comm[kind] = comm
-        ekey = (shard_key, plan.pp)
-        cached = ctx.extras_cache.get(ekey)
+        ekey = (shard_key, plan.pp, points_key)
+        extras_cache = ctx.extras_cache if points_key is not None else {}
+        cached = extras_cache.get(ekey)
         if cached is None:
-            cached = (self._extras(mode, q, n), pipeline_transfer(ctx.net, self.dense, shape, q))
-            ctx.extras_cache[ekey] = cached
+            cached = (
+                self._extras(mode, q, steps),
+                pipeline_transfer(ctx.net, self.dense, shape, q),
+            )
+            extras_cache[ekey] = cached
         extras, transfer = cached
         result = PassResult(
             [len(r) for r in self.stage_ranges],
@@ -380,18 +442,19 @@ class PlanCost:
             extras,
             transfer,
             plan.comm_overlap == "full",
+            steps,
         )
         return result
 
-    def _extras(self, mode: str, q: int, n: int) -> dict[int, list[StageArrays]]:
+    def _extras(self, mode: str, q: int, steps: StepWeights) -> dict[int, list[StageArrays]]:
         """Embedding (prefill, first stage) and LM head (last stage) as separate stages."""
         ctx, d = self.ctx, self.shard
         if ctx.gpu is not None:
-            return ctx.gpu.extras(self.shape, mode, q, n, self.plan.pp - 1)
+            return ctx.gpu.extras(self.shape, mode, q, steps, self.plan.pp - 1)
         h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
         out: dict[int, list[StageArrays]] = {}
         price = lambda cyc, reads: price_arrays(  # noqa: E731
-            cyc, reads, {}, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, n
+            cyc, reads, {}, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
         )
         if mode == "prefill":
             emb = price(
@@ -411,22 +474,27 @@ class PlanCost:
     @cached_property
     def prefill(self) -> PassResult:
         q = self.shard.q_prefill
-        return self._run_pass("prefill", q, np.array([float(self.ctx.workload.input_seq_len)]))
+        kv = np.array([float(self.ctx.workload.input_seq_len)])
+        return self._run_pass("prefill", q, kv, ONE_STEP, ())
 
     @cached_property
     def decode(self) -> PassResult:
-        """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6)."""
-        w, cp = self.ctx.workload, self.plan.cp
-        # Float KV lengths: exact for integers below 2^53 and much faster than int64 division.
-        kv = np.arange(w.input_seq_len, w.input_seq_len + w.output_seq_len, dtype=float)
-        if cp > 1:
-            kv = np.ceil(kv / cp)
-        return self._run_pass("decode", 1, kv)
+        """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
+        the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
+        grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+        for tries in range(MAX_REFINES + 1):
+            key = grid.key  # refined grids too: plans of one layer shape share their switches
+            result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
+            failed = result.failed_checks(grid)
+            if not failed:
+                return result
+            grid = grid.refine(failed, enumerate_failed=tries == MAX_REFINES - 1)
+        raise AssertionError("unreachable: the last refinement enumerates every failed piece")
 
     # -- headline metrics -------------------------------------------------------------------
     @cached_property
     def decode_seconds(self) -> float:
-        return float(self.decode.period.sum())
+        return self.decode.steps.total(self.decode.period)
 
     @property
     def ttft_seconds(self) -> float:

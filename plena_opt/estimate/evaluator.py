@@ -200,13 +200,13 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
         csum = sum(x.seconds for x in comm.values())
         if csum <= 0:
             continue
-        mean_share = float(np.maximum(csum - la.seconds, 0.0).mean()) / csum if full else 1.0
+        mean_share = dec.steps.mean(np.maximum(csum - la.seconds, 0.0)) / csum if full else 1.0
         for name, x in comm.items():
             totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
     pp = plan.pp
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
-    mean_stage = float(mult @ rows.mean(axis=1)) / float(mult.sum())
-    parts["pipeline_imbalance"] = float(dec.period.mean()) - dec.transfer_seconds - mean_stage
+    mean_stage = float(mult @ (rows @ dec.steps.weights)) / dec.steps.steps / float(mult.sum())
+    parts["pipeline_imbalance"] = dec.steps.mean(dec.period) - dec.transfer_seconds - mean_stage
     parts["pipeline_transfer"] = cost.decode.transfer_seconds
     return parts

@@ -22,7 +22,7 @@ from plena_opt.estimate import gpu_layers as L
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
 from plena_opt.estimate.plan import Workload
-from plena_opt.estimate.pricing import StageArrays
+from plena_opt.estimate.pricing import StageArrays, StepWeights
 from plena_opt.memory import HbmStoragePrecision, Memory
 
 if TYPE_CHECKING:
@@ -71,28 +71,29 @@ class GpuStageArrays(StageArrays):
     """A stage priced kernel by kernel: ``seconds`` = compute-bound + memory-bound kernel time
     (+ fixed overheads, counted as compute); no DRAM energy (the power model prices energy)."""
 
-    def __init__(self, t_c, t_m, r, w, n: int, memory: Memory) -> None:
-        super().__init__(t_c, t_m, r, w, n, "serial", memory)
+    def __init__(self, t_c, t_m, r, w, steps: StepWeights, memory: Memory) -> None:
+        super().__init__(t_c, t_m, r, w, steps, "serial", memory)
 
     def split_means(self, policy: str) -> tuple[float, float]:
-        return float(np.mean(self._t_c)), float(np.mean(self._t_m))
+        return self.steps.mean(self.compute_seconds), self.steps.mean(self.memory_seconds)
 
     @property
     def memory_bound_seconds(self) -> np.ndarray:  # type: ignore[override]
         return self.memory_seconds
 
-    def field_sum(self, name: str, steps: slice = slice(None)) -> float | None:
+    def field_sum(self, name: str, first_step: bool = False) -> float | None:
         if name == "dram_energy_pj":
             return None
-        return super().field_sum(name, steps)
+        return super().field_sum(name, first_step)
 
     @property
     def dram_energy_pj(self) -> None:  # type: ignore[override]
         return None
 
 
-def _stage(kernels: list[KernelTime], n: int, memory: Memory, fixed: float = 0.0):
+def _stage(kernels: list[KernelTime], steps: StepWeights, memory: Memory, fixed: float = 0.0):
     """Sum kernels into a stage: scalar kernels first (most of them), then the per-step ones."""
+    n = steps.points
     c, m, r, w = fixed, 0.0, 0.0, 0.0
     arrays = []
     for k in kernels:
@@ -112,7 +113,7 @@ def _stage(kernels: list[KernelTime], n: int, memory: Memory, fixed: float = 0.0
         t_c += np.where(cb, s, 0.0)
         t_m += np.where(cb, 0.0, s)
     r, w = np.broadcast_to(r, (n,)).astype(float), np.broadcast_to(w, (n,)).astype(float)
-    return GpuStageArrays(t_c, t_m, r, w, n, memory)
+    return GpuStageArrays(t_c, t_m, r, w, steps, memory)
 
 
 class GpuPricing:
@@ -148,8 +149,9 @@ class GpuPricing:
         }
 
     def layer(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray,
-              load: MoeLoad | None) -> GpuStageArrays:  # fmt: skip
-        """One layer (attention half + MLP half) on one device at each KV length."""
+              load: MoeLoad | None, steps: StepWeights) -> GpuStageArrays:  # fmt: skip
+        """One layer (attention half + MLP half) on one device at each KV length (``steps``:
+        how many decode steps each stands for)."""
         p, m, d = self.perf, s.model, s.shard
         T = d.b_dev * q if mode == "prefill" else d.b_dev
         if m.is_mla:
@@ -161,7 +163,7 @@ class GpuPricing:
             ks += self._moe(s, T, load) + L.dense_ffn(p, s, T, d.shared_ffn)
         else:
             ks += L.dense_ffn(p, s, T, d.ffn)
-        return _stage(ks, len(kv), self.memory)
+        return _stage(ks, steps, self.memory)
 
     def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
         """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""
@@ -182,7 +184,7 @@ class GpuPricing:
             return None
         return replace(load, pairs=load.tokens_local)
 
-    def extras(self, s: LayerShape, mode: str, q: int, n: int, last_stage: int
+    def extras(self, s: LayerShape, mode: str, q: int, steps: StepWeights, last_stage: int
                ) -> dict[int, list[StageArrays]]:  # fmt: skip
         """Embedding + step overhead (first stage) and final norm, LM head, sampling (last).
 
@@ -191,14 +193,14 @@ class GpuPricing:
         h, ab = m.hidden_size, p.ab
         T = d.b_dev * q if mode == "prefill" else d.b_dev
         emb = p.elementwise(T * h * ab, T * h * ab)
-        out: dict[int, list[StageArrays]] = {0: [_stage([emb], n, self.memory, fixed=p.step_s)]}
+        out: dict[int, list[StageArrays]] = {0: [_stage([emb], steps, self.memory, fixed=p.step_s)]}
         rows = d.b_dev  # the LM head runs on the last position of each sequence
         head = [
             p.elementwise(2 * rows * h * ab, rows * h * ab),
             p.gemm(rows, d.vocab, h),
             p.elementwise(rows * d.vocab * 4, rows * 8),
         ]
-        out.setdefault(last_stage, []).append(_stage(head, n, self.memory))
+        out.setdefault(last_stage, []).append(_stage(head, steps, self.memory))
         return out
 
 
@@ -230,7 +232,7 @@ def _active_experts(load: MoeLoad, local_experts: int) -> float:
 
 def busy_seconds(arrays: StageArrays) -> float:
     """Kernel-busy seconds of one priced stage summed over its steps (excludes comm)."""
-    return float(np.sum(arrays.seconds))
+    return arrays.steps.total(arrays.seconds)
 
 
 def gpu_energy_per_token(cost: PlanCost) -> float:

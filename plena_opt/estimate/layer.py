@@ -195,7 +195,7 @@ def layer_traffic(
     s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray, cp: int, load: MoeLoad | None
 ) -> tuple[dict[str, np.ndarray | float], dict[str, float]]:
     """DRAM bytes of one layer: ``(reads, writes)`` by component (§4.4)."""
-    m, d, prec = s.model, s.shard, s.precision
+    m, prec = s.model, s.precision
     weights = attention_weight_bytes(s) + mlp_weight_bytes(s, kind, load)
     r = ceil(q / s.perf.MLEN) if mode == "prefill" else 1
     if kind.sliding:
@@ -206,14 +206,9 @@ def layer_traffic(
     else:
         attended = kv
     tokens = q if mode == "prefill" else 1 / cp
-    if m.is_mla:  # one latent per token, replicated on every TP rank
-        kv_read = attended * (r * d.b_dev * m.kv_latent_dim)
-        kv_read *= prec.kv_read_bytes
-        kv_write = d.b_dev * m.kv_latent_dim * tokens * prec.kv_write_bytes
-    else:
-        kv_read = attended * (r * 2 * d.b_dev * d.kv_heads * m.head_dim)
-        kv_read *= prec.kv_read_bytes
-        kv_write = 2 * d.b_dev * d.kv_heads * m.head_dim * tokens * prec.kv_write_bytes
+    kv_read = attended * (r * kv_elements_per_token(s))
+    kv_read *= prec.kv_read_bytes
+    kv_write = kv_elements_per_token(s) * tokens * prec.kv_write_bytes
     reads: dict[str, np.ndarray | float] = {"weights": weights, "kv_cache": kv_read}
     writes: dict[str, float] = {"kv_cache": kv_write}
     if mode == "prefill":
@@ -222,6 +217,20 @@ def layer_traffic(
         reads["activation_spill"] = spill
         writes["activation_spill"] = spill
     return reads, writes
+
+
+def kv_elements_per_token(s: LayerShape) -> int:
+    """KV-cache elements one device holds per cached token and layer: K and V of its KV heads,
+    or one MLA latent (replicated on every TP rank)."""
+    m, d = s.model, s.shard
+    if m.is_mla:
+        return d.b_dev * m.kv_latent_dim
+    return 2 * d.b_dev * d.kv_heads * m.head_dim
+
+
+def decode_kv_read_bytes(s: LayerShape) -> float:
+    """Decode KV-cache read bytes per attended token of one layer (as ``layer_traffic``)."""
+    return float(kv_elements_per_token(s)) * s.precision.kv_read_bytes
 
 
 def spill_elements(s: LayerShape, q: int) -> int:

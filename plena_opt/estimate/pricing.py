@@ -2,13 +2,15 @@
 
 Analytic-model §3.3 ``price_stage``.
 
-Same rules as :func:`plena_opt.memory.price_stage`, applied to numpy arrays so that a whole decode
-(one entry per generated token) is priced in a handful of array operations.
+Same rules as :func:`plena_opt.memory.price_stage`, applied to numpy arrays of evaluation points;
+each point stands for a number of decode steps (``StepWeights``, see ``decode_steps``), so sums
+and means over the decode are weighted sums over the points.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -16,19 +18,44 @@ import numpy as np
 from plena_opt.memory import Memory
 
 
+@dataclass(frozen=True, eq=False)
+class StepWeights:
+    """How many steps each evaluation point stands for (Σ weights = ``steps``)."""
+
+    weights: np.ndarray
+    steps: int
+
+    @property
+    def points(self) -> int:
+        return len(self.weights)
+
+    def total(self, values: np.ndarray) -> float:
+        """Σ over the steps of a per-point array."""
+        return float(self.weights @ values)
+
+    def mean(self, values: np.ndarray) -> float:
+        """Mean over the steps of a per-point array."""
+        return float(self.weights @ values) / self.steps
+
+
+ONE_STEP = StepWeights(np.ones(1), 1)
+
+
 class StageArrays:
-    """Per-step fields of one priced stage (arrays over steps; bytes include quantisation).
+    """Per-point fields of one priced stage (arrays over points; bytes include quantisation).
 
     ``seconds`` is computed up front; the other fields only when a report or a total asks for
     them, so a batch evaluation prices long decodes with few array operations.
     """
 
-    def __init__(self, t_c, t_m, r, w, n: int, policy: str, memory: Memory) -> None:
-        self._t_c, self._t_m, self._r, self._w, self._n = t_c, t_m, r, w, n
+    def __init__(self, t_c, t_m, r, w, steps: StepWeights, policy: str, memory: Memory) -> None:
+        self._t_c, self._t_m, self._r, self._w = t_c, t_m, r, w
+        self.steps = steps
+        self._n = steps.points
         self._memory = memory
         self.seconds = np.maximum(t_c, t_m) if policy == "stage-roofline" else t_c + t_m
         if np.ndim(self.seconds) == 0:
-            self.seconds = np.full(n, float(self.seconds))
+            self.seconds = np.full(self._n, float(self.seconds))
 
     def _full(self, x) -> np.ndarray:
         return np.full(self._n, float(x)) if np.ndim(x) == 0 else x
@@ -42,8 +69,13 @@ class StageArrays:
         return self._full(self._t_m)
 
     @cached_property
+    def memory_bound(self) -> np.ndarray:
+        """Per point: whether DRAM time exceeds compute time (the roofline branch)."""
+        return np.broadcast_to(np.asarray(self._t_m > self._t_c), (self._n,))
+
+    @cached_property
     def memory_bound_seconds(self) -> np.ndarray:
-        return np.where(self.memory_seconds > self.compute_seconds, self.seconds, 0.0)
+        return np.where(self.memory_bound, self.seconds, 0.0)
 
     @cached_property
     def read_bytes(self) -> np.ndarray:
@@ -56,15 +88,15 @@ class StageArrays:
     def split_means(self, policy: str) -> tuple[float, float]:
         """Mean over steps of the (compute, DRAM) share of ``seconds``: under the roofline the
         bound side takes all of it; ``serial`` adds both."""
+        st = self.steps
         if policy == "serial":
-            return float(np.mean(self._t_c)), float(np.mean(self._t_m))
-        total = float(self.seconds.mean())
-        mask = np.broadcast_to(np.asarray(self._t_m > self._t_c), self.seconds.shape)
-        dram = float(self.seconds[mask].sum()) / self._n if mask.any() else 0.0
+            return st.mean(self.compute_seconds), st.mean(self.memory_seconds)
+        total = st.mean(self.seconds)
+        dram = st.mean(self.memory_bound_seconds) if self.memory_bound.any() else 0.0
         return total - dram, dram
 
-    def field_sum(self, name: str, steps: slice = slice(None)) -> float | None:
-        """Σ of one field over the selected steps (scalar fields without building arrays)."""
+    def field_sum(self, name: str, first_step: bool = False) -> float | None:
+        """Σ of one field over every step, or its value at step 0 (point 0)."""
         raw = {
             "compute_seconds": self._t_c,
             "memory_seconds": self._t_m,
@@ -72,14 +104,16 @@ class StageArrays:
             "write_bytes": self._w,
         }.get(name)
         if raw is not None and np.ndim(raw) == 0:
-            return float(raw) * len(range(*steps.indices(self._n)))
+            return float(raw) * (1 if first_step else self.steps.steps)
         if name == "dram_energy_pj":
             mem = self._memory
             if mem.energy_pj(0.0, 0.0) is None:
                 return None
-            r, w = self.field_sum("read_bytes", steps), self.field_sum("write_bytes", steps)
+            r = self.field_sum("read_bytes", first_step)
+            w = self.field_sum("write_bytes", first_step)
             return r * mem.energy_pj(1.0, 0.0) + w * mem.energy_pj(0.0, 1.0)
-        return float(np.sum(getattr(self, name)[steps]))
+        values = getattr(self, name)
+        return float(values[0]) if first_step else self.steps.total(values)
 
     @cached_property
     def dram_energy_pj(self) -> np.ndarray | None:
@@ -120,12 +154,12 @@ def price_arrays(
     memory: Memory,
     compute_hz: float,
     overlap_policy: str,
-    n: int,
+    steps: StepWeights,
 ) -> StageArrays:
-    """Price ``n`` stages at once; every positive traffic component is quantised separately."""
+    """Price ``steps.points`` stages at once; each positive traffic component quantised alone."""
     r = _quantised_total(reads, memory)
     w = _quantised_total(writes, memory)
     t_c = cycles / compute_hz
     t_m = r + w
     t_m /= memory.usable_bandwidth_bytes_per_s
-    return StageArrays(t_c, t_m, r, w, n, overlap_policy, memory)
+    return StageArrays(t_c, t_m, r, w, steps, overlap_policy, memory)

@@ -31,9 +31,9 @@ def _one_device_cost(
     return PlanCost(ctx, Plan())
 
 
-def _phase_total(result: PassResult, steps: slice = slice(None)) -> dict:
-    """Every priced field summed over the stages (and the selected steps) of a pass."""
-    return {name: result.total(name, steps) for name in (*FIELDS, "dram_energy_pj")}
+def _phase_total(result: PassResult, first_step: bool = False) -> dict:
+    """Every priced field summed over the stages and every step (or step 0) of a pass."""
+    return {name: result.total(name, first_step) for name in (*FIELDS, "dram_energy_pj")}
 
 
 class DecoderLatencyEstimate(ReportDict):
@@ -81,7 +81,7 @@ def estimate_decoder_latency(
             "ttft_seconds": cost.ttft_seconds,
             "tps": cost.tps,
             "prefill": _phase_total(cost.prefill),
-            "first_token_decode": _phase_total(cost.decode, slice(0, 1)),
+            "first_token_decode": _phase_total(cost.decode, first_step=True),
             "decode": _phase_total(cost.decode),
             "weight_footprint_bytes": wb,
             "kv_cache_footprint_bytes": kb,

@@ -111,6 +111,11 @@ class FixedBandwidthMemory:
         """Usable bandwidth (B/s) = the given bandwidth."""
         return self.bandwidth_bytes_per_s
 
+    @property
+    def transfer_quantum_bytes(self) -> int | None:
+        """Transaction size (bytes) transfers are rounded up to, or None."""
+        return self.transaction_bytes
+
     def quantize_bytes(self, num_bytes: float) -> float:
         """One transfer (bytes) rounded up to whole transactions, if a size is given."""
         size = self.transaction_bytes

@@ -17,6 +17,10 @@ class Memory(Protocol):
     capacity_bytes: int | None
     compute_frequency_scale: float
 
+    @property
+    def transfer_quantum_bytes(self) -> int | None:
+        """Whole bytes every transfer is rounded up to a multiple of, or None (no rounding)."""
+
     def quantize_bytes(self, num_bytes: float) -> float:
         """One transfer (bytes) after transfer-granularity rounding."""
 

@@ -177,6 +177,11 @@ class StackedDramModel:
         """Transfer granularity (bytes) when wave quantisation applies."""
         return self.config.wave_bytes
 
+    @property
+    def transfer_quantum_bytes(self) -> int | None:
+        """Wave size (bytes) transfers are rounded up to when quantisation is on, or None."""
+        return self._wave
+
     def quantize_bytes(self, num_bytes: float) -> float:
         """One transfer (bytes) rounded up to whole waves when quantisation is on; 0 stays 0."""
         wave = self._wave
