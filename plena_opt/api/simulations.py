@@ -94,21 +94,28 @@ def simulate_plan(
     seed: int = 0,
     max_window_steps: int = 64,
     check_work: Callable[[InferenceStageTimes], None] | None = None,
+    simulate_comm: bool = True,
 ) -> ServingSimulation:
     """Estimate ``plan`` and simulate its serving windows (``samples`` Monte Carlo draws under
-    ``noise``); ``check_work(times)`` may refuse the work before it runs (server limits)."""
+    ``noise``); ``check_work(times)`` may refuse the work before it runs (server limits);
+    ``simulate_comm=False`` leaves the pipeline hops out (pipeline-simulator §0 rule 4)."""
     from plena_opt.pipeline.simulator import simulate_estimate
 
     est = evaluator_of(problem).estimate(plan).to_dict()
-    res = simulate_estimate(est, noise, samples, seed, max_window_steps, check_work)
+    res = simulate_estimate(
+        est, noise, samples, seed, max_window_steps, check_work, simulate_comm=simulate_comm
+    )
     return ServingSimulation(est, res)
 
 
-def build_schedule(schedule: str, pp: int, microbatches: int, vpp: int = 1) -> PipelinePlan:
-    """The ops of a training schedule (``gpipe``, ``1f1b``, … on ``pp`` stages)."""
+def build_schedule(
+    schedule: str, pp: int, microbatches: int, vpp: int = 1, *, simulate_comm: bool = False
+) -> PipelinePlan:
+    """The ops of a training schedule (``gpipe``, ``1f1b``, … on ``pp`` stages); with
+    ``simulate_comm`` also its point-to-point sends (``XF``/``XB`` ops)."""
     from plena_opt.pipeline.scheduler import build_schedule as build
 
-    return build(schedule, pp, microbatches, vpp)
+    return build(schedule, pp, microbatches, vpp, simulate_comm)
 
 
 def simulate_schedule(
@@ -118,11 +125,20 @@ def simulate_schedule(
     noise: NoiseSpec | Mapping | str | None = None,
     samples: int = 1000,
     seed: int = 0,
+    simulate_comm: bool | None = None,
 ) -> ScheduleSimulation:
     """Simulate a schedule with ``stage_ms`` per op type and pipeline stage (ms; with vpp > 1
-    each chunk op takes F/v, pipeline-simulator §1.3)."""
+    each chunk op takes F/v, pipeline-simulator §1.3). ``simulate_comm=False`` filters the
+    plan's communication ops out; None simulates the plan as built."""
     from plena_opt.pipeline.simulator import parse_noise, per_op_durations, simulate
 
     stage = {k: float(v) for k, v in stage_ms.items()}
-    res = simulate(plan, per_op_durations(plan, stage), parse_noise(noise), samples, seed)
+    res = simulate(
+        plan,
+        per_op_durations(plan, stage),
+        parse_noise(noise),
+        samples,
+        seed,
+        simulate_comm=simulate_comm,
+    )
     return ScheduleSimulation(res, stage)

@@ -27,7 +27,7 @@ from plena_opt.cli.common import (
 )
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.report import render_schedule
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
+from plena_opt.pipeline.scheduler import SCHEDULES, schedule_op_types
 from plena_opt.pipeline.simulator import (
     NoiseSpec,
     check_duration,
@@ -38,7 +38,9 @@ from plena_opt.pipeline.simulator import (
 )
 
 
-def parse_durations(text: str, schedule: str | None = None) -> dict[str, float]:
+def parse_durations(
+    text: str, schedule: str | None = None, simulate_comm: bool = False
+) -> dict[str, float]:
     """``F=1,B=2`` → ``{"F": 1.0, "B": 2.0}`` (ms per stage). Each value must be finite, >= 0 and
     <= ``MAX_DURATION``; keys must be unique and, with ``schedule``, op types of that schedule.
     Errors name ``durations`` or ``durations.<type>``."""
@@ -59,7 +61,7 @@ def parse_durations(text: str, schedule: str | None = None) -> dict[str, float]:
                 f"durations.{key}", f"durations.{key} must be a number, got {value.strip()!r}"
             ) from None
     if schedule is not None:  # the server's rules and order (schedule op types first)
-        return check_schedule_durations(schedule, out)
+        return check_schedule_durations(schedule, out, simulate_comm=simulate_comm)
     return {k: check_duration(v, f"durations.{k}") for k, v in out.items()}
 
 
@@ -123,6 +125,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="decode steps in the serving window (>= 1)",
     )
     p.add_argument(
+        "--simulate-comm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="simulate pipeline communication as explicit ops on each rank's comm lane "
+        "(training: XF/XB sends, durations XF=…,XB=…; serving: the XP/XD hops), or leave it "
+        "out (pipeline-simulator §0 rule 4). Default: off for --schedule, on for a serving "
+        "plan (the estimate charges every hop)",
+    )
+    p.add_argument(
         "--trace",
         default=None,
         help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples; "
@@ -155,7 +166,13 @@ def _check_args(args: argparse.Namespace) -> None:
             f"--max-window-steps must be >= 1 (decode steps), got {args.max_window_steps}",
         )
     if args.durations is not None and args.schedule:
-        parse_durations(args.durations, args.schedule)
+        parse_durations(args.durations, args.schedule, bool(args.simulate_comm))
+    if args.server and args.simulate_comm is not None:
+        raise PlenaInputError(
+            "simulate_comm",
+            "--simulate-comm/--no-simulate-comm run locally only (the gRPC Simulate request has "
+            "no such field yet); drop the flag or --server",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -172,15 +189,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_schedule(args: argparse.Namespace, noise: NoiseSpec) -> int:
-    plan = api.build_schedule(args.schedule, args.pp, args.microbatches, args.vpp)
+    comm = bool(args.simulate_comm)
+    plan = api.build_schedule(
+        args.schedule, args.pp, args.microbatches, args.vpp, simulate_comm=comm
+    )
     if args.durations is None:
         raise PlenaInputError(
             "durations",
             f"--durations is required with --schedule (types: "
-            f"{','.join(SCHEDULE_OP_TYPES[args.schedule])})",
+            f"{','.join(schedule_op_types(args.schedule, comm))})",
         )
-    stage_ms = parse_durations(args.durations, args.schedule)
-    sim = api.simulate_schedule(plan, stage_ms, noise=noise, samples=args.samples, seed=args.seed)
+    stage_ms = parse_durations(args.durations, args.schedule, comm)
+    sim = api.simulate_schedule(
+        plan, stage_ms, noise=noise, samples=args.samples, seed=args.seed, simulate_comm=comm
+    )
     return _print(args, sim, lambda doc, traces: render_schedule(doc, traces))
 
 
@@ -193,6 +215,7 @@ def _run_plan(args: argparse.Namespace, noise: NoiseSpec) -> int:
         samples=args.samples,
         seed=args.seed,
         max_window_steps=args.max_window_steps,
+        simulate_comm=args.simulate_comm is not False,
     )
     return _print(args, sim, sim.to_text)
 

@@ -7,6 +7,13 @@ from __future__ import annotations
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.pipeline.scheduler.bigmac import unified_bigmac_vpp
+from plena_opt.pipeline.scheduler.comm import (
+    TRAINING_COMM_OP_TYPES,
+    apply_comm,
+    has_comm,
+    with_training_p2p,
+    without_comm,
+)
 from plena_opt.pipeline.scheduler.inference import (
     InferenceStageTimes,
     serving_window,
@@ -33,8 +40,17 @@ SCHEDULE_OP_TYPES = {
 }
 
 
-def build_schedule(name: str, pp: int, microbatches: int, vpp: int = 1) -> PipelinePlan:
-    """Build a training schedule by name (see :data:`SCHEDULES`).
+def schedule_op_types(name: str, simulate_comm: bool = False) -> tuple[str, ...]:
+    """Duration keys of schedule ``name``; with ``simulate_comm`` also the sends ``XF``, ``XB``."""
+    base = SCHEDULE_OP_TYPES.get(name, ())
+    return base + TRAINING_COMM_OP_TYPES if simulate_comm and base else base
+
+
+def build_schedule(
+    name: str, pp: int, microbatches: int, vpp: int = 1, simulate_comm: bool = False
+) -> PipelinePlan:
+    """Build a training schedule by name (see :data:`SCHEDULES`); with ``simulate_comm`` the
+    plan carries explicit point-to-point sends (:func:`with_training_p2p`).
 
     Raises :class:`PlenaNotFoundError` for an unknown name and :class:`PlenaInputError` for an
     impossible shape (``vpp`` on a schedule without chunks, too few micro-batches for VPP).
@@ -45,15 +61,23 @@ def build_schedule(name: str, pp: int, microbatches: int, vpp: int = 1) -> Pipel
         )
     if name in ("interleaved-1f1b", "bigmac-vpp"):
         fn = interleaved_1f1b if name == "interleaved-1f1b" else unified_bigmac_vpp
-        return fn(pp, vpp, microbatches)
-    if vpp != 1:
+        plan = fn(pp, vpp, microbatches)
+    elif vpp != 1:
         raise PlenaInputError("vpp", f"schedule {name!r} has one chunk per rank; vpp must be 1")
-    return {"gpipe": gpipe, "1f1b": one_f_one_b, "zb-h1": zb_h1}[name](pp, microbatches)
+    else:
+        plan = {"gpipe": gpipe, "1f1b": one_f_one_b, "zb-h1": zb_h1}[name](pp, microbatches)
+    return with_training_p2p(plan) if simulate_comm else plan
 
 
 __all__ = [
     "SCHEDULES",
     "SCHEDULE_OP_TYPES",
+    "TRAINING_COMM_OP_TYPES",
+    "apply_comm",
+    "has_comm",
+    "schedule_op_types",
+    "with_training_p2p",
+    "without_comm",
     "Component",
     "InferenceStageTimes",
     "Op",

@@ -67,7 +67,17 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
     previous op on the rank is already a data source. Missing partner ops raise
     :class:`PlenaInputError` (an incomplete plan)."""
     p, v = plan.pp_size, plan.vpp_size
-    idx = {_key(o.component, o.kind, o.rank, o.chunk, o.microbatch, o.step): o.id for o in plan.ops}
+    idx = {
+        _key(o.component, o.kind, o.rank, o.chunk, o.microbatch, o.step): o.id
+        for o in plan.ops
+        if o.kind is not OpKind.COMM
+    }
+    # hops keyed by their code (XP, XD, XF, XB): a rank may send twice per (chunk, mb)
+    sends = {
+        (o.code, o.rank, o.chunk, o.microbatch, o.step): o.id
+        for o in plan.ops
+        if o.kind is OpKind.COMM
+    }
     has_gen = any(o.component is Component.GEN for o in plan.ops)
     has_ve = any(o.component is Component.VE for o in plan.ops)
     by_mb: dict[tuple, list[int]] = {}
@@ -101,9 +111,12 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
         L, r, c, mb, j = Component.LLM, o.rank, o.chunk, o.microbatch, o.id
         if o.component is Component.LLM and o.kind is OpKind.F:
             if r > 0:
-                d.append((need(_key(L, OpKind.F, r - 1, c, mb, -1), j), DepReason.FWD_PREV_STAGE))
+                src = sends.get(("XF", r - 1, c, mb, -1))
+                src = need(_key(L, OpKind.F, r - 1, c, mb, -1), j) if src is None else src
+                d.append((src, DepReason.FWD_PREV_STAGE))
             elif c > 0:
-                src = need(_key(L, OpKind.F, p - 1, c - 1, mb, -1), j)
+                src = sends.get(("XF", p - 1, c - 1, mb, -1))
+                src = need(_key(L, OpKind.F, p - 1, c - 1, mb, -1), j) if src is None else src
                 d.append((src, DepReason.FWD_PREV_CHUNK_WRAP))
             elif has_ve:
                 for src in by_mb.get((Component.VE, OpKind.F, mb // p), []):
@@ -111,9 +124,13 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
         elif o.component is Component.LLM and o.kind in (OpKind.B, OpKind.I):
             k = o.kind
             if r < p - 1:
-                d.append((need(_key(L, k, r + 1, c, mb, -1), j), DepReason.BWD_NEXT_STAGE))
+                src = sends.get(("XB", r + 1, c, mb, -1))
+                src = need(_key(L, k, r + 1, c, mb, -1), j) if src is None else src
+                d.append((src, DepReason.BWD_NEXT_STAGE))
             elif c < v - 1:
-                d.append((need(_key(L, k, 0, c + 1, mb, -1), j), DepReason.BWD_NEXT_CHUNK_WRAP))
+                src = sends.get(("XB", 0, c + 1, mb, -1))
+                src = need(_key(L, k, 0, c + 1, mb, -1), j) if src is None else src
+                d.append((src, DepReason.BWD_NEXT_CHUNK_WRAP))
             own = need(_key(L, OpKind.F, r, c, mb, -1), j)
             if r == p - 1 and c == v - 1:
                 if has_gen:
@@ -137,7 +154,10 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
         elif o.kind is OpKind.P:
             if r > 0:
                 d.append(
-                    (_sent(idx, OpKind.P, r - 1, c, mb, -1, j, need), DepReason.PREFILL_PREV_STAGE)
+                    (
+                        _sent(sends, OpKind.P, r - 1, c, mb, -1, j, need),
+                        DepReason.PREFILL_PREV_STAGE,
+                    )
                 )
             if c > 0:
                 d.append(
@@ -147,17 +167,16 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
             t = o.step
             if r > 0:
                 d.append(
-                    (_sent(idx, OpKind.D, r - 1, 0, mb, t, j, need), DepReason.DECODE_PREV_STAGE)
+                    (_sent(sends, OpKind.D, r - 1, 0, mb, t, j, need), DepReason.DECODE_PREV_STAGE)
                 )
             elif t > 0:
-                src = _sent(idx, OpKind.D, p - 1, 0, mb, t - 1, j, need)
+                src = _sent(sends, OpKind.D, p - 1, 0, mb, t - 1, j, need)
                 d.append((src, DepReason.DECODE_TOKEN_FEEDBACK))
             elif (p - 1, mb) in last_chunk_of_p:
                 src = need(_key(L, OpKind.P, p - 1, last_chunk_of_p[(p - 1, mb)], mb, -1), j)
                 d.append((src, DepReason.PREFILL_TO_DECODE))
         elif o.kind is OpKind.COMM:
-            producer = OpKind.D if o.step >= 0 else OpKind.P
-            d.append((need(_key(L, producer, r, c, mb, o.step), j), DepReason.COMM_P2P))
+            d.append((_producer(idx, o, need), DepReason.COMM_P2P))
         out.append([Dependency(s, j, reason) for s, reason in d])
     for order in plan.ranks:
         for prev, cur in zip(order, order[1:], strict=False):
@@ -166,14 +185,31 @@ def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
     return out
 
 
+_SEND_CODE = {OpKind.P: "XP", OpKind.D: "XD"}
+
+
 def _sent(
-    idx: dict, kind: OpKind, rank: int, chunk: int, mb: int, step: int, dst: int, need
+    sends: dict, kind: OpKind, rank: int, chunk: int, mb: int, step: int, dst: int, need
 ) -> int:
     """The op whose end releases the next stage: the hop (COMM) if the plan has one, else the op."""
-    comm = idx.get(_key(Component.LLM, OpKind.COMM, rank, chunk, mb, step))
+    comm = sends.get((_SEND_CODE[kind], rank, chunk, mb, step))
     if comm is not None:
         return comm
     return need(_key(Component.LLM, kind, rank, chunk, mb, step), dst)
+
+
+def _producer(idx: dict, o, need) -> int:
+    """The op a hop sends the output of: same rank, chunk, micro-batch and step; ``XF`` sends a
+    forward, ``XB`` a backward (``B``, or ``I`` in zero-bubble plans), ``XP``/``XD`` a prefill /
+    decode step (by step: prefill hops have none)."""
+    L, r, c, mb, t = Component.LLM, o.rank, o.chunk, o.microbatch, o.step
+    if o.code == "XF":
+        return need(_key(L, OpKind.F, r, c, mb, -1), o.id)
+    if o.code == "XB":
+        key_b = _key(L, OpKind.B, r, c, mb, -1)
+        return idx[key_b] if key_b in idx else need(_key(L, OpKind.I, r, c, mb, -1), o.id)
+    producer = OpKind.D if t >= 0 else OpKind.P
+    return need(_key(L, producer, r, c, mb, t), o.id)
 
 
 @dataclass(frozen=True)

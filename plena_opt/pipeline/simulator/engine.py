@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import PipelinePlan
+from plena_opt.pipeline.scheduler import OpKind, PipelinePlan, without_comm
 from plena_opt.pipeline.simulator.dependencies import DependencyGraph, build_graph
 from plena_opt.pipeline.simulator.longest_path import (
     LevelLayout,
@@ -149,12 +149,21 @@ def simulate(
     probes: Mapping[str, int] | None = None,
     criticality: bool = True,
     graph: DependencyGraph | None = None,
+    simulate_comm: bool | None = None,
 ) -> SimulationResult:
     """Simulate ``plan`` (never modified): the deterministic timeline, plus ``samples`` Monte Carlo
     samples under ``noise`` with ``seed`` (``0 <= seed < 2**32``). ``durations`` maps op type →
     base duration of one op (an interleaved chunk op's own time, F/v of a stage: see
     :func:`~plena_opt.pipeline.simulator.request.per_op_durations`) or gives one value per op.
-    ``probes`` names ops whose per-sample end times are returned."""
+    ``probes`` names ops whose per-sample end times are returned.
+
+    ``simulate_comm`` (spec §0 rule 4): ``False`` filters the plan's ``COMM`` ops out (the
+    result's ``plan`` is then the filtered plan; probes and a per-op ``durations`` array refer to
+    the given plan's op ids); ``True`` or ``None`` simulate the plan as it is (the scheduler adds
+    sends only when asked: ``build_schedule(..., simulate_comm=True)``)."""
+    if simulate_comm is False and any(o.kind is OpKind.COMM for o in plan.ops):
+        plan, durations, probes = _filter_comm(plan, durations, probes)
+        graph = None
     if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 0:
         raise PlenaInputError("samples", "samples must be an integer >= 0")
     seed = check_seed(seed)
@@ -175,6 +184,32 @@ def simulate(
     if samples:
         mc = _monte_carlo(graph, base, spec, int(samples), int(seed), probes or {}, criticality)
     return SimulationResult(plan, graph, base, det, mc)
+
+
+def _filter_comm(
+    plan: PipelinePlan,
+    durations: Mapping[str, float] | Sequence[float] | np.ndarray,
+    probes: Mapping[str, int] | None,
+) -> tuple[PipelinePlan, Mapping[str, float] | np.ndarray, dict[str, int] | None]:
+    """The plan without ``COMM`` ops, with per-op durations and probes moved to the new ids
+    (:func:`without_comm` numbers the kept ops rank by rank, in rank order)."""
+    kept = [j for order in plan.ranks for j in order if plan.ops[j].kind is not OpKind.COMM]
+    new_id = {old: new for new, old in enumerate(kept)}
+    if not isinstance(durations, Mapping):
+        arr = np.asarray(durations, dtype=np.float64)
+        if arr.shape != (plan.n_ops,):
+            raise PlenaInputError("durations", "durations must give one value per op of the plan")
+        durations = arr[kept]
+    moved = None
+    if probes:
+        moved = {}
+        for k, j in probes.items():
+            if j not in new_id:
+                raise PlenaInputError(
+                    f"probes.{k}", f"probe {k!r} names a COMM op, left out when simulate_comm=False"
+                )
+            moved[k] = new_id[j]
+    return without_comm(plan), durations, moved
 
 
 class _BlockBuffers:

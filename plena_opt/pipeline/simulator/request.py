@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, Component, PipelinePlan
+from plena_opt.pipeline.scheduler import Component, OpKind, PipelinePlan, schedule_op_types
 
 #: Seeds are ``0 <= seed < SEED_LIMIT`` (a 32-bit unsigned integer, as numpy's ``SeedSequence``
 #: entropy and the gRPC search seed).
@@ -47,14 +47,17 @@ def check_duration(value: Any, field: str) -> float:
 
 
 def check_schedule_durations(
-    schedule: str, durations: Mapping[str, Any], field: str = "durations"
+    schedule: str,
+    durations: Mapping[str, Any],
+    field: str = "durations",
+    simulate_comm: bool = False,
 ) -> dict[str, float]:
     """Validate a training schedule's ``op type → duration`` map: only the schedule's op types
     (:data:`SCHEDULE_OP_TYPES`), each value accepted by :func:`check_duration`. Missing types are
     reported by the simulator (it knows which types the built plan uses). Keys are checked and
     returned in the schedule's op-type order, so a proto map (unordered) and the CLI's text give
     the same error and the same document."""
-    allowed = SCHEDULE_OP_TYPES.get(schedule, ())
+    allowed = schedule_op_types(schedule, simulate_comm)
     unknown = sorted(k for k in durations if k not in allowed)
     if unknown:
         key = unknown[0]
@@ -68,12 +71,14 @@ def check_schedule_durations(
 
 def chunked_op_types(plan: PipelinePlan) -> tuple[str, ...]:
     """Op types whose ops are one of the ``vpp`` chunks of a stage: the LLM ops (F, B, I, W) of
-    a plan with ``vpp > 1``; VE and generator ops are whole (pipeline-simulator §0.1, §5)."""
+    a plan with ``vpp > 1``; VE and generator ops are whole (pipeline-simulator §0.1, §5), and
+    so are the sends (``XF``/``XB``: a chunk boundary carries a whole activation)."""
     if plan.vpp_size <= 1:
         return ()
-    return tuple(
-        sorted({o.op_type for o in plan.ops if o.component is Component.LLM}, key=_type_order)
-    )
+    types = {
+        o.op_type for o in plan.ops if o.component is Component.LLM and o.kind is not OpKind.COMM
+    }
+    return tuple(sorted(types, key=_type_order))
 
 
 def _type_order(t: str) -> int:

@@ -25,6 +25,7 @@ from plena_opt.pipeline.scheduler import (
     PipelinePlan,
     serving_window,
     stage_times_from_estimate,
+    without_comm,
 )
 from plena_opt.pipeline.simulator.engine import SimulationResult, simulate
 from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
@@ -94,21 +95,28 @@ def simulate_serving(
     samples: int = 0,
     seed: int = 0,
     analytic: Mapping[str, float] | None = None,
+    simulate_comm: bool = True,
 ) -> ServingResult:
     """Simulate the three windows; ``analytic`` overrides the closed forms of ``times`` (e.g. the
-    evaluator's own ``ttft_seconds``/``tps``)."""
+    evaluator's own ``ttft_seconds``/``tps``). ``simulate_comm`` (spec §0 rule 4; on by default
+    here because the analytic TTFT and decode period charge every pipeline hop): ``False`` leaves
+    the hops (``XP``/``XD`` ops) out of every window, and ``causes`` says so."""
     spec = parse_noise(noise)
     p, m = times.pp, times.micro_batches
     dur = times.durations()
     ana = {**times.analytic(), **(analytic or {})}
 
-    iso_plan = serving_window(times, micro_batches=1, decode_steps=1)
+    def window(**kw: object) -> PipelinePlan:
+        plan = serving_window(times, **kw)
+        return plan if simulate_comm else without_comm(plan)
+
+    iso_plan = window(micro_batches=1, decode_steps=1)
     ttft_op = _find(iso_plan, OpKind.D, p - 1, 0, 0)
     iso = simulate(iso_plan, dur, spec, samples, seed, probes={"ttft": ttft_op})
 
     steps = _steady_steps(p)
     t0 = steps // 2
-    st_plan = serving_window(times, decode_steps=steps, prefill=False)
+    st_plan = window(decode_steps=steps, prefill=False)
     a = _find(st_plan, OpKind.D, p - 1, m - 1, t0)
     b = _find(st_plan, OpKind.D, p - 1, m - 1, steps - 1)
     steady = simulate(st_plan, dur, spec, samples, seed, probes={"a": a, "b": b})
@@ -116,7 +124,7 @@ def simulate_serving(
     ends = steady.deterministic.ops
     period = (ends[b].end - ends[a].end) / span
 
-    win_plan = serving_window(times)
+    win_plan = window()
     probes = {f"ttft_mb{i}": _find(win_plan, OpKind.D, p - 1, i, 0) for i in range(m)}
     win = simulate(win_plan, dur, spec, samples, seed, probes=probes)
     wops = win.deterministic.ops
@@ -136,6 +144,14 @@ def simulate_serving(
         tps_p01 = float(np.quantile(tps_samples, 0.01))
         tps_p10 = float(np.quantile(tps_samples, 0.1))
     causes = _causes(times, ana, iso.makespan, period, w_ttft, w_period)
+    hops = times.prefill_transfer_seconds > 0 or times.decode_transfer_seconds > 0
+    if not simulate_comm and hops and p > 1:
+        causes.append(
+            "communication not simulated (simulate_comm=False): the pipeline hops "
+            f"(prefill {times.prefill_transfer_seconds:.6g} s, decode "
+            f"{times.decode_transfer_seconds:.6g} s per boundary) that the analytic figures "
+            "charge are left out"
+        )
     return ServingResult(
         times,
         ana,
@@ -264,6 +280,7 @@ def simulate_estimate(
     seed: int,
     max_window_steps: int = 64,
     check_work: Callable[[InferenceStageTimes], None] | None = None,
+    simulate_comm: bool = True,
 ) -> ServingResult:
     """The serving simulation of one estimate document (``DistributedEstimate.to_dict()``):
     its stage times over ``max_window_steps`` decode steps, simulated beside its analytic TTFT
@@ -273,7 +290,9 @@ def simulate_estimate(
     if check_work is not None:
         check_work(times)
     ana = {"ttft_seconds": float(estimate["ttft_seconds"]), "tps": float(estimate["tps"])}
-    return simulate_serving(times, parse_noise(noise), max(samples, 0), seed, analytic=ana)
+    return simulate_serving(
+        times, parse_noise(noise), max(samples, 0), seed, analytic=ana, simulate_comm=simulate_comm
+    )
 
 
 def recheck_plans(
