@@ -42,6 +42,7 @@ COMMANDS: dict[str, Command] = {
         "plena_opt.cli.validate_cmd",
         "score the model against shipped public measurements (MAPE per dataset and model)",
     ),
+    "ui": Command("plena_opt.cli.ui_cmd", "open the pipeline simulator's web UI (local web app)"),
 }
 
 

@@ -1,0 +1,67 @@
+"""``plena-opt ui``: the simulator's local web app (needs the ``plena-opt[ui]`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from plena_opt.cli.commands import help_of
+from plena_opt.errors import PlenaInputError
+
+MISSING = (
+    "error: plena-opt ui needs FastAPI and uvicorn; install the extra: pip install 'plena-opt[ui]'"
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "ui",
+        help=help_of("ui"),
+        description="Serve the simulator's web UI: timelines of every op and why it waited, "
+        "Monte Carlo statistics, traces and the studies in the store. Binds loopback by default.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="TCP port (0 = any free port)")
+    p.add_argument("--storage", default=None, help="study store the studies tab reads")
+    p.add_argument("--open", action="store_true", help="open the page in a web browser")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise PlenaInputError("port", "--port must be between 0 and 65535")
+    try:
+        import uvicorn
+
+        from plena_opt.web.app import create_app
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
+            print(MISSING, file=sys.stderr)
+            return 2
+        raise
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.should_exit or not self.servers:  # could not bind: uvicorn said why
+                return
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            url = f"http://{shown}:{port}/"
+            print(f"plena-opt ui on {url} (Ctrl-C to stop)", flush=True)
+            if args.open:
+                import webbrowser
+
+                webbrowser.open(url)
+
+    config = uvicorn.Config(
+        create_app(args.storage), host=args.host, port=args.port, log_level="warning"
+    )
+    server = _Server(config)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        return 0
+    if not server.started:
+        raise PlenaInputError("port", f"cannot serve on {args.host}:{args.port}")
+    return 0

@@ -1,0 +1,179 @@
+"""The ASGI app of ``plena-opt ui``: the JSON API under ``/api/`` and the page (``static/``).
+
+Errors: a request that breaks a rule (pydantic validation, or a ``PlenaInputError`` from the
+product) is HTTP 422 with ``detail[0].loc`` naming the field and ``field`` = the dotted name; an
+unknown study is 404; a body above :data:`~plena_opt.web.limits.MAX_BODY_BYTES` is 413. The
+handlers are plain ``def``: Starlette runs them in its thread pool, so a simulation never blocks
+the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.web import limits, schemas, service, views
+
+STATIC = Path(__file__).parent / "static"
+
+
+class _Results:
+    """The last few simulations, keyed by their request, for the trace download."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._d, self._lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key: str) -> service.SimRun | None:
+        with self._lock:
+            run = self._d.get(key)
+            if run is not None:
+                self._d.move_to_end(key)
+            return run
+
+    def put(self, key: str, run: service.SimRun) -> None:
+        with self._lock:
+            self._d[key] = run
+            self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+
+def _key(req: schemas.SimulateIn) -> str:
+    data = schemas.SimulateIn.model_validate(req.model_dump(exclude={"sample"}))
+    return hashlib.sha256(data.model_dump_json().encode()).hexdigest()[:16]
+
+
+def _run(req: schemas.SimulateIn) -> service.SimRun:
+    noise = service.check_noise(req.noise)
+    if req.mode == "training":
+        t = req.training
+        n_ops = t.pp * t.vpp * t.microbatches * (3 if t.schedule == "zb-h1" else 2)
+        _check_work(n_ops, req.samples)
+        return service.run_training(
+            t.schedule,
+            t.pp,
+            t.vpp,
+            t.microbatches,
+            t.durations_ms,
+            noise,
+            req.samples,
+            req.seed,
+            req.comm,
+            limits.MAX_OPS,
+        )
+    s = req.serving
+    m = s.batch_size  # micro-batches <= batch
+    _check_work(min(m, s.pp) * s.pp * (s.max_window_steps + 2) * 3, req.samples)
+    problem = service.ServingProblem(**s.model_dump(exclude={"durations_ms"}))
+    return service.run_serving(problem, s.durations_ms, noise, req.samples, req.seed, req.comm)
+
+
+def _check_work(n_ops: int, samples: int) -> None:
+    if n_ops * max(samples, 1) > limits.MAX_WORK:
+        raise PlenaInputError(
+            "samples",
+            f"samples: about {n_ops} ops × {samples} samples is above the limit "
+            f"{limits.MAX_WORK:,} op-samples per request",
+        )
+
+
+def _error(status: int, field: str, msg: str) -> JSONResponse:
+    loc = ["body", *field.split(".")] if field else ["body"]
+    return JSONResponse(
+        status_code=status,
+        content={"detail": [{"loc": loc, "msg": msg, "type": "value_error"}], "field": field},
+    )
+
+
+def create_app(storage: str | None = None) -> FastAPI:
+    """The app; ``storage`` is the study store the studies tab reads (None: the default)."""
+    app = FastAPI(title="plena-opt ui", docs_url="/api/docs", openapi_url="/api/openapi.json")
+    results = _Results(limits.RESULT_CACHE)
+
+    @app.middleware("http")
+    async def cap_body(request: Request, call_next):
+        size = request.headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > limits.MAX_BODY_BYTES):
+            return _error(413, "body", f"request body above {limits.MAX_BODY_BYTES} bytes")
+        if request.method == "POST" and size is None:
+            body = await request.body()  # chunked upload: bound it after reading
+            if len(body) > limits.MAX_BODY_BYTES:
+                return _error(413, "body", f"request body above {limits.MAX_BODY_BYTES} bytes")
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+        field = ".".join(loc)
+        msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        detail = [
+            {"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg")), "type": e["type"]}
+            for e in errors
+        ]
+        text = f"{field}: {msg}" if field else msg
+        return JSONResponse(
+            status_code=422, content={"detail": detail, "field": field, "message": text}
+        )
+
+    @app.exception_handler(PlenaNotFoundError)
+    async def not_found(request: Request, exc: PlenaNotFoundError) -> JSONResponse:
+        status = 404 if exc.field == "study" else 422
+        return _error(status, exc.field, str(exc))
+
+    @app.exception_handler(PlenaInputError)
+    async def bad_input(_: Request, exc: PlenaInputError) -> JSONResponse:
+        return _error(422, exc.field or "", str(exc))
+
+    @app.get("/api/catalog")
+    def catalog() -> dict:
+        return service.catalog()
+
+    @app.post("/api/simulate", response_model=schemas.SimulateOut)
+    def simulate(req: schemas.SimulateIn) -> schemas.SimulateOut:
+        key = _key(req)
+        run = results.get(key) or _run(req)
+        results.put(key, run)
+        return views.simulate_out(run, key)
+
+    @app.post("/api/trace")
+    def trace(req: schemas.TraceIn) -> JSONResponse:
+        key = _key(req)
+        run = results.get(key) or _run(req)
+        results.put(key, run)
+        name = f"plena-opt-{run.mode}-{req.sample}.json"
+        return JSONResponse(
+            service.trace_of(run, req.sample),
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
+    @app.post("/api/estimate")
+    def estimate(req: schemas.EstimateIn) -> dict:
+        problem = service.ServingProblem(**req.model_dump(exclude={"durations_ms"}))
+        return service.estimate_serving(problem)
+
+    @app.get("/api/studies", response_model=list[schemas.StudyOut])
+    def studies() -> list[dict]:
+        return service.list_studies(storage)
+
+    @app.get("/api/studies/{name}/front", response_model=schemas.FrontOut)
+    def front(name: str) -> dict:
+        if len(name) > limits.MAX_NAME_CHARS:
+            raise PlenaInputError("name", f"name: at most {limits.MAX_NAME_CHARS} characters")
+        return service.study_front(storage, name, limits.MAX_FRONT_TRIALS)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app

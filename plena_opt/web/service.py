@@ -1,0 +1,374 @@
+"""The web UI's only door into the rest of plena-opt: simulations, estimates and the study store.
+
+Everything the API needs from the product is called here and nowhere else in
+:mod:`plena_opt.web`, so the UI can be re-pointed at the use-case layer (issue 11) by changing
+this module alone. Results come back as the product's own typed objects wrapped in
+:class:`SimRun`; :mod:`plena_opt.web.views` turns them into the API's pydantic responses.
+
+Units: training durations are milliseconds (as ``plena-opt simulate --schedule``); serving plans
+are simulated in seconds (as the evaluator) and :attr:`SimRun.to_ms` scales them for the page.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.pipeline.scheduler import (
+    SCHEDULES,
+    InferenceStageTimes,
+    build_schedule,
+    schedule_op_types,
+    stage_times_from_estimate,
+)
+from plena_opt.pipeline.simulator import (
+    BUBBLE_DEFINITION,
+    DepReason,
+    QuantileStats,
+    SimulationResult,
+    Timeline,
+    check_schedule_durations,
+    chrome_trace,
+    chunked_op_types,
+    parse_noise,
+    per_op_durations,
+    simulate,
+    simulate_serving,
+    validate_trace,
+)
+
+__all__ = [
+    "BUBBLE_DEFINITION",
+    "SCHEDULES",
+    "DepReason",
+    "QuantileStats",
+    "SimRun",
+    "Timeline",
+    "catalog",
+    "estimate_serving",
+    "list_studies",
+    "run_serving",
+    "run_training",
+    "study_front",
+    "trace_of",
+    "validate_trace",
+]
+
+
+@dataclass(frozen=True)
+class ServingProblem:
+    """A serving plan as the UI's form gives it (built-in profile names only)."""
+
+    model: str
+    noc: str
+    memory: str
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1
+    pp: int = 1
+    cp: int = 1
+    moe_tp_mode: str = "replace"
+    comm_overlap: str = "none"
+    batch_size: int = 16
+    input_seq: int = 2048
+    output_seq: int = 1024
+    max_window_steps: int = 16
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One simulation for the page. ``result`` is the shown timeline's ``SimulationResult``;
+    ``to_ms`` scales its times to ms; ``metrics`` are the Monte Carlo figures to tabulate as
+    ``(metric, unit, stats, scale)``; ``durations`` the per-op-type inputs used (ms)."""
+
+    mode: str
+    title: str
+    result: SimulationResult
+    to_ms: float
+    simulate_comm: bool
+    durations_ms: dict[str, float]
+    metrics: list[tuple[str, str, QuantileStats, float]] = field(default_factory=list)
+    analytic: dict[str, float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def catalog() -> dict[str, Any]:
+    """Choices for the forms: schedules with their op types, and the shipped profiles."""
+    from deepstack import list_noc_profiles
+
+    from plena_opt.memory import list_memory_profiles
+    from plena_opt.models import list_models
+    from plena_opt.search.problem import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
+
+    return {
+        "schedules": {
+            name: {
+                "op_types": list(schedule_op_types(name)),
+                "comm_op_types": [
+                    t for t in schedule_op_types(name, True) if t not in schedule_op_types(name)
+                ],
+                "chunked": name in ("interleaved-1f1b", "bigmac-vpp"),
+            }
+            for name in SCHEDULES
+        },
+        "models": list_models(),
+        "nocs": list_noc_profiles(),
+        "memories": list_memory_profiles(),
+        "defaults": {"model": DEFAULT_MODEL, "noc": DEFAULT_NOC, "memory": DEFAULT_MEMORY},
+        "reasons": [r.value for r in DepReason],
+    }
+
+
+def _prefixed(exc: PlenaInputError, prefix: str) -> PlenaInputError:
+    """The same error with its field under ``prefix`` (``durations.F`` → ``training.…``)."""
+    field_name = exc.field or ""
+    if field_name.startswith("durations"):
+        field_name = field_name.replace("durations", "durations_ms", 1)
+    full = f"{prefix}.{field_name}" if field_name else prefix
+    cls = PlenaNotFoundError if isinstance(exc, PlenaNotFoundError) else PlenaInputError
+    return cls(full, str(exc))
+
+
+def run_training(
+    schedule: str,
+    pp: int,
+    vpp: int,
+    microbatches: int,
+    durations_ms: dict[str, float],
+    noise: Any,
+    samples: int,
+    seed: int,
+    simulate_comm: bool,
+    max_ops: int,
+) -> SimRun:
+    """Simulate a training schedule (``durations_ms`` per pipeline stage; chunk ops take F/v)."""
+    try:
+        plan = build_schedule(schedule, pp, microbatches, vpp, simulate_comm)
+    except PlenaInputError as exc:
+        raise _prefixed(exc, "training") from None
+    if plan.n_ops > max_ops:
+        raise PlenaInputError(
+            "training.microbatches",
+            f"the plan has {plan.n_ops} ops; the UI draws at most {max_ops} (fewer micro-batches "
+            "or ranks)",
+        )
+    try:
+        stage = check_schedule_durations(schedule, durations_ms, simulate_comm=simulate_comm)
+        res = simulate(
+            plan,
+            per_op_durations(plan, stage),
+            noise,
+            samples,
+            seed,
+            simulate_comm=simulate_comm,
+        )
+    except PlenaInputError as exc:
+        raise _prefixed(exc, "training") if exc.field.startswith("durations") else exc from None
+    metrics = []
+    if res.mc:
+        metrics.append(("makespan", "ms", res.mc.makespan, 1.0))
+    chunked = chunked_op_types(plan)
+    notes = [f"chunk ops take {', '.join(t + '/v' for t in chunked)} (v={vpp})"] if chunked else []
+    title = f"{schedule} pp={pp} vpp={vpp} m={microbatches}"
+    return SimRun("training", title, res, 1.0, simulate_comm, dict(stage), metrics, None, notes)
+
+
+def _evaluate(problem: ServingProblem) -> dict[str, Any]:
+    from plena_opt.estimate import Plan
+    from plena_opt.search.problem import ProblemSpec
+
+    for name in ("model", "noc", "memory"):
+        value = getattr(problem, name)
+        if "/" in value or "\\" in value or value.endswith(".json"):
+            # the page names shipped profiles only: a path would let a request read local files
+            raise PlenaInputError(
+                f"serving.{name}", f"serving.{name}: give a built-in {name} name, not a path"
+            )
+    spec = ProblemSpec(
+        model=problem.model,
+        noc=problem.noc,
+        memory=problem.memory,
+        batch_size=problem.batch_size,
+        input_seq=problem.input_seq,
+        output_seq=problem.output_seq,
+    )
+    plan = Plan(
+        tp=problem.tp,
+        ep=problem.ep,
+        dp=problem.dp,
+        pp=problem.pp,
+        cp=problem.cp,
+        moe_tp_mode=problem.moe_tp_mode,
+        comm_overlap=problem.comm_overlap,
+    )
+    try:
+        return spec.load().evaluator().estimate(plan).to_dict()
+    except PlenaInputError as exc:
+        raise _prefixed(exc, "serving") from None
+
+
+def estimate_serving(problem: ServingProblem) -> dict[str, Any]:
+    """The analytic estimate of a serving plan and the duration inputs it implies (ms per op
+    type: ``P_s{r}``, ``D0_s{r}``, ``D_s{r}``, hops ``XP``/``XD``)."""
+    est = _evaluate(problem)
+    times = stage_times_from_estimate(est, max_decode_steps=problem.max_window_steps)
+    return {
+        "ttft_ms": float(est["ttft_seconds"]) * 1e3,
+        "tps": float(est["tps"]),
+        "fits_in_memory": est.get("fits_in_memory"),
+        "micro_batches": times.micro_batches,
+        "decode_steps": times.decode_steps,
+        "durations_ms": {k: v * 1e3 for k, v in times.durations().items()},
+        "plan": est.get("plan"),
+    }
+
+
+def _times_from_durations(base: InferenceStageTimes, d_ms: dict[str, float]) -> InferenceStageTimes:
+    """Stage times with the UI's per-op-type values (ms) in place of the estimate's."""
+    p = base.pp
+    allowed = {f"{k}_s{s}" for k in ("P", "D0", "D") for s in range(p)} | {"XP", "XD"}
+    for key, value in d_ms.items():
+        if key not in allowed:
+            raise PlenaInputError(
+                f"serving.durations_ms.{key}",
+                f"serving.durations_ms.{key}: not an op type of this plan (P_s0…, D0_s0…, "
+                "D_s0…, XP, XD)",
+            )
+        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise PlenaInputError(
+                f"serving.durations_ms.{key}", f"serving.durations_ms.{key} must be >= 0"
+            )
+    cur = {k: v * 1e3 for k, v in base.durations().items()} | d_ms
+
+    def stages(kind: str) -> tuple[float, ...]:
+        return tuple(cur[f"{kind}_s{s}"] / 1e3 for s in range(p))
+
+    return InferenceStageTimes(
+        prefill_stage_seconds=stages("P"),
+        prefill_transfer_seconds=cur["XP"] / 1e3,
+        decode_stage_seconds=stages("D0"),
+        decode_transfer_seconds=cur["XD"] / 1e3,
+        micro_batches=base.micro_batches,
+        decode_steps=base.decode_steps,
+        tokens_per_micro_batch=base.tokens_per_micro_batch,
+        steady_decode_stage_seconds=stages("D"),
+    )
+
+
+def run_serving(
+    problem: ServingProblem,
+    durations_ms: dict[str, float] | None,
+    noise: Any,
+    samples: int,
+    seed: int,
+    simulate_comm: bool,
+) -> SimRun:
+    """Simulate a serving plan's windows; the page shows the full window (prefills, then the
+    decode steps); TTFT/TPS statistics come from the isolated request and the steady decode."""
+    est = _evaluate(problem)
+    times = stage_times_from_estimate(est, max_decode_steps=problem.max_window_steps)
+    if durations_ms:
+        times = _times_from_durations(times, durations_ms)
+    ana = {"ttft_seconds": float(est["ttft_seconds"]), "tps": float(est["tps"])}
+    res = simulate_serving(times, noise, samples, seed, analytic=ana, simulate_comm=simulate_comm)
+    metrics = []
+    if res.ttft:
+        metrics.append(("ttft", "ms", res.ttft, 1e3))
+    if res.tps:
+        metrics.append(("tps", "tokens/s", res.tps, 1.0))
+    if res.window.mc:
+        metrics.append(("window makespan", "ms", res.window.mc.makespan, 1e3))
+    plan = est.get("plan") or {}
+    title = "serving " + " ".join(
+        f"{k}={plan[k]}" for k in ("tp", "ep", "dp", "pp", "cp") if k in plan
+    )
+    analytic = {
+        "ttft_ms": ana["ttft_seconds"] * 1e3,
+        "tps": ana["tps"],
+        "simulated_ttft_ms": res.ttft_deterministic * 1e3,
+        "simulated_tps": res.tps_deterministic,
+    }
+    d_ms = {k: v * 1e3 for k, v in times.durations().items()}
+    if not simulate_comm:
+        d_ms = {k: v for k, v in d_ms.items() if k not in ("XP", "XD")}
+    return SimRun(
+        "serving", title, res.window, 1e3, simulate_comm, d_ms, metrics, analytic, list(res.causes)
+    )
+
+
+def trace_of(run: SimRun, sample: str) -> dict[str, Any]:
+    """Chrome/Perfetto trace of one shown timeline (``deterministic``, ``p50`` or ``p99``)."""
+    timelines = run.result.timelines()
+    if sample not in timelines:
+        raise PlenaInputError(
+            "sample", f"sample must be one of {', '.join(timelines)}, got {sample!r}"
+        )
+    unit_us = 1000.0 * run.to_ms
+    other = {"unit": "ms" if run.to_ms == 1.0 else "s", "title": run.title}
+    return chrome_trace(timelines[sample], unit_us=unit_us, other=other)
+
+
+def check_noise(noise: Any) -> Any:
+    """A validated noise spec (errors name ``noise.<field>``)."""
+    return parse_noise(noise)
+
+
+def list_studies(storage: str | None) -> list[dict[str, Any]]:
+    """Summaries of the studies in the store (an absent store has none; nothing is created)."""
+    from plena_opt.search.storage import list_studies as _list
+    from plena_opt.search.storage import open_storage, storage_exists
+
+    if not storage_exists(storage):
+        return []
+    return _list(open_storage(storage))
+
+
+def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
+    """Every completed trial of study ``name``: plan, metrics, feasibility, Pareto membership
+    (among the feasible trials, over the study's objectives) and the study's problem."""
+    import numpy as np
+    import optuna
+
+    from plena_opt.search.pareto import pareto_mask
+    from plena_opt.search.storage import load_existing_study, open_storage, storage_exists
+
+    if not storage_exists(storage):
+        raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
+    study = load_existing_study(name, open_storage(storage))
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if "metrics" in t.user_attrs and t.values
+    ][:max_trials]
+    signs = np.array([1.0 if d.name == "MINIMIZE" else -1.0 for d in study.directions])
+    rows = []
+    for t in trials:
+        m = t.user_attrs["metrics"]
+        rows.append(
+            {
+                "number": t.number,
+                "label": t.user_attrs.get("label", ""),
+                "plan": t.user_attrs.get("plan", {}),
+                "values": [float(v) for v in t.values],
+                "feasible": bool(t.user_attrs.get("feasible", True)),
+                "ttft_ms": float(m["ttft_ms"]),
+                "tps": float(m["tps"]),
+                "energy_j_per_token": m.get("energy_j_per_token"),
+            }
+        )
+    ok = [i for i, r in enumerate(rows) if r["feasible"] and all(map(math.isfinite, r["values"]))]
+    on_front = set()
+    if ok:
+        pts = np.array([rows[i]["values"] for i in ok]) * signs
+        on_front = {ok[k] for k in np.flatnonzero(pareto_mask(pts))}
+    for i, r in enumerate(rows):
+        r["on_front"] = i in on_front
+    return {
+        "name": name,
+        "metric_names": study.metric_names or [f"objective {i}" for i in range(len(signs))],
+        "directions": [d.name.lower() for d in study.directions],
+        "problem": study.user_attrs.get("problem"),
+        "trials": rows,
+    }
