@@ -56,14 +56,14 @@ export function explain(ops, tl, j) {
     .map(([src, ri], k) => {
       const slack = tl.start[j] - tl.end[src];
       return `<tr class="${k === b ? "binding" : ""}"><td><a href="#" class="jump" data-jump="${src}">${esc(ops.label[src])}</a></td>
-        <td>rank ${ops.rank[src]}</td><td>${esc(ops.reasons[ri])}</td><td>${esc(ops.reason_text[ops.reasons[ri]])}</td>
-        <td>ended ${fmt(tl.end[src])}</td><td>slack ${fmt(slack)} ms</td></tr>`;
+        <td>rank ${ops.rank[src]}</td><td>${esc(ops.reason_text[ops.reasons[ri]])}<small>${esc(ops.reasons[ri])}</small></td>
+        <td>ended ${fmt(tl.end[src])} ms</td><td>slack ${fmt(slack)} ms</td></tr>`;
     })
     .join("");
   return `<h3>${esc(ops.label[j])} <span class="mono muted">${esc(ops.name[j])}</span></h3>
     <p class="why" id="why">${why}</p>
     <p class="muted">start ${fmt(tl.start[j])} ms = max(ready ${fmt(tl.ready_at[j])}, rank free ${fmt(tl.rank_free_at[j])}) · duration ${fmt(tl.end[j] - tl.start[j])} ms</p>
-    <table class="deps"><thead><tr><th>dependency</th><th></th><th>reason</th><th></th><th></th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
+    <table class="deps"><thead><tr><th>dependency</th><th></th><th>reason</th><th></th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 export function monteCarlo(res, tl) {

@@ -77,7 +77,11 @@ TTFT ${fmt(t.ttft_ms)} ms · ${fmt(t.tps)} tokens/s${t.feasible ? "" : " · infe
     c.addEventListener("click", () => {
       const t = f.trials[+c.dataset.i];
       const p = f.problem || {};
-      if (p.model_path || p.fixed_bandwidth_gbs || p.total_layers || (p.noc && p.noc.endsWith(".json"))) {
+      const custom = p.model_path || p.fixed_bandwidth_gbs || p.total_layers || p.chip ||
+        p.include_lm_head || (p.overlap && p.overlap !== "stage-roofline") ||
+        (p.routing && p.routing !== "balanced") || (p.frequency_hz && p.frequency_hz !== 1e9) ||
+        [p.noc, p.memory, p.model].some((x) => x && (x.includes("/") || x.endsWith(".json")));
+      if (custom) {
         document.getElementById("front-note").textContent =
           "This study uses profile files or options the simulator form cannot show; simulate it with plena-opt simulate.";
         return;

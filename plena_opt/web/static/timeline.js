@@ -172,7 +172,7 @@ export class Timeline {
       const x = (s - lo) * px;
       const wpx = (e - s) * px;
       const cls = `op${this.crit.has(j) ? " crit" : ""}${j === this.selected ? " sel" : ""}`;
-      const text = wpx > 34 ? ops.label[j] : "";
+      const text = wpx > 8 * ops.label[j].length ? ops.label[j] : "";
       out.push(
         `<div class="${cls}" data-op="${ops.name[j]}" data-i="${j}" style="left:${x}px;` +
           `width:${wpx}px;top:${top}px;background:${this.colours[j]}">${text}</div>`,

@@ -1,0 +1,191 @@
+"""The web UI's JSON API (``/api/``): results match the simulator, bad input is 422 naming the
+field (never 500), sizes are capped, the studies tab reads the store, the page ships no CDN."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from plena_opt.pipeline import build_schedule, simulate, validate_trace  # noqa: E402
+from plena_opt.pipeline.simulator import DepReason, per_op_durations  # noqa: E402
+from plena_opt.web import limits  # noqa: E402
+from plena_opt.web.app import STATIC, create_app  # noqa: E402
+from plena_opt.web.views import REASON_TEXT  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(storage=None))
+
+
+def _training(schedule="1f1b", pp=4, vpp=1, m=8, durations=None, **kw) -> dict:
+    body = {
+        "mode": "training",
+        "training": {
+            "schedule": schedule,
+            "pp": pp,
+            "vpp": vpp,
+            "microbatches": m,
+            "durations_ms": durations or {"F": 1.0, "B": 2.0},
+        },
+        "samples": 200,
+        "seed": 3,
+    }
+    body.update(kw)
+    return body
+
+
+def test_simulate_matches_the_library(client) -> None:
+    r = client.post("/api/simulate", json=_training())
+    assert r.status_code == 200
+    doc = r.json()
+    res = simulate(build_schedule("1f1b", 4, 8), {"F": 1.0, "B": 2.0}, "sigma=0.05", 200, 3)
+    det = doc["timelines"]["deterministic"]
+    assert doc["n_ops"] == res.plan.n_ops == len(doc["ops"]["name"])
+    assert det["makespan"] == pytest.approx(33.0)  # (m + p − 1)(F + B)
+    assert doc["ops"]["name"] == [o.trace_name for o in res.plan.ops]
+    for j, t in enumerate(res.deterministic.ops):
+        assert det["start"][j] == t.start and det["end"][j] == t.end
+        assert det["rank_free_at"][j] == t.rank_free_at
+        if t.binding is None:
+            assert det["binding"][j] == -1 and not t.deps
+            continue
+        src, reason = doc["ops"]["deps"][j][det["binding"][j]]
+        assert src == t.binding.src and doc["ops"]["reasons"][reason] == t.binding.reason.value
+    assert det["n_waits"] == sum(t.wait > 0 for t in res.deterministic.ops)
+    assert det["critical_path"] == list(res.deterministic.critical_path)
+    mc = doc["monte_carlo"]
+    assert mc["quantiles"][0]["metric"] == "makespan"
+    assert mc["quantiles"][0]["p99"] == pytest.approx(res.mc.makespan.p99)
+    assert set(doc["timelines"]) == {"deterministic", "p50", "p99"}
+    assert set(mc["criticality_by_type"]) == {"F", "B"}
+
+
+def test_every_reason_has_words() -> None:
+    assert set(REASON_TEXT) == {r.value for r in DepReason}
+
+
+def test_interleaved_durations_are_per_stage(client) -> None:
+    doc = client.post("/api/simulate", json=_training("interleaved-1f1b", 4, 2, 8)).json()
+    plan = build_schedule("interleaved-1f1b", 4, 8, 2)
+    want = simulate(plan, per_op_durations(plan, {"F": 1.0, "B": 2.0})).makespan
+    assert doc["timelines"]["deterministic"]["makespan"] == pytest.approx(want)
+    assert any("F/v" in n for n in doc["notes"])
+
+
+def test_simulate_comm_adds_a_comm_lane(client) -> None:
+    body = _training(durations={"F": 1.0, "B": 2.0, "XF": 0.25, "XB": 0.25}, simulate_comm=True)
+    doc = client.post("/api/simulate", json=body).json()
+    lanes = doc["ops"]["lane"]
+    comm = [j for j, lane in enumerate(lanes) if lane == "comm"]
+    # 1F1B p=4, m=8: 3 forward sends and 3 backward sends per micro-batch
+    assert len(comm) == 2 * 3 * 8
+    assert {doc["ops"]["op_type"][j] for j in comm} == {"XF", "XB"}
+    assert doc["simulate_comm"] is True
+    off = client.post("/api/simulate", json=_training()).json()
+    assert "comm" not in off["ops"]["lane"]
+    assert doc["timelines"]["deterministic"]["makespan"] > off["timelines"]["deterministic"][
+        "makespan"
+    ]
+
+
+def test_serving_plan_prefilled_from_the_estimate(client) -> None:
+    est = client.post("/api/estimate", json={"tp": 8, "pp": 4, "max_window_steps": 4}).json()
+    assert {"P_s0", "D0_s3", "D_s2", "XP", "XD"} <= set(est["durations_ms"])
+    body = {"mode": "serving", "serving": {"tp": 8, "pp": 4, "max_window_steps": 4}, "samples": 50}
+    doc = client.post("/api/simulate", json=body).json()
+    assert doc["mode"] == "serving" and doc["simulate_comm"] is True
+    metrics = {q["metric"] for q in doc["monte_carlo"]["quantiles"]}
+    assert {"ttft", "tps"} <= metrics
+    assert doc["analytic"]["ttft_ms"] == pytest.approx(est["ttft_ms"])
+    assert "comm" in doc["ops"]["lane"]
+    body["simulate_comm"] = False
+    off = client.post("/api/simulate", json=body).json()
+    assert "comm" not in off["ops"]["lane"]
+    assert any("communication not simulated" in n for n in off["notes"])
+
+
+def test_trace_download_validates(client) -> None:
+    body = _training("bigmac-vpp", 4, 2, 8, {"F": 1, "B": 2, "VF": 0.5, "VB": 1, "GF": 0.5, "GB": 1})
+    for sample in ("deterministic", "p99"):
+        r = client.post("/api/trace", json={**body, "sample": sample})
+        assert r.status_code == 200 and "attachment" in r.headers["content-disposition"]
+        trace = r.json()
+        assert validate_trace(trace) == []
+        names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
+        assert "rank0/F/chunk_b/mb0" in names
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (_training(pp=0), "training.pp"),
+        (_training(schedule="dualpipe"), "training.schedule"),
+        (_training(durations={"F": 1.0}), "training.durations_ms.B"),
+        (_training(durations={"F": 1.0, "B": -2.0}), "training.durations_ms.B"),
+        (_training(durations={"F": 1.0, "B": 2.0, "W": 1.0}), "training.durations_ms.W"),
+        (_training(vpp=2), "training.vpp"),
+        (_training("interleaved-1f1b", 4, 2, 6), "training.microbatches"),
+        (_training(samples=limits.MAX_SAMPLES + 1), "samples"),
+        (_training(seed=2**32), "seed"),
+        (_training(noise="sigma=-1"), "noise.jitter_sigma"),
+        (_training(colour="red"), "colour"),
+        (_training(pp=64, m=4096, samples=100_000), "samples"),
+        (_training(pp=256, m=8192, samples=0), "training.microbatches"),
+        ({"mode": "serving", "serving": {"tp": 3}}, "serving.plan"),
+        ({"mode": "serving", "serving": {"model": "no-such-model"}}, "serving.model"),
+        ({"mode": "serving", "serving": {"noc": "/etc/passwd"}}, "serving.noc"),
+        ({"mode": "serving", "serving": {"durations_ms": {"Q": 1}}}, "serving.durations_ms.Q"),
+    ],
+)
+def test_bad_input_is_422_naming_the_field(client, body, field) -> None:
+    r = client.post("/api/simulate", json=body)
+    assert r.status_code == 422, r.text
+    doc = r.json()
+    assert doc["field"].startswith(field), doc
+    assert doc["detail"][0]["msg"]
+
+
+def test_body_size_is_capped(client) -> None:
+    big = {"F": 1.0, "B": 2.0} | {f"k{i}": 1.0 for i in range(100_000)}
+    r = client.post("/api/simulate", json=_training(durations=big))
+    assert r.status_code == 413
+
+
+def test_studies_and_front(tmp_path) -> None:
+    from plena_opt.cli.main import main
+
+    store = tmp_path / "s.log"
+    argv = ["search", "--model", "gpt-oss-20b", "--noc", "illustrative_gpu_node_8"]
+    argv += ["--input-seq", "256", "--output-seq", "8", "--trials", "12", "--quiet"]
+    argv += ["--storage", str(store), "--study", "web", "--recheck", "0", "--max-ttft-ms", "150"]
+    assert main(argv) == 0
+    c = TestClient(create_app(storage=str(store)))
+    studies = c.get("/api/studies").json()
+    assert [s["name"] for s in studies] == ["web"]
+    front = c.get("/api/studies/web/front").json()
+    trials = front["trials"]
+    assert trials and all(t["on_front"] <= t["feasible"] for t in trials)
+    assert any(t["on_front"] for t in trials) or not any(t["feasible"] for t in trials)
+    assert front["problem"]["model"] == "gpt-oss-20b"
+    assert c.get("/api/studies/nope/front").status_code == 404
+    empty = TestClient(create_app(storage=str(tmp_path / "absent.log")))
+    assert empty.get("/api/studies").json() == []
+    assert not (tmp_path / "absent.log").exists()
+
+
+def test_page_ships_everything_itself(client) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and 'type="module"' in page.text
+    files = sorted(Path(STATIC).glob("*"))
+    assert {f.suffix for f in files} <= {".html", ".js", ".css"}
+    for f in files:
+        text = f.read_text()
+        assert not re.search(r"(src|href)=\"https?:", text), f.name
+        assert "import(" not in text and not re.search(r"from \"https?:", text), f.name
+        assert client.get(f"/static/{f.name}").status_code == 200
