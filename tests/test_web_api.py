@@ -89,9 +89,10 @@ def test_simulate_comm_adds_a_comm_lane(client) -> None:
     assert doc["simulate_comm"] is True
     off = client.post("/api/simulate", json=_training()).json()
     assert "comm" not in off["ops"]["lane"]
-    assert doc["timelines"]["deterministic"]["makespan"] > off["timelines"]["deterministic"][
-        "makespan"
-    ]
+    assert (
+        doc["timelines"]["deterministic"]["makespan"]
+        > off["timelines"]["deterministic"]["makespan"]
+    )
 
 
 def test_serving_plan_prefilled_from_the_estimate(client) -> None:
@@ -111,7 +112,9 @@ def test_serving_plan_prefilled_from_the_estimate(client) -> None:
 
 
 def test_trace_download_validates(client) -> None:
-    body = _training("bigmac-vpp", 4, 2, 8, {"F": 1, "B": 2, "VF": 0.5, "VB": 1, "GF": 0.5, "GB": 1})
+    body = _training(
+        "bigmac-vpp", 4, 2, 8, {"F": 1, "B": 2, "VF": 0.5, "VB": 1, "GF": 0.5, "GB": 1}
+    )
     for sample in ("deterministic", "p99"):
         r = client.post("/api/trace", json={**body, "sample": sample})
         assert r.status_code == 200 and "attachment" in r.headers["content-disposition"]

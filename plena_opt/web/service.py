@@ -144,6 +144,12 @@ def run_training(
     max_ops: int,
 ) -> SimRun:
     """Simulate a training schedule (``durations_ms`` per pipeline stage; chunk ops take F/v)."""
+    if pp * vpp * microbatches * 2 > max_ops:  # every schedule has >= 2 ops per (rank, chunk, mb)
+        raise PlenaInputError(
+            "training.microbatches",
+            f"pp·vpp·microbatches·2 = {pp * vpp * microbatches * 2} ops is above the {max_ops} "
+            "ops the UI draws (fewer micro-batches or ranks)",
+        )
     try:
         plan = build_schedule(schedule, pp, microbatches, vpp, simulate_comm)
     except PlenaInputError as exc:

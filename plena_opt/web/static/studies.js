@@ -48,8 +48,12 @@ async function showFront(name, onOpen) {
   const Y = (v) => H - M.b - ((lx(v) - y0) / (y1 - y0)) * (H - M.t - M.b);
   const front = f.trials.filter((t) => t.on_front).sort((a, b) => a.ttft_ms - b.ttft_ms);
   const line = front.map((t) => `${X(t.ttft_ms)},${Y(t.tps)}`).join(" ");
-  const dots = f.trials
-    .map((t, i) => {
+  // draw infeasible first and the front last, so front points are on top
+  const rank = (t) => (!t.feasible ? 0 : t.on_front ? 2 : 1);
+  const drawOrder = f.trials.map((t, i) => i).sort((a, b) => rank(f.trials[a]) - rank(f.trials[b]));
+  const dots = drawOrder
+    .map((i) => {
+      const t = f.trials[i];
       const cls = !t.feasible ? "infeasible" : t.on_front ? "front" : "feasible";
       return `<circle class="pt ${cls}" data-trial="${t.number}" data-i="${i}" cx="${X(t.ttft_ms)}" cy="${Y(t.tps)}" r="${t.on_front ? 6 : 4}"><title>${esc(t.label)}
 TTFT ${fmt(t.ttft_ms)} ms · ${fmt(t.tps)} tokens/s${t.feasible ? "" : " · infeasible"}</title></circle>`;

@@ -151,13 +151,13 @@ export class Timeline {
     const { ops, tl } = this;
     const px = this.px;
     const out = [];
-    // ops sorted by start: skip those starting after hi; a wait or op ending before lo is out
+    // ops sorted by start; an op or wait spans at most maxDur (= max end − rank_free_at)
     const order = this.order;
     let i = lowerBound(order, (j) => tl.start[j] >= lo - this.maxDur);
     for (; i < order.length; i++) {
       const j = order[i];
       const s = tl.start[j];
-      if (tl.rank_free_at[j] > hi) break;
+      if (s - this.maxDur > hi) break; // later ops and their waits start after hi
       const e = tl.end[j];
       const top = AXIS_H + this.lane[j] * LANE_H + 3;
       const f = tl.rank_free_at[j];
@@ -259,7 +259,7 @@ export function fmt(v) {
   if (v === 0) return "0";
   const a = Math.abs(v);
   if (a >= 1000) return v.toFixed(0);
-  if (a >= 10) return v.toFixed(1);
+  if (a >= 10) return v.toFixed(1).replace(/\.0$/, "");
   if (a >= 0.01) return v.toFixed(3).replace(/\.?0+$/, "");
   return v.toExponential(2);
 }

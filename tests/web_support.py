@@ -1,0 +1,60 @@
+"""Helpers for the web UI tests and benchmark: the app on a free loopback port in a thread, and
+Debian's Chromium driven by Playwright (never a downloaded browser)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+CHROMIUM = os.environ.get("PLENA_CHROMIUM", "/usr/bin/chromium")
+
+
+def chromium_path() -> str | None:
+    """The system Chromium, or None when it is not installed."""
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    return shutil.which("chromium")
+
+
+@contextmanager
+def running_app(storage: str | None = None) -> Iterator[str]:
+    """``create_app(storage)`` served by uvicorn on 127.0.0.1:<free port>; yields the base URL."""
+    import uvicorn
+
+    from plena_opt.web.app import create_app
+
+    config = uvicorn.Config(create_app(storage), host="127.0.0.1", port=0, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the web app did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@contextmanager
+def browser() -> Iterator[object]:
+    """A headless Chromium (Playwright ``Browser``) from the system package."""
+    from playwright.sync_api import sync_playwright
+
+    path = chromium_path()
+    if path is None:
+        raise RuntimeError("chromium is not installed (apt-get install chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=["--no-sandbox"], headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
