@@ -54,6 +54,7 @@ function show(sample) {
   state.sample = sample;
   const tl = current();
   timeline.setData(state.res.ops, tl);
+  $("legend").innerHTML = timeline.legend;
   $("summary").innerHTML = summary(state.res, tl);
   $("mc").innerHTML = monteCarlo(state.res, tl);
   for (const b of $("sample-switch").querySelectorAll("button")) {
@@ -84,6 +85,7 @@ async function run(req) {
     await new Promise((r) => requestAnimationFrame(() => r()));
     state.drawnMs = performance.now() - t0;
     status(`${res.n_ops} ops drawn in ${state.drawnMs.toFixed(0)} ms`);
+    if (state.firstDrawnAt === undefined) state.firstDrawnAt = performance.now();
     document.body.dataset.ready = String((+document.body.dataset.ready || 0) + 1);
   } catch (err) {
     $("error").textContent = `${err.field ? err.field + ": " : ""}${err.message}`;
@@ -127,6 +129,7 @@ async function main() {
     });
   }
   document.body.dataset.interactive = "1";
+  state.interactiveAt = performance.now(); // ms since navigation start
   await run(form.request());
 }
 

@@ -71,7 +71,7 @@ export class SimForm {
         const v = serving ? this.estimate.durations_ms[t] : (this.values[t] ?? DEFAULT_MS[t] ?? 1);
         const shown = serving ? +v.toPrecision(6) : v;
         return `<label title="${t}">${t}<input type="number" step="any" min="0" ` +
-          `data-op-type="${t}" value="${shown}"></label>`;
+          `data-op-type="${t}" data-shown="${shown}" value="${shown}"></label>`;
       })
       .join("");
   }
@@ -112,9 +112,13 @@ export class SimForm {
     this.renderDurations();
   }
 
+  /** Duration inputs; for a serving plan only those the user changed (the rest stay the
+   * estimate's exact values, not their rounded display). */
   durations() {
     const d = {};
+    const serving = this.mode === "serving";
     for (const x of document.querySelectorAll("#durations input[data-op-type]")) {
+      if (serving && x.value === x.dataset.shown) continue;
       d[x.dataset.opType] = Number(x.value);
     }
     return d;

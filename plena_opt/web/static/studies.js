@@ -76,22 +76,35 @@ TTFT ${fmt(t.ttft_ms)} ms · ${fmt(t.tps)} tokens/s${t.feasible ? "" : " · infe
       <polyline class="front-line" points="${line}"/>${dots}
       <text x="${(W + M.l) / 2}" y="${H - 10}" text-anchor="middle" class="axis-title">TTFT (ms, log)</text>
       <text x="16" y="${(H - M.b + M.t) / 2}" text-anchor="middle" class="axis-title" transform="rotate(-90 16 ${(H - M.b + M.t) / 2})">decode tokens/s (log)</text>
-    </svg><div id="front-note" class="muted"></div>`;
-  for (const c of box.querySelectorAll("circle.pt")) {
-    c.addEventListener("click", () => {
-      const t = f.trials[+c.dataset.i];
-      const p = f.problem || {};
-      const custom = p.model_path || p.fixed_bandwidth_gbs || p.total_layers || p.chip ||
-        p.include_lm_head || (p.overlap && p.overlap !== "stage-roofline") ||
-        (p.routing && p.routing !== "balanced") || (p.frequency_hz && p.frequency_hz !== 1e9) ||
-        [p.noc, p.memory, p.model].some((x) => x && (x.includes("/") || x.endsWith(".json")));
-      if (custom) {
-        document.getElementById("front-note").textContent =
-          "This study uses profile files or options the simulator form cannot show; simulate it with plena-opt simulate.";
-        return;
-      }
-      onOpen(p, t.plan);
+    </svg>
+    <div class="front-legend"><span><i style="background:var(--accent)"></i>on the front (${esc(f.metric_names.join(", "))})</span>
+      <span><i style="background:#8fb0ea"></i>feasible</span><span><i style="background:#c9cdd4"></i>infeasible</span></div>
+    <div id="front-note" class="muted"></div>
+    <table class="front-table"><thead><tr><th>front plan</th><th>TTFT ms</th><th>tokens/s</th><th>J/token</th></tr></thead><tbody>
+    ${front.map((t) => `<tr data-open="${f.trials.indexOf(t)}"><td><a href="#">${esc(t.label)}</a></td><td>${fmt(t.ttft_ms)}</td><td>${fmt(t.tps)}</td><td>${t.energy_j_per_token == null ? "-" : fmt(t.energy_j_per_token)}</td></tr>`).join("")}
+    </tbody></table>`;
+  for (const tr of box.querySelectorAll("tr[data-open]")) {
+    tr.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      open(f.trials[+tr.dataset.open]);
     });
+  }
+  for (const c of box.querySelectorAll("circle.pt")) {
+    c.addEventListener("click", () => open(f.trials[+c.dataset.i]));
+  }
+
+  function open(t) {
+    const p = f.problem || {};
+    const custom = p.model_path || p.fixed_bandwidth_gbs || p.total_layers || p.chip ||
+      p.include_lm_head || (p.overlap && p.overlap !== "stage-roofline") ||
+      (p.routing && p.routing !== "balanced") || (p.frequency_hz && p.frequency_hz !== 1e9) ||
+      [p.noc, p.memory, p.model].some((x) => x && (x.includes("/") || x.endsWith(".json")));
+    if (custom) {
+      document.getElementById("front-note").textContent =
+        "This study uses profile files or options the simulator form cannot show; simulate it with plena-opt simulate.";
+      return;
+    }
+    onOpen(p, t.plan);
   }
 }
 

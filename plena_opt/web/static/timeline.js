@@ -71,6 +71,7 @@ export class Timeline {
     this.root.style.height = `${h}px`;
     this.crit = new Set(tl.critical_path);
     this.colours = ops.op_type.map((t, j) => colour(t, ops.chunk[j], ops.kind[j]));
+    this.legend = legend(ops, this.colours);
     this.order = Array.from({ length: n }, (_, j) => j).sort((a, b) => tl.start[a] - tl.start[b]);
     this.maxDur = 0;
     for (let j = 0; j < n; j++) {
@@ -143,8 +144,8 @@ export class Timeline {
     const b = this.t0 + w;
     const r = this.rendered;
     if (full || !r || r.px !== this.px || a < r.lo || b > r.hi) this.build(a - w, b + w);
+    // panning inside the rendered window only moves the layer (ticks included)
     this.layer.style.transform = `translateX(${(this.rendered.lo - this.t0) * this.px}px)`;
-    this.drawAxis();
   }
 
   build(lo, hi) {
@@ -178,21 +179,16 @@ export class Timeline {
           `width:${wpx}px;top:${top}px;background:${this.colours[j]}">${text}</div>`,
       );
     }
+    const step = niceStep(this.width / px / 8);
+    for (let t = Math.ceil(Math.max(lo, 0) / step) * step; t <= hi; t += step) {
+      out.push(`<span class="tick" style="left:${(t - lo) * px}px">${fmt(t)} ms</span>`);
+    }
     this.layer.innerHTML = out.join("");
+    // a sized, contained layer: moving it never re-lays out its thousands of children
+    this.layer.style.width = `${(hi - lo) * px}px`;
+    this.layer.style.height = `${AXIS_H + this.nLanes * LANE_H + 4}px`;
     this.layer.classList.toggle("crit-mode", this.showCrit);
     this.rendered = { lo, hi, px };
-  }
-
-  drawAxis() {
-    const w = this.width / this.px;
-    const step = niceStep(w / 8);
-    const first = Math.ceil(this.t0 / step) * step;
-    const ticks = [];
-    for (let t = first; t <= this.t0 + w; t += step) {
-      const x = (t - this.t0) * this.px;
-      ticks.push(`<span class="tick" style="left:${x}px">${fmt(t)} ms</span>`);
-    }
-    this.axis.innerHTML = ticks.join("");
   }
 
   bind() {
@@ -236,6 +232,20 @@ export class Timeline {
     });
     new ResizeObserver(() => this.tl && this.render(true)).observe(this.view);
   }
+}
+
+/** Swatches: one per (op type, chunk) drawn, then the wait gap and the critical path. */
+function legend(ops, colours) {
+  const seen = new Map();
+  ops.op_type.forEach((t, j) => {
+    const type = t.replace(/_s\d+$/, ""); // serving: one swatch per kind, not per stage
+    const key = ops.chunk[j] > 0 && ops.kind[j] !== "P" ? `${type} chunk ${ops.chunk[j]}` : type;
+    if (!seen.has(key)) seen.set(key, colours[j]);
+  });
+  const items = [...seen].slice(0, 24).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`);
+  items.push(`<span><i class="lg-wait"></i>wait gap</span>`);
+  items.push(`<span><i class="lg-crit"></i>critical path</span>`);
+  return items.join("");
 }
 
 function lowerBound(arr, pred) {
