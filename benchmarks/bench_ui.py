@@ -48,7 +48,8 @@ WAITED_JS = """() => {
   const r = window.plenaUi.res; const t = r.timelines.deterministic; let best = -1, w = 0;
   r.ops.name.forEach((n, j) => {
     const b = t.binding[j]; const wait = t.start[j] - t.rank_free_at[j];
-    if (b >= 0 && r.ops.reasons[r.ops.deps[j][b][1]] !== "RANK_ORDER" && wait > w) { w = wait; best = j; }
+    const data = b >= 0 && r.ops.reasons[r.ops.deps[j][b][1]] !== "RANK_ORDER";
+    if (data && wait > w) { w = wait; best = j; }
   });
   return r.ops.name[best];
 }"""

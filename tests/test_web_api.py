@@ -160,6 +160,23 @@ def test_body_size_is_capped(client) -> None:
     assert r.status_code == 413
 
 
+def test_chunked_body_is_capped_too(client) -> None:
+    big = b'{"mode": "training", "noise": "' + b"x" * (2 * limits.MAX_BODY_BYTES) + b'"}'
+
+    def chunks():
+        for i in range(0, len(big), 1 << 16):
+            yield big[i : i + (1 << 16)]
+
+    r = client.post("/api/simulate", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["field"] == "body"
+    ok = client.post(
+        "/api/simulate",
+        content=iter([b'{"mode": "training", "samples": 0}']),
+        headers={"content-type": "application/json"},
+    )
+    assert ok.status_code == 200 and ok.json()["n_ops"] == 64
+
+
 def test_studies_and_front(tmp_path) -> None:
     from plena_opt.cli.main import main
 

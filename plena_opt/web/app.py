@@ -86,7 +86,7 @@ def _check_work(n_ops: int, samples: int) -> None:
 
 
 def _error(status: int, field: str, msg: str) -> JSONResponse:
-    loc = ["body", *field.split(".")] if field else ["body"]
+    loc = ["body", *field.split(".")] if field and field != "body" else ["body"]
     return JSONResponse(
         status_code=status,
         content={"detail": [{"loc": loc, "msg": msg, "type": "value_error"}], "field": field},
