@@ -47,6 +47,7 @@ __all__ = [
     "SimRun",
     "Timeline",
     "catalog",
+    "check_noise",
     "estimate_serving",
     "list_studies",
     "run_serving",

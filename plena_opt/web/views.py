@@ -4,7 +4,7 @@ uses to say why an op waited (one phrase per dependency reason, pipeline-simulat
 from __future__ import annotations
 
 from plena_opt.web import schemas
-from plena_opt.web.service import SimRun
+from plena_opt.web.service import BUBBLE_DEFINITION, SimRun
 
 #: "waited … for F3-C0 on rank 2: <phrase>". Every ``DepReason`` has one (tested).
 REASON_TEXT = {
@@ -110,8 +110,6 @@ def simulate_out(run: SimRun, result_id: str) -> schemas.SimulateOut:
             criticality_by_type=dict(res.mc.criticality_by_type),
             rank_idle_mean_ms=[x * run.to_ms for x in res.mc.rank_idle_mean],
         )
-    from plena_opt.web.service import BUBBLE_DEFINITION
-
     return schemas.SimulateOut(
         result_id=result_id,
         mode=run.mode,
