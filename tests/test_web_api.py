@@ -111,6 +111,19 @@ def test_serving_plan_prefilled_from_the_estimate(client) -> None:
     assert any("communication not simulated" in n for n in off["notes"])
 
 
+def test_serving_duration_override_changes_the_timeline(client) -> None:
+    body = {"mode": "serving", "serving": {"tp": 8, "pp": 4, "max_window_steps": 4}, "samples": 0}
+    base = client.post("/api/simulate", json=body).json()
+    slow = {**body, "serving": {**body["serving"], "durations_ms": {"D_s2": 500.0}}}
+    doc = client.post("/api/simulate", json=slow).json()
+    assert doc["durations_ms"]["D_s2"] == 500.0
+    assert doc["durations_ms"]["D_s1"] == base["durations_ms"]["D_s1"]
+    det, ref = doc["timelines"]["deterministic"], base["timelines"]["deterministic"]
+    assert det["makespan"] > ref["makespan"] + 500.0  # several later decode steps on stage 2
+    j = doc["ops"]["name"].index("rank2/D/chunk_a/mb0/step2")
+    assert det["end"][j] - det["start"][j] == pytest.approx(500.0)
+
+
 def test_trace_download_validates(client) -> None:
     body = _training(
         "bigmac-vpp", 4, 2, 8, {"F": 1, "B": 2, "VF": 0.5, "VB": 1, "GF": 0.5, "GB": 1}

@@ -193,3 +193,16 @@ def test_studies_tab_opens_a_plan(page) -> None:
     types = page.eval_on_selector_all("[data-op-type]", "els => els.map(e => e.dataset.opType)")
     assert "P_s0" in types and "XD" in types
     assert page.locator("[data-op]").count() > 0
+
+
+def test_keyboard_zoom_and_pan(page) -> None:
+    page.click("#tab-sim")
+    page.focus("#timeline .tl-view")
+    px = page.evaluate("window.plenaUi.timeline.px")
+    page.keyboard.press("+")
+    page.wait_for_function(f"window.plenaUi.timeline.px > {px}")
+    t0 = page.evaluate("window.plenaUi.timeline.t0")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"window.plenaUi.timeline.t0 > {t0}")
+    page.keyboard.press("0")
+    assert page.evaluate("window.plenaUi.timeline.px") == pytest.approx(px)

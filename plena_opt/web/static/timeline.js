@@ -221,6 +221,20 @@ export class Timeline {
       this.onHover(j, ev, target && target.classList.contains("wait"));
     });
     this.view.addEventListener("pointerleave", () => this.onHover(-1));
+    // keyboard: arrows pan, + / - zoom, 0 fits
+    this.view.tabIndex = 0;
+    this.view.addEventListener("keydown", (ev) => {
+      const step = this.width / 8;
+      const keys = {
+        ArrowLeft: () => this.panBy(step), ArrowRight: () => this.panBy(-step),
+        "+": () => this.zoom(1.5), "=": () => this.zoom(1.5), "-": () => this.zoom(1 / 1.5),
+        0: () => this.fit(),
+      };
+      if (keys[ev.key]) {
+        ev.preventDefault();
+        keys[ev.key]();
+      }
+    });
     this.view.addEventListener("pointerup", (ev) => {
       const moved = drag && drag.moved;
       drag = null;
