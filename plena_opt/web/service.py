@@ -1,9 +1,11 @@
 """The web UI's only door into the rest of plena-opt: simulations, estimates and the study store.
 
 Everything the API needs from the product is called here and nowhere else in
-:mod:`plena_opt.web`, so the UI can be re-pointed at the use-case layer (issue 11) by changing
-this module alone. Results come back as the product's own typed objects wrapped in
-:class:`SimRun`; :mod:`plena_opt.web.views` turns them into the API's pydantic responses.
+:mod:`plena_opt.web`. Problems, estimates and simulations go through the use-case layer
+(:mod:`plena_opt.api`); the study store, the Pareto mask and the plain serving simulation of
+edited stage times (which has no use case yet) are called directly. Results come back as the
+product's own typed objects wrapped in :class:`SimRun`; :mod:`plena_opt.web.views` turns them
+into the API's pydantic responses.
 
 Units: training durations are milliseconds (as ``plena-opt simulate --schedule``); serving plans
 are simulated in seconds (as the evaluator) and :attr:`SimRun.to_ms` scales them for the page.
@@ -19,7 +21,6 @@ from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.pipeline.scheduler import (
     SCHEDULES,
     InferenceStageTimes,
-    build_schedule,
     schedule_op_types,
     stage_times_from_estimate,
 )
@@ -33,8 +34,6 @@ from plena_opt.pipeline.simulator import (
     chrome_trace,
     chunked_op_types,
     parse_noise,
-    per_op_durations,
-    simulate,
     simulate_serving,
     validate_trace,
 )
@@ -99,9 +98,9 @@ def catalog() -> dict[str, Any]:
     """Choices for the forms: schedules with their op types, and the shipped profiles."""
     from deepstack import list_noc_profiles
 
+    from plena_opt.estimate.problem import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
     from plena_opt.memory import list_memory_profiles
     from plena_opt.models import list_models
-    from plena_opt.search.problem import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
 
     return {
         "schedules": {
@@ -151,8 +150,10 @@ def run_training(
             f"pp·vpp·microbatches·2 = {pp * vpp * microbatches * 2} ops is above the {max_ops} "
             "ops the UI draws (fewer micro-batches or ranks)",
         )
+    from plena_opt import api
+
     try:
-        plan = build_schedule(schedule, pp, microbatches, vpp, simulate_comm)
+        plan = api.build_schedule(schedule, pp, microbatches, vpp, simulate_comm=simulate_comm)
     except PlenaInputError as exc:
         raise _prefixed(exc, "training") from None
     if plan.n_ops > max_ops:
@@ -163,14 +164,9 @@ def run_training(
         )
     try:
         stage = check_schedule_durations(schedule, durations_ms, simulate_comm=simulate_comm)
-        res = simulate(
-            plan,
-            per_op_durations(plan, stage),
-            noise,
-            samples,
-            seed,
-            simulate_comm=simulate_comm,
-        )
+        res = api.simulate_schedule(
+            plan, stage, noise=noise, samples=samples, seed=seed, simulate_comm=simulate_comm
+        ).result
     except PlenaInputError as exc:
         raise _prefixed(exc, "training") if exc.field.startswith("durations") else exc from None
     metrics = []
@@ -183,8 +179,8 @@ def run_training(
 
 
 def _evaluate(problem: ServingProblem) -> dict[str, Any]:
-    from plena_opt.estimate import Plan
-    from plena_opt.search.problem import ProblemSpec
+    """The estimate document of a serving plan (``api.estimate_plan``)."""
+    from plena_opt import api
 
     for name in ("model", "noc", "memory"):
         value = getattr(problem, name)
@@ -193,7 +189,7 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
             raise PlenaInputError(
                 f"serving.{name}", f"serving.{name}: give a built-in {name} name, not a path"
             )
-    spec = ProblemSpec(
+    spec = dict(
         model=problem.model,
         noc=problem.noc,
         memory=problem.memory,
@@ -201,7 +197,7 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
         input_seq=problem.input_seq,
         output_seq=problem.output_seq,
     )
-    plan = Plan(
+    plan = api.Plan(
         tp=problem.tp,
         ep=problem.ep,
         dp=problem.dp,
@@ -211,7 +207,7 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
         comm_overlap=problem.comm_overlap,
     )
     try:
-        return spec.load().evaluator().estimate(plan).to_dict()
+        return api.estimate_plan(api.load_problem(spec), plan).document
     except PlenaInputError as exc:
         raise _prefixed(exc, "serving") from None
 
