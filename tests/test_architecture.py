@@ -1,8 +1,8 @@
 """The dependency rules of docs/ARCHITECTURE.md, checked by reading every module's imports.
 
 deepstack ← chip/memory/models ← estimate ← search / pipeline ← api (use cases) ←
-{cli, server}; ``plena_opt.errors`` and ``plena_opt.vocabulary`` are leaves every layer may use;
-the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
+{cli, server, web}; ``plena_opt.errors`` and ``plena_opt.vocabulary`` are leaves every layer may
+use; the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
 may import its own package and lower layers, never a peer package of its layer (the front ends'
 exceptions are listed), and never a private (``_name``) name of another package.
 """
@@ -39,6 +39,7 @@ LAYER = {
     "plena_opt.validate": 5,  # the accuracy scorecard and calibration: a use case
     "plena_opt": 5,  # the package itself: the library API (re-exports the use cases)
     "plena_opt.cli": 6,
+    "plena_opt.web": 6,
     "plena_server": 6,
 }
 # Imports allowed although no layer rule admits them: (importing package, imported package).
@@ -46,6 +47,7 @@ ALLOWED = {
     ("plena_opt.memory", "plena_opt.chip"),  # a memory's clock scale reads the chip clock
     ("plena_opt.cli", "plena_client"),  # remote mode of the CLI uses the client library
     ("plena_opt.cli", "plena_server"),  # `plena-opt serve` starts the server
+    ("plena_opt.cli", "plena_opt.web"),  # `plena-opt ui` starts the web app
 }
 PROTO_USERS = {"plena_opt.api", "plena_opt.cli", "plena_server", "plena_client"}
 
