@@ -206,10 +206,27 @@ def test_studies_and_front(tmp_path) -> None:
     assert trials and all(t["on_front"] <= t["feasible"] for t in trials)
     assert any(t["on_front"] for t in trials) or not any(t["feasible"] for t in trials)
     assert front["problem"]["model"] == "gpt-oss-20b"
+    assert front["not_in_form"] == []  # a built-in problem opens in the simulator
     assert c.get("/api/studies/nope/front").status_code == 404
     empty = TestClient(create_app(storage=str(tmp_path / "absent.log")))
     assert empty.get("/api/studies").json() == []
     assert not (tmp_path / "absent.log").exists()
+
+
+def test_a_problem_the_form_cannot_show_is_named() -> None:
+    from plena_opt.api import ProblemSpec
+    from plena_opt.web.service import not_in_form
+
+    base = ProblemSpec(model="gpt-oss-20b", batch_size=4, input_seq=256).identity()
+    assert not_in_form(base) == []
+    gpu = ProblemSpec(chip="h200-sxm", noc="hgx-h200x8", precision="fp8", devices=4).identity()
+    assert not_in_form(gpu) == ["chip", "precision", "devices"]
+    assert not_in_form({**base, "noc": "my/noc.json", "fixed_capacity_gib": 80.0}) == [
+        "noc",
+        "fixed_capacity_gib",
+    ]
+    assert not_in_form({**base, "a_later_field": 1}) == ["a_later_field"]
+    assert not_in_form(None) == ["problem"]
 
 
 def test_page_ships_everything_itself(client) -> None:

@@ -201,4 +201,7 @@ class FrontOut(BaseModel):
     metric_names: list[str]
     directions: list[str]
     problem: dict | None
+    #: problem fields the serving form cannot show (non-default chip, precision, profile files…);
+    #: when any, the page does not open the study's plans in the simulator
+    not_in_form: list[str]
     trials: list[FrontTrialOut]

@@ -49,6 +49,7 @@ __all__ = [
     "check_noise",
     "estimate_serving",
     "list_studies",
+    "not_in_form",
     "run_serving",
     "run_training",
     "study_front",
@@ -328,6 +329,34 @@ def list_studies(storage: str | None) -> list[dict[str, Any]]:
     return _list(open_storage(storage))
 
 
+#: The study problem's fields the serving form shows (built-in profile names and the workload).
+FORM_FIELDS = ("model", "noc", "memory", "batch_size", "input_seq", "output_seq")
+
+
+def not_in_form(problem: dict[str, Any] | None) -> list[str]:
+    """Fields of a study's problem that the serving form cannot show: a profile given as a file
+    or missing, and every other field that differs from ``ProblemSpec``'s default (a GPU chip,
+    a precision, a device count…). Opening such a plan would simulate another problem."""
+    from plena_opt.api import ProblemSpec
+
+    if not problem:
+        return ["problem"]
+    defaults = ProblemSpec().identity()
+    bad = []
+    for key, value in problem.items():
+        if key in ("model", "noc", "memory"):
+            if (
+                not isinstance(value, str)
+                or "/" in value
+                or "\\" in value
+                or value.endswith(".json")
+            ):
+                bad.append(key)
+        elif key not in FORM_FIELDS and (key not in defaults or value != defaults[key]):
+            bad.append(key)
+    return bad
+
+
 def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
     """Every completed trial of study ``name``: plan, metrics, feasibility, Pareto membership
     (among the feasible trials, over the study's objectives) and the study's problem."""
@@ -373,5 +402,6 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
         "metric_names": study.metric_names or [f"objective {i}" for i in range(len(signs))],
         "directions": [d.name.lower() for d in study.directions],
         "problem": study.user_attrs.get("problem"),
+        "not_in_form": not_in_form(study.user_attrs.get("problem")),
         "trials": rows,
     }

@@ -95,13 +95,9 @@ TTFT ${fmt(t.ttft_ms)} ms · ${fmt(t.tps)} tokens/s${t.feasible ? "" : " · infe
 
   function open(t) {
     const p = f.problem || {};
-    const custom = p.model_path || p.fixed_bandwidth_gbs || p.total_layers || p.chip ||
-      p.include_lm_head || (p.overlap && p.overlap !== "stage-roofline") ||
-      (p.routing && p.routing !== "balanced") || (p.frequency_hz && p.frequency_hz !== 1e9) ||
-      [p.noc, p.memory, p.model].some((x) => x && (x.includes("/") || x.endsWith(".json")));
-    if (custom) {
+    if (f.not_in_form.length) {
       document.getElementById("front-note").textContent =
-        "This study uses profile files or options the simulator form cannot show; simulate it with plena-opt simulate.";
+        `The simulator form cannot show this study's ${f.not_in_form.join(", ")}; simulate it with plena-opt simulate.`;
       return;
     }
     onOpen(p, t.plan);
