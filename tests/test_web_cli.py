@@ -69,6 +69,17 @@ def test_ui_rejects_a_bad_port(capsys) -> None:
     assert "error: --port must be between 0 and 65535" in capsys.readouterr().err
 
 
+def test_ui_storage_defaults_like_the_other_commands(monkeypatch, capsys) -> None:
+    from plena_opt.cli.main import build_parser
+    from plena_opt.search.storage import DEFAULT_STORAGE
+
+    with pytest.raises(SystemExit):
+        main(["ui", "--help"])
+    assert f"./{DEFAULT_STORAGE}" in capsys.readouterr().out.replace("\n", " ")
+    monkeypatch.setenv("PLENA_OPT_STORAGE", "from-env.log")
+    assert build_parser().parse_args(["ui"]).storage == "from-env.log"
+
+
 def _simulate(capsys, *args: str) -> tuple[int, dict | str]:
     rc = main(["simulate", *args])
     out, err = capsys.readouterr()

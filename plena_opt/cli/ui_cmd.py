@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from plena_opt.cli.commands import help_of
+from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.errors import PlenaInputError
 
 MISSING = (
@@ -22,9 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="TCP port (0 = any free port)")
-    p.add_argument("--storage", default=None, help="study store the studies tab reads")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="journal file or RDB URL the studies tab reads "
+        f"(default: ${ENV_STORAGE}, else ./plena-opt-studies.log)",
+    )
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, storage=env_default(ENV_STORAGE))
 
 
 def run(args: argparse.Namespace) -> int:
