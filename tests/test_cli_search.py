@@ -98,6 +98,20 @@ def test_unmeetable_sla_says_so_with_best_plan(tmp_path, monkeypatch, capsys) ->
     assert "violates max_ttft" in err
 
 
+def test_sampled_search_that_misses_the_only_feasible_plan(capsys) -> None:
+    # 12 TPE trials miss the one plan meeting the SLA; the exact front has it: the comparison of
+    # an empty found front with it must not crash (it raised ValueError from a reshape)
+    argv = ["search", "--model", "gpt-oss-20b", "--noc", "illustrative_gpu_node_8", "--json"]
+    argv += ["--input-seq", "256", "--output-seq", "8", "--trials", "12", "--seed", "0"]
+    argv += ["--storage", ":memory:", "--recheck", "0", "--max-ttft-ms", "150", "--quiet"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["front"] == [] and doc["exact_front_size"] == 1
+    assert doc["front_recall"] == 0.0 and doc["hv_ratio"] == 0.0
+    assert "no plan meets the constraints" in err
+
+
 def test_sigint_keeps_finished_trials(tmp_path) -> None:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "plena_opt.cli.main", "search", "--model", "qwen3-235b-a22b",

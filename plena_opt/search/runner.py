@@ -376,7 +376,9 @@ def _rate_front(
         norm = Normaliser.from_points(pts)
         hv_norm = "exact-front"
         result_extra["exact_hypervolume"] = norm.hypervolume(pts)
-        found = np.array([r.minimised(s.objectives) for r in front]).reshape(len(front), -1)
+        found = np.array([r.minimised(s.objectives) for r in front]).reshape(
+            len(front), pts.shape[1]
+        )
         q = front_quality(
             found, [r.point.key for r in front], pts, [r.point.key for r in exact_front]
         )
