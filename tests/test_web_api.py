@@ -195,16 +195,18 @@ def test_studies_and_front(tmp_path) -> None:
 
     store = tmp_path / "s.log"
     argv = ["search", "--model", "gpt-oss-20b", "--noc", "illustrative_gpu_node_8"]
-    argv += ["--input-seq", "256", "--output-seq", "8", "--trials", "12", "--quiet"]
-    argv += ["--storage", str(store), "--study", "web", "--recheck", "0", "--max-ttft-ms", "150"]
+    argv += ["--input-seq", "256", "--output-seq", "8", "--sampler", "exhaustive", "--quiet"]
+    argv += ["--storage", str(store), "--study", "web", "--recheck", "0", "--max-ttft-ms", "300"]
     assert main(argv) == 0
     c = TestClient(create_app(storage=str(store)))
     studies = c.get("/api/studies").json()
     assert [s["name"] for s in studies] == ["web"]
     front = c.get("/api/studies/web/front").json()
     trials = front["trials"]
-    assert trials and all(t["on_front"] <= t["feasible"] for t in trials)
-    assert any(t["on_front"] for t in trials) or not any(t["feasible"] for t in trials)
+    assert len(trials) == 60 and all(t["on_front"] <= t["feasible"] for t in trials)
+    assert any(t["on_front"] for t in trials) and not all(t["feasible"] for t in trials)
+    for t in trials:  # infeasible plans keep their objective values (stored as PRUNED trials)
+        assert len(t["values"]) == 3 and t["values"][0] == pytest.approx(t["ttft_ms"])
     assert front["problem"]["model"] == "gpt-oss-20b"
     assert front["not_in_form"] == []  # a built-in problem opens in the simulator
     assert c.get("/api/studies/nope/front").status_code == 404

@@ -358,48 +358,50 @@ def not_in_form(problem: dict[str, Any] | None) -> list[str]:
 
 
 def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
-    """Every completed trial of study ``name``: plan, metrics, feasibility, Pareto membership
-    (among the feasible trials, over the study's objectives) and the study's problem."""
-    import numpy as np
-    import optuna
+    """The first ``max_trials`` scored plans of study ``name`` (each plan once; infeasible ones
+    are PRUNED trials with their values kept): plan, metrics, feasibility, membership of the
+    study's feasible Pareto front (``plena_opt.search.trials.front_trials``, as GetStudy) and the
+    study's problem. Only what is on disk is read (``committed_view``)."""
+    from optuna.trial import TrialState
 
-    from plena_opt.search.pareto import pareto_mask
-    from plena_opt.search.storage import load_existing_study, open_storage, storage_exists
+    from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
+    from plena_opt.search.storage import (
+        committed_view,
+        load_existing_study,
+        open_storage,
+        storage_exists,
+    )
+    from plena_opt.search.trials import VALUES_ATTR, front_trials, scored_trials
 
     if not storage_exists(storage):
         raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
-    study = load_existing_study(name, open_storage(storage))
-    trials = [
-        t
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if "metrics" in t.user_attrs and t.values
-    ][:max_trials]
-    signs = np.array([1.0 if d.name == "MINIMIZE" else -1.0 for d in study.directions])
+    store = open_storage(storage)
+    with committed_view(store):
+        study = load_existing_study(name, store)
+        trials = scored_trials(study)[:max_trials]
+        on_front = {t.number for t in front_trials(study)}
     rows = []
     for t in trials:
-        m = t.user_attrs["metrics"]
+        m = t.user_attrs[METRICS_ATTR]
+        done = t.state == TrialState.COMPLETE
+        values = t.values if done else t.user_attrs.get(VALUES_ATTR, [])
         rows.append(
             {
                 "number": t.number,
                 "label": t.user_attrs.get("label", ""),
-                "plan": t.user_attrs.get("plan", {}),
-                "values": [float(v) for v in t.values],
-                "feasible": bool(t.user_attrs.get("feasible", True)),
+                "plan": t.user_attrs.get(PLAN_ATTR, {}),
+                "values": [float(v) for v in values],
+                "feasible": done and bool(t.user_attrs.get("feasible", True)),
+                "on_front": t.number in on_front,
                 "ttft_ms": float(m["ttft_ms"]),
                 "tps": float(m["tps"]),
                 "energy_j_per_token": m.get("energy_j_per_token"),
             }
         )
-    ok = [i for i, r in enumerate(rows) if r["feasible"] and all(map(math.isfinite, r["values"]))]
-    on_front = set()
-    if ok:
-        pts = np.array([rows[i]["values"] for i in ok]) * signs
-        on_front = {ok[k] for k in np.flatnonzero(pareto_mask(pts))}
-    for i, r in enumerate(rows):
-        r["on_front"] = i in on_front
+    metric_names = study.metric_names or [f"objective {i}" for i in range(len(study.directions))]
     return {
         "name": name,
-        "metric_names": study.metric_names or [f"objective {i}" for i in range(len(signs))],
+        "metric_names": metric_names,
         "directions": [d.name.lower() for d in study.directions],
         "problem": study.user_attrs.get("problem"),
         "not_in_form": not_in_form(study.user_attrs.get("problem")),
