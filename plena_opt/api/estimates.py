@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from plena_opt import jsonio
 from plena_opt.api.problems import evaluator_of
 from plena_opt.errors import PlenaInputError
 
@@ -27,7 +27,7 @@ class PlanEstimate:
 
     def to_json(self) -> str:
         """The document as compact JSON (what the gRPC ``estimate_json`` field carries)."""
-        return json.dumps(self.document)
+        return jsonio.dumps(self.document)
 
     def to_text(self, *, as_json: bool = False) -> str:
         """What ``plena-opt estimate`` prints (``--json``: the indented document)."""

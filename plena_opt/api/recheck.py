@@ -17,6 +17,7 @@ from plena_opt.estimate.problem import EvaluatorInputs
 from plena_opt.pipeline.simulator import RecheckResult, recheck_plans
 from plena_opt.search.result import SearchResult
 from plena_opt.search.space import Point
+from plena_opt.stop import StopToken
 
 DEFAULT_RECHECK = 5
 DEFAULT_SAMPLES = 1000
@@ -34,17 +35,24 @@ def recheck_front(
     seed: int = 0,
     trace_dir: str | Path | None = None,
     should_stop: Callable[[], bool] | None = None,
+    stop: StopToken | None = None,
 ) -> list[RecheckResult]:
-    """Re-check the first ``top_k`` front plans (``RecheckResult`` list, front order)."""
+    """Re-check the first ``top_k`` front plans (``RecheckResult`` list, front order).
+
+    ``stop`` (deadline / cancel token) is checked between estimates, between plans and inside
+    the Monte Carlo: fewer plans come back, the last possibly ``partial``; ``should_stop`` is an
+    older, coarser hook (checked between estimates only)."""
     estimates = []
     for entry in result.front[: max(top_k, 0)]:
-        if should_stop is not None and should_stop():
+        if (should_stop is not None and should_stop()) or (stop is not None and stop.is_set()):
             break
         plan = Plan.from_dict(entry.plan)
         estimates.append(inputs.evaluator(entry.plan.get("batch_size")).estimate(plan))
     if not estimates:
         return []
-    checks = recheck_plans(estimates, samples=samples, noise=noise, seed=seed, trace_dir=trace_dir)
+    checks = recheck_plans(
+        estimates, samples=samples, noise=noise, seed=seed, trace_dir=trace_dir, stop=stop
+    )
     for entry, rc in zip(result.front, checks, strict=False):
         rc.trace_paths = [_name_after_plan(path, entry.plan) for path in rc.trace_paths]
     return checks

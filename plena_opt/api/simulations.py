@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.pipeline.scheduler import InferenceStageTimes, PipelinePlan
     from plena_opt.pipeline.simulator import NoiseSpec, ServingResult, SimulationResult
+    from plena_opt.stop import StopToken
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,24 @@ def simulate_plan(
     max_window_steps: int = 64,
     check_work: Callable[[InferenceStageTimes], None] | None = None,
     simulate_comm: bool = True,
+    stop: StopToken | None = None,
 ) -> ServingSimulation:
     """Estimate ``plan`` and simulate its serving windows (``samples`` Monte Carlo draws under
     ``noise``); ``check_work(times)`` may refuse the work before it runs (server limits);
-    ``simulate_comm=False`` leaves the pipeline hops out (pipeline-simulator §0 rule 4)."""
+    ``simulate_comm=False`` leaves the pipeline hops out (pipeline-simulator §0 rule 4);
+    ``stop`` (deadline / cancel token) ends the Monte Carlo early (``result.partial``)."""
     from plena_opt.pipeline.simulator import simulate_estimate
 
     est = evaluator_of(problem).estimate(plan).to_dict()
     res = simulate_estimate(
-        est, noise, samples, seed, max_window_steps, check_work, simulate_comm=simulate_comm
+        est,
+        noise,
+        samples,
+        seed,
+        max_window_steps,
+        check_work,
+        simulate_comm=simulate_comm,
+        stop=stop,
     )
     return ServingSimulation(est, res)
 
@@ -126,10 +136,12 @@ def simulate_schedule(
     samples: int = 1000,
     seed: int = 0,
     simulate_comm: bool | None = None,
+    stop: StopToken | None = None,
 ) -> ScheduleSimulation:
     """Simulate a schedule with ``stage_ms`` per op type and pipeline stage (ms; with vpp > 1
     each chunk op takes F/v, pipeline-simulator §1.3). ``simulate_comm=False`` filters the
-    plan's communication ops out; None simulates the plan as built."""
+    plan's communication ops out; None simulates the plan as built. ``stop`` ends the Monte Carlo
+    early."""
     from plena_opt.pipeline.simulator import parse_noise, per_op_durations, simulate
 
     stage = {k: float(v) for k, v in stage_ms.items()}
@@ -140,5 +152,6 @@ def simulate_schedule(
         samples,
         seed,
         simulate_comm=simulate_comm,
+        stop=stop,
     )
     return ScheduleSimulation(res, stage)

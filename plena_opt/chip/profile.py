@@ -18,13 +18,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from plena_opt.bounds import Bytes, ranged, strip_value_error
 from plena_opt.chip.expression import ExpressionError, evaluate
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError, echo, name_list
 
 DEFAULT_CHIP = "plena-default"
 
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+# Plausible ranges (plena_opt.bounds): lengths up to 65,536 elements, SRAM up to 2**32 rows,
+# HBM up to 16 EiB and 65,536 bits wide, a million cycles per operation.
+Length = ranged(1, 2**16, "elements", integer=True)
+Rows = ranged(1, 2**32, "rows", integer=True)
+Count = ranged(1, 2**24, integer=True)
+LatencyCycles = ranged(0, 2**20, "cycles", integer=True)
 Expression = Annotated[str, Field(strict=True, min_length=1)] | Annotated[int, Field(strict=True)]
 
 # Every instruction of the reference ISA table (§1.2); all must have a cost after merging.
@@ -52,20 +59,20 @@ class ChipConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    DC_EN: NonNegativeInt
-    MAX_LOOP_INSTRUCTIONS: PositiveInt
-    MLEN: PositiveInt  # systolic tile edge (elements)
-    BLEN: PositiveInt  # matrix-unit block edge (elements)
-    VLEN: PositiveInt  # vector width (elements)
-    HLEN: PositiveInt  # head-dim lane width (elements)
-    BROADCAST_AMOUNT: PositiveInt
-    HBM_SIZE: PositiveInt  # bytes
-    HBM_WIDTH: PositiveInt  # bits
-    MATRIX_SRAM_SIZE: PositiveInt
-    VECTOR_SRAM_SIZE: PositiveInt  # rows of VLEN elements
-    HBM_M_Prefetch_Amount: PositiveInt
-    HBM_V_Prefetch_Amount: PositiveInt  # VLEN-rows per vector prefetch
-    HBM_V_Writeback_Amount: PositiveInt
+    DC_EN: ranged(0, 1, integer=True)
+    MAX_LOOP_INSTRUCTIONS: Count
+    MLEN: Length  # systolic tile edge (elements)
+    BLEN: Length  # matrix-unit block edge (elements)
+    VLEN: Length  # vector width (elements)
+    HLEN: Length  # head-dim lane width (elements)
+    BROADCAST_AMOUNT: Length
+    HBM_SIZE: Bytes  # bytes
+    HBM_WIDTH: ranged(1, 2**16, "bits", integer=True)  # bits
+    MATRIX_SRAM_SIZE: Rows
+    VECTOR_SRAM_SIZE: Rows  # rows of VLEN elements
+    HBM_M_Prefetch_Amount: Count
+    HBM_V_Prefetch_Amount: Count  # VLEN-rows per vector prefetch
+    HBM_V_Writeback_Amount: Count
 
     @model_validator(mode="after")
     def _shape_rules(self) -> ChipConfig:
@@ -83,23 +90,23 @@ class ChipLatency(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    SYSTOLIC_PROCESSING_OVERHEAD: NonNegativeInt
-    VECTOR_LONGEST_OPERATE_CYCLES: NonNegativeInt
-    VECTOR_BASIC_CYCLES: NonNegativeInt
-    VECTOR_ADD_CYCLES: NonNegativeInt
-    VECTOR_MUL_CYCLES: NonNegativeInt
-    VECTOR_EXP_CYCLES: NonNegativeInt
-    VECTOR_PREFIX_SCAN_CYCLES: NonNegativeInt
-    VECTOR_SHIFT_CYCLES: NonNegativeInt
-    VECTOR_RECI_CYCLES: NonNegativeInt
-    VECTOR_MAX_CYCLES: NonNegativeInt
-    VECTOR_SUM_CYCLES: NonNegativeInt
-    SCALAR_FP_LONGEST_OPERATE_CYCLES: NonNegativeInt
-    SCALAR_FP_BASIC_CYCLES: NonNegativeInt
-    SCALAR_FP_EXP_CYCLES: NonNegativeInt
-    SCALAR_FP_SQRT_CYCLES: NonNegativeInt
-    SCALAR_FP_RECI_CYCLES: NonNegativeInt
-    SCALAR_INT_BASIC_CYCLES: NonNegativeInt
+    SYSTOLIC_PROCESSING_OVERHEAD: LatencyCycles
+    VECTOR_LONGEST_OPERATE_CYCLES: LatencyCycles
+    VECTOR_BASIC_CYCLES: LatencyCycles
+    VECTOR_ADD_CYCLES: LatencyCycles
+    VECTOR_MUL_CYCLES: LatencyCycles
+    VECTOR_EXP_CYCLES: LatencyCycles
+    VECTOR_PREFIX_SCAN_CYCLES: LatencyCycles
+    VECTOR_SHIFT_CYCLES: LatencyCycles
+    VECTOR_RECI_CYCLES: LatencyCycles
+    VECTOR_MAX_CYCLES: LatencyCycles
+    VECTOR_SUM_CYCLES: LatencyCycles
+    SCALAR_FP_LONGEST_OPERATE_CYCLES: LatencyCycles
+    SCALAR_FP_BASIC_CYCLES: LatencyCycles
+    SCALAR_FP_EXP_CYCLES: LatencyCycles
+    SCALAR_FP_SQRT_CYCLES: LatencyCycles
+    SCALAR_FP_RECI_CYCLES: LatencyCycles
+    SCALAR_INT_BASIC_CYCLES: LatencyCycles
 
 
 class ChipProfile(BaseModel):
@@ -197,7 +204,7 @@ def _builtin_dict(name: str) -> dict[str, Any]:
     names = list_chip_profiles()
     if name not in names:
         raise PlenaNotFoundError(
-            "chip", f"unknown chip profile {name!r}; choose one of: {', '.join(names)}"
+            "chip", f"unknown chip profile {echo(name)}; choose one of: {name_list(names)}"
         )
     return _read_json(_profiles_dir() / f"{name}.json", "chip profile")
 
@@ -259,7 +266,9 @@ def _input_error(exc: ValidationError) -> PlenaInputError:
         return PlenaInputError(field, f"chip profile: unknown key {field!r}")
     if kind == "missing":
         return PlenaInputError(field, f"chip profile: missing {field!r}")
-    message = f"chip profile {field}: {err['msg']}"
+    message = f"chip profile {field}: {strip_value_error(err['msg'])}"
+    if kind == "value_error":
+        message += f" (got {err.get('input')!r})"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return PlenaTypeError(field, message)
     return PlenaInputError(field, message)

@@ -80,11 +80,12 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 def error_text(exc: PlenaInputError) -> str:
     """The message, prefixed with the field when the message does not already name it (e.g.
-    ``layers.L2.shape: ring size must be even``)."""
+    ``layers.L2.shape: ring size must be even``); reference-worded messages (``exc.bare``) print
+    as they are."""
     msg = str(exc)
     field = exc.field or ""
     names = (field, field.replace("_", "-"))
-    if not field or field in ("request", "profile") or any(n in msg for n in names):
+    if exc.bare or not field or field in ("request", "profile") or any(n in msg for n in names):
         return msg
     return f"{field}: {msg}"
 

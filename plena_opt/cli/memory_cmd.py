@@ -10,9 +10,9 @@ skipped. Layer flags apply to stacked-DRAM profiles only.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from plena_opt import jsonio
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 from plena_opt.memory import StackedDramModel, list_memory_profiles, load_memory
@@ -71,7 +71,7 @@ def _describe(args: argparse.Namespace) -> int:
     variants = describe_variants(memory, args.total_layers, args.connected_layers)
     rows = [variant.describe() for variant in variants]
     if args.json:
-        print(json.dumps(rows if len(rows) > 1 else rows[0], indent=2))
+        print(jsonio.dumps(rows if len(rows) > 1 else rows[0], indent=2))
         return 0
     print(f"{memory.name} [{memory.kind}]")
     if isinstance(memory, StackedDramModel):
@@ -101,7 +101,7 @@ def _describe(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     names = list_memory_profiles()
     if args.json:
-        print(json.dumps([load_memory(name).describe() for name in names], indent=2))
+        print(jsonio.dumps([load_memory(name).describe() for name in names], indent=2))
         return 0
     for name in names:
         memory = load_memory(name)

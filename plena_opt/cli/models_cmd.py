@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from plena_opt import jsonio
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 from plena_opt.memory import HbmStoragePrecision
@@ -119,7 +119,7 @@ def _list_handler(args: argparse.Namespace) -> int:
         return _show_handler(args)
     rows = [model_row(load_model(n), model_info(n)) for n in list_models()]
     if args.json:
-        print(json.dumps({"models": rows}, indent=2))
+        print(jsonio.dumps({"models": rows}, indent=2))
     else:
         print(format_table(rows))
     return 0
@@ -139,7 +139,7 @@ def _show_handler(args: argparse.Namespace) -> int:
     )
     detail.update(arch)
     if getattr(args, "json", False):
-        print(json.dumps(detail, indent=2))
+        print(jsonio.dumps(detail, indent=2))
         return 0
     for key, value in detail.items():
         if key in ("layer_types", "mlp_types"):

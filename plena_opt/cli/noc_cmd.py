@@ -7,12 +7,12 @@ Spec: analytic-model.md §5 (describe-noc text and JSON), network-model.md §7�
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 import deepstack
 from deepstack import DIMS, Network, ParallelScheme, ProfileError, ProfileTypeError
 
+from plena_opt import jsonio
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 
@@ -55,7 +55,7 @@ def describe_text(profile: deepstack.NocProfile) -> str:
 def _describe(args: argparse.Namespace) -> int:
     profile = _load(args.profile)
     if args.json:
-        print(json.dumps(profile.describe(), indent=2))
+        print(jsonio.dumps(profile.describe(), indent=2))
     else:
         print(describe_text(profile))
     return 0
@@ -109,7 +109,7 @@ def _collective(args: argparse.Namespace) -> int:
     sizes = {d: getattr(args, d) for d in DIMS}
     doc = price(profile, args.op, args.bytes, args.dim, sizes)
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(jsonio.dumps(doc, indent=2))
         return 0
     energy = doc["noc_energy_pj"]
     print(

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from plena_opt import api
+from plena_opt import api, jsonio
 from plena_opt.api.recheck import DEFAULT_NOISE, DEFAULT_RECHECK, DEFAULT_SAMPLES, render_recheck
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
@@ -333,7 +333,7 @@ def write_outputs(
     if args.json:
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
-        print(json.dumps(doc, indent=2))
+        print(jsonio.dumps(doc, indent=2))
     else:
         print(render_text(result))
         if checks:

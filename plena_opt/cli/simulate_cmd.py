@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from plena_opt import api
+from plena_opt import api, jsonio
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
     UNITS_EPILOG,
@@ -230,7 +230,7 @@ def _print(
     doc = sim.document()
     if args.json:
         doc["trace_paths"] = traces
-        print(json.dumps(doc, indent=2))
+        print(jsonio.dumps(doc, indent=2))
     else:
         print(render(doc, traces))
     return 0

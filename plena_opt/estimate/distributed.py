@@ -564,16 +564,27 @@ class PlanCost:
         transfer = self.decode.transfer.energy_pj or 0.0
         return (total / self.plan.pp + transfer) / self.shard.micro
 
+    def capacity_warning(self, single_chip: bool) -> str:
+        """The reference's words for weights + KV cache over capacity (distributed and
+        single-chip estimates word it differently)."""
+        wb, kb = self.footprint
+        cap = self.ctx.memory.capacity_bytes / GIB
+        if single_chip:
+            return (
+                f"weights ({wb / GIB:.2f} GiB) and KV cache ({kb / GIB:.2f} GiB) exceed the "
+                f"memory capacity ({cap:.2f} GiB)"
+            )
+        return (
+            f"a device of the fullest stage holds weights ({wb / GIB:.2f} GiB) and KV cache "
+            f"({kb / GIB:.2f} GiB) beyond its memory capacity ({cap:.2f} GiB)"
+        )
+
     @cached_property
     def warnings(self) -> list[str]:
         ctx, m = self.ctx, self.ctx.model
         out = list(self.plan_warnings)
         if self.fits_in_memory is False:
-            wb, kb = self.footprint
-            out.append(
-                f"weights ({wb / GIB:.2f} GiB) and KV cache ({kb / GIB:.2f} GiB) exceed the "
-                f"memory capacity ({ctx.memory.capacity_bytes / GIB:.2f} GiB)"
-            )
+            out.append(self.capacity_warning(single_chip=False))
         out.extend(ctx._memory_warnings)
         out.extend(m.not_modelled)  # parts of the model that are not priced (vision tower, …)
         if ctx.gpu is not None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
+
+from plena_opt import jsonio
 
 if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import PlanMetrics
@@ -189,9 +190,9 @@ def estimate_output(est: dict, metrics: PlanMetrics, *, as_json: bool) -> str:
     doc = dict(est)
     doc["energy_per_token_joules"] = metrics.energy_per_token_joules
     doc["decode_attribution_seconds"] = metrics.attribution
-    return json.dumps(doc, indent=2)
+    return jsonio.dumps(doc, indent=2)
 
 
 def single_chip_output(est: dict, *, as_json: bool) -> str:
     """What ``plena-opt estimate`` prints for a single-chip estimate."""
-    return json.dumps(est, indent=2) if as_json else render_single_chip(est)
+    return jsonio.dumps(est, indent=2) if as_json else render_single_chip(est)

@@ -106,7 +106,9 @@ def validate_plan(
             or model.is_mla
         ):
             raise PlenaInputError(
-                "cp", "context parallelism is modelled for dense full-attention models only"
+                "cp",
+                "context parallelism is modelled for dense full-attention models only",
+                bare=True,
             )
     if model.num_experts:
         _, ep_moe = moe_parallel(tp, plan.ep, model.num_experts, plan.moe_tp_mode)
@@ -115,6 +117,7 @@ def validate_plan(
                 "ep",
                 f"{model.num_experts} experts do not split evenly over {ep_moe} "
                 "expert-parallel ranks",
+                bare=True,
             )
     elif plan.ep > 1:
         raise PlenaInputError(
@@ -135,8 +138,8 @@ def plan_warnings(model: ModelSpec, plan: Plan, workload: Workload) -> list[str]
         )
     if workload.batch_size % plan.pp:
         warnings.append(
-            f"batch {workload.batch_size} is not a multiple of pp={plan.pp}; the micro-batch "
-            f"is rounded up to {micro} sequences"
+            f"batch {workload.batch_size} is not a multiple of pp={plan.pp}; micro-batches are "
+            f"rounded up to {micro}"
         )
     per_stage = ceil(model.num_layers / plan.pp)
     if per_stage * (plan.pp - 1) >= model.num_layers:

@@ -89,9 +89,17 @@ def estimate_decoder_latency(
             "fits_in_memory": cost.fits_in_memory,
             "memory": memory.describe(),
             "precision": cost.ctx.precision.to_dict(),
-            "warnings": [w for w in cost.warnings],
+            "warnings": _single_chip_warnings(cost),
         }
     )
+
+
+def _single_chip_warnings(cost: PlanCost) -> list[str]:
+    """The one-device cost's warnings, the capacity one in the single-chip reference's words."""
+    if cost.fits_in_memory is not False:
+        return list(cost.warnings)
+    distributed = cost.capacity_warning(single_chip=False)
+    return [cost.capacity_warning(True) if w == distributed else w for w in cost.warnings]
 
 
 def estimate_single_chip(

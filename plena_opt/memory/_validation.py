@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from plena_opt.bounds import strip_value_error
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -56,6 +57,8 @@ def input_error(exc: ValidationError, prefix: str = "") -> PlenaInputError:
     if kind in _BOUNDS:
         bound = next(iter(ctx.values()))
         rule = f"must be {_BOUNDS[kind]} {bound}"
+    elif kind == "value_error":  # a plausible-range rule (plena_opt.bounds) says its range
+        rule = strip_value_error(err["msg"])
     else:
         rule = _RULES.get(kind, err["msg"])
     message = f"{field} {rule}"

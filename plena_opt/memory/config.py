@@ -11,15 +11,18 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
+from plena_opt.bounds import Bandwidth, Bytes, ClockHz, PjPerBit, ranged
 from plena_opt.errors import PlenaInputError
-from plena_opt.memory._validation import (
-    Fraction,
-    NonNegativeInt,
-    NonNegativeNumber,
-    PositiveInt,
-    PositiveNumber,
-    StrictModel,
-)
+from plena_opt.memory._validation import Fraction, StrictModel
+
+# Plausible ranges (plena_opt.bounds): stacks of up to 100,000 layers, rows and transactions up to
+# 1 GiB, a million cycles per sector or recharge, 1e9 cycles of round-trip latency.
+MAX_LAYERS = 100_000
+LayerCount = ranged(1, MAX_LAYERS, "layers", integer=True)
+SmallBytes = ranged(1, 2**30, "bytes", integer=True)
+Cycles = ranged(1, 2**20, "cycles", integer=True)
+CyclesOrZero = ranged(0, 2**20, "cycles", integer=True)
+LatencyCycles = ranged(0, 1e9, "cycles")
 
 _COMPOSITION = ("bytes_per_channel_transfer", "transfers_per_memory_clock", "memory_frequency_hz")
 _DIRECT = "direct_peak_bandwidth_per_connected_layer_bytes_per_s"
@@ -30,12 +33,12 @@ class DramTimingConfig(StrictModel):
 
     section: ClassVar[str] = "dram.bank_timing"
 
-    row_bytes: PositiveInt
-    sector_bytes: PositiveInt
-    sector_cycles: PositiveInt
-    recharge_cycles: NonNegativeInt
-    round_trip_latency_cycles: NonNegativeNumber
-    latency_clock_hz: PositiveNumber
+    row_bytes: SmallBytes
+    sector_bytes: SmallBytes
+    sector_cycles: Cycles
+    recharge_cycles: CyclesOrZero
+    round_trip_latency_cycles: LatencyCycles
+    latency_clock_hz: ClockHz
 
     @model_validator(mode="after")
     def _row_is_whole_sectors(self) -> DramTimingConfig:
@@ -85,15 +88,15 @@ class StackedDramConfig(StrictModel):
 
     section: ClassVar[str] = "dram"
 
-    total_layers: PositiveInt
-    connected_layers: PositiveInt
-    channels_per_connected_layer: PositiveInt
-    capacity_per_layer_bytes: PositiveInt
-    transaction_bytes: PositiveInt
-    bytes_per_channel_transfer: PositiveNumber | None = None
-    transfers_per_memory_clock: PositiveNumber | None = None
-    memory_frequency_hz: PositiveNumber | None = None
-    direct_peak_bandwidth_per_connected_layer_bytes_per_s: PositiveNumber | None = None
+    total_layers: LayerCount
+    connected_layers: LayerCount
+    channels_per_connected_layer: ranged(1, 2**20, "channels", integer=True)
+    capacity_per_layer_bytes: Bytes
+    transaction_bytes: SmallBytes
+    bytes_per_channel_transfer: ranged(0.125, 2**20, "bytes") | None = None
+    transfers_per_memory_clock: ranged(1e-3, 1024, "transfers") | None = None
+    memory_frequency_hz: ClockHz | None = None
+    direct_peak_bandwidth_per_connected_layer_bytes_per_s: Bandwidth | None = None
     fully_connected_efficiency: Fraction | None = None
     bank_timing: DramTimingConfig | None = None
     apply_wave_quantization: bool = False
@@ -187,11 +190,11 @@ class BufferingPolicy(StrictModel):
 
     section: ClassVar[str] = "buffering"
 
-    requesters: PositiveInt
-    buffer_bytes_per_requester: PositiveInt
-    buffering_factor: PositiveNumber
-    round_trip_latency_cycles: NonNegativeNumber | None = None
-    round_trip_latency_clock_hz: PositiveNumber | None = None
+    requesters: ranged(1, 2**24, "requesters", integer=True)
+    buffer_bytes_per_requester: ranged(1, 2**40, "bytes", integer=True)
+    buffering_factor: ranged(1e-3, 1e6)
+    round_trip_latency_cycles: LatencyCycles | None = None
+    round_trip_latency_clock_hz: ClockHz | None = None
 
     @model_validator(mode="after")
     def _latency_pair(self) -> BufferingPolicy:
@@ -223,12 +226,12 @@ class ThermalPolicy(StrictModel):
 
     section: ClassVar[str] = "thermal"
 
-    resistance_base_c_per_w: PositiveNumber
-    resistance_per_layer_c_per_w: NonNegativeNumber
-    baseline_layers: PositiveInt
-    design_power_w: PositiveNumber
-    static_power_w: NonNegativeNumber
-    dynamic_power_exponent: PositiveNumber
+    resistance_base_c_per_w: ranged(1e-6, 1e4, "°C/W")
+    resistance_per_layer_c_per_w: ranged(0, 1e4, "°C/W")
+    baseline_layers: LayerCount
+    design_power_w: ranged(1e-6, 1e6, "W")
+    static_power_w: ranged(0, 1e6, "W")
+    dynamic_power_exponent: ranged(1e-2, 100)
 
     @model_validator(mode="after")
     def _static_below_design(self) -> ThermalPolicy:
@@ -265,8 +268,8 @@ class DramEnergyConfig(StrictModel):
 
     section: ClassVar[str] = "energy"
 
-    read_pj_per_bit: NonNegativeNumber
-    write_pj_per_bit: NonNegativeNumber
+    read_pj_per_bit: PjPerBit
+    write_pj_per_bit: PjPerBit
 
     def energy_pj(self, read_bytes: float, write_bytes: float) -> float:
         """Energy (pJ) = 8 · (read_bytes · read_pj_per_bit + write_bytes · write_pj_per_bit)."""

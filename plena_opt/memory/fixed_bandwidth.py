@@ -15,16 +15,26 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import ValidationError
 
-from plena_opt.errors import PlenaInputError
-from plena_opt.memory._validation import (
-    PositiveInt,
-    PositiveNumber,
-    StrictModel,
-    input_error,
+from plena_opt.bounds import (
+    MAX_BANDWIDTH_BYTES_PER_S,
+    MAX_BYTES,
+    MIN_BANDWIDTH_BYTES_PER_S,
+    Bytes,
+    range_rule,
+    ranged,
 )
+from plena_opt.errors import PlenaInputError
+from plena_opt.memory._validation import StrictModel, input_error
 from plena_opt.memory.config import DramEnergyConfig
 
 UNBOUNDED_BANDWIDTH_BYTES_PER_S = 1e30
+# 1 MB/s – 100 PB/s (plena_opt.bounds), or exactly the unbounded memory's 1e30 B/s
+FixedBandwidth = ranged(
+    MIN_BANDWIDTH_BYTES_PER_S,
+    MAX_BANDWIDTH_BYTES_PER_S,
+    "B/s",
+    also=(UNBOUNDED_BANDWIDTH_BYTES_PER_S,),
+)
 
 
 class FixedBandwidthFields(StrictModel):
@@ -32,9 +42,9 @@ class FixedBandwidthFields(StrictModel):
 
     section: ClassVar[str] = ""
 
-    bandwidth_bytes_per_s: PositiveNumber
-    capacity_bytes: PositiveInt | None
-    transaction_bytes: PositiveInt | None = None
+    bandwidth_bytes_per_s: FixedBandwidth
+    capacity_bytes: Bytes | None
+    transaction_bytes: ranged(1, 2**30, "bytes", integer=True) | None = None
     energy: DramEnergyConfig | None = None
 
 
@@ -163,7 +173,10 @@ def _number_label(value: float) -> str:
     return f"{value:g}"
 
 
-MAX_CAPACITY_BYTES = 2**80  # bytes (1 YiB): beyond any device; keeps integer byte counts exact
+MAX_CAPACITY_BYTES = MAX_BYTES  # bytes (16 EiB, plena_opt.bounds)
+# CLI units of the plausible ranges: GB/s (decimal) and GiB (binary), down to one KiB
+GBS_RANGE = (MIN_BANDWIDTH_BYTES_PER_S / 1e9, MAX_BANDWIDTH_BYTES_PER_S / 1e9)
+GIB_RANGE = (2.0**-20, MAX_CAPACITY_BYTES / 2**30)
 
 
 def fixed_bandwidth(gbs: float, capacity_gib: float | None = None) -> FixedBandwidthMemory:
@@ -176,14 +189,21 @@ def fixed_bandwidth(gbs: float, capacity_gib: float | None = None) -> FixedBandw
             raise PlenaInputError(field, f"{field} must be a number (got {value!r})")
         if not math.isfinite(value) or value <= 0:
             raise PlenaInputError(field, f"{field} must be a finite number > 0 (got {value!r})")
+    lo, hi = GBS_RANGE
+    if not lo <= gbs <= hi:
+        raise PlenaInputError(
+            "fixed_bandwidth_gbs",
+            f"fixed_bandwidth_gbs {range_rule(lo, hi, 'GB/s')} (got {gbs!r})",
+        )
     name = f"fixed-{_number_label(gbs)}GBps"
     capacity = None
     if capacity_gib is not None:
-        if capacity_gib * 2**30 > MAX_CAPACITY_BYTES:
+        lo, hi = GIB_RANGE
+        if not lo <= capacity_gib <= hi:
             raise PlenaInputError(
                 "fixed_capacity_gib",
-                f"fixed_capacity_gib must be at most {MAX_CAPACITY_BYTES / 2**30:.0f} GiB "
-                f"(got {capacity_gib!r})",
+                f"fixed_capacity_gib {range_rule(lo, hi, 'GiB')}: 1 KiB to at most "
+                f"{hi:.0f} GiB (got {capacity_gib!r})",
             )
         capacity = round(capacity_gib * 2**30)
         name += f"-{_number_label(capacity_gib)}GiB"

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError, echo, name_list
 from plena_opt.memory._validation import Name, PositiveInt, PositiveNumber, StrictModel, input_error
 from plena_opt.memory.config import (
     BufferingPolicy,
@@ -206,7 +206,7 @@ def load_memory(source: str | Path | Mapping[str, Any]) -> MemoryProfile:
         return load_memory_profile(source)
     raise PlenaNotFoundError(
         "memory",
-        f"unknown memory profile {source!r}; built-in profiles: "
-        + ", ".join(list_memory_profiles())
+        f"unknown memory profile {echo(source)}; built-in profiles: "
+        + name_list(list_memory_profiles())
         + " (or give a path to a profile JSON)",
     )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from plena_opt import jsonio
 from plena_opt.search.hypervolume import REFERENCE
 from plena_opt.search.result import FrontEntry, SearchResult
 
@@ -181,7 +181,7 @@ def result_document(result: SearchResult) -> dict:
 
 
 def render_json(result: SearchResult) -> str:
-    return json.dumps(result_document(result), indent=2)
+    return jsonio.dumps(result_document(result), indent=2)
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:

@@ -37,7 +37,7 @@ from optuna.storages import JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileSymlinkLock
 from optuna.trial import TrialState
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.errors import PlenaInputError, not_found
 from plena_opt.search.journal import RECORD_PREFIX, BatchingJournalBackend, scan_journal
 
 DEFAULT_STORAGE = "plena-opt-studies.log"
@@ -302,10 +302,8 @@ def list_studies(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
 def load_existing_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
     """Load study ``name``; unknown names raise ``PlenaNotFoundError`` listing the valid ones."""
     names = optuna.get_all_study_names(storage)
-    if name not in names:
-        raise PlenaNotFoundError(
-            "study", f"unknown study {name!r}; known: {', '.join(names) or '(none)'}"
-        )
+    if name not in names:  # the first few names only: a message stays small with many studies
+        raise not_found("study", "study", name, names)
     return optuna.load_study(study_name=name, storage=storage)
 
 

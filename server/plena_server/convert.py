@@ -16,7 +16,14 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.errors import (
+    MAX_ECHO,
+    PlenaInputError,
+    PlenaNotFoundError,
+    echo,
+    name_list,
+    not_found,
+)
 from plena_opt.vocabulary import MOE_ROUTING_MODES, PLAN_DIMS
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
@@ -109,7 +116,9 @@ def _check_name(field: str, name: str, known: list[str], what: str) -> str:
     plain = name and not any(c in name for c in "/\\\0") and not name.startswith(".")
     if plain and not name.endswith(".json") and not _exists(name):
         return name
-    raise PlenaNotFoundError(field, f"unknown {what} {name!r}; choose one of {', '.join(known)}")
+    raise PlenaNotFoundError(
+        field, f"unknown {what} {echo(name)}; choose one of {name_list(known)}"
+    )
 
 
 def _exists(name: str) -> bool:
@@ -121,6 +130,9 @@ def _exists(name: str) -> bool:
         return True
 
 
+MAX_DISPLAY_NAME = 128  # characters of an inline model's display name
+
+
 def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.model") -> Any:
     from plena_opt import models
 
@@ -130,8 +142,16 @@ def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.m
             try:
                 return models.load_model(name=src.name)
             except PlenaNotFoundError as exc:
+                if len(src.name) > MAX_ECHO:  # the catalog echoes the name whole
+                    known = models.list_models()
+                    raise not_found(f"{field}.name", "model", src.name, known) from exc
                 raise PlenaNotFoundError(f"{field}.name", str(exc)) from exc
     if kind == "hf_config_json":
+        if len(src.display_name) > MAX_DISPLAY_NAME:
+            raise PlenaInputError(
+                f"{field}.display_name",
+                f"{field}.display_name must be at most {MAX_DISPLAY_NAME} characters",
+            )
         f = f"{field}.hf_config_json"
         cfg = parse_json_object(f, src.hf_config_json, limits)
         with field_scope(f):
@@ -202,8 +222,17 @@ def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
         )
     from plena_opt import memory
 
-    with field_scope(field):
+    try:
         return memory.fixed_bandwidth(gbs, gib)
+    except PlenaInputError as exc:  # name the proto fields, not the CLI's
+        names = {
+            "fixed_bandwidth_gbs": "bandwidth_gbytes_per_s",
+            "fixed_capacity_gib": "capacity_gib",
+        }
+        if exc.field not in names:
+            raise _prefix(field, exc) from exc
+        name = f"{field}.{names[exc.field]}"
+        raise type(exc)(name, exc.rule.replace(exc.field, name, 1)) from exc
 
 
 def default_memory() -> Any:

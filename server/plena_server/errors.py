@@ -2,7 +2,8 @@
 
 ``PlenaNotFoundError`` → NOT_FOUND; ``PlenaInputError``, ``deepstack.errors.ProfileError`` and
 pydantic ``ValidationError`` → INVALID_ARGUMENT with a ``google.rpc.BadRequest`` field violation;
-``ServerLimitError`` → RESOURCE_EXHAUSTED. Anything else is a server bug: INTERNAL, logged.
+``ServerLimitError`` and ``MemoryError`` → RESOURCE_EXHAUSTED. Anything else is a server bug:
+INTERNAL, logged. Every message is capped (``plena_opt.errors.clip``): it travels in a header.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.errors import MAX_MESSAGE, PlenaInputError, PlenaNotFoundError, clip
 
 log = logging.getLogger("plena_server")
 
@@ -50,8 +51,11 @@ class RpcAbort(Exception):
 
 
 def _status(code: int, message: str, field: str | None = None) -> grpc.Status:
+    # every path is bounded here: the message travels in a response header (8 KiB by default)
+    message = clip(message)
     detail = []
     if field is not None:
+        field = clip(field, MAX_MESSAGE // 4)
         bad = error_details_pb2.BadRequest(
             field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(field=field, description=message)
@@ -90,6 +94,11 @@ def status_for(exc: BaseException) -> grpc.Status | None:
         return _status(code_pb2.UNIMPLEMENTED, f"not available in this build: {exc}")
     if isinstance(exc, RpcAbort):
         return _status(exc.code.value[0], str(exc))
+    if isinstance(exc, MemoryError):  # a request that needs more memory than the server has
+        log.error("request ran out of memory")
+        return _status(
+            code_pb2.RESOURCE_EXHAUSTED, "the request needs more memory than the server allows"
+        )
     return None
 
 

@@ -6,16 +6,22 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
 
 STORAGE_ENV = "PLENA_OPT_STORAGE"  # the CLI's too (plena_opt.cli.conventions.ENV_STORAGE)
 
-DESCRIPTION = "Serve the plena_opt.v1.PlenaOpt gRPC API (binds to loopback by default)."
+DESCRIPTION = (
+    "Serve the plena_opt.v1.PlenaOpt gRPC API. There is no authentication: it binds to "
+    "loopback by default; to serve beyond it use --tls-cert/--tls-key and your own access "
+    "control."
+)
 
 
 def add_serve_args(p: argparse.ArgumentParser) -> None:
-    """``--host --port --storage --workers --max-searches --grace``; sets ``func``."""
+    """``--host --port --storage --workers --max-searches --max-simulates --grace
+    --no-reflection --tls-cert --tls-key``; sets ``func``."""
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=50051, help="TCP port (0 = any free port)")
     p.add_argument(
@@ -26,10 +32,43 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--workers", type=int, default=16, help="RPC handler threads (default 16)")
     p.add_argument("--max-searches", type=int, default=4, help="searches run at once (default 4)")
+    p.add_argument("--max-simulates", type=int, default=4, help="Simulates run at once (default 4)")
     p.add_argument(
         "--grace", type=float, default=5.0, help="seconds to drain on SIGTERM (default 5)"
     )
+    p.add_argument(
+        "--no-reflection",
+        dest="reflection",
+        action="store_false",
+        help="do not offer gRPC server reflection (v1 and v1alpha; offered by default)",
+    )
+    p.add_argument(
+        "--tls-cert", default=None, help="PEM certificate chain: serve TLS (with --tls-key)"
+    )
+    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
+
+
+_FLAGS = {
+    "max_concurrent_searches": "--max-searches",
+    "max_concurrent_simulates": "--max-simulates",
+    "grace_seconds": "--grace",
+}
+
+
+def _tls(args: argparse.Namespace) -> object:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise PlenaInputError("tls", "--tls-cert and --tls-key go together")
+    if not args.tls_cert:
+        return None
+    from plena_server.app import TlsFiles
+
+    tls = TlsFiles(Path(args.tls_cert), Path(args.tls_key))
+    try:
+        tls.credentials()
+    except OSError as exc:
+        raise PlenaInputError("tls", f"cannot read {exc.filename}: {exc.strerror}") from exc
+    return tls
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -44,14 +83,26 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise PlenaInputError("workers", "--workers must be greater than zero")
     try:
-        limits = ServerLimits(max_concurrent_searches=args.max_searches, grace_seconds=args.grace)
+        limits = ServerLimits(
+            max_concurrent_searches=args.max_searches,
+            max_concurrent_simulates=args.max_simulates,
+            grace_seconds=args.grace,
+        )
     except ValidationError as exc:
         loc = str(exc.errors()[0]["loc"][0])
-        flag = {"max_concurrent_searches": "--max-searches", "grace_seconds": "--grace"}[loc]
-        raise PlenaInputError(loc, f"{flag}: {exc.errors()[0]['msg']}") from exc
+        raise PlenaInputError(loc, f"{_FLAGS[loc]}: {exc.errors()[0]['msg']}") from exc
+    tls = _tls(args)
     _check_port_free(args.host, args.port)
     try:
-        return serve(args.host, args.port, args.storage, args.workers, limits)
+        return serve(
+            args.host,
+            args.port,
+            args.storage,
+            args.workers,
+            limits,
+            reflection_on=args.reflection,
+            tls=tls,
+        )
     except OSError as exc:
         raise PlenaInputError("port", f"cannot serve on {args.host}:{args.port}: {exc}") from exc
     except RuntimeError as exc:  # grpcio: "Failed to bind to address …" (port busy or no access)

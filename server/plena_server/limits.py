@@ -1,8 +1,17 @@
-"""Server-side limits that protect the server from oversized requests (issue 7)."""
+"""Server-side limits that protect the server from oversized requests (issue 7), and the slots
+that bound concurrent Simulates (their memory) as the registry bounds searches."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import grpc
 from pydantic import BaseModel, ConfigDict, Field
+
+from plena_opt.stop import StopToken
+from plena_server.errors import RpcAbort, ServerLimitError
 
 MIB = 1024 * 1024
 
@@ -13,6 +22,10 @@ class ServerLimits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_concurrent_searches: int = Field(4, ge=1, description="searches running at once")
+    max_concurrent_simulates: int = Field(4, ge=1, description="Simulates running at once")
+    max_simulate_bytes: int = Field(
+        1024 * MIB, ge=MIB, description="estimated working memory of one Simulate, bytes"
+    )
     max_devices: int = Field(4096, ge=1, description="devices in a NoC profile")
     max_trials: int = Field(20000, ge=1, description="trials per search request")
     max_samples: int = Field(100_000, ge=1, description="Monte Carlo samples per plan")
@@ -22,3 +35,50 @@ class ServerLimits(BaseModel):
     max_trace_bytes: int = Field(12 * MIB, ge=0, description="compressed trace bytes per reply")
     max_deadline_seconds: float = Field(3600.0, gt=0, description="longest search budget, s")
     grace_seconds: float = Field(5.0, ge=0, description="SIGTERM drain period, s")
+
+
+class SimulationSlots:
+    """At most ``limit`` Simulates at once (RESOURCE_EXHAUSTED beyond), each holding the stop
+    token that :meth:`shutdown` sets, so that SIGTERM makes them answer with what is done."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._tokens: set[StopToken] = set()
+        self._closed = False
+
+    @contextlib.contextmanager
+    def slot(self, token: StopToken) -> Iterator[None]:
+        """Hold a slot for the body; UNAVAILABLE while shutting down."""
+        with self._lock:
+            if self._closed:
+                raise RpcAbort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
+            if len(self._tokens) >= self.limit:
+                raise ServerLimitError(
+                    "request", f"the server already runs {self.limit} simulations; retry later"
+                )
+            self._tokens.add(token)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._tokens.discard(token)
+                self._idle.notify_all()
+
+    def active(self) -> int:
+        with self._lock:
+            return len(self._tokens)
+
+    def shutdown(self) -> None:
+        """Refuse new Simulates and stop the running ones (reason ``shutdown``)."""
+        with self._lock:
+            self._closed = True
+            tokens = list(self._tokens)
+        for token in tokens:
+            token.set("shutdown")
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every running Simulate to end."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._tokens, timeout=max(timeout, 0.0))

@@ -8,26 +8,13 @@ from collections.abc import Iterator
 
 import grpc
 
+from plena_opt.stop import StopToken
 from plena_server.errors import RpcAbort, ServerLimitError
 
 
-class StopSignal:
-    """A stop flag with the reason it was raised (first reason wins)."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason = ""
-
-    def set(self, reason: str = "cancelled") -> None:
-        if not self._event.is_set():
-            self.reason = reason
-            self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+class StopSignal(StopToken):
+    """A search's stop flag with the reason it was raised (first reason wins); the re-check
+    derives a deadline token from it (:class:`plena_opt.stop.StopToken`)."""
 
 
 class SearchRegistry:

@@ -11,7 +11,6 @@ is lost.
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import tempfile
@@ -25,12 +24,13 @@ import grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import pack_trace, trace_chunks
 
-from plena_opt import api
+from plena_opt import api, jsonio
 from plena_opt.api.recheck import DEFAULT_SAMPLES
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.result import SearchResult
 from plena_opt.search.runner import default_study_name
+from plena_opt.stop import StopToken
 from plena_server import convert
 from plena_server.limits import MIB
 from plena_server.registry import StopSignal
@@ -40,6 +40,8 @@ from plena_server.studies import fail_stale_trials, fallback_result
 MAX_BATCH_SIZES = 64
 # Answer from the study when less than this share of the deadline (0.5–3 s) is left.
 ANSWER_RESERVE_SHARE = 0.05
+# Seconds between the re-check's deadline and that answer: building and packing the result.
+RECHECK_MARGIN = 0.25
 _DONE = object()
 _STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAGE_TRACES}
 
@@ -100,8 +102,10 @@ class Recheck:
             return out
         if self.job.stop.is_set():
             out.warnings.append("re-check skipped: the search was stopped")
+            out.partial, out.stop_reason = True, self.job.stop.reason
             return out
         progress("recheck", 0, min(self.k, len(result.front)))
+        token = self.job.recheck_token()
         with tempfile.TemporaryDirectory() as tmp:
             checks = api.recheck_front(
                 result,
@@ -111,7 +115,7 @@ class Recheck:
                 noise=self.noise,
                 seed=self.seed,
                 trace_dir=tmp if self.traces else None,
-                should_stop=self.job.stop.is_set,
+                stop=token,
             )
             docs = []
             for i, rc in enumerate(checks):
@@ -119,13 +123,17 @@ class Recheck:
                 doc = rc.to_dict()
                 doc["trace_paths"] = [Path(p).stem for p in rc.trace_paths]
                 docs.append(doc)
-            out.recheck_json = json.dumps(docs)
-            if self.traces and checks:
+            out.recheck_json = jsonio.dumps(docs)
+            if self.traces and checks and not token.is_set():
                 progress("traces", 0, len(checks))
                 self._pack(checks, out, emit_trace)
-        if len(checks) < min(self.k, len(result.front)):
-            out.partial = True
-            out.warnings.append(f"re-check stopped after {len(checks)} plans")
+        if len(checks) < min(self.k, len(result.front)) or any(rc.partial for rc in checks):
+            out.partial, out.stop_reason = True, token.reason or "deadline"
+            done = sum(not rc.partial for rc in checks)
+            out.warnings.append(
+                f"re-check stopped ({out.stop_reason}) after {done} complete plans"
+                + (" and one partly sampled" if done < len(checks) else "")
+            )
         self._serving(result, checks, out)
         return out
 
@@ -137,7 +145,10 @@ class Recheck:
             api.decide_serving(result, checks, self.job.request, self.job.inputs)
         except PlenaInputError as exc:  # e.g. the comparison's study name is someone else's
             out.warnings.append(f"serving comparison not stored: {exc}")
-        out.serving_json = json.dumps(result.serving)
+        try:
+            out.serving_json = jsonio.dumps(result.serving)
+        except PlenaInputError as exc:
+            out.warnings.append(f"serving figures not sent: {exc}")
 
     def _pack(self, checks: list[Any], out: pb.SearchResult, emit_trace: Any) -> None:
         used = 0
@@ -208,6 +219,16 @@ class SearchJob:
 
         threading.Thread(target=work, name=f"search-{self.study_name}", daemon=True).start()
         return outcome
+
+    def recheck_token(self) -> StopToken:
+        """The re-check's stop token: the search's stop flag plus the RPC deadline less the
+        answer reserve and :data:`RECHECK_MARGIN` (so that the result is ready before
+        :meth:`_overdue` answers from the study)."""
+        remaining = self.context.time_remaining()
+        budget = None
+        if remaining is not None and math.isfinite(remaining):
+            budget = max(remaining - self.reserve - RECHECK_MARGIN, 0.0)
+        return StopToken.within(budget, parent=self.stop)
 
     def _overdue(self) -> bool:
         remaining = self.context.time_remaining()

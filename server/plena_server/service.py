@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -11,18 +10,18 @@ import grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
-from plena_opt import api
+from plena_opt import api, jsonio
 from plena_opt.api.wire import (
     estimate_to_proto,
     metrics_to_proto,
     model_to_proto,
     profile_description,
 )
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError, echo
 from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
 from plena_server.evaluator_cache import EvaluatorCache
-from plena_server.limits import ServerLimits
+from plena_server.limits import ServerLimits, SimulationSlots
 from plena_server.registry import SearchRegistry
 
 log = logging.getLogger("plena_server")
@@ -41,6 +40,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         self.limits = limits
         self.storage = storage
         self.registry = SearchRegistry(limits.max_concurrent_searches)
+        self.simulations = SimulationSlots(limits.max_concurrent_simulates)
         self._evaluators = EvaluatorCache(EVALUATOR_CACHE, EVALUATOR_CACHE_BYTES)
 
     # --- catalogs ---------------------------------------------------------------------------
@@ -54,7 +54,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             describe = models.load_model(name=name).describe()
             out.models.add(
                 name=name,
-                describe_json=json.dumps(describe, default=str),
+                describe_json=jsonio.dumps(describe, default=str),
                 description=model_to_proto(describe),
             )
         return out
@@ -78,7 +78,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
                 out.profiles.add(
                     kind=kind,
                     name=name,
-                    describe_json=json.dumps(describe, default=str),
+                    describe_json=jsonio.dumps(describe, default=str),
                     num_devices=int(getattr(profile, "num_devices", 0) or 0),
                     **profile_description(kinds[kind], describe),
                 )
@@ -161,7 +161,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             raise PlenaInputError("study_name", "study_name is required")
         cancelled = self.registry.cancel(request.study_name)
         if not cancelled and not studies.study_exists(self.storage, request.study_name):
-            raise PlenaNotFoundError("study_name", f"unknown study {request.study_name!r}")
+            raise PlenaNotFoundError("study_name", f"unknown study {echo(request.study_name)}")
         return pb.CancelSearchResponse(cancelled=cancelled)
 
     @unary_errors

@@ -1,26 +1,41 @@
 """Simulate RPC: one inference plan's serving windows or one training schedule, as
-``plena-opt simulate`` computes them (pipeline-simulator §1–§3), with limits on the work."""
+``plena-opt simulate`` computes them (pipeline-simulator §1–§3), with limits on the work.
+
+Each Simulate holds one of the server's simulation slots (``max_concurrent_simulates``,
+RESOURCE_EXHAUSTED beyond) and its estimated working memory is capped
+(``max_simulate_bytes``), so concurrent Simulates' memory is bounded as searches' is. A stop
+token carries the RPC deadline (less an answer reserve), the client's cancellation and SIGTERM;
+the Monte Carlo checks it at every level of every sample block and the reply then holds the
+samples done, ``partial = true`` and the ``stop_reason``."""
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
 
 import grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import pack_trace
 
-from plena_opt import api
+from plena_opt import api, jsonio
 from plena_opt.api.wire import distribution, serving_to_proto
 from plena_opt.errors import PlenaInputError
+from plena_opt.stop import StopToken
 from plena_server import convert
 from plena_server.errors import ServerLimitError
+from plena_server.limits import MIB
 
 DEFAULT_NOISE = "sigma=0.05"  # the CLI's --noise default
 DEFAULT_SAMPLES = 1000
 MAX_WINDOW_STEPS = 1024
 MAX_TRAINING_OPS = 200_000  # ops in one training plan
 MAX_WORK = 200_000_000  # ops × samples per request
+# Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
+# binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,
+# dependency graph and level layout (measured: 100,000 ops of 1F1B take about 1.5 KB per op
+# besides the block buffers; 2 KiB leaves a margin).
+GRAPH_BYTES_PER_OP = 2048
+BLOCK_BYTES_PER_SAMPLE = 9
 _TRAINING_FIELDS = {
     "durations": "training.base_ms",
     "pp": "training.pp_size",
@@ -47,7 +62,33 @@ def _traces(traces: dict[str, dict], cap: int, out: pb.SimulateResponse) -> None
         out.traces.append(packed)
 
 
+def answer_reserve(remaining: float) -> float:
+    """Seconds kept to build and send the reply: 20 % of what is left, 0.5–3 s."""
+    return min(3.0, max(0.5, 0.2 * remaining))
+
+
+def stop_token(context: grpc.ServicerContext) -> StopToken:
+    """A token for the RPC's work: its deadline less :func:`answer_reserve`; cancelled when the
+    client goes away."""
+    remaining = context.time_remaining()
+    budget = None
+    if remaining is not None and math.isfinite(remaining):
+        budget = max(remaining - answer_reserve(remaining), 0.0)
+    token = StopToken.within(budget)
+    context.add_callback(lambda: token.set("cancelled"))
+    return token
+
+
 def simulate(servicer: Any, request: pb.SimulateRequest, context: grpc.ServicerContext) -> Any:
+    """Validate, take a simulation slot, run under the RPC's stop token and reply."""
+    token = stop_token(context)
+    with servicer.simulations.slot(token):
+        out = _simulate(servicer, request, token)
+    out.stop_reason = out.stop_reason or "completed"
+    return out
+
+
+def _simulate(servicer: Any, request: pb.SimulateRequest, token: StopToken) -> Any:
     limits = servicer.limits
     samples = _opt(request, "samples", DEFAULT_SAMPLES)
     if samples < 0:
@@ -59,15 +100,22 @@ def simulate(servicer: Any, request: pb.SimulateRequest, context: grpc.ServicerC
     seed = check_seed(_opt(request, "seed", 0))  # 0 <= seed < 2**32, as the CLI's --seed
     noise = convert.noise_of(request, DEFAULT_NOISE)
     target = request.WhichOneof("target")
+    traces = request.include_traces
     if target == "training":
-        return _training(request.training, noise, samples, seed, request.include_traces, limits)
+        return _training(request.training, noise, samples, seed, traces, limits, token)
     if target == "inference":
-        return _inference(request.inference, noise, samples, seed, request.include_traces, servicer)
+        return _inference(request.inference, noise, samples, seed, traces, servicer, token)
     raise PlenaInputError("target", "target is required: inference or training")
 
 
 def _training(
-    t: pb.TrainingSchedule, noise: Any, samples: int, seed: int, traces: bool, limits: Any
+    t: pb.TrainingSchedule,
+    noise: Any,
+    samples: int,
+    seed: int,
+    traces: bool,
+    limits: Any,
+    token: StopToken,
 ) -> pb.SimulateResponse:
     from plena_opt.pipeline.scheduler import SCHEDULES
     from plena_opt.pipeline.simulator import check_schedule_durations
@@ -81,16 +129,20 @@ def _training(
         if v < 1:
             raise PlenaInputError(f"training.{name}", f"training.{name} must be greater than zero")
     if pp * vpp * m * 4 > MAX_TRAINING_OPS:
-        raise ServerLimitError("training", f"the schedule has more than {MAX_TRAINING_OPS} ops")
+        raise ServerLimitError(
+            "training", f"the schedule has more ops than the server limit of {MAX_TRAINING_OPS}"
+        )
     if not t.base_ms:
         raise PlenaInputError("training.base_ms", "training.base_ms is required (ms per op type)")
     try:
         # the CLI's --durations rules: schedule op types only, finite, 0 <= ms <= MAX_DURATION
         stage_ms = check_schedule_durations(t.schedule, dict(t.base_ms))
         plan = api.build_schedule(t.schedule, pp, m, vpp)
-        _check_work(plan.n_ops, samples)
+        _check_work(plan.n_ops, samples, limits)
         # base_ms is per pipeline stage; each of the vpp chunk ops takes F/v (spec §1.3)
-        sim = api.simulate_schedule(plan, stage_ms, noise=noise, samples=samples, seed=seed)
+        sim = api.simulate_schedule(
+            plan, stage_ms, noise=noise, samples=samples, seed=seed, stop=token
+        )
     except PlenaInputError as exc:
         raise _training_field(exc) from exc
     res = sim.result
@@ -100,14 +152,25 @@ def _training(
         makespan=res.makespan,
         bubble_ratio=res.deterministic.bubble_ratio,
         n_ops=plan.n_ops,
-        result_json=json.dumps(sim.document()),
+        result_json=jsonio.dumps(sim.document()),
+        partial=res.partial,
+        stop_reason=res.stop_reason,
     )
     if res.mc:
         out.distributions.append(distribution("makespan", "ms", res.mc.makespan))
         out.criticality.update(res.mc.criticality_by_type)
-    if traces:
+    if traces and _may_trace(token, out):
         _traces(sim.trace_documents(), limits.max_trace_bytes, out)
     return out
+
+
+def _may_trace(token: StopToken, out: pb.SimulateResponse) -> bool:
+    if not token.is_set():
+        return True
+    out.partial = True
+    out.stop_reason = out.stop_reason or token.reason
+    out.warnings.append(f"traces skipped: the simulation was stopped ({token.reason})")
+    return False
 
 
 def _training_field(exc: PlenaInputError) -> PlenaInputError:
@@ -121,15 +184,31 @@ def _training_field(exc: PlenaInputError) -> PlenaInputError:
     return exc
 
 
-def _check_work(n_ops: int, samples: int) -> None:
+def _check_work(n_ops: int, samples: int, limits: Any) -> None:
     if n_ops * max(samples, 1) > MAX_WORK:
         raise ServerLimitError(
             "samples", f"{n_ops} ops × {samples} samples is above the server limit {MAX_WORK}"
         )
+    from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK
+
+    block = min(max(samples, 0), SAMPLE_BLOCK)
+    need = (n_ops + 1) * (block * BLOCK_BYTES_PER_SAMPLE + GRAPH_BYTES_PER_OP)
+    if need > limits.max_simulate_bytes:
+        raise ServerLimitError(
+            "samples",
+            f"{n_ops} ops × {block} samples per block need about {need // MIB} MiB, above the "
+            f"server limit of {limits.max_simulate_bytes // MIB} MiB per simulation",
+        )
 
 
 def _inference(
-    t: pb.InferenceTarget, noise: Any, samples: int, seed: int, traces: bool, servicer: Any
+    t: pb.InferenceTarget,
+    noise: Any,
+    samples: int,
+    seed: int,
+    traces: bool,
+    servicer: Any,
+    token: StopToken,
 ) -> pb.SimulateResponse:
     steps = _opt(t, "max_window_steps", 64)
     if not 1 <= steps <= MAX_WINDOW_STEPS:
@@ -142,7 +221,8 @@ def _inference(
 
     def check_work(times: Any) -> None:
         # ops of the largest of the three windows: p stages × (m micro-batches × steps + prefill)
-        _check_work(times.pp * times.micro_batches * (times.decode_steps + 2) * 3, samples)
+        ops = times.pp * times.micro_batches * (times.decode_steps + 2) * 3
+        _check_work(ops, samples, servicer.limits)
 
     try:
         sim = api.simulate_plan(
@@ -153,6 +233,7 @@ def _inference(
             seed=seed,
             max_window_steps=steps,
             check_work=check_work,
+            stop=token,
         )
     except PlenaInputError as exc:
         q = convert.qualify(exc)
@@ -169,13 +250,15 @@ def _inference(
         n_ops=sim.n_ops,
         micro_batches=sim.micro_batches,
         decode_steps=sim.decode_steps,
-        result_json=json.dumps(doc),  # the CLI's --json document
+        result_json=jsonio.dumps(doc),  # the CLI's --json document
         serving=serving_to_proto(doc),
+        partial=res.partial,
+        stop_reason=res.stop_reason,
     )
     if res.ttft is not None:
         out.distributions.append(distribution("ttft", "s", res.ttft))
     if res.tps is not None:
         out.distributions.append(distribution("tps", "tokens/s", res.tps))
-    if traces:
+    if traces and _may_trace(token, out):
         _traces(sim.trace_documents(), servicer.limits.max_trace_bytes, out)
     return out

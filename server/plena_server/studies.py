@@ -14,7 +14,7 @@ from typing import Any
 from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.api.wire import summary_to_proto
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError, echo
 
 _STORES: dict[str, Any] = {}
 _STORES_LOCK = threading.Lock()
@@ -66,12 +66,12 @@ def get_study(storage: str | None, name: str) -> pb.GetStudyResponse:
 
     store = _open(storage)
     if store is None:
-        raise PlenaNotFoundError("study_name", f"unknown study {name!r}; the store is empty")
+        raise PlenaNotFoundError("study_name", f"unknown study {echo(name)}; the store is empty")
     with committed_view(store):  # report only what is on disk: a kill -9 then loses none of it
         try:
             study = load_existing_study(name, store)
-        except PlenaNotFoundError as exc:
-            raise PlenaNotFoundError("study_name", str(exc)) from exc
+        except PlenaNotFoundError as exc:  # its message lists the first few studies
+            raise PlenaNotFoundError("study_name", exc.rule) from exc
         out = pb.GetStudyResponse(
             study_name=name,
             trials_completed=trials_completed(study),

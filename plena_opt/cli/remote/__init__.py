@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from plena_opt import jsonio
 from plena_opt.cli.remote.requests import (
     estimate_request_from_args,
     search_request_from_args,
@@ -123,7 +124,7 @@ def remote_simulate(args: argparse.Namespace) -> int:
         traces = write_traces(args.trace, received_traces({t.trace_id: t for t in reply.traces}))
     if args.json:
         doc["trace_paths"] = traces
-        print(json.dumps(doc, indent=2))
+        print(jsonio.dumps(doc, indent=2))
     elif reply.mode == "training":
         print(render_schedule(doc, traces))
     else:

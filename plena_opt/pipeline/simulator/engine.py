@@ -32,6 +32,7 @@ from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK, NoiseSampler, Noise
 from plena_opt.pipeline.simulator.request import MAX_DURATION, check_duration, check_seed
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.pipeline.simulator.timeline import Timeline, compute_timeline
+from plena_opt.stop import Stopped, StopToken
 
 
 def base_durations(plan: PipelinePlan, durations: Mapping[str, float]) -> np.ndarray:
@@ -56,7 +57,9 @@ def base_durations(plan: PipelinePlan, durations: Mapping[str, float]) -> np.nda
 class MonteCarloResult:
     """Monte Carlo summary. ``criticality_by_op[j]`` = share of samples with op ``j`` on the
     critical path; ``criticality_by_type`` = mean of that share over ops of each type.
-    ``probes[name]`` holds per-sample end times of the requested ops."""
+    ``probes[name]`` holds per-sample end times of the requested ops. A run stopped early keeps
+    its whole sample blocks: ``n_samples`` of them (fewer than asked) and no representative
+    timelines."""
 
     n_samples: int
     seed: int
@@ -86,13 +89,21 @@ class MonteCarloResult:
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """Deterministic timeline (every factor 1) plus the Monte Carlo part when ``samples > 0``."""
+    """Deterministic timeline (every factor 1) plus the Monte Carlo part when ``samples > 0``.
+    ``stop_reason`` is "" for a complete run, else why the Monte Carlo part stopped early
+    ("deadline", "cancelled", "shutdown"; ``mc`` then covers fewer samples, or is None)."""
 
     plan: PipelinePlan
     graph: DependencyGraph
     base: np.ndarray
     deterministic: Timeline
     mc: MonteCarloResult | None
+    stop_reason: str = ""
+
+    @property
+    def partial(self) -> bool:
+        """True when the Monte Carlo part stopped before its requested samples."""
+        return bool(self.stop_reason)
 
     @property
     def makespan(self) -> float:
@@ -106,9 +117,7 @@ class SimulationResult:
         return out
 
     def to_dict(self, include_ops: bool = True) -> dict:
-        det = self.deterministic.to_dict()
-        if not include_ops:
-            det.pop("ops")
+        det = self.deterministic.to_dict(include_ops)
         return {
             "schedule": self.plan.schedule_name,
             "pp": self.plan.pp_size,
@@ -150,12 +159,15 @@ def simulate(
     criticality: bool = True,
     graph: DependencyGraph | None = None,
     simulate_comm: bool | None = None,
+    stop: StopToken | None = None,
 ) -> SimulationResult:
     """Simulate ``plan`` (never modified): the deterministic timeline, plus ``samples`` Monte Carlo
     samples under ``noise`` with ``seed`` (``0 <= seed < 2**32``). ``durations`` maps op type →
     base duration of one op (an interleaved chunk op's own time, F/v of a stage: see
     :func:`~plena_opt.pipeline.simulator.request.per_op_durations`) or gives one value per op.
-    ``probes`` names ops whose per-sample end times are returned.
+    ``probes`` names ops whose per-sample end times are returned. ``stop`` (deadline / cancel
+    token) is checked at every level of every sample block: the result then keeps the blocks
+    done, with ``stop_reason`` set.
 
     ``simulate_comm`` (spec §0 rule 4): ``False`` filters the plan's ``COMM`` ops out (the
     result's ``plan`` is then the filtered plan; probes and a per-op ``durations`` array refer to
@@ -180,10 +192,12 @@ def simulate(
                 f"durations must be one finite value in [0, {MAX_DURATION:g}] per op",
             )
     det = compute_timeline(graph, base, "deterministic")
-    mc = None
+    mc, reason = None, ""
     if samples:
-        mc = _monte_carlo(graph, base, spec, int(samples), int(seed), probes or {}, criticality)
-    return SimulationResult(plan, graph, base, det, mc)
+        mc, reason = _monte_carlo(
+            graph, base, spec, int(samples), int(seed), probes or {}, criticality, stop
+        )
+    return SimulationResult(plan, graph, base, det, mc, reason)
 
 
 def _filter_comm(
@@ -250,9 +264,11 @@ def _monte_carlo(
     seed: int,
     probes: Mapping[str, int],
     criticality: bool,
-) -> MonteCarloResult:
+    stop: StopToken | None = None,
+) -> tuple[MonteCarloResult | None, str]:
     """Run ``samples`` samples in blocks of :data:`SAMPLE_BLOCK` and reduce each block (spec §6.4):
-    makespan, probe end times, per-op busy time and critical-path counts."""
+    makespan, probe end times, per-op busy time and critical-path counts. Returns the result
+    (None when stopped before one block finished) and the stop reason ("" when complete)."""
     plan = graph.plan
     layout = build_layout(graph)
     sampler = NoiseSampler(plan, spec, seed)
@@ -261,19 +277,29 @@ def _monte_carlo(
     crit = np.zeros(plan.n_ops, dtype=np.int64)
     busy_rows = np.zeros(plan.n_ops, dtype=np.float64)
     buffers = _BlockBuffers(layout, min(samples, SAMPLE_BLOCK), criticality)
-    for block in range(-(-samples // SAMPLE_BLOCK)):
-        lo = block * SAMPLE_BLOCK
-        n = min(SAMPLE_BLOCK, samples - lo)
-        dur, end, bind = buffers.views(n)
-        sampler.durations(block, n, base, out=dur[: plan.n_ops], row_of=layout.row_of)
-        # float32 (pairwise) sums within a block, float64 across blocks
-        busy_rows += dur[: plan.n_ops].sum(axis=1)
-        end_times(layout, dur, end, bind)
-        makespan[lo : lo + n] = end[layout.sink_rows].max(axis=0)
-        for k, j in probes.items():
-            probe_ends[k][lo : lo + n] = end[layout.row_of[j]]
-        if bind is not None:
-            crit += critical_counts(layout, end, bind)[layout.row_of]
+    done, reason = 0, ""
+    try:
+        for block in range(-(-samples // SAMPLE_BLOCK)):
+            lo = block * SAMPLE_BLOCK
+            n = min(SAMPLE_BLOCK, samples - lo)
+            dur, end, bind = buffers.views(n)
+            sampler.durations(block, n, base, dur[: plan.n_ops], layout.row_of, stop)
+            end_times(layout, dur, end, bind, stop)
+            # float32 (pairwise) sums within a block, float64 across blocks
+            busy_rows += dur[: plan.n_ops].sum(axis=1)
+            makespan[lo : lo + n] = end[layout.sink_rows].max(axis=0)
+            for k, j in probes.items():
+                probe_ends[k][lo : lo + n] = end[layout.row_of[j]]
+            if bind is not None:
+                crit += critical_counts(layout, end, bind)[layout.row_of]
+            done = lo + n
+    except Stopped as exc:  # keep the whole blocks done; the buffers hold a torn block
+        reason = exc.reason
+    if done == 0:
+        return None, reason
+    if reason:
+        samples, makespan = done, makespan[:done]
+        probe_ends = {k: v[:done] for k, v in probe_ends.items()}
     busy_total = busy_rows[layout.row_of]
     busy = np.bincount(graph.rank_of, weights=busy_total, minlength=plan.pp_size) / samples
     idle = makespan.mean() - busy
@@ -281,7 +307,8 @@ def _monte_carlo(
     by_type: dict[str, list[float]] = {}
     for o in plan.ops:
         by_type.setdefault(o.op_type, []).append(float(share[o.id]))
-    return MonteCarloResult(
+    representative = {} if reason else _representative(graph, dur, layout.row_of, lo, makespan)
+    result = MonteCarloResult(
         n_samples=samples,
         seed=seed,
         noise=spec,
@@ -292,6 +319,7 @@ def _monte_carlo(
         if criticality
         else {},
         rank_idle_mean=tuple(float(x) for x in idle),
-        representative=_representative(graph, dur, layout.row_of, lo, makespan),
+        representative=representative,
         probe_ends=probe_ends,
     )
+    return result, reason

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from plena_opt.pipeline.simulator.dependencies import DependencyGraph
+from plena_opt.stop import StopToken
 
 
 class Level(NamedTuple):
@@ -90,11 +91,16 @@ def binding_dtype(layout: LevelLayout) -> type[np.integer]:
 
 
 def end_times(
-    layout: LevelLayout, dur: np.ndarray, end: np.ndarray, bind: np.ndarray | None = None
+    layout: LevelLayout,
+    dur: np.ndarray,
+    end: np.ndarray,
+    bind: np.ndarray | None = None,
+    stop: StopToken | None = None,
 ) -> None:
     """Fill ``end`` (``[n_rows, n]`` float32, C-contiguous) from durations ``dur`` (``[n_rows − 1,
     n]``), level by level; with ``bind`` (``[n_rows, n]``, zero outside levels with several
-    dependency slots) also record the binding slot of every op and sample."""
+    dependency slots) also record the binding slot of every op and sample. ``stop`` is checked
+    at every level (raises :class:`~plena_opt.stop.Stopped`)."""
     n = end.shape[1]
     end[layout.pad] = 0.0
     width = max((lv.hi - lv.lo for lv in layout.levels), default=0)
@@ -102,6 +108,8 @@ def end_times(
     other = np.empty_like(best)
     won = np.empty(best.shape, dtype=bool)
     for lv in layout.levels:
+        if stop is not None and stop.is_set():
+            stop.check()
         lo, hi = lv.lo, lv.hi
         if not lv.slots:
             end[lo:hi] = dur[lo:hi]

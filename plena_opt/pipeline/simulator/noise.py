@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.pipeline.scheduler import PipelinePlan
+from plena_opt.stop import StopToken
 
 #: Samples per random-stream block (fixed so that CRN holds across calls and plans).
 SAMPLE_BLOCK = 2048
@@ -178,9 +179,11 @@ class NoiseSampler:
         base: np.ndarray,
         out: np.ndarray | None = None,
         row_of: np.ndarray | None = None,
+        stop: StopToken | None = None,
     ) -> np.ndarray:
         """``base[j] ·`` factors of the block (float32), op ``j`` written to row ``row_of[j]`` of
-        ``out`` (default: row ``j`` of a new ``[n_ops, n]`` array)."""
+        ``out`` (default: row ``j`` of a new ``[n_ops, n]`` array). ``stop`` is checked for every
+        (rank, op type, chunk) stream (raises :class:`~plena_opt.stop.Stopped`)."""
         if out is None:
             out = np.empty((self.plan.n_ops, n), dtype=np.float32)
         per_rank = self._per_rank(block, n)
@@ -189,6 +192,8 @@ class NoiseSampler:
         if s > 0 and per_rank is not None:
             log_rank = np.log(per_rank)
         for (rank, tkey, chunk), ids, rows in self.groups:
+            if stop is not None:
+                stop.check()
             dest = ids if row_of is None else row_of[ids]
             b = base[ids].astype(np.float32)[:, None]
             if s > 0:

@@ -31,6 +31,7 @@ from plena_opt.pipeline.simulator.engine import SimulationResult, simulate
 from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.pipeline.simulator.trace import chrome_trace, write_trace
+from plena_opt.stop import StopToken
 
 _REL = 1e-9  # relative tolerance for "equals the analytic figure" (float summation order)
 
@@ -62,6 +63,14 @@ class ServingResult:
     # decode period (the TPS counterpart of a p99 latency).
     tps_p01: float | None = None
     tps_p10: float | None = None  # 10th percentile of the sampled TPS (the p90 slow side)
+    # "" when every window ran its samples; else why the Monte Carlo stopped early (the
+    # distributions then cover the samples done, see ``ttft.n`` / ``tps.n``, or are None)
+    stop_reason: str = ""
+
+    @property
+    def partial(self) -> bool:
+        """True when a window's Monte Carlo stopped before its requested samples."""
+        return bool(self.stop_reason)
 
     @property
     def tps_deterministic(self) -> float:
@@ -96,11 +105,14 @@ def simulate_serving(
     seed: int = 0,
     analytic: Mapping[str, float] | None = None,
     simulate_comm: bool = True,
+    stop: StopToken | None = None,
 ) -> ServingResult:
     """Simulate the three windows; ``analytic`` overrides the closed forms of ``times`` (e.g. the
     evaluator's own ``ttft_seconds``/``tps``). ``simulate_comm`` (spec §0 rule 4; on by default
     here because the analytic TTFT and decode period charge every pipeline hop): ``False`` leaves
-    the hops (``XP``/``XD`` ops) out of every window, and ``causes`` says so."""
+    the hops (``XP``/``XD`` ops) out of every window, and ``causes`` says so. With ``stop`` set
+    (deadline or cancel), the Monte Carlo parts end early and the deterministic figures are still
+    computed (each window's deterministic pass is a small fraction of its samples)."""
     spec = parse_noise(noise)
     p, m = times.pp, times.micro_batches
     dur = times.durations()
@@ -112,21 +124,21 @@ def simulate_serving(
 
     iso_plan = window(micro_batches=1, decode_steps=1)
     ttft_op = _find(iso_plan, OpKind.D, p - 1, 0, 0)
-    iso = simulate(iso_plan, dur, spec, samples, seed, probes={"ttft": ttft_op})
+    iso = simulate(iso_plan, dur, spec, samples, seed, probes={"ttft": ttft_op}, stop=stop)
 
     steps = _steady_steps(p)
     t0 = steps // 2
     st_plan = window(decode_steps=steps, prefill=False)
     a = _find(st_plan, OpKind.D, p - 1, m - 1, t0)
     b = _find(st_plan, OpKind.D, p - 1, m - 1, steps - 1)
-    steady = simulate(st_plan, dur, spec, samples, seed, probes={"a": a, "b": b})
+    steady = simulate(st_plan, dur, spec, samples, seed, probes={"a": a, "b": b}, stop=stop)
     span = m * (steps - 1 - t0)
     ends = steady.deterministic.ops
     period = (ends[b].end - ends[a].end) / span
 
     win_plan = window()
     probes = {f"ttft_mb{i}": _find(win_plan, OpKind.D, p - 1, i, 0) for i in range(m)}
-    win = simulate(win_plan, dur, spec, samples, seed, probes=probes)
+    win = simulate(win_plan, dur, spec, samples, seed, probes=probes, stop=stop)
     wops = win.deterministic.ops
     w_ttft = tuple(wops[j].end for j in probes.values())
     w_period = None
@@ -136,8 +148,9 @@ def simulate_serving(
         w_period = (wops[last].end - wops[first].end) / (m * (times.decode_steps - 1))
 
     ttft = tps = tps_p01 = tps_p10 = None
-    if samples:
+    if iso.mc is not None:
         ttft = summarize(iso.mc.probe_ends["ttft"])
+    if steady.mc is not None:
         per = (steady.mc.probe_ends["b"] - steady.mc.probe_ends["a"]) / span
         tps_samples = times.tokens_per_micro_batch / per
         tps = summarize(tps_samples)
@@ -167,6 +180,7 @@ def simulate_serving(
         tuple(causes),
         tps_p01,
         tps_p10,
+        iso.stop_reason or steady.stop_reason or win.stop_reason,
     )
 
 
@@ -240,6 +254,11 @@ class RecheckResult:
     rank_tps_simulated: int = 0
 
     @property
+    def partial(self) -> bool:
+        """True when this plan's Monte Carlo stopped early (deadline, cancel, shutdown)."""
+        return self.serving.partial
+
+    @property
     def rank_changed(self) -> bool:
         """True when noise reorders this plan: its TTFT rank (analytic vs p50) or its TPS rank
         (simulated without noise vs p50) differs."""
@@ -261,6 +280,8 @@ class RecheckResult:
             "rank_ttft": [self.rank_ttft_analytic, self.rank_ttft_simulated],
             "rank_tps": [self.rank_tps_analytic, self.rank_tps_simulated],
             "rank_changed": self.rank_changed,
+            "partial": self.partial,
+            "stop_reason": self.serving.stop_reason or "completed",
             "trace_paths": self.trace_paths,
             "serving": self.serving.to_dict(),
         }
@@ -281,17 +302,25 @@ def simulate_estimate(
     max_window_steps: int = 64,
     check_work: Callable[[InferenceStageTimes], None] | None = None,
     simulate_comm: bool = True,
+    stop: StopToken | None = None,
 ) -> ServingResult:
     """The serving simulation of one estimate document (``DistributedEstimate.to_dict()``):
     its stage times over ``max_window_steps`` decode steps, simulated beside its analytic TTFT
     (s) and TPS (tokens/s). The one estimate → simulation path (CLI, server, re-check);
-    ``check_work(times)`` may refuse the work before it runs."""
+    ``check_work(times)`` may refuse the work before it runs; ``stop`` ends the Monte Carlo
+    early (see :func:`simulate_serving`)."""
     times = stage_times_from_estimate(estimate, max_decode_steps=max_window_steps)
     if check_work is not None:
         check_work(times)
     ana = {"ttft_seconds": float(estimate["ttft_seconds"]), "tps": float(estimate["tps"])}
     return simulate_serving(
-        times, parse_noise(noise), max(samples, 0), seed, analytic=ana, simulate_comm=simulate_comm
+        times,
+        parse_noise(noise),
+        max(samples, 0),
+        seed,
+        analytic=ana,
+        simulate_comm=simulate_comm,
+        stop=stop,
     )
 
 
@@ -302,25 +331,32 @@ def recheck_plans(
     seed: int = 0,
     trace_dir: str | Path | None = None,
     max_window_steps: int = 64,
+    stop: StopToken | None = None,
 ) -> list[RecheckResult]:
     """Re-check evaluated plans (``DistributedEstimate`` objects or their ``to_dict()``) under the
     same seed for every plan (common random numbers). ``tps_p01`` is the slow tail of throughput:
     the TPS at the p99 decode period (1st percentile of the sampled TPS). TPS ranks compare the
     simulation without noise with the p50, so the simulator's first-step decode times (see the
     ``causes`` note) do not pass for a noise effect. Traces of each plan's
-    serving window (deterministic, p50, p99) go to ``trace_dir/plan{i}_{sample}.json``."""
+    serving window (deterministic, p50, p99) go to ``trace_dir/plan{i}_{sample}.json``.
+
+    ``stop`` (deadline / cancel token) is checked between plans and inside every simulation:
+    the plans done are returned, the last one possibly with fewer samples (``partial``), and no
+    traces are written once it is set."""
     spec = parse_noise(noise)
     out: list[RecheckResult] = []
     for i, est in enumerate(estimates):
+        if stop is not None and stop.is_set():
+            break
         d = est.to_dict() if hasattr(est, "to_dict") and not isinstance(est, Mapping) else est
-        res = simulate_estimate(d, spec, samples, seed, max_window_steps)
+        res = simulate_estimate(d, spec, samples, seed, max_window_steps, stop=stop)
         ana = res.analytic
         ttft_p50 = res.ttft.p50 if res.ttft else res.ttft_deterministic
         ttft_p99 = res.ttft.p99 if res.ttft else res.ttft_deterministic
         tps_p50 = res.tps.p50 if res.tps else res.tps_deterministic
         tps_p01 = res.tps_p01 if res.tps_p01 is not None else res.tps_deterministic
         paths: list[str] = []
-        if trace_dir is not None:
+        if trace_dir is not None and not (stop is not None and stop.is_set()):
             for name, tl in res.window.timelines().items():
                 label = name if name == "deterministic" else name.split()[0]
                 tr = chrome_trace(tl, unit_us=1e6, other={"plan": d.get("plan"), "index": i})

@@ -94,8 +94,10 @@ class Timeline:
         total = len(self.rank_busy) * self.makespan
         return (total - sum(self.rank_busy)) / total if total > 0 else 0.0
 
-    def to_dict(self) -> dict:
-        return {
+    def to_dict(self, include_ops: bool = True) -> dict:
+        """JSON-ready summary; ``include_ops=False`` leaves out the per-op list (the costly part
+        of a large plan)."""
+        out = {
             "sample": self.sample,
             "makespan": self.makespan,
             "rank_busy": list(self.rank_busy),
@@ -104,8 +106,10 @@ class Timeline:
             "bubble_share": self.bubble_share,
             "bubble_definition": BUBBLE_DEFINITION,
             "critical_path": list(self.critical_path),
-            "ops": [t.to_dict(self.plan) for t in self.ops],
         }
+        if include_ops:
+            out["ops"] = [t.to_dict(self.plan) for t in self.ops]
+        return out
 
 
 def compute_timeline(graph: DependencyGraph, durations: np.ndarray, sample: str) -> Timeline:

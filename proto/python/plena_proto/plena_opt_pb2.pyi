@@ -582,7 +582,7 @@ class SimulateRequest(_message.Message):
     def __init__(self, inference: _Optional[_Union[InferenceTarget, _Mapping]] = ..., training: _Optional[_Union[TrainingSchedule, _Mapping]] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., samples: _Optional[int] = ..., seed: _Optional[int] = ..., include_traces: _Optional[bool] = ...) -> None: ...
 
 class SimulateResponse(_message.Message):
-    __slots__ = ("mode", "time_unit", "distributions", "makespan", "bubble_ratio", "criticality", "traces", "result_json", "n_ops", "micro_batches", "decode_steps", "warnings", "serving")
+    __slots__ = ("mode", "time_unit", "distributions", "makespan", "bubble_ratio", "criticality", "traces", "result_json", "n_ops", "micro_batches", "decode_steps", "warnings", "serving", "partial", "stop_reason")
     class CriticalityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -603,6 +603,8 @@ class SimulateResponse(_message.Message):
     DECODE_STEPS_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     mode: str
     time_unit: str
     distributions: _containers.RepeatedCompositeFieldContainer[Distribution]
@@ -616,7 +618,9 @@ class SimulateResponse(_message.Message):
     decode_steps: int
     warnings: _containers.RepeatedScalarFieldContainer[str]
     serving: ServingReport
-    def __init__(self, mode: _Optional[str] = ..., time_unit: _Optional[str] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., makespan: _Optional[float] = ..., bubble_ratio: _Optional[float] = ..., criticality: _Optional[_Mapping[str, float]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., result_json: _Optional[str] = ..., n_ops: _Optional[int] = ..., micro_batches: _Optional[int] = ..., decode_steps: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., serving: _Optional[_Union[ServingReport, _Mapping]] = ...) -> None: ...
+    partial: bool
+    stop_reason: str
+    def __init__(self, mode: _Optional[str] = ..., time_unit: _Optional[str] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., makespan: _Optional[float] = ..., bubble_ratio: _Optional[float] = ..., criticality: _Optional[_Mapping[str, float]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., result_json: _Optional[str] = ..., n_ops: _Optional[int] = ..., micro_batches: _Optional[int] = ..., decode_steps: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., serving: _Optional[_Union[ServingReport, _Mapping]] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class ServingReport(_message.Message):
     __slots__ = ("analytic_ttft_seconds", "analytic_tps", "isolated_ttft_seconds", "steady_decode_period_seconds", "steady_decode_tps", "window_ttft_seconds", "window_decode_period_seconds", "window_makespan_seconds", "causes")

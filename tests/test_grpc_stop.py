@@ -1,0 +1,189 @@
+"""Deadlines, cancellation and SIGTERM reach the re-check and Simulate at fine grain: they answer
+with what is done (partial, stop_reason) and free their slot within about 1 s (issue 10)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from plena_client import PlenaClient, PlenaRpcError, pb, system_spec
+from plena_server.app import start_server
+from plena_server.limits import ServerLimits
+from plena_server.process import ServerProcess
+
+# 1F1B with 8 stages and 250 micro-batches: 8,000 ops; 25,000 samples is the server's work limit
+# (ops × samples = 2e8) and takes 1.5-10 s here, depending on the load.
+LONG_SIM = pb.SimulateRequest(
+    training=pb.TrainingSchedule(
+        schedule="1f1b", pp_size=8, microbatches=250, base_ms={"F": 1.0, "B": 2.0}
+    ),
+    samples=25_000,
+)
+
+
+def _recheck_search(study: str) -> pb.SearchRequest:
+    """A quick exhaustive search (0.4 s, 4 front plans) followed by a long re-check (100,000
+    samples each, about 3 s a plan)."""
+    return pb.SearchRequest(
+        system=system_spec("llama-3.1-70b", "illustrative_gpu_cluster_32"),
+        options=pb.SearchOptions(
+            sampler="exhaustive", study_name=study, recheck_top_k=16, mc_samples=100_000
+        ),
+    )
+
+
+@pytest.fixture()
+def server(tmp_path):
+    running = start_server("127.0.0.1", 0, str(tmp_path / "s.log"), workers=4)
+    client = PlenaClient(f"127.0.0.1:{running.port}")
+    yield running, client
+    client.close()
+    running.server.stop(0)
+
+
+def _until(predicate, timeout: float) -> float:
+    t0 = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - t0 < timeout, "timed out"
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
+def _warm(client: PlenaClient) -> None:
+    """One small Simulate, so that the first-call imports are not timed."""
+    small = pb.SimulateRequest()
+    small.CopyFrom(LONG_SIM)
+    small.samples = 10
+    assert not client.simulate(small, timeout=30).partial
+
+
+def test_simulate_at_the_work_limit_answers_partial_at_its_deadline(server):
+    running, client = server
+    _warm(client)
+    t0 = time.monotonic()
+    reply = client.simulate(LONG_SIM, timeout=1.2)  # the whole run takes 1.5-10 s here
+    assert time.monotonic() - t0 < 1.2
+    assert reply.partial and reply.stop_reason == "deadline"
+    (dist,) = reply.distributions
+    assert 0 < dist.samples < 25_000 and dist.samples % 2048 == 0
+    assert reply.makespan > 0
+    _until(lambda: running.servicer.simulations.active() == 0, 1.0)
+
+
+def test_a_cancelled_simulate_frees_its_slot_within_a_second(server):
+    running, client = server
+    call = client._stub.Simulate.future(LONG_SIM, timeout=30)
+    _until(lambda: running.servicer.simulations.active() == 1, 10)
+    time.sleep(0.3)
+    call.cancel()
+    assert _until(lambda: running.servicer.simulations.active() == 0, 1.0) < 1.0
+
+
+def test_simulates_are_bounded_in_number_and_memory(tmp_path):
+    limits = ServerLimits(max_concurrent_simulates=1, max_simulate_bytes=64 * 1024 * 1024)
+    running = start_server("127.0.0.1", 0, str(tmp_path / "s.log"), workers=2, limits=limits)
+    try:
+        with PlenaClient(f"127.0.0.1:{running.port}") as client:
+            with pytest.raises(PlenaRpcError) as info:
+                client.simulate(LONG_SIM, timeout=10)  # 8,000 ops × 2048 samples: ~140 MiB
+            assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "MiB" in info.value.message
+            small = pb.SimulateRequest()
+            small.CopyFrom(LONG_SIM)
+            small.training.microbatches = 100  # 3,200 ops: ~56 MiB, under the cap
+            call = client._stub.Simulate.future(small, timeout=30)
+            _until(lambda: running.servicer.simulations.active() == 1, 10)
+            with pytest.raises(PlenaRpcError) as info:
+                client.simulate(small, timeout=10)
+            assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            call.cancel()
+    finally:
+        running.server.stop(0)
+
+
+def test_search_recheck_stops_at_the_deadline_and_frees_the_slot(server):
+    running, client = server
+    t0 = time.monotonic()
+    result = client.search(_recheck_search("dl-1"), timeout=3.0)
+    assert time.monotonic() - t0 < 3.0
+    assert (result.partial, result.stop_reason) == (True, "deadline"), result.warnings
+    assert len(result.recheck) < len(result.front)
+    assert any("stopped" in w for w in result.warnings)
+    _until(lambda: not running.servicer.registry.is_running("dl-1"), 1.0)
+
+
+def test_cancel_during_the_recheck_answers_cancelled_within_a_second(server):
+    running, client = server
+    events = client.stream_search(_recheck_search("cx-1"), timeout=60)
+    cancelled_at = None
+    result = None
+    for event in events:
+        kind = event.WhichOneof("event")
+        if kind == "progress" and event.progress.stage == pb.STAGE_RECHECK and cancelled_at is None:
+            assert client.cancel_search("cx-1")
+            cancelled_at = time.monotonic()
+        if kind == "result":
+            result = event.result
+    assert cancelled_at is not None and result is not None
+    assert time.monotonic() - cancelled_at < 1.0
+    assert result.partial and result.stop_reason == "cancelled"
+    assert len(result.recheck) < len(result.front)
+    _until(lambda: not running.servicer.registry.is_running("cx-1"), 1.0)
+
+
+def test_sigterm_answers_simulates_and_rechecks_and_health_says_not_serving(tmp_path):
+    proc = ServerProcess(tmp_path / "t.log", "--grace", "5").start()
+    try:
+        client = PlenaClient(proc.target)
+        out: dict = {}
+
+        def simulate() -> None:
+            out["sim"] = client.simulate(LONG_SIM, timeout=30)
+
+        def search() -> None:
+            for event in client.stream_search(_recheck_search("term-1"), timeout=30):
+                if event.WhichOneof("event") == "progress":
+                    if event.progress.stage == pb.STAGE_RECHECK:
+                        out["rechecking"] = True
+                elif event.WhichOneof("event") == "result":
+                    out["search"] = event.result
+
+        threads = [threading.Thread(target=simulate), threading.Thread(target=search)]
+        for t in threads:
+            t.start()
+        _until(lambda: out.get("rechecking"), 20)
+        seen: list = []
+        with grpc.insecure_channel(proc.target) as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+            health.Check(health_pb2.HealthCheckRequest(), timeout=5)  # connected
+            t0 = time.monotonic()
+            proc.proc.send_signal(__import__("signal").SIGTERM)
+            while time.monotonic() - t0 < 10:
+                try:
+                    seen.append(health.Check(health_pb2.HealthCheckRequest(), timeout=1).status)
+                except grpc.RpcError as exc:
+                    seen.append(exc.code())
+                    break
+                time.sleep(0.02)
+        assert proc.proc.wait(15) == 0
+        for t in threads:
+            t.join(5)
+        assert health_pb2.HealthCheckResponse.NOT_SERVING in seen, seen
+        assert out["sim"].partial and out["sim"].stop_reason == "shutdown"
+        assert out["search"].partial and out["search"].stop_reason == "shutdown"
+    finally:
+        proc.kill()
+
+
+def test_lazily_imported_libraries_are_loaded_before_serving(server):
+    """Two RPC threads importing a module for the first time can deadlock in importlib (seen
+    once in 10,000 fuzzed requests as INTERNAL ``_DeadlockError``); the server imports them
+    before it serves."""
+    import sys
+
+    from plena_server.app import PRELOAD
+
+    assert set(PRELOAD) <= set(sys.modules)
