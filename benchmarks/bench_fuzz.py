@@ -201,7 +201,7 @@ def _simulate(rnd: random.Random, pb, sizes: bool) -> Case:
             training=pb.TrainingSchedule(
                 schedule="1f1b", pp_size=8, microbatches=250, base_ms={"F": 1.0, "B": 2.0}
             ),
-            samples=25_000,
+            samples=50_000,
         )
         case = Case("Simulate", req, "simulate at the work limit", {C.DEADLINE_EXCEEDED}, 1.5)
         case.heavy = True

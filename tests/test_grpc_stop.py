@@ -14,13 +14,13 @@ from plena_server.app import start_server
 from plena_server.limits import ServerLimits
 from plena_server.process import ServerProcess
 
-# 1F1B with 8 stages and 250 micro-batches: 8,000 ops; 25,000 samples is the server's work limit
+# 1F1B with 8 stages and 250 micro-batches: 4,000 ops; 50,000 samples is the server's work limit
 # (ops × samples = 2e8) and takes 1.5-10 s here, depending on the load.
 LONG_SIM = pb.SimulateRequest(
     training=pb.TrainingSchedule(
         schedule="1f1b", pp_size=8, microbatches=250, base_ms={"F": 1.0, "B": 2.0}
     ),
-    samples=25_000,
+    samples=50_000,
 )
 
 
@@ -71,8 +71,9 @@ def test_simulate_at_the_work_limit_answers_partial_at_its_deadline(server):
     reply = client.simulate(LONG_SIM, timeout=1.2)  # the whole run takes 1.5-10 s here
     assert time.monotonic() - t0 < 1.2
     assert reply.partial and reply.stop_reason == "deadline"
-    (dist,) = reply.distributions
-    assert 0 < dist.samples < 25_000 and dist.samples % 2048 == 0
+    # the whole sample blocks done (none if the machine is so loaded that not one finished)
+    for dist in reply.distributions:
+        assert 0 < dist.samples < 50_000 and dist.samples % 2048 == 0
     assert reply.makespan > 0
     _until(lambda: running.servicer.simulations.active() == 0, 1.0)
 
@@ -111,8 +112,9 @@ def test_simulates_are_bounded_in_number_and_memory(tmp_path):
 def test_search_recheck_stops_at_the_deadline_and_frees_the_slot(server):
     running, client = server
     t0 = time.monotonic()
-    result = client.search(_recheck_search("dl-1"), timeout=3.0)
-    assert time.monotonic() - t0 < 3.0
+    # the search takes 1-3 s, the re-check of its 14 plans 7-40 s
+    result = client.search(_recheck_search("dl-1"), timeout=8.0)
+    assert time.monotonic() - t0 < 8.0
     assert (result.partial, result.stop_reason) == (True, "deadline"), result.warnings
     assert len(result.recheck) < len(result.front)
     assert any("stopped" in w for w in result.warnings)
@@ -155,10 +157,11 @@ def test_sigterm_answers_simulates_and_rechecks_and_health_says_not_serving(tmp_
                 elif event.WhichOneof("event") == "result":
                     out["search"] = event.result
 
-        threads = [threading.Thread(target=simulate), threading.Thread(target=search)]
-        for t in threads:
-            t.start()
-        _until(lambda: out.get("rechecking"), 20)
+        threads = [threading.Thread(target=search), threading.Thread(target=simulate)]
+        threads[0].start()
+        _until(lambda: out.get("rechecking"), 30)
+        threads[1].start()  # the Simulate runs 1.5-10 s: SIGTERM comes well inside it
+        time.sleep(0.5)
         seen: list = []
         with grpc.insecure_channel(proc.target) as ch:
             health = health_pb2_grpc.HealthStub(ch)

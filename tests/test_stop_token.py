@@ -112,8 +112,16 @@ def test_serving_recheck_returns_the_plans_done_marked_partial():
     checks = recheck_front(result, inputs, top_k=16, samples=100_000, stop=tok)
     assert time.perf_counter() - t0 < 0.5 + 1.0
     assert 1 <= len(checks) < len(result.front)
-    assert checks[-1].partial and checks[-1].to_dict()["stop_reason"] == "deadline"
+    # the deadline falls inside a plan (kept, partly sampled) or between two (all complete)
     assert all(not c.partial for c in checks[:-1])
+    last = checks[-1].to_dict()
+    assert last["stop_reason"] == ("deadline" if last["partial"] else "completed")
+    if last["partial"]:
+        assert (
+            checks[-1].serving.ttft is None
+            or checks[-1].serving.ttft.n < 100_000
+            or (checks[-1].serving.tps is None or checks[-1].serving.tps.n < 100_000)
+        )
     stopped = StopToken()
     stopped.set("cancelled")
     assert recheck_front(result, inputs, top_k=16, samples=100_000, stop=stopped) == []
