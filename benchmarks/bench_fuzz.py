@@ -64,6 +64,7 @@ class Case:
     also: set = field(default_factory=set)  # codes allowed besides ALWAYS_OK
     timeout: float = 10.0
     cancel_after: float | None = None
+    cancel_rpc: bool = False  # cancel with CancelSearch(study_name), not by the client
     heavy: bool = False  # real work (a search, a long Simulate): sent at most HEAVY at once
 
 
@@ -246,7 +247,7 @@ def _search(rnd: random.Random, pb, sizes: bool) -> Case:
         case.heavy = True
         return case
     if r < 0.15:  # a real small search, cancelled by the client or by CancelSearch
-        opts = pb.SearchOptions(sampler="random", trials=5, seed=rnd.randrange(100))
+        opts = pb.SearchOptions(sampler="tpe", trials=100, seed=rnd.randrange(100))
         opts.study_name = f"fuzz-{rnd.randrange(10**9)}"
         system = pb.SystemSpec(
             model=pb.ModelSource(name="llama-3.1-8b"),
@@ -254,7 +255,8 @@ def _search(rnd: random.Random, pb, sizes: bool) -> Case:
         )
         req = pb.SearchRequest(system=system, options=opts)
         return Case(rpc, req, "small search", {C.CANCELLED, C.DEADLINE_EXCEEDED}, 20.0,
-                    cancel_after=rnd.choice([None, 0.05, 0.3]), heavy=True)  # fmt: skip
+                    cancel_after=rnd.choice([None, 0.05, 0.3]), heavy=True,
+                    cancel_rpc=rnd.random() < 0.5)  # fmt: skip
     opts = pb.SearchOptions(
         trials=rnd.choice([0, -1, 10**7, 2**62]),
         sampler=rnd.choice(["tpe", "nsga2", "x", ""]),
@@ -294,7 +296,10 @@ def send(channel: grpc.Channel, case: Case) -> tuple[grpc.StatusCode, str]:
                 else call.future(msg, timeout=case.timeout)
             )
             time.sleep(case.cancel_after)
-            fut.cancel()
+            if case.cancel_rpc:
+                _cancel_search(channel, msg.options.study_name)
+            else:
+                fut.cancel()
             if streaming:
                 list(fut)
             else:
@@ -308,6 +313,20 @@ def send(channel: grpc.Channel, case: Case) -> tuple[grpc.StatusCode, str]:
     except grpc.RpcError as exc:
         return exc.code(), exc.details() or ""
     return C.OK, ""
+
+
+def _cancel_search(channel: grpc.Channel, study: str) -> None:
+    pb = _pb()
+    cancel = channel.unary_unary(
+        "/plena_opt.v1.PlenaOpt/CancelSearch",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=lambda b: b,
+    )
+    try:
+        cancel(pb.CancelSearchRequest(study_name=study), timeout=10)
+    except grpc.RpcError as exc:  # NOT_FOUND once the search has finished
+        if exc.code() not in ALWAYS_OK:
+            raise
 
 
 def _populate(store: Path) -> None:
