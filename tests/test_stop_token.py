@@ -116,12 +116,10 @@ def test_serving_recheck_returns_the_plans_done_marked_partial():
     assert all(not c.partial for c in checks[:-1])
     last = checks[-1].to_dict()
     assert last["stop_reason"] == ("deadline" if last["partial"] else "completed")
-    if last["partial"]:
-        assert (
-            checks[-1].serving.ttft is None
-            or checks[-1].serving.ttft.n < 100_000
-            or (checks[-1].serving.tps is None or checks[-1].serving.tps.n < 100_000)
-        )
+    if last["partial"]:  # one of its three windows (isolated, steady, full) ran short
+        s = checks[-1].serving
+        windows = (s.isolated, s.steady, s.window)
+        assert any(w.mc is None or w.mc.n_samples < 100_000 for w in windows)
     stopped = StopToken()
     stopped.set("cancelled")
     assert recheck_front(result, inputs, top_k=16, samples=100_000, stop=stopped) == []
