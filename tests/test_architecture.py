@@ -1,8 +1,9 @@
 """The dependency rules of docs/ARCHITECTURE.md, checked by reading every module's imports.
 
 deepstack ← chip/memory/models ← estimate ← search / pipeline ← api (use cases) ←
-{cli, server, web}; ``plena_opt.errors`` and ``plena_opt.vocabulary`` are leaves every layer may
-use; the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
+{cli, server, web}; ``plena_opt.errors``, ``plena_opt.vocabulary``, ``plena_opt.lazy``,
+``plena_opt.stop``, ``plena_opt.bounds`` and ``plena_opt.jsonio`` are leaves every layer may use;
+the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
 may import its own package and lower layers, never a peer package of its layer (the front ends'
 exceptions are listed), and never a private (``_name``) name of another package.
 """
@@ -28,6 +29,9 @@ LAYER = {
     "plena_opt.errors": 1,
     "plena_opt.vocabulary": 1,
     "plena_opt.lazy": 1,
+    "plena_opt.stop": 1,  # deadline/cancel token of long work (simulation, re-check, server)
+    "plena_opt.bounds": 1,  # plausible ranges of physical inputs (memory and chip profiles)
+    "plena_opt.jsonio": 1,  # strict JSON output (no non-finite numbers)
     "plena_opt.chip": 2,
     "plena_opt.memory": 2,
     "plena_opt.models": 2,
@@ -45,6 +49,7 @@ LAYER = {
 # Imports allowed although no layer rule admits them: (importing package, imported package).
 ALLOWED = {
     ("plena_opt.memory", "plena_opt.chip"),  # a memory's clock scale reads the chip clock
+    ("plena_opt.jsonio", "plena_opt.errors"),  # a non-finite number is a PlenaInputError
     ("plena_opt.cli", "plena_client"),  # remote mode of the CLI uses the client library
     ("plena_opt.cli", "plena_server"),  # `plena-opt serve` starts the server
     ("plena_opt.cli", "plena_opt.web"),  # `plena-opt ui` starts the web app

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from plena_opt import jsonio
 from plena_opt.api.problems import evaluator_of
 from plena_opt.errors import PlenaInputError
+from plena_opt.jsonio import dumps as strict_json
 
 if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import Evaluator, PlanMetrics
@@ -27,7 +27,7 @@ class PlanEstimate:
 
     def to_json(self) -> str:
         """The document as compact JSON (what the gRPC ``estimate_json`` field carries)."""
-        return jsonio.dumps(self.document)
+        return strict_json(self.document)
 
     def to_text(self, *, as_json: bool = False) -> str:
         """What ``plena-opt estimate`` prints (``--json``: the indented document)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plena_opt import jsonio
+from plena_opt.jsonio import dumps as strict_json
 
 if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import PlanMetrics
@@ -190,9 +190,9 @@ def estimate_output(est: dict, metrics: PlanMetrics, *, as_json: bool) -> str:
     doc = dict(est)
     doc["energy_per_token_joules"] = metrics.energy_per_token_joules
     doc["decode_attribution_seconds"] = metrics.attribution
-    return jsonio.dumps(doc, indent=2)
+    return strict_json(doc, indent=2)
 
 
 def single_chip_output(est: dict, *, as_json: bool) -> str:
     """What ``plena-opt estimate`` prints for a single-chip estimate."""
-    return jsonio.dumps(est, indent=2) if as_json else render_single_chip(est)
+    return strict_json(est, indent=2) if as_json else render_single_chip(est)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from plena_opt import jsonio
+from plena_opt.jsonio import dumps as strict_json
 from plena_opt.search.hypervolume import REFERENCE
 from plena_opt.search.result import FrontEntry, SearchResult
 
@@ -181,7 +181,7 @@ def result_document(result: SearchResult) -> dict:
 
 
 def render_json(result: SearchResult) -> str:
-    return jsonio.dumps(result_document(result), indent=2)
+    return strict_json(result_document(result), indent=2)
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:
