@@ -1,13 +1,13 @@
 """gRPC fuzzer over every RPC of plena_opt.v1.PlenaOpt (issue 10).
 
 A seeded generator draws ``--requests`` requests (default 10,000) — malformed bytes, fuzzed
-fields, the audit's cases (150 stored studies and ``GetStudy("nope")``, 100 KB names, inline
-configs with 10**9 layers or 10**30 experts, nesting 100,000 deep, denormal bandwidths in
-memory and NoC profiles, Simulate at the work limit and a 100,000-sample re-check under short
-deadlines, CancelSearch during a search) — and sends them from ``--threads`` clients to a server
-subprocess on 127.0.0.1, each with a deadline; the run is bounded by ``--max-seconds``. The
-server's address space is capped (``--server-memory-gib``, RLIMIT_AS) so that a defect cannot
-take the machine down, and its RSS is sampled every 0.2 s.
+fields, the audit's cases (150 stored studies, ``GetStudy("nope")`` and ``ListStudies``,
+100 KB names, inline configs with 10**9 layers or 10**30 experts, nesting 100,000 deep,
+denormal bandwidths in memory and NoC profiles, Simulate at the work limit and a 100,000-sample
+re-check under short deadlines, CancelSearch during a search) — and sends them from
+``--threads`` clients to a server subprocess on 127.0.0.1, each with a deadline; the run is
+bounded by ``--max-seconds``. The server's address space is capped (``--server-memory-gib``,
+RLIMIT_AS) so that a defect cannot take the machine down, and its RSS is sampled every 0.2 s.
 
 Pass criteria: 0 INTERNAL, 0 UNKNOWN, 0 UNAVAILABLE; RESOURCE_EXHAUSTED only for requests that
 deliberately exceed a server limit; DEADLINE_EXCEEDED only for the deliberately slow ones; the
@@ -183,8 +183,11 @@ def draw(rnd: random.Random, sizes: bool = True) -> Case:
         return Case("Estimate", req, "estimate")
     if r < 0.46:
         name = rnd.choice(["nope", LONG, "", "study-007-" + "n" * 100, "\u00e9" * 40_000])
-        if rnd.random() < 0.5:
+        pick = rnd.random()
+        if pick < 0.4:
             return Case("GetStudy", pb.GetStudyRequest(study_name=name), "studies")
+        if pick < 0.6:  # 150 stored studies with 110-character names, plus the searches' own
+            return Case("ListStudies", pb.ListStudiesRequest(), "studies")
         return Case("CancelSearch", pb.CancelSearchRequest(study_name=name), "studies")
     if r < 0.50:
         return Case("ListProfiles", pb.ListProfilesRequest(kind=rnd.randrange(-2, 6)), "catalog")
@@ -274,7 +277,7 @@ def _search(rnd: random.Random, pb, sizes: bool) -> Case:
 
 
 RPCS = ["Search", "StreamSearch", "CancelSearch", "Estimate", "Simulate", "ListModels",
-        "ListProfiles", "GetStudy"]  # fmt: skip
+        "ListProfiles", "GetStudy", "ListStudies"]  # fmt: skip
 
 
 def send(channel: grpc.Channel, case: Case) -> tuple[grpc.StatusCode, str]:

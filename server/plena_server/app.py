@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
