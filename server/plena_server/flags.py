@@ -43,9 +43,11 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
         help="do not offer gRPC server reflection (v1 and v1alpha; offered by default)",
     )
     p.add_argument(
-        "--tls-cert", default=None, help="PEM certificate chain: serve TLS (with --tls-key)"
+        "--tls-cert",
+        default=None,
+        help="PEM certificate chain: serve TLS (with --tls-key; default: none, plaintext)",
     )
-    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert (default: none)")
     p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
 
 
