@@ -110,7 +110,7 @@ def test_estimate_footprint_in_gib_as_its_warning(capsys) -> None:
     footprint = next(line for line in text.splitlines() if line.startswith("Footprint"))
     assert f"{doc['weight_bytes_per_device'] / 2**30:.3f} GiB weights" in footprint
     assert f"of {doc['memory_capacity_bytes'] / 2**30:.2f} GiB" in footprint
-    warning = next(w for w in doc["warnings"] if "exceed" in w)
+    warning = next(w for w in doc["warnings"] if "beyond its memory capacity" in w)
     assert f"({doc['weight_bytes_per_device'] / 2**30:.2f} GiB)" in warning
     assert " GB " not in footprint
 
