@@ -137,3 +137,16 @@ def test_models_show_reports_architecture_and_counts(capsys: pytest.CaptureFixtu
 def test_switched_off_fields_are_not_refusals() -> None:
     cfg = {**BASE, "num_kv_shared_layers": 0, "index_topk": None, "block_configs": []}
     assert ModelSpec.from_hf_config(cfg, "m").num_layers == 4
+
+
+def test_a_huge_non_integer_v_head_dim_is_a_short_type_error() -> None:
+    import pytest
+
+    from plena_opt.errors import PlenaTypeError
+    from plena_opt.models import ModelSpec
+    from plena_opt.models.catalog import builtin_config
+
+    cfg = {**builtin_config("llama-3.1-8b"), "v_head_dim": {"x": "y" * 10_000}}
+    with pytest.raises(PlenaTypeError) as info:
+        ModelSpec.from_hf_config(cfg, "fuzz")
+    assert info.value.field == "v_head_dim" and len(str(info.value)) < 200

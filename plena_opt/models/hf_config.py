@@ -102,10 +102,14 @@ def _shared(cfg: dict[str, Any], model_type: str, experts: int, moe_inter: int) 
 
 def _check_v_head_dim(cfg: dict[str, Any], head_dim: int) -> None:
     v = _get(cfg, "v_head_dim")
-    if v is not None and v != head_dim:
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PlenaTypeError("v_head_dim", f"v_head_dim must be an integer (got {short(v)})")
+    if v != head_dim:
         raise PlenaInputError(
             "v_head_dim",
-            f"v_head_dim: a value width ({v}) different from head_dim ({head_dim}) is not "
+            f"v_head_dim: a value width ({short(v)}) different from head_dim ({head_dim}) is not "
             "modelled outside MLA",
         )
 
