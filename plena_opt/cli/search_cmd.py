@@ -138,6 +138,15 @@ def register(subparsers: Any) -> None:
         default=None,
         help="score the whole space to rate a sampled front (default: if small)",
     )
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score every plan with N local worker processes on --storage (an RDB URL, e.g. "
+        "postgresql://…); more join from any machine with plena-opt worker (default: this "
+        "process alone)",
+    )
     r = p.add_argument_group("Monte Carlo re-check of the best plans")
     r.add_argument(
         "--recheck",
@@ -402,6 +411,12 @@ def handle(args: argparse.Namespace) -> int:
     try:
         try:
             problem = request.problem.load()
+            if args.workers is not None:
+                from plena_opt.cli.worker_cmd import search_with_workers
+
+                request = search_with_workers(request, args.workers, args.quiet)
+                if request is None:  # --workers 0: the queue is ready for remote workers
+                    return 0
             result = api.search_plans(
                 request, problem, progress=bar, should_stop=lambda: interrupted["flag"]
             )
