@@ -116,3 +116,40 @@ def test_worker_refusals(postgres_url, tmp_path, capsys) -> None:
     assert "has no work queue" in capsys.readouterr().err
     assert main(["worker", "--storage", str(tmp_path / "j.log"), "--study", "x"]) == 2
     assert "workers need an RDB URL" in capsys.readouterr().err
+
+
+def _plan_trials(n: int, offset: int = 0) -> list[optuna.trial.FrozenTrial]:
+    dist = optuna.distributions.CategoricalDistribution([1, 2, 4, 8])
+    return [
+        optuna.trial.create_trial(
+            state=TrialState.COMPLETE if i % 3 else TrialState.PRUNED,
+            values=[float(i + offset), float("inf")] if i % 3 else None,
+            params={"tp": [1, 2, 4, 8][i % 4]},
+            distributions={"tp": dist},
+            user_attrs={"plan": {"tp": i}, "label": f"p{i}"},
+            system_attrs={"constraints": [0.0, -1.5]},
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_bulk_insert_reads_back_like_add_trials(kind, tmp_path, request) -> None:
+    from plena_opt.search.rdb_bulk import add_finished_trials
+
+    url = (f"sqlite:///{tmp_path}/b.db" if kind == "sqlite"
+           else request.getfixturevalue("postgres_url"))  # fmt: skip
+    storage = open_storage(url)
+    ref = optuna.create_study(study_name="ref", storage=storage, directions=["minimize"] * 2)
+    bulk = optuna.create_study(study_name="bulk", storage=storage, directions=["minimize"] * 2)
+    ref.add_trials(_plan_trials(7))
+    bulk.add_trials(_plan_trials(2))  # Optuna's own writes before and after ours: numbers go on
+    add_finished_trials(bulk, _plan_trials(5, offset=2)[2:] + _plan_trials(7)[5:])
+    got, want = bulk.get_trials(), ref.get_trials()
+    assert [t.number for t in got] == list(range(7))
+    for g, w in zip(got, want, strict=True):
+        assert (g.state, g.params, g.user_attrs, g.system_attrs) == (
+            w.state, w.params, w.user_attrs, w.system_attrs)  # fmt: skip
+    assert [t.values for t in got[2:]] == [
+        [float(i + 2), float("inf")] if i % 3 else None for i in range(2, 5)
+    ] + [t.values for t in want[5:]]

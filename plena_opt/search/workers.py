@@ -17,6 +17,7 @@ skips the plans already stored. Heartbeats need an RDB store (PostgreSQL for sev
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import warnings
@@ -28,6 +29,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.search.rdb_bulk import add_finished_trials
 from plena_opt.search.record import POINT_ATTR
 from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 from plena_opt.search.runner import EvaluatorFactory, _default_factory, _Search
@@ -159,11 +161,20 @@ class WorkerReport:
     elapsed_s: float = 0.0
 
 
-def _claim(queue: optuna.Study) -> FrozenTrial | None:
+def _claim(queue: optuna.Study, rng: random.Random) -> FrozenTrial | None:
+    """Take a WAITING chunk (RUNNING under the storage's row lock); None when none is left.
+
+    Each worker tries the waiting chunks in its own random order, so workers rarely contend.
+    """
     storage = queue._storage
-    for t in queue.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
-            return t
+    waiting = queue.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    rng.shuffle(waiting)
+    for t in waiting:
+        try:
+            if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
+                return t
+        except optuna.exceptions.UpdateFinishedTrialError:  # claimed and finished meanwhile
+            continue
     return None
 
 
@@ -222,9 +233,10 @@ def run_worker(
         )
     report = WorkerReport(study)
     known = set(s.cache)
+    rng = random.Random()  # seeded from the OS: each worker its own order
     while not (should_stop and should_stop()):
         report.stale_failed += _fail_stale(queue)
-        trial = _claim(queue)
+        trial = _claim(queue, rng)
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 break
@@ -252,7 +264,7 @@ def _score_and_store(s: _Search, todo: list[Point], throttle_s: float) -> int:
         recs.extend(s.score(group))
         if throttle_s and group:
             time.sleep(throttle_s * len(group))
-    s.study.add_trials(record_trial(r, s.writer.dists, -1) for r in recs)
+    add_finished_trials(s.study, [record_trial(r, s.writer.dists, -1) for r in recs])
     return len(recs)
 
 
