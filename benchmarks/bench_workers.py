@@ -14,8 +14,10 @@ import os
 import time
 import uuid
 
+import optuna
 import psycopg
 from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from plena_opt import api
 from plena_opt.estimate.problem import ProblemSpec
@@ -53,11 +55,17 @@ def run(base: str, n: int, batches: list[int], throttle_ms: float, chunk: int) -
     wall = time.perf_counter() - t0
     time.sleep(0.6)  # pg_stat_database is refreshed by the stats collector
     commits = _commits(url) - c0
+    queue = optuna.load_study(study_name=workers.queue_name("bench"), storage=open_storage(url))
+    chunks = queue.get_trials(deepcopy=False)
+    busy = (
+        max(t.datetime_complete for t in chunks) - min(t.datetime_start for t in chunks)
+    ).total_seconds()  # first claim to last chunk done: without the workers' start-up
     return {
         "workers": n,
         "plans": info.legal_points,
         "wall_s": round(wall, 2),
         "plans_per_s": round(info.legal_points / wall, 1),
+        "steady_plans_per_s": round(info.legal_points / busy, 1),
         "transactions_per_plan": round(commits / info.legal_points, 2),
         "scored": sum(r["plans_scored"] for r in reports),
     }
@@ -69,30 +77,39 @@ def statements_per_plan(base: str, batches: list[int], chunk: int) -> float:
     req = SearchRequest(problem=PROBLEM, batch_sizes=batches, storage=url, study="bench",
                         sampler="exhaustive")  # fmt: skip
     info = api.prepare_workers(req, chunk)
-    storage = open_storage(url, heartbeat_s=workers.HEARTBEAT_SECONDS)
     count = [0]
-    event.listen(
-        storage.engine, "before_cursor_execute", lambda *a: count.__setitem__(0, count[0] + 1)
-    )
-    workers.run_worker(url, "bench")
+
+    def counted(*_a: object) -> None:
+        count[0] += 1
+
+    event.listen(Engine, "before_cursor_execute", counted)  # every engine of this process
+    try:
+        workers.run_worker(url, "bench")
+    finally:
+        event.remove(Engine, "before_cursor_execute", counted)
     return count[0] / info.legal_points
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--model", default="gpt-oss-20b")
+    ap.add_argument("--noc", default="illustrative_gpu_node_8")
     ap.add_argument("--batches", default="1,2,4,8,16,32,64")
     ap.add_argument("--throttle-ms", type=float, default=0.0)
     ap.add_argument("--chunk", type=int, default=workers.CHUNK_PLANS)
     args = ap.parse_args()
     base = os.environ["PLENA_OPT_TEST_POSTGRES"]
     batches = [int(b) for b in args.batches.split(",")]
+    global PROBLEM
+    PROBLEM = ProblemSpec(model=args.model, noc=args.noc, input_seq=256, output_seq=8)
     print(f"load average {os.getloadavg()[0]:.1f}")
     rows = [
         run(base, int(n), batches, args.throttle_ms, args.chunk) for n in args.workers.split(",")
     ]
     for r in rows:
         r["speedup"] = round(r["plans_per_s"] / rows[0]["plans_per_s"], 2)
+        r["steady_speedup"] = round(r["steady_plans_per_s"] / rows[0]["steady_plans_per_s"], 2)
         print(json.dumps(r))
     print(
         f"SQL statements per plan (1 worker): {statements_per_plan(base, batches, args.chunk):.1f}"
