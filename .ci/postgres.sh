@@ -3,7 +3,7 @@
 # PLENA_OPT_TEST_POSTGRES; `.ci/postgres.sh stop DIR` stops it. The cluster is owned by the
 # unprivileged user `postgres` (Debian's package creates it), listens on a Unix socket in DIR
 # and on 127.0.0.1:${PGPORT:-54329}, trusts local connections and lives only in DIR.
-set -euo pipefail
+[[ "${BASH_SOURCE[0]}" == "$0" ]] && set -euo pipefail  # not in a shell that sources it
 action="$1" dir="$2"
 port="${PGPORT:-54329}"
 bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
@@ -18,6 +18,7 @@ start)
         start >/dev/null
     as_pg "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres plena_test
     export PLENA_OPT_TEST_POSTGRES="postgresql://postgres@127.0.0.1:$port/plena_test"
+    echo "PostgreSQL at $PLENA_OPT_TEST_POSTGRES (stop: bash .ci/postgres.sh stop $dir)" >&2
     ;;
 stop)
     as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true

@@ -7,6 +7,7 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
 * ``estimate_plan(problem, plan)`` / ``estimate_single_chip(problem)`` — one plan priced, with its
   metrics (``PlanEstimate``).
 * ``search_plans(request, problem=None)`` — the Pareto search (``SearchResult``).
+* ``search_codesign(request, design_space)`` — hardware knobs × plans, the joint front.
 * ``prepare_workers(request)`` / ``run_worker(url, study)`` / ``run_local_workers(request, n)`` —
   one study scored by many worker processes on PostgreSQL (``plena_opt.search.workers``).
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
@@ -45,6 +46,7 @@ _EXPORTS = {
     "prepare_workers": "plena_opt.api.workers",
     "run_local_workers": "plena_opt.api.workers",
     "run_worker": "plena_opt.api.workers",
+    "search_codesign": "plena_opt.api.codesign",
     "search_plans": "plena_opt.api.searches",
     "simulate_plan": "plena_opt.api.simulations",
     "simulate_schedule": "plena_opt.api.simulations",
