@@ -34,7 +34,7 @@ def render(res: Any) -> str:
     ]
     for obj, imp in res.importances.items():
         ranked = ", ".join(f"{k} {v:.2f}" for k, v in imp.items())
-        lines.append(f"knob importance for {obj} (fANOVA): {ranked}")
+        lines.append(f"knob importance for {obj}: {ranked}")
     for point, why in res.refused[:5]:
         lines.append(f"refused {point}: {why}")
     return "\n".join(lines)

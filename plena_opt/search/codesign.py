@@ -8,7 +8,7 @@ point again costs nothing. The outer trial's values are the point's best value p
 every front found, with ``cost`` as an extra objective when the design space has costs (a plan
 dominated on its own hardware is dominated jointly: the cost is the same). ``max_cost`` drops
 hardware points over it before they are scored. Knob importances: Optuna's fANOVA on the outer
-trials, one table per objective.
+trials, one table per objective (PED-ANOVA under Optuna 4 without scikit-learn).
 """
 
 from __future__ import annotations
@@ -184,9 +184,12 @@ def _importances(study: optuna.Study, names: list[str]) -> dict[str, dict[str, f
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for i, name in enumerate(names):
-            out[name] = optuna.importance.get_param_importances(
-                study, target=lambda t, i=i: t.values[i], params=sorted(varying)
-            )
+            kwargs = {"target": lambda t, i=i: t.values[i], "params": sorted(varying)}
+            try:  # fANOVA: native in Optuna 5, scikit-learn in Optuna 4
+                out[name] = optuna.importance.get_param_importances(study, **kwargs)
+            except ImportError:  # Optuna 4 without scikit-learn: PED-ANOVA (numpy only)
+                ped = optuna.importance.PedAnovaImportanceEvaluator()
+                out[name] = optuna.importance.get_param_importances(study, evaluator=ped, **kwargs)
     return out
 
 
