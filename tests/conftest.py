@@ -44,3 +44,37 @@ def load_golden(name: str) -> dict:
     if not path.is_file() and IN_CI:
         raise FileNotFoundError(f"{path}: {MISSING}; under CI=true this is a failure")
     return json.loads(path.read_text())
+
+
+ENV_POSTGRES = "PLENA_OPT_TEST_POSTGRES"
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    """A fresh, empty PostgreSQL database on the server ``PLENA_OPT_TEST_POSTGRES`` names
+    (``postgresql://user@host:port/db``; ``.ci/run`` starts one with ``.ci/postgres.sh``).
+
+    No server: skipped outside CI, a failure under ``CI=true``. The database is dropped after.
+    """
+    base = os.environ.get(ENV_POSTGRES)
+    if not base:
+        why = f"no PostgreSQL server: set {ENV_POSTGRES} (source .ci/postgres.sh start DIR)"
+        if IN_CI:
+            pytest.fail(why + "; under CI=true this is a failure", pytrace=False)
+        pytest.skip(why)
+    import uuid
+
+    import psycopg
+
+    name = f"plena_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield base.rsplit("/", 1)[0] + "/" + name
+    from plena_opt.search import storage
+
+    for key in [k for k in storage._OPEN if name in k]:  # close this process's pools first
+        engine = getattr(storage._OPEN.pop(key), "engine", None)
+        if engine is not None:
+            engine.dispose()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

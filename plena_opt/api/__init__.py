@@ -7,6 +7,9 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
 * ``estimate_plan(problem, plan)`` / ``estimate_single_chip(problem)`` — one plan priced, with its
   metrics (``PlanEstimate``).
 * ``search_plans(request, problem=None)`` — the Pareto search (``SearchResult``).
+* ``search_codesign(request, design_space)`` — hardware knobs × plans, the joint front.
+* ``prepare_workers(request)`` / ``run_worker(url, study)`` / ``run_local_workers(request, n)`` —
+  one study scored by many worker processes on PostgreSQL (``plena_opt.search.workers``).
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
 * ``decide_serving(result, checks, request, problem)`` — goodput at the SLA and the
   aggregated/disaggregated serving comparison of a finished search.
@@ -40,6 +43,10 @@ _EXPORTS = {
     "load_problem": "plena_opt.api.problems",
     "recheck_front": "plena_opt.api.recheck",
     "render_recheck": "plena_opt.api.recheck",
+    "prepare_workers": "plena_opt.api.workers",
+    "run_local_workers": "plena_opt.api.workers",
+    "run_worker": "plena_opt.api.workers",
+    "search_codesign": "plena_opt.api.codesign",
     "search_plans": "plena_opt.api.searches",
     "simulate_plan": "plena_opt.api.simulations",
     "simulate_schedule": "plena_opt.api.simulations",

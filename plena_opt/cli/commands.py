@@ -16,6 +16,9 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "search": Command("plena_opt.cli.search_cmd", "find Pareto-optimal parallel plans"),
+    "worker": Command(
+        "plena_opt.cli.worker_cmd", "join a study's search as one worker (PostgreSQL store)"
+    ),
     "estimate": Command(
         "plena_opt.cli.estimate_cmd",
         "estimate one plan (single chip without --noc, distributed with it)",

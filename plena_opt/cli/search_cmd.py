@@ -138,6 +138,29 @@ def register(subparsers: Any) -> None:
         default=None,
         help="score the whole space to rate a sampled front (default: if small)",
     )
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score every plan with N local worker processes on --storage (an RDB URL, e.g. "
+        "postgresql://…); more join from any machine with plena-opt worker (default: this "
+        "process alone)",
+    )
+    g.add_argument(
+        "--design-space",
+        default=None,
+        metavar="FILE|NAME",
+        help="search hardware knobs too: a design space file (JSON/TOML) or shipped name "
+        "(plena-stacked-dram); the exact plan front on each hardware point, the joint front "
+        "over (hardware, plan) (default: the hardware is fixed)",
+    )
+    g.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        help="with --design-space: skip hardware points whose cost is above this (default: none)",
+    )
     r = p.add_argument_group("Monte Carlo re-check of the best plans")
     r.add_argument(
         "--recheck",
@@ -383,6 +406,12 @@ def handle(args: argparse.Namespace) -> int:
 
         return remote_search(args)
     request = request_from_args(args)
+    if args.design_space is not None:
+        from plena_opt.cli.codesign_report import run as run_codesign
+
+        return run_codesign(args, request)
+    if args.max_cost is not None:
+        raise PlenaInputError("max_cost", "--max-cost needs --design-space")
     noise = recheck_noise(args)
     check_outputs(args)
     check_serving_study(request)
@@ -402,6 +431,12 @@ def handle(args: argparse.Namespace) -> int:
     try:
         try:
             problem = request.problem.load()
+            if args.workers is not None:
+                from plena_opt.cli.worker_cmd import search_with_workers
+
+                request = search_with_workers(request, args.workers, args.quiet)
+                if request is None:  # --workers 0: the queue is ready for remote workers
+                    return 0
             result = api.search_plans(
                 request, problem, progress=bar, should_stop=lambda: interrupted["flag"]
             )

@@ -51,6 +51,10 @@ LOCK_SUFFIX = ".lock"
 # stopped: plena-opt's trials run milliseconds (one plan's score) to a few seconds (a first
 # evaluation that routes a large NoC); 10 minutes leaves a wide margin.
 STALE_TRIAL_SECONDS = 600.0
+# Heartbeat stores (workers): a trial silent for this many heartbeat periods is stale; a stale
+# trial is enqueued again at most MAX_RETRY times.
+HEARTBEAT_GRACE = 3
+MAX_RETRY = 3
 
 _log = logging.getLogger(__name__)
 _OPEN: dict[str, optuna.storages.BaseStorage] = {}
@@ -58,8 +62,14 @@ _BACKENDS: dict[int, BatchingJournalBackend] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
+def open_storage(
+    url: str | None = None, heartbeat_s: float | None = None
+) -> optuna.storages.BaseStorage:
     """The study store named by ``url`` (None → default journal), created if needed.
+
+    ``heartbeat_s`` (RDB URLs only; workers, ``plena_opt.search.workers``): Optuna heartbeats
+    every that many seconds, a RUNNING trial silent for ``HEARTBEAT_GRACE`` periods is stale, and
+    a stale trial failed by ``fail_stale_trials`` is enqueued again (``RetryFailedTrialCallback``).
 
     One storage object per store and process: searches that share a store (the server runs
     several) share its in-memory replay of the journal instead of each loading it again.
@@ -67,10 +77,12 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
     """
     url = url or DEFAULT_STORAGE
     key = url if "://" in url else str(Path(url).resolve())
+    if heartbeat_s is not None:
+        key = f"{key}#heartbeat={heartbeat_s}"
     with _OPEN_LOCK:
         storage = _OPEN.get(key)
         if storage is None:
-            storage = _OPEN[key] = _open(url)
+            storage = _OPEN[key] = _open(url, heartbeat_s)
     return storage
 
 
@@ -95,7 +107,34 @@ def committed_view(storage: optuna.storages.BaseStorage) -> Any:
     return backend.committed_view() if backend is not None else nullcontext()
 
 
-def _open(url: str) -> optuna.storages.BaseStorage:
+def sqlalchemy_url(url: str) -> str:
+    """``url`` as SQLAlchemy needs it: ``postgresql://`` (no driver named) uses psycopg 3, the
+    driver ``pip install "plena-opt[postgres]"`` installs (SQLAlchemy's default is psycopg2)."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.lower().startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain) :]
+    return url
+
+
+def _rdb(url: str, heartbeat_s: float | None) -> RDBStorage:
+    if heartbeat_s is None:
+        return RDBStorage(sqlalchemy_url(url))
+    kwargs: dict[str, Any] = {
+        "heartbeat_interval": max(1, round(heartbeat_s)),
+        "grace_period": max(2, round(heartbeat_s * HEARTBEAT_GRACE)),
+    }
+    with warnings.catch_warnings():  # heartbeats: experimental in Optuna, stable in use
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback"):  # Optuna ≥ 4.9
+            retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+            kwargs["heartbeat_stale_trial_callback"] = retry
+        else:
+            retry = optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY)
+            kwargs["failed_trial_callback"] = retry
+        return RDBStorage(sqlalchemy_url(url), **kwargs)
+
+
+def _open(url: str, heartbeat_s: float | None = None) -> optuna.storages.BaseStorage:
     if "://" in url:
         scheme = url.split("://", 1)[0].split("+", 1)[0].lower()
         if scheme not in RDB_SCHEMES:
@@ -105,7 +144,13 @@ def _open(url: str) -> optuna.storages.BaseStorage:
                 f"RDB URL ({', '.join(s + '://' for s in RDB_SCHEMES)})",
             )
         try:
-            return RDBStorage(url)
+            return _rdb(url, heartbeat_s)
+        except ModuleNotFoundError as exc:
+            raise PlenaInputError(
+                "storage",
+                f"--storage {url!r}: the database driver is not installed ({exc.name}); for "
+                'PostgreSQL run: pip install "plena-opt[postgres]"',
+            ) from exc
         except Exception as exc:  # sqlalchemy/driver errors vary; report them as bad input
             raise PlenaInputError("storage", f"--storage {url!r}: cannot open ({exc})") from exc
     path = Path(url)
@@ -278,6 +323,8 @@ def list_studies(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
 
     out = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if "plena:queue_for" in s.user_attrs:  # a workers' queue (search.workers), not a study
+            continue
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         states: dict[str, int] = {}
         for t in study.get_trials(deepcopy=False):

@@ -1,0 +1,78 @@
+"""Use case: one study searched by many worker processes on a shared RDB store (issue 17).
+
+``prepare_workers(request)`` creates the study and its work queue; ``run_worker(url, study)``
+joins it from any machine; ``run_local_workers(request, n)`` does both with ``n`` local
+processes. How work is claimed and retried: ``plena_opt.search.workers``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.workers import QueueInfo, WorkerReport
+
+MAX_LOCAL_WORKERS = 256
+
+
+def prepare_workers(request: SearchRequest, chunk_plans: int | None = None) -> QueueInfo:
+    """Create ``request``'s study and work queue in ``request.storage`` (an RDB URL)."""
+    from plena_opt.search.workers import CHUNK_PLANS, prepare_queue
+
+    return prepare_queue(request, chunk_plans=chunk_plans or CHUNK_PLANS)
+
+
+def run_worker(
+    url: str, study: str, heartbeat_s: float | None = None, throttle_s: float = 0.0
+) -> WorkerReport:
+    """Claim and score chunks of ``study`` in ``url`` until its queue is done."""
+    from plena_opt.search import workers
+
+    return workers.run_worker(
+        url, study, heartbeat_s=heartbeat_s or workers.HEARTBEAT_SECONDS, throttle_s=throttle_s
+    )
+
+
+def _worker_main(url: str, study: str, heartbeat_s: float | None, throttle_s: float, q) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    q.put(asdict(run_worker(url, study, heartbeat_s, throttle_s)))
+
+
+def run_local_workers(
+    request: SearchRequest,
+    n: int,
+    heartbeat_s: float | None = None,
+    throttle_s: float = 0.0,
+    chunk_plans: int | None = None,
+) -> tuple[QueueInfo, list[dict]]:
+    """Prepare ``request``'s queue and score it with ``n`` local worker processes; the queue
+    and one report (``WorkerReport`` as a dict) per worker."""
+    if not 1 <= n <= MAX_LOCAL_WORKERS:
+        raise PlenaInputError("workers", f"--workers must be 1..{MAX_LOCAL_WORKERS}, got {n}")
+    info = prepare_workers(request, chunk_plans)
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(request.storage, info.study, heartbeat_s, throttle_s, q),
+            daemon=True,
+        )
+        for _ in range(n)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    reports = [q.get(timeout=10) for p in procs if p.exitcode == 0]
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {n} workers failed (exit codes {failed})")
+    return info, reports

@@ -1,0 +1,63 @@
+"""``plena-opt search --design-space``: run the co-design and print its joint front."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from plena_opt.errors import PlenaInputError
+
+
+def render(res: Any) -> str:
+    """The joint front (hardware knobs, plan, metrics, cost), knob importances, points."""
+    knobs = list(res.front[0].hardware) if res.front else []
+    head = [*knobs, "plan", "batch", "TTFT ms", "TPS", "J/token", "cost"]
+    rows = [
+        [*(str(j.hardware[k]) for k in knobs), j.plan.label, str(j.plan.plan["batch_size"]),
+         f"{j.plan.ttft_ms:.2f}", f"{j.plan.tps:.1f}",
+         "-" if j.plan.energy_j_per_token is None else f"{j.plan.energy_j_per_token:.4g}",
+         f"{j.cost:g}"]
+        for j in res.front
+    ]  # fmt: skip
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)] if rows else []
+    lines = [
+        f"design space {res.design_space}: {res.evaluated_points} of {res.hardware_points} "
+        f"hardware points searched ({len(res.refused)} refused, {res.over_budget} over "
+        f"--max-cost), {res.plans_scored} plans scored; objectives {', '.join(res.objectives)}",
+        f"joint Pareto front ({len(res.front)} (hardware, plan) pairs, by TPS):",
+        "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+        *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows),
+    ]
+    for obj, imp in res.importances.items():
+        ranked = ", ".join(f"{k} {v:.2f}" for k, v in imp.items())
+        lines.append(f"knob importance for {obj}: {ranked}")
+    for point, why in res.refused[:5]:
+        lines.append(f"refused {point}: {why}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, request: Any) -> int:
+    from plena_opt import api
+
+    if args.max_cost is not None and args.max_cost < 0:
+        raise PlenaInputError("max_cost", "--max-cost must be at least 0")
+    if args.workers is not None:
+        raise PlenaInputError("workers", "--workers does not combine with --design-space yet")
+    trials = args.trials if args.sampler != "exhaustive" else None
+    sampler = "exhaustive" if args.sampler == "exhaustive" else args.sampler
+    res = api.search_codesign(
+        request, args.design_space, sampler=sampler, trials=trials, max_cost=args.max_cost,
+        seed=args.seed,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(asdict(res), default=str, indent=2))
+    else:
+        print(render(res))
+    if not res.front:
+        print("error: no hardware point has a feasible plan", file=sys.stderr)
+        return 2
+    return 0

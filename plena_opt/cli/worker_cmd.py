@@ -1,0 +1,90 @@
+"""``plena-opt worker``: join a study's search as one worker process (issue 17).
+
+The study and its work queue are created by ``plena-opt search --workers N --storage URL …``
+(N may be 0: create the queue and let workers on other machines score it). A worker claims
+chunks of plans through the store until none is left, scores them and stores one trial per plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from plena_opt.cli.commands import help_of
+from plena_opt.cli.conventions import ENV_STORAGE, env_default
+from plena_opt.errors import PlenaInputError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("worker", help=help_of("worker"), description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--storage",
+        default=None,
+        help=f"the study's RDB URL, e.g. postgresql://user@host/db (default: ${ENV_STORAGE})",
+    )
+    p.add_argument("--study", required=True, help="the study to join")
+    p.add_argument(
+        "--heartbeat",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between heartbeats; a chunk silent for 3 heartbeats is retried elsewhere "
+        "(default 5)",
+    )
+    p.add_argument(
+        "--throttle-ms",
+        type=float,
+        default=0.0,
+        help="extra ms per scored plan (benchmarks: stand-in for a slower evaluator; default 0)",
+    )
+    p.add_argument("--json", action="store_true", help="print the worker's report as JSON")
+    p.set_defaults(func=handle, storage=env_default(ENV_STORAGE))
+
+
+def handle(args: argparse.Namespace) -> int:
+    import optuna
+
+    from plena_opt import api
+
+    if args.storage is None:
+        raise PlenaInputError("storage", f"--storage is required (or set ${ENV_STORAGE})")
+    if args.heartbeat is not None and args.heartbeat < 1:
+        raise PlenaInputError("heartbeat", "--heartbeat must be at least 1 s")
+    if args.throttle_ms < 0:
+        raise PlenaInputError("throttle_ms", "--throttle-ms must be at least 0")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rep = api.run_worker(args.storage, args.study, args.heartbeat, args.throttle_ms / 1000)
+    if args.json:
+        print(json.dumps(asdict(rep)))
+    else:
+        print(
+            f"worker done: study {rep.study}: {rep.chunks} chunks, {rep.plans_scored} plans "
+            f"scored, {rep.stale_failed} stale chunks retried, {rep.elapsed_s:.1f} s"
+        )
+    return 0
+
+
+def search_with_workers(request: Any, n: int, quiet: bool) -> Any:
+    """``search --workers N``: score the study with N local workers; the request that then reads
+    the stored front (exhaustive: every plan is reused). N = 0: only create the study's queue
+    (workers on other machines score it) and return None."""
+    from plena_opt import api
+
+    if n < 0:
+        raise PlenaInputError("workers", "--workers must be at least 0")
+    if n == 0:
+        info = api.prepare_workers(request)
+        print(
+            f"study {info.study}: {info.enqueued} chunks of {info.chunk_plans} plans queued "
+            f"({info.legal_points} plans); start workers with: plena-opt worker --storage "
+            f"{request.storage} --study {info.study}"
+        )
+        return None
+    info, reports = api.run_local_workers(request, n)
+    if not quiet:
+        scored = sum(r["plans_scored"] for r in reports)
+        print(f"{n} workers scored {scored} plans of {info.legal_points}", file=sys.stderr)
+    return request.model_copy(update={"sampler": "exhaustive", "study": info.study})

@@ -1,0 +1,199 @@
+"""Hardware × plan co-design (issue 17): an outer Optuna study over hardware points, the exact
+plan front on each through the batch API, the joint front over (hardware, plan).
+
+Each outer trial is one hardware point (its params are the knobs); its plan front is computed
+by ``run_search`` (exhaustive, in memory) and cached per point, so a sampler that proposes a
+point again costs nothing. The outer trial's values are the point's best value per objective
+(and its cost), which gives TPE a direction; the joint front is the Pareto front of every plan on
+every front found, with ``cost`` as an extra objective when the design space has costs (a plan
+dominated on its own hardware is dominated jointly: the cost is the same). ``max_cost`` drops
+hardware points over it before they are scored. Knob importances: Optuna's fANOVA on the outer
+trials, one table per objective (PED-ANOVA under Optuna 4 without scikit-learn).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import optuna
+from optuna.distributions import CategoricalDistribution
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.search.design_space import DesignSpace
+from plena_opt.search.hypervolume import Normaliser
+from plena_opt.search.objectives import parse_objectives
+from plena_opt.search.pareto import pareto_mask
+from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
+from plena_opt.search.result import FrontEntry
+
+MAX_OUTER_TRIALS = 100_000
+
+
+@dataclass(frozen=True)
+class JointEntry:
+    """One (hardware point, plan) of the joint front; ``values`` in objective order (+ cost)."""
+
+    hardware: dict[str, float | int]
+    plan: FrontEntry
+    cost: float
+    values: tuple[float, ...]
+
+
+@dataclass
+class CodesignResult:
+    """Joint front, per-point front sizes, refused points, importances, outer trial count."""
+
+    design_space: str
+    objectives: list[str]
+    hardware_points: int
+    evaluated_points: int
+    front: list[JointEntry]
+    point_fronts: list[tuple[dict[str, float | int], int]]
+    refused: list[tuple[dict[str, float | int], str]] = field(default_factory=list)
+    over_budget: int = 0
+    importances: dict[str, dict[str, float]] = field(default_factory=dict)
+    plans_scored: int = 0
+
+
+class _Inner:
+    """Exact plan fronts per hardware point (cached); minimised values of each front plan."""
+
+    def __init__(self, request: SearchRequest, space: DesignSpace) -> None:
+        self.req, self.space = request, space
+        self.objs = parse_objectives(request.objectives)
+        self.cache: dict[tuple, list[FrontEntry] | str] = {}
+        self.scored = 0
+
+    def front(self, point: dict[str, float | int]) -> list[FrontEntry] | str:
+        key = tuple(sorted(point.items()))
+        if key not in self.cache:
+            from plena_opt.search.runner import run_search
+
+            try:
+                problem = self.space.apply(self.req.problem, point)
+                req = self.req.model_copy(
+                    update={
+                        "problem": problem,
+                        "sampler": "exhaustive",
+                        "storage": MEMORY_STORAGE,
+                        "study": None,
+                        "compare_exact": False,
+                    }  # fmt: skip
+                )
+                res = run_search(req, problem.load().evaluator)
+                self.scored += res.evaluated
+                self.cache[key] = res.front
+            except PlenaInputError as exc:  # this point is not a buildable design
+                self.cache[key] = f"{exc.field}: {exc}"
+        return self.cache[key]
+
+    def minimised(self, e: FrontEntry, cost: float | None) -> list[float]:
+        attr = {"tps_per_user": "tps_per_sequence"}
+        out = [o.sign * float(getattr(e, attr.get(o.name, o.name))) for o in self.objs]
+        return out + ([cost] if cost is not None else [])
+
+
+def run_codesign(
+    request: SearchRequest,
+    space: DesignSpace,
+    sampler: str = "exhaustive",
+    trials: int | None = None,
+    max_cost: float | None = None,
+    seed: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> CodesignResult:
+    """Search ``space`` × plans for ``request`` (its problem is the base hardware)."""
+    inner = _Inner(request, space)
+    points = space.points()
+    allowed = [p for p in points if max_cost is None or space.cost(p) <= max_cost]
+    with_cost = space.has_cost
+    dists = {
+        k.name: CategoricalDistribution(sorted({p[k.name] for p in allowed}) or [0])
+        for k in space.knobs
+    }
+    directions = [o.direction for o in inner.objs] + (["minimize"] if with_cost else [])
+    sampler_obj: optuna.samplers.BaseSampler = (
+        optuna.samplers.TPESampler(seed=seed, multivariate=True)
+        if sampler == "tpe"
+        else optuna.samplers.RandomSampler(seed=seed)
+    )
+    study = optuna.create_study(directions=directions, sampler=sampler_obj)
+    if sampler == "exhaustive":
+        for p in allowed:
+            study.enqueue_trial(p)
+        n = len(allowed)
+    else:
+        n = min(trials or 50, MAX_OUTER_TRIALS)
+    joint: list[tuple[dict, FrontEntry, float, list[float]]] = []
+    seen: set[tuple] = set()
+    for i in range(n):
+        trial = study.ask(dists)
+        point = dict(trial.params)
+        key = tuple(sorted(point.items()))
+        front = inner.front(point) if point in allowed else "over --max-cost"
+        if isinstance(front, str) or not front:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        cost = space.cost(point)
+        vals = [inner.minimised(e, cost if with_cost else None) for e in front]
+        best = np.min(np.array(vals), axis=0)
+        signs = [1.0 if d == "minimize" else -1.0 for d in directions]
+        study.tell(trial, [float(b * s) for b, s in zip(best, signs, strict=True)])
+        if key not in seen:
+            seen.add(key)
+            joint.extend((point, e, cost, v) for e, v in zip(front, vals, strict=True))
+        if progress:
+            progress(i + 1, n)
+    return _result(request, space, inner, study, joint, points, allowed, with_cost)
+
+
+def _result(request, space, inner, study, joint, points, allowed, with_cost) -> CodesignResult:
+    front: list[JointEntry] = []
+    if joint:
+        mask = pareto_mask(np.array([j[3] for j in joint]))
+        front = [
+            JointEntry(p, e, c, tuple(v)) for (p, e, c, v), keep in zip(joint, mask, strict=True)
+            if keep
+        ]  # fmt: skip
+        front.sort(key=lambda j: (-j.plan.tps, j.cost))
+    names = [o.key for o in inner.objs] + (["cost"] if with_cost else [])
+    res = CodesignResult(
+        design_space=space.name,
+        objectives=names,
+        hardware_points=len(points),
+        evaluated_points=sum(1 for v in inner.cache.values() if not isinstance(v, str)),
+        front=front,
+        point_fronts=[(dict(k), len(v)) for k, v in inner.cache.items() if not isinstance(v, str)],
+        refused=[(dict(k), v) for k, v in inner.cache.items() if isinstance(v, str)],
+        over_budget=len(points) - len(allowed),
+        plans_scored=inner.scored,
+    )
+    res.importances = _importances(study, names)
+    return res
+
+
+def _importances(study: optuna.Study, names: list[str]) -> dict[str, dict[str, float]]:
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    varying = {k for t in done for k in t.params if len({u.params[k] for u in done}) > 1}
+    if len(done) < 2 or not varying:
+        return {}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, name in enumerate(names):
+            kwargs = {"target": lambda t, i=i: t.values[i], "params": sorted(varying)}
+            try:  # fANOVA: native in Optuna 5, scikit-learn in Optuna 4
+                out[name] = optuna.importance.get_param_importances(study, **kwargs)
+            except ImportError:  # Optuna 4 without scikit-learn: PED-ANOVA (numpy only)
+                ped = optuna.importance.PedAnovaImportanceEvaluator()
+                out[name] = optuna.importance.get_param_importances(study, evaluator=ped, **kwargs)
+    return out
+
+
+def joint_hypervolume(entries: list[JointEntry], norm: Normaliser | None = None) -> float:
+    """Hypervolume of a joint front (minimised values; ``norm`` default: its own extent)."""
+    pts = np.array([e.values for e in entries])
+    return (norm or Normaliser.from_points(pts)).hypervolume(pts)
