@@ -47,7 +47,8 @@ def recheck_front(
         if (should_stop is not None and should_stop()) or (stop is not None and stop.is_set()):
             break
         plan = Plan.from_dict(entry.plan)
-        estimates.append(inputs.evaluator(entry.plan.get("batch_size")).estimate(plan))
+        ev = inputs.evaluator(entry.plan.get("batch_size"), entry.plan.get("precision"))
+        estimates.append(ev.estimate(plan))
     if not estimates:
         return []
     checks = recheck_plans(

@@ -68,6 +68,12 @@ def register(subparsers: Any) -> None:
         "judged on the whole capacity)",
     )
     g.add_argument(
+        "--precisions",
+        default=None,
+        help="comma list of weight/activation formats to search with the plan (e.g. "
+        "bf16,fp8,fp4; each one the chip supports; excludes --precision; default: --precision)",
+    )
+    g.add_argument(
         "--objectives",
         default=",".join(DEFAULT_OBJECTIVES),
         help=f"comma list from {','.join(OBJECTIVES)}",
@@ -232,6 +238,13 @@ def batch_list(text: str | None) -> list[int] | None:
         ) from exc
 
 
+def precision_list(text: str | None) -> list[str] | None:
+    """``--precisions bf16,fp8`` as names (None when the flag is absent)."""
+    if text is None:
+        return None
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
 def request_from_args(args: argparse.Namespace) -> SearchRequest:
     """The ``SearchRequest`` the flags describe (bad values: ``PlenaInputError``)."""
     try:
@@ -253,6 +266,7 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
             memory_fraction=args.memory_fraction,
             auto_batch=(args.batch_sizes or "").strip() == "auto",
             serving=args.serving,
+            precisions=precision_list(getattr(args, "precisions", None)),
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc

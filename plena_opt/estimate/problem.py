@@ -53,13 +53,16 @@ class EvaluatorInputs:
     workload: Workload
     chip: ChipProfile | None = None
 
-    def evaluator(self, batch_size: int | None = None) -> Evaluator:
-        """An ``Evaluator`` for these inputs, optionally with another global batch size."""
+    def evaluator(self, batch_size: int | None = None, precision: str | None = None) -> Evaluator:
+        """An ``Evaluator`` for these inputs, optionally with another global batch size
+        (sequences) and weight/activation format (``precision``; None keeps the workload's)."""
         from plena_opt.estimate.evaluator import Evaluator
 
         if self.noc is None:
             raise PlenaInputError("noc", "the distributed estimate needs a NoC profile")
         w = self.with_batch(batch_size).workload
+        if precision is not None:
+            w = replace(w, precision=precision)
         return Evaluator(self.model, self.noc, self.memory, w, chip=self.chip)
 
     def with_batch(self, batch_size: int | None) -> EvaluatorInputs:

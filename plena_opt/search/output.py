@@ -34,6 +34,7 @@ CSV_FIELDS = (
     "tps_per_device",
     "max_batch",
     "capacity_bound",
+    "precision",
 )
 
 
@@ -52,11 +53,14 @@ def _max_batch(e: FrontEntry) -> str:
 
 
 def front_table(entries: list[FrontEntry]) -> str:
-    """Fixed-width table: plan, batch, TTFT ms, TPS, TPS/seq, TPS/dev, J/token, GiB/device,
-    the capacity-bound batch (``*``: this batch is capacity-bound), bottleneck."""
+    """Fixed-width table: plan, batch, precision (when searched), TTFT ms, TPS, TPS/seq,
+    TPS/dev, J/token, GiB/device, the capacity-bound batch (``*``: this batch is capacity-bound),
+    bottleneck."""
+    with_prec = any("precision" in e.plan for e in entries)
     head = (
         "plan",
         "batch",
+        *(("precision",) if with_prec else ()),
         "TTFT ms",
         "TPS",
         "TPS/seq",
@@ -70,6 +74,7 @@ def front_table(entries: list[FrontEntry]) -> str:
         (
             e.label.rsplit(" b", 1)[0],
             str(e.plan["batch_size"]),
+            *((str(e.plan.get("precision", "-")),) if with_prec else ()),
             f"{e.ttft_ms:.2f}",
             f"{e.tps:.1f}",
             f"{e.tps_per_sequence:.2f}",

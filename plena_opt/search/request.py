@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
@@ -15,6 +15,7 @@ SERVING_DEFAULTS = {
     "max_tpot_ms": None,
     "memory_fraction": None,
     "auto_batch": False,
+    "precisions": None,
 }
 
 
@@ -54,6 +55,36 @@ class SearchRequest(BaseModel):
     memory_fraction: float | None = Field(default=None, gt=0, le=1)
     auto_batch: bool = False
     serving: ServingMode = ServingMode.AGGREGATED
+    # Precision as a knob: the weight/activation formats searched with the plan (each a
+    # ``plena_opt.chip.precision.FORMATS`` name the chip supports); None: ``problem.precision``.
+    precisions: list[str] | None = Field(default=None, max_length=6)
+
+    @field_validator("precisions")
+    @classmethod
+    def _precisions(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        from plena_opt.chip.precision import FORMATS
+
+        if not v:
+            raise ValueError("precisions must not be empty")
+        for name in v:
+            if name not in FORMATS:
+                raise ValueError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
+        if len(set(v)) != len(v):
+            raise ValueError("precisions must not repeat")
+        return list(v)
+
+    @model_validator(mode="after")
+    def _one_precision_source(self) -> SearchRequest:
+        if self.precisions and self.problem.precision is not None:
+            raise ValueError("--precision and --precisions exclude each other; give one")
+        if self.precisions and self.serving != ServingMode.AGGREGATED:
+            raise ValueError(
+                "--precisions searches aggregated plans only; the --serving comparison prices "
+                "one format (give --precision)"
+            )
+        return self
 
     @field_validator("batch_sizes")
     @classmethod

@@ -38,7 +38,9 @@ from plena_opt.search.space import PlanSpace, Point
 from plena_opt.search.storage import fail_stale_trials, open_storage
 from plena_opt.search.trials import StudyWriter, trials_completed
 
-EvaluatorFactory = Callable[[int], PlanEvaluator]  # global batch size → evaluator
+# (global batch size[, precision]) → evaluator; called with the precision only when the
+# request searches formats (``--precisions``).
+EvaluatorFactory = Callable[..., PlanEvaluator]
 EXHAUSTIVE_CHUNK = 128
 # Scored plans are written once this many are waiting or this much time passed (s): one journal
 # append and fsync per write; a crash redoes at most that much scoring on resume.
@@ -104,11 +106,12 @@ class _Search:
         self.should_stop = should_stop
         self.objectives: tuple[Objective, ...] = parse_objectives(request.objectives)
         self._factory = factory
-        self._evs: dict[int, PlanEvaluator] = {}
+        self._evs: dict[tuple[int, str | None], PlanEvaluator] = {}
+        self.precisions = self._check_precisions(request)
         self.capacity = CapacityCache(request)
         self.batches = self.capacity.batches(request, self.evaluator)
-        ev0 = self.evaluator(self.batches[0])
-        self.space = PlanSpace(ev0.num_devices, self.batches, ev0.check)
+        ev0 = self.evaluator(self.batches[0], self.precisions[0] if self.precisions else None)
+        self.space = PlanSpace(ev0.num_devices, self.batches, ev0.check, self.precisions)
         if not len(self.space):
             reasons = sorted(set(self.space.illegal.values()))[:5]
             raise PlenaInputError(
@@ -133,16 +136,30 @@ class _Search:
         self.warnings: list[str] = []  # the result's warnings: stale trials, sampler notes
 
     # -- evaluators and scoring -------------------------------------------------------------
-    def evaluator(self, batch: int) -> PlanEvaluator:
-        if batch not in self._evs:
-            self._evs[batch] = self._factory(batch)
-        return self._evs[batch]
+    def evaluator(self, batch: int, precision: str | None = None) -> PlanEvaluator:
+        key = (batch, precision)
+        if key not in self._evs:
+            args = (batch,) if precision is None else (batch, precision)
+            self._evs[key] = self._factory(*args)
+        return self._evs[key]
+
+    def _check_precisions(self, request: SearchRequest) -> list[str] | None:
+        """The searched formats, each checked against the chip (an unsupported one is refused
+        naming ``precisions``, the format and the chip)."""
+        if not request.precisions:
+            return None
+        for prec in request.precisions:
+            try:
+                self.evaluator(request.batch_list()[0], prec)
+            except PlenaInputError as exc:
+                raise PlenaInputError("precisions", f"--precisions {prec}: {exc}") from exc
+        return list(request.precisions)
 
     def score(self, points: Sequence[Point]) -> list[Record]:
-        """Score ``points`` (all one batch size) through the batch API."""
+        """Score ``points`` (all one batch size and precision) through the batch API."""
         if not points:
             return []
-        ev = self.evaluator(points[0].batch_size)
+        ev = self.evaluator(points[0].batch_size, points[0].precision)
         t = time.perf_counter()
         metrics = ev.evaluate_batch([p.plan for p in points])
         self.score_seconds += time.perf_counter() - t
@@ -165,6 +182,10 @@ class _Search:
                 "data); choose objectives without energy, e.g. --objectives ttft,tps",
             )
         return recs
+
+    def groups(self) -> list[tuple[int, str | None]]:
+        """The (batch size, precision) groups of the space, each priced by one evaluator."""
+        return [(b, p) for p in self.space.precisions for b in self.batches]
 
     def seconds_per_point(self) -> float:
         """Mean evaluator time per scored point so far (s)."""
@@ -285,7 +306,10 @@ class _Search:
             return name, []
         if len(todo) <= self.req.trials:
             return "exhaustive", []
-        probe = [p for p in todo if p.batch_size == todo[0].batch_size][:16]
+        first = todo[0]
+        probe = [
+            p for p in todo if (p.batch_size, p.precision) == (first.batch_size, first.precision)
+        ][:16]
         t = time.perf_counter()
         recs = self.score(probe)
         per_point = (time.perf_counter() - t) / max(len(probe), 1)
@@ -307,8 +331,8 @@ class _Search:
     def _exhaustive_loop(
         self, todo: list[Point], pending: list[Record], done: int, total: int, last: float
     ) -> None:
-        for batch in self.batches:
-            group = [p for p in todo if p.batch_size == batch]
+        for batch, prec in self.groups():
+            group = [p for p in todo if p.batch_size == batch and p.precision == prec]
             for i in range(0, len(group), EXHAUSTIVE_CHUNK):
                 self.stop_reason = self.check_stop()
                 if self.stop_reason:
@@ -332,9 +356,11 @@ class _Search:
     def exact_records(self) -> list[Record]:
         """Every legal point scored (cache first); not stored in the study."""
         out = [self.cache[p.key] for p in self.space.points if p.key in self.cache]
-        for batch in self.batches:
+        for batch, prec in self.groups():
             todo = [
-                p for p in self.space.points if p.batch_size == batch and p.key not in self.cache
+                p
+                for p in self.space.points
+                if p.batch_size == batch and p.precision == prec and p.key not in self.cache
             ]
             for i in range(0, len(todo), EXHAUSTIVE_CHUNK):
                 out.extend(self.score(todo[i : i + EXHAUSTIVE_CHUNK]))

@@ -34,10 +34,11 @@ class CapacityCache:
         self.fraction = float(frac) if frac is not None else DEFAULT_MEMORY_FRACTION
         self._bounds: dict[tuple, CapacityBound | None] = {}
 
-    def bound(self, ev: Any, plan: Any) -> CapacityBound | None:
-        """The plan's bound (None when the evaluator is not the analytic ``Evaluator``, e.g. a
-        test fake: the bound needs its ``ctx``, which ``PlanEvaluator`` does not declare)."""
-        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode)
+    def bound(self, ev: Any, plan: Any, precision: str | None = None) -> CapacityBound | None:
+        """The plan's bound in ``precision`` (None when the evaluator is not the analytic
+        ``Evaluator``, e.g. a test fake: the bound needs its ``ctx``, which ``PlanEvaluator``
+        does not declare)."""
+        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, precision)
         if key not in self._bounds:
             ctx = getattr(ev, "ctx", None)
             if ctx is None:
@@ -48,16 +49,20 @@ class CapacityCache:
                 self._bounds[key] = capacity_bound(PlanCost(ctx, plan), self.fraction)
         return self._bounds[key]
 
-    def batches(self, request: Any, evaluator: Callable[[int], Any]) -> list[int]:
+    def batches(self, request: Any, evaluator: Callable[..., Any]) -> list[int]:
         """The batch sizes to search: the request's list, or ``auto`` (powers of two up to the
-        largest capacity bound over the legal plans)."""
+        largest capacity bound over the legal plans and searched precisions)."""
         if not self.auto:
             return request.batch_list()
         from plena_opt.search.space import PlanSpace
 
-        ev = evaluator(request.problem.batch_size)
-        shapes = PlanSpace(ev.num_devices, [request.problem.batch_size], ev.check).points
-        bounds = [self.bound(ev, p.plan) for p in shapes if p.plan.comm_overlap == "none"]
+        bounds = []
+        for prec in getattr(request, "precisions", None) or [None]:
+            ev = evaluator(request.problem.batch_size, prec)
+            shapes = PlanSpace(ev.num_devices, [request.problem.batch_size], ev.check).points
+            bounds += [
+                self.bound(ev, p.plan, prec) for p in shapes if p.plan.comm_overlap == "none"
+            ]
         return auto_batch_sizes([b for b in bounds if b is not None])
 
     def summarise(
@@ -65,7 +70,7 @@ class CapacityCache:
     ) -> dict[str, Any]:
         """``summary`` with ``batch_size``, ``max_batch`` and ``capacity_bound`` added."""
         summary["batch_size"] = point.batch_size
-        bound = self.bound(ev, point.plan)
+        bound = self.bound(ev, point.plan, point.precision)
         if bound is None:
             return summary
         bigger = [b for b in batches if b > point.batch_size]

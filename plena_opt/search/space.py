@@ -3,7 +3,8 @@
 Legality is decided by the evaluator (``Evaluator.check``, analytic-model §4.2), so a plan is never
 priced as if legal. For Optuna the independent choices are ``tp``, ``ep``, ``pp``, ``cp`` (the
 values that occur in legal plans), ``moe_tp_mode`` (MoE models only), ``comm_overlap`` and, with a
-batch list, ``batch_size``; ``dp`` is derived as the device count divided by the others, and a
+batch list, ``batch_size`` and, with ``--precisions``, ``precision`` (the storage format of
+weights and activations, ``plena_opt.chip.precision.FORMATS``); ``dp`` is derived as the device count divided by the others, and a
 suggestion whose derived plan is not legal is recorded as pruned with the reason.
 """
 
@@ -24,10 +25,12 @@ __all__ = ["SEARCH_DIMS", "PlanSpace", "Point", "divisors", "factorisations"]
 
 @dataclass(frozen=True, order=True)
 class Point:
-    """One point of the search space: a plan served at a global batch size (sequences)."""
+    """One point of the search space: a plan served at a global batch size (sequences), in
+    ``precision`` when the search searches formats (None: the problem's precision)."""
 
     plan: Plan
     batch_size: int
+    precision: str | None = None
 
     @property
     def key(self) -> str:
@@ -35,12 +38,12 @@ class Point:
         p = self.plan
         return (
             f"tp{p.tp}-ep{p.ep}-dp{p.dp}-pp{p.pp}-cp{p.cp}-{p.moe_tp_mode}-{p.comm_overlap}"
-            f"-b{self.batch_size}"
+            f"-b{self.batch_size}" + (f"-{self.precision}" if self.precision else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
         p = self.plan
-        return {
+        d: dict[str, Any] = {
             "tp": p.tp,
             "ep": p.ep,
             "dp": p.dp,
@@ -50,14 +53,18 @@ class Point:
             "comm_overlap": p.comm_overlap,
             "batch_size": self.batch_size,
         }
+        if self.precision is not None:
+            d["precision"] = self.precision
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Point:
-        return cls(Plan.from_dict(d), int(d["batch_size"]))
+        prec = d.get("precision")
+        return cls(Plan.from_dict(d), int(d["batch_size"]), None if prec is None else str(prec))
 
     def label(self) -> str:
-        text = self.plan.label()
-        return f"{text} b{self.batch_size}"
+        text = f"{self.plan.label()} b{self.batch_size}"
+        return f"{text} {self.precision}" if self.precision else text
 
 
 class PlanSpace:
@@ -68,9 +75,18 @@ class PlanSpace:
     size (analytic-model §4.2 lists no rule on either beyond their allowed values).
     """
 
-    def __init__(self, num_devices: int, batch_sizes: Sequence[int], check: Any) -> None:
+    def __init__(
+        self,
+        num_devices: int,
+        batch_sizes: Sequence[int],
+        check: Any,
+        precisions: Sequence[str] | None = None,
+    ) -> None:
+        """``precisions``: the searched formats (None: the problem's one precision, not a param;
+        legality does not depend on the format)."""
         self.num_devices = num_devices
         self.batch_sizes = tuple(batch_sizes)
+        self.precisions: tuple[str | None, ...] = tuple(precisions) if precisions else (None,)
         self.illegal: dict[tuple, str] = {}
         legal_shapes: list[Plan] = []
         for tp, ep, dp, pp, cp in factorisations(num_devices):
@@ -90,7 +106,8 @@ class PlanSpace:
             p for p in legal_shapes if p.moe_tp_mode == "replace" or (self.is_moe and p.tp > 1)
         ]
         self.points: list[Point] = [
-            Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov), b)
+            Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov), b, prec)
+            for prec in self.precisions
             for b in self.batch_sizes
             for p in shapes
             for ov in COMM_OVERLAPS
@@ -116,7 +133,14 @@ class PlanSpace:
         dists["comm_overlap"] = CategoricalDistribution(list(COMM_OVERLAPS))
         if len(self.batch_sizes) > 1:
             dists["batch_size"] = CategoricalDistribution(list(self.batch_sizes))
+        if self.searches_precision:
+            dists["precision"] = CategoricalDistribution(list(self.precisions))
         return dists
+
+    @property
+    def searches_precision(self) -> bool:
+        """Whether the precision is a searched choice (``--precisions``)."""
+        return self.precisions[0] is not None
 
     def params(self, point: Point) -> dict[str, Any]:
         """The Optuna params of a legal ``point`` (``dp`` is derived, so not a param)."""
@@ -129,11 +153,12 @@ class PlanSpace:
         mode = str(params.get("moe_tp_mode", "replace")) if tp > 1 else "replace"
         overlap = str(params["comm_overlap"])
         batch = int(params.get("batch_size", self.batch_sizes[0]))
+        prec = params.get("precision", self.precisions[0])
         rest = tp * ep * pp * cp
         if self.num_devices % rest:
             return None, (f"tp·ep·pp·cp = {rest} does not divide the {self.num_devices} devices")
         dp = self.num_devices // rest
-        point = Point(Plan(tp, ep, dp, pp, cp, mode, overlap), batch)
+        point = Point(Plan(tp, ep, dp, pp, cp, mode, overlap), batch, prec)
         if point in self._legal:
             return point, None
         reason = self.illegal.get((tp, ep, dp, pp, cp, mode), "not in the legal plan space")

@@ -12,7 +12,8 @@ One trial per distinct scored plan (service-conventions §1.1), written in batch
 
 Every trial carries its constraint values twice: Optuna 5's ``constraints:<name>`` system
 attributes and the ``constraints`` list that optuna-dashboard reads (both ≤ 0 feasible), and its
-params are the whole plan (``tp, ep, dp, pp, cp, moe_tp_mode, comm_overlap, batch_size``).
+params are the whole plan (``tp, ep, dp, pp, cp, moe_tp_mode, comm_overlap, batch_size`` and,
+when the search searches formats, ``precision``).
 Illegal suggestions and repeated suggestions of a sampler never reach the store (the sampler runs
 on its own in-memory study, ``plena_opt.search.sampled``).
 """
@@ -37,7 +38,17 @@ from plena_opt.search.storage import batch_writes, is_batched
 VALUES_ATTR = "values"
 INFEASIBLE_ATTR = "infeasible"
 DASHBOARD_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard 0.21 reads
-PLAN_PARAMS = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size")
+PLAN_PARAMS = (
+    "tp",
+    "ep",
+    "dp",
+    "pp",
+    "cp",
+    "moe_tp_mode",
+    "comm_overlap",
+    "batch_size",
+    "precision",
+)
 SCORED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -51,6 +62,8 @@ def plan_distributions(space: PlanSpace) -> dict[str, BaseDistribution]:
     dists["moe_tp_mode"] = CategoricalDistribution(list(MOE_TP_MODES))
     dists["comm_overlap"] = CategoricalDistribution(list(COMM_OVERLAPS))
     dists["batch_size"] = CategoricalDistribution(list(space.batch_sizes))
+    if space.searches_precision:
+        dists["precision"] = CategoricalDistribution(list(space.precisions))
     return dists
 
 
