@@ -9,7 +9,7 @@ from typing import Any
 
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
-from plena_opt.export.launch import FORMATS, export_plan, parse_plan_key
+from plena_opt.export.launch import FORMATS, export_plan, parse_point_key
 
 
 def register(subparsers: Any) -> None:
@@ -26,6 +26,14 @@ def register(subparsers: Any) -> None:
         choices=FORMATS,
         default="json",
         help="json: every engine's launch as JSON; an engine name: its shell command line",
+    )
+    p.add_argument(
+        "--precision",
+        default=None,
+        help="weight/activation format (default: the key's -fp8… suffix, else the checkpoint's)",
+    )
+    p.add_argument(
+        "--kv-precision", default=None, help="KV-cache format (default: the checkpoint's)"
     )
     p.add_argument("--engine-model", default="MODEL", help="model id the engine loads")
     p.add_argument("--input-seq", type=int, default=2048, help="prompt length, tokens")
@@ -49,9 +57,14 @@ def configs(args: argparse.Namespace) -> list[Any]:
         (args.plan, "prefill"), (args.decode_plan, "decode")
     ]  # fmt: skip
     engines = ("vllm", "sglang") if args.format == "json" else (args.format,)
+    from plena_opt.chip.precision import check_format
+
+    for name in ("precision", "kv_precision"):
+        if getattr(args, name, None) is not None:
+            check_format(getattr(args, name), name)
     out = []
     for key, role in pools:
-        plan, batch = parse_plan_key(key)
+        plan, batch, key_prec = parse_point_key(key)
         for engine in engines:
             out.append(
                 export_plan(
@@ -62,6 +75,8 @@ def configs(args: argparse.Namespace) -> list[Any]:
                     max_len=args.input_seq + args.output_seq,
                     memory_fraction=args.memory_fraction,
                     role=role,
+                    precision=getattr(args, "precision", None) or key_prec,
+                    kv_precision=getattr(args, "kv_precision", None),
                 )
             )
     return out

@@ -353,6 +353,8 @@ def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]
         model=args.engine_model,
         max_len=args.input_seq + args.output_seq,
         memory_fraction=args.memory_fraction or 0.9,
+        precision=getattr(args, "precision", None),
+        kv_precision=getattr(args, "kv_precision", None),
     )
     return [f"{len(paths)} launch files under {args.export_dir}"]
 

@@ -37,17 +37,22 @@ def write_exports(
     model: str,
     max_len: int,
     memory_fraction: float,
+    precision: str | None = None,
+    kv_precision: str | None = None,
 ) -> list[str]:
     """Launch files of the first ``top_k`` front plans (and of the disaggregated front's, one
-    file per pool); returns the paths written."""
+    file per pool); returns the paths written. A plan's own ``precision`` (a searched format)
+    takes the place of ``precision``; the KV cache is in ``kv_precision``."""
     root = Path(folder)
-    kw = {"model": model, "max_len": max_len, "memory_fraction": memory_fraction}
+    kw: dict[str, Any] = {"model": model, "max_len": max_len, "memory_fraction": memory_fraction}
+    kw["kv_precision"] = kv_precision
     written: list[str] = []
     try:
         for i, e in enumerate(result.front[:top_k]):
             plan = _plan(e.plan)
             batch = e.plan["batch_size"]
-            launches = [export_plan(n, plan, batch, **kw) for n in ENGINE_NAMES]
+            prec = e.plan.get("precision", precision)
+            launches = [export_plan(n, plan, batch, precision=prec, **kw) for n in ENGINE_NAMES]
             written += _write(root / f"plan{i}", launches)
         dis = result.serving.get("comparison", {}).get("disaggregated", {}).get("front", [])
         for i, e in enumerate(dis[:top_k]):
@@ -62,6 +67,7 @@ def write_exports(
                             pool["batch_size"],
                             role=role,
                             workers=pool["workers"],
+                            precision=precision,
                             **kw,
                         )
                     )

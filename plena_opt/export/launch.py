@@ -2,8 +2,10 @@
 
 The flag names live in one data file, ``engines.json``, with the engine version and the
 documentation page each mapping was written for. A plan feature an engine cannot express (CP,
-``keep`` mode, …) is listed under ``cannot_express`` and no flag is written for it; the
-engine-specific precision flags are not written (the plan's storage precision is PLENA's).
+``keep`` mode, …) is listed under ``cannot_express`` and no flag is written for it. A plan's
+``precision`` (weights and activations) becomes ``--quantization`` and its KV format
+``--kv-cache-dtype`` where the engine has a value for it (fp8); bf16 is the checkpoint's own dtype
+and writes nothing; any other format is listed under ``cannot_express``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,20 @@ ENGINES: dict[str, dict[str, Any]] = json.loads(
     resources.files("plena_opt.export").joinpath("engines.json").read_text()
 )
 FORMATS = ("vllm", "sglang", "json")
-_KEY = re.compile(r"^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(replace|keep)-(none|full)-b(\d+)$")
+_KEY = re.compile(
+    r"^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(replace|keep)-(none|full)-b(\d+)(?:-(\w+))?$"
+)
 
 
 def parse_plan_key(text: str) -> tuple[Plan, int]:
     """``tp8-ep1-dp1-pp4-cp1-replace-none-b16`` (a trial's ``point_key``) → (plan, batch)."""
+    plan, batch, _ = parse_point_key(text)
+    return plan, batch
+
+
+def parse_point_key(text: str) -> tuple[Plan, int, str | None]:
+    """A trial's ``point_key`` → (plan, batch, precision); the precision suffix (``-fp8``) is
+    there when the search searched formats (``--precisions``), else None."""
     m = _KEY.match(text.strip())
     if not m:
         raise PlenaInputError(
@@ -36,7 +47,15 @@ def parse_plan_key(text: str) -> tuple[Plan, int]:
             "point_key of a search trial)",
         )
     tp, ep, dp, pp, cp = (int(m.group(i)) for i in range(1, 6))
-    return Plan(tp, ep, dp, pp, cp, m.group(6), m.group(7)), int(m.group(8))
+    prec = m.group(9)
+    if prec is not None:
+        from plena_opt.chip.precision import FORMATS as PRECISIONS
+
+        if prec not in PRECISIONS:
+            raise PlenaInputError(
+                "plan", f"plan {text!r}: unknown precision {prec!r}; one of {', '.join(PRECISIONS)}"
+            )
+    return Plan(tp, ep, dp, pp, cp, m.group(6), m.group(7)), int(m.group(8)), prec
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,26 @@ def _missing(engine: str, plan: Plan) -> list[str]:
     return out
 
 
+def _precision_args(
+    engine: str, precision: str | None, kv_precision: str | None
+) -> tuple[list[str], list[str]]:
+    """(arguments, what cannot be expressed) for the weight and KV formats."""
+    spec = ENGINES[engine]["precision"]
+    argv: list[str] = []
+    missing: list[str] = []
+    for fmt, table, flag, other in (
+        (precision, "quantization", "quantization_flag", "other_formats"),
+        (kv_precision, "kv_cache_dtype", "kv_cache_dtype_flag", "other_kv_formats"),
+    ):
+        if fmt is None or fmt == "bf16":
+            continue
+        if fmt in spec[table]:
+            argv += [spec[flag], spec[table][fmt]]
+        else:
+            missing.append(spec[other].format(format=fmt))
+    return argv, missing
+
+
 def export_plan(
     engine: str,
     plan: Plan,
@@ -93,8 +132,12 @@ def export_plan(
     memory_fraction: float = 0.9,
     role: str | None = None,
     workers: int | None = None,
+    precision: str | None = None,
+    kv_precision: str | None = None,
 ) -> LaunchConfig:
-    """The launch of ``plan`` serving ``batch`` sequences of up to ``max_len`` tokens."""
+    """The launch of ``plan`` serving ``batch`` sequences of up to ``max_len`` tokens, weights
+    and activations in ``precision`` and the KV cache in ``kv_precision`` (None: the engine's
+    default, the checkpoint's dtype)."""
     if engine not in ENGINES:
         raise PlenaInputError("format", f"format must be one of {', '.join(FORMATS)}")
     spec, flags = ENGINES[engine], ENGINES[engine]["flags"]
@@ -110,6 +153,8 @@ def export_plan(
     seqs = ceil(batch / replicas) if spec["max_seqs_per"] == "replica" else batch
     argv += [flags["max_seqs"], str(seqs), flags["max_len"], str(max_len)]
     argv += [flags["memory_fraction"], f"{memory_fraction:g}"]
+    prec_argv, prec_missing = _precision_args(engine, precision, kv_precision)
+    argv += prec_argv
     notes = []
     if plan.comm_overlap == "full":
         notes.append("comm_overlap full is the engine's own scheduling; no argument")
@@ -119,4 +164,4 @@ def export_plan(
         notes.append(spec["disaggregation_note"])
     if workers is not None:
         notes.append(f"run {workers} instance(s) of this command (the rate-matched pool)")
-    return LaunchConfig(engine, role, argv, _missing(engine, plan), notes)
+    return LaunchConfig(engine, role, argv, _missing(engine, plan) + prec_missing, notes)
