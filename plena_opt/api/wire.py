@@ -110,6 +110,7 @@ def summary_to_proto(
         label=label,
         constraints=_named(constraints),
         batch_size=int(plan.get("batch_size", 0)),
+        precision=str(plan.get("precision") or ""),
     )
     if s.get("energy_j_per_token") is not None:
         msg.energy_per_token_joules = s["energy_j_per_token"]

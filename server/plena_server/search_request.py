@@ -28,6 +28,7 @@ _OPTION_OF_FIELD = {
     "study": "study_name",
     "auto_budget_s": "auto_budget_seconds",
     "auto_batch": "auto_batch_sizes",
+    "": "precisions",  # the request's one cross-field rule: --precision with --precisions
 }
 
 
@@ -137,6 +138,7 @@ def search_request(
         "max_tpot_ms": _opt(o, "max_tpot_ms"),
         "memory_fraction": _opt(o, "memory_fraction"),
         "auto_batch": o.auto_batch_sizes,
+        "precisions": list(o.precisions) or None,
     }
     if o.percentile:
         kw["percentile"] = o.percentile
@@ -157,7 +159,15 @@ def search_request(
         loc = ".".join(str(p) for p in err.get("loc", ()))
         field = "options." + _OPTION_OF_FIELD.get(loc, loc)
         raise PlenaInputError(field, f"{field}: {err['msg']}") from exc
-    return req, EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
+    inputs = EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
+    for prec in req.precisions or []:
+        try:
+            inputs.evaluator(req.batch_list()[0], prec)
+        except PlenaInputError as exc:
+            raise PlenaInputError(
+                "options.precisions", f"options.precisions {prec}: {exc}"
+            ) from exc
+    return req, inputs
 
 
 def check_recheck(o: pb.SearchOptions, limits: ServerLimits) -> None:

@@ -105,7 +105,7 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
 
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
-    from plena_opt.cli.search_cmd import batch_list
+    from plena_opt.cli.search_cmd import batch_list, precision_list
     from plena_opt.pipeline.simulator import parse_noise
 
     if getattr(args, "storage", None):
@@ -123,6 +123,7 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         percentile=getattr(args, "percentile", None) or "",
         serving=getattr(args, "serving", None) or "",
         auto_batch_sizes=(getattr(args, "batch_sizes", None) or "").strip() == "auto",
+        precisions=precision_list(getattr(args, "precisions", None)) or [],
     )
     for name, flag in (
         ("seed", "seed"),

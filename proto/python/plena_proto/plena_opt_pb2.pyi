@@ -163,7 +163,7 @@ class NamedValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +183,7 @@ class PlanMetrics(_message.Message):
     TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BOUND_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
     tps: float
@@ -202,7 +203,8 @@ class PlanMetrics(_message.Message):
     tps_per_device: float
     max_batch: int
     capacity_bound: bool
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ...) -> None: ...
+    precision: str
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
@@ -257,7 +259,7 @@ class Trace(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ..., plan_index: _Optional[int] = ..., compression: _Optional[str] = ..., format: _Optional[str] = ..., uncompressed_bytes: _Optional[int] = ..., compressed_bytes: _Optional[int] = ..., chunks: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class SearchOptions(_message.Message):
-    __slots__ = ("trials", "seed", "sampler", "objectives", "study_name", "batch_sizes", "max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "compare_exact", "auto_budget_seconds", "recheck_top_k", "mc_samples", "noise", "include_traces", "max_trace_bytes", "max_tpot_ms", "percentile", "memory_fraction", "auto_batch_sizes", "serving")
+    __slots__ = ("trials", "seed", "sampler", "objectives", "study_name", "batch_sizes", "max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "compare_exact", "auto_budget_seconds", "recheck_top_k", "mc_samples", "noise", "include_traces", "max_trace_bytes", "max_tpot_ms", "percentile", "memory_fraction", "auto_batch_sizes", "serving", "precisions")
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     SAMPLER_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +281,7 @@ class SearchOptions(_message.Message):
     MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
     AUTO_BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    PRECISIONS_FIELD_NUMBER: _ClassVar[int]
     trials: int
     seed: int
     sampler: str
@@ -300,7 +303,8 @@ class SearchOptions(_message.Message):
     memory_fraction: float
     auto_batch_sizes: bool
     serving: str
-    def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ...) -> None: ...
+    precisions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ..., precisions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("system", "workload", "options")
