@@ -4,8 +4,9 @@ Legality is decided by the evaluator (``Evaluator.check``, analytic-model §4.2)
 priced as if legal. For Optuna the independent choices are ``tp``, ``ep``, ``pp``, ``cp`` (the
 values that occur in legal plans), ``moe_tp_mode`` (MoE models only), ``comm_overlap`` and, with a
 batch list, ``batch_size`` and, with ``--precisions``, ``precision`` (the storage format of
-weights and activations, ``plena_opt.chip.precision.FORMATS``); ``dp`` is derived as the device count divided by the others, and a
-suggestion whose derived plan is not legal is recorded as pruned with the reason.
+weights and activations, ``plena_opt.chip.precision.FORMATS``); ``dp`` is derived as the device
+count divided by the others, and a suggestion whose derived plan is not legal is recorded as
+pruned with the reason.
 """
 
 from __future__ import annotations
