@@ -29,7 +29,7 @@ from plena_opt.search.hypervolume import Normaliser
 from plena_opt.search.serving_compare import front_of
 
 OBJ = ["ttft", "tps-per-device", "tps-per-user"]
-SLA = {"max_ttft_ms": None, "max_tpot_ms": None, "min_tps_per_seq": None}
+SLA = {"max_ttft_seconds": None, "max_tpot_seconds": None, "min_tps_per_seq": None}
 
 
 def _inputs(n: int, groups: int) -> EvaluatorInputs:

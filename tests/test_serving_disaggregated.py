@@ -111,7 +111,7 @@ SIGN = np.array([1.0, -1.0, -1.0])
 
 
 def _vec(f):
-    return (f.ttft_s * 1e3, f.tps_per_device, 1e3 / (f.tpot_s * 1e3))
+    return (f.ttft_s, f.tps_per_device, 1.0 / f.tpot_s)
 
 
 def _brute(inputs, batches, sla):
@@ -130,7 +130,7 @@ def _brute(inputs, batches, sla):
                 res.append(price_worker(inputs.model, noc, inputs.memory, wl, plan))
         return res
 
-    ok = lambda v: sla.get("max_tpot_ms") is None or 1e3 / v[2] <= sla["max_tpot_ms"]  # noqa: E731
+    ok = lambda v: sla.get("max_tpot_seconds") is None or 1 / v[2] <= sla["max_tpot_seconds"]  # noqa: E731
     agg = [_vec(aggregated_serving(w, out)) for w in workers(n) if w.fits_in_memory]
     pool = [w for s in (1, 2, 4) for w in workers(s) if w.fits_in_memory]
     dis = []
@@ -148,7 +148,7 @@ def _brute(inputs, batches, sla):
     return fronts
 
 
-@pytest.mark.parametrize(("sla", "chunk"), [({}, 200_000), ({"max_tpot_ms": 3.0}, 50)])
+@pytest.mark.parametrize(("sla", "chunk"), [({}, 200_000), ({"max_tpot_seconds": 3e-3}, 50)])
 def test_every_front_equals_brute_force(sla, chunk, monkeypatch):
     """Pairs scored in one piece or in chunks of ~50 (the union of chunk fronts)."""
     import plena_opt.search.disaggregated as dis
@@ -157,13 +157,13 @@ def test_every_front_equals_brute_force(sla, chunk, monkeypatch):
     inputs = EvaluatorInputs(L8, switch_noc(8, groups=2), MEM, WL)
     batches = [4, 32]
     space = ServingSpace.build(
-        inputs, batches, {"max_ttft_ms": None, "min_tps_per_seq": None, **sla}
+        inputs, batches, {"max_ttft_seconds": None, "min_tps_per_seq": None, **sla}
     )
     doc = compare_serving(space, OBJ, "both", sampler="exhaustive")
     brute = _brute(inputs, batches, sla)
     for mode in ("aggregated", "disaggregated", "both"):
         got = {
-            tuple(np.round((e["ttft_ms"], e["tps_per_device"], e["tps_per_user"]), 9))
+            tuple(np.round((e["ttft_seconds"], e["tps_per_device"], e["tps_per_user"]), 9))
             for e in doc[mode]["front"]
         }
         assert got == brute[mode], mode

@@ -143,7 +143,7 @@ def test_comparison_is_stored_as_a_study_and_never_overwrites_a_users(tmp_path, 
     ]
     assert main(argv) == 0 and main(argv) == 0  # the second run replaces its own study
     study = optuna.load_study(study_name="s1-serving", storage=open_storage(store))
-    assert study.metric_names == ["ttft_ms", "tps_per_device", "tps_per_user"]
+    assert study.metric_names == ["ttft_seconds", "tps_per_device", "tps_per_user"]
     modes = {t.params["serving"] for t in study.trials}
     assert modes == {"aggregated", "disaggregated"}
     dis = [t for t in study.trials if t.params["serving"] == "disaggregated"]

@@ -170,14 +170,14 @@ def _is_sub(noc: Any, n: int) -> bool:
 
 def _points(figs: Sequence[ServingFigures], feas: np.ndarray, sla: dict) -> Points:
     a = {
-        "ttft_ms": np.array([f.ttft_s * 1e3 for f in figs]),
-        "tpot_ms": np.array([f.tpot_s * 1e3 for f in figs]),
+        "ttft_seconds": np.array([f.ttft_s for f in figs]),
+        "tpot_seconds": np.array([f.tpot_s for f in figs]),
         "tps_per_device": np.array([f.tps_per_device for f in figs]),
         "energy_j_per_token": np.array(
             [np.nan if f.energy_per_token_j is None else f.energy_per_token_j for f in figs]
         ),
     }
-    a["tps_per_user"] = 1e3 / a["tpot_ms"]
+    a["tps_per_user"] = 1.0 / a["tpot_seconds"]
     return Points(a, feas & sla_mask(a, sla), None)
 
 
@@ -218,12 +218,12 @@ def pair_points(
     x, y, rate = rate_match_arrays(P["devices"][pi], D["devices"][di], r_p, r_d, total)
     devices = x * P["devices"][pi] + y * D["devices"][di]
     a = {
-        "ttft_ms": (P["prefill_latency_s"][pi] + xs + D["first_decode_s"][di]) * 1e3,
-        "tpot_ms": D["decode_s"][di] / out * 1e3,
+        "ttft_seconds": P["prefill_latency_s"][pi] + xs + D["first_decode_s"][di],
+        "tpot_seconds": D["decode_s"][di] / out,
         "tps_per_device": rate * out / devices,
         "energy_j_per_token": D["energy"][di] + xe * 1e-12 / (P["micro"][pi] * out),
     }
-    a["tps_per_user"] = 1e3 / a["tpot_ms"]
+    a["tps_per_user"] = 1.0 / a["tpot_seconds"]
 
     def describe(k: int) -> dict:
         return _pair_doc(pre[pi[k]], dec[di[k]], int(x[k]), int(y[k]), xs[k], a, k)
@@ -332,7 +332,7 @@ def _agg_doc(w: WorkerFigures, f: ServingFigures) -> dict:
         "label": f"{w.plan.label()} b{w.batch}",
         "plan": {**_plan_doc(w.plan), "batch_size": w.batch},
         "devices": f.devices,
-        "interference_ms_per_token": f.interference_s_per_token * 1e3,
+        "interference_seconds_per_token": f.interference_s_per_token,
     }
 
 
@@ -343,5 +343,5 @@ def _pair_doc(p: WorkerFigures, d: WorkerFigures, x: int, y: int, xs: float, a, 
         "prefill": {**_plan_doc(p.plan), "batch_size": p.batch, "workers": x},
         "decode": {**_plan_doc(d.plan), "batch_size": d.batch, "workers": y},
         "devices": x * p.devices + y * d.devices,
-        "kv_transfer_ms": xs * 1e3,
+        "kv_transfer_seconds": float(xs),
     }

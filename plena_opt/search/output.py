@@ -227,7 +227,7 @@ def _plot_axes(result: SearchResult) -> tuple[Callable[[FrontEntry], Any], ...]:
         return (
             lambda e: e.tps_per_sequence,
             lambda e: e.tps_per_device,
-            "tokens/s per user (1000 / TPOT ms)",
+            "tokens/s per user (1 / TPOT s)",
             "tokens/s per device",
         )
     return (lambda e: e.ttft_ms, lambda e: e.tps, "TTFT [ms]", "decode throughput [tokens/s]")

@@ -81,12 +81,12 @@ class CapacityCache:
 
 @dataclass(frozen=True)
 class SlaVerdict:
-    """One re-checked plan judged at a percentile: TTFT and TPOT (ms) at that percentile."""
+    """One re-checked plan judged at a percentile: TTFT and TPOT (seconds) at that percentile."""
 
     label: str
     percentile: str
-    ttft_ms: float
-    tpot_ms: float
+    ttft_seconds: float
+    tpot_seconds: float
     tps_per_device: float | None
     meets: bool
 
@@ -94,17 +94,17 @@ class SlaVerdict:
         return {
             "label": self.label,
             "percentile": self.percentile,
-            "ttft_ms": self.ttft_ms,
-            "tpot_ms": self.tpot_ms,
+            "ttft_seconds": self.ttft_seconds,
+            "tpot_seconds": self.tpot_seconds,
             "tps_per_device": self.tps_per_device,
             "meets_sla": self.meets,
         }
 
 
 def tail_figures(entry: FrontEntry, check: Any, percentile: str) -> tuple[float, float]:
-    """(TTFT ms, TPOT ms) of a re-checked plan at ``percentile`` (slow side for both).
+    """(TTFT s, TPOT s) of a re-checked plan at ``percentile`` (slow side for both).
 
-    TTFT at the percentile of its sampled distribution; TPOT = 1000 / per-sequence TPS with the
+    TTFT at the percentile of its sampled distribution; TPOT = 1 / per-sequence TPS with the
     system TPS at the mirrored quantile (p90 → 10th percentile of TPS), scaled by the plan's own
     per-sequence / system ratio (micro-batch and pipeline depth do not change under noise).
     """
@@ -117,17 +117,18 @@ def tail_figures(entry: FrontEntry, check: Any, percentile: str) -> tuple[float,
         ttft = serving.ttft.p90 if serving.ttft else check.ttft_p50_seconds
         tps = serving.tps_p10 if serving.tps_p10 is not None else check.tps_p50
     per_seq = entry.tps_per_sequence * tps / entry.tps if entry.tps > 0 else 0.0
-    tpot = 1e3 / per_seq if per_seq > 0 else math.inf
-    return ttft * 1e3, tpot
+    tpot = 1.0 / per_seq if per_seq > 0 else math.inf
+    return float(ttft), tpot
 
 
-def meets(ttft_ms: float, tpot_ms: float, request: Any) -> bool:
-    """Whether (TTFT, TPOT) meet the request's SLA (``min_tps_per_seq`` read as a TPOT bound)."""
-    if request.max_ttft_ms is not None and ttft_ms > request.max_ttft_ms:
+def meets(ttft_s: float, tpot_s: float, request: Any) -> bool:
+    """Whether (TTFT, TPOT) in seconds meet the request's SLA (its ``max_*_ms`` limits are ms;
+    ``min_tps_per_seq`` is read as a TPOT bound)."""
+    if request.max_ttft_ms is not None and ttft_s * 1e3 > request.max_ttft_ms:
         return False
-    if request.max_tpot_ms is not None and tpot_ms > request.max_tpot_ms:
+    if request.max_tpot_ms is not None and tpot_s * 1e3 > request.max_tpot_ms:
         return False
-    return not (request.min_tps_per_seq is not None and tpot_ms > 1e3 / request.min_tps_per_seq)
+    return not (request.min_tps_per_seq is not None and tpot_s > 1.0 / request.min_tps_per_seq)
 
 
 def has_sla(request: Any) -> bool:
@@ -180,17 +181,34 @@ def goodput(
     return doc
 
 
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
+
+
 def sla_dict(request: Any) -> dict[str, float | None]:
+    """The request's SLA in SI (seconds, tokens/s per sequence), as the documents give it."""
     return {
-        "max_ttft_ms": request.max_ttft_ms,
-        "max_tpot_ms": request.max_tpot_ms,
+        "max_ttft_seconds": _seconds(request.max_ttft_ms),
+        "max_tpot_seconds": _seconds(request.max_tpot_ms),
         "min_tps_per_seq": request.min_tps_per_seq,
     }
 
 
+def sla_text(sla: dict[str, float | None]) -> str:
+    """The SLA for a table (ms as the flags), e.g. ``TTFT <= 500 ms, TPOT <= 20 ms``."""
+    parts = []
+    if sla.get("max_ttft_seconds") is not None:
+        parts.append(f"TTFT <= {sla['max_ttft_seconds'] * 1e3:g} ms")
+    if sla.get("max_tpot_seconds") is not None:
+        parts.append(f"TPOT <= {sla['max_tpot_seconds'] * 1e3:g} ms")
+    if sla.get("min_tps_per_seq") is not None:
+        parts.append(f"tokens/s per sequence >= {sla['min_tps_per_seq']:g}")
+    return ", ".join(parts) or "none"
+
+
 def render_goodput(doc: dict[str, Any]) -> str:
     """Text lines: goodput analytic and at the percentile, and each verdict."""
-    sla = ", ".join(f"{k} {v:g}" for k, v in doc["sla"].items() if v is not None) or "none"
+    sla = sla_text(doc["sla"])
     lines = []
     g = doc.get("goodput_tps_per_device")
     if g is not None:
@@ -208,7 +226,7 @@ def render_goodput(doc: dict[str, Any]) -> str:
         for v in doc["verdicts"]:
             mark = "meets" if v["meets_sla"] else "misses"
             lines.append(
-                f"    {v['label']}: TTFT {pct} {v['ttft_ms']:.2f} ms, TPOT {pct} "
-                f"{v['tpot_ms']:.3f} ms -> {mark} the SLA"
+                f"    {v['label']}: TTFT {pct} {v['ttft_seconds'] * 1e3:.2f} ms, TPOT {pct} "
+                f"{v['tpot_seconds'] * 1e3:.3f} ms -> {mark} the SLA"
             )
     return "\n".join(lines)

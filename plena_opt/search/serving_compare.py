@@ -123,8 +123,8 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
         )
         for e in m["front"][:limit]:
             lines.append(
-                f"  {e['label'][:52]:<52}{e['devices']:>8}{e['ttft_ms']:>10.1f}"
-                f"{e['tpot_ms']:>10.2f}{e['tps_per_device']:>11.2f}"
+                f"  {e['label'][:52]:<52}{e['devices']:>8}{e['ttft_seconds'] * 1e3:>10.1f}"
+                f"{e['tpot_seconds'] * 1e3:>10.2f}{e['tps_per_device']:>11.2f}"
             )
         if len(m["front"]) > limit:
             lines.append(f"  ... {len(m['front']) - limit} more (--json for all)")

@@ -12,13 +12,14 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.search.pareto_large import front_indices
 
 SERVING_OBJECTIVES = {  # key -> (sign for minimisation, getter on a figures array dict)
-    "ttft": (1.0, "ttft_ms"),
+    "ttft": (1.0, "ttft_seconds"),
     "tps-per-device": (-1.0, "tps_per_device"),
     "tps-per-user": (-1.0, "tps_per_user"),
     "tps-per-seq": (-1.0, "tps_per_user"),
     "energy": (1.0, "energy_j_per_token"),
 }
-FIGURES = ("ttft_ms", "tpot_ms", "tps_per_device", "tps_per_user", "energy_j_per_token")
+# SI like every machine format: seconds, tokens/s, J/token (tables show ms).
+FIGURES = ("ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token")
 
 
 def check_objectives(keys: Sequence[str]) -> list[str]:
@@ -91,11 +92,12 @@ def concat(parts: Sequence[Points]) -> Points:
 
 
 def sla_mask(a: dict[str, np.ndarray], sla: dict) -> np.ndarray:
-    ok = np.ones(len(a["ttft_ms"]), dtype=bool)
-    if sla.get("max_ttft_ms") is not None:
-        ok &= a["ttft_ms"] <= sla["max_ttft_ms"]
-    if sla.get("max_tpot_ms") is not None:
-        ok &= a["tpot_ms"] <= sla["max_tpot_ms"]
+    """Deployments meeting ``sla`` (``sla_dict``: seconds, tokens/s)."""
+    ok = np.ones(len(a["ttft_seconds"]), dtype=bool)
+    if sla.get("max_ttft_seconds") is not None:
+        ok &= a["ttft_seconds"] <= sla["max_ttft_seconds"]
+    if sla.get("max_tpot_seconds") is not None:
+        ok &= a["tpot_seconds"] <= sla["max_tpot_seconds"]
     if sla.get("min_tps_per_seq") is not None:
         ok &= a["tps_per_user"] >= sla["min_tps_per_seq"]
     return ok

@@ -22,7 +22,7 @@ from plena_opt.search.serving_points import SERVING_OBJECTIVES
 
 DIMS = ("tp", "ep", "dp", "pp", "cp")
 METRIC_NAMES = {
-    "ttft": "ttft_ms",
+    "ttft": "ttft_seconds",
     "tps-per-device": "tps_per_device",
     "tps-per-user": "tps_per_user",
     "tps-per-seq": "tps_per_user",
