@@ -74,7 +74,7 @@ def compare_serving(
         idx = front_of(both, objectives)
         doc["both"] = {"front": _entries(both, idx)}
         doc["verdict"] = verdict(doc)
-    doc["elapsed_s"] = time.perf_counter() - t0
+    doc["elapsed_seconds"] = time.perf_counter() - t0
     return doc
 
 

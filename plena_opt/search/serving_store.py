@@ -5,7 +5,11 @@ of each mode. Params: ``serving`` (aggregated | disaggregated) and the plan dime
 ``tp``…``cp`` and ``batch_size`` for an aggregated plan, ``prefill_*`` / ``decode_*`` plus
 ``prefill_workers`` / ``decode_workers`` for a disaggregated one; values: the comparison's
 objectives under their metric names; user attributes: label, devices, TTFT, TPOT, tokens/s per
-device and user, KV transfer. Re-running the same comparison replaces the study's trials.
+device and user, KV transfer; system attributes: the SLA constraint values as ordinary search
+trials carry them (``constraints:<name>`` and the ``constraints`` list optuna-dashboard reads,
+≤ 0 feasible; names in the study's ``constraints`` attribute). Memory is no constraint here: a
+worker that does not fit is never paired, so every stored deployment fits. Re-running the same
+comparison replaces the study's trials.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from optuna.trial import TrialState, create_trial
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.serving_points import SERVING_OBJECTIVES
+from plena_opt.search.trials import DASHBOARD_CONSTRAINTS
 
 DIMS = ("tp", "ep", "dp", "pp", "cp")
 METRIC_NAMES = {
@@ -29,6 +34,12 @@ METRIC_NAMES = {
     "energy": "energy_j_per_token",
 }
 OWNER_ATTR = "serving_comparison_of"
+# (constraint, SLA limit key, deployment figure, +1 for a maximum / -1 for a minimum)
+_SLA_RULES = (
+    ("max_ttft", "max_ttft_seconds", "ttft_seconds", 1.0),
+    ("min_tps_per_seq", "min_tps_per_seq", "tps_per_user", -1.0),
+    ("max_tpot", "max_tpot_seconds", "tpot_seconds", 1.0),
+)
 MAX_INT = 2**24  # bound of every integer param (batches, dims, worker counts)
 
 
@@ -45,6 +56,22 @@ def _params(e: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
                 params[prefix + d] = int(pool[d])
                 dists[prefix + d] = ints
     return params, dists
+
+
+def sla_constraints(e: dict[str, Any], sla: dict[str, Any]) -> dict[str, float]:
+    """The SLA constraint values of a front deployment ``e`` (relative excess over each limit,
+    ≤ 0 feasible; the names and formulas of ``objectives.Constraints``); ``sla`` is SI."""
+    out: dict[str, float] = {}
+    for name, limit, figure, sign in _SLA_RULES:
+        if sla.get(limit) is not None:
+            lim = float(sla[limit])
+            out[name] = sign * (float(e[figure]) - lim) / lim
+    return out
+
+
+def sla_constraint_names(sla: dict[str, Any]) -> list[str]:
+    """The constraint names ``sla`` implies, in ``sla_constraints`` order."""
+    return [name for name, limit, _, _ in _SLA_RULES if sla.get(limit) is not None]
 
 
 def check_owner(storage: Any, study_name: str) -> None:
@@ -78,6 +105,7 @@ def store_comparison(doc: dict[str, Any], storage: Any, study_name: str) -> str:
         study.set_metric_names([METRIC_NAMES[k] for k in objectives])
     study.set_user_attr(OWNER_ATTR, study_name)
     study.set_user_attr("sla", doc["sla"])
+    study.set_user_attr("constraints", sla_constraint_names(doc["sla"]))
     if "verdict" in doc:
         study.set_user_attr("verdict", doc["verdict"])
     trials = []
@@ -85,6 +113,8 @@ def store_comparison(doc: dict[str, Any], storage: Any, study_name: str) -> str:
         for e in doc.get(mode, {}).get("front", []):
             params, dists = _params(e)
             attrs = {k: v for k, v in e.items() if k not in ("plan", "prefill", "decode")}
+            cons = sla_constraints(e, doc["sla"])
+            attrs["constraints"] = cons
             trials.append(
                 create_trial(
                     state=TrialState.COMPLETE,
@@ -92,6 +122,8 @@ def store_comparison(doc: dict[str, Any], storage: Any, study_name: str) -> str:
                     params=params,
                     distributions=dists,
                     user_attrs=attrs,
+                    constraints=cons,  # Optuna's ``constraints:<name>`` system attributes
+                    system_attrs={DASHBOARD_CONSTRAINTS: list(cons.values())},
                 )
             )
     study.add_trials(trials)

@@ -1,0 +1,156 @@
+"""Precision as a search knob (issue 16): ``--precisions`` searches the format with the plan."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import optuna
+import pytest
+
+from plena_opt.cli.main import main
+from plena_opt.estimate.problem import ProblemSpec
+from plena_opt.search.pareto import pareto_mask
+from plena_opt.search.request import SearchRequest
+from plena_opt.search.runner import run_search
+from plena_opt.search.space import PlanSpace, Point
+from plena_opt.search.storage import open_storage
+from plena_opt.search.trials import scored_trials
+
+GPU = ["--model", "llama-3.2-1b", "--chip", "h200-sxm", "--noc", "hgx-h200x8"]
+
+
+def _problem(**kw) -> ProblemSpec:
+    return ProblemSpec(model="llama-3.2-1b", chip="h200-sxm", noc="hgx-h200x8", memory=None, **kw)
+
+
+def test_space_has_one_point_per_plan_and_precision():
+    base = PlanSpace(8, [4, 16], lambda plan: None)
+    space = PlanSpace(8, [4, 16], lambda plan: None, ["bf16", "fp8"])
+    assert len(space) == 2 * len(base)
+    assert len({p.key for p in space.points}) == len(space)
+    assert space.distributions()["precision"].choices == ("bf16", "fp8")
+    assert "precision" not in base.distributions()
+    for p in space.points[:: max(len(space) // 20, 1)]:
+        again, why = space.point_from_params(space.params(p))
+        assert again == p and why is None
+        assert Point.from_dict(p.to_dict()) == p and p.key.endswith("-" + p.precision)
+    # without --precisions the keys and params stay as before
+    assert base.points[0].key.endswith("-b4") and "precision" not in base.points[0].to_dict()
+
+
+def _plan_key(e) -> str:
+    """The point key of a front entry without its precision."""
+    return Point.from_dict({k: v for k, v in e.plan.items() if k != "precision"}).key
+
+
+def _minimised(entries, signs):
+    return np.array([[e.ttft_ms, e.tps, e.energy_j_per_token] for e in entries]) * signs
+
+
+def test_front_equals_the_front_over_each_precision_searched_alone():
+    """The union front of separate --precision runs (scored independently) is the front."""
+    req = SearchRequest(
+        problem=_problem(), storage=":memory:", sampler="exhaustive", batch_sizes=[4, 64],
+        precisions=["bf16", "fp8"],
+    )  # fmt: skip
+    res = run_search(req)
+    assert {e.plan["precision"] for e in res.scored} == {"bf16", "fp8"}
+    every = []
+    for prec in ("bf16", "fp8"):
+        alone = run_search(
+            req.model_copy(update={"precisions": None, "problem": _problem(precision=prec)})
+        )
+        every += [(prec, e) for e in alone.scored if e.feasible]
+    assert len(every) == sum(1 for e in res.scored if e.feasible)
+    signs = np.array([1.0, -1.0, 1.0])
+    mask = pareto_mask(_minimised([e for _, e in every], signs))
+    brute = {(p, _plan_key(e)) for (p, e), keep in zip(every, mask, strict=True) if keep}
+    got = {(e.plan["precision"], _plan_key(e)) for e in res.front}
+    assert got == brute
+    # fp8 halves the weight bytes of the same plan
+    by = {(e.plan["precision"], _plan_key(e)): e for e in res.scored}
+    plan = next(lbl for p, lbl in by if p == "fp8")
+    assert by[("fp8", plan)].weight_bytes_per_device == pytest.approx(
+        by[("bf16", plan)].weight_bytes_per_device / 2, rel=1e-3
+    )
+
+
+def test_trials_carry_precision_as_a_param_one_trial_per_point(tmp_path):
+    store = str(tmp_path / "s.log")
+    req = SearchRequest(
+        problem=_problem(), storage=store, sampler="exhaustive", precisions=["bf16", "fp8"],
+        study="p",
+    )  # fmt: skip
+    res = run_search(req)
+    study = optuna.load_study(study_name="p", storage=open_storage(store))
+    trials = scored_trials(study)
+    assert len(trials) == res.legal_points == len(study.trials)
+    assert {t.params["precision"] for t in trials} == {"bf16", "fp8"}
+    assert all(t.user_attrs["plan"]["precision"] == t.params["precision"] for t in trials)
+    assert len({t.user_attrs["point_key"] for t in trials}) == len(trials)
+    again = run_search(req)  # resume: nothing scored twice
+    assert again.evaluated == 0 and again.reused == len(trials)
+
+
+def test_tpe_suggests_precisions():
+    req = SearchRequest(
+        problem=_problem(), storage=":memory:", sampler="tpe", trials=30, seed=1,
+        batch_sizes=[4, 16, 64], precisions=["bf16", "fp8"], compare_exact=False,
+    )  # fmt: skip
+    res = run_search(req)
+    assert {e.plan["precision"] for e in res.scored} == {"bf16", "fp8"}
+
+
+def test_cli_table_json_csv_and_export_show_the_precision(tmp_path, capsys):
+    out = tmp_path / "front.csv"
+    argv = ["search", *GPU, "--precisions", "bf16,fp8", "--storage", ":memory:", "--recheck",
+            "0", "--quiet"]  # fmt: skip
+    assert main([*argv, "--csv", str(out), "--export-dir", str(tmp_path / "ex")]) == 0
+    text = capsys.readouterr().out
+    head = text.splitlines()[[i for i, s in enumerate(text.splitlines()) if "plan " in s][0]]
+    assert "precision" in head and "--precision " in text
+    rows = list(csv.DictReader(out.open()))
+    assert {r["precision"] for r in rows} <= {"bf16", "fp8"} and rows
+    launch = json.loads((tmp_path / "ex" / "plan0" / "launch.json").read_text())
+    vllm = next(c for c in launch if c["engine"] == "vllm")
+    if rows[0]["precision"] == "fp8":
+        assert vllm["argv"][-2:] == ["--quantization", "fp8"]
+    else:
+        assert "--quantization" not in vllm["argv"]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.split("\nchosen plan")[0])
+    assert all(e["plan"]["precision"] in ("bf16", "fp8") for e in doc["front"])
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--precisions", "bf16,fp4"], ["--precisions fp4", "h200-sxm", "fp4"]),
+        (["--precisions", "bf16,fp9"], ["--precisions", "fp9"]),
+        (["--precisions", "fp8,fp8"], ["--precisions", "repeat"]),
+        (["--precisions", "fp8", "--precision", "bf16"], ["--precision and --precisions"]),
+        (["--precisions", "fp8", "--serving", "both"], ["--precisions", "--serving"]),
+    ],
+)
+def test_bad_precisions_are_refused_naming_the_field(flags, words, capsys):
+    rc = main(["search", *GPU, *flags, "--storage", ":memory:", "--recheck", "0", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and "Traceback" not in err
+    for w in words:
+        assert w in err
+
+
+def test_export_writes_quantization_and_kv_cache_dtype(capsys):
+    key = "tp8-ep1-dp1-pp1-cp1-replace-none-b16-fp8"
+    assert main(["export", key, "--format", "json", "--kv-precision", "fp8"]) == 0
+    docs = {c["engine"]: c for c in json.loads(capsys.readouterr().out)}
+    assert docs["vllm"]["argv"][-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+    assert docs["sglang"]["argv"][-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8_e4m3"]
+    assert main(["export", key.replace("fp8", "fp4"), "--format", "json"]) == 0
+    docs = {c["engine"]: c for c in json.loads(capsys.readouterr().out)}
+    assert "--quantization" not in docs["vllm"]["argv"]
+    assert any("fp4" in c for c in docs["vllm"]["cannot_express"])
+    assert main(["export", key.replace("fp8", "fp9")]) == 2
+    assert "unknown precision 'fp9'" in capsys.readouterr().err
