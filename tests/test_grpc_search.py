@@ -491,3 +491,71 @@ def test_remote_serving_search_prints_the_same_text_as_local(server, tmp_path):
     expected = local.getvalue().replace(str(tmp_path / "s.log"), str(server.storage))
     assert remote.getvalue() == expected
     assert "goodput at p90" in expected and "wins" in expected and "max_tpot" in expected
+
+
+def _strip_elapsed(doc):
+    if isinstance(doc, dict):
+        return {
+            k: _strip_elapsed(v)
+            for k, v in doc.items()
+            if k not in ("storage", "elapsed_s", "elapsed_seconds", "study")
+        }
+    if isinstance(doc, list):
+        return [_strip_elapsed(v) for v in doc]
+    return doc
+
+
+def _json_of(run) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run() == 0
+    return json.loads(out.getvalue().split("\nchosen plan")[0])
+
+
+def test_remote_precision_search_equals_local(server, client, tmp_path):
+    """--precisions travels as SearchOptions.precisions: the same JSON front (each plan with
+    its precision) and typed PlanMetrics.precision; a format the chip lacks is
+    INVALID_ARGUMENT naming options.precisions."""
+    from plena_opt.cli.main import main
+    from plena_opt.cli.remote import remote_search, search_request_from_args
+
+    argv = ["--model", "llama-3.2-1b", "--chip", "h200-sxm", "--noc", "hgx-h200x8",
+            "--precisions", "bf16,fp8", "--batch-sizes", "4,32", "--study", "prec-parity",
+            "--recheck", "1", "--samples", "50", "--seed", "2", "--json"]  # fmt: skip
+    local = _json_of(lambda: main(["search", *argv, "--storage", str(tmp_path / "p.log")]))
+    args = _search_args(argv)
+    args.server = server.target
+    remote = _json_of(lambda: remote_search(args))
+    assert _strip_elapsed(remote) == _strip_elapsed(local)
+    assert {e["plan"]["precision"] for e in local["front"]} <= {"bf16", "fp8"}
+    reply = client.search(search_request_from_args(args), timeout=120)
+    assert [m.precision for m in reply.front] == [e["plan"]["precision"] for e in local["front"]]
+    bad = search_request_from_args(_search_args([*argv[:6], "--precisions", "bf16,fp4"]))
+    with pytest.raises(PlenaRpcError) as err:
+        client.search(bad, timeout=60)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "options.precisions" in str(err.value) and "h200-sxm" in str(err.value)
+
+
+def test_remote_serving_document_is_si_and_equals_local(server, client, tmp_path):
+    """SearchResult.serving_json is the local --json "serving" member (SI: seconds)."""
+    from plena_opt.cli.main import main
+    from plena_opt.cli.remote import remote_search, search_request_from_args
+
+    argv = ["--model", "llama-3.2-1b", "--noc", "illustrative_gpu_node_8",
+            "--fixed-bandwidth-gbs", "1000", "--batch-sizes", "8", "--input-seq", "256",
+            "--output-seq", "8", "--objectives", "ttft,tps-per-device,tps-per-user",
+            "--serving", "both", "--max-tpot-ms", "40", "--recheck", "1", "--samples", "50",
+            "--seed", "1", "--study", "si-parity", "--json"]  # fmt: skip
+    local = _json_of(lambda: main(["search", *argv, "--storage", str(tmp_path / "s.log")]))
+    args = _search_args(argv)
+    args.server = server.target
+    remote = _json_of(lambda: remote_search(args))
+    assert _strip_elapsed(remote["serving"]) == _strip_elapsed(local["serving"])
+    reply = client.search(search_request_from_args(args), timeout=120)
+    typed = json.loads(reply.serving_json)
+    assert _strip_elapsed(typed) == _strip_elapsed(local["serving"])
+    assert typed["sla"]["max_tpot_seconds"] == 0.04
+    front = typed["comparison"]["disaggregated"]["front"]
+    assert front and all("kv_transfer_seconds" in e and "ttft_seconds" in e for e in front)
+    assert "ttft_ms" not in json.dumps(typed) and "tpot_ms" not in json.dumps(typed)

@@ -153,3 +153,46 @@ def test_comparison_is_stored_as_a_study_and_never_overwrites_a_users(tmp_path, 
     capsys.readouterr()
     assert main([*argv[:-1], "s2"]) == 2
     assert "is not the serving comparison" in capsys.readouterr().err
+
+
+def _keys(doc) -> set[str]:
+    if isinstance(doc, dict):
+        return set(doc) | {k for v in doc.values() for k in _keys(v)}
+    if isinstance(doc, list):
+        return {k for v in doc for k in _keys(v)}
+    return set()
+
+
+def test_serving_document_is_si_and_the_study_carries_constraints(tmp_path, capsys):
+    """``serving`` in --json: seconds, never ms; the -serving study's trials carry the SLA
+    constraint values the dashboard reads, equal to the relative excess over each limit."""
+    import optuna
+
+    from plena_opt.search.storage import open_storage
+
+    store = str(tmp_path / "s.log")
+    argv = ["search", "--model", "llama-3.2-1b", "--noc", "illustrative_gpu_node_8",
+            "--fixed-bandwidth-gbs", "1000", "--batch-sizes", "8", "--input-seq", "256",
+            "--output-seq", "8", "--objectives", "ttft,tps-per-device,tps-per-user",
+            "--serving", "both", "--max-tpot-ms", "40", "--max-ttft-ms", "400", "--recheck",
+            "1", "--samples", "50", "--storage", store, "--study", "si", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out.split("\nchosen plan")[0])
+    serving = doc["serving"]
+    keys = _keys(serving)
+    assert not {k for k in keys if k.endswith("_ms") or "_ms_" in k}, keys
+    assert {"ttft_seconds", "tpot_seconds", "kv_transfer_seconds"} <= keys
+    assert serving["sla"] == {"max_ttft_seconds": 0.4, "max_tpot_seconds": 0.04,
+                              "min_tps_per_seq": None}  # fmt: skip
+    e = serving["comparison"]["disaggregated"]["front"][0]
+    assert e["tps_per_user"] == pytest.approx(1 / e["tpot_seconds"], rel=1e-12)
+    v = serving["verdicts"][0]
+    assert 0 < v["ttft_seconds"] < 10 and 0 < v["tpot_seconds"] < 1
+    study = optuna.load_study(study_name="si-serving", storage=open_storage(store))
+    assert study.user_attrs["constraints"] == ["max_ttft", "max_tpot"]
+    for t in study.trials:
+        ttft, tpot = t.user_attrs["ttft_seconds"], t.user_attrs["tpot_seconds"]
+        want = [(ttft - 0.4) / 0.4, (tpot - 0.04) / 0.04]
+        assert t.system_attrs["constraints"] == pytest.approx(want, rel=1e-12)
+        assert t.system_attrs["constraints:max_tpot"] == pytest.approx(want[1], rel=1e-12)
+        assert all(c <= 0 for c in t.system_attrs["constraints"])  # front plans meet the SLA
