@@ -241,3 +241,18 @@ def test_page_ships_everything_itself(client) -> None:
         assert not re.search(r"(src|href)=\"https?:", text), f.name
         assert "import(" not in text and not re.search(r"from \"https?:", text), f.name
         assert client.get(f"/static/{f.name}").status_code == 200
+
+
+def test_a_precision_study_shows_each_plans_precision(tmp_path) -> None:
+    """--precisions: the study tab's plans carry their format, and the form (which has one
+    precision) refuses to open them, naming precision."""
+    from plena_opt.cli.main import main
+
+    store = tmp_path / "p.log"
+    argv = ["search", "--model", "llama-3.2-1b", "--chip", "h200-sxm", "--noc", "hgx-h200x8"]
+    argv += ["--precisions", "bf16,fp8", "--quiet", "--recheck", "0", "--storage", str(store)]
+    assert main([*argv, "--study", "prec"]) == 0
+    front = TestClient(create_app(storage=str(store))).get("/api/studies/prec/front").json()
+    assert {t["plan"]["precision"] for t in front["trials"]} == {"bf16", "fp8"}
+    assert all(t["label"].endswith(t["plan"]["precision"]) for t in front["trials"])
+    assert "precision" in front["not_in_form"]

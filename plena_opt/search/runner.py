@@ -224,6 +224,8 @@ class _Search:
             study.set_user_attr("objectives", list(req.objectives))
             study.set_user_attr("batch_sizes", self.batches)
             study.set_user_attr("constraints", self.constraints.names())
+            if self.precisions:
+                study.set_user_attr("precisions", self.precisions)
         self.study = study
         stale = fail_stale_trials(study)
         if stale:

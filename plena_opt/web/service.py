@@ -399,11 +399,14 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
             }
         )
     metric_names = study.metric_names or [f"objective {i}" for i in range(len(study.directions))]
+    bad = not_in_form(study.user_attrs.get("problem"))
+    if "precision" not in bad and any("precision" in r["plan"] for r in rows):
+        bad.append("precision")  # a --precisions study: each plan has its own format
     return {
         "name": name,
         "metric_names": metric_names,
         "directions": [d.name.lower() for d in study.directions],
         "problem": study.user_attrs.get("problem"),
-        "not_in_form": not_in_form(study.user_attrs.get("problem")),
+        "not_in_form": bad,
         "trials": rows,
     }
