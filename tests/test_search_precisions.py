@@ -154,3 +154,34 @@ def test_export_writes_quantization_and_kv_cache_dtype(capsys):
     assert any("fp4" in c for c in docs["vllm"]["cannot_express"])
     assert main(["export", key.replace("fp8", "fp9")]) == 2
     assert "unknown precision 'fp9'" in capsys.readouterr().err
+
+
+def test_workers_price_each_chunk_in_its_own_precision(tmp_path):
+    """search --workers: a chunk mixing formats is scored per (batch, precision); the stored
+    front equals the one-process front."""
+    from plena_opt import api
+    from plena_opt.search.trials import front_trials
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    req = SearchRequest(
+        problem=_problem(), storage=url, study="pw", sampler="exhaustive", batch_sizes=[4, 64],
+        precisions=["bf16", "fp8"],
+    )  # fmt: skip
+    info, _ = api.run_local_workers(req, 2, heartbeat_s=5, chunk_plans=7)
+    single = run_search(req.model_copy(update={"storage": ":memory:", "study": None}))
+    study = optuna.load_study(study_name="pw", storage=open_storage(url))
+    metrics = {t.user_attrs["point_key"]: t.user_attrs["metrics"] for t in study.trials}
+    assert len(metrics) == info.legal_points == single.legal_points
+    for e in single.scored:  # every plan priced in its own format, whichever chunk held it
+        m = metrics[Point.from_dict(e.plan).key]
+        assert (m["ttft_ms"], m["tps"], m["weight_bytes_per_device"]) == (
+            e.ttft_ms,
+            e.tps,
+            e.weight_bytes_per_device,
+        )
+    stored = {(t.user_attrs["point_key"], tuple(t.values)) for t in front_trials(study)}
+    want = {
+        (Point.from_dict(e.plan).key, (e.ttft_ms, e.tps, e.energy_j_per_token))
+        for e in single.front
+    }  # sets: equal-valued plans (overlap at tp = 1) tie in either order
+    assert stored == want

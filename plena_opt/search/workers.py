@@ -259,8 +259,8 @@ def run_worker(
 
 def _score_and_store(s: _Search, todo: list[Point], throttle_s: float) -> int:
     recs = []
-    for batch in s.batches:
-        group = [p for p in todo if p.batch_size == batch]
+    for batch, prec in s.groups():  # one evaluator per (batch size, precision)
+        group = [p for p in todo if p.batch_size == batch and p.precision == prec]
         recs.extend(s.score(group))
         if throttle_s and group:
             time.sleep(throttle_s * len(group))
