@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from .all_to_all import complete_exchange
 from .errors import ProfileError
+from .measured import MeasuredTable
 from .placement import ParallelScheme, check_dim, groups
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
@@ -105,6 +106,20 @@ class PipelineCost(CollectiveCost):
 
     noc_energy_pj_all_boundaries: float | None = None
     boundaries: tuple[BoundaryCost, ...] = ()
+
+
+def _measured_cost(modelled: CollectiveCost, seconds: float, floor: float) -> CollectiveCost:
+    """A measured all-reduce time in place of the modelled one: ``hop_seconds`` is the table's
+    latency floor (its smallest size), ``link_seconds`` the rest; energy and the modelled
+    candidates stay as the links price them."""
+    hop = min(floor, seconds)
+    return replace(
+        modelled,
+        hop_seconds=hop,
+        link_seconds=seconds - hop,
+        seconds=seconds,
+        algorithm="measured",
+    )
 
 
 def _is_pow2(g: int) -> bool:
@@ -305,7 +320,23 @@ class Network:
             "all_to_all": _Candidate([(self._a2a_stage(scheme, dim, g), _full)]),
         }
         allowed = ALL_REDUCE_ALGORITHMS if pow2 else ("ring",)
-        return self._select(cands, x, allowed)
+        modelled = self._select(cands, x, allowed)
+        table = self._measured_table(scheme, dim, g)
+        if table is None:
+            return modelled
+        return _measured_cost(modelled, table.seconds_at(x), table.seconds[0])
+
+    def _measured_table(self, scheme: ParallelScheme, dim: str, g: int) -> MeasuredTable | None:
+        """The profile's measured all-reduce table for groups of ``dim``: when ``g`` was measured
+        and every group lies inside one L1 switch (the fabric it was measured on)."""
+        measured = self.profile.measured_allreduce
+        table = None if measured is None else measured.table(g)
+        if table is None:
+            return None
+        ranks, _ = self._group_key(scheme, dim)
+        per_l1 = self.profile.levels[2].size
+        switch = ranks // per_l1
+        return table if bool(np.all(switch == switch[:, :1])) else None
 
     def all_gather(self, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
         """All-gather assembling ``nbytes`` per device (each rank owns ``nbytes/g``), §7.4.

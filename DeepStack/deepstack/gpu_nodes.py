@@ -50,7 +50,10 @@ def multi_node(base: NocProfile, nodes: int) -> NocProfile:
         f"{IB_HOP_LATENCY_S * 1e6:g} us",
     }
     name = base.name if nodes == 1 else f"{base.name}@{nodes}"
-    return NocProfile(name, (l3, l2, l1), base.energy, prov, base.port_spread)
+    # the node's own L1 switch is unchanged, so its measured in-node all-reduce still holds
+    return NocProfile(
+        name, (l3, l2, l1), base.energy, prov, base.port_spread, base.measured_allreduce
+    )
 
 
 def first_devices(profile: NocProfile, n: int) -> NocProfile:
@@ -76,7 +79,12 @@ def first_devices(profile: NocProfile, n: int) -> NocProfile:
             "devices", f"devices={n} must be at most {per} or a multiple of {per} (one node)"
         )
     prov = {**profile.provenance, "devices": f"first {n} of {profile.num_devices}"}
-    return NocProfile(f"{profile.name}[{n}]", levels, profile.energy, prov, profile.port_spread)
+    measured = profile.measured_allreduce
+    if measured is not None:  # groups larger than the ports left cannot occur any more
+        measured = measured.up_to(levels[2].size)
+    return NocProfile(
+        f"{profile.name}[{n}]", levels, profile.energy, prov, profile.port_spread, measured
+    )
 
 
 def _ports(level: Level, n: int) -> Level:

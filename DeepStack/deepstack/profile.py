@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ProfileError, ProfileTypeError
+from .measured import MeasuredAllReduce, parse_measured_allreduce
 from .topology import KINDS, Level
 
 LEVEL_NAMES = ("L3", "L2", "L1")  # outer → inner (§1.1)
 _TOP_REQUIRED = ("schema_version", "kind", "name", "layers")
-_TOP_OPTIONAL = ("provenance", "port_spread", "energy_pj_per_bit")
+_TOP_OPTIONAL = ("provenance", "port_spread", "energy_pj_per_bit", "measured_allreduce")
 _LEVEL_REQUIRED = ("kind", "shape", "hop_latency_ns", "link_bandwidth_gbytes_per_s")
 _CENTRE_KEYS = ("switch_center_in_gbytes_per_s", "switch_center_out_gbytes_per_s")
 # Plausible physical ranges (bounds of what the model is meant for, not measured values): a link
@@ -47,13 +48,17 @@ class EnergyConfig:
 
 @dataclass(frozen=True)
 class NocProfile:
-    """A validated three-level NoC: ``levels`` = (L3, L2, L1), outer to inner."""
+    """A validated three-level NoC: ``levels`` = (L3, L2, L1), outer to inner.
+
+    ``measured_allreduce``: all-reduce times measured inside one L1 switch, used for the groups
+    they match (``deepstack.measured``); None prices every collective from the links."""
 
     name: str
     levels: tuple[Level, Level, Level]
     energy: EnergyConfig | None = None
     provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     port_spread: str = "even"
+    measured_allreduce: MeasuredAllReduce | None = None
 
     @property
     def num_devices(self) -> int:
@@ -66,7 +71,17 @@ class NocProfile:
         return all(level.kind == "switch" for level in self.levels)
 
     def describe(self) -> dict[str, Any]:
-        """Summary in the reference ``describe`` shape (golden ``noc`` field): ns and GB/s."""
+        """Summary in the reference ``describe`` shape (golden ``noc`` field): ns and GB/s; a
+        profile with a measured all-reduce adds its source and measured group sizes."""
+        out = self._describe()
+        if self.measured_allreduce is not None:
+            out["measured_allreduce"] = {
+                "source": self.measured_allreduce.source,
+                "devices": [t.devices for t in self.measured_allreduce.tables],
+            }
+        return out
+
+    def _describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "num_devices": self.num_devices,
@@ -114,6 +129,8 @@ class NocProfile:
                 "l2": self.energy.l2,
                 "l3": self.energy.l3,
             }
+        if self.measured_allreduce is not None:
+            out["measured_allreduce"] = self.measured_allreduce.to_dict()
         return out
 
 
@@ -256,10 +273,14 @@ def profile_from_dict(raw: Any, provenance_extra: dict[str, Any] | None = None) 
     if set(layers) != set(LEVEL_NAMES):
         raise ProfileError("layers", "layers must have exactly the keys L3, L2 and L1")
     levels = tuple(_parse_level(n, layers[n]) for n in LEVEL_NAMES)
+    measured = None
+    if raw.get("measured_allreduce") is not None:
+        l1 = levels[2]
+        measured = parse_measured_allreduce(raw["measured_allreduce"], l1.kind, l1.size)
     prov = dict(provenance)
     if provenance_extra:
         prov.update(provenance_extra)
-    return NocProfile(name, levels, energy, prov, port_spread)  # type: ignore[arg-type]
+    return NocProfile(name, levels, energy, prov, port_spread, measured)  # type: ignore[arg-type]
 
 
 def _builtin_dir():

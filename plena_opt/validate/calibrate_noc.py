@@ -6,6 +6,11 @@ faster of the two is what vLLM runs; the fit chooses the hop latency (s) and dir
 bandwidth (B/s) of a one-level 8-port switch so that ``deepstack``'s own all-reduce (its
 cheapest algorithm) matches those times in least squares on log time. The fitted link bandwidth
 divided by the NVLink datasheet rate per direction is the collective efficiency.
+
+The measured times themselves ship in each profile as ``measured_allreduce`` (2, 4 and 8 GPUs):
+groups of those shapes inside one node are priced from them (``deepstack.measured``), since the
+two-parameter fit misses the protocol switches (e.g. B200 at 256-512 KB); the fitted links price
+everything else (larger or multi-node groups, other collectives).
 """
 
 from __future__ import annotations
@@ -63,12 +68,47 @@ def measured_all_reduce(folder: Path, system: str, gpus: int = 8) -> tuple[np.nd
     return sizes, np.array([best[int(s)] for s in sizes])
 
 
-def node_profile(name: str, hop_s: float, link_bps: float, ports: int = 8, provenance=None):
+MEASURED_GROUPS = (2, 4, 8)
+
+
+def measured_source(system: str) -> str:
+    """Provenance of the shipped ``measured_allreduce`` table of one system."""
+    return (
+        f"../shared/data/kernels/{system}_custom_allreduce_vllm-0.19.0.csv.gz (vllm_graph) and "
+        f"{system}_nccl_nccl-2.29.2.csv.gz (all_reduce, half): AIConfigurator (ai-dynamo/"
+        "aiconfigurator @095f58a5) measurements, vLLM 0.19.0 / NCCL 2.29.2, bf16, inside one "
+        "node; at each size the faster of the two (what vLLM runs)"
+    )
+
+
+def measured_table(folder: Path, system: str) -> dict:
+    """The ``measured_allreduce`` object of a node profile: every measured group size."""
+    groups = []
+    for g in MEASURED_GROUPS:
+        sizes, t = measured_all_reduce(folder, system, g)
+        us = [float(f"{x * 1e6:.6g}") for x in t]
+        groups.append({"devices": g, "bytes": [int(b) for b in sizes], "microseconds": us})
+    return {"source": measured_source(system), "groups": groups}
+
+
+def node_profile(
+    name: str,
+    hop_s: float,
+    link_bps: float,
+    ports: int = 8,
+    provenance=None,
+    measured: dict | None = None,
+):
+    """A one-switch node profile (``measured``: an optional ``measured_allreduce`` object)."""
     from deepstack import Level, make_hierarchy
+    from deepstack.profile import profile_from_dict
 
     sw = Level("switch", 1, ports, hop_s, link_bps, link_bps * ports, link_bps * ports)
     one = Level("switch", 1, 1, 0.0, link_bps)
-    return make_hierarchy(name, one, one, sw, None, provenance or {})
+    prof = make_hierarchy(name, one, one, sw, None, provenance or {})
+    if measured is None:
+        return prof
+    return profile_from_dict({**prof.to_dict(), "measured_allreduce": measured})
 
 
 def model_all_reduce(hop_s: float, link_bps: float, sizes: np.ndarray) -> np.ndarray:
@@ -113,7 +153,10 @@ def write_profiles(folder: Path, out_dir: Path) -> dict[str, NocFit]:
             "collective_efficiency": f"link bandwidth = {fit.efficiency:.3f} x the NVLink rate per "
             f"direction {nominal / 1e9:g} GB/s ({NVLINK_SOURCE})",
         }
-        prof = node_profile(name, fit.hop_latency_s, round(fit.link_bandwidth_bps, -6), 8, prov)
+        prof = node_profile(
+            name, fit.hop_latency_s, round(fit.link_bandwidth_bps, -6), 8, prov,
+            measured_table(folder, system),
+        )  # fmt: skip
         (out_dir / f"{name}.json").write_text(json.dumps(prof.to_dict(), indent=2) + "\n")
     return fits
 
