@@ -39,6 +39,7 @@ class MoeRouting(StrEnum):
 
     BALANCED = "balanced"
     RANDOM = "random"
+    POWER_LAW = "power_law"
     QWEN3_235B = "qwen3_235b"
     DEEPSEEK_V3 = "deepseek_v3"
 

@@ -56,8 +56,14 @@ def layer_collectives(
     load: MoeLoad | None,
     rows: np.ndarray | None,
     micro: int,
+    shared_with_experts: bool = False,
 ) -> dict[str, Cost]:
-    """Every collective of one layer on one device, by reference name (zero-cost ones omitted)."""
+    """Every collective of one layer on one device, by reference name (zero-cost ones omitted).
+
+    ``shared_with_experts``: the shared experts' partial sums ride in the routed experts' TP
+    all-reduce instead of their own (vLLM builds ``shared_experts`` with ``reduce_results=False``
+    and its fused MoE all-reduces the sum once, ``vllm/model_executor/models/deepseek_v2.py``
+    ``DeepseekV2MoE``); used for GPU chips. The PLENA reference prices a separate one."""
     m, d, prec = shape.model, shape.shard, shape.precision
     h, b = m.hidden_size, d.b_dev
     act = int(b * q * h * prec.activation_bytes)
@@ -84,7 +90,8 @@ def layer_collectives(
     if not kind.moe:
         add("tp_all_reduce", tp_ar)
         return out
-    if d.shared_ffn and shape.tp > 1:  # the shared experts' TP partial sums (docs/models.md)
+    fused = shared_with_experts and d.tp_moe == shape.tp and d.ep_moe == 1
+    if d.shared_ffn and shape.tp > 1 and not fused:  # shared experts' TP sums (docs/models.md)
         add("tp_all_reduce", tp_ar)
     if d.ep_moe > 1:
         tokens = micro * q

@@ -41,7 +41,7 @@ from plena_opt.estimate.layer import (
     layer_traffic,
     stage_counts,
 )
-from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
+from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load, power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights, price_arrays
@@ -159,7 +159,9 @@ class EstimateContext:
         """At least ``tokens`` routing rows (cached; regenerated only to grow)."""
         if self._rows is None or self._rows.shape[0] < tokens:
             m = self.model
-            self._rows = routing_rows(self.workload.routing, m.num_experts, m.top_k, tokens)
+            self._rows = routing_rows(
+                self.workload.routing, m.num_experts, m.top_k, tokens, power_law_alpha(m)
+            )
         return self._rows
 
     def lm_head_phases(self) -> tuple[bool, bool]:
@@ -421,6 +423,7 @@ class PlanCost:
                     load=ctx.gpu.collective_load(load) if ctx.gpu else load,
                     rows=self._rows,
                     micro=self.shard.micro,
+                    shared_with_experts=ctx.gpu is not None,
                 )
                 ctx.comm_cache[ckey] = comm
             layer_comm[kind] = comm

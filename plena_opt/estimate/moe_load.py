@@ -2,7 +2,8 @@
 
 Analytic-model §4.4–§4.5.
 
-Balanced routing spreads tokens evenly; ``random`` and user traces count the busiest (window,
+Balanced routing spreads tokens evenly; ``power_law`` draws skewed per-expert loads for each
+step's tokens (``deepstack.power_law``); ``random`` and user traces count the busiest (window,
 rank) from routing rows below 4096 micro-batch tokens and use DeepStack's closed-form imbalance
 at or above (network-model §11.2–§11.3).
 """
@@ -14,11 +15,26 @@ from math import ceil
 
 import numpy as np
 from deepstack import moe as ds_moe
+from deepstack.power_law import busiest_block, power_law_counts
 
 from plena_opt.chip import PerfModel
 from plena_opt.models import ModelSpec
 
 CLOSED_FORM_TOKENS = 4096  # compute side: closed form at micro-batch tokens ≥ 4096 (§11.3)
+# ``power_law`` routing: the exponent of the per-expert load law (deepstack.power_law), by HF
+# ``model_type``. Values: NVIDIA AIConfigurator's estimates from measured serving latency on
+# CNN/DailyMail and OpenOrca (ai-dynamo/aiconfigurator, collector/README_power_law.md, "Alpha
+# Parameter Guide"): 1.01 for DeepSeek-V3/R1, 1.2 for Qwen3-235B, and 1.2 is AIC's default for
+# every MoE model (ModelConfig.workload_distribution = "power_law" → power_law_1.2). Not fitted
+# here.
+POWER_LAW_ALPHA_DEFAULT = 1.2
+POWER_LAW_ALPHA = {"deepseek_v3": 1.01, "deepseek_v2": 1.01}
+POWER_LAW_SEED = 0
+
+
+def power_law_alpha(model: ModelSpec) -> float:
+    """The expert-load power-law exponent ``power_law`` routing uses for ``model``."""
+    return POWER_LAW_ALPHA.get(model.model_type, POWER_LAW_ALPHA_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,13 @@ def busiest_rank_load(
     if routing == "balanced":
         per_expert = ceil(group_tokens * k / E)
         return MoeLoad(tl, balanced_pairs, (per_expert,) * local_experts, 1.0, "balanced")
+    if routing == "power_law":
+        alpha = power_law_alpha(model)
+        all_counts = power_law_counts(group_tokens, E, k, alpha, POWER_LAW_SEED)
+        counts = tuple(int(c) for c in busiest_block(all_counts, ep_moe))
+        pairs = sum(counts)
+        imbalance = pairs / (group_tokens * k / ep_moe)
+        return MoeLoad(tl, pairs, counts, imbalance, f"power_law (alpha {alpha:g})")
     if tokens < CLOSED_FORM_TOKENS:
         counts = ds_moe.busiest_rank_counts(rows[:tokens], E, ep_moe, group_tokens)
         counts = tuple(int(c) for c in counts)

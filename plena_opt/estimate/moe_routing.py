@@ -1,5 +1,5 @@
-"""MoE token-routing sources: balanced rows, seeded random rows or a user trace (analytic-model
-§4.5). Not NoC routing, which is ``deepstack.routing``."""
+"""MoE token-routing sources: balanced rows, seeded random rows, power-law rows or a user
+trace (analytic-model §4.5). Not NoC routing, which is ``deepstack.routing``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from deepstack import moe as ds_moe
+from deepstack.power_law import power_law_counts, power_law_rows
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.vocabulary import MOE_ROUTING_MODES as ROUTING_MODES
@@ -94,10 +95,17 @@ def load_trace(path: str | Path, num_experts: int, top_k: int) -> np.ndarray:
     return rows
 
 
-def routing_rows(routing: str, num_experts: int, top_k: int, tokens: int) -> np.ndarray:
-    """At least ``tokens`` routing rows for the given source."""
+def routing_rows(
+    routing: str, num_experts: int, top_k: int, tokens: int, alpha: float = 1.2
+) -> np.ndarray:
+    """At least ``tokens`` routing rows for the given source (``alpha``: the power-law exponent
+    of ``power_law`` routing; its rows realise one step of ``tokens`` tokens, in random order)."""
     if routing == "balanced":
         return ds_moe.balanced_rows(tokens, num_experts, top_k)
+    if routing == "power_law":
+        n = max(int(tokens), 1)
+        counts = power_law_counts(n, num_experts, top_k, alpha, seed=RANDOM_SEED)
+        return power_law_rows(counts, n, seed=RANDOM_SEED)
     if routing == "random":
         return ds_moe.random_rows(tokens, num_experts, top_k, seed=RANDOM_SEED)
     if routing in BUILTIN_TRACES:

@@ -3,9 +3,10 @@
 ``fig09`` (``data/fig09/*.csv``, DeepStack's published vLLM runs on 8x B200, TP 8, 1k in / 1k
 out, CUDA graphs on, ``System Decode TPS``; spec validation-data.md §3) is priced with the
 ``b200`` chip on ``hgx-b200x8``, bf16, plan TP 8 (MoE experts tensor-parallel, vLLM's default
-without ``--enable-expert-parallel``), batch = the run's BS, MoE routing ``random`` (real
-requests route each token independently, so a step reads the distinct experts its tokens hit;
-``balanced`` spreads them evenly like a microbenchmark), weights at the checkpoint's format
+without ``--enable-expert-parallel``), batch = the run's BS, MoE routing ``power_law`` (real
+routers load a few experts heavily, so a step reads fewer distinct experts than uniform
+``random`` routing would; the load exponent is AIConfigurator's published estimate per model,
+``estimate.moe_load.POWER_LAW_ALPHA``, not fitted here), weights at the checkpoint's format
 (``CHECKPOINT_PRECISION``).
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
 No constant is fitted on any of these points.
@@ -29,6 +30,7 @@ FIG09_MAX_BS = 512  # the 40 compared points of the paper (BS 1-512)
 # The weights' format of the published checkpoint vLLM loads (HF ``quantization_config``):
 # DeepSeek-V3 ships FP8 (e4m3, 128x128 block scales); the others ship bf16.
 CHECKPOINT_PRECISION = {"deepseek-v3": "fp8"}
+FIG09_MOE_ROUTING = "power_law"
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def fig09_predict(model_name: str, batch: int, chip=None) -> float:
         input_seq_len=1024,
         output_seq_len=1024,
         precision=CHECKPOINT_PRECISION.get(model_name, "bf16"),
-        routing="random" if model.num_experts else "balanced",
+        routing=FIG09_MOE_ROUTING if model.num_experts else "balanced",
     )
     ev = Evaluator(model, load_noc_profile("hgx-b200x8"), gpu_memory(chip), wl, chip)
     return ev.evaluate(Plan(tp=8, moe_tp_mode="keep")).tps
