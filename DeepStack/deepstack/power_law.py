@@ -108,4 +108,3 @@ def power_law_rows(counts: np.ndarray, tokens: int, seed: int = 0) -> np.ndarray
     rows = ids.reshape(total // t, t).T
     perm = np.random.default_rng(seed).permutation(t)
     return np.ascontiguousarray(rows[perm])
-
