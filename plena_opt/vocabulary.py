@@ -39,9 +39,9 @@ class MoeRouting(StrEnum):
 
     BALANCED = "balanced"
     RANDOM = "random"
-    POWER_LAW = "power_law"
     QWEN3_235B = "qwen3_235b"
     DEEPSEEK_V3 = "deepseek_v3"
+    POWER_LAW = "power_law"  # last: the reference's refusal message lists the four above first
 
 
 class Sampler(StrEnum):
