@@ -77,11 +77,21 @@ def test_sigkilled_worker_loses_no_finished_trial(postgres_url) -> None:
     api.prepare_workers(_request(postgres_url, "kill"), chunk_plans=8)
     victim = _worker(postgres_url, "kill", "--throttle-ms", "40")  # ~0.3 s per chunk
     deadline = time.monotonic() + 60
-    while len(_stored(postgres_url, "kill")) < 24:
+    queue_storage = open_storage(postgres_url)
+
+    def running_chunks() -> int:
+        queue = optuna.load_study(study_name=queue_name("kill"), storage=queue_storage)
+        return sum(t.state == TrialState.RUNNING for t in queue.get_trials(deepcopy=False))
+
+    # kill mid-chunk: after 24 stored plans, at a moment a chunk is claimed (RUNNING); a chunk
+    # takes ~0.3 s, so the kill lands inside it (killing between chunks would leave nothing
+    # stale and would not exercise the heartbeat)
+    while len(_stored(postgres_url, "kill")) < 24 or not running_chunks():
         assert victim.poll() is None and time.monotonic() < deadline, victim.stderr.read()
-        time.sleep(0.1)
+        time.sleep(0.02)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
+    assert running_chunks() == 1  # the victim's chunk, left RUNNING by the kill
     before = {t._trial_id: t.user_attrs[POINT_ATTR] for t in _stored(postgres_url, "kill")}
     assert 24 <= len(before) < 180
     rescuer = _worker(postgres_url, "kill")
