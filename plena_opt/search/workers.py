@@ -151,10 +151,12 @@ class _Heartbeat:
 @dataclass
 class WorkerReport:
     """What one worker did: chunks it finished, plans it scored and stored, stale chunks it
-    failed (for retry), seconds it ran."""
+    failed (for retry), chunks of its own another worker had failed as stale meanwhile (its
+    plans stay stored; the retry skips them), seconds it ran."""
 
     study: str
     chunks: int = 0
+    reclaimed: int = 0
     plans_scored: int = 0
     plans_stored: int = 0
     stale_failed: int = 0
@@ -248,11 +250,17 @@ def run_worker(
             c = int(trial.params["chunk"])
             todo = [p for p in points[c * per : (c + 1) * per] if p.key not in known]
             stored = _score_and_store(s, todo, throttle_s)
-        queue._storage.set_trial_state_values(trial._trial_id, TrialState.COMPLETE, [len(todo)])
         known |= {p.key for p in todo}
-        report.chunks += 1
         report.plans_scored += len(todo)
         report.plans_stored += stored
+        try:
+            queue._storage.set_trial_state_values(trial._trial_id, TrialState.COMPLETE, [len(todo)])
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # our heartbeat was late (a starved process, a locked SQLite file) and another worker
+            # failed the chunk as stale; its plans are stored, and the retry skips stored plans
+            report.reclaimed += 1
+            continue
+        report.chunks += 1
     report.elapsed_s = time.perf_counter() - t0
     return report
 
