@@ -217,7 +217,7 @@ def check_sources(args: argparse.Namespace) -> None:
             check_format(getattr(args, name), name)
 
 
-def _is_gpu_chip(name: str | None) -> bool:
+def is_gpu_chip(name: str | None) -> bool:
     """Whether ``--chip`` names a GPU profile (built-in name or JSON with ``kind: gpu``)."""
     if not name:
         return False
@@ -249,7 +249,7 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
 
     check_sources(args)
     memory = args.memory or DEFAULT_MEMORY
-    if not args.memory and _is_gpu_chip(args.chip):
+    if not args.memory and is_gpu_chip(args.chip):
         memory = None  # a GPU chip carries its HBM
     try:
         return ProblemSpec(
