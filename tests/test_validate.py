@@ -15,11 +15,11 @@ from plena_opt.validate.scorecard import data_dir
 # Recorded fig09 figures (percent MAPE of system decode tokens/s, BS 1-512, no constant fitted on
 # these points). CI fails if any rises by more than one point; lower them when the model improves.
 RECORDED_FIG09 = {
-    "all": 9.87,
+    "all": 9.25,
     "llama-3.1-70b": 7.55,
     "llama-3.1-405b": 2.73,
     "qwen3-235b-a22b": 13.97,
-    "deepseek-v3": 15.20,
+    "deepseek-v3": 12.75,
 }
 RECORDED_FIG08 = 28.56
 
@@ -33,16 +33,45 @@ def card():
     return run_scorecard()
 
 
+def gate_violations(card) -> list[str]:
+    """What the CI gate rejects: a fig09 MAPE (overall or per model) or the fig08 MAPE more
+    than one point above the recorded figure."""
+    out = []
+    if card.overall("fig09").mape > RECORDED_FIG09["all"] + 1.0:
+        out.append("fig09/all")
+    for s in card.by_model():
+        if s.dataset == "fig09" and s.mape > RECORDED_FIG09[s.model] + 1.0:
+            out.append(f"fig09/{s.model}")
+    if card.overall("fig08").mape > RECORDED_FIG08 + 1.0:
+        out.append("fig08/all")
+    return out
+
+
 def test_fig09_mape_gate(card):
     assert card.overall("fig09").points == 40
-    assert card.overall("fig09").mape <= RECORDED_FIG09["all"] + 1.0
     for s in card.by_model():
         if s.dataset == "fig09":
             assert s.points == 10
-            assert s.mape <= RECORDED_FIG09[s.model] + 1.0, s
     assert card.overall("fig08").points == 40
-    assert card.overall("fig08").mape <= RECORDED_FIG08 + 1.0
+    assert gate_violations(card) == []
     assert not card.skipped
+
+
+def test_gate_fails_on_a_regression(card):
+    """Scale DeepSeek-V3's predictions so its MAPE rises by about 1.5 points: the gate names it."""
+    from dataclasses import replace
+
+    from plena_opt.validate.scorecard import Scorecard
+
+    worse = Scorecard(
+        [
+            replace(p, predicted=p.predicted * (1 - 0.015 * (1 if p.error <= 0 else -1)))
+            if p.model == "deepseek-v3"
+            else p
+            for p in card.points
+        ]
+    )
+    assert "fig09/deepseek-v3" in gate_violations(worse)
 
 
 def test_scorecard_numbers_are_consistent(card):
@@ -95,3 +124,17 @@ def test_hgx_b200_node_is_the_all_reduce_fit():
     assert l1.hop_latency_s == pytest.approx(fit.hop_latency_s, rel=1e-3)
     assert l1.link_bandwidth_bps == pytest.approx(fit.link_bandwidth_bps, rel=1e-3)
     assert fit.mape < 0.20
+
+
+def test_b200_block_fp8_moe_curve_is_the_kernel_fit():
+    """The block-scaled fp8 fused-MoE curve (DeepSeek-V3's checkpoint format) is the fit on
+    the measured ``fp8_block`` rows, at the fp8 rate."""
+    from plena_opt.validate.calibrate import moe_fits
+
+    chip = load_chip("b200")
+    peaks = {k: v.value for k, v in chip.peak_flops.items()}
+    fit = moe_fits(_kernels(), "b200_sxm", peaks, chip.hbm.bandwidth_bytes_per_s.value)
+    curve = chip.moe["fp8_block"]
+    for name, value in fit["fp8_block"].values.items():
+        assert getattr(curve, name).value == pytest.approx(value, rel=1e-3), name
+    assert "fp8_block" in fit["fp8_block"].data and fit["fp8_block"].mape < 0.20

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from plena_opt.estimate.distributed import PlanCost
 
 DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
+# Model types whose published fp8 checkpoint is block-scaled (HF ``quantization_config``:
+# ``fmt: e4m3``, ``weight_block_size: [128, 128]``): at ``fp8`` their experts run vLLM's fused
+# MoE with block scales, priced by the chip's measured ``fp8_block`` fused-MoE curve.
+BLOCK_FP8_MODEL_TYPES = frozenset({"deepseek_v3"})
 
 
 def is_gpu(chip: object) -> bool:
@@ -174,8 +178,12 @@ class GpuPricing:
         return [
             p.gemm(T, m.num_experts, h),
             topk,
-            p.fused_moe(load.tokens_local, load.pairs, active, h, f),
+            p.fused_moe(load.tokens_local, load.pairs, active, h, f, self._block_moe(m)),
         ]
+
+    def _block_moe(self, m) -> bool:
+        """True when the model's fp8 experts are block-scaled (``BLOCK_FP8_MODEL_TYPES``)."""
+        return self.perf.compute_format == "fp8" and m.model_type in BLOCK_FP8_MODEL_TYPES
 
     def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
         """vLLM's fused MoE reduces over the top-k inside the kernel, so the TP all-reduce after

@@ -27,7 +27,8 @@ SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 MAX_IMPOSSIBLE_SHARE = 0.05
 SAME_COMPUTE = {"h200_sxm": "h100_sxm", "h100_sxm": "h200_sxm"}  # H100 has no MoE table
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 4.5 / 8}
+# fp8_block = e4m3 weights with one fp32 scale per 128x128 block (DeepSeek-V3 checkpoints)
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / (128 * 128), "fp4": 4.5 / 8}
 NAMES = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
 
 
@@ -176,6 +177,9 @@ def _attention_fit(folder: Path, system: str, phase: str, peak: float, bw: float
         return fit_curve(flops, nbytes, t, peak, bw, data)
 
 
+# Fused-MoE curves per ``moe_dtype``: bf16, per-tensor fp8 and block-scaled fp8 (128x128 weight
+# blocks, the format DeepSeek-V3 ships; computed at the fp8 rate).
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
 MOE_MAX_TOKENS = 1024  # the decode operating range: tokens per step ≤ the largest batch
 
 
@@ -196,7 +200,7 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> d
         and int(r["num_tokens"]) <= MOE_MAX_TOKENS
     ]
     out = {}
-    for dtype, fmt in (("bfloat16", "bf16"), ("fp8", "fp8")):
+    for dtype, fmt in MOE_DTYPES.items():
         sel = [r for r in rows if r["moe_dtype"] == dtype]
         if not sel:
             continue
@@ -209,7 +213,7 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> d
         nbytes = active * 3 * h * f_dev * DTYPE_BYTES[fmt] + 2 * (2 * T * h + 3 * pairs * f_dev)
         t = _col(sel, "latency") * 1e-3
         data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1"
-        out[fmt] = fit_moe(flops, nbytes, active, t, peaks[fmt], bw, data)
+        out[fmt] = fit_moe(flops, nbytes, active, t, peaks[fmt.removesuffix("_block")], bw, data)
     return out
 
 

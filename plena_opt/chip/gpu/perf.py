@@ -78,10 +78,16 @@ class GpuPerfModel:
         t, cb = _curve(flops, reads + writes, self.peak, self.bw, self.gemm_curve)
         return KernelTime(t, flops, reads, writes, bool(cb))
 
-    def fused_moe(self, tokens: int, pairs: float, active: float, h: int, f: int) -> KernelTime:
+    def fused_moe(
+        self, tokens: int, pairs: float, active: float, h: int, f: int, block_scaled: bool = False
+    ) -> KernelTime:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
-        fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs."""
+        fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
+        ``block_scaled``: the experts carry 128x128 block scales (DeepSeek-V3's fp8 checkpoint);
+        the chip's ``<format>_block`` curve is used where it has one."""
         curve = self.chip.moe.get(self.compute_format)
+        if block_scaled:
+            curve = self.chip.moe.get(self.compute_format + "_block", curve)
         if curve is None:
             up = self.grouped_gemm(pairs / active, int(round(active)), 2 * f, h)
             down = self.grouped_gemm(pairs / active, int(round(active)), h, f)
