@@ -20,9 +20,10 @@ from plena_opt.validate import run_scorecard  # noqa: E402
 def main(out: str = "docs/validation.png") -> int:
     card = run_scorecard()
     scores = {(s.dataset, s.model): s for s in card.by_model()}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
     panels = (
         ("fig09", "fig09: vLLM decode tokens/s, 8x B200, TP 8 (tokens/s)", 1.0),
+        ("fig09_prefill", "fig09: system prefill tokens/s under a burst of BS requests", 1.0),
         ("fig08", "fig08: fused GEMM + collective kernels, 8x H100 (ms)", 1e3),
     )
     for ax, (ds, title, scale) in zip(axes, panels, strict=True):

@@ -12,6 +12,7 @@ from plena_opt.validate import run_scorecard
 
 TITLES = {
     "fig09": "fig09 (vLLM, 8x B200, TP 8, 1k/1k, BS 1–512, decode tokens/s)",
+    "fig09_prefill": "fig09 prefill (same runs, `System Prefill TPS`, chunked-prefill replay)",
     "fig08": "fig08 (fused kernels, 8x H100)",
 }
 
@@ -21,7 +22,7 @@ def scorecard_table() -> str:
     out = ["| dataset | model / kernel | points | MAPE % | bias % | worst % |"]
     out.append("| --- | --- | --- | --- | --- | --- |")
     for ds in dict.fromkeys(p.dataset for p in card.points):
-        where = "BS" if ds == "fig09" else "row"
+        where = "BS" if ds.startswith("fig09") else "row"
         first = True
         for s in [s for s in card.by_model() if s.dataset == ds] + [card.overall(ds)]:
             name = f"**{s.model}**" if s.model == "all" else s.model
@@ -53,6 +54,7 @@ def constants_table() -> str:
         d = load_chip(name).describe()
         curves = [(f"gemm.{f}", c) for f, c in d["gemm"].items()]
         curves += [(f"moe.{f}", c) for f, c in d["moe"].items()]
+        curves += [(f"moe_prefill.{f}", c) for f, c in d["moe_prefill"].items()]
         curves += [(k, d[k]) for k in ("attention_decode", "attention_prefill")]
         for cname, c in curves:
             src = next(iter(c.values()))["source"]

@@ -26,12 +26,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(card.to_dict(), indent=2))
         return 0
-    print(f"{'dataset':8} {'model':18} {'points':>6} {'MAPE %':>8} {'bias %':>8} {'worst %':>8}")
     datasets = list(dict.fromkeys(p.dataset for p in card.points))
+    w = max([8, *map(len, datasets)])
+    print(f"{'dataset':{w}} {'model':18} {'points':>6} {'MAPE %':>8} {'bias %':>8} {'worst %':>8}")
     for s in card.by_model() + [card.overall(d) for d in datasets]:
-        where = "BS" if s.dataset == "fig09" else "row"
+        where = "BS" if s.dataset.startswith("fig09") else "row"
         worst = f"{s.worst:+8.1f} ({where} {s.worst_batch})"
-        print(f"{s.dataset:8} {s.model:18} {s.points:6d} {s.mape:8.2f} {s.bias:+8.2f} {worst}")
+        print(f"{s.dataset:{w}} {s.model:18} {s.points:6d} {s.mape:8.2f} {s.bias:+8.2f} {worst}")
     for key, why in card.skipped.items():
         print(f"skipped  {key}: {why}")
     if args.points:

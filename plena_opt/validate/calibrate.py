@@ -183,8 +183,12 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
 MOE_MAX_TOKENS = 1024  # the decode operating range: tokens per step ≤ the largest batch
 
 
-def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> dict[str, Fit]:
-    """Fused-MoE layer curves (vLLM ``fused_moe``), balanced routing, no expert parallelism.
+def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
+             prefill: bool = False) -> dict[str, Fit]:  # fmt: skip
+    """Fused-MoE layer curves (vLLM ``fused_moe``), balanced routing, no expert parallelism, on
+    the decode range (tokens ≤ ``MOE_MAX_TOKENS``) or, with ``prefill``, on the prefill range
+    (tokens ≥ ``MOE_MAX_TOKENS``; the kernel changes regime there and the decode fit is 1.6-3x
+    too fast at 8k tokens).
 
     Bytes = the experts hit (``min(local experts, tokens·top-k)``, balanced) × their gate/up/down
     weights + token activations; FLOPs = 2 · tokens·top-k · 3 · hidden · inter / tp."""
@@ -197,7 +201,11 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> d
         if r["kernel_source"] == "vllm_fused_moe"
         and r["distribution"] == "balanced"
         and r["moe_ep_size"] == "1"
-        and int(r["num_tokens"]) <= MOE_MAX_TOKENS
+        and (
+            int(r["num_tokens"]) >= MOE_MAX_TOKENS
+            if prefill
+            else int(r["num_tokens"]) <= MOE_MAX_TOKENS
+        )
     ]
     out = {}
     for dtype, fmt in MOE_DTYPES.items():
@@ -212,7 +220,8 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> d
         flops = 2 * pairs * 3 * h * f_dev
         nbytes = active * 3 * h * f_dev * DTYPE_BYTES[fmt] + 2 * (2 * T * h + 3 * pairs * f_dev)
         t = _col(sel, "latency") * 1e-3
-        data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1"
+        span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
+        data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1 {span}"
         out[fmt] = fit_moe(flops, nbytes, active, t, peaks[fmt.removesuffix("_block")], bw, data)
     return out
 
@@ -264,17 +273,21 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
         g = gemm_fits(folder, system, peaks, bw)
         a = attention_fits(folder, system, specs)
         mo = moe_fits(folder, system, peaks, bw)
+        mp = moe_fits(folder, system, peaks, bw, prefill=True)
         if not mo:  # no table: the same-silicon system's fit, against its own peaks/bandwidth
             other = SAME_COMPUTE[system]
             op = {k: v["value"] for k, v in profs[other]["peak_flops"].items()}
             mo = moe_fits(folder, other, op, specs[other][1])
+            mp = moe_fits(folder, other, op, specs[other][1], prefill=True)
         fits[chip] = {
             **{f"gemm.{k}": v for k, v in g.items()},
             **{f"attention_{k}": v for k, v in a.items()},
             **{f"moe.{k}": v for k, v in mo.items()},
+            **{f"moe_prefill.{k}": v for k, v in mp.items()},
         }
         if write:
             prof["moe"] = {k: _sourced_curve(v) for k, v in mo.items()}
+            prof["moe_prefill"] = {k: _sourced_curve(v) for k, v in mp.items()}
             for fmt, fit in g.items():
                 prof["gemm"][fmt] = _sourced_curve(fit)
             prof["attention_decode"] = _sourced_curve(a["decode"])
@@ -295,7 +308,7 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
 
 # Chips without a kernel table: their curves are the named chip's fit, marked as transferred.
 TRANSFER = {"mi325x": "h200-sxm", "mi300x": "h200-sxm", "b300": "b200"}
-TRANSFERRED = ("gemm", "moe", "attention_decode", "attention_prefill", "overheads")
+TRANSFERRED = ("gemm", "moe", "moe_prefill", "attention_decode", "attention_prefill", "overheads")
 
 
 def _mark(node, note: str):

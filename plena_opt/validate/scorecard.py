@@ -8,6 +8,11 @@ routers load a few experts heavily, so a step reads fewer distinct experts than 
 ``random`` routing would; the load exponent is AIConfigurator's published estimate per model,
 ``estimate.moe_load.POWER_LAW_ALPHA``, not fitted here), weights at the checkpoint's format
 (``CHECKPOINT_PRECISION``).
+``fig09_prefill``: the same runs' ``System Prefill TPS`` column (all BS prompts of 1,024 tokens over
+the time until the last first token, as the column's values imply: at BS ≥ 64 the measured
+user/system ratio equals the harmonic number of BS/8 prefill groups, vLLM's 8,192-token step
+budget), predicted by replaying vLLM's chunked-prefill scheduler for a burst of BS requests
+(``estimate.gpu_queue``), not by one static prefill pass.
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
 No constant is fitted on any of these points.
 Models the catalog lacks are listed as skipped.
@@ -102,27 +107,26 @@ def data_dir() -> Path:
     return Path(str(resources.files("plena_opt.validate") / "data"))
 
 
-def fig09_measurements(folder: Path | None = None) -> dict[str, list[tuple[int, float]]]:
-    """model → [(batch, measured system decode TPS)] for CUDA-graph runs with BS ≤ 512."""
+def fig09_measurements(
+    folder: Path | None = None, column: str = "System Decode TPS"
+) -> dict[str, list[tuple[int, float]]]:
+    """model → [(batch, measured ``column``)] for CUDA-graph runs with BS ≤ 512."""
     folder = folder or data_dir() / "fig09"
     out = {}
     for model, name in FIG09_FILES.items():
         with open(folder / name, newline="") as fh:
             rows = [r for r in csv.DictReader(fh) if r["Eager_Mode"].strip() == "False"]
         out[model] = [
-            (int(r["BS"]), float(r["System Decode TPS"]))
-            for r in rows
-            if int(r["BS"]) <= FIG09_MAX_BS
+            (int(r["BS"]), float(r[column])) for r in rows if int(r["BS"]) <= FIG09_MAX_BS
         ]
     return out
 
 
-def fig09_predict(model_name: str, batch: int, chip=None) -> float:
-    """Predicted system decode TPS of one fig09 point."""
+def _fig09_setup(model_name: str, batch: int, chip=None):  # noqa: ANN202
     from deepstack import load_noc_profile
 
     from plena_opt.chip import load_chip
-    from plena_opt.estimate import Evaluator, Plan, Workload
+    from plena_opt.estimate import Plan, Workload
     from plena_opt.estimate.gpu import gpu_memory
     from plena_opt.models import load_model
 
@@ -135,8 +139,35 @@ def fig09_predict(model_name: str, batch: int, chip=None) -> float:
         precision=CHECKPOINT_PRECISION.get(model_name, "bf16"),
         routing=FIG09_MOE_ROUTING if model.num_experts else "balanced",
     )
-    ev = Evaluator(model, load_noc_profile("hgx-b200x8"), gpu_memory(chip), wl, chip)
-    return ev.evaluate(Plan(tp=8, moe_tp_mode="keep")).tps
+    noc = load_noc_profile("hgx-b200x8")
+    return model, noc, gpu_memory(chip), wl, chip, Plan(tp=8, moe_tp_mode="keep")
+
+
+def fig09_predict(model_name: str, batch: int, chip=None) -> float:
+    """Predicted system decode TPS of one fig09 point."""
+    from plena_opt.estimate import Evaluator
+
+    model, noc, memory, wl, chip, plan = _fig09_setup(model_name, batch, chip)
+    return Evaluator(model, noc, memory, wl, chip).evaluate(plan).tps
+
+
+def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dict[int, float]:
+    """Predicted ``System Prefill TPS`` per batch: a burst of ``batch`` 1,024-token prompts
+    through vLLM's chunked-prefill scheduler (default 8,192-token step budget)."""
+    from plena_opt.estimate.gpu_queue import (
+        VLLM_MAX_NUM_BATCHED_TOKENS,
+        EvaluatorStepCosts,
+        burst_ttft,
+    )
+
+    model, noc, memory, wl, chip, plan = _fig09_setup(model_name, 1, chip)
+    costs = EvaluatorStepCosts(model, noc, memory, chip, wl, plan)
+    out = {}
+    for b in batches:
+        q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS,
+                       costs.prefill_seconds, costs.decode_seconds)  # fmt: skip
+        out[b] = q.system_prefill_tps
+    return out
 
 
 def run_scorecard(models: list[str] | None = None) -> Scorecard:
@@ -157,6 +188,11 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
                 card.points.append(Point("fig09", model, bs, tps, fig09_predict(model, bs)))
         except PlenaNotFoundError as exc:
             card.skipped[f"fig09/{model}"] = str(exc)
+    for model, points in fig09_measurements(column="System Prefill TPS").items():
+        if (models is not None and model not in models) or model not in known:
+            continue
+        pred = fig09_prefill_predict(model, [bs for bs, _ in points])
+        card.points.extend(Point("fig09_prefill", model, bs, v, pred[bs]) for bs, v in points)
     if models is None:
         from plena_opt.validate.fig08 import fig08_points
 

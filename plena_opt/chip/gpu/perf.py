@@ -84,10 +84,14 @@ class GpuPerfModel:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
         fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
         ``block_scaled``: the experts carry 128x128 block scales (DeepSeek-V3's fp8 checkpoint);
-        the chip's ``<format>_block`` curve is used where it has one."""
-        curve = self.chip.moe.get(self.compute_format)
+        the chip's ``<format>_block`` curve is used where it has one. Above
+        ``moe_prefill_min_tokens`` tokens the chip's ``moe_prefill`` curves apply."""
+        curves = self.chip.moe
+        if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
+            curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
+        curve = curves.get(self.compute_format)
         if block_scaled:
-            curve = self.chip.moe.get(self.compute_format + "_block", curve)
+            curve = curves.get(self.compute_format + "_block", curve)
         if curve is None:
             up = self.grouped_gemm(pairs / active, int(round(active)), 2 * f, h)
             down = self.grouped_gemm(pairs / active, int(round(active)), h, f)

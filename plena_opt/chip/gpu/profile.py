@@ -128,6 +128,9 @@ class GpuChipProfile(BaseModel):
     hbm: Hbm
     gemm: dict[str, GemmCurve]  # per compute format
     moe: dict[str, MoeCurve] = Field(default_factory=dict)  # fused MoE layer, per format
+    # the same layer on prefill token counts (above the ``moe`` fit's range), per format
+    moe_prefill: dict[str, MoeCurve] = Field(default_factory=dict)
+    moe_prefill_min_tokens: int = 1024  # tokens per step from which ``moe_prefill`` applies
     attention_decode: DecodeAttentionCurve
     attention_prefill: AttentionCurve
     overheads: Overheads

@@ -1,0 +1,145 @@
+"""TTFT under concurrency on a GPU: a burst of requests through vLLM's chunked-prefill scheduler.
+
+A static-batch estimate prefills every sequence in one pass, so all of them get their first
+token at once. A server does not: vLLM (V1 engine, chunked prefill on) runs one step at a time
+under a token budget ``max_num_batched_tokens``; each step first gives one token to every request
+already decoding, then fills what is left with prompt tokens of the waiting requests in arrival
+order (a prompt longer than the rest of the budget is split over steps). A request's first
+token is sampled in the step that finishes its prompt. ``burst_ttft`` replays that scheduler
+for ``batch`` requests arriving together (the closed-loop benchmarks of fig09), with step times
+from the evaluator (``EvaluatorStepCosts``): the prefill pass of the step's prompt tokens plus
+the decode step of the requests already decoding (both passes read the weights; counting that
+twice overstates a mixed step by at most one decode step's weight read).
+
+``VLLM_MAX_NUM_BATCHED_TOKENS`` is vLLM's default budget for its OpenAI server on a GPU with at
+least 70 GiB (``vllm/engine/arg_utils.py``, ``default_max_num_batched_tokens``: 8192; 16384 for
+the offline ``LLM`` class; 2048 on smaller GPUs). Nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.estimate.plan import Plan, Workload
+    from plena_opt.estimate.results import DistributedEstimate
+    from plena_opt.memory import Memory
+    from plena_opt.models import ModelSpec
+
+VLLM_MAX_NUM_BATCHED_TOKENS = 8192
+MAX_BURST = 1 << 16  # requests one replay accepts (bounds the loop)
+
+
+@dataclass(frozen=True)
+class BurstTtft:
+    """First-token times (seconds from the burst's arrival) of each request, in arrival order."""
+
+    input_len: int
+    budget_tokens: int
+    ttft_seconds: tuple[float, ...]
+    steps: int
+
+    @property
+    def mean_seconds(self) -> float:
+        return sum(self.ttft_seconds) / len(self.ttft_seconds)
+
+    @property
+    def max_seconds(self) -> float:
+        return max(self.ttft_seconds)
+
+    def percentile_seconds(self, q: float) -> float:
+        """The ``q``-th percentile (0–100, nearest rank) of the first-token times."""
+        if not 0 <= q <= 100:
+            raise PlenaInputError("percentile", f"percentile {q} is outside 0-100")
+        s = sorted(self.ttft_seconds)
+        return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
+
+    @property
+    def system_prefill_tps(self) -> float:
+        """Prompt tokens of the burst over the time until the last first token (tokens/s)."""
+        return len(self.ttft_seconds) * self.input_len / self.max_seconds
+
+    @property
+    def user_prefill_speed(self) -> float:
+        """Mean over requests of prompt tokens / own TTFT (tokens/s per request)."""
+        return sum(self.input_len / t for t in self.ttft_seconds) / len(self.ttft_seconds)
+
+
+def burst_ttft(batch: int, input_len: int, budget_tokens: int,
+               prefill_seconds: Callable[[int], float],
+               decode_seconds: Callable[[int], float]) -> BurstTtft:  # fmt: skip
+    """Replay the chunked-prefill scheduler for ``batch`` requests of ``input_len`` prompt tokens
+    arriving together. ``prefill_seconds(tokens)``: a prefill pass over that many prompt tokens;
+    ``decode_seconds(n)``: a decode step of ``n`` requests (called with n ≥ 1)."""
+    for name, v, hi in (("batch_size", batch, MAX_BURST), ("input_seq_len", input_len, None)):
+        if v < 1 or (hi is not None and v > hi):
+            raise PlenaInputError(name, f"{name} must be 1..{hi or 'any'}; got {v}")
+    if budget_tokens <= batch:
+        raise PlenaInputError(
+            "max_num_batched_tokens",
+            f"a budget of {budget_tokens} tokens per step leaves no room for prompt tokens "
+            f"once {batch} requests decode; it must exceed the batch size",
+        )
+    left = input_len  # prompt tokens still to prefill of the request at the queue head
+    head, decoding, t, steps = 0, 0, 0.0, 0
+    ttft: list[float] = []
+    while head < batch:
+        room, tokens, done = budget_tokens - decoding, 0, 0
+        while room > 0 and head < batch:
+            k = min(left, room)
+            left, room, tokens = left - k, room - k, tokens + k
+            if left == 0:
+                head, done, left = head + 1, done + 1, input_len
+        t += prefill_seconds(tokens) + (decode_seconds(decoding) if decoding else 0.0)
+        steps += 1
+        ttft += [t] * done
+        decoding += done
+    return BurstTtft(input_len, budget_tokens, tuple(ttft), steps)
+
+
+class EvaluatorStepCosts:
+    """Step times from the evaluator for one (model, plan, chip, NoC): ``prefill_seconds`` is
+    the static prefill pass of ``tokens / input_len`` full prompts (linear between whole
+    prompt counts), ``decode_seconds`` the first decode step of ``n`` sequences after their
+    prompts (KV = ``input_len``), linear between powers of two. A last chunk shorter than one
+    prompt is priced as that share of a one-prompt pass."""
+
+    def __init__(self, model: ModelSpec, noc: object, memory: Memory, chip: GpuChipProfile,
+                 workload: Workload, plan: Plan) -> None:  # fmt: skip
+        self._args = (model, noc, memory, chip)
+        self.workload, self.plan = workload, plan
+        self._cache: dict[int, DistributedEstimate] = {}
+
+    def _estimate(self, batch: int) -> DistributedEstimate:
+        from dataclasses import replace
+
+        from plena_opt.estimate import Evaluator
+
+        if batch not in self._cache:
+            model, noc, memory, chip = self._args
+            wl = replace(self.workload, batch_size=batch, output_seq_len=1)
+            self._cache[batch] = Evaluator(model, noc, memory, wl, chip).estimate(self.plan)
+        return self._cache[batch]
+
+    def prefill_seconds(self, tokens: int) -> float:
+        n = tokens / self.workload.input_seq_len
+        lo = max(1, math.floor(n))
+        t_lo = self._estimate(lo).prefill["latency_seconds"]
+        if n <= lo:
+            return t_lo * n / lo if n < 1 else t_lo
+        t_hi = self._estimate(lo + 1).prefill["latency_seconds"]
+        return t_lo + (n - lo) * (t_hi - t_lo)
+
+    def decode_seconds(self, n: int) -> float:
+        lo = 1 << max(0, n.bit_length() - 1)
+        t_lo = self._estimate(lo).first_token_decode["latency_seconds"]
+        if n == lo:
+            return t_lo
+        t_hi = self._estimate(2 * lo).first_token_decode["latency_seconds"]
+        return t_lo + (n - lo) / lo * (t_hi - t_lo)
