@@ -13,6 +13,7 @@ from plena_opt.validate import run_scorecard
 TITLES = {
     "fig09": "fig09 (vLLM, 8x B200, TP 8, 1k/1k, BS 1–512, decode tokens/s)",
     "fig09_prefill": "fig09 prefill (same runs, `System Prefill TPS`, chunked-prefill replay)",
+    "fig09_ttft": "fig09 TTFT (same runs, `User Prefill Speed` = mean 1,024 / TTFT)",
     "fig08": "fig08 (fused kernels, 8x H100)",
 }
 

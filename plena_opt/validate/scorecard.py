@@ -9,10 +9,12 @@ routers load a few experts heavily, so a step reads fewer distinct experts than 
 ``estimate.moe_load.POWER_LAW_ALPHA``, not fitted here), weights at the checkpoint's format
 (``CHECKPOINT_PRECISION``).
 ``fig09_prefill``: the same runs' ``System Prefill TPS`` column (all BS prompts of 1,024 tokens over
-the time until the last first token, as the column's values imply: at BS ≥ 64 the measured
-user/system ratio equals the harmonic number of BS/8 prefill groups, vLLM's 8,192-token step
-budget), predicted by replaying vLLM's chunked-prefill scheduler for a burst of BS requests
-(``estimate.gpu_queue``), not by one static prefill pass.
+the time until the last first token, as the column's values imply: for the dense models at
+BS ≥ 64 the measured user/system ratio is within 7 % of the harmonic number of BS/8 groups of
+first tokens, vLLM's 8,192-token step budget), predicted by replaying vLLM's chunked-prefill
+scheduler for a burst of BS requests (``estimate.gpu_queue``), not by one static prefill pass.
+``fig09_ttft``: the ``User Prefill Speed`` column (the mean over requests of 1,024 / own TTFT,
+as its values imply), from the same replay.
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
 No constant is fitted on any of these points.
 Models the catalog lacks are listed as skipped.
@@ -24,6 +26,10 @@ import csv
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.gpu_queue import BurstTtft
 
 FIG09_FILES = {
     "llama-3.1-70b": "benchmark_summary_llama_3_70b.csv",
@@ -151,9 +157,9 @@ def fig09_predict(model_name: str, batch: int, chip=None) -> float:
     return Evaluator(model, noc, memory, wl, chip).evaluate(plan).tps
 
 
-def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dict[int, float]:
-    """Predicted ``System Prefill TPS`` per batch: a burst of ``batch`` 1,024-token prompts
-    through vLLM's chunked-prefill scheduler (default 8,192-token step budget)."""
+def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dict[int, BurstTtft]:
+    """First-token times per batch: a burst of ``batch`` 1,024-token prompts through vLLM's
+    chunked-prefill scheduler (default 8,192-token step budget)."""
     from plena_opt.estimate.gpu_queue import (
         VLLM_MAX_NUM_BATCHED_TOKENS,
         EvaluatorStepCosts,
@@ -166,7 +172,7 @@ def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dic
     for b in batches:
         q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS,
                        costs.prefill_seconds, costs.decode_seconds)  # fmt: skip
-        out[b] = q.system_prefill_tps
+        out[b] = q
     return out
 
 
@@ -188,11 +194,16 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
                 card.points.append(Point("fig09", model, bs, tps, fig09_predict(model, bs)))
         except PlenaNotFoundError as exc:
             card.skipped[f"fig09/{model}"] = str(exc)
-    for model, points in fig09_measurements(column="System Prefill TPS").items():
+    system = fig09_measurements(column="System Prefill TPS")
+    user = fig09_measurements(column="User Prefill Speed")
+    for model, points in system.items():
         if (models is not None and model not in models) or model not in known:
             continue
         pred = fig09_prefill_predict(model, [bs for bs, _ in points])
-        card.points.extend(Point("fig09_prefill", model, bs, v, pred[bs]) for bs, v in points)
+        for bs, v in points:
+            card.points.append(Point("fig09_prefill", model, bs, v, pred[bs].system_prefill_tps))
+        for bs, v in user[model]:
+            card.points.append(Point("fig09_ttft", model, bs, v, pred[bs].user_prefill_speed))
     if models is None:
         from plena_opt.validate.fig08 import fig08_points
 
