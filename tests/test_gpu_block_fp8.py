@@ -50,3 +50,36 @@ def test_only_deepseek_v3_at_fp8_is_block_scaled():
         wl = Workload(precision=precision)
         g = GpuPricing(chip, storage_precision(chip, wl), wl, gpu_memory(chip))
         assert g._block_moe(load_model(name)) is block, name
+
+
+def test_prefill_token_counts_use_the_prefill_range_curve():
+    """Above ``moe_prefill_min_tokens`` the fused MoE is priced by the prefill-range fit (the
+    decode-range fit is 1.6-3x too fast at 8k tokens on the measured rows)."""
+    p = _perf("bf16")
+    lim = p.chip.moe_prefill_min_tokens
+    h, f, k = 4096, 192, 8
+    at = p.fused_moe(lim, lim * k, 128, h, f)
+    above = p.fused_moe(lim + 1, (lim + 1) * k, 128, h, f)
+    c = p.chip.moe_prefill["bf16"]
+    tc = above.flops / (p.peak * c.compute_efficiency.value)
+    tm = (above.read_bytes + above.write_bytes) / (p.bw * c.bandwidth_efficiency.value)
+    b = c.blend.value
+    expect = c.fixed_seconds.value + (tc**b + tm**b) ** (1 / b)
+    expect += c.seconds_per_active_expert.value * 128
+    assert above.seconds == pytest.approx(expect, rel=1e-12)
+    assert at.seconds != pytest.approx(expect, rel=1e-3)
+
+
+def test_b200_prefill_moe_curve_is_the_kernel_fit():
+    from conftest import require_shared
+
+    from plena_opt.validate.calibrate import moe_fits
+
+    chip = load_chip("b200")
+    peaks = {k: v.value for k, v in chip.peak_flops.items()}
+    kernels = require_shared() / "data" / "kernels"
+    fit = moe_fits(kernels, "b200_sxm", peaks, chip.hbm.bandwidth_bytes_per_s.value, prefill=True)
+    for fmt in ("bf16", "fp8", "fp8_block"):
+        for name, value in fit[fmt].values.items():
+            assert getattr(chip.moe_prefill[fmt], name).value == pytest.approx(value, rel=1e-3)
+        assert "tokens >= 1024" in fit[fmt].data
