@@ -136,3 +136,71 @@ def test_burst_prefill_beats_the_static_pass_on_dense_fig09():
             assert pred[b].user_prefill_speed == pytest.approx(users[b], rel=0.12), (model, b)
             static_user = pred[b].system_prefill_tps / b  # all first tokens at the last one
             assert static_user < 0.5 * users[b], (model, b)
+
+
+_GPU = ["estimate", "--model", "llama-3.1-8b", "--chip", "h200-sxm", "--noc", "hgx-h200x8",
+        "--tp", "8", "--batch-size", "24", "--input-seq", "1024", "--output-seq", "16"]  # fmt: skip
+
+
+def test_estimate_burst_ttft_json_matches_the_replay(capsys):
+    import json
+
+    from plena_opt import api
+    from plena_opt.api.gpu_ttft import burst_ttft
+    from plena_opt.cli.main import main
+    from plena_opt.estimate.plan import Plan
+
+    assert main([*_GPU, "--burst-ttft", "4096", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["burst_ttft"]
+    problem = api.load_problem(
+        model="llama-3.1-8b", chip="h200-sxm", noc="hgx-h200x8", memory=None, batch_size=24,
+        input_seq=1024, output_seq=16,
+    )  # fmt: skip
+    q = burst_ttft(problem, Plan(tp=8), 4096)
+    assert doc["requests"] == 24 and doc["max_num_batched_tokens"] == 4096
+    assert doc["steps"] == q.steps == 7  # 4 prompts in step 1, then 4096 - decodes per step
+    assert doc["mean_seconds"] == pytest.approx(q.mean_seconds)
+    assert (
+        doc["max_seconds"] == pytest.approx(q.max_seconds)
+        and doc["max_seconds"] > doc["p50_seconds"]
+    )
+
+
+def test_estimate_without_the_flag_is_unchanged(capsys):
+    import json
+
+    from plena_opt.cli.main import main
+
+    assert main([*_GPU, "--json"]) == 0
+    assert "burst_ttft" not in json.loads(capsys.readouterr().out)
+    assert main([*_GPU, "--burst-ttft"]) == 0
+    out = capsys.readouterr().out
+    # step 1: 8 prompts; 2: 7 prompts + 1016 tokens beside 8 decodes; 3: that prompt's last 8
+    # tokens, 7 prompts and 1001 tokens beside 15 decodes; 4: the last 23 tokens
+
+    assert "Burst TTFT      24 requests at once, 8192 tokens/step (4 steps)" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--burst-ttft", "8"], "max_num_batched_tokens"),
+        (["--burst-ttft", "0"], "max_num_batched_tokens"),
+        (["--burst-ttft", "--server", "localhost:1"], "without --server"),
+    ],
+)
+def test_estimate_burst_ttft_refusals(capsys, extra, needle):
+    from plena_opt.cli.main import main
+
+    assert main([*_GPU, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err and "Traceback" not in err
+
+
+def test_estimate_burst_ttft_needs_a_gpu_chip(capsys):
+    from plena_opt.cli.main import main
+
+    argv = ["estimate", "--model", "llama-3.1-8b", "--noc", "illustrative_gpu_cluster_32",
+            "--dp", "32", "--burst-ttft"]  # fmt: skip
+    assert main(argv) == 2
+    assert "GPU chip" in capsys.readouterr().err

@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"multi-device plan without --noc runs on {DEFAULT_NOC}, as in search and simulate. "
         "tps = system decode tokens/s averaged over the output (KV growing from input to "
         "input+output); tps_per_sequence = one sequence's rate; ttft_seconds = prefill of the "
-        "batch + the first decode step (no queueing).",
+        "batch + the first decode step (no queueing; --burst-ttft adds each request's first "
+        "token under vLLM's chunked-prefill queueing on GPU chips).",
         epilog=UNITS_EPILOG,
     )
     add_workload_args(p)
@@ -35,6 +36,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plan_args(p)
     add_server_arg(p, "estimate on a plena-opt server (remote mode)")
     p.add_argument("--json", action="store_true", help="print the reference JSON document")
+    p.add_argument(
+        "--burst-ttft",
+        type=int,
+        nargs="?",
+        const=8192,
+        default=None,
+        metavar="TOKENS",
+        help="GPU chips: also replay a burst of --batch-size requests through vLLM's "
+        "chunked-prefill scheduler with TOKENS per step (default 8192, vLLM's "
+        "max_num_batched_tokens) and print each request's first-token time (mean, p50/p90/p99, "
+        "last; JSON key burst_ttft, seconds); local only",
+    )
     p.set_defaults(func=run)
 
 
@@ -46,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         if args.server:
             from plena_opt.cli.remote import remote_estimate
 
+            if args.burst_ttft is not None:
+                raise PlenaInputError(
+                    "burst_ttft", "--burst-ttft is computed locally; run it without --server"
+                )
             return remote_estimate(args)
         return _run_local(args, plan)
 
@@ -66,6 +83,30 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
             )
         result = api.estimate_single_chip(problem)
     else:
-        result = api.estimate_plan(api.load_problem(problem_from_args(args)), plan)
+        problem = api.load_problem(problem_from_args(args))
+        result = api.estimate_plan(problem, plan)
+        if args.burst_ttft is not None:
+            return _print_with_burst(args, problem, plan, result)
+    if args.burst_ttft is not None:
+        raise PlenaInputError("burst_ttft", "--burst-ttft needs a GPU chip on a --noc")
     print(result.to_text(as_json=args.json))
+    return 0
+
+
+def _print_with_burst(args: argparse.Namespace, problem, plan: Plan, result) -> int:  # noqa: ANN001
+    """The estimate plus the burst TTFT replay (``burst_ttft`` key / two text lines)."""
+    from plena_opt.api.gpu_ttft import burst_ttft
+
+    q = burst_ttft(problem, plan, args.burst_ttft)
+    if args.json:
+        result.document["burst_ttft"] = q.to_dict()
+        print(result.to_text(as_json=True))
+        return 0
+    print(result.to_text())
+    print(
+        f"Burst TTFT      {len(q.ttft_seconds)} requests at once, {q.budget_tokens} tokens/step "
+        f"({q.steps} steps): mean {q.mean_seconds * 1e3:.1f} ms, p50 "
+        f"{q.percentile_seconds(50) * 1e3:.1f} ms, p90 {q.percentile_seconds(90) * 1e3:.1f} ms, "
+        f"p99 {q.percentile_seconds(99) * 1e3:.1f} ms, last {q.max_seconds * 1e3:.1f} ms"
+    )
     return 0

@@ -70,6 +70,22 @@ class BurstTtft:
         """Mean over requests of prompt tokens / own TTFT (tokens/s per request)."""
         return sum(self.input_len / t for t in self.ttft_seconds) / len(self.ttft_seconds)
 
+    def to_dict(self) -> dict[str, float | int]:
+        """The ``burst_ttft`` document of ``estimate --burst-ttft`` (SI: seconds, tokens/s)."""
+        return {
+            "requests": len(self.ttft_seconds),
+            "input_seq_len": self.input_len,
+            "max_num_batched_tokens": self.budget_tokens,
+            "steps": self.steps,
+            "mean_seconds": self.mean_seconds,
+            "p50_seconds": self.percentile_seconds(50),
+            "p90_seconds": self.percentile_seconds(90),
+            "p99_seconds": self.percentile_seconds(99),
+            "max_seconds": self.max_seconds,
+            "system_prefill_tps": self.system_prefill_tps,
+            "user_prefill_speed": self.user_prefill_speed,
+        }
+
 
 def burst_ttft(batch: int, input_len: int, budget_tokens: int,
                prefill_seconds: Callable[[int], float],
