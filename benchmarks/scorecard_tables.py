@@ -58,9 +58,9 @@ def constants_table() -> str:
         curves += [(f"moe_prefill.{f}", c) for f, c in d["moe_prefill"].items()]
         curves += [(k, d[k]) for k in ("attention_decode", "attention_prefill")]
         for cname, c in curves:
-            src = next(iter(c.values()))["source"]
+            src = next(v for v in c.values() if v is not None)["source"]
             m = re.search(r"fitted on (\S+)(.*?)\((\d+) rows; per-kernel MAPE ([\d.]+) %", src)
-            consts = ", ".join(_fmt(k, v["value"]) for k, v in c.items())
+            consts = ", ".join(_fmt(k, v["value"]) for k, v in c.items() if v is not None)
             out.append(
                 f"| {name} | {cname} | {consts} | `{m.group(1)}` {m.group(2).strip()} "
                 f"({m.group(3)}; {m.group(4)} %) |"

@@ -53,8 +53,9 @@ def test_only_deepseek_v3_at_fp8_is_block_scaled():
 
 
 def test_prefill_token_counts_use_the_prefill_range_curve():
-    """Above ``moe_prefill_min_tokens`` the fused MoE is priced by the prefill-range fit (the
-    decode-range fit is 1.6-3x too fast at 8k tokens on the measured rows)."""
+    """Above ``moe_prefill_min_tokens`` the fused MoE is priced by the prefill-range fit, which
+    adds a time per token-expert pair (the decode-range fit is 1.6-3x too fast at 8k tokens on
+    the measured rows)."""
     p = _perf("bf16")
     lim = p.chip.moe_prefill_min_tokens
     h, f, k = 4096, 192, 8
@@ -66,6 +67,8 @@ def test_prefill_token_counts_use_the_prefill_range_curve():
     b = c.blend.value
     expect = c.fixed_seconds.value + (tc**b + tm**b) ** (1 / b)
     expect += c.seconds_per_active_expert.value * 128
+    expect += c.seconds_per_pair.value * (lim + 1) * k  # per token-expert pair (prefill fits)
+    assert c.seconds_per_pair.value > 0 and p.chip.moe["bf16"].seconds_per_pair is None
     assert above.seconds == pytest.approx(expect, rel=1e-12)
     assert at.seconds != pytest.approx(expect, rel=1e-3)
 

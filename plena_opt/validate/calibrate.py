@@ -188,7 +188,8 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
     """Fused-MoE layer curves (vLLM ``fused_moe``), balanced routing, no expert parallelism, on
     the decode range (tokens ≤ ``MOE_MAX_TOKENS``) or, with ``prefill``, on the prefill range
     (tokens ≥ ``MOE_MAX_TOKENS``; the kernel changes regime there and the decode fit is 1.6-3x
-    too fast at 8k tokens).
+    too fast at 8k tokens), where a per token-expert pair time (routing sort, gather/scatter,
+    top-k sum: ``seconds_per_pair``) is fitted too.
 
     Bytes = the experts hit (``min(local experts, tokens·top-k)``, balanced) × their gate/up/down
     weights + token activations; FLOPs = 2 · tokens·top-k · 3 · hidden · inter / tp."""
@@ -222,24 +223,30 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
         t = _col(sel, "latency") * 1e-3
         span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
         data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1 {span}"
-        out[fmt] = fit_moe(flops, nbytes, active, t, peaks[fmt.removesuffix("_block")], bw, data)
+        peak = peaks[fmt.removesuffix("_block")]
+        out[fmt] = fit_moe(flops, nbytes, active, t, peak, bw, data, pairs if prefill else None)
     return out
 
 
-def fit_moe(flops, nbytes, active, measured, peak: float, bw: float, data: str) -> Fit:
-    """``curve`` + ``seconds_per_active_expert · active experts`` (``chip.gpu.perf.fused_moe``)."""
+def fit_moe(flops, nbytes, active, measured, peak: float, bw: float, data: str,
+            pairs=None) -> Fit:  # fmt: skip
+    """``curve`` + ``seconds_per_active_expert · active experts`` (``chip.gpu.perf.fused_moe``);
+    with ``pairs`` (the prefill range) also ``seconds_per_pair · token-expert pairs``."""
     from scipy.optimize import least_squares
 
+    n = 5 if pairs is None else 6
+
     def pred(x):
-        return curve(x[:4], flops, nbytes, peak, bw) + x[4] * 1e-9 * active
+        t = curve(x[:4], flops, nbytes, peak, bw) + x[4] * 1e-9 * active
+        return t if pairs is None else t + x[5] * 1e-9 * pairs
 
     res = least_squares(
         lambda x: np.log(pred(x) / measured),
-        [0.5, 0.7, 20.0, 1.0, 100.0],
-        bounds=([0.01, 0.01, 0, 1, 0], [1, 1, 200, 20, 1e5]),
+        [0.5, 0.7, 20.0, 1.0, 100.0, 1.0][:n],
+        bounds=([0.01, 0.01, 0, 1, 0, 0][:n], [1, 1, 200, 20, 1e5, 1e4][:n]),
     )
     ape = np.abs(pred(res.x) / measured - 1)
-    ce, be, t0, p, u = (float(v) for v in res.x)
+    ce, be, t0, p, u = (float(v) for v in res.x[:5])
     values = {
         "compute_efficiency": round(ce, 4),
         "bandwidth_efficiency": round(be, 4),
@@ -247,6 +254,8 @@ def fit_moe(flops, nbytes, active, measured, peak: float, bw: float, data: str) 
         "blend": round(p, 3),
         "seconds_per_active_expert": round(u * 1e-9, 12),
     }
+    if pairs is not None:
+        values["seconds_per_pair"] = round(float(res.x[5]) * 1e-9, 13)
     return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
 
 

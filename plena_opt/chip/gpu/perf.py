@@ -103,6 +103,8 @@ class GpuPerfModel:
         writes = tokens * h * self.ab + pairs * f * self.ab
         t, cb = _curve(flops, reads + writes, self.peak, self.bw, curve)
         t += curve.seconds_per_active_expert.value * active
+        if curve.seconds_per_pair is not None:
+            t += curve.seconds_per_pair.value * pairs
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def attention_decode(

@@ -62,6 +62,8 @@ class MoeCurve(GemmCurve):
     receives tokens costs one more tile schedule and weight-stream start)."""
 
     seconds_per_active_expert: SourcedSeconds
+    # prefill-range curves: time per token-expert pair (routing sort, gather/scatter, top-k sum)
+    seconds_per_pair: SourcedSeconds | None = None
 
 
 class AttentionCurve(BaseModel):
