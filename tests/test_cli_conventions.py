@@ -173,6 +173,7 @@ def test_dashboard_on_a_busy_port_errors_before_printing_its_url(tmp_path, capsy
 
     store = tmp_path / "s.log"
     optuna.create_study(storage=open_storage(str(store)), study_name="x")
+    capsys.readouterr()  # drop Optuna's own "study created" log line (or a logging error)
     sock, port = _busy_port()
     with sock:
         code, out, err = run(capsys, "dashboard", "--storage", str(store), "--port", str(port))

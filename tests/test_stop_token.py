@@ -76,12 +76,14 @@ def test_the_monte_carlo_looks_at_the_token_at_every_level_of_a_block():
     plan, dur = _plan(pp=8, m=500)  # 8,000 ops in ~2,000 levels; one block takes about 0.5 s
     graph = build_graph(plan)
     never = _CountingToken(after=10**9)
+    t0 = time.perf_counter()
     simulate(plan, dur, NOISE, samples=2048, seed=0, graph=graph, stop=never)
+    whole_block = time.perf_counter() - t0  # the same work uncancelled, under the same load
     assert never.calls >= len(graph.levels)  # at least one look per level of the block
     tok = _CountingToken(after=len(graph.levels) // 2)  # mid-block
     t0 = time.perf_counter()
     res = simulate(plan, dur, NOISE, samples=2048, seed=0, stop=tok, graph=graph)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < max(1.0, whole_block)  # stopped inside the block
     assert res.stop_reason == "cancelled" and res.mc is None
     assert res.deterministic.makespan > 0  # the deterministic figures are complete
 
