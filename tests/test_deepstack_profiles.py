@@ -148,7 +148,7 @@ def test_deepstack_does_not_import_plena_opt() -> None:
     import sys
 
     code = (
-        "import sys, deepstack, deepstack.fig13\n"
+        "import sys, deepstack, deepstack.collectives, deepstack.routing\n"
         "net = deepstack.Network('illustrative_gpu_node_8')\n"
         "net.all_reduce(deepstack.ParallelScheme(tp=8), 'tp', 1024)\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('plena_opt', 'scipy', 'pydantic')]\n"

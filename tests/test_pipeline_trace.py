@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -180,3 +181,36 @@ def test_validator_is_strict_about_one_ulp_overlap() -> None:
     assert any(e["ts"] == x["ts"] + x["dur"] for e in track)  # F mb1 starts as F mb0 ends
     x["dur"] = math.nextafter(x["dur"], math.inf)
     assert any(p.startswith("4:") for p in validate_trace(trace, tl))
+
+
+SNAPSHOTS = Path(__file__).parent / "data" / "traces"
+
+
+def _serving_snapshot() -> str:
+    from plena_opt.pipeline import InferenceStageTimes, serving_window
+
+    times = InferenceStageTimes((1.0, 1.25), 0.1, (0.5, 0.625), 0.05, 2, 2, 4)
+    res = simulate(serving_window(times), times.durations(), noise="sigma=0.1", samples=20, seed=3)
+    trace = chrome_trace(res.timelines()["p99"], unit_us=1e6, other={"title": "snapshot"})
+    return json.dumps(trace, separators=(",", ":"))
+
+
+def _training_snapshot() -> str:
+    plan = build_schedule("interleaved-1f1b", 2, 2, 2)
+    res = simulate(plan, {"F": 1.0, "B": 2.0}, noise="sigma=0.1", samples=20, seed=3)
+    return json.dumps(chrome_trace(res.timelines()["p50"], unit_us=1000.0), separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("serving_p2_mb2_steps2_p99.json", _serving_snapshot),
+        ("interleaved_1f1b_p2_m2_v2_p50.json", _training_snapshot),
+    ],
+)
+def test_trace_is_byte_identical_to_the_recorded_one(name: str, make) -> None:
+    """The writer's output, byte for byte, against a trace recorded before ``chrome_trace`` was
+    split into helpers: metadata, slices with their ``args``, wait slices, COMM tracks, decode
+    steps, flows, ``otherData``. A deliberate change of the simulator or the trace format
+    re-records the file (write ``make()`` to ``tests/data/traces/<name>``) and says why."""
+    assert make() == (SNAPSHOTS / name).read_text()

@@ -5,133 +5,47 @@ reduce-scatter, all-gather), §8 (pipeline p2p, EP all-to-all), §5 (stage time)
 analytic-model.md §4.7 (how the evaluator calls it). ``nbytes`` (X) is the full tensor per device:
 the buffer an all-reduce reduces, the input a reduce-scatter splits, the output an all-gather
 assembles. Per-pair payloads are truncated to integers like the reference's uint64 traffic matrix.
+
+The result types live in :mod:`deepstack.collective_costs`, the stage patterns in
+:mod:`deepstack.stage_patterns`, the routed EP dispatch in :mod:`deepstack.ep_dispatch`; they are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
-from .all_to_all import complete_exchange
+from .collective_costs import (
+    AlgorithmCost,
+    BoundaryCost,
+    CollectiveCost,
+    PipelineCost,
+    measured_cost,
+)
+from .ep_dispatch import EP_ESTIMATE_TOKENS, active_rows, routed_pattern, uniform_bytes_per_pair
 from .errors import ProfileError
 from .measured import MeasuredTable
-from .placement import ParallelScheme, check_dim, groups
+from .placement import ParallelScheme, check_dim
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
-from .stage import StageCost, StagePattern
+from .stage import StageCost
+from .stage_patterns import Candidate, StagePatterns, div, div_mul, full, is_pow2
+
+__all__ = [
+    "ALL_GATHER_ALGORITHMS",
+    "ALL_REDUCE_ALGORITHMS",
+    "EP_ESTIMATE_TOKENS",
+    "AlgorithmCost",
+    "BoundaryCost",
+    "CollectiveCost",
+    "Network",
+    "PipelineCost",
+]
 
 ALL_REDUCE_ALGORITHMS = ("recursive_doubling", "ring", "rabenseifner", "double_tree", "all_to_all")
 ALL_GATHER_ALGORITHMS = ("ring", "recursive_doubling", "all_to_all")
-# micro-batch tokens at or above which the EP all-to-all uses the uniform closed form (§8.2)
-EP_ESTIMATE_TOKENS = 8192
-
-
-@dataclass(frozen=True)
-class AlgorithmCost:
-    """Cost of one candidate algorithm: seconds (hop, link, total) and NoC energy in pJ."""
-
-    hop_seconds: float
-    link_seconds: float
-    seconds: float
-    noc_energy_pj: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the golden ``candidates`` entry shape)."""
-        return {
-            "hop_seconds": self.hop_seconds,
-            "link_seconds": self.link_seconds,
-            "seconds": self.seconds,
-            "noc_energy_pj": self.noc_energy_pj,
-        }
-
-
-@dataclass(frozen=True)
-class CollectiveCost:
-    """Result of one collective: the chosen algorithm's hop/link/total seconds and energy (pJ).
-
-    ``candidates`` maps every evaluated algorithm to its :class:`AlgorithmCost` (``None`` where an
-    algorithm needs a power-of-two group); ``busiest_link`` names the bottleneck link.
-    ``noc_energy_pj`` is ``None`` when the profile has no energy coefficients. ``warnings``
-    reports traffic that landed on links the profile does not model (not timed, §4.1).
-    """
-
-    hop_seconds: float
-    link_seconds: float
-    seconds: float
-    algorithm: str | None
-    noc_energy_pj: float | None
-    candidates: dict[str, AlgorithmCost | None] = field(default_factory=dict)
-    busiest_link: str | None = None
-    warnings: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form: chosen cost plus every candidate's cost."""
-        return {
-            "algorithm": self.algorithm,
-            "hop_seconds": self.hop_seconds,
-            "link_seconds": self.link_seconds,
-            "seconds": self.seconds,
-            "noc_energy_pj": self.noc_energy_pj,
-            "busiest_link": self.busiest_link,
-            "warnings": list(self.warnings),
-            "candidates": {
-                k: (None if v is None else v.to_dict()) for k, v in self.candidates.items()
-            },
-        }
-
-
-@dataclass(frozen=True)
-class BoundaryCost:
-    """One pipeline boundary ``from_stage → from_stage+1``."""
-
-    from_stage: int
-    hop_seconds: float
-    link_seconds: float
-    seconds: float
-    noc_energy_pj: float | None
-
-
-@dataclass(frozen=True)
-class PipelineCost(CollectiveCost):
-    """Pipeline point-to-point: the slowest boundary's cost plus every boundary (§8.1).
-
-    ``noc_energy_pj`` and ``noc_energy_pj_all_boundaries`` both hold the traffic of all pp−1
-    boundaries.
-    """
-
-    noc_energy_pj_all_boundaries: float | None = None
-    boundaries: tuple[BoundaryCost, ...] = ()
-
-
-def _measured_cost(modelled: CollectiveCost, seconds: float, floor: float) -> CollectiveCost:
-    """A measured all-reduce time in place of the modelled one: ``hop_seconds`` is the table's
-    latency floor (its smallest size), ``link_seconds`` the rest; energy and the modelled
-    candidates stay as the links price them."""
-    hop = min(floor, seconds)
-    return replace(
-        modelled,
-        hop_seconds=hop,
-        link_seconds=seconds - hop,
-        seconds=seconds,
-        algorithm="measured",
-    )
-
-
-def _is_pow2(g: int) -> bool:
-    return g > 0 and g & (g - 1) == 0
-
-
-@dataclass
-class _Candidate:
-    """Stages (pattern, payload function) and a multiplier applied to the summed stage costs."""
-
-    stages: list[tuple[StagePattern, Callable[[int], int]]]
-    repeat: int = 1
 
 
 class Network:
@@ -143,12 +57,11 @@ class Network:
     def __init__(self, profile: NocProfile | str | dict, paper_compat: bool = False) -> None:
         self.profile = load_noc_profile(profile)
         self.router = Router(self.profile, paper_compat=paper_compat)
-        self._patterns: dict[tuple, StagePattern] = {}
-        self._groups: dict[tuple, tuple[np.ndarray, tuple]] = {}
-        self._layouts: dict[tuple, int] = {}
+        self._stages = StagePatterns(self.router)
+        self._patterns = self._stages.memo
         self._has_energy = self.profile.energy is not None
 
-    # ------------------------------------------------------------------ patterns
+    # ------------------------------------------------------------------ evaluation
     def _check(self, scheme: ParallelScheme) -> None:
         if scheme.world_size != self.profile.num_devices:
             raise ProfileError(
@@ -157,74 +70,10 @@ class Network:
                 f"{self.profile.name!r} has {self.profile.num_devices}",
             )
 
-    def _group_key(self, scheme: ParallelScheme, dim: str) -> tuple[np.ndarray, tuple]:
-        """Rank groups of ``dim`` and the memo key they give a pattern: keyed by the device groups
-        themselves, so schemes that place a dimension's groups on the same devices (e.g. tp=8
-        beside dp=4 or beside pp=4) share the routed pattern."""
-        gkey = (scheme.sizes(), dim)
-        hit = self._groups.get(gkey)
-        if hit is None:
-            g = groups(scheme, dim)
-            # equal layouts get one small id, so pattern keys never compare the device lists
-            gid = self._layouts.setdefault((g.shape, g.tobytes()), len(self._layouts))
-            hit = self._groups[gkey] = (g, (g.shape, gid))
-        return hit
-
-    def _pairs(
-        self, scheme: ParallelScheme, dim: str, name: str, build: Callable[[], object]
-    ) -> StagePattern:
-        """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
-        replicated in every group of ``dim``."""
-        g, gk = self._group_key(scheme, dim)
-        key = (*gk, name)
-        pat = self._patterns.get(key)
-        if pat is None:
-            arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
-            src = g[:, arr[:, 1]]
-            dst = g[:, arr[:, 2]]
-            w = np.broadcast_to(arr[:, 0], src.shape)
-            pat = StagePattern(self.router, src, dst, w)
-            self._patterns[key] = pat
-        return pat
-
-    def _xor_stage(self, scheme: ParallelScheme, dim: str, g: int, k: int) -> StagePattern:
-        return self._pairs(scheme, dim, f"xor{k}", lambda: [(1, i, i ^ (1 << k)) for i in range(g)])
-
-    def _ring_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
-        return self._pairs(scheme, dim, "ring", lambda: [(1, i, (i + 1) % g) for i in range(g)])
-
-    def _a2a_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
-        if self.router.inner_switch:  # never lists all g² pairs at once (all_to_all.py)
-            g_arr, key = self._group_key(scheme, dim)
-            key = (*key, "all_to_all")
-            pat = self._patterns.get(key)
-            if pat is None:
-                pat = self._patterns[key] = complete_exchange(self.router, g_arr)
-            return pat
-
-        def build() -> np.ndarray:
-            i, j = np.nonzero(~np.eye(g, dtype=bool))
-            return np.stack([np.ones_like(i), i, j], axis=1)
-
-        return self._pairs(scheme, dim, "all_to_all", build)
-
-    def _tree_stages(self, scheme: ParallelScheme, dim: str, g: int) -> list[StagePattern]:
-        levels = _double_tree_levels(g)
-        up = [
-            self._pairs(scheme, dim, f"tree_up{i}", lambda lvl=lvl: [(1, s, d) for s, d in lvl])
-            for i, lvl in enumerate(levels)
-        ]
-        down = [
-            self._pairs(scheme, dim, f"tree_down{i}", lambda i=i: [(1, d, s) for s, d in levels[i]])
-            for i in range(len(levels) - 1, -1, -1)
-        ]
-        return up + down
-
-    # ------------------------------------------------------------------ evaluation
     def _zero(self) -> CollectiveCost:
         return CollectiveCost(0.0, 0.0, 0.0, None, 0.0 if self._has_energy else None, {}, None)
 
-    def _run(self, cand: _Candidate, nbytes: int) -> tuple[AlgorithmCost, int | None, float]:
+    def _run(self, cand: Candidate, nbytes: int) -> tuple[AlgorithmCost, int | None, float]:
         hop = link = energy = 0.0
         busiest: int | None = None
         worst = -1.0
@@ -245,7 +94,7 @@ class Network:
         )
 
     def _select(
-        self, cands: dict[str, _Candidate | None], nbytes: int, allowed: tuple[str, ...]
+        self, cands: dict[str, Candidate | None], nbytes: int, allowed: tuple[str, ...]
     ) -> CollectiveCost:
         results: dict[str, AlgorithmCost | None] = {}
         links: dict[str, int | None] = {}
@@ -299,32 +148,33 @@ class Network:
         dim, g, x = self._prepare(scheme, dim, nbytes)
         if g <= 1 or x <= 0:
             return self._zero()
-        pow2 = _is_pow2(g)
+        st = self._stages
+        pow2 = is_pow2(g)
         logg = int(math.log2(g)) if pow2 else 0
-        cands: dict[str, _Candidate | None] = {
-            "recursive_doubling": _Candidate(
-                [(self._xor_stage(scheme, dim, g, k), _full) for k in range(logg)]
+        cands: dict[str, Candidate | None] = {
+            "recursive_doubling": Candidate(
+                [(st.xor_stage(scheme, dim, g, k), full) for k in range(logg)]
             )
             if pow2
             else None,
-            "ring": _Candidate([(self._ring_stage(scheme, dim, g), _div(g))], 2 * (g - 1)),
-            "rabenseifner": _Candidate(
-                [(self._xor_stage(scheme, dim, g, k), _div(1 << (k + 1))) for k in range(logg)],
+            "ring": Candidate([(st.ring_stage(scheme, dim, g), div(g))], 2 * (g - 1)),
+            "rabenseifner": Candidate(
+                [(st.xor_stage(scheme, dim, g, k), div(1 << (k + 1))) for k in range(logg)],
                 2,
             )
             if pow2
             else None,
-            "double_tree": _Candidate([(p, _div(2)) for p in self._tree_stages(scheme, dim, g)])
+            "double_tree": Candidate([(p, div(2)) for p in st.tree_stages(scheme, dim, g)])
             if pow2
             else None,
-            "all_to_all": _Candidate([(self._a2a_stage(scheme, dim, g), _full)]),
+            "all_to_all": Candidate([(st.a2a_stage(scheme, dim, g), full)]),
         }
         allowed = ALL_REDUCE_ALGORITHMS if pow2 else ("ring",)
         modelled = self._select(cands, x, allowed)
         table = self._measured_table(scheme, dim, g)
         if table is None:
             return modelled
-        return _measured_cost(modelled, table.seconds_at(x), table.seconds[0])
+        return measured_cost(modelled, table.seconds_at(x), table.seconds[0])
 
     def _measured_table(self, scheme: ParallelScheme, dim: str, g: int) -> MeasuredTable | None:
         """The profile's measured all-reduce table for groups of ``dim``: when ``g`` was measured
@@ -333,7 +183,7 @@ class Network:
         table = None if measured is None else measured.table(g)
         if table is None:
             return None
-        ranks, _ = self._group_key(scheme, dim)
+        ranks, _ = self._stages.group_key(scheme, dim)
         per_l1 = self.profile.levels[2].size
         switch = ranks // per_l1
         return table if bool(np.all(switch == switch[:, :1])) else None
@@ -346,16 +196,17 @@ class Network:
         dim, g, x = self._prepare(scheme, dim, nbytes)
         if g <= 1 or x <= 0:
             return self._zero()
-        pow2 = _is_pow2(g)
+        st = self._stages
+        pow2 = is_pow2(g)
         logg = int(math.log2(g)) if pow2 else 0
-        cands: dict[str, _Candidate | None] = {
-            "ring": _Candidate([(self._ring_stage(scheme, dim, g), _div(g))], g - 1),
-            "recursive_doubling": _Candidate(
-                [(self._xor_stage(scheme, dim, g, k), _div_mul(g, 1 << k)) for k in range(logg)]
+        cands: dict[str, Candidate | None] = {
+            "ring": Candidate([(st.ring_stage(scheme, dim, g), div(g))], g - 1),
+            "recursive_doubling": Candidate(
+                [(st.xor_stage(scheme, dim, g, k), div_mul(g, 1 << k)) for k in range(logg)]
             )
             if pow2
             else None,
-            "all_to_all": _Candidate([(self._a2a_stage(scheme, dim, g), _div(g))]),
+            "all_to_all": Candidate([(st.a2a_stage(scheme, dim, g), div(g))]),
         }
         return self._select(cands, x, ALL_GATHER_ALGORITHMS)
 
@@ -365,13 +216,16 @@ class Network:
         dim, g, x = self._prepare(scheme, dim, nbytes)
         if g <= 1 or x <= 0:
             return self._zero()
-        if _is_pow2(g):
+        if is_pow2(g):
             logg = int(math.log2(g))
-            cand = _Candidate(
-                [(self._xor_stage(scheme, dim, g, k), _div(1 << (k + 1))) for k in range(logg)]
+            cand = Candidate(
+                [
+                    (self._stages.xor_stage(scheme, dim, g, k), div(1 << (k + 1)))
+                    for k in range(logg)
+                ]
             )
             return self._select({"recursive_halving": cand}, x, ("recursive_halving",))
-        cand = _Candidate([(self._ring_stage(scheme, dim, g), _div(g))], g - 1)
+        cand = Candidate([(self._stages.ring_stage(scheme, dim, g), div(g))], g - 1)
         return self._select({"ring": cand}, x, ("ring",))
 
     def all_to_all(self, scheme: ParallelScheme, dim: str, bytes_per_pair: int) -> CollectiveCost:
@@ -380,7 +234,7 @@ class Network:
         dim, g, x = self._prepare(scheme, dim, bytes_per_pair)
         if g <= 1 or x <= 0:
             return self._zero()
-        cand = _Candidate([(self._a2a_stage(scheme, dim, g), _full)])
+        cand = Candidate([(self._stages.a2a_stage(scheme, dim, g), full)])
         return self._select({"all_to_all": cand}, x, ("all_to_all",))
 
     def pipeline_p2p(self, scheme: ParallelScheme, nbytes: int) -> PipelineCost:
@@ -396,7 +250,7 @@ class Network:
         best: tuple[float, int, int | None] | None = None
         total_e = 0.0
         for i in range(pp - 1):
-            pat = self._pairs(scheme, "pp", f"p2p{i}", lambda i=i: [(1, i, i + 1)])
+            pat = self._stages.pairs(scheme, "pp", f"p2p{i}", lambda i=i: [(1, i, i + 1)])
             c = pat.cost(x)
             secs = c.hop_seconds + c.link_seconds
             total_e += c.energy_pj
@@ -451,41 +305,18 @@ class Network:
             return self._zero()
         total = micro_batch * seq
         if total >= EP_ESTIMATE_TOKENS:
-            per_pair = (
-                math.ceil(micro_batch * seq / scheme.dp / scheme.sp / ep)
-                * top_k
-                / ep
-                * bytes_per_token
-                * imbalance
+            per_pair = uniform_bytes_per_pair(
+                scheme, micro_batch, seq, top_k, bytes_per_token, imbalance
             )
-            cand = _Candidate([(self._a2a_stage(scheme, "ep", ep), lambda _x: int(per_pair))])
+            cand = Candidate([(self._stages.a2a_stage(scheme, "ep", ep), lambda _x: per_pair)])
             return self._select({"all_to_all": cand}, 1, ("all_to_all",))
-        if rows is None:
-            from .moe import balanced_rows
-
-            rows = balanced_rows(total, num_experts, top_k)
-        rows = np.asarray(rows)
-        if rows.ndim < 2:
-            raise ProfileError("rows", "routing rows must be a 2-D array [tokens, top_k]")
-        rows = rows.reshape(-1, rows.shape[-1])
-        if rows.shape[0] < total:
-            raise ProfileError(
-                "rows", f"routing rows hold {rows.shape[0]} tokens; micro_batch·seq = {total}"
-            )
-        active = np.ascontiguousarray(rows[:total, :top_k], dtype=np.int64)
-        key = (
-            scheme.sizes(),
-            "ep_routed",
-            num_experts,
-            top_k,
-            total,
-            hash(active.tobytes()),
-        )
+        active = active_rows(rows, total, num_experts, top_k)
+        key = (scheme.sizes(), "ep_routed", num_experts, top_k, total, hash(active.tobytes()))
         pat = self._patterns.get(key)
         if pat is None:
-            pat = _routed_pattern(self.router, scheme, active, num_experts)
+            pat = routed_pattern(self.router, scheme, active, num_experts)
             self._patterns[key] = pat
-        cand = _Candidate([(pat, lambda _x: int(bytes_per_token))])
+        cand = Candidate([(pat, lambda _x: int(bytes_per_token))])
         return self._select({"routed": cand}, 1, ("routed",))
 
     # ------------------------------------------------------------------ introspection
@@ -497,80 +328,3 @@ class Network:
             "links": len(self.router.link_keys),
             "pattern_bytes": sum(p.nbytes for p in self._patterns.values()),
         }
-
-
-def _full(x: int) -> int:
-    return x
-
-
-def _div(g: int) -> Callable[[int], int]:
-    return lambda x: int(float(x) / g)
-
-
-def _div_mul(g: int, m: int) -> Callable[[int], int]:
-    return lambda x: int(float(x) / g * m)
-
-
-@lru_cache(maxsize=64)
-def _double_tree_levels(g: int) -> list[list[tuple[int, int]]]:
-    """Up-sweep levels of tree A (even leaves, root g−1) merged with tree B (odd leaves, root 0):
-    parent = (left + right) // 2 per level, then a last hop to the root (§7.2)."""
-
-    def build(first: int, root: int) -> list[list[tuple[int, int]]]:
-        nodes = list(range(first, g, 2))
-        levels: list[list[tuple[int, int]]] = []
-        while len(nodes) >= 2:
-            pairs, nxt = [], []
-            for j in range(0, len(nodes), 2):
-                left, right = nodes[j], nodes[j + 1]
-                parent = (left + right) // 2
-                pairs += [(left, parent), (right, parent)]
-                nxt.append(parent)
-            levels.append(pairs)
-            nodes = nxt
-        if len(nodes) == 1:
-            levels.append([(nodes[0], root)])
-        return levels
-
-    a, b = build(0, g - 1), build(1, 0)
-    return [a[i] + b[i] for i in range(len(a))]
-
-
-def _routed_pattern(
-    router: Router, scheme: ParallelScheme, active: np.ndarray, num_experts: int
-) -> StagePattern:
-    """Token counts per (src, dst) EP rank from routing rows (network-model §8.2)."""
-    ep = scheme.ep
-    total = active.shape[0]
-    slots = scheme.dp * scheme.sp
-    window = math.ceil(total / slots)
-    dst_rank = np.clip((active * ep) // num_experts, 0, ep - 1)
-    per_slot: list[np.ndarray | None] = []
-    for slot in range(slots):
-        start, end = slot * window, min(slot * window + window, total)
-        if start >= end:
-            per_slot.append(None)
-            continue
-        local = dst_rank[start:end]
-        n = local.shape[0]
-        mask = np.zeros((n, ep), dtype=bool)
-        mask[np.repeat(np.arange(n), local.shape[1]), local.ravel()] = True
-        base, rem = divmod(n, ep)
-        owner = np.repeat(np.arange(ep), [base + (1 if s < rem else 0) for s in range(ep)])
-        counts = np.zeros((ep, ep), dtype=np.int64)
-        np.add.at(counts, owner, mask.astype(np.int64))
-        np.fill_diagonal(counts, 0)
-        per_slot.append(counts)
-    g = groups(scheme, "ep")
-    src_l, dst_l, w_l = [], [], []
-    ii, jj = np.meshgrid(np.arange(ep), np.arange(ep), indexing="ij")
-    for gi in range(g.shape[0]):
-        counts = per_slot[gi % slots]
-        if counts is None:
-            continue
-        src_l.append(g[gi][ii].ravel())
-        dst_l.append(g[gi][jj].ravel())
-        w_l.append(counts.ravel())
-    if not src_l:
-        return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0))
-    return StagePattern(router, np.concatenate(src_l), np.concatenate(dst_l), np.concatenate(w_l))

@@ -96,7 +96,21 @@ def _error(status: int, field: str, msg: str) -> JSONResponse:
 def create_app(storage: str | None = None) -> FastAPI:
     """The app; ``storage`` is the study store the studies tab reads (None: the default)."""
     app = FastAPI(title="plena-opt ui", docs_url="/api/docs", openapi_url="/api/openapi.json")
-    results = _Results(limits.RESULT_CACHE)
+    _add_body_cap(app)
+    _add_error_handlers(app)
+    _add_simulation_routes(app, _Results(limits.RESULT_CACHE))
+    _add_study_routes(app, storage)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def _add_body_cap(app: FastAPI) -> None:
+    """413 for a body above ``MAX_BODY_BYTES`` (declared, or read when chunked)."""
 
     @app.middleware("http")
     async def cap_body(request: Request, call_next):
@@ -108,6 +122,11 @@ def create_app(storage: str | None = None) -> FastAPI:
             if len(body) > limits.MAX_BODY_BYTES:
                 return _error(413, "body", f"request body above {limits.MAX_BODY_BYTES} bytes")
         return await call_next(request)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """422 naming the field for pydantic and ``PlenaInputError`` failures; 404 for an unknown
+    study (other unknown names are 422)."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -133,6 +152,11 @@ def create_app(storage: str | None = None) -> FastAPI:
     @app.exception_handler(PlenaInputError)
     async def bad_input(_: Request, exc: PlenaInputError) -> JSONResponse:
         return _error(422, exc.field or "", str(exc))
+
+
+def _add_simulation_routes(app: FastAPI, results: _Results) -> None:
+    """``/api/catalog``, ``/api/simulate``, ``/api/trace`` (from the cached run) and
+    ``/api/estimate``."""
 
     @app.get("/api/catalog")
     def catalog() -> dict:
@@ -161,6 +185,10 @@ def create_app(storage: str | None = None) -> FastAPI:
         problem = service.ServingProblem(**req.model_dump(exclude={"durations_ms"}))
         return service.estimate_serving(problem)
 
+
+def _add_study_routes(app: FastAPI, storage: str | None) -> None:
+    """``/api/studies`` and ``/api/studies/{name}/front`` over the study store ``storage``."""
+
     @app.get("/api/studies", response_model=list[schemas.StudyOut])
     def studies() -> list[dict]:
         return service.list_studies(storage)
@@ -170,10 +198,3 @@ def create_app(storage: str | None = None) -> FastAPI:
         if len(name) > limits.MAX_NAME_CHARS:
             raise PlenaInputError("name", f"name: at most {limits.MAX_NAME_CHARS} characters")
         return service.study_front(storage, name, limits.MAX_FRONT_TRIALS)
-
-    @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
-
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    return app

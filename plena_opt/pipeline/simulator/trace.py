@@ -23,7 +23,7 @@ from typing import Any
 
 from plena_opt.pipeline.scheduler import OpKind, chunk_letter
 from plena_opt.pipeline.simulator.dependencies import DepReason
-from plena_opt.pipeline.simulator.timeline import BUBBLE_DEFINITION, Timeline
+from plena_opt.pipeline.simulator.timeline import BUBBLE_DEFINITION, OpTiming, Timeline
 
 TID_COMPUTE, TID_WAIT, TID_COMM = 0, 1, 2
 _THREADS = {TID_COMPUTE: "compute", TID_WAIT: "wait", TID_COMM: "pp p2p"}
@@ -52,9 +52,20 @@ def chrome_trace(
 ) -> dict[str, Any]:
     """Trace dict for ``timeline``; ``unit_us`` = microseconds per duration unit (1e6 for
     seconds, 1e3 for milliseconds)."""
-    plan = timeline.plan
+    slices, body = _slice_events(timeline, unit_us)
+    body += _flow_events(timeline, slices)
+    body.sort(key=lambda e: e["ts"])
+    return {
+        "traceEvents": _track_names(timeline.plan.pp_size) + body,
+        "displayTimeUnit": "ms",
+        "otherData": _other_data(timeline, unit_us, other),
+    }
+
+
+def _track_names(pp_size: int) -> list[dict[str, Any]]:
+    """``M`` events naming each PP rank (process) and its compute / wait / p2p tracks."""
     events: list[dict[str, Any]] = []
-    for r in range(plan.pp_size):
+    for r in range(pp_size):
         events.append(
             {
                 "ph": "M",
@@ -76,6 +87,36 @@ def chrome_trace(
                     "args": {"name": f"rank {r} {tname}"},
                 }
             )
+    return events
+
+
+def _op_args(timeline: Timeline, t: OpTiming) -> dict[str, Any]:
+    """``args`` of one op's slice: its label, ids, position, binding dependency and sample."""
+    o, plan = t.op, timeline.plan
+    args = {
+        "label": o.label,
+        "op_id": o.id,
+        "rank": o.rank,
+        "chunk": o.chunk,
+        "microbatch": o.microbatch,
+        "unit": o.unit(plan.pp_size),
+        "component": o.component.value,
+        "op_type": o.op_type,
+        "wait": t.wait,
+        "binding_dep": plan.ops[t.binding.src].trace_name if t.binding else None,
+        "binding_reason": t.binding.reason.value if t.binding else None,
+        "sample": timeline.sample,
+    }
+    if o.step >= 0:
+        args["step"] = o.step
+    return args
+
+
+def _slice_events(
+    timeline: Timeline, unit_us: float
+) -> tuple[dict[int, tuple[int, int, float]], list[dict[str, Any]]]:
+    """Every op's ``X`` slice and, where it waited, its wait slice; and per op id the
+    ``(pid, tid, ts)`` its flows attach to."""
     slices: dict[int, tuple[int, int, float]] = {}
     body: list[dict[str, Any]] = []
     for t in timeline.ops:
@@ -85,22 +126,7 @@ def chrome_trace(
         ts, dur = _span(start_ns, _ns(t.end, unit_us))
         slices[o.id] = (o.rank, tid, ts)
         letter = f"chunk_{chunk_letter(o.chunk)}"
-        args = {
-            "label": o.label,
-            "op_id": o.id,
-            "rank": o.rank,
-            "chunk": o.chunk,
-            "microbatch": o.microbatch,
-            "unit": o.unit(plan.pp_size),
-            "component": o.component.value,
-            "op_type": o.op_type,
-            "wait": t.wait,
-            "binding_dep": plan.ops[t.binding.src].trace_name if t.binding else None,
-            "binding_reason": t.binding.reason.value if t.binding else None,
-            "sample": timeline.sample,
-        }
-        if o.step >= 0:
-            args["step"] = o.step
+        args = _op_args(timeline, t)
         body.append(
             {
                 "name": o.trace_name,
@@ -132,6 +158,14 @@ def chrome_trace(
                     },
                 }
             )
+    return slices, body
+
+
+def _flow_events(
+    timeline: Timeline, slices: dict[int, tuple[int, int, float]]
+) -> list[dict[str, Any]]:
+    """One ``s``/``f`` flow pair per dependency edge except ``RANK_ORDER`` (ids from 1)."""
+    body: list[dict[str, Any]] = []
     flow_id = 0
     for t in timeline.ops:
         for dep in t.deps:
@@ -143,7 +177,12 @@ def chrome_trace(
             common = {"cat": "dep", "name": dep.reason.value, "id": flow_id}
             body.append({**common, "ph": "s", "ts": sts, "pid": spid, "tid": stid})
             body.append({**common, "ph": "f", "bp": "e", "ts": dts, "pid": dpid, "tid": dtid})
-    body.sort(key=lambda e: e["ts"])
+    return body
+
+
+def _other_data(timeline: Timeline, unit_us: float, other: dict[str, Any] | None) -> dict[str, Any]:
+    """``otherData``: the schedule, sample, makespan and bubble ratio, then ``other``."""
+    plan = timeline.plan
     meta = {
         "schedule": plan.schedule_name,
         "pp": plan.pp_size,
@@ -156,7 +195,7 @@ def chrome_trace(
         "time_unit_us": unit_us,
     }
     meta.update(other or {})
-    return {"traceEvents": events + body, "displayTimeUnit": "ms", "otherData": meta}
+    return meta
 
 
 def write_trace(path: str | Path, trace: dict[str, Any]) -> Path:

@@ -3,7 +3,10 @@
 Spec: validation-data.md §1 (case parameters s5 = t2 = 32 GB/s & 32 ns/hop, s0 = t0 = 128 GB/s &
 128 ns, s2 = t1 = 512 GB/s & 128 ns; byte semantics; torus header rule
 ``bytes' = X + ceil(X/988)·36``; models per panel) and network-model.md §13.
-Run ``python -m deepstack.fig13 ../shared/data/validation/fig13`` for the per-panel table.
+A validation script, not part of the ``deepstack`` library: run
+``python DeepStack/validation/fig13.py [DIR]`` for the per-panel table (``DIR`` defaults to
+``../shared/data/validation/fig13`` beside the repository). ``tests/test_deepstack_fig13.py``
+imports it by path.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .collectives import Network
-from .placement import ParallelScheme
-from .presets import make_hierarchy
-from .topology import Level
+from deepstack import Level, Network, ParallelScheme, make_hierarchy
+
+DEFAULT_DIR = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "validation" / "fig13"
+)
 
 # (link bandwidth B/s, hop latency s) derived from the single-level rows (validation-data §1.1)
 CASE_PARAMETERS = {
@@ -135,7 +139,7 @@ def weighted_error(pairs: list[tuple[float, float]]) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Print per-panel agreement with DeepStack's column and weighted error vs NS-3."""
     args = sys.argv[1:] if argv is None else argv
-    rows = replay(args[0] if args else "../shared/data/validation/fig13")
+    rows = replay(args[0] if args else DEFAULT_DIR)
     print("| panel | rows | max rel. dev. vs DeepStack | weighted err. vs NS-3 (rows) |")
     print("| --- | --- | --- | --- |")
     for panel in PANELS.values():

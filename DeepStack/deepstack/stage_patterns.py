@@ -1,0 +1,149 @@
+"""The routed stage patterns of the collective algorithms, memoised per device-group layout.
+
+Spec: network-model.md §7.2–§7.4 (recursive doubling / halving XOR stages, ring, double binary
+tree, one-shot all-to-all), §8.1 (pipeline boundaries). A pattern is routed once per (group
+layout, stage) and priced for any payload (:class:`deepstack.stage.StagePattern`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .all_to_all import complete_exchange
+from .placement import ParallelScheme, groups
+from .routing import Router
+from .stage import StagePattern
+
+
+@dataclass
+class Candidate:
+    """Stages (pattern, payload function) and a multiplier applied to the summed stage costs."""
+
+    stages: list[tuple[StagePattern, Callable[[int], int]]]
+    repeat: int = 1
+
+
+def is_pow2(g: int) -> bool:
+    """Whether ``g`` is a positive power of two."""
+    return g > 0 and g & (g - 1) == 0
+
+
+def full(x: int) -> int:
+    """Payload of a stage that sends the whole buffer (bytes)."""
+    return x
+
+
+def div(g: int) -> Callable[[int], int]:
+    """Payload ``int(X / g)`` bytes."""
+    return lambda x: int(float(x) / g)
+
+
+def div_mul(g: int, m: int) -> Callable[[int], int]:
+    """Payload ``int(X / g · m)`` bytes."""
+    return lambda x: int(float(x) / g * m)
+
+
+@lru_cache(maxsize=64)
+def double_tree_levels(g: int) -> list[list[tuple[int, int]]]:
+    """Up-sweep levels of tree A (even leaves, root g−1) merged with tree B (odd leaves, root 0):
+    parent = (left + right) // 2 per level, then a last hop to the root (§7.2)."""
+
+    def build(first: int, root: int) -> list[list[tuple[int, int]]]:
+        nodes = list(range(first, g, 2))
+        levels: list[list[tuple[int, int]]] = []
+        while len(nodes) >= 2:
+            pairs, nxt = [], []
+            for j in range(0, len(nodes), 2):
+                left, right = nodes[j], nodes[j + 1]
+                parent = (left + right) // 2
+                pairs += [(left, parent), (right, parent)]
+                nxt.append(parent)
+            levels.append(pairs)
+            nodes = nxt
+        if len(nodes) == 1:
+            levels.append([(nodes[0], root)])
+        return levels
+
+    a, b = build(0, g - 1), build(1, 0)
+    return [a[i] + b[i] for i in range(len(a))]
+
+
+class StagePatterns:
+    """Routed stage patterns of one router, memoised by (device-group layout, stage name)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.memo: dict[tuple, StagePattern] = {}
+        self._groups: dict[tuple, tuple[np.ndarray, tuple]] = {}
+        self._layouts: dict[tuple, int] = {}
+
+    def group_key(self, scheme: ParallelScheme, dim: str) -> tuple[np.ndarray, tuple]:
+        """Rank groups of ``dim`` and the memo key they give a pattern: keyed by the device groups
+        themselves, so schemes that place a dimension's groups on the same devices (e.g. tp=8
+        beside dp=4 or beside pp=4) share the routed pattern."""
+        gkey = (scheme.sizes(), dim)
+        hit = self._groups.get(gkey)
+        if hit is None:
+            g = groups(scheme, dim)
+            # equal layouts get one small id, so pattern keys never compare the device lists
+            gid = self._layouts.setdefault((g.shape, g.tobytes()), len(self._layouts))
+            hit = self._groups[gkey] = (g, (g.shape, gid))
+        return hit
+
+    def pairs(
+        self, scheme: ParallelScheme, dim: str, name: str, build: Callable[[], object]
+    ) -> StagePattern:
+        """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
+        replicated in every group of ``dim``."""
+        g, gk = self.group_key(scheme, dim)
+        key = (*gk, name)
+        pat = self.memo.get(key)
+        if pat is None:
+            arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
+            src = g[:, arr[:, 1]]
+            dst = g[:, arr[:, 2]]
+            w = np.broadcast_to(arr[:, 0], src.shape)
+            pat = StagePattern(self.router, src, dst, w)
+            self.memo[key] = pat
+        return pat
+
+    def xor_stage(self, scheme: ParallelScheme, dim: str, g: int, k: int) -> StagePattern:
+        """Stage ``k`` of recursive doubling / halving: position i exchanges with i XOR 2^k."""
+        return self.pairs(scheme, dim, f"xor{k}", lambda: [(1, i, i ^ (1 << k)) for i in range(g)])
+
+    def ring_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
+        """One ring step: position i sends to i+1 mod g."""
+        return self.pairs(scheme, dim, "ring", lambda: [(1, i, (i + 1) % g) for i in range(g)])
+
+    def a2a_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
+        """Complete exchange: every ordered pair of every group sends once."""
+        if self.router.inner_switch:  # never lists all g² pairs at once (all_to_all.py)
+            g_arr, key = self.group_key(scheme, dim)
+            key = (*key, "all_to_all")
+            pat = self.memo.get(key)
+            if pat is None:
+                pat = self.memo[key] = complete_exchange(self.router, g_arr)
+            return pat
+
+        def build() -> np.ndarray:
+            i, j = np.nonzero(~np.eye(g, dtype=bool))
+            return np.stack([np.ones_like(i), i, j], axis=1)
+
+        return self.pairs(scheme, dim, "all_to_all", build)
+
+    def tree_stages(self, scheme: ParallelScheme, dim: str, g: int) -> list[StagePattern]:
+        """Double binary tree: the up-sweep levels, then the same levels reversed (down)."""
+        levels = double_tree_levels(g)
+        up = [
+            self.pairs(scheme, dim, f"tree_up{i}", lambda lvl=lvl: [(1, s, d) for s, d in lvl])
+            for i, lvl in enumerate(levels)
+        ]
+        down = [
+            self.pairs(scheme, dim, f"tree_down{i}", lambda i=i: [(1, d, s) for s, d in levels[i]])
+            for i in range(len(levels) - 1, -1, -1)
+        ]
+        return up + down

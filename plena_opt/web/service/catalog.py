@@ -1,0 +1,35 @@
+"""Choices for the UI's forms: schedules with their op types, the shipped profiles, defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plena_opt.pipeline.scheduler import SCHEDULES, schedule_op_types
+from plena_opt.pipeline.simulator import DepReason
+
+
+def catalog() -> dict[str, Any]:
+    """Choices for the forms: schedules with their op types, and the shipped profiles."""
+    from deepstack import list_noc_profiles
+
+    from plena_opt.estimate.problem import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
+    from plena_opt.memory import list_memory_profiles
+    from plena_opt.models import list_models
+
+    return {
+        "schedules": {
+            name: {
+                "op_types": list(schedule_op_types(name)),
+                "comm_op_types": [
+                    t for t in schedule_op_types(name, True) if t not in schedule_op_types(name)
+                ],
+                "chunked": name in ("interleaved-1f1b", "bigmac-vpp"),
+            }
+            for name in SCHEDULES
+        },
+        "models": list_models(),
+        "nocs": list_noc_profiles(),
+        "memories": list_memory_profiles(),
+        "defaults": {"model": DEFAULT_MODEL, "noc": DEFAULT_NOC, "memory": DEFAULT_MEMORY},
+        "reasons": [r.value for r in DepReason],
+    }

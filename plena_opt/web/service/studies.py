@@ -1,0 +1,101 @@
+"""The studies tab: the studies in the store and one study's scored plans (read only; an absent
+store is never created)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plena_opt.errors import PlenaNotFoundError
+
+
+def list_studies(storage: str | None) -> list[dict[str, Any]]:
+    """Summaries of the studies in the store (an absent store has none; nothing is created)."""
+    from plena_opt.search.storage import list_studies as _list
+    from plena_opt.search.storage import open_storage, storage_exists
+
+    if not storage_exists(storage):
+        return []
+    return _list(open_storage(storage))
+
+
+#: The study problem's fields the serving form shows (built-in profile names and the workload).
+FORM_FIELDS = ("model", "noc", "memory", "batch_size", "input_seq", "output_seq")
+
+
+def not_in_form(problem: dict[str, Any] | None) -> list[str]:
+    """Fields of a study's problem that the serving form cannot show: a profile given as a file
+    or missing, and every other field that differs from ``ProblemSpec``'s default (a GPU chip,
+    a precision, a device count…). Opening such a plan would simulate another problem."""
+    from plena_opt.api import ProblemSpec
+
+    if not problem:
+        return ["problem"]
+    defaults = ProblemSpec().identity()
+    bad = []
+    for key, value in problem.items():
+        if key in ("model", "noc", "memory"):
+            if (
+                not isinstance(value, str)
+                or "/" in value
+                or "\\" in value
+                or value.endswith(".json")
+            ):
+                bad.append(key)
+        elif key not in FORM_FIELDS and (key not in defaults or value != defaults[key]):
+            bad.append(key)
+    return bad
+
+
+def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
+    """The first ``max_trials`` scored plans of study ``name`` (each plan once; infeasible ones
+    are PRUNED trials with their values kept): plan, metrics, feasibility, membership of the
+    study's feasible Pareto front (``plena_opt.search.trials.front_trials``, as GetStudy) and the
+    study's problem. Only what is on disk is read (``committed_view``)."""
+    from optuna.trial import TrialState
+
+    from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
+    from plena_opt.search.storage import (
+        committed_view,
+        load_existing_study,
+        open_storage,
+        storage_exists,
+    )
+    from plena_opt.search.trials import VALUES_ATTR, front_trials, scored_trials
+
+    if not storage_exists(storage):
+        raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
+    store = open_storage(storage)
+    with committed_view(store):
+        study = load_existing_study(name, store)
+        trials = scored_trials(study)[:max_trials]
+        on_front = {t.number for t in front_trials(study)}
+    rows = []
+    for t in trials:
+        m = t.user_attrs[METRICS_ATTR]
+        done = t.state == TrialState.COMPLETE
+        values = t.values if done else t.user_attrs.get(VALUES_ATTR, [])
+        rows.append(
+            {
+                "number": t.number,
+                "label": t.user_attrs.get("label", ""),
+                "plan": t.user_attrs.get(PLAN_ATTR, {}),
+                "values": [float(v) for v in values],
+                "feasible": done and bool(t.user_attrs.get("feasible", True)),
+                "on_front": t.number in on_front,
+                "ttft_ms": float(m["ttft_ms"]),
+                "tps": float(m["tps"]),
+                "energy_j_per_token": m.get("energy_j_per_token"),
+            }
+        )
+    metric_names = study.metric_names or [f"objective {i}" for i in range(len(study.directions))]
+    bad = not_in_form(study.user_attrs.get("problem"))
+    if "precision" not in bad and any("precision" in r["plan"] for r in rows):
+        bad.append("precision")  # a --precisions study: each plan has its own format
+    return {
+        "name": name,
+        "metric_names": metric_names,
+        "directions": [d.name.lower() for d in study.directions],
+        "problem": study.user_attrs.get("problem"),
+        "not_in_form": bad,
+        "trials": rows,
+    }
