@@ -41,6 +41,7 @@ from plena_opt.estimate.layer import (
     layer_traffic,
     stage_counts,
 )
+from plena_opt.estimate.memo import PricingCaches, PricingMemo
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load, power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.plan import Plan, Workload
@@ -94,6 +95,7 @@ class EstimateContext:
         workload: Workload,
         chip: ChipProfile | None = None,
         precision: HbmStoragePrecision | None = None,
+        memo: PricingMemo | None = None,
     ) -> None:
         self.model = model
         self.noc = noc
@@ -119,12 +121,18 @@ class EstimateContext:
         if model.num_experts and workload.routing not in ("balanced", "random"):
             self.rows(1)  # read and validate a trace now, not inside the first MoE plan
         self._memory_warnings = list(memory.warnings())
-        # Memoised per-layer pricing and collectives, shared by the plans of one evaluation.
-        self.layer_cache: dict = {}
-        self.comm_cache: dict = {}
-        self.extras_cache: dict = {}
-        self._stage_counts: dict[int, list[Counter]] = {}
-        self._grids: dict[int, DecodeGrid] = {}
+        # Memoised per-layer pricing and collectives, shared by the plans of one evaluation
+        # (and, through ``memo``, by the evaluations that differ only in the batch size).
+        if memo is None:
+            caches = PricingCaches()
+        else:
+            dense_plena = self.gpu is None and not model.num_experts
+            caches = memo.caches(model, noc, memory, chip, workload, dense_plena)
+        self.layer_cache: dict = caches.layer
+        self.comm_cache: dict = caches.comm
+        self.extras_cache: dict = caches.extras
+        self._stage_counts: dict[int, list[Counter]] = caches.stage_counts
+        self._grids: dict[tuple, DecodeGrid] = caches.grids
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of
@@ -342,6 +350,10 @@ class PlanCost:
             validate_plan(m, plan, w, ctx.noc.num_devices, ctx.noc.name) if validate else []
         )
         self.shard = DeviceShard.build(m, plan, w)
+        # What the layers, collectives and extras are priced from: the micro-batch size matters
+        # only to MoE loads (dense layers see the sequences per device), so dense plans with
+        # another micro-batch but the same shard share their priced pieces.
+        self.priced_shard = self.shard if m.num_experts else replace(self.shard, micro=0)
         self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
         self.dense = dense_scheme(plan)
         self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
@@ -384,7 +396,7 @@ class PlanCost:
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
         # Plans that differ only in what does not change a layer's cost share it (the
         # comm-overlap choice, dp versus ep placement with equal shapes, …).
-        shard_key = (self.shard, plan.tp, plan.cp, mode)
+        shard_key = (self.priced_shard, plan.tp, plan.cp, mode)
         comm_key = (shard_key, self.dense, self.moe)
         layer_cache = ctx.layer_cache if points_key is not None else {}
         for kind in self.distinct_kinds:
