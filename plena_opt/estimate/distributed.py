@@ -12,7 +12,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from functools import cached_property
 from math import ceil
@@ -133,6 +133,8 @@ class EstimateContext:
         self.extras_cache: dict = caches.extras
         self._stage_counts: dict[int, list[Counter]] = caches.stage_counts
         self._grids: dict[tuple, DecodeGrid] = caches.grids
+        self.plan_bases: dict[tuple, _PlanBase] = {}
+        self.row_groups: dict[tuple, tuple] = {}
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of
@@ -178,6 +180,20 @@ class EstimateContext:
         return (inc or self.model.family == "moe", inc)
 
 
+def stage_groups(
+    counts: list[Counter], kinds: list[LayerKind], extras: dict[int, list]
+) -> tuple[list[tuple[tuple[int, ...], int]], np.ndarray, np.ndarray]:
+    """Stages grouped by (layer counts by kind, own extras): the distinct groups as
+    (counts, stage with extras or -1), each stage's group index and each group's stage count."""
+    keys: dict[tuple, int] = {}
+    index = []
+    for i, c in enumerate(counts):
+        key = (tuple(c.get(k, 0) for k in kinds), i if i in extras else -1)
+        index.append(keys.setdefault(key, len(keys)))
+    idx = np.asarray(index)
+    return list(keys), idx, np.bincount(idx, minlength=len(keys)).astype(float)
+
+
 @dataclass
 class PassResult:
     """One pipelined pass over every stage, for one or many steps (arrays over steps).
@@ -194,6 +210,7 @@ class PassResult:
     transfer: Cost  # slowest stage-boundary transfer
     full_overlap: bool
     steps: StepWeights = ONE_STEP  # decode steps each evaluation point stands for
+    row_groups: dict = field(default_factory=dict)  # memo of ``stage_groups`` (per context)
 
     @property
     def transfer_seconds(self) -> float:
@@ -234,20 +251,18 @@ class PassResult:
         """
         kinds = list(self.layer)
         combined = [self.combined_seconds(k) for k in kinds]
-        keys: dict[tuple, int] = {}
-        index = []
-        for i, c in enumerate(self.counts):
-            key = (tuple(c.get(k, 0) for k in kinds), i if i in self.extras else -1)
-            index.append(keys.setdefault(key, len(keys)))
-        rows = np.empty((len(keys), self.steps.points))
-        for key, r in keys.items():
-            counts, stage = key
+        gkey = (len(self.counts), tuple(kinds), tuple(self.extras))
+        groups = self.row_groups.get(gkey)
+        if groups is None:
+            groups = self.row_groups[gkey] = stage_groups(self.counts, kinds, self.extras)
+        distinct, index, mult = groups
+        rows = np.empty((len(distinct), self.steps.points))
+        for r, (counts, stage) in enumerate(distinct):
             row = weighted_sum(counts, combined)
-            for ex in self.extras.get(stage, []):
+            for ex in self.extras.get(stage, ()):
                 row = row + ex.seconds
             rows[r] = row
-        index = np.asarray(index)
-        return rows, index, np.bincount(index, minlength=len(keys)).astype(float)
+        return rows, index, mult
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
         """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
@@ -339,12 +354,11 @@ def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) 
     return 2 * d.b_dev * held * d.kv_heads * m.head_dim
 
 
-class PlanCost:
-    """Everything the analytic model says about one legal plan."""
+class _PlanBase:
+    """What a plan's pricing needs besides the passes: checks, shard, schemes, MoE loads, and
+    (filled on first use) footprint and warnings; shared by plans that differ in comm overlap."""
 
-    def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
-        self.ctx = ctx
-        self.plan = plan
+    def __init__(self, ctx: EstimateContext, plan: Plan, validate: bool) -> None:
         m, w = ctx.model, ctx.workload
         self.plan_warnings = (
             validate_plan(m, plan, w, ctx.noc.num_devices, ctx.noc.name) if validate else []
@@ -363,15 +377,16 @@ class PlanCost:
             for i in range(plan.pp)
         ]
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
-        self.distinct_kinds = ctx.distinct_kinds
         self.loads: dict[str, MoeLoad] = {}
-        self._rows = None
+        self.rows = None
+        self.footprint: tuple[float, float] | None = None
+        self.warnings: list[str] | None = None
         if m.num_experts:
             q_pre = self.shard.q_prefill
             micro = self.shard.micro
             need = max(micro * q_pre if micro * q_pre < 8192 else 0, micro)
             if w.routing != "balanced" or self.shard.ep_moe > 1:
-                self._rows = ctx.rows(max(need, 1))
+                self.rows = ctx.rows(max(need, 1))
             for mode, q in (("prefill", q_pre), ("decode", 1)):
                 self.loads[mode] = busiest_rank_load(
                     m,
@@ -381,8 +396,33 @@ class PlanCost:
                     tp_moe=self.shard.tp_moe,
                     ep_moe=self.shard.ep_moe,
                     routing=w.routing,
-                    rows=self._rows,
+                    rows=self.rows,
                 )
+
+
+class PlanCost:
+    """Everything the analytic model says about one legal plan."""
+
+    def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
+        self.ctx = ctx
+        self.plan = plan
+        # Everything but the passes is the same for plans that differ only in comm overlap.
+        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, validate)
+        base = ctx.plan_bases.get(key)
+        if base is None:
+            base = ctx.plan_bases[key] = _PlanBase(ctx, plan, validate)
+        self.base = base
+        self.plan_warnings = base.plan_warnings
+        self.shard = base.shard
+        self.priced_shard = base.priced_shard
+        self.shape = base.shape
+        self.dense = base.dense
+        self.moe = base.moe
+        self.stage_ranges = base.stage_ranges
+        self.stage_kind_counts = base.stage_kind_counts
+        self.distinct_kinds = ctx.distinct_kinds
+        self.loads = base.loads
+        self._rows = base.rows
 
     # -- passes ------------------------------------------------------------------------------
     def _run_pass(
@@ -458,6 +498,7 @@ class PlanCost:
             transfer,
             plan.comm_overlap == "full",
             steps,
+            ctx.row_groups,
         )
         return result
 
@@ -523,9 +564,15 @@ class PlanCost:
     def tps_per_sequence(self) -> float:
         return self.ctx.workload.output_seq_len / (self.plan.pp * self.decode_seconds)
 
-    @cached_property
+    @property
     def footprint(self) -> tuple[float, float]:
         """(weight bytes, KV bytes) of the fullest stage on one device (§4.6)."""
+        fp = self.base.footprint
+        if fp is None:
+            fp = self.base.footprint = self._fullest_stage()
+        return fp
+
+    def _fullest_stage(self) -> tuple[float, float]:
         best = None
         for wb, kb in self.stage_footprints():
             if best is None or wb + kb > best[0] + best[1]:
@@ -594,8 +641,15 @@ class PlanCost:
             f"({kb / GIB:.2f} GiB) beyond its memory capacity ({cap:.2f} GiB)"
         )
 
-    @cached_property
+    @property
     def warnings(self) -> list[str]:
+        """The plan's warnings (the same list for plans that differ only in comm overlap)."""
+        out = self.base.warnings
+        if out is None:
+            out = self.base.warnings = self._warnings()
+        return out
+
+    def _warnings(self) -> list[str]:
         ctx, m = self.ctx, self.ctx.model
         out = list(self.plan_warnings)
         if self.fits_in_memory is False:
@@ -657,7 +711,7 @@ class PlanCost:
             fits_in_memory=self.fits_in_memory,
             moe=self.moe_report(),
             noc_energy_pj_per_decode_token=self.noc_energy_pj_per_decode_token,
-            warnings=self.warnings,
+            warnings=list(self.warnings),
             chip=None if ctx.gpu is None else ctx.gpu.describe(),
         )
 
