@@ -21,7 +21,7 @@ import numpy as np
 from deepstack import Network, NocProfile
 
 from plena_opt.chip import ChipProfile, PerfModel, load_chip
-from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
+from plena_opt.estimate.comm import Cost, PricedNetwork, layer_collectives, pipeline_transfer
 from plena_opt.estimate.decode_steps import (
     MAX_REFINES,
     DecodeGrid,
@@ -133,6 +133,7 @@ class EstimateContext:
         self.extras_cache: dict = caches.extras
         self._stage_counts: dict[int, list[Counter]] = caches.stage_counts
         self._grids: dict[tuple, DecodeGrid] = caches.grids
+        self.priced_net = PricedNetwork(self.net, caches.collectives)  # memoised prices
         self.plan_bases: dict[tuple, _PlanBase] = {}
         self.row_groups: dict[tuple, tuple] = {}
 
@@ -463,7 +464,7 @@ class PlanCost:
             comm = ctx.comm_cache.get(ckey)
             if comm is None:
                 comm = layer_collectives(
-                    ctx.net,
+                    ctx.priced_net,
                     shape,
                     kind,
                     mode,
@@ -485,7 +486,7 @@ class PlanCost:
         if cached is None:
             cached = (
                 self._extras(mode, q, steps),
-                pipeline_transfer(ctx.net, self.dense, shape, q),
+                pipeline_transfer(ctx.priced_net, self.dense, shape, q),
             )
             extras_cache[ekey] = cached
         extras, transfer = cached

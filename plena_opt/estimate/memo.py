@@ -15,8 +15,8 @@ by the workload with the batch size blanked out.
 
 Only dense models on PLENA chips share layers and collectives: MoE loads read routing rows
 that a context draws for its own batch size, and GPU chips price kernels with their own
-workload-dependent tables. Decode grids and stage layouts depend on neither and are always
-shared.
+workload-dependent tables. Decode grids, stage layouts and collective prices (a function of
+the NoC, the rank groups and the byte count) depend on neither and are always shared.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class PricingCaches:
     extras: dict = field(default_factory=dict)
     grids: dict = field(default_factory=dict)
     stage_counts: dict = field(default_factory=dict)
+    collectives: dict = field(default_factory=dict)  # ``comm.PricedNetwork``'s prices
 
 
 @dataclass
@@ -70,7 +71,9 @@ class PricingMemo:
         shared = entry.caches
         if shares_layers and entry.shares_layers:
             return shared
-        return PricingCaches(grids=shared.grids, stage_counts=shared.stage_counts)
+        return PricingCaches(
+            grids=shared.grids, stage_counts=shared.stage_counts, collectives=shared.collectives
+        )
 
     def clear(self) -> None:
         """Forget every priced piece (the next context starts fresh)."""
