@@ -73,8 +73,7 @@ class PricedNetwork:
         return lid
 
     def _memo(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int, price):
-        if scheme.world_size != self.net.profile.num_devices or isinstance(nbytes, bool):
-            return price()  # the network raises the error naming the field
+        """The memoised price (callers pass legal schemes and integer byte counts)."""
         key = (op, self._layout(scheme, dim), int(nbytes))
         cost = self._costs.get(key)
         if cost is None:

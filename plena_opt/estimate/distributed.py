@@ -140,6 +140,10 @@ class EstimateContext:
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of
         ``read_per_token`` bytes per attended token and layer (cached)."""
+        fast = ("read", cp, read_per_token)  # its own key space: a ratio may equal a read
+        grid = self._grids.get(fast)
+        if grid is not None:
+            return grid
         quantum = self.memory.transfer_quantum_bytes
         ratio = None if quantum is None else Fraction(read_per_token) / quantum
         key = (cp, ratio)
@@ -156,6 +160,7 @@ class EstimateContext:
             )
             grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
             self._grids[key] = grid
+        self._grids[fast] = grid
         return grid
 
     def stage_kind_counts(self, pp: int) -> list[Counter]:
