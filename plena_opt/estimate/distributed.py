@@ -225,11 +225,20 @@ class PassResult:
     @cached_property
     def layers_per_kind(self) -> list[int]:
         """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
-        return [sum(c.get(k, 0) for c in self.counts) for k in self.layer]
+        kinds = tuple(self.layer)
+        key = ("per_kind", len(self.counts), kinds)
+        hit = self.row_groups.get(key)
+        if hit is None:
+            hit = self.row_groups[key] = [sum(c.get(k, 0) for c in self.counts) for k in kinds]
+        return hit
+
+    @cached_property
+    def _comm_totals(self) -> dict[LayerKind, float]:
+        return {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
 
     def comm_seconds(self, kind: LayerKind) -> float:
         """Σ of one layer's collective times (s)."""
-        return sum(c.seconds for c in self.comm[kind].values())
+        return self._comm_totals[kind]
 
     def combined_seconds(self, kind: LayerKind) -> np.ndarray:
         """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
@@ -490,7 +499,7 @@ class PlanCost:
         cached = extras_cache.get(ekey)
         if cached is None:
             cached = (
-                self._extras(mode, q, steps),
+                self._extras(mode, q, steps, extras_cache, (shard_key, "priced", points_key)),
                 pipeline_transfer(ctx.priced_net, self.dense, shape, q),
             )
             extras_cache[ekey] = cached
@@ -508,30 +517,47 @@ class PlanCost:
         )
         return result
 
-    def _extras(self, mode: str, q: int, steps: StepWeights) -> dict[int, list[StageArrays]]:
-        """Embedding (prefill, first stage) and LM head (last stage) as separate stages."""
-        ctx, d = self.ctx, self.shard
+    def _extras(
+        self, mode: str, q: int, steps: StepWeights, cache: dict, key: tuple
+    ) -> dict[int, list[StageArrays]]:
+        """Embedding (prefill, first stage) and LM head (last stage) as separate stages; the
+        priced pair is kept in ``cache`` under ``key`` for plans of another depth."""
+        ctx = self.ctx
         if ctx.gpu is not None:
             return ctx.gpu.extras(self.shape, mode, q, steps, self.plan.pp - 1)
-        h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
+        pair = cache.get(key)
+        if pair is None:
+            pair = cache[key] = self._price_extras(mode, q, steps)
+        emb, lm = pair
         out: dict[int, list[StageArrays]] = {}
+        if emb is not None:
+            out.setdefault(0, []).append(emb)
+        if lm is not None:
+            out.setdefault(self.plan.pp - 1, []).append(lm)
+        return out
+
+    def _price_extras(
+        self, mode: str, q: int, steps: StepWeights
+    ) -> tuple[StageArrays | None, StageArrays | None]:
+        """(embedding, LM head) of one device, each None where the phase does not price it."""
+        ctx, d = self.ctx, self.shard
+        h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
         price = lambda cyc, reads: price_arrays(  # noqa: E731
             cyc, reads, {}, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
         )
+        emb = lm = None
         if mode == "prefill":
             emb = price(
                 perf.embeddings(h, q, d.b_dev, "prefill"),
                 {"embedding_rows": d.b_dev * q * h * prec.activation_bytes},
             )
-            out.setdefault(0, []).append(emb)
         lm_prefill, lm_decode = ctx.lm_head_phases()
         if (mode == "prefill" and lm_prefill) or (mode == "decode" and lm_decode):
             lm = price(
                 perf.lm_head(h, d.vocab, d.b_dev),
                 {"lm_head_weights": d.vocab * h * prec.weight_bytes},
             )
-            out.setdefault(self.plan.pp - 1, []).append(lm)
-        return out
+        return emb, lm
 
     @cached_property
     def prefill(self) -> PassResult:
