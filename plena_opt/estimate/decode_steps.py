@@ -40,6 +40,7 @@ SIGN_TOL = 1e-12  # a sign is fixed when the envelopes clear zero by this (relat
 ENUM_KV = 2048  # ranges up to this many KV lengths are priced point by point
 ZONE_KV = 8192  # an uncertain zone up to this many KV lengths is priced point by point at once
 MAX_REFINES = 64
+MIN_AFFINE_KV = 8  # a run of equal attention tiles at least this long is priced as affine
 # Where a compressed range's points lie (fractions of it): both ends, then irregular spacing so
 # that no stair is affine in kv at the points by accident (that would make the fit ambiguous).
 SPREAD = np.array(
@@ -189,7 +190,10 @@ class DecodeGrid:
             edges = [p.u0, *inner, p.u1]
             for a, b in zip(edges, edges[1:], strict=False):
                 zone = len(edges) > 2 and b - a <= ZONE_KV and (a, b) != (p.u0, p.u1)
-                pieces.append(Piece(a, b) if zone else _piece(self.spec, a, b))
+                if zone:
+                    pieces.extend(_zone_pieces(self.spec, a, b))
+                else:
+                    pieces.append(_piece(self.spec, a, b))
         return _assemble(self.input_len, self.cp, self.steps, self.spec, pieces, base=False)
 
 
@@ -206,6 +210,28 @@ def _piece(spec: StairSpec, u0: int, u1: int) -> Piece:
         if st.b != 1 and st.at(u0) != st.at(u1 - 1):
             stairs.append(st)
     return Piece(u0, u1, tuple(stairs))
+
+
+def _zone_pieces(spec: StairSpec, u0: int, u1: int) -> list[Piece]:
+    """An uncertain zone [u0, u1): point by point, or, when the attention tiles
+    ``ceil(kv / MLEN)`` are its only stair, one affine piece per run of equal tiles.
+
+    On such a run every quantity is affine in kv, so a branch switches at most once inside it
+    and the next refinement cuts it exactly there (the envelopes of an affine quantity have no
+    gap). A zone then costs a few points per run instead of one per KV length. Runs shorter
+    than ``MIN_AFFINE_KV`` are priced point by point.
+    """
+    if spec.read_over_quantum is not None or spec.chunk is not None or spec.every_step:
+        return [Piece(u0, u1)]
+    if spec.window is not None and u0 < spec.window:
+        return [Piece(u0, u1)]
+    m = spec.mlen
+    # ceil(kv / m) steps up at kv = m·t + 1
+    edges = [u0, *range((u0 - 1) // m * m + m + 1, u1, m), u1]
+    out = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        out.append(Piece(a, b, (ONE, KV)) if b - a >= MIN_AFFINE_KV else Piece(a, b))
+    return out
 
 
 def _kv_of(s: int, cp: int, j: int) -> int:
