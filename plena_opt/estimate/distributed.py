@@ -135,6 +135,7 @@ class EstimateContext:
         self._grids: dict[tuple, DecodeGrid] = caches.grids
         self.priced_net = PricedNetwork(self.net, caches.collectives)  # memoised prices
         self.plan_bases: dict[tuple, _PlanBase] = {}
+        self.refined: dict[tuple, DecodeGrid] = {}  # grids refined at the same cuts
         self.row_groups: dict[tuple, tuple] = {}
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
@@ -576,7 +577,12 @@ class PlanCost:
             failed = result.failed_checks(grid)
             if not failed:
                 return result
-            grid = grid.refine(failed, enumerate_failed=tries == MAX_REFINES - 1)
+            last = tries == MAX_REFINES - 1
+            rkey = (grid.key, tuple((i, tuple(c)) for i, c in sorted(failed.items())), last)
+            refined = self.ctx.refined.get(rkey)
+            if refined is None:
+                refined = self.ctx.refined[rkey] = grid.refine(failed, enumerate_failed=last)
+            grid = refined
         raise AssertionError("unreachable: the last refinement enumerates every failed piece")
 
     # -- headline metrics -------------------------------------------------------------------
