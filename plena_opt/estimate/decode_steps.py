@@ -195,10 +195,8 @@ class DecodeGrid:
             edges = [p.u0, *inner, p.u1]
             for a, b in zip(edges, edges[1:], strict=False):
                 zone = len(edges) > 2 and b - a <= ZONE_KV and (a, b) != (p.u0, p.u1)
-                if zone and p.u0 < a and b < p.u1:  # between two cuts: the uncertain zone
+                if zone:
                     pieces.extend(_zone_pieces(self.spec, a, b))
-                elif zone and b - a <= ENUM_KV:
-                    pieces.append(Piece(a, b))
                 else:
                     pieces.append(_piece(self.spec, a, b))
         return _assemble(self.input_len, self.cp, self.steps, self.spec, pieces, base=False)
