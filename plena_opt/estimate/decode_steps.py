@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
+from itertools import count
 from math import ceil, floor
 
 import numpy as np
@@ -40,6 +41,7 @@ SIGN_TOL = 1e-12  # a sign is fixed when the envelopes clear zero by this (relat
 ENUM_KV = 2048  # ranges up to this many KV lengths are priced point by point
 ZONE_KV = 8192  # an uncertain zone up to this many KV lengths is priced point by point at once
 MAX_REFINES = 64
+_TOKENS = count(1)  # ``DecodeGrid.token`` ids
 MIN_AFFINE_KV = 8  # a run of equal attention tiles at least this long is priced as affine
 # Where a compressed range's points lie (fractions of it): both ends, then irregular spacing so
 # that no stair is affine in kv at the points by accident (that would make the fit ambiguous).
@@ -172,6 +174,12 @@ class DecodeGrid:
     def blocks(self) -> CheckBlocks:
         """The checks side by side (``failed_pieces`` judges them all at once)."""
         return CheckBlocks.of(self.checks)
+
+    @cached_property
+    def token(self) -> int:
+        """A small id of this grid object (a cheap cache key; equal grids of one context are
+        one object, as ``EstimateContext`` memoises them)."""
+        return next(_TOKENS)
 
     @property
     def key(self) -> tuple:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from functools import cached_property
@@ -135,7 +135,8 @@ class EstimateContext:
         self._grids: dict[tuple, DecodeGrid] = caches.grids
         self.priced_net = PricedNetwork(self.net, caches.collectives)  # memoised prices
         self.plan_bases: dict[tuple, _PlanBase] = {}
-        self.refined: dict[tuple, DecodeGrid] = {}  # grids refined at the same cuts
+        self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
+        self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.row_groups: dict[tuple, tuple] = {}
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
@@ -395,6 +396,9 @@ class _PlanBase:
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
+        ids = ctx.shard_ids
+        self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), len(ids))
+        self.comm_id = ids.setdefault((self.shard_id, self.dense, self.moe), len(ids))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
         if m.num_experts:
@@ -442,7 +446,7 @@ class PlanCost:
 
     # -- passes ------------------------------------------------------------------------------
     def _run_pass(
-        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: tuple | None
+        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
     ) -> PassResult:
         """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
         shared layer cache (None: a plan's own refined points, not cached)."""
@@ -452,8 +456,9 @@ class PlanCost:
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
         # Plans that differ only in what does not change a layer's cost share it (the
         # comm-overlap choice, dp versus ep placement with equal shapes, …).
-        shard_key = (self.priced_shard, plan.tp, plan.cp, mode)
-        comm_key = (shard_key, self.dense, self.moe)
+        # small interned ids: a key never hashes the shard or the schemes again
+        shard_key = (self.base.shard_id, mode)
+        comm_key = (self.base.comm_id, mode)
         layer_cache = ctx.layer_cache if points_key is not None else {}
         for kind in self.distinct_kinds:
             key = (shard_key, kind, points_key)
@@ -572,7 +577,7 @@ class PlanCost:
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
         grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
         for tries in range(MAX_REFINES + 1):
-            key = grid.key  # refined grids too: plans of one layer shape share their switches
+            key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
             failed = result.failed_checks(grid)
             if not failed:

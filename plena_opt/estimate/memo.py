@@ -38,6 +38,8 @@ class PricingCaches:
     grids: dict = field(default_factory=dict)
     stage_counts: dict = field(default_factory=dict)
     collectives: dict = field(default_factory=dict)  # ``comm.PricedNetwork``'s prices
+    refined: dict = field(default_factory=dict)  # decode grids refined at given cuts
+    shard_ids: dict = field(default_factory=dict)  # interned (shard, tp, cp) / scheme keys
 
 
 @dataclass
@@ -72,7 +74,10 @@ class PricingMemo:
         if shares_layers and entry.shares_layers:
             return shared
         return PricingCaches(
-            grids=shared.grids, stage_counts=shared.stage_counts, collectives=shared.collectives
+            grids=shared.grids,
+            stage_counts=shared.stage_counts,
+            collectives=shared.collectives,
+            refined=shared.refined,
         )
 
     def clear(self) -> None:
