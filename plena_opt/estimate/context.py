@@ -99,6 +99,7 @@ class EstimateContext:
         self.plan_bases: dict[tuple, object] = {}  # ``plan_base.PlanBase``
         self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
         self.shard_ids: dict[tuple, int] = caches.shard_ids
+        self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
         self.row_groups: dict[tuple, tuple] = {}
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:

@@ -20,7 +20,8 @@ from deepstack import NocProfile
 from plena_opt.chip import ChipProfile
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext, shared_network
-from plena_opt.estimate.decode_steps import MAX_REFINES
+from plena_opt.estimate.decode_checks import failed_pieces
+from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid
 from plena_opt.estimate.layer import (
     LayerKind,
     attention_weight_elements,
@@ -81,6 +82,70 @@ class PlanCost:
         self._rows = base.rows
 
     # -- passes ------------------------------------------------------------------------------
+    def _layer(
+        self,
+        kind: LayerKind,
+        mode: str,
+        q: int,
+        kv: np.ndarray,
+        steps: StepWeights,
+        points_key: Hashable | None,
+        cache: dict,
+    ) -> StageArrays:
+        """One layer of ``kind`` priced at the KV lengths ``kv`` (memoised in ``cache``)."""
+        ctx, shape = self.ctx, self.shape
+        key = ((self.base.shard_id, mode), kind, points_key)
+        priced = cache.get(key)
+        if priced is not None:
+            return priced
+        load = self.loads.get(mode)
+        if ctx.gpu is not None:
+            priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
+        else:
+            cyc = layer_cycles(shape, kind, mode, q, kv, load)
+            reads, writes = layer_traffic(shape, kind, mode, q, kv, self.plan.cp, load)
+            priced = price_arrays(
+                cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
+            )
+        cache[key] = priced
+        return priced
+
+    def _layer_grid(self, grid: DecodeGrid) -> DecodeGrid:
+        """``grid`` refined until every layer keeps its roofline side on each compressed piece.
+
+        A function of the layer prices only (the priced shard, tp, cp), so every plan of that
+        layer starts its own checks from it: the roofline switch is found once per layer, not
+        once per plan (the plan's checks still decide, and refine further where they fail).
+        """
+        ctx = self.ctx
+        lkey = (self.base.shard_id, grid.token)
+        hit = ctx.layer_grids.get(lkey)
+        if hit is not None:
+            return hit
+        for tries in range(MAX_REFINES):
+            if not grid.checks:
+                break
+            signs = []
+            for kind in self.distinct_kinds:
+                la = self._layer(
+                    kind, "decode", 1, grid.kv, grid.weights, grid.token, ctx.layer_cache
+                )
+                signs.append(la.memory_seconds - la.compute_seconds)
+            failed = failed_pieces(grid, signs, np.zeros((0, len(grid.kv))))
+            if not failed:
+                break
+            grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
+        ctx.layer_grids[lkey] = grid
+        return grid
+
+    def _refined(self, grid: DecodeGrid, failed: dict[int, list[int]], last: bool) -> DecodeGrid:
+        """``grid`` cut at ``failed`` (memoised per context: equal cuts give one grid)."""
+        rkey = (grid.key, tuple((i, tuple(c)) for i, c in sorted(failed.items())), last)
+        refined = self.ctx.refined.get(rkey)
+        if refined is None:
+            refined = self.ctx.refined[rkey] = grid.refine(failed, enumerate_failed=last)
+        return refined
+
     def _run_pass(
         self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
     ) -> PassResult:
@@ -97,25 +162,7 @@ class PlanCost:
         comm_key = (self.base.comm_id, mode)
         layer_cache = ctx.layer_cache if points_key is not None else {}
         for kind in self.distinct_kinds:
-            key = (shard_key, kind, points_key)
-            priced = layer_cache.get(key)
-            if priced is None and ctx.gpu is not None:
-                priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
-                layer_cache[key] = priced
-            if priced is None:
-                cyc = layer_cycles(shape, kind, mode, q, kv, load)
-                reads, writes = layer_traffic(shape, kind, mode, q, kv, plan.cp, load)
-                priced = price_arrays(
-                    cyc,
-                    reads,
-                    writes,
-                    ctx.memory,
-                    ctx.compute_hz,
-                    ctx.workload.overlap_policy,
-                    steps,
-                )
-                layer_cache[key] = priced
-            layer_arrays[kind] = priced
+            layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
             ckey = (comm_key, kind)
             comm = ctx.comm_cache.get(ckey)
             if comm is None:
@@ -212,18 +259,14 @@ class PlanCost:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
         grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+        grid = self._layer_grid(grid)
         for tries in range(MAX_REFINES + 1):
             key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
             failed = result.failed_checks(grid)
             if not failed:
                 return result
-            last = tries == MAX_REFINES - 1
-            rkey = (grid.key, tuple((i, tuple(c)) for i, c in sorted(failed.items())), last)
-            refined = self.ctx.refined.get(rkey)
-            if refined is None:
-                refined = self.ctx.refined[rkey] = grid.refine(failed, enumerate_failed=last)
-            grid = refined
+            grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
         raise AssertionError("unreachable: the last refinement enumerates every failed piece")
 
     # -- headline metrics -------------------------------------------------------------------

@@ -40,6 +40,7 @@ class PricingCaches:
     collectives: dict = field(default_factory=dict)  # ``comm.PricedNetwork``'s prices
     refined: dict = field(default_factory=dict)  # decode grids refined at given cuts
     shard_ids: dict = field(default_factory=dict)  # interned (shard, tp, cp) / scheme keys
+    layer_grids: dict = field(default_factory=dict)  # decode grids refined per priced layer
 
 
 @dataclass
