@@ -8,6 +8,7 @@ Byte counts are per device and truncated to integers, as the reference passes ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import count
 
 import numpy as np
 from deepstack import Network, ParallelScheme, groups
@@ -24,6 +25,7 @@ COLLECTIVES = (
     "moe_tp_all_reduce",
     "ep_combine",
 )
+_LAYOUT_IDS = count()  # ``PricedNetwork`` layout ids, unique across threads sharing a memo
 EP_ROUTED_TOKENS = 8192  # below: routed rows; at or above: uniform closed form (§4.5)
 
 
@@ -68,7 +70,7 @@ class PricedNetwork:
         lid = self._layouts.get(key)
         if lid is None:
             g = groups(scheme, dim)
-            lid = self._ids.setdefault((g.shape, g.tobytes()), len(self._ids))
+            lid = self._ids.setdefault((g.shape, g.tobytes()), next(_LAYOUT_IDS))
             self._layouts[key] = lid
         return lid
 

@@ -81,6 +81,12 @@ class PricingMemo:
             refined=shared.refined,
         )
 
+    def __getstate__(self) -> dict:
+        return {}  # a cache: a copy (pickled, deep-copied) starts empty
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
     def clear(self) -> None:
         """Forget every priced piece (the next context starts fresh)."""
         with self._lock:

@@ -7,6 +7,7 @@ the footprint and warnings of a plan; plans that differ only in comm overlap sha
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import count
 from math import ceil
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ from plena_opt.models import ModelSpec
 
 if TYPE_CHECKING:
     from plena_opt.estimate.context import EstimateContext
+
+_IDS = count()  # interned shard and scheme keys (``PlanBase.shard_id``, ``comm_id``)
 
 
 def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) -> int:
@@ -60,9 +63,9 @@ class PlanBase:
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
-        ids = ctx.shard_ids
-        self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), len(ids))
-        self.comm_id = ids.setdefault((self.shard_id, self.dense, self.moe), len(ids))
+        ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
+        self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), next(_IDS))
+        self.comm_id = ids.setdefault((self.shard_id, self.dense, self.moe), next(_IDS))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
         if m.num_experts:
