@@ -8,9 +8,10 @@ Byte counts are per device and truncated to integers, as the reference passes ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import count
 
 import numpy as np
-from deepstack import Network, ParallelScheme
+from deepstack import Network, ParallelScheme, groups
 
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
@@ -24,6 +25,7 @@ COLLECTIVES = (
     "moe_tp_all_reduce",
     "ep_combine",
 )
+_LAYOUT_IDS = count()  # ``PricedNetwork`` layout ids, unique across threads sharing a memo
 EP_ROUTED_TOKENS = 8192  # below: routed rows; at or above: uniform closed form (§4.5)
 
 
@@ -42,8 +44,62 @@ def _cost(c) -> Cost:
     return Cost(c.seconds, c.noc_energy_pj)
 
 
+class PricedNetwork:
+    """A ``Network`` whose all-reduce, all-gather and pipeline transfer prices are memoised per
+    evaluation context, keyed by the rank groups of the dimension and the byte count.
+
+    A collective's cost depends on the scheme only through the device groups of its dimension
+    (deepstack routes and prices every group of that layout), so plans whose schemes place those
+    groups on the same devices (tp=8 beside dp=4 or beside pp=4) share one pricing per size.
+    Other calls go to the network unchanged.
+    """
+
+    def __init__(self, net: Network, memo: dict | None = None) -> None:
+        """``memo``: a dictionary to keep the prices in (shared by contexts of one network)."""
+        self.net = net
+        memo = {} if memo is None else memo
+        self._layouts: dict[tuple, int] = memo.setdefault("layouts", {})  # (sizes, dim) -> id
+        self._ids: dict[tuple, int] = memo.setdefault("ids", {})  # (shape, bytes) -> id
+        self._costs: dict[tuple, object] = memo.setdefault("costs", {})
+
+    def __getattr__(self, name: str):
+        return getattr(self.net, name)
+
+    def _layout(self, scheme: ParallelScheme, dim: str) -> int:
+        key = (scheme.sizes(), dim)
+        lid = self._layouts.get(key)
+        if lid is None:
+            g = groups(scheme, dim)
+            lid = self._ids.setdefault((g.shape, g.tobytes()), next(_LAYOUT_IDS))
+            self._layouts[key] = lid
+        return lid
+
+    def _memo(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int, price):
+        """The memoised price (callers pass legal schemes and integer byte counts)."""
+        key = (op, self._layout(scheme, dim), int(nbytes))
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._costs[key] = price()
+        return cost
+
+    def all_reduce(self, scheme: ParallelScheme, dim: str, nbytes: int):
+        return self._memo(
+            "all_reduce", scheme, dim, nbytes, lambda: self.net.all_reduce(scheme, dim, nbytes)
+        )
+
+    def all_gather(self, scheme: ParallelScheme, dim: str, nbytes: int):
+        return self._memo(
+            "all_gather", scheme, dim, nbytes, lambda: self.net.all_gather(scheme, dim, nbytes)
+        )
+
+    def pipeline_p2p(self, scheme: ParallelScheme, nbytes: int):
+        return self._memo(
+            "p2p", scheme, "pp", nbytes, lambda: self.net.pipeline_p2p(scheme, nbytes)
+        )
+
+
 def layer_collectives(
-    net: Network,
+    net: Network | PricedNetwork,
     shape: LayerShape,
     kind: LayerKind,
     mode: str,
@@ -114,7 +170,9 @@ def layer_collectives(
     return out
 
 
-def pipeline_transfer(net: Network, dense: ParallelScheme, shape: LayerShape, q: int) -> Cost:
+def pipeline_transfer(
+    net: Network | PricedNetwork, dense: ParallelScheme, shape: LayerShape, q: int
+) -> Cost:
     """Slowest stage-boundary transfer of one micro-batch's activations, and the energy of all
     boundaries (pJ). Zero when pp = 1."""
     if dense.pp <= 1:

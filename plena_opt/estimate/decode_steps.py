@@ -29,17 +29,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
-from math import ceil, floor
+from itertools import count
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from plena_opt.estimate.pricing import StepWeights
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.decode_checks import CheckBlocks
 
 FIT_TOL = 1e-9  # refuse a range whose point values do not fit its stairs (relative)
 SIGN_TOL = 1e-12  # a sign is fixed when the envelopes clear zero by this (relative to scale)
 ENUM_KV = 2048  # ranges up to this many KV lengths are priced point by point
 ZONE_KV = 8192  # an uncertain zone up to this many KV lengths is priced point by point at once
 MAX_REFINES = 64
+_TOKENS = count(1)  # ``DecodeGrid.token`` ids
+MIN_AFFINE_KV = 8  # a run of equal attention tiles at least this long is priced as affine
 # Where a compressed range's points lie (fractions of it): both ends, then irregular spacing so
 # that no stair is affine in kv at the points by accident (that would make the fit ambiguous).
 SPREAD = np.array(
@@ -167,6 +173,19 @@ class DecodeGrid:
     checks: tuple[Check, ...]
     base: bool = True
 
+    @cached_property
+    def blocks(self) -> CheckBlocks:
+        """The checks side by side (``failed_pieces`` judges them all at once)."""
+        from plena_opt.estimate.decode_checks import CheckBlocks
+
+        return CheckBlocks.of(self.checks)
+
+    @cached_property
+    def token(self) -> int:
+        """A small id of this grid object (a cheap cache key; equal grids of one context are
+        one object, as ``EstimateContext`` memoises them)."""
+        return next(_TOKENS)
+
     @property
     def key(self) -> tuple:
         """Hashable identity of the point set (cache key)."""
@@ -189,7 +208,10 @@ class DecodeGrid:
             edges = [p.u0, *inner, p.u1]
             for a, b in zip(edges, edges[1:], strict=False):
                 zone = len(edges) > 2 and b - a <= ZONE_KV and (a, b) != (p.u0, p.u1)
-                pieces.append(Piece(a, b) if zone else _piece(self.spec, a, b))
+                if zone:
+                    pieces.extend(_zone_pieces(self.spec, a, b))
+                else:
+                    pieces.append(_piece(self.spec, a, b))
         return _assemble(self.input_len, self.cp, self.steps, self.spec, pieces, base=False)
 
 
@@ -206,6 +228,28 @@ def _piece(spec: StairSpec, u0: int, u1: int) -> Piece:
         if st.b != 1 and st.at(u0) != st.at(u1 - 1):
             stairs.append(st)
     return Piece(u0, u1, tuple(stairs))
+
+
+def _zone_pieces(spec: StairSpec, u0: int, u1: int) -> list[Piece]:
+    """An uncertain zone [u0, u1): point by point, or, when the attention tiles
+    ``ceil(kv / MLEN)`` are its only stair, one affine piece per run of equal tiles.
+
+    On such a run every quantity is affine in kv, so a branch switches at most once inside it
+    and the next refinement cuts it exactly there (the envelopes of an affine quantity have no
+    gap). A zone then costs a few points per run instead of one per KV length. Runs shorter
+    than ``MIN_AFFINE_KV`` are priced point by point.
+    """
+    if spec.read_over_quantum is not None or spec.chunk is not None or spec.every_step:
+        return [Piece(u0, u1)]
+    if spec.window is not None and u0 < spec.window:
+        return [Piece(u0, u1)]
+    m = spec.mlen
+    # ceil(kv / m) steps up at kv = m·t + 1
+    edges = [u0, *range((u0 - 1) // m * m + m + 1, u1, m), u1]
+    out = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        out.append(Piece(a, b, (ONE, KV)) if b - a >= MIN_AFFINE_KV else Piece(a, b))
+    return out
 
 
 def _kv_of(s: int, cp: int, j: int) -> int:
@@ -324,56 +368,8 @@ def decode_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> DecodeG
     return _assemble(input_len, cp, steps, spec, pieces, base=True)
 
 
-def _zones(values: np.ndarray, strict: np.ndarray, c: Check) -> list[int] | None:
-    """None where every quantity (rows of ``values`` at the piece's points) fits the stairs and
-    keeps its sign on the piece (``strict``: > 0 or < 0; else ≥ 0 suffices, ties being harmless
-    in a maximum); otherwise the KV lengths bounding the uncertain zones (empty: no estimate)."""
-    coef = values @ c.pinv.T  # [quantities, stairs]
-    scale = np.abs(values).max(axis=1)
-    fits = np.abs(coef @ c.matrix.T - values).max(axis=1) <= FIT_TOL * scale
-    lo_rows, slope_rows, is_ceil = c.envelope_rows
-    gap = np.abs(coef) @ is_ceil
-    lo0 = coef @ lo_rows + np.minimum(coef, 0.0) @ is_ceil
-    slope = coef @ slope_rows
-    tol = SIGN_TOL * scale
-    lo1 = lo0 + slope * (c.u1 - 1 - c.u0)
-    lo_min = np.minimum(lo0, lo1)
-    hi_max = np.maximum(lo0, lo1) + gap
-    fixed = (lo_min > tol) | (~strict & (lo_min >= -tol)) | (strict & (hi_max < -tol))
-    bad = ~(fixed & fits)
-    if not bad.any():
-        return None
-    cuts: list[int] = []
-    for i in np.flatnonzero(bad & fits & (slope != 0.0)):
-        ends = [c.u0 + (z - lo0[i]) / slope[i] for z in (-tol[i], tol[i], -tol[i] - gap[i])]
-        ends.append(c.u0 + (tol[i] - gap[i] - lo0[i]) / slope[i])
-        cuts += [floor(min(ends)), ceil(max(ends)) + 1]
-    return cuts
+def failed_pieces(grid: DecodeGrid, signs: list[np.ndarray], rows: np.ndarray) -> dict:
+    """``decode_checks.failed_pieces`` (kept here for the callers that import it from here)."""
+    from plena_opt.estimate.decode_checks import failed_pieces as judge
 
-
-def failed_pieces(
-    grid: DecodeGrid, signs: list[np.ndarray], rows: np.ndarray
-) -> dict[int, list[int]]:
-    """Compressed pieces where a branch may switch, with the KV lengths to cut them at.
-
-    ``signs``: quantities whose sign is a branch (``t_m − t_c``, ``comm − layer``); ``rows``:
-    stage times whose maximum is the period (the largest at the middle point must stay ≥ all,
-    and every row must fit the stairs).
-    """
-    failed: dict[int, list[int]] = {}
-    n_signs = len(signs)
-    base = np.vstack([*signs, rows]) if signs else rows
-    strict = np.arange(len(base)) < n_signs
-    for c in grid.checks:
-        values = base[:, c.span]
-        flags = strict
-        if len(rows) > 1:
-            part = rows[:, c.span]
-            top = part[int(np.argmax(part[:, part.shape[1] // 2]))]
-            values = np.vstack([values, top - part])
-            flags = np.concatenate([strict, np.zeros(len(rows), dtype=bool)])
-        keep = np.any(values != 0.0, axis=1)
-        zone = _zones(values[keep], flags[keep], c)
-        if zone is not None:
-            failed[c.piece] = [u for u in zone if c.u0 < u < c.u1]
-    return failed
+    return judge(grid, signs, rows)

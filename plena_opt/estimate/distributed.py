@@ -1,334 +1,60 @@
 """The distributed estimate of one plan: pipelined prefill and decode passes (analytic-model §4.6).
 
-``EstimateContext`` holds what is fixed for a (model, NoC, memory, chip, workload); ``PlanCost``
-prices one plan: per-stage prefill, the whole decode (a few weighted evaluation points standing
-for every generated token, ``decode_steps``), TTFT, TPS, footprints, NoC energy and warnings.
+``EstimateContext`` (``estimate.context``) holds what is fixed for a (model, NoC, memory, chip,
+workload); ``PlanCost`` prices one plan: per-stage prefill, the whole decode (a few weighted
+evaluation points standing for every generated token, ``decode_steps``; passes in
+``estimate.passes``), TTFT, TPS, footprints, NoC energy and warnings.
 ``DistributedEstimate.to_dict()`` is the reference JSON (golden ``distributed.json`` outputs).
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
-from fractions import Fraction
+from collections.abc import Hashable
+from dataclasses import fields, replace
 from functools import cached_property
 from math import ceil
 
 import numpy as np
-from deepstack import Network, NocProfile
+from deepstack import NocProfile
 
-from plena_opt.chip import ChipProfile, PerfModel, load_chip
+from plena_opt.chip import ChipProfile
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
-from plena_opt.estimate.decode_steps import (
-    MAX_REFINES,
-    DecodeGrid,
-    StairSpec,
-    decode_grid,
-    failed_pieces,
-)
-from plena_opt.estimate.gpu import GpuPricing, is_gpu, storage_precision
+from plena_opt.estimate.context import EstimateContext, shared_network
+from plena_opt.estimate.decode_checks import failed_pieces
+from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid
 from plena_opt.estimate.layer import (
     LayerKind,
-    LayerShape,
     attention_weight_elements,
     decode_kv_read_bytes,
     dense_ffn_elements,
     layer_cycles,
-    layer_kind_runs,
     layer_traffic,
-    stage_counts,
 )
-from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load, power_law_alpha
-from plena_opt.estimate.moe_routing import check_routing, routing_rows
+from plena_opt.estimate.passes import PassResult, weighted_sum
 from plena_opt.estimate.plan import Plan, Workload
+from plena_opt.estimate.plan_base import PlanBase, kv_cache_elements
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights, price_arrays
 from plena_opt.estimate.results import DistributedEstimate
-from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
-from plena_opt.memory import HbmStoragePrecision, Memory, PhaseEstimate
+from plena_opt.memory import Memory, PhaseEstimate
 from plena_opt.models import ModelSpec
+
+# Re-exported for the modules and tests that import them from here.
+__all__ = [
+    "FIELDS",
+    "DistributedEstimate",
+    "EstimateContext",
+    "PassResult",
+    "PlanBase",
+    "PlanCost",
+    "estimate_distributed",
+    "kv_cache_elements",
+    "shared_network",
+    "weighted_sum",
+]
 
 GIB = 2**30
 # The priced fields of a stage (those of ``PhaseEstimate`` except the optional energy).
 FIELDS = tuple(f.name for f in fields(PhaseEstimate) if f.name != "dram_energy_pj")
-
-
-_THREAD = threading.local()
-
-
-def weighted_sum(weights: Sequence[float], arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """Σ wᵢ·aᵢ over a few equal-length arrays (faster than a matrix product for few rows)."""
-    total = None
-    for w, a in zip(weights, arrays, strict=True):
-        if w:
-            total = a * w if total is None else total + a * w
-    return np.zeros(len(arrays[0])) if total is None else total
-
-
-def shared_network(noc: NocProfile) -> Network:
-    """The ``Network`` of a profile, shared by the evaluators of one thread.
-
-    Routing patterns depend only on the profile, so every evaluator of a search (one per batch
-    size) reuses them. ``Network`` is not thread-safe, hence one cache per thread.
-    """
-    cache = getattr(_THREAD, "networks", None)
-    if cache is None:
-        cache = _THREAD.networks = {}
-    key = json.dumps(noc.describe(), sort_keys=True, default=str)
-    net = cache.get(key)
-    if net is None:
-        net = cache[key] = Network(noc)
-    return net
-
-
-class EstimateContext:
-    """Inputs shared by every plan of one evaluation: model × NoC × memory × chip × workload."""
-
-    def __init__(
-        self,
-        model: ModelSpec,
-        noc: NocProfile,
-        memory: Memory,
-        workload: Workload,
-        chip: ChipProfile | None = None,
-        precision: HbmStoragePrecision | None = None,
-    ) -> None:
-        self.model = model
-        self.noc = noc
-        self.memory = memory
-        self.workload = workload
-        self.chip = chip if chip is not None else load_chip()
-        if precision is None:
-            precision = storage_precision(self.chip, workload) or HbmStoragePrecision.default()
-        self.precision = precision
-        # A GPU chip prices layers kernel by kernel (estimate/gpu.py); PLENA by ISA cycles.
-        self.gpu = GpuPricing(self.chip, precision, workload, memory) if is_gpu(self.chip) else None
-        self.perf = None if self.gpu else PerfModel(self.chip)
-        self.net = shared_network(noc)
-        self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
-        self.kind_runs = layer_kind_runs(model)
-        self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))
-        self.kind_totals: Counter = Counter()
-        for kind, n in self.kind_runs:
-            self.kind_totals[kind] += n
-        self.track_energy = memory.energy_pj(0.0, 0.0) is not None
-        self._rows: np.ndarray | None = None
-        check_routing(workload.routing)
-        if model.num_experts and workload.routing not in ("balanced", "random"):
-            self.rows(1)  # read and validate a trace now, not inside the first MoE plan
-        self._memory_warnings = list(memory.warnings())
-        # Memoised per-layer pricing and collectives, shared by the plans of one evaluation.
-        self.layer_cache: dict = {}
-        self.comm_cache: dict = {}
-        self.extras_cache: dict = {}
-        self._stage_counts: dict[int, list[Counter]] = {}
-        self._grids: dict[int, DecodeGrid] = {}
-
-    def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
-        """The decode's evaluation points for context parallelism ``cp`` and a KV read of
-        ``read_per_token`` bytes per attended token and layer (cached)."""
-        quantum = self.memory.transfer_quantum_bytes
-        ratio = None if quantum is None else Fraction(read_per_token) / quantum
-        key = (cp, ratio)
-        grid = self._grids.get(key)
-        if grid is None:
-            m, w = self.model, self.workload
-            kinds = self.distinct_kinds
-            spec = StairSpec(
-                1 if self.perf is None else self.perf.MLEN,
-                ratio,
-                m.attention_chunk_size if any(k.chunked for k in kinds) else None,
-                m.sliding_window if any(k.sliding for k in kinds) else None,
-                every_step=self.gpu is not None,
-            )
-            grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
-            self._grids[key] = grid
-        return grid
-
-    def stage_kind_counts(self, pp: int) -> list[Counter]:
-        """Per pipeline stage, how many layers of each kind it holds (§4.6 stage layout)."""
-        counts = self._stage_counts.get(pp)
-        if counts is None:
-            counts = stage_counts(self.kind_runs, self.model.num_layers, pp)
-            self._stage_counts[pp] = counts
-        return counts
-
-    def rows(self, tokens: int) -> np.ndarray:
-        """At least ``tokens`` routing rows (cached; regenerated only to grow)."""
-        if self._rows is None or self._rows.shape[0] < tokens:
-            m = self.model
-            self._rows = routing_rows(
-                self.workload.routing, m.num_experts, m.top_k, tokens, power_law_alpha(m)
-            )
-        return self._rows
-
-    def lm_head_phases(self) -> tuple[bool, bool]:
-        """(prefill, decode): whether the LM head is priced in each phase (§4.4)."""
-        inc = self.workload.include_lm_head
-        return (inc or self.model.family == "moe", inc)
-
-
-@dataclass
-class PassResult:
-    """One pipelined pass over every stage, for one or many steps (arrays over steps).
-
-    Stage fields are linear in the per-kind layer costs, so they are kept as components
-    (layer costs by kind, kind counts per stage, extras per stage) and combined on demand.
-    """
-
-    stage_layers: list[int]
-    counts: list[Counter]  # per stage: layers of each kind
-    layer: dict[LayerKind, StageArrays]  # one layer of each kind, priced
-    comm: dict[LayerKind, dict[str, Cost]]  # one layer's collectives, by kind
-    extras: dict[int, list[StageArrays]]  # embedding / LM head stages by pipeline stage
-    transfer: Cost  # slowest stage-boundary transfer
-    full_overlap: bool
-    steps: StepWeights = ONE_STEP  # decode steps each evaluation point stands for
-
-    @property
-    def transfer_seconds(self) -> float:
-        return self.transfer.seconds
-
-    @cached_property
-    def layers_per_kind(self) -> list[int]:
-        """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
-        return [sum(c.get(k, 0) for c in self.counts) for k in self.layer]
-
-    def comm_seconds(self, kind: LayerKind) -> float:
-        """Σ of one layer's collective times (s)."""
-        return sum(c.seconds for c in self.comm[kind].values())
-
-    def combined_seconds(self, kind: LayerKind) -> np.ndarray:
-        """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
-        comm = self.comm_seconds(kind)
-        la = self.layer[kind].seconds
-        return np.maximum(la, comm) if self.full_overlap else la + comm
-
-    def failed_checks(self, grid: DecodeGrid) -> dict[int, list[int]]:
-        """Compressed pieces of ``grid`` where a branch may switch, with where to cut them."""
-        if not grid.checks:
-            return {}
-        signs = []
-        for kind, la in self.layer.items():
-            signs.append(la.memory_seconds - la.compute_seconds)
-            if self.full_overlap:
-                signs.append(self.comm_seconds(kind) - la.seconds)
-        return failed_pieces(grid, signs, self.stage_rows[0])
-
-    @cached_property
-    def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
-
-        Stages with the same layer counts and no extras take the same time, so each distinct
-        stage is computed once (e.g. one row for four identical pipeline stages).
-        """
-        kinds = list(self.layer)
-        combined = [self.combined_seconds(k) for k in kinds]
-        keys: dict[tuple, int] = {}
-        index = []
-        for i, c in enumerate(self.counts):
-            key = (tuple(c.get(k, 0) for k in kinds), i if i in self.extras else -1)
-            index.append(keys.setdefault(key, len(keys)))
-        rows = np.empty((len(keys), self.steps.points))
-        for key, r in keys.items():
-            counts, stage = key
-            row = weighted_sum(counts, combined)
-            for ex in self.extras.get(stage, []):
-                row = row + ex.seconds
-            rows[r] = row
-        index = np.asarray(index)
-        return rows, index, np.bincount(index, minlength=len(keys)).astype(float)
-
-    def stage_seconds_at(self, step: int) -> np.ndarray:
-        """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
-        rows, index, _ = self.stage_rows
-        return rows[index, step]
-
-    @cached_property
-    def period(self) -> np.ndarray:
-        """Per step: slowest stage + one boundary transfer (s)."""
-        rows = self.stage_rows[0]
-        slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
-        return slowest + self.transfer.seconds
-
-    def latency_at(self, step: int) -> float:
-        """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""
-        rows, _, mult = self.stage_rows
-        pp = len(self.stage_layers)
-        return float(mult @ rows[:, step]) + (pp - 1) * self.transfer.seconds
-
-    def stage_field(self, stage: int, name: str, step: int) -> float | None:
-        """A priced field of one stage at one step (extras first, then layers by kind)."""
-        if name == "dram_energy_pj" and next(iter(self.layer.values())).dram_energy_pj is None:
-            return None
-        total = 0.0
-        for ex in self.extras.get(stage, []):
-            total += getattr(ex, name)[step]
-        for kind, count in self.counts[stage].items():
-            total += count * getattr(self.layer[kind], name)[step]
-        return float(total)
-
-    def total(self, name: str, first_step: bool = False) -> float | None:
-        """A field summed over every stage and every step (or step 0 only)."""
-        priced = [ex for exs in self.extras.values() for ex in exs]
-        weights = [1.0] * len(priced)
-        priced += list(self.layer.values())
-        weights += self.layers_per_kind
-        total = 0.0
-        for weight, st in zip(weights, priced, strict=True):
-            value = st.field_sum(name, first_step)
-            if value is None:
-                return None
-            total += weight * value
-        return total
-
-    def report(self, step: int = 0) -> dict:
-        """The reference pass dict for one step."""
-        stages = []
-        secs = self.stage_seconds_at(step)
-        for i, layers in enumerate(self.stage_layers):
-            comm: dict[str, float] = {}
-            for kind, count in self.counts[i].items():
-                for name, c in self.comm[kind].items():
-                    comm[name] = comm.get(name, 0.0) + count * c.seconds
-            stages.append(
-                {
-                    "stage": i,
-                    "layers": layers,
-                    "seconds": float(secs[i]),
-                    "compute_seconds": self.stage_field(i, "compute_seconds", step),
-                    "memory_seconds": self.stage_field(i, "memory_seconds", step),
-                    "memory_bound_seconds": self.stage_field(i, "memory_bound_seconds", step),
-                    "comm_seconds": {k: v for k, v in comm.items() if v > 0},
-                    "read_bytes": self.stage_field(i, "read_bytes", step),
-                    "write_bytes": self.stage_field(i, "write_bytes", step),
-                    "dram_energy_pj": self.stage_field(i, "dram_energy_pj", step),
-                }
-            )
-        return {
-            "stages": stages,
-            "transfer_seconds": self.transfer.seconds,
-            "period_seconds": float(self.period[step]),
-            "latency_seconds": self.latency_at(step),
-            "bottleneck_stage": int(np.argmax(secs)),
-        }
-
-
-def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) -> int:
-    """KV-cache elements one device holds for one layer of ``kind`` with ``held`` tokens.
-
-    GQA: K and V of the device's KV heads. MLA: one latent of ``kv_lora_rank + qk_rope_head_dim``
-    per token, replicated on every TP rank. Sliding/chunked layers keep at most W / C tokens.
-    """
-    if kind.sliding:
-        held = min(held, m.sliding_window)
-    elif kind.chunked:
-        held = min(held, m.attention_chunk_size)
-    if m.is_mla:
-        return d.b_dev * held * m.kv_latent_dim
-    return 2 * d.b_dev * held * d.kv_heads * m.head_dim
 
 
 class PlanCost:
@@ -337,44 +63,91 @@ class PlanCost:
     def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
         self.ctx = ctx
         self.plan = plan
-        m, w = ctx.model, ctx.workload
-        self.plan_warnings = (
-            validate_plan(m, plan, w, ctx.noc.num_devices, ctx.noc.name) if validate else []
-        )
-        self.shard = DeviceShard.build(m, plan, w)
-        self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
-        self.dense = dense_scheme(plan)
-        self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
-        per_stage = ceil(m.num_layers / plan.pp)
-        self.stage_ranges = [
-            range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
-            for i in range(plan.pp)
-        ]
-        self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
+        # Everything but the passes is the same for plans that differ only in comm overlap.
+        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, validate)
+        base = ctx.plan_bases.get(key)
+        if base is None:
+            base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
+        self.base = base
+        self.plan_warnings = base.plan_warnings
+        self.shard = base.shard
+        self.priced_shard = base.priced_shard
+        self.shape = base.shape
+        self.dense = base.dense
+        self.moe = base.moe
+        self.stage_ranges = base.stage_ranges
+        self.stage_kind_counts = base.stage_kind_counts
         self.distinct_kinds = ctx.distinct_kinds
-        self.loads: dict[str, MoeLoad] = {}
-        self._rows = None
-        if m.num_experts:
-            q_pre = self.shard.q_prefill
-            micro = self.shard.micro
-            need = max(micro * q_pre if micro * q_pre < 8192 else 0, micro)
-            if w.routing != "balanced" or self.shard.ep_moe > 1:
-                self._rows = ctx.rows(max(need, 1))
-            for mode, q in (("prefill", q_pre), ("decode", 1)):
-                self.loads[mode] = busiest_rank_load(
-                    m,
-                    micro=micro,
-                    q=q,
-                    dp=plan.dp,
-                    tp_moe=self.shard.tp_moe,
-                    ep_moe=self.shard.ep_moe,
-                    routing=w.routing,
-                    rows=self._rows,
-                )
+        self.loads = base.loads
+        self._rows = base.rows
 
     # -- passes ------------------------------------------------------------------------------
+    def _layer(
+        self,
+        kind: LayerKind,
+        mode: str,
+        q: int,
+        kv: np.ndarray,
+        steps: StepWeights,
+        points_key: Hashable | None,
+        cache: dict,
+    ) -> StageArrays:
+        """One layer of ``kind`` priced at the KV lengths ``kv`` (memoised in ``cache``)."""
+        ctx, shape = self.ctx, self.shape
+        key = ((self.base.shard_id, mode), kind, points_key)
+        priced = cache.get(key)
+        if priced is not None:
+            return priced
+        load = self.loads.get(mode)
+        if ctx.gpu is not None:
+            priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
+        else:
+            cyc = layer_cycles(shape, kind, mode, q, kv, load)
+            reads, writes = layer_traffic(shape, kind, mode, q, kv, self.plan.cp, load)
+            priced = price_arrays(
+                cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
+            )
+        cache[key] = priced
+        return priced
+
+    def _layer_grid(self, grid: DecodeGrid) -> DecodeGrid:
+        """``grid`` refined until every layer keeps its roofline side on each compressed piece.
+
+        A function of the layer prices only (the priced shard, tp, cp), so every plan of that
+        layer starts its own checks from it: the roofline switch is found once per layer, not
+        once per plan (the plan's checks still decide, and refine further where they fail).
+        """
+        ctx = self.ctx
+        lkey = (self.base.shard_id, grid.token)
+        hit = ctx.layer_grids.get(lkey)
+        if hit is not None:
+            return hit
+        for tries in range(MAX_REFINES):
+            if not grid.checks:
+                break
+            signs = []
+            for kind in self.distinct_kinds:
+                la = self._layer(
+                    kind, "decode", 1, grid.kv, grid.weights, grid.token, ctx.layer_cache
+                )
+                signs.append(la.memory_seconds - la.compute_seconds)
+            failed = failed_pieces(grid, signs, np.zeros((0, len(grid.kv))))
+            if not failed:
+                break
+            grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
+        ctx.layer_grids[lkey] = grid
+        return grid
+
+    def _refined(self, grid: DecodeGrid, failed: dict[int, list[int]], last: bool) -> DecodeGrid:
+        """``grid`` cut at ``failed`` (memoised per context: equal cuts give one grid)."""
+        rkey = (grid.key, tuple((i, tuple(c)) for i, c in sorted(failed.items())), last)
+        refined = self.ctx.refined.get(rkey)
+        if refined is None:
+            refined = self.ctx.refined[rkey] = grid.refine(failed, enumerate_failed=last)
+        return refined
+
     def _run_pass(
-        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: tuple | None
+        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
     ) -> PassResult:
         """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
         shared layer cache (None: a plan's own refined points, not cached)."""
@@ -384,34 +157,17 @@ class PlanCost:
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
         # Plans that differ only in what does not change a layer's cost share it (the
         # comm-overlap choice, dp versus ep placement with equal shapes, …).
-        shard_key = (self.shard, plan.tp, plan.cp, mode)
-        comm_key = (shard_key, self.dense, self.moe)
+        # small interned ids: a key never hashes the shard or the schemes again
+        shard_key = (self.base.shard_id, mode)
+        comm_key = (self.base.comm_id, mode)
         layer_cache = ctx.layer_cache if points_key is not None else {}
         for kind in self.distinct_kinds:
-            key = (shard_key, kind, points_key)
-            priced = layer_cache.get(key)
-            if priced is None and ctx.gpu is not None:
-                priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
-                layer_cache[key] = priced
-            if priced is None:
-                cyc = layer_cycles(shape, kind, mode, q, kv, load)
-                reads, writes = layer_traffic(shape, kind, mode, q, kv, plan.cp, load)
-                priced = price_arrays(
-                    cyc,
-                    reads,
-                    writes,
-                    ctx.memory,
-                    ctx.compute_hz,
-                    ctx.workload.overlap_policy,
-                    steps,
-                )
-                layer_cache[key] = priced
-            layer_arrays[kind] = priced
+            layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
             ckey = (comm_key, kind)
             comm = ctx.comm_cache.get(ckey)
             if comm is None:
                 comm = layer_collectives(
-                    ctx.net,
+                    ctx.priced_net,
                     shape,
                     kind,
                     mode,
@@ -432,8 +188,8 @@ class PlanCost:
         cached = extras_cache.get(ekey)
         if cached is None:
             cached = (
-                self._extras(mode, q, steps),
-                pipeline_transfer(ctx.net, self.dense, shape, q),
+                self._extras(mode, q, steps, extras_cache, (shard_key, "priced", points_key)),
+                pipeline_transfer(ctx.priced_net, self.dense, shape, q),
             )
             extras_cache[ekey] = cached
         extras, transfer = cached
@@ -446,33 +202,51 @@ class PlanCost:
             transfer,
             plan.comm_overlap == "full",
             steps,
+            ctx.row_groups,
         )
         return result
 
-    def _extras(self, mode: str, q: int, steps: StepWeights) -> dict[int, list[StageArrays]]:
-        """Embedding (prefill, first stage) and LM head (last stage) as separate stages."""
-        ctx, d = self.ctx, self.shard
+    def _extras(
+        self, mode: str, q: int, steps: StepWeights, cache: dict, key: tuple
+    ) -> dict[int, list[StageArrays]]:
+        """Embedding (prefill, first stage) and LM head (last stage) as separate stages; the
+        priced pair is kept in ``cache`` under ``key`` for plans of another depth."""
+        ctx = self.ctx
         if ctx.gpu is not None:
             return ctx.gpu.extras(self.shape, mode, q, steps, self.plan.pp - 1)
-        h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
+        pair = cache.get(key)
+        if pair is None:
+            pair = cache[key] = self._price_extras(mode, q, steps)
+        emb, lm = pair
         out: dict[int, list[StageArrays]] = {}
+        if emb is not None:
+            out.setdefault(0, []).append(emb)
+        if lm is not None:
+            out.setdefault(self.plan.pp - 1, []).append(lm)
+        return out
+
+    def _price_extras(
+        self, mode: str, q: int, steps: StepWeights
+    ) -> tuple[StageArrays | None, StageArrays | None]:
+        """(embedding, LM head) of one device, each None where the phase does not price it."""
+        ctx, d = self.ctx, self.shard
+        h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
         price = lambda cyc, reads: price_arrays(  # noqa: E731
             cyc, reads, {}, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
         )
+        emb = lm = None
         if mode == "prefill":
             emb = price(
                 perf.embeddings(h, q, d.b_dev, "prefill"),
                 {"embedding_rows": d.b_dev * q * h * prec.activation_bytes},
             )
-            out.setdefault(0, []).append(emb)
         lm_prefill, lm_decode = ctx.lm_head_phases()
         if (mode == "prefill" and lm_prefill) or (mode == "decode" and lm_decode):
             lm = price(
                 perf.lm_head(h, d.vocab, d.b_dev),
                 {"lm_head_weights": d.vocab * h * prec.weight_bytes},
             )
-            out.setdefault(self.plan.pp - 1, []).append(lm)
-        return out
+        return emb, lm
 
     @cached_property
     def prefill(self) -> PassResult:
@@ -485,13 +259,14 @@ class PlanCost:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
         grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+        grid = self._layer_grid(grid)
         for tries in range(MAX_REFINES + 1):
-            key = grid.key  # refined grids too: plans of one layer shape share their switches
+            key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
             failed = result.failed_checks(grid)
             if not failed:
                 return result
-            grid = grid.refine(failed, enumerate_failed=tries == MAX_REFINES - 1)
+            grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
         raise AssertionError("unreachable: the last refinement enumerates every failed piece")
 
     # -- headline metrics -------------------------------------------------------------------
@@ -511,9 +286,15 @@ class PlanCost:
     def tps_per_sequence(self) -> float:
         return self.ctx.workload.output_seq_len / (self.plan.pp * self.decode_seconds)
 
-    @cached_property
+    @property
     def footprint(self) -> tuple[float, float]:
         """(weight bytes, KV bytes) of the fullest stage on one device (§4.6)."""
+        fp = self.base.footprint
+        if fp is None:
+            fp = self.base.footprint = self._fullest_stage()
+        return fp
+
+    def _fullest_stage(self) -> tuple[float, float]:
         best = None
         for wb, kb in self.stage_footprints():
             if best is None or wb + kb > best[0] + best[1]:
@@ -582,8 +363,15 @@ class PlanCost:
             f"({kb / GIB:.2f} GiB) beyond its memory capacity ({cap:.2f} GiB)"
         )
 
-    @cached_property
+    @property
     def warnings(self) -> list[str]:
+        """The plan's warnings (the same list for plans that differ only in comm overlap)."""
+        out = self.base.warnings
+        if out is None:
+            out = self.base.warnings = self._warnings()
+        return out
+
+    def _warnings(self) -> list[str]:
         ctx, m = self.ctx, self.ctx.model
         out = list(self.plan_warnings)
         if self.fits_in_memory is False:
@@ -645,7 +433,7 @@ class PlanCost:
             fits_in_memory=self.fits_in_memory,
             moe=self.moe_report(),
             noc_energy_pj_per_decode_token=self.noc_energy_pj_per_decode_token,
-            warnings=self.warnings,
+            warnings=list(self.warnings),
             chip=None if ctx.gpu is None else ctx.gpu.describe(),
         )
 

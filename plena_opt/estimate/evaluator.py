@@ -18,6 +18,7 @@ from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
 from plena_opt.estimate.gpu import gpu_energy_per_token
+from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
 from plena_opt.memory import Memory
 from plena_opt.models import ModelSpec
@@ -69,8 +70,11 @@ class Evaluator:
         memory: Memory,
         workload: Workload | None = None,
         chip: ChipProfile | None = None,
+        memo: PricingMemo | None = None,
     ) -> None:
-        self.ctx = EstimateContext(model, noc, memory, workload or Workload(), chip)
+        """``memo`` shares priced layers and collectives with the other evaluators built with
+        it for the same inputs and another batch size (``estimate.memo``)."""
+        self.ctx = EstimateContext(model, noc, memory, workload or Workload(), chip, memo=memo)
 
     @property
     def model(self) -> ModelSpec:

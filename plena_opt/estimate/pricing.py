@@ -53,6 +53,7 @@ class StageArrays:
         self.steps = steps
         self._n = steps.points
         self._memory = memory
+        self._sums: dict[tuple, object] = {}  # memo of split_means / field_sum (shared arrays)
         self.seconds = np.maximum(t_c, t_m) if policy == "stage-roofline" else t_c + t_m
         if np.ndim(self.seconds) == 0:
             self.seconds = np.full(self._n, float(self.seconds))
@@ -88,6 +89,13 @@ class StageArrays:
     def split_means(self, policy: str) -> tuple[float, float]:
         """Mean over steps of the (compute, DRAM) share of ``seconds``: under the roofline the
         bound side takes all of it; ``serial`` adds both."""
+        key = ("split", policy)
+        hit = self._sums.get(key)
+        if hit is None:
+            hit = self._sums[key] = self._split_means(policy)
+        return hit
+
+    def _split_means(self, policy: str) -> tuple[float, float]:
         st = self.steps
         if policy == "serial":
             return st.mean(self.compute_seconds), st.mean(self.memory_seconds)
@@ -97,6 +105,13 @@ class StageArrays:
 
     def field_sum(self, name: str, first_step: bool = False) -> float | None:
         """Σ of one field over every step, or its value at step 0 (point 0)."""
+        key = (name, first_step)
+        if key in self._sums:
+            return self._sums[key]
+        value = self._sums[key] = self._field_sum(name, first_step)
+        return value
+
+    def _field_sum(self, name: str, first_step: bool) -> float | None:
         raw = {
             "compute_seconds": self._t_c,
             "memory_seconds": self._t_m,

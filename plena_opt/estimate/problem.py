@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # loaded lazily: the CLI reads the defaults here before any h
     from plena_opt.memory import Memory
     from plena_opt.models import ModelSpec
 
+from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
 
 __all__ = [
@@ -52,6 +53,9 @@ class EvaluatorInputs:
     memory: Memory
     workload: Workload
     chip: ChipProfile | None = None
+    # Shared by the evaluators of these inputs (``with_batch`` copies keep it): what one batch
+    # size priced, another reuses where the per-device shard is the same (``estimate.memo``).
+    memo: PricingMemo = field(default_factory=PricingMemo, compare=False, repr=False)
 
     def evaluator(self, batch_size: int | None = None, precision: str | None = None) -> Evaluator:
         """An ``Evaluator`` for these inputs, optionally with another global batch size
@@ -63,7 +67,7 @@ class EvaluatorInputs:
         w = self.with_batch(batch_size).workload
         if precision is not None:
             w = replace(w, precision=precision)
-        return Evaluator(self.model, self.noc, self.memory, w, chip=self.chip)
+        return Evaluator(self.model, self.noc, self.memory, w, chip=self.chip, memo=self.memo)
 
     def with_batch(self, batch_size: int | None) -> EvaluatorInputs:
         """A copy whose workload serves ``batch_size`` sequences (None keeps the current one)."""

@@ -1,0 +1,151 @@
+"""What is fixed for one evaluation: model × NoC × memory × chip × workload, and its memos.
+
+``EstimateContext`` holds the inputs every plan of one evaluation shares, the decode grids and
+stage layouts, and the memo dictionaries (priced layers, collectives, extras) that plans with
+equal shards share (``estimate.memo`` shares them across batch sizes too).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+from deepstack import Network, NocProfile
+
+from plena_opt.chip import ChipProfile, PerfModel, load_chip
+from plena_opt.estimate.comm import PricedNetwork
+from plena_opt.estimate.decode_steps import DecodeGrid, StairSpec, decode_grid
+from plena_opt.estimate.gpu import GpuPricing, is_gpu, storage_precision
+from plena_opt.estimate.layer import layer_kind_runs, stage_counts
+from plena_opt.estimate.memo import PricingCaches, PricingMemo
+from plena_opt.estimate.moe_load import power_law_alpha
+from plena_opt.estimate.moe_routing import check_routing, routing_rows
+from plena_opt.estimate.plan import Workload
+from plena_opt.memory import HbmStoragePrecision, Memory
+from plena_opt.models import ModelSpec
+
+_THREAD = threading.local()
+
+
+def shared_network(noc: NocProfile) -> Network:
+    """The ``Network`` of a profile, shared by the evaluators of one thread.
+
+    Routing patterns depend only on the profile, so every evaluator of a search (one per batch
+    size) reuses them. ``Network`` is not thread-safe, hence one cache per thread.
+    """
+    cache = getattr(_THREAD, "networks", None)
+    if cache is None:
+        cache = _THREAD.networks = {}
+    key = json.dumps(noc.describe(), sort_keys=True, default=str)
+    net = cache.get(key)
+    if net is None:
+        net = cache[key] = Network(noc)
+    return net
+
+
+class EstimateContext:
+    """Inputs shared by every plan of one evaluation: model × NoC × memory × chip × workload."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        noc: NocProfile,
+        memory: Memory,
+        workload: Workload,
+        chip: ChipProfile | None = None,
+        precision: HbmStoragePrecision | None = None,
+        memo: PricingMemo | None = None,
+    ) -> None:
+        self.model = model
+        self.noc = noc
+        self.memory = memory
+        self.workload = workload
+        self.chip = chip if chip is not None else load_chip()
+        if precision is None:
+            precision = storage_precision(self.chip, workload) or HbmStoragePrecision.default()
+        self.precision = precision
+        # A GPU chip prices layers kernel by kernel (estimate/gpu.py); PLENA by ISA cycles.
+        self.gpu = GpuPricing(self.chip, precision, workload, memory) if is_gpu(self.chip) else None
+        self.perf = None if self.gpu else PerfModel(self.chip)
+        self.net = shared_network(noc)
+        self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
+        self.kind_runs = layer_kind_runs(model)
+        self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))
+        self.kind_totals: Counter = Counter()
+        for kind, n in self.kind_runs:
+            self.kind_totals[kind] += n
+        self.track_energy = memory.energy_pj(0.0, 0.0) is not None
+        self._rows: np.ndarray | None = None
+        check_routing(workload.routing)
+        if model.num_experts and workload.routing not in ("balanced", "random"):
+            self.rows(1)  # read and validate a trace now, not inside the first MoE plan
+        self._memory_warnings = list(memory.warnings())
+        # Memoised per-layer pricing and collectives, shared by the plans of one evaluation
+        # (and, through ``memo``, by the evaluations that differ only in the batch size).
+        if memo is None:
+            caches = PricingCaches()
+        else:
+            dense_plena = self.gpu is None and not model.num_experts
+            caches = memo.caches(model, noc, memory, chip, workload, dense_plena)
+        self.layer_cache: dict = caches.layer
+        self.comm_cache: dict = caches.comm
+        self.extras_cache: dict = caches.extras
+        self._stage_counts: dict[int, list[Counter]] = caches.stage_counts
+        self._grids: dict[tuple, DecodeGrid] = caches.grids
+        self.priced_net = PricedNetwork(self.net, caches.collectives)  # memoised prices
+        self.plan_bases: dict[tuple, object] = {}  # ``plan_base.PlanBase``
+        self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
+        self.shard_ids: dict[tuple, int] = caches.shard_ids
+        self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
+        self.row_groups: dict[tuple, tuple] = {}
+
+    def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
+        """The decode's evaluation points for context parallelism ``cp`` and a KV read of
+        ``read_per_token`` bytes per attended token and layer (cached)."""
+        fast = ("read", cp, read_per_token)  # its own key space: a ratio may equal a read
+        grid = self._grids.get(fast)
+        if grid is not None:
+            return grid
+        quantum = self.memory.transfer_quantum_bytes
+        ratio = None if quantum is None else Fraction(read_per_token) / quantum
+        key = (cp, ratio)
+        grid = self._grids.get(key)
+        if grid is None:
+            m, w = self.model, self.workload
+            kinds = self.distinct_kinds
+            spec = StairSpec(
+                1 if self.perf is None else self.perf.MLEN,
+                ratio,
+                m.attention_chunk_size if any(k.chunked for k in kinds) else None,
+                m.sliding_window if any(k.sliding for k in kinds) else None,
+                every_step=self.gpu is not None,
+            )
+            grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
+            self._grids[key] = grid
+        self._grids[fast] = grid
+        return grid
+
+    def stage_kind_counts(self, pp: int) -> list[Counter]:
+        """Per pipeline stage, how many layers of each kind it holds (§4.6 stage layout)."""
+        counts = self._stage_counts.get(pp)
+        if counts is None:
+            counts = stage_counts(self.kind_runs, self.model.num_layers, pp)
+            self._stage_counts[pp] = counts
+        return counts
+
+    def rows(self, tokens: int) -> np.ndarray:
+        """At least ``tokens`` routing rows (cached; regenerated only to grow)."""
+        if self._rows is None or self._rows.shape[0] < tokens:
+            m = self.model
+            self._rows = routing_rows(
+                self.workload.routing, m.num_experts, m.top_k, tokens, power_law_alpha(m)
+            )
+        return self._rows
+
+    def lm_head_phases(self) -> tuple[bool, bool]:
+        """(prefill, decode): whether the LM head is priced in each phase (§4.4)."""
+        inc = self.workload.include_lm_head
+        return (inc or self.model.family == "moe", inc)

@@ -1,0 +1,121 @@
+"""Whether a decode grid's compressed pieces keep every branch (see ``decode_steps``).
+
+All checks of a grid are judged together: their pseudo-inverses and bases side by side in one
+block-diagonal matrix, per-check maxima and sums by ``reduceat``, so a grid with many pieces
+costs one set of array operations instead of one per piece.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil, floor
+
+import numpy as np
+
+from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, Check, DecodeGrid
+
+
+@dataclass(frozen=True, eq=False)
+class CheckBlocks:
+    """Every check of a grid side by side, so that they are judged with one set of array
+    operations: the block-diagonal pseudo-inverse and basis, each basis function's envelope
+    rows, and where each check's points and basis functions start."""
+
+    cols: np.ndarray  # grid point indices of every check's points, check after check
+    col_starts: np.ndarray  # where each check's points start in ``cols``
+    k_starts: np.ndarray  # where each check's basis functions start
+    pinv: np.ndarray  # [K, P] block-diagonal
+    matrix: np.ndarray  # [P, K] block-diagonal
+    lo: np.ndarray  # [K] value at u0
+    slope: np.ndarray  # [K] slope per kv
+    is_ceil: np.ndarray  # [K] 1 for a stair excess
+    mids: np.ndarray  # per check: the grid index of its middle point
+    u0: np.ndarray
+    u1: np.ndarray
+
+    @classmethod
+    def of(cls, checks: tuple[Check, ...]) -> CheckBlocks:
+        sizes = [c.span.stop - c.span.start for c in checks]
+        ks = [len(c.stairs) for c in checks]
+        P, K = sum(sizes), sum(ks)
+        pinv, matrix = np.zeros((K, P)), np.zeros((P, K))
+        lo, slope, is_ceil = np.zeros(K), np.zeros(K), np.zeros(K)
+        p = k = 0
+        for c, n, m in zip(checks, sizes, ks, strict=True):
+            pinv[k : k + m, p : p + n] = c.pinv
+            matrix[p : p + n, k : k + m] = c.matrix
+            lo[k : k + m], slope[k : k + m], is_ceil[k : k + m] = c.envelope_rows
+            p, k = p + n, k + m
+        return cls(
+            np.concatenate([np.arange(c.span.start, c.span.stop) for c in checks]),
+            np.cumsum([0, *sizes[:-1]]),
+            np.cumsum([0, *ks[:-1]]),
+            pinv,
+            matrix,
+            lo,
+            slope,
+            is_ceil,
+            np.array([c.span.start + n // 2 for c, n in zip(checks, sizes, strict=True)]),
+            np.array([c.u0 for c in checks]),
+            np.array([c.u1 for c in checks]),
+        )
+
+
+def _zones(values: np.ndarray, strict: np.ndarray, b: CheckBlocks) -> list[list[int] | None]:
+    """Per check: None where every quantity (rows of ``values`` [Q, P] at the checks' points)
+    fits the stairs and keeps its sign on the piece (``strict`` [Q, 1] or [Q, checks]: > 0 or
+    < 0; else ≥ 0 suffices, ties being harmless in a maximum); otherwise the KV lengths
+    bounding the uncertain zones (empty: no estimate). A quantity that is zero at every point
+    of a check is ignored there."""
+    absval = np.abs(values)
+    scale = np.maximum.reduceat(absval, b.col_starts, axis=1)  # [Q, C]
+    coef = values @ b.pinv.T  # [Q, K]
+    resid = np.abs(coef @ b.matrix.T - values)
+    fits = np.maximum.reduceat(resid, b.col_starts, axis=1) <= FIT_TOL * scale
+    gap = np.add.reduceat(np.abs(coef) * b.is_ceil, b.k_starts, axis=1)
+    lo0 = np.add.reduceat(coef * b.lo + np.minimum(coef, 0.0) * b.is_ceil, b.k_starts, axis=1)
+    slope = np.add.reduceat(coef * b.slope, b.k_starts, axis=1)
+    tol = SIGN_TOL * scale
+    lo1 = lo0 + slope * (b.u1 - 1 - b.u0)
+    lo_min = np.minimum(lo0, lo1)
+    hi_max = np.maximum(lo0, lo1) + gap
+    fixed = (lo_min > tol) | (~strict & (lo_min >= -tol)) | (strict & (hi_max < -tol))
+    bad = ~(fixed & fits) & (scale > 0.0)
+    out: list[list[int] | None] = [None] * len(b.u0)
+    for ci in np.flatnonzero(bad.any(axis=0)):
+        cuts: list[int] = []
+        for i in np.flatnonzero(bad[:, ci] & fits[:, ci] & (slope[:, ci] != 0.0)):
+            t, g, l0, sl = tol[i, ci], gap[i, ci], lo0[i, ci], slope[i, ci]
+            ends = [b.u0[ci] + (z - l0) / sl for z in (-t, t, -t - g)]
+            ends.append(b.u0[ci] + (t - g - l0) / sl)
+            cuts += [floor(min(ends)), ceil(max(ends)) + 1]
+        out[ci] = cuts
+    return out
+
+
+def failed_pieces(
+    grid: DecodeGrid, signs: list[np.ndarray], rows: np.ndarray
+) -> dict[int, list[int]]:
+    """Compressed pieces where a branch may switch, with the KV lengths to cut them at.
+
+    ``signs``: quantities whose sign is a branch (``t_m − t_c``, ``comm − layer``); ``rows``:
+    stage times whose maximum is the period (the largest at the middle point must stay ≥ all,
+    and every row must fit the stairs).
+    """
+    if not grid.checks:
+        return {}
+    b = grid.blocks
+    base = np.vstack([*signs, rows]) if signs else rows
+    values = base[:, b.cols]
+    strict = (np.arange(len(base)) < len(signs))[:, None]
+    if len(rows) > 1:  # the largest stage at each check's middle point stays ≥ every stage
+        top = np.argmax(rows[:, b.mids], axis=0)  # per check
+        top_cols = np.repeat(top, np.diff([*b.col_starts, len(b.cols)]))
+        part = rows[:, b.cols]
+        values = np.vstack([values, part[top_cols, np.arange(len(b.cols))] - part])
+        strict = np.vstack([strict, np.zeros((len(rows), 1), dtype=bool)])
+    failed: dict[int, list[int]] = {}
+    for c, zone in zip(grid.checks, _zones(values, strict, b), strict=True):
+        if zone is not None:
+            failed[c.piece] = [u for u in zone if c.u0 < u < c.u1]
+    return failed

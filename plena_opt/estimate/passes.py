@@ -1,0 +1,198 @@
+"""One pipelined pass over every stage (prefill, or the decode at its evaluation points).
+
+Stage times are linear in the per-kind layer costs, so a ``PassResult`` keeps the components
+(one priced layer of each kind, kind counts per stage, extras per stage) and combines them on
+demand; stages with equal counts are one row (analytic-model §4.6).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from plena_opt.estimate.comm import Cost
+from plena_opt.estimate.decode_checks import failed_pieces
+from plena_opt.estimate.decode_steps import DecodeGrid
+from plena_opt.estimate.layer import LayerKind
+from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
+
+
+def weighted_sum(weights: Sequence[float], arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """Σ wᵢ·aᵢ over a few equal-length arrays (faster than a matrix product for few rows)."""
+    total = None
+    for w, a in zip(weights, arrays, strict=True):
+        if w:
+            total = a * w if total is None else total + a * w
+    return np.zeros(len(arrays[0])) if total is None else total
+
+
+def stage_groups(
+    counts: list[Counter], kinds: list[LayerKind], extras: dict[int, list]
+) -> tuple[list[tuple[tuple[int, ...], int]], np.ndarray, np.ndarray]:
+    """Stages grouped by (layer counts by kind, own extras): the distinct groups as
+    (counts, stage with extras or -1), each stage's group index and each group's stage count."""
+    keys: dict[tuple, int] = {}
+    index = []
+    for i, c in enumerate(counts):
+        key = (tuple(c.get(k, 0) for k in kinds), i if i in extras else -1)
+        index.append(keys.setdefault(key, len(keys)))
+    idx = np.asarray(index)
+    return list(keys), idx, np.bincount(idx, minlength=len(keys)).astype(float)
+
+
+@dataclass
+class PassResult:
+    """One pipelined pass over every stage, for one or many steps (arrays over steps).
+
+    Stage fields are linear in the per-kind layer costs, so they are kept as components
+    (layer costs by kind, kind counts per stage, extras per stage) and combined on demand.
+    """
+
+    stage_layers: list[int]
+    counts: list[Counter]  # per stage: layers of each kind
+    layer: dict[LayerKind, StageArrays]  # one layer of each kind, priced
+    comm: dict[LayerKind, dict[str, Cost]]  # one layer's collectives, by kind
+    extras: dict[int, list[StageArrays]]  # embedding / LM head stages by pipeline stage
+    transfer: Cost  # slowest stage-boundary transfer
+    full_overlap: bool
+    steps: StepWeights = ONE_STEP  # decode steps each evaluation point stands for
+    row_groups: dict = field(default_factory=dict)  # memo of ``stage_groups`` (per context)
+
+    @property
+    def transfer_seconds(self) -> float:
+        return self.transfer.seconds
+
+    @cached_property
+    def layers_per_kind(self) -> list[int]:
+        """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
+        kinds = tuple(self.layer)
+        key = ("per_kind", len(self.counts), kinds)
+        hit = self.row_groups.get(key)
+        if hit is None:
+            hit = self.row_groups[key] = [sum(c.get(k, 0) for c in self.counts) for k in kinds]
+        return hit
+
+    @cached_property
+    def _comm_totals(self) -> dict[LayerKind, float]:
+        return {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
+
+    def comm_seconds(self, kind: LayerKind) -> float:
+        """Σ of one layer's collective times (s)."""
+        return self._comm_totals[kind]
+
+    def combined_seconds(self, kind: LayerKind) -> np.ndarray:
+        """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
+        comm = self.comm_seconds(kind)
+        la = self.layer[kind].seconds
+        return np.maximum(la, comm) if self.full_overlap else la + comm
+
+    def failed_checks(self, grid: DecodeGrid) -> dict[int, list[int]]:
+        """Compressed pieces of ``grid`` where a branch may switch, with where to cut them."""
+        if not grid.checks:
+            return {}
+        signs = []
+        for kind, la in self.layer.items():
+            signs.append(la.memory_seconds - la.compute_seconds)
+            if self.full_overlap:
+                signs.append(self.comm_seconds(kind) - la.seconds)
+        return failed_pieces(grid, signs, self.stage_rows[0])
+
+    @cached_property
+    def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
+
+        Stages with the same layer counts and no extras take the same time, so each distinct
+        stage is computed once (e.g. one row for four identical pipeline stages).
+        """
+        kinds = list(self.layer)
+        combined = [self.combined_seconds(k) for k in kinds]
+        gkey = (len(self.counts), tuple(kinds), tuple(self.extras))
+        groups = self.row_groups.get(gkey)
+        if groups is None:
+            groups = self.row_groups[gkey] = stage_groups(self.counts, kinds, self.extras)
+        distinct, index, mult = groups
+        rows = np.empty((len(distinct), self.steps.points))
+        for r, (counts, stage) in enumerate(distinct):
+            row = weighted_sum(counts, combined)
+            for ex in self.extras.get(stage, ()):
+                row = row + ex.seconds
+            rows[r] = row
+        return rows, index, mult
+
+    def stage_seconds_at(self, step: int) -> np.ndarray:
+        """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
+        rows, index, _ = self.stage_rows
+        return rows[index, step]
+
+    @cached_property
+    def period(self) -> np.ndarray:
+        """Per step: slowest stage + one boundary transfer (s)."""
+        rows = self.stage_rows[0]
+        slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
+        return slowest + self.transfer.seconds
+
+    def latency_at(self, step: int) -> float:
+        """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""
+        rows, _, mult = self.stage_rows
+        pp = len(self.stage_layers)
+        return float(mult @ rows[:, step]) + (pp - 1) * self.transfer.seconds
+
+    def stage_field(self, stage: int, name: str, step: int) -> float | None:
+        """A priced field of one stage at one step (extras first, then layers by kind)."""
+        if name == "dram_energy_pj" and next(iter(self.layer.values())).dram_energy_pj is None:
+            return None
+        total = 0.0
+        for ex in self.extras.get(stage, []):
+            total += getattr(ex, name)[step]
+        for kind, count in self.counts[stage].items():
+            total += count * getattr(self.layer[kind], name)[step]
+        return float(total)
+
+    def total(self, name: str, first_step: bool = False) -> float | None:
+        """A field summed over every stage and every step (or step 0 only)."""
+        priced = [ex for exs in self.extras.values() for ex in exs]
+        weights = [1.0] * len(priced)
+        priced += list(self.layer.values())
+        weights += self.layers_per_kind
+        total = 0.0
+        for weight, st in zip(weights, priced, strict=True):
+            value = st.field_sum(name, first_step)
+            if value is None:
+                return None
+            total += weight * value
+        return total
+
+    def report(self, step: int = 0) -> dict:
+        """The reference pass dict for one step."""
+        stages = []
+        secs = self.stage_seconds_at(step)
+        for i, layers in enumerate(self.stage_layers):
+            comm: dict[str, float] = {}
+            for kind, count in self.counts[i].items():
+                for name, c in self.comm[kind].items():
+                    comm[name] = comm.get(name, 0.0) + count * c.seconds
+            stages.append(
+                {
+                    "stage": i,
+                    "layers": layers,
+                    "seconds": float(secs[i]),
+                    "compute_seconds": self.stage_field(i, "compute_seconds", step),
+                    "memory_seconds": self.stage_field(i, "memory_seconds", step),
+                    "memory_bound_seconds": self.stage_field(i, "memory_bound_seconds", step),
+                    "comm_seconds": {k: v for k, v in comm.items() if v > 0},
+                    "read_bytes": self.stage_field(i, "read_bytes", step),
+                    "write_bytes": self.stage_field(i, "write_bytes", step),
+                    "dram_energy_pj": self.stage_field(i, "dram_energy_pj", step),
+                }
+            )
+        return {
+            "stages": stages,
+            "transfer_seconds": self.transfer.seconds,
+            "period_seconds": float(self.period[step]),
+            "latency_seconds": self.latency_at(step),
+            "bottleneck_stage": int(np.argmax(secs)),
+        }

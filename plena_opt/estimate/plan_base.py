@@ -1,0 +1,87 @@
+"""What a plan's pricing needs besides its passes (analytic-model §4.2–§4.6).
+
+``PlanBase`` holds the checks, the device shard, the schemes, the MoE loads and (on first use)
+the footprint and warnings of a plan; plans that differ only in comm overlap share one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import count
+from math import ceil
+from typing import TYPE_CHECKING
+
+from plena_opt.estimate.layer import LayerKind, LayerShape
+from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
+from plena_opt.estimate.plan import Plan
+from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
+from plena_opt.models import ModelSpec
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.context import EstimateContext
+
+_IDS = count()  # interned shard and scheme keys (``PlanBase.shard_id``, ``comm_id``)
+
+
+def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) -> int:
+    """KV-cache elements one device holds for one layer of ``kind`` with ``held`` tokens.
+
+    GQA: K and V of the device's KV heads. MLA: one latent of ``kv_lora_rank + qk_rope_head_dim``
+    per token, replicated on every TP rank. Sliding/chunked layers keep at most W / C tokens.
+    """
+    if kind.sliding:
+        held = min(held, m.sliding_window)
+    elif kind.chunked:
+        held = min(held, m.attention_chunk_size)
+    if m.is_mla:
+        return d.b_dev * held * m.kv_latent_dim
+    return 2 * d.b_dev * held * d.kv_heads * m.head_dim
+
+
+class PlanBase:
+    """What a plan's pricing needs besides the passes: checks, shard, schemes, MoE loads, and
+    (filled on first use) footprint and warnings; shared by plans that differ in comm overlap."""
+
+    def __init__(self, ctx: EstimateContext, plan: Plan, validate: bool) -> None:
+        m, w = ctx.model, ctx.workload
+        self.plan_warnings = (
+            validate_plan(m, plan, w, ctx.noc.num_devices, ctx.noc.name) if validate else []
+        )
+        self.shard = DeviceShard.build(m, plan, w)
+        # What the layers, collectives and extras are priced from: the micro-batch size matters
+        # only to MoE loads (dense layers see the sequences per device), so dense plans with
+        # another micro-batch but the same shard share their priced pieces.
+        self.priced_shard = self.shard if m.num_experts else replace(self.shard, micro=0)
+        self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
+        self.dense = dense_scheme(plan)
+        self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
+        per_stage = ceil(m.num_layers / plan.pp)
+        self.stage_ranges = [
+            range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
+            for i in range(plan.pp)
+        ]
+        self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
+        self.loads: dict[str, MoeLoad] = {}
+        self.rows = None
+        ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
+        self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), next(_IDS))
+        self.comm_id = ids.setdefault((self.shard_id, self.dense, self.moe), next(_IDS))
+        self.footprint: tuple[float, float] | None = None
+        self.warnings: list[str] | None = None
+        if m.num_experts:
+            q_pre = self.shard.q_prefill
+            micro = self.shard.micro
+            need = max(micro * q_pre if micro * q_pre < 8192 else 0, micro)
+            if w.routing != "balanced" or self.shard.ep_moe > 1:
+                self.rows = ctx.rows(max(need, 1))
+            for mode, q in (("prefill", q_pre), ("decode", 1)):
+                self.loads[mode] = busiest_rank_load(
+                    m,
+                    micro=micro,
+                    q=q,
+                    dp=plan.dp,
+                    tp_moe=self.shard.tp_moe,
+                    ep_moe=self.shard.ep_moe,
+                    routing=w.routing,
+                    rows=self.rows,
+                )
