@@ -219,15 +219,9 @@ def check_sources(args: argparse.Namespace) -> None:
 
 def is_gpu_chip(name: str | None) -> bool:
     """Whether ``--chip`` names a GPU profile (built-in name or JSON with ``kind: gpu``)."""
-    if not name:
-        return False
-    from plena_opt.chip import load_chip
-    from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.estimate.problem import names_gpu_chip
 
-    try:
-        return isinstance(load_chip(name), GpuChipProfile)
-    except (ValueError, OSError):
-        return False  # reported with its field when the spec is loaded
+    return names_gpu_chip(name)
 
 
 def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:

@@ -79,6 +79,7 @@ class EstimateContext:
             self.kind_totals[kind] += n
         self.track_energy = memory.energy_pj(0.0, 0.0) is not None
         self._rows: np.ndarray | None = None
+        self._power_law_rows: dict[int, np.ndarray] = {}
         check_routing(workload.routing)
         if model.num_experts and workload.routing not in ("balanced", "random"):
             self.rows(1)  # read and validate a trace now, not inside the first MoE plan
@@ -137,7 +138,18 @@ class EstimateContext:
         return counts
 
     def rows(self, tokens: int) -> np.ndarray:
-        """At least ``tokens`` routing rows (cached; regenerated only to grow)."""
+        """At least ``tokens`` routing rows (cached; regenerated only to grow).
+
+        ``power_law`` rows realise one step of exactly ``tokens`` tokens, and a longer draw's
+        first rows are not a shorter draw, so they are cached per token count: a plan's price
+        never depends on which plans were priced before it."""
+        if self.workload.routing == "power_law":
+            rows = self._power_law_rows.get(tokens)
+            if rows is None:
+                m = self.model
+                rows = routing_rows("power_law", m.num_experts, m.top_k, tokens, power_law_alpha(m))
+                self._power_law_rows[tokens] = rows
+            return rows
         if self._rows is None or self._rows.shape[0] < tokens:
             m = self.model
             self._rows = routing_rows(

@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -117,6 +118,27 @@ def _source(value: Source | None) -> str | dict | None:
     return value.document if isinstance(value, InlineDocument) else value
 
 
+def names_gpu_chip(source: Source | None) -> bool:
+    """Whether a chip source names a GPU profile (a built-in GPU name, or a JSON document or file
+    with ``"kind": "gpu"``). Unreadable sources answer False; loading reports them by field."""
+    if isinstance(source, InlineDocument):
+        return isinstance(source.document, dict) and source.document.get("kind") == "gpu"
+    if not isinstance(source, str):
+        return False
+    from plena_opt.chip.gpu import gpu_profile_names
+
+    if source in gpu_profile_names():
+        return True
+    path = Path(source)
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "gpu"
+
+
 class ProblemSpec(BaseModel):
     """What to serve and on what.
 
@@ -157,6 +179,9 @@ class ProblemSpec(BaseModel):
             raise ValueError("connected_layers requires total_layers")
         if self.total_layers is not None and self.fixed_bandwidth_gbs is not None:
             raise ValueError("total_layers applies to stacked_dram profiles, not fixed bandwidth")
+        unset = "memory" not in self.model_fields_set and self.fixed_bandwidth_gbs is None
+        if unset and names_gpu_chip(self.chip):
+            object.__setattr__(self, "memory", None)  # a GPU chip carries its HBM (frozen model)
         return self
 
     def identity(self) -> dict[str, Any]:

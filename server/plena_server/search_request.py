@@ -10,10 +10,14 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
-from plena_opt.chip.gpu import gpu_profile_names
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.plan import DEFAULT_MEMORY, Workload
-from plena_opt.estimate.problem import EvaluatorInputs, InlineDocument, ProblemSpec
+from plena_opt.estimate.problem import (
+    EvaluatorInputs,
+    InlineDocument,
+    ProblemSpec,
+    names_gpu_chip,
+)
 from plena_opt.pipeline.simulator import NoiseSpec
 from plena_opt.search.request import SearchRequest
 from plena_server import convert
@@ -67,7 +71,7 @@ def problem_spec(system: pb.SystemSpec, workload: Workload) -> ProblemSpec:
     else:
         kw["memory"] = _source(mem) or DEFAULT_MEMORY
     kw["chip"] = _source(system.chip)
-    if mem.WhichOneof("source") is None and kw["chip"] in gpu_profile_names():
+    if mem.WhichOneof("source") is None and names_gpu_chip(kw["chip"]):
         kw["memory"] = None  # a GPU chip carries its HBM
     kw.update(
         batch_size=workload.batch_size,
