@@ -41,6 +41,7 @@ _EXPORTS = {
     "estimate_plan": "plena_opt.api.estimates",
     "estimate_single_chip": "plena_opt.api.estimates",
     "load_problem": "plena_opt.api.problems",
+    "names_gpu_chip": "plena_opt.estimate.problem",
     "recheck_front": "plena_opt.api.recheck",
     "render_recheck": "plena_opt.api.recheck",
     "prepare_workers": "plena_opt.api.workers",
