@@ -131,7 +131,7 @@ def test_cli_table_json_csv_and_export_show_the_precision(tmp_path, capsys):
         (["--precisions", "bf16,fp9"], ["--precisions", "fp9"]),
         (["--precisions", "fp8,fp8"], ["--precisions", "repeat"]),
         (["--precisions", "fp8", "--precision", "bf16"], ["--precision and --precisions"]),
-        (["--precisions", "fp8", "--serving", "both"], ["--precisions", "--serving"]),
+        (["--precisions", "bf16,fp4", "--serving", "both"], ["--precisions fp4", "h200-sxm"]),
     ],
 )
 def test_bad_precisions_are_refused_naming_the_field(flags, words, capsys):
@@ -185,3 +185,31 @@ def test_workers_price_each_chunk_in_its_own_precision(tmp_path):
         for e in single.front
     }  # sets: equal-valued plans (overlap at tp = 1) tie in either order
     assert stored == want
+
+
+def test_serving_comparison_searches_the_formats_one_per_deployment(tmp_path, capsys):
+    """``--precisions`` with ``--serving both``: every front deployment names its format, both
+    pools of a disaggregated one the same; the stored study and the launch files carry it."""
+    store = str(tmp_path / "s.log")
+    argv = ["search", *GPU, "--precisions", "bf16,fp8", "--serving", "both", "--batch-sizes",
+            "8,64", "--storage", store, "--study", "sp", "--recheck", "0", "--quiet", "--json",
+            "--export-dir", str(tmp_path / "ex")]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out.split("\nchosen plan")[0])
+    cmp = doc["serving"]["comparison"]
+    dis, agg = cmp["disaggregated"]["front"], cmp["aggregated"]["front"]
+    assert dis and agg and "verdict" in cmp
+    assert all(e["prefill"]["precision"] == e["decode"]["precision"] for e in dis)
+    assert {e["plan"]["precision"] for e in agg} | {e["prefill"]["precision"] for e in dis} <= {
+        "bf16", "fp8"
+    }  # fmt: skip
+    trials = optuna.load_study(study_name="sp-serving", storage=open_storage(store)).trials
+    for t in trials:
+        key = "precision" if t.params["serving"] == "aggregated" else "prefill_precision"
+        assert t.params[key] in ("bf16", "fp8")
+    e0 = dis[0]
+    launch = json.loads((tmp_path / "ex" / "disaggregated0" / "launch.json").read_text())
+    vllm = [c for c in launch if c["engine"] == "vllm"]
+    assert len(vllm) == 2
+    for c in vllm:
+        assert ("--quantization" in c["argv"]) == (e0["prefill"]["precision"] == "fp8")

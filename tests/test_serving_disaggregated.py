@@ -114,28 +114,32 @@ def _vec(f):
     return (f.ttft_s, f.tps_per_device, 1.0 / f.tpot_s)
 
 
-def _brute(inputs, batches, sla):
-    """Every aggregated plan and every (prefill, decode, x, y) deployment, scored one by one."""
+def _brute(inputs, batches, sla, precisions=(None,)):
+    """Every aggregated plan and every (prefill, decode, x, y) deployment, scored one by one;
+    with ``precisions``, every worker in each format and both pools in the same one."""
+    from dataclasses import replace
+
     from plena_opt.estimate import Evaluator
 
     noc, n, out = inputs.noc, inputs.noc.num_devices, inputs.workload.output_seq_len
 
     def workers(size):
         res = []
-        for b in batches:
+        for b, prec in itertools.product(batches, precisions):
             wl = inputs.with_batch(b).workload
+            wl = wl if prec is None else replace(wl, precision=prec)
             for plan in Evaluator(
                 inputs.model, sub_noc(noc, size), inputs.memory, wl
             ).legal_plans():
-                res.append(price_worker(inputs.model, noc, inputs.memory, wl, plan))
+                res.append((prec, price_worker(inputs.model, noc, inputs.memory, wl, plan)))
         return res
 
     ok = lambda v: sla.get("max_tpot_seconds") is None or 1 / v[2] <= sla["max_tpot_seconds"]  # noqa: E731
-    agg = [_vec(aggregated_serving(w, out)) for w in workers(n) if w.fits_in_memory]
-    pool = [w for s in (1, 2, 4) for w in workers(s) if w.fits_in_memory]
+    agg = [_vec(aggregated_serving(w, out)) for _, w in workers(n) if w.fits_in_memory]
+    pool = [pw for s in (1, 2, 4) for pw in workers(s) if pw[1].fits_in_memory]
     dis = []
-    for p, d in itertools.product(pool, pool):
-        if p.devices + d.devices > n:
+    for (fp, p), (fd, d) in itertools.product(pool, pool):
+        if p.devices + d.devices > n or fp != fd:
             continue
         xs, xe = kv_transfer(noc, p.plan, d.plan, p.kv_bytes_per_micro)
         for x, y in itertools.product(range(1, n + 1), range(1, n + 1)):
@@ -168,3 +172,31 @@ def test_every_front_equals_brute_force(sla, chunk, monkeypatch):
         }
         assert got == brute[mode], mode
     assert "wins" in doc["verdict"] or "tie" in doc["verdict"]
+
+
+def test_precisions_front_equals_brute_force_with_one_format_per_deployment():
+    """``--precisions`` with ``--serving both``: workers in every format, pools paired only in
+    the same format; every front equals the brute force over (format, prefill, decode, x, y)."""
+    inputs = EvaluatorInputs(L8, switch_noc(8, groups=2), MEM, WL)
+    batches, precs = [4, 32], ["bf16", "mxfp4"]
+    sla = {"max_ttft_seconds": None, "min_tps_per_seq": None}
+    space = ServingSpace.build(inputs, batches, sla, precisions=precs)
+    assert {w.precision for w in space.workers} == set(precs)
+    doc = compare_serving(space, OBJ, "both", sampler="exhaustive")
+    brute = _brute(inputs, batches, {}, precs)
+    for mode in ("aggregated", "disaggregated", "both"):
+        got = {
+            tuple(np.round((e["ttft_seconds"], e["tps_per_device"], e["tps_per_user"]), 9))
+            for e in doc[mode]["front"]
+        }
+        assert got == brute[mode], mode
+    for e in doc["disaggregated"]["front"]:
+        assert e["prefill"]["precision"] == e["decode"]["precision"] in precs
+        assert e["label"].count(e["prefill"]["precision"]) == 2
+    assert all(e["plan"]["precision"] in precs for e in doc["aggregated"]["front"])
+    # one format alone is a subset of the two-format space: its front is never better
+    one = compare_serving(
+        ServingSpace.build(inputs, batches, sla, precisions=["bf16"]), OBJ, "disaggregated",
+        sampler="exhaustive",
+    )  # fmt: skip
+    assert one["disaggregated"]["evaluated"] < doc["disaggregated"]["evaluated"]

@@ -105,6 +105,7 @@ class WorkerFigures:
     fits_in_memory: bool | None
     kv_bytes_per_micro: int  # prompt KV of one micro-batch, all layers, bytes
     max_batch: int | None = None  # KV-capacity bound at the asked memory fraction (None: none)
+    precision: str | None = None  # the searched weight/activation format (None: the workload's)
 
     @property
     def fits(self) -> bool | None:

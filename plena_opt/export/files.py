@@ -67,7 +67,7 @@ def write_exports(
                             pool["batch_size"],
                             role=role,
                             workers=pool["workers"],
-                            precision=precision,
+                            precision=pool.get("precision", precision),
                             **kw,
                         )
                     )

@@ -10,12 +10,19 @@ device, energy) before pairing — the large-cluster mode; ``exhaustive`` pairs 
 Objectives read serving figures: ``ttft`` (ms), ``tps-per-device``, ``tps-per-user`` /
 ``tps-per-seq`` (1 / TPOT), ``energy`` (J/token). System ``tps`` grows with the deployment's
 size, not with a decision, so it is refused here.
+
+Precision (``--precisions``): every worker is priced in each searched format; a deployment's two
+pools share one format. vLLM's KV connector (``NixlConnector``) refuses a prefill/decode pair
+whose compatibility hash differs, and the hash covers the model, its dtype and the KV-cache dtype
+(``compute_nixl_compatibility_hash``, vllm/distributed/kv_transfer/kv_connector/v1/
+nixl_connector.py) while the parallel shapes may differ; SGLang's transfer backends move the KV
+pages as bytes of one layout. Pools in two formats are therefore never paired.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,7 +37,6 @@ from plena_opt.estimate.disaggregated import (
     price_worker,
     sub_noc,
 )
-from plena_opt.estimate.plan import Plan
 from plena_opt.search.pareto_large import front_indices
 from plena_opt.search.serving_points import (
     FIGURES,
@@ -68,6 +74,7 @@ class ServingSpace:
     pool_sizes: list[int] = field(default_factory=list)
     aggregated: list[WorkerFigures] = field(default_factory=list)
     workers: list[WorkerFigures] = field(default_factory=list)
+    precisions: list[str | None] = field(default_factory=lambda: [None])
 
     @classmethod
     def build(
@@ -77,11 +84,14 @@ class ServingSpace:
         sla: dict,
         memory_fraction: float | None = None,
         min_pool: int = 1,
+        precisions: Sequence[str] | None = None,
     ) -> ServingSpace:
         """Price every worker; pools of ``min_pool`` devices or more (powers of two); memory
-        judged by the KV-capacity bound at ``memory_fraction`` (None: ``fits_in_memory``)."""
+        judged by the KV-capacity bound at ``memory_fraction`` (None: ``fits_in_memory``);
+        each worker in every format of ``precisions`` (None: the workload's)."""
         space = cls(inputs, list(batches), dict(sla))
         space.memory_fraction = memory_fraction
+        space.precisions = list(precisions) if precisions else [None]
         n = inputs.noc.num_devices
         space.pool_sizes = [p for p in _powers_below(n) if p >= min_pool and _is_sub(inputs.noc, p)]
         space.aggregated = space._price(n)
@@ -95,15 +105,16 @@ class ServingSpace:
         inp = self.inputs
         sub = sub_noc(inp.noc, n)
         out = []
-        for batch in self.batches:
-            wl = inp.with_batch(batch).workload
-            plans = Evaluator(inp.model, sub, inp.memory, wl, chip=inp.chip).legal_plans()
-            for plan in plans:
-                out.append(
-                    price_worker(
+        for prec in self.precisions:
+            for batch in self.batches:
+                wl = inp.with_batch(batch).workload
+                wl = wl if prec is None else replace(wl, precision=prec)
+                plans = Evaluator(inp.model, sub, inp.memory, wl, chip=inp.chip).legal_plans()
+                for plan in plans:
+                    w = price_worker(
                         inp.model, inp.noc, inp.memory, wl, plan, inp.chip, self.memory_fraction
                     )
-                )
+                    out.append(w if prec is None else replace(w, precision=prec))
         return out
 
     # -- points -------------------------------------------------------------------------------
@@ -125,17 +136,23 @@ class ServingSpace:
         n = self.inputs.noc.num_devices
         out = self.inputs.workload.output_seq_len
         ws = distinct([w for w in self.workers if w.fits is not False])
-        pre, dec = (ws, ws) if sampler == "exhaustive" else role_fronts(ws, out)
+        groups = [[w for w in ws if w.precision == prec] for prec in self.precisions]
         if objectives is None:
-            return pair_points(self.inputs.noc, pre, dec, out, n, self.sla)
-        step = max(1, PAIR_CHUNK // max(len(dec), 1))
+            parts = []
+            for g in groups:
+                pre, dec = (g, g) if sampler == "exhaustive" else role_fronts(g, out)
+                parts.append(pair_points(self.inputs.noc, pre, dec, out, n, self.sla))
+            return parts[0] if len(parts) == 1 else concat(parts)
         kept: list[Points] = []
         evaluated = feasible = 0
-        for i in range(0, max(len(pre), 1), step):
-            pts = pair_points(self.inputs.noc, pre[i : i + step], dec, out, n, self.sla)
-            evaluated += pts.evaluated
-            feasible += pts.feasible_count
-            kept.append(subset(pts, feasible_front(pts, objectives)))
+        for g in groups:  # the two pools of a deployment share one format (module docstring)
+            pre, dec = (g, g) if sampler == "exhaustive" else role_fronts(g, out)
+            step = max(1, PAIR_CHUNK // max(len(dec), 1))
+            for i in range(0, max(len(pre), 1), step):
+                pts = pair_points(self.inputs.noc, pre[i : i + step], dec, out, n, self.sla)
+                evaluated += pts.evaluated
+                feasible += pts.feasible_count
+                kept.append(subset(pts, feasible_front(pts, objectives)))
         merged = concat(kept)
         merged.evaluated, merged.feasible_total = evaluated, feasible
         return merged
@@ -147,7 +164,8 @@ def distinct(ws: Sequence[WorkerFigures]) -> list[WorkerFigures]:
     seen: dict[tuple, WorkerFigures] = {}
     for w in ws:
         p = w.plan
-        key = (p.tp, p.ep, p.dp, p.pp, p.cp, w.batch, *(_worker_attr(w, k) for k in _WORKER_FIELDS))
+        key = (p.tp, p.ep, p.dp, p.pp, p.cp, w.batch, w.precision)
+        key += tuple(_worker_attr(w, k) for k in _WORKER_FIELDS)
         seen.setdefault(key, w)
     return list(seen.values())
 
@@ -183,6 +201,8 @@ def _points(figs: Sequence[ServingFigures], feas: np.ndarray, sla: dict) -> Poin
 
 def role_fronts(ws: list[WorkerFigures], out: int) -> tuple[list, list]:
     """Workers on their own role's front (module docstring)."""
+    if not ws:
+        return [], []
     pre = np.array(
         [[w.prefill_latency_s, -w.micro * w.plan.pp / w.prefill_batch_s / w.devices,
           w.kv_bytes_per_micro, w.devices] for w in ws]
@@ -314,8 +334,9 @@ def rate_match_arrays(
     return bx, by, brate
 
 
-def _plan_doc(p: Plan) -> dict:
-    return {
+def _plan_doc(w: WorkerFigures) -> dict:
+    p = w.plan
+    doc = {
         "tp": p.tp,
         "ep": p.ep,
         "dp": p.dp,
@@ -323,14 +344,22 @@ def _plan_doc(p: Plan) -> dict:
         "cp": p.cp,
         "moe_tp_mode": p.moe_tp_mode,
         "comm_overlap": p.comm_overlap,
+        "batch_size": w.batch,
     }
+    if w.precision is not None:
+        doc["precision"] = w.precision
+    return doc
+
+
+def _worker_label(w: WorkerFigures) -> str:
+    return f"{w.plan.label()} b{w.batch}" + ("" if w.precision is None else f" {w.precision}")
 
 
 def _agg_doc(w: WorkerFigures, f: ServingFigures) -> dict:
     return {
         "serving": "aggregated",
-        "label": f"{w.plan.label()} b{w.batch}",
-        "plan": {**_plan_doc(w.plan), "batch_size": w.batch},
+        "label": _worker_label(w),
+        "plan": _plan_doc(w),
         "devices": f.devices,
         "interference_seconds_per_token": f.interference_s_per_token,
     }
@@ -339,9 +368,9 @@ def _agg_doc(w: WorkerFigures, f: ServingFigures) -> dict:
 def _pair_doc(p: WorkerFigures, d: WorkerFigures, x: int, y: int, xs: float, a, k) -> dict:
     return {
         "serving": "disaggregated",
-        "label": f"{x}P[{p.plan.label()} b{p.batch}] {y}D[{d.plan.label()} b{d.batch}]",
-        "prefill": {**_plan_doc(p.plan), "batch_size": p.batch, "workers": x},
-        "decode": {**_plan_doc(d.plan), "batch_size": d.batch, "workers": y},
+        "label": f"{x}P[{_worker_label(p)}] {y}D[{_worker_label(d)}]",
+        "prefill": {**_plan_doc(p), "workers": x},
+        "decode": {**_plan_doc(d), "workers": y},
         "devices": x * p.devices + y * d.devices,
         "kv_transfer_seconds": float(xs),
     }

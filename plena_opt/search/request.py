@@ -79,11 +79,6 @@ class SearchRequest(BaseModel):
     def _one_precision_source(self) -> SearchRequest:
         if self.precisions and self.problem.precision is not None:
             raise ValueError("--precision and --precisions exclude each other; give one")
-        if self.precisions and self.serving != ServingMode.AGGREGATED:
-            raise ValueError(
-                "--precisions searches aggregated plans only; the --serving comparison prices "
-                "one format (give --precision)"
-            )
         return self
 
     @field_validator("batch_sizes")

@@ -137,7 +137,8 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
 
 def serving_comparison(request: Any, sampler: str = "auto", inputs: Any = None) -> dict[str, Any]:
     """The ``--serving`` comparison of a ``SearchRequest``: its problem, batches (``auto``
-    resolved as the search does) and SLA; objectives TTFT, tokens/s/device, tokens/s/user, plus
+    resolved as the search does), SLA and searched formats (``precisions``: both pools of a
+    deployment in one format); objectives TTFT, tokens/s/device, tokens/s/user, plus
     energy when asked and the cluster and memory report it."""
     from plena_opt.search.serving import CapacityCache, sla_dict
 
@@ -145,7 +146,9 @@ def serving_comparison(request: Any, sampler: str = "auto", inputs: Any = None) 
     cache = CapacityCache(request)
     batches = cache.batches(request, inputs.evaluator)
     fraction = cache.fraction if cache.judges_memory else None
-    space = ServingSpace.build(inputs, batches, sla_dict(request), memory_fraction=fraction)
+    space = ServingSpace.build(
+        inputs, batches, sla_dict(request), memory_fraction=fraction, precisions=request.precisions
+    )
     objectives = ["ttft", "tps-per-device", "tps-per-user"]
     if "energy" in request.objectives:
         agg = space.aggregated_points()

@@ -21,6 +21,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
+from plena_opt.chip.precision import FORMATS
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.serving_points import SERVING_OBJECTIVES
 from plena_opt.search.trials import DASHBOARD_CONSTRAINTS
@@ -55,6 +56,9 @@ def _params(e: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             if d in pool:
                 params[prefix + d] = int(pool[d])
                 dists[prefix + d] = ints
+        if "precision" in pool:  # a searched format (``--precisions``)
+            params[prefix + "precision"] = pool["precision"]
+            dists[prefix + "precision"] = CategoricalDistribution(FORMATS)
     return params, dists
 
 
