@@ -553,8 +553,15 @@ def test_remote_serving_document_is_si_and_equals_local(server, client, tmp_path
     remote = _json_of(lambda: remote_search(args))
     assert _strip_elapsed(remote["serving"]) == _strip_elapsed(local["serving"])
     reply = client.search(search_request_from_args(args), timeout=120)
-    typed = json.loads(reply.serving_json)
+    from plena_opt.api.serving_wire import decisions_from_proto
+
+    assert _strip_elapsed(json.loads(reply.serving_json)) == _strip_elapsed(local["serving"])
+    typed = decisions_from_proto(reply.serving)  # the typed message, the same document
     assert _strip_elapsed(typed) == _strip_elapsed(local["serving"])
+    cmp = reply.serving.comparison
+    assert cmp.verdict == local["serving"]["comparison"]["verdict"] and not cmp.partial
+    assert cmp.disaggregated.front[0].kv_transfer_seconds > 0
+    assert reply.serving.sla.max_tpot_seconds == 0.04
     assert typed["sla"]["max_tpot_seconds"] == 0.04
     front = typed["comparison"]["disaggregated"]["front"]
     assert front and all("kv_transfer_seconds" in e and "ttft_seconds" in e for e in front)

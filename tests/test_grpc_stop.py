@@ -194,3 +194,60 @@ def test_lazily_imported_libraries_are_loaded_before_serving(server):
     from plena_server.app import PRELOAD
 
     assert set(PRELOAD) <= set(sys.modules)
+
+
+@pytest.fixture()
+def slow_workers(monkeypatch):
+    """Each pool worker of the serving comparison priced at least 20 ms later (the server runs
+    in this process), so that its ~600 workers take over 10 s whatever the load."""
+    import plena_opt.search.disaggregated as dis
+
+    real = dis.price_worker
+
+    def slow(*a, **kw):
+        time.sleep(0.02)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(dis, "price_worker", slow)
+
+
+def _serving_search(study: str) -> pb.SearchRequest:
+    """A quick exhaustive search (1-3 s) followed by a serving comparison of both modes
+    (workers of 5 pool sizes × 5 batches priced one by one, then paired)."""
+    request = _recheck_search(study)
+    request.options.recheck_top_k = 0
+    request.options.serving = "both"
+    return request
+
+
+def test_cancel_during_the_serving_comparison_answers_a_partial_comparison(server, slow_workers):
+    running, client = server
+    cancelled_at = result = None
+    for event in client.stream_search(_serving_search("sv-1"), timeout=60):
+        kind = event.WhichOneof("event")
+        if kind == "progress" and event.progress.stage == pb.STAGE_SERVING and not cancelled_at:
+            assert client.cancel_search("sv-1")
+            cancelled_at = time.monotonic()
+        if kind == "result":
+            result = event.result
+    assert cancelled_at is not None and result is not None
+    assert time.monotonic() - cancelled_at < 1.0
+    assert (result.partial, result.stop_reason) == (True, "cancelled"), result.warnings
+    cmp = result.serving.comparison
+    assert cmp.partial and cmp.stop_reason == "cancelled"
+    assert not cmp.HasField("verdict") and not cmp.HasField("study_name")  # partial: not stored
+    assert any("serving comparison stopped (cancelled)" in w for w in result.warnings)
+    assert len(result.front) > 0 and result.trials_completed > 0  # the search itself is whole
+    _until(lambda: not running.servicer.registry.is_running("sv-1"), 1.0)
+
+
+def test_the_serving_comparison_stops_at_the_rpc_deadline(server, slow_workers):
+    running, client = server
+    t0 = time.monotonic()
+    # the search takes 0.5-3 s, the comparison over 10 s
+    result = client.search(_serving_search("sv-2"), timeout=5.0)
+    assert time.monotonic() - t0 < 5.0
+    assert (result.partial, result.stop_reason) == (True, "deadline"), result.warnings
+    assert result.serving.comparison.partial
+    assert result.serving.comparison.stop_reason == "deadline"
+    _until(lambda: not running.servicer.registry.is_running("sv-2"), 1.0)

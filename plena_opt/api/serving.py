@@ -4,7 +4,10 @@
 (the best tokens/s/device of front plans meeting it; with a re-check, judged at the request's
 percentile) and, with ``request.serving`` other than ``aggregated``, the aggregated and
 disaggregated fronts side by side with the verdict, stored as study ``<study>-serving`` beside
-the search's own (not for an in-memory store). The CLI and the server both call it.
+the search's own (not for an in-memory store). The CLI and the server both call it. ``stop``
+(a ``plena_opt.stop.StopToken``: deadline / cancel) is polled while the comparison prices workers
+and pairs them; a stopped comparison is returned partial (``partial``, ``stop_reason``, the fronts
+scored so far) and not stored, so a complete stored one is never replaced by it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.search.request import SearchRequest
     from plena_opt.search.result import SearchResult
+    from plena_opt.stop import StopToken
 
 
 def decide_serving(
@@ -23,6 +27,7 @@ def decide_serving(
     checks: Sequence[Any],
     request: SearchRequest,
     problem: EvaluatorInputs | None = None,
+    stop: StopToken | None = None,
 ) -> dict[str, Any]:
     """Goodput and the ``--serving`` comparison of ``result`` (also kept in ``result.serving``);
     ``checks`` are its re-check results (may be empty)."""
@@ -37,8 +42,8 @@ def decide_serving(
         from plena_opt.search.serving_store import store_comparison
         from plena_opt.search.storage import open_storage
 
-        doc["comparison"] = serving_comparison(request, inputs=problem)
-        if result.storage != MEMORY_STORAGE:
+        doc["comparison"] = serving_comparison(request, inputs=problem, stop=stop)
+        if result.storage != MEMORY_STORAGE and not doc["comparison"].get("partial"):
             doc["comparison"]["study"] = store_comparison(
                 doc["comparison"], open_storage(result.storage), result.study_name
             )

@@ -75,6 +75,8 @@ class ServingSpace:
     aggregated: list[WorkerFigures] = field(default_factory=list)
     workers: list[WorkerFigures] = field(default_factory=list)
     precisions: list[str | None] = field(default_factory=lambda: [None])
+    stop: Any = None  # a ``plena_opt.stop.StopToken`` polled per worker and per pair chunk
+    stop_reason: str = ""  # why pricing or pairing stopped early ("": it did not)
 
     @classmethod
     def build(
@@ -85,13 +87,17 @@ class ServingSpace:
         memory_fraction: float | None = None,
         min_pool: int = 1,
         precisions: Sequence[str] | None = None,
+        stop: Any = None,
     ) -> ServingSpace:
         """Price every worker; pools of ``min_pool`` devices or more (powers of two); memory
         judged by the KV-capacity bound at ``memory_fraction`` (None: ``fits_in_memory``);
-        each worker in every format of ``precisions`` (None: the workload's)."""
+        each worker in every format of ``precisions`` (None: the workload's). When ``stop``
+        (a ``StopToken``) is set, pricing ends with the workers priced so far and
+        ``stop_reason`` says why."""
         space = cls(inputs, list(batches), dict(sla))
         space.memory_fraction = memory_fraction
         space.precisions = list(precisions) if precisions else [None]
+        space.stop = stop
         n = inputs.noc.num_devices
         space.pool_sizes = [p for p in _powers_below(n) if p >= min_pool and _is_sub(inputs.noc, p)]
         space.aggregated = space._price(n)
@@ -111,11 +117,19 @@ class ServingSpace:
                 wl = wl if prec is None else replace(wl, precision=prec)
                 plans = Evaluator(inp.model, sub, inp.memory, wl, chip=inp.chip).legal_plans()
                 for plan in plans:
+                    if self.stopped():
+                        return out
                     w = price_worker(
                         inp.model, inp.noc, inp.memory, wl, plan, inp.chip, self.memory_fraction
                     )
                     out.append(w if prec is None else replace(w, precision=prec))
         return out
+
+    def stopped(self) -> bool:
+        """Whether the stop token is set (its reason kept in ``stop_reason``)."""
+        if self.stop is not None and not self.stop_reason and self.stop.is_set():
+            self.stop_reason = self.stop.reason or "cancelled"
+        return bool(self.stop_reason)
 
     # -- points -------------------------------------------------------------------------------
     def aggregated_points(self) -> Points:
@@ -149,6 +163,8 @@ class ServingSpace:
             pre, dec = (g, g) if sampler == "exhaustive" else role_fronts(g, out)
             step = max(1, PAIR_CHUNK // max(len(dec), 1))
             for i in range(0, max(len(pre), 1), step):
+                if self.stopped():
+                    break
                 pts = pair_points(self.inputs.noc, pre[i : i + step], dec, out, n, self.sla)
                 evaluated += pts.evaluated
                 feasible += pts.feasible_count

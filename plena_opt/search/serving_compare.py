@@ -42,16 +42,19 @@ def _entries(points: Points, idx: np.ndarray) -> list[dict[str, Any]]:
 def compare_serving(
     space: ServingSpace, objectives: Sequence[str], mode: str, sampler: str = "auto"
 ) -> dict[str, Any]:
-    """Fronts of ``mode`` (aggregated | disaggregated | both) as one JSON-ready document."""
+    """Fronts of ``mode`` (aggregated | disaggregated | both) as one JSON-ready document.
+
+    When the space's stop token stops the work (``space.stop_reason``), the document holds the
+    fronts of what was scored, ``partial: true`` and ``stop_reason``, and no verdict."""
     objectives = check_objectives(objectives)
     t0 = time.perf_counter()
     n = space.inputs.noc.num_devices
     if sampler == "auto":
         sampler = "role-front" if n > ROLE_FRONT_ABOVE else "exhaustive"
     sets: dict[str, Points] = {}
-    if mode in ("aggregated", "both"):
+    if mode in ("aggregated", "both") and not space.stopped():
         sets["aggregated"] = space.aggregated_points()
-    if mode in ("disaggregated", "both"):
+    if mode in ("disaggregated", "both") and not space.stopped():
         sets["disaggregated"] = space.disaggregated_points(sampler, objectives)
     fronts = {k: front_of(p, objectives) for k, p in sets.items()}
     doc: dict[str, Any] = {"objectives": list(objectives), "sla": space.sla, "sampler": sampler}
@@ -60,7 +63,7 @@ def compare_serving(
     for k, pts in sets.items():
         idx = fronts[k]
         entries = _entries(pts, idx)
-        hv = norm.hypervolume(pts.minimised(objectives)[idx]) if norm and len(idx) else 0.0
+        hv = float(norm.hypervolume(pts.minimised(objectives)[idx])) if norm and len(idx) else 0.0
         doc[k] = {
             "front": entries,
             "evaluated": pts.evaluated,
@@ -69,7 +72,9 @@ def compare_serving(
             "goodput_tps_per_device": entries[0]["tps_per_device"] if entries else None,
             "goodput_plan": entries[0]["label"] if entries else None,
         }
-    if mode == "both":
+    if space.stopped():
+        doc["partial"], doc["stop_reason"] = True, space.stop_reason
+    elif mode == "both":
         both = _merge(sets["aggregated"], sets["disaggregated"])
         idx = front_of(both, objectives)
         doc["both"] = {"front": _entries(both, idx)}
@@ -128,6 +133,11 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
             )
         if len(m["front"]) > limit:
             lines.append(f"  ... {len(m['front']) - limit} more (--json for all)")
+    if doc.get("partial"):
+        lines.append(
+            f"comparison stopped ({doc['stop_reason']}): the fronts of the deployments scored "
+            "so far, no verdict; not stored"
+        )
     if "verdict" in doc:
         lines.append(doc["verdict"])
     if "study" in doc:
@@ -135,11 +145,14 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
     return "\n".join(lines)
 
 
-def serving_comparison(request: Any, sampler: str = "auto", inputs: Any = None) -> dict[str, Any]:
+def serving_comparison(
+    request: Any, sampler: str = "auto", inputs: Any = None, stop: Any = None
+) -> dict[str, Any]:
     """The ``--serving`` comparison of a ``SearchRequest``: its problem, batches (``auto``
     resolved as the search does), SLA and searched formats (``precisions``: both pools of a
     deployment in one format); objectives TTFT, tokens/s/device, tokens/s/user, plus
-    energy when asked and the cluster and memory report it."""
+    energy when asked and the cluster and memory report it. ``stop`` (a ``StopToken``) is
+    polled per worker priced and per chunk of pairs (``compare_serving``: a partial document)."""
     from plena_opt.search.serving import CapacityCache, sla_dict
 
     inputs = inputs if inputs is not None else request.problem.load()
@@ -147,10 +160,15 @@ def serving_comparison(request: Any, sampler: str = "auto", inputs: Any = None) 
     batches = cache.batches(request, inputs.evaluator)
     fraction = cache.fraction if cache.judges_memory else None
     space = ServingSpace.build(
-        inputs, batches, sla_dict(request), memory_fraction=fraction, precisions=request.precisions
+        inputs,
+        batches,
+        sla_dict(request),
+        memory_fraction=fraction,
+        precisions=request.precisions,
+        stop=stop,
     )
     objectives = ["ttft", "tps-per-device", "tps-per-user"]
-    if "energy" in request.objectives:
+    if "energy" in request.objectives and not space.stopped():
         agg = space.aggregated_points()
         if len(agg) and not np.isnan(agg.figures["energy_j_per_token"]).any():
             objectives.append("energy")

@@ -26,6 +26,7 @@ from plena_proto.traces import pack_trace, trace_chunks
 
 from plena_opt import api, jsonio
 from plena_opt.api.recheck import DEFAULT_SAMPLES
+from plena_opt.api.serving_wire import decisions_to_proto
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.result import SearchResult
@@ -43,7 +44,12 @@ ANSWER_RESERVE_SHARE = 0.05
 # Seconds between the re-check's deadline and that answer: building and packing the result.
 RECHECK_MARGIN = 0.25
 _DONE = object()
-_STAGES = {"done": pb.STAGE_DONE, "recheck": pb.STAGE_RECHECK, "traces": pb.STAGE_TRACES}
+_STAGES = {
+    "done": pb.STAGE_DONE,
+    "recheck": pb.STAGE_RECHECK,
+    "traces": pb.STAGE_TRACES,
+    "serving": pb.STAGE_SERVING,
+}
 
 
 def deadline_budget(remaining: float | None, longest: float) -> float:
@@ -98,7 +104,7 @@ class Recheck:
         out.recheck_json = "[]"
         out.serving_json = "{}"
         if self.k <= 0 or not result.front:
-            self._serving(result, [], out)
+            self._serving(result, [], out, progress)
             return out
         if self.job.stop.is_set():
             out.warnings.append("re-check skipped: the search was stopped")
@@ -134,19 +140,33 @@ class Recheck:
                 f"re-check stopped ({out.stop_reason}) after {done} complete plans"
                 + (" and one partly sampled" if done < len(checks) else "")
             )
-        self._serving(result, checks, out)
+        self._serving(result, checks, out, progress)
         return out
 
-    def _serving(self, result: SearchResult, checks: list[Any], out: pb.SearchResult) -> None:
-        """Goodput and the serving comparison (``api.decide_serving``, as the CLI runs it)."""
+    def _serving(
+        self, result: SearchResult, checks: list[Any], out: pb.SearchResult, progress: Any
+    ) -> None:
+        """Goodput and the serving comparison (``api.decide_serving``, as the CLI runs it),
+        stopped by the search's stop flag and the RPC deadline (a partial comparison)."""
         if self.job.stop.is_set():
             return
+        if self.job.request.serving != "aggregated":
+            progress("serving", 0, 0)
         try:
-            api.decide_serving(result, checks, self.job.request, self.job.inputs)
+            api.decide_serving(
+                result, checks, self.job.request, self.job.inputs, stop=self.job.recheck_token()
+            )
         except PlenaInputError as exc:  # e.g. the comparison's study name is someone else's
             out.warnings.append(f"serving comparison not stored: {exc}")
+        comparison = result.serving.get("comparison", {})
+        if comparison.get("partial"):
+            out.partial, out.stop_reason = True, comparison["stop_reason"]
+            out.warnings.append(
+                f"serving comparison stopped ({out.stop_reason}): partial fronts, not stored"
+            )
         try:
             out.serving_json = jsonio.dumps(result.serving)
+            decisions_to_proto(result.serving, out.serving)
         except PlenaInputError as exc:
             out.warnings.append(f"serving figures not sent: {exc}")
 

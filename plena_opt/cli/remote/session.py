@@ -22,6 +22,7 @@ from plena_client.errors import PlenaRpcError
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import unpack_trace
 
+from plena_opt.api.serving_wire import decisions_from_proto
 from plena_opt.cli.remote.requests import search_request_from_args
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.search.result import SearchResult
@@ -168,7 +169,7 @@ def run_search_remote(
             f"are stored in study {final.study_name!r}"
         )
     result = SearchResult.model_validate_json(final.result_json)
-    result.serving.update(json.loads(final.serving_json or "{}"))
+    result.serving.update(decisions_from_proto(final.serving))
     trace_dir = getattr(args, "trace_dir", None)
     paths = {}
     if trace_dir:

@@ -15,6 +15,7 @@ class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STAGE_RECHECK: _ClassVar[Stage]
     STAGE_TRACES: _ClassVar[Stage]
     STAGE_DONE: _ClassVar[Stage]
+    STAGE_SERVING: _ClassVar[Stage]
 
 class ProfileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -27,6 +28,7 @@ STAGE_SEARCH: Stage
 STAGE_RECHECK: Stage
 STAGE_TRACES: Stage
 STAGE_DONE: Stage
+STAGE_SERVING: Stage
 PROFILE_KIND_UNSPECIFIED: ProfileKind
 PROFILE_KIND_NOC: ProfileKind
 PROFILE_KIND_MEMORY: ProfileKind
@@ -331,7 +333,7 @@ class RecheckResult(_message.Message):
     def __init__(self, plan_index: _Optional[int] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., ttft_deterministic_seconds: _Optional[float] = ..., tps_deterministic: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json", "serving_json")
+    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json", "serving_json", "serving")
     STUDY_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +348,7 @@ class SearchResult(_message.Message):
     RECHECK_JSON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     SERVING_JSON_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
     study_name: str
     partial: bool
     stop_reason: str
@@ -360,7 +363,152 @@ class SearchResult(_message.Message):
     recheck_json: str
     result_json: str
     serving_json: str
-    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ...) -> None: ...
+    serving: ServingDecisions
+    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ...) -> None: ...
+
+class ServingSla(_message.Message):
+    __slots__ = ("max_ttft_seconds", "max_tpot_seconds", "min_tps_per_seq")
+    MAX_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MIN_TPS_PER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    max_ttft_seconds: float
+    max_tpot_seconds: float
+    min_tps_per_seq: float
+    def __init__(self, max_ttft_seconds: _Optional[float] = ..., max_tpot_seconds: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ...) -> None: ...
+
+class SlaVerdict(_message.Message):
+    __slots__ = ("label", "percentile", "ttft_seconds", "tpot_seconds", "tps_per_device", "meets_sla")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PERCENTILE_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    MEETS_SLA_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    percentile: str
+    ttft_seconds: float
+    tpot_seconds: float
+    tps_per_device: float
+    meets_sla: bool
+    def __init__(self, label: _Optional[str] = ..., percentile: _Optional[str] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., meets_sla: _Optional[bool] = ...) -> None: ...
+
+class ServingPlan(_message.Message):
+    __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size", "precision", "workers")
+    TP_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    PP_FIELD_NUMBER: _ClassVar[int]
+    CP_FIELD_NUMBER: _ClassVar[int]
+    MOE_TP_MODE_FIELD_NUMBER: _ClassVar[int]
+    COMM_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    tp: int
+    ep: int
+    dp: int
+    pp: int
+    cp: int
+    moe_tp_mode: str
+    comm_overlap: str
+    batch_size: int
+    precision: str
+    workers: int
+    def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., batch_size: _Optional[int] = ..., precision: _Optional[str] = ..., workers: _Optional[int] = ...) -> None: ...
+
+class ServingDeployment(_message.Message):
+    __slots__ = ("serving", "label", "plan", "prefill", "decode", "devices", "ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token", "kv_transfer_seconds", "interference_seconds_per_token")
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_FIELD_NUMBER: _ClassVar[int]
+    DECODE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_J_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    INTERFERENCE_SECONDS_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    serving: str
+    label: str
+    plan: ServingPlan
+    prefill: ServingPlan
+    decode: ServingPlan
+    devices: int
+    ttft_seconds: float
+    tpot_seconds: float
+    tps_per_device: float
+    tps_per_user: float
+    energy_j_per_token: float
+    kv_transfer_seconds: float
+    interference_seconds_per_token: float
+    def __init__(self, serving: _Optional[str] = ..., label: _Optional[str] = ..., plan: _Optional[_Union[ServingPlan, _Mapping]] = ..., prefill: _Optional[_Union[ServingPlan, _Mapping]] = ..., decode: _Optional[_Union[ServingPlan, _Mapping]] = ..., devices: _Optional[int] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., tps_per_user: _Optional[float] = ..., energy_j_per_token: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., interference_seconds_per_token: _Optional[float] = ...) -> None: ...
+
+class ServingModeFront(_message.Message):
+    __slots__ = ("front", "evaluated", "feasible", "hypervolume", "goodput_tps_per_device", "goodput_plan")
+    FRONT_FIELD_NUMBER: _ClassVar[int]
+    EVALUATED_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    HYPERVOLUME_FIELD_NUMBER: _ClassVar[int]
+    GOODPUT_TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    GOODPUT_PLAN_FIELD_NUMBER: _ClassVar[int]
+    front: _containers.RepeatedCompositeFieldContainer[ServingDeployment]
+    evaluated: int
+    feasible: int
+    hypervolume: float
+    goodput_tps_per_device: float
+    goodput_plan: str
+    def __init__(self, front: _Optional[_Iterable[_Union[ServingDeployment, _Mapping]]] = ..., evaluated: _Optional[int] = ..., feasible: _Optional[int] = ..., hypervolume: _Optional[float] = ..., goodput_tps_per_device: _Optional[float] = ..., goodput_plan: _Optional[str] = ...) -> None: ...
+
+class ServingComparison(_message.Message):
+    __slots__ = ("objectives", "sla", "sampler", "batch_sizes", "aggregated", "disaggregated", "both", "verdict", "elapsed_seconds", "study_name", "partial", "stop_reason")
+    OBJECTIVES_FIELD_NUMBER: _ClassVar[int]
+    SLA_FIELD_NUMBER: _ClassVar[int]
+    SAMPLER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATED_FIELD_NUMBER: _ClassVar[int]
+    DISAGGREGATED_FIELD_NUMBER: _ClassVar[int]
+    BOTH_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STUDY_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    objectives: _containers.RepeatedScalarFieldContainer[str]
+    sla: ServingSla
+    sampler: str
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    aggregated: ServingModeFront
+    disaggregated: ServingModeFront
+    both: ServingModeFront
+    verdict: str
+    elapsed_seconds: float
+    study_name: str
+    partial: bool
+    stop_reason: str
+    def __init__(self, objectives: _Optional[_Iterable[str]] = ..., sla: _Optional[_Union[ServingSla, _Mapping]] = ..., sampler: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., aggregated: _Optional[_Union[ServingModeFront, _Mapping]] = ..., disaggregated: _Optional[_Union[ServingModeFront, _Mapping]] = ..., both: _Optional[_Union[ServingModeFront, _Mapping]] = ..., verdict: _Optional[str] = ..., elapsed_seconds: _Optional[float] = ..., study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+
+class ServingDecisions(_message.Message):
+    __slots__ = ("sla", "percentile", "goodput_tps_per_device", "goodput_plan", "goodput_at_percentile_tps_per_device", "goodput_at_percentile_plan", "verdicts", "comparison")
+    SLA_FIELD_NUMBER: _ClassVar[int]
+    PERCENTILE_FIELD_NUMBER: _ClassVar[int]
+    GOODPUT_TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    GOODPUT_PLAN_FIELD_NUMBER: _ClassVar[int]
+    GOODPUT_AT_PERCENTILE_TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    GOODPUT_AT_PERCENTILE_PLAN_FIELD_NUMBER: _ClassVar[int]
+    VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    COMPARISON_FIELD_NUMBER: _ClassVar[int]
+    sla: ServingSla
+    percentile: str
+    goodput_tps_per_device: float
+    goodput_plan: str
+    goodput_at_percentile_tps_per_device: float
+    goodput_at_percentile_plan: str
+    verdicts: _containers.RepeatedCompositeFieldContainer[SlaVerdict]
+    comparison: ServingComparison
+    def __init__(self, sla: _Optional[_Union[ServingSla, _Mapping]] = ..., percentile: _Optional[str] = ..., goodput_tps_per_device: _Optional[float] = ..., goodput_plan: _Optional[str] = ..., goodput_at_percentile_tps_per_device: _Optional[float] = ..., goodput_at_percentile_plan: _Optional[str] = ..., verdicts: _Optional[_Iterable[_Union[SlaVerdict, _Mapping]]] = ..., comparison: _Optional[_Union[ServingComparison, _Mapping]] = ...) -> None: ...
 
 class SearchProgress(_message.Message):
     __slots__ = ("stage", "trials_done", "trials_total", "trials_per_second", "front_size", "hypervolume", "elapsed_seconds", "study_name")
