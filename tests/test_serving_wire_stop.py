@@ -54,8 +54,10 @@ def decided(tmp_path_factory):
 def test_the_typed_message_carries_the_whole_document(decided):
     _, _, result, _ = decided
     doc = result.serving
-    assert doc["verdicts"] and doc["comparison"]["verdict"] and doc["comparison"]["study"] == (
-        "w-serving"
+    assert (
+        doc["verdicts"]
+        and doc["comparison"]["verdict"]
+        and doc["comparison"]["study"] == ("w-serving")
     )
     msg = pb.SearchResult()
     decisions_to_proto(doc, msg.serving)
