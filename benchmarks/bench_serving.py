@@ -9,6 +9,9 @@ Run: ``.venv/bin/python benchmarks/bench_serving.py [--part exact|sampled|all]``
   8–512 devices): the role-front
   sampler (only workers on their role's own front are paired) against exhaustive pairing —
   hypervolume normalised by the exact front and the share of pair evaluations.
+* optuna: the 64-device space of ``exact``: the Optuna pair search (``--serving-sampler optuna``,
+  NSGA-II and multivariate TPE, budgets of 500 and 2,000 deployments) against the role-front
+  sampler and the exact front — hypervolume ratio, deployments scored, wall time.
 """
 
 from __future__ import annotations
@@ -88,15 +91,49 @@ def sampled() -> dict:
     }
 
 
+def _hv_ratio(points, exact_pts) -> float:
+    norm = Normaliser.from_points(exact_pts)
+    return norm.hypervolume(points.minimised(OBJ)[front_of(points, OBJ)]) / norm.hypervolume(
+        exact_pts
+    )
+
+
+def optuna_vs_role_front(budgets=(500, 2000)) -> dict:
+    space = ServingSpace.build(_inputs(64, 8), [8, 32, 128], SLA)
+    ex = space.disaggregated_points("exhaustive", OBJ)
+    exact_pts = ex.minimised(OBJ)[front_of(ex, OBJ)]
+    t0 = time.perf_counter()
+    rf = space.disaggregated_points("role-front", OBJ)
+    out = {
+        "exhaustive_pairs": ex.evaluated,
+        "role_front": {"pairs": rf.evaluated, "hv_ratio": _hv_ratio(rf, exact_pts),
+                       "s": time.perf_counter() - t0},
+    }  # fmt: skip
+    for sampler in ("nsga2", "tpe"):
+        for budget in budgets:
+            space.optuna_sampler, space.budget = sampler, budget
+            t0 = time.perf_counter()
+            pts = space.disaggregated_points("optuna", OBJ)
+            out[f"optuna_{sampler}_{budget}"] = {
+                "scored": pts.evaluated,
+                "trials": space.optuna.suggested,
+                "hv_ratio": _hv_ratio(pts, exact_pts),
+                "s": time.perf_counter() - t0,
+            }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("exact", "sampled", "all"), default="all")
+    ap.add_argument("--part", choices=("exact", "sampled", "optuna", "all"), default="all")
     args = ap.parse_args()
     out = {}
     if args.part in ("exact", "all"):
         out["exact"] = exact()
     if args.part in ("sampled", "all"):
         out["sampled"] = sampled()
+    if args.part in ("optuna", "all"):
+        out["optuna"] = optuna_vs_role_front()
     print(json.dumps(out, indent=2, default=lambda v: float(np.asarray(v))))
 
 

@@ -81,6 +81,17 @@ class ServingMode(StrEnum):
     BOTH = "both"
 
 
+class ServingSampler(StrEnum):
+    """How the disaggregated deployments of ``--serving`` are searched: ``auto`` (exhaustive up
+    to 256 devices, else role-front), every worker pair, pairs of workers on their role's own
+    front, or an Optuna study over (format, prefill worker, decode worker)."""
+
+    AUTO = "auto"
+    EXHAUSTIVE = "exhaustive"
+    ROLE_FRONT = "role-front"
+    OPTUNA = "optuna"
+
+
 def values(vocabulary: type[StrEnum]) -> tuple[str, ...]:
     """The texts of a vocabulary in declaration order."""
     return tuple(member.value for member in vocabulary)
@@ -94,3 +105,4 @@ SAMPLERS = values(Sampler)
 PLAN_DIMS = values(PlanDim)
 PERCENTILES = values(Percentile)
 SERVING_MODES = values(ServingMode)
+SERVING_SAMPLERS = values(ServingSampler)

@@ -31,20 +31,38 @@ def decide_serving(
 ) -> dict[str, Any]:
     """Goodput and the ``--serving`` comparison of ``result`` (also kept in ``result.serving``);
     ``checks`` are its re-check results (may be empty)."""
-    from plena_opt.search.request import MEMORY_STORAGE
     from plena_opt.search.serving import goodput, has_sla, judge_sla
 
     doc = result.serving
     if has_sla(request) or request.percentile != "p50":
         doc.update(goodput(result, request, judge_sla(result, checks, request) if checks else []))
     if request.serving != "aggregated":
-        from plena_opt.search.serving_compare import serving_comparison
-        from plena_opt.search.serving_store import store_comparison
-        from plena_opt.search.storage import open_storage
-
-        doc["comparison"] = serving_comparison(request, inputs=problem, stop=stop)
-        if result.storage != MEMORY_STORAGE and not doc["comparison"].get("partial"):
-            doc["comparison"]["study"] = store_comparison(
-                doc["comparison"], open_storage(result.storage), result.study_name
-            )
+        doc["comparison"] = _compare(result, request, problem, stop)
     return doc
+
+
+def _compare(
+    result: SearchResult, request: SearchRequest, problem: Any, stop: StopToken | None
+) -> dict[str, Any]:
+    """The ``--serving`` comparison, stored (and, for the Optuna pair search, resumed) as study
+    ``<study>-serving`` unless the store is in memory or the comparison stopped early."""
+    from plena_opt.search.request import MEMORY_STORAGE
+    from plena_opt.search.serving_compare import (
+        SCORED_KEY,
+        serving_comparison,
+        serving_fingerprint,
+    )
+    from plena_opt.search.serving_store import resume_params, store_comparison
+    from plena_opt.search.storage import open_storage
+
+    stored = result.storage != MEMORY_STORAGE
+    storage = open_storage(result.storage) if stored else None
+    fingerprint, seeds = None, []
+    if stored and request.serving_sampler == "optuna":
+        fingerprint = serving_fingerprint(request)
+        seeds = resume_params(storage, result.study_name, fingerprint)
+    cmp = serving_comparison(request, inputs=problem, stop=stop, resume=seeds)
+    scored = cmp.pop(SCORED_KEY, None)
+    if stored and not cmp.get("partial"):
+        cmp["study"] = store_comparison(cmp, storage, result.study_name, scored, fingerprint)
+    return cmp

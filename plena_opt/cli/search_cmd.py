@@ -40,7 +40,7 @@ from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
 from plena_opt.search.serving import render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
-from plena_opt.vocabulary import PERCENTILES, SAMPLERS, SERVING_MODES
+from plena_opt.vocabulary import PERCENTILES, SAMPLERS, SERVING_MODES, SERVING_SAMPLERS
 
 
 def register(subparsers: Any) -> None:
@@ -104,6 +104,13 @@ def register(subparsers: Any) -> None:
         choices=SERVING_MODES,
         default="aggregated",
         help="aggregated plans, disaggregated prefill/decode pools, or both side by side",
+    )
+    g.add_argument(
+        "--serving-sampler",
+        choices=SERVING_SAMPLERS,
+        default="auto",
+        help="how --serving searches the disaggregated deployments (optuna: at most --trials "
+        "new ones, resuming the <study>-serving study; default auto)",
     )
     g.add_argument(
         "--sampler",
@@ -266,6 +273,7 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
             memory_fraction=args.memory_fraction,
             auto_batch=(args.batch_sizes or "").strip() == "auto",
             serving=args.serving,
+            serving_sampler=getattr(args, "serving_sampler", "auto"),
             precisions=precision_list(getattr(args, "precisions", None)),
         )
     except ValidationError as exc:

@@ -77,6 +77,13 @@ class ServingSpace:
     precisions: list[str | None] = field(default_factory=lambda: [None])
     stop: Any = None  # a ``plena_opt.stop.StopToken`` polled per worker and per pair chunk
     stop_reason: str = ""  # why pricing or pairing stopped early ("": it did not)
+    # sampler "optuna" (``search.serving_optuna.optuna_points``): new deployments to score,
+    # seed, Optuna sampler, stored sampler params to resume from; then its ``OptunaPairs``
+    budget: int = 200
+    seed: int | None = 0
+    optuna_sampler: str = "nsga2"
+    resume: list[dict[str, Any]] = field(default_factory=list)
+    optuna: Any = None
 
     @classmethod
     def build(
@@ -150,6 +157,10 @@ class ServingSpace:
         n = self.inputs.noc.num_devices
         out = self.inputs.workload.output_seq_len
         ws = distinct([w for w in self.workers if w.fits is not False])
+        if sampler == "optuna":
+            from plena_opt.search.serving_optuna import optuna_points
+
+            return optuna_points(self, ws, objectives or ["ttft", "tps-per-device"])
         groups = [[w for w in ws if w.precision == prec] for prec in self.precisions]
         if objectives is None:
             parts = []

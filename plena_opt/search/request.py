@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
-from plena_opt.vocabulary import Percentile, Sampler, ServingMode
+from plena_opt.vocabulary import Percentile, Sampler, ServingMode, ServingSampler
 
 MEMORY_STORAGE = ":memory:"
 # Serving options that change what the study's trials hold (constraints, batches); the
@@ -55,6 +55,9 @@ class SearchRequest(BaseModel):
     memory_fraction: float | None = Field(default=None, gt=0, le=1)
     auto_batch: bool = False
     serving: ServingMode = ServingMode.AGGREGATED
+    # How the ``serving`` comparison searches disaggregated deployments; ``optuna`` scores at
+    # most ``trials`` new deployments and resumes the ``<study>-serving`` study.
+    serving_sampler: ServingSampler = ServingSampler.AUTO
     # Precision as a knob: the weight/activation formats searched with the plan (each a
     # ``plena_opt.chip.precision.FORMATS`` name the chip supports); None: ``problem.precision``.
     precisions: list[str] | None = Field(default=None, max_length=6)

@@ -72,6 +72,8 @@ def compare_serving(
             "goodput_tps_per_device": entries[0]["tps_per_device"] if entries else None,
             "goodput_plan": entries[0]["label"] if entries else None,
         }
+    if sampler == "optuna" and "disaggregated" in sets:
+        doc[SCORED_KEY] = scored_deployments(space, sets["disaggregated"])
     if space.stopped():
         doc["partial"], doc["stop_reason"] = True, space.stop_reason
     elif mode == "both":
@@ -81,6 +83,38 @@ def compare_serving(
         doc["verdict"] = verdict(doc)
     doc["elapsed_seconds"] = time.perf_counter() - t0
     return doc
+
+
+SCORED_KEY = "_scored"  # the Optuna pair search's deployments, popped before any output
+
+
+def scored_deployments(space: ServingSpace, pts: Points) -> list[dict[str, Any]]:
+    """Every deployment the Optuna pair search scored, with its sampler params and whether
+    this run scored it (``new``), for ``serving_store``."""
+    out = []
+    for i, (prm, new) in enumerate(zip(space.optuna.params, space.optuna.new, strict=True)):
+        e = pts.describe(i)
+        e.update({k: float(pts.figures[k][i]) for k in FIGURES})
+        e.update(sampler_params=prm, new=new)
+        out.append(e)
+    return out
+
+
+def serving_fingerprint(request: Any) -> dict[str, Any]:
+    """What an Optuna pair search searched: a stored study resumes only the same search."""
+    from plena_opt.search.serving import sla_dict
+
+    return {
+        "serving": request.serving,
+        "sampler": "optuna",
+        "objectives": list(request.objectives),
+        "sla": sla_dict(request),
+        "batch_sizes": request.batch_sizes,
+        "auto_batch": request.auto_batch,
+        "memory_fraction": request.memory_fraction,
+        "precisions": request.precisions,
+        "seed": request.seed,
+    }
 
 
 def _merge(a: Points, b: Points) -> Points:
@@ -146,13 +180,19 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
 
 
 def serving_comparison(
-    request: Any, sampler: str = "auto", inputs: Any = None, stop: Any = None
+    request: Any,
+    sampler: str | None = None,
+    inputs: Any = None,
+    stop: Any = None,
+    resume: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The ``--serving`` comparison of a ``SearchRequest``: its problem, batches (``auto``
     resolved as the search does), SLA and searched formats (``precisions``: both pools of a
     deployment in one format); objectives TTFT, tokens/s/device, tokens/s/user, plus
-    energy when asked and the cluster and memory report it. ``stop`` (a ``StopToken``) is
-    polled per worker priced and per chunk of pairs (``compare_serving``: a partial document)."""
+    energy when asked and the cluster and memory report it; ``sampler`` (None: the request's
+    ``serving_sampler``); ``optuna`` scores at most ``request.trials`` new deployments, after the
+    stored ones ``resume`` names (``serving_store.resume_params``). ``stop`` (a ``StopToken``)
+    is polled per worker priced and per chunk of pairs or trial (a partial document)."""
     from plena_opt.search.serving import CapacityCache, sla_dict
 
     inputs = inputs if inputs is not None else request.problem.load()
@@ -167,11 +207,13 @@ def serving_comparison(
         precisions=request.precisions,
         stop=stop,
     )
+    space.budget, space.seed, space.resume = request.trials, request.seed or 0, list(resume)
     objectives = ["ttft", "tps-per-device", "tps-per-user"]
     if "energy" in request.objectives and not space.stopped():
         agg = space.aggregated_points()
         if len(agg) and not np.isnan(agg.figures["energy_j_per_token"]).any():
             objectives.append("energy")
+    sampler = sampler or request.serving_sampler
     doc = compare_serving(space, objectives, request.serving, sampler)
     doc["batch_sizes"] = batches
     return doc

@@ -9,7 +9,10 @@ device and user, KV transfer; system attributes: the SLA constraint values as or
 trials carry them (``constraints:<name>`` and the ``constraints`` list optuna-dashboard reads,
 ≤ 0 feasible; names in the study's ``constraints`` attribute). Memory is no constraint here: a
 worker that does not fit is never paired, so every stored deployment fits. Re-running the same
-comparison replaces the study's trials.
+comparison replaces the study's trials, except with ``--serving-sampler optuna``: every
+disaggregated deployment the pair search scored is a trial (its sampler params in the
+``sampler_params`` user attribute), and a re-run of the same search (same ``serving_search``
+fingerprint) resumes the study, adding only the deployments it scored anew.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ METRIC_NAMES = {
     "energy": "energy_j_per_token",
 }
 OWNER_ATTR = "serving_comparison_of"
+FINGERPRINT_ATTR = "serving_search"  # what an Optuna pair search searched (resume only the same)
+SAMPLER_PARAMS = "sampler_params"  # a deployment's Optuna pair-search params (for resume)
 # (constraint, SLA limit key, deployment figure, +1 for a maximum / -1 for a minimum)
 _SLA_RULES = (
     ("max_ttft", "max_ttft_seconds", "ttft_seconds", 1.0),
@@ -91,11 +96,85 @@ def check_owner(storage: Any, study_name: str) -> None:
             )
 
 
-def store_comparison(doc: dict[str, Any], storage: Any, study_name: str) -> str:
-    """Write the fronts of ``doc`` (``compare_serving``) as study ``<study_name>-serving``."""
+def _trial(e: dict[str, Any], doc: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+    """The finished trial of deployment ``e`` of comparison ``doc``."""
+    params, dists = _params(e)
+    attrs = {k: v for k, v in e.items() if k not in ("plan", "prefill", "decode")}
+    cons = sla_constraints(e, doc["sla"])
+    attrs["constraints"] = cons
+    attrs.update(extra or {})
+    return create_trial(
+        state=TrialState.COMPLETE,
+        values=[e[SERVING_OBJECTIVES[k][1]] for k in doc["objectives"]],
+        params=params,
+        distributions=dists,
+        user_attrs=attrs,
+        constraints=cons,  # Optuna's ``constraints:<name>`` system attributes
+        system_attrs={DASHBOARD_CONSTRAINTS: list(cons.values())},
+    )
+
+
+def _resumable(storage: Any, name: str, fingerprint: dict[str, Any] | None) -> Any:
+    """The stored study ``name`` when an Optuna pair search with ``fingerprint`` made it."""
+    if fingerprint is None or name not in optuna.get_all_study_names(storage):
+        return None
+    study = optuna.load_study(study_name=name, storage=storage)
+    return study if study.user_attrs.get(FINGERPRINT_ATTR) == fingerprint else None
+
+
+def resume_params(
+    storage: Any, study_name: str, fingerprint: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The sampler params of the deployments an earlier Optuna pair search with the same
+    ``fingerprint`` stored in ``<study_name>-serving`` (empty when there is none)."""
+    check_owner(storage, study_name)
+    study = _resumable(storage, f"{study_name}-serving", fingerprint)
+    if study is None:
+        return []
+    return [
+        dict(t.user_attrs[SAMPLER_PARAMS]) for t in study.trials if SAMPLER_PARAMS in t.user_attrs
+    ]
+
+
+def store_comparison(
+    doc: dict[str, Any],
+    storage: Any,
+    study_name: str,
+    scored: list[dict[str, Any]] | None = None,
+    fingerprint: dict[str, Any] | None = None,
+) -> str:
+    """Write the fronts of ``doc`` (``compare_serving``) as study ``<study_name>-serving``.
+
+    With ``scored`` (the Optuna pair search's deployments, each with its ``sampler_params`` and
+    ``new`` flag), every disaggregated deployment scored is a trial instead of the front only;
+    a study made by a search with the same ``fingerprint`` is resumed: only the new ones are
+    added (the aggregated front, deterministic, is there already)."""
+    name = f"{study_name}-serving"
+    check_owner(storage, study_name)
+    study = _resumable(storage, name, fingerprint) if scored is not None else None
+    if study is None:
+        study = _new_study(doc, storage, study_name, fingerprint)
+        trials = [_trial(e, doc) for e in doc.get("aggregated", {}).get("front", [])]
+        if scored is None:
+            trials += [_trial(e, doc) for e in doc.get("disaggregated", {}).get("front", [])]
+    else:
+        trials = []
+    for e in scored or []:
+        if e["new"]:
+            body = {k: v for k, v in e.items() if k not in ("new", SAMPLER_PARAMS)}
+            trials.append(_trial(body, doc, {SAMPLER_PARAMS: e[SAMPLER_PARAMS]}))
+    if "verdict" in doc:
+        study.set_user_attr("verdict", doc["verdict"])
+    study.add_trials(trials)
+    return name
+
+
+def _new_study(
+    doc: dict[str, Any], storage: Any, study_name: str, fingerprint: dict[str, Any] | None
+) -> Any:
+    """A fresh ``<study_name>-serving`` (an older one of this search is replaced)."""
     name = f"{study_name}-serving"
     objectives = doc["objectives"]
-    check_owner(storage, study_name)
     if name in optuna.get_all_study_names(storage):
         optuna.delete_study(study_name=name, storage=storage)
     study = optuna.create_study(
@@ -110,25 +189,6 @@ def store_comparison(doc: dict[str, Any], storage: Any, study_name: str) -> str:
     study.set_user_attr(OWNER_ATTR, study_name)
     study.set_user_attr("sla", doc["sla"])
     study.set_user_attr("constraints", sla_constraint_names(doc["sla"]))
-    if "verdict" in doc:
-        study.set_user_attr("verdict", doc["verdict"])
-    trials = []
-    for mode in ("aggregated", "disaggregated"):
-        for e in doc.get(mode, {}).get("front", []):
-            params, dists = _params(e)
-            attrs = {k: v for k, v in e.items() if k not in ("plan", "prefill", "decode")}
-            cons = sla_constraints(e, doc["sla"])
-            attrs["constraints"] = cons
-            trials.append(
-                create_trial(
-                    state=TrialState.COMPLETE,
-                    values=[e[SERVING_OBJECTIVES[k][1]] for k in objectives],
-                    params=params,
-                    distributions=dists,
-                    user_attrs=attrs,
-                    constraints=cons,  # Optuna's ``constraints:<name>`` system attributes
-                    system_attrs={DASHBOARD_CONSTRAINTS: list(cons.values())},
-                )
-            )
-    study.add_trials(trials)
-    return name
+    if fingerprint is not None:
+        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+    return study

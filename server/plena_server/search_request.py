@@ -148,6 +148,8 @@ def search_request(
         kw["percentile"] = o.percentile
     if o.serving:
         kw["serving"] = o.serving
+    if o.serving_sampler:
+        kw["serving_sampler"] = o.serving_sampler
     if o.objectives:
         kw["objectives"] = list(o.objectives)
     if o.sampler:

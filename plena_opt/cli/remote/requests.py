@@ -122,6 +122,7 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         include_traces=bool(getattr(args, "trace_dir", None)),
         percentile=getattr(args, "percentile", None) or "",
         serving=getattr(args, "serving", None) or "",
+        serving_sampler=getattr(args, "serving_sampler", None) or "",
         auto_batch_sizes=(getattr(args, "batch_sizes", None) or "").strip() == "auto",
         precisions=precision_list(getattr(args, "precisions", None)) or [],
     )
