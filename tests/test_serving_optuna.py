@@ -10,6 +10,7 @@ import pytest
 
 from plena_opt import api
 from plena_opt.cli.main import main
+from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.disaggregated import ServingSpace, pair_points
 from plena_opt.search.pareto import pareto_mask
@@ -128,3 +129,24 @@ def test_cli_serving_sampler_flag(capsys):
     with pytest.raises(SystemExit) as exc:  # argparse choices: usage error, exit 2
         main([*argv[:-1], "--serving-sampler", "bogus"])
     assert exc.value.code == 2 and "--serving-sampler" in capsys.readouterr().err
+
+
+def test_the_serving_sampler_travels_through_the_proto_request(tmp_path):
+    import argparse
+
+    from plena_server.limits import ServerLimits
+    from plena_server.search_request import search_request
+
+    from plena_opt.cli import search_cmd
+    from plena_opt.cli.remote import search_request_from_args
+
+    parser = argparse.ArgumentParser()
+    search_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["search", *GPU, "--serving", "both", "--serving-sampler", "optuna"])
+    msg = search_request_from_args(args)
+    assert msg.options.serving_sampler == "optuna"
+    req, _ = search_request(msg, str(tmp_path / "s.log"), ServerLimits())
+    assert req.serving_sampler == "optuna" and req.serving == "both"
+    msg.options.serving_sampler = "bogus"
+    with pytest.raises(PlenaInputError, match="options.serving_sampler"):
+        search_request(msg, str(tmp_path / "s.log"), ServerLimits())
