@@ -150,3 +150,10 @@ def test_the_serving_sampler_travels_through_the_proto_request(tmp_path):
     msg.options.serving_sampler = "bogus"
     with pytest.raises(PlenaInputError, match="options.serving_sampler"):
         search_request(msg, str(tmp_path / "s.log"), ServerLimits())
+
+
+def test_no_fitting_worker_gives_an_empty_search():
+    from plena_opt.search.serving_optuna import PairChoices, search_pairs
+
+    res = search_pairs(PairChoices.of([]), None, OBJ, budget=10)
+    assert len(res.points) == 0 and res.params == [] and res.suggested == 0

@@ -97,6 +97,9 @@ def search_pairs(
 
     from plena_opt.search.constraint_adapter import ConstraintAdapter
 
+    if not choices.by_format:  # no worker fits: nothing to search
+        return OptunaPairs(concat([]))
+
     adapter = ConstraintAdapter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
