@@ -43,9 +43,11 @@ from plena_opt.search.serving_points import (
     PAIR_CHUNK,
     SERVING_OBJECTIVES,
     Points,
+    agg_doc,
     check_objectives,
     concat,
     feasible_front,
+    pair_doc,
     sla_mask,
     subset,
 )
@@ -144,7 +146,7 @@ class ServingSpace:
         figs = [aggregated_serving(w, out) for w in self.aggregated]
         feas = np.array([w.fits is not False for w in self.aggregated], dtype=bool)
         pts = _points(figs, feas, self.sla)
-        pts.describe = lambda i: _agg_doc(self.aggregated[i], figs[i])
+        pts.describe = lambda i: agg_doc(self.aggregated[i], figs[i])
         pts.evaluated = len(figs)
         return pts
 
@@ -273,7 +275,7 @@ def pair_points(
     a["tps_per_user"] = 1.0 / a["tpot_seconds"]
 
     def describe(k: int) -> dict:
-        return _pair_doc(pre[pi[k]], dec[di[k]], int(x[k]), int(y[k]), xs[k], a, k)
+        return pair_doc(pre[pi[k]], dec[di[k]], int(x[k]), int(y[k]), xs[k], a, k)
 
     return Points(a, sla_mask(a, sla), describe, len(pi))
 
@@ -359,45 +361,3 @@ def rate_match_arrays(
             bx[idx], by[idx], brate[idx] = xv, y[better], rate[better]
         active = active[best_per[active] < target[active]]
     return bx, by, brate
-
-
-def _plan_doc(w: WorkerFigures) -> dict:
-    p = w.plan
-    doc = {
-        "tp": p.tp,
-        "ep": p.ep,
-        "dp": p.dp,
-        "pp": p.pp,
-        "cp": p.cp,
-        "moe_tp_mode": p.moe_tp_mode,
-        "comm_overlap": p.comm_overlap,
-        "batch_size": w.batch,
-    }
-    if w.precision is not None:
-        doc["precision"] = w.precision
-    return doc
-
-
-def _worker_label(w: WorkerFigures) -> str:
-    return f"{w.plan.label()} b{w.batch}" + ("" if w.precision is None else f" {w.precision}")
-
-
-def _agg_doc(w: WorkerFigures, f: ServingFigures) -> dict:
-    return {
-        "serving": "aggregated",
-        "label": _worker_label(w),
-        "plan": _plan_doc(w),
-        "devices": f.devices,
-        "interference_seconds_per_token": f.interference_s_per_token,
-    }
-
-
-def _pair_doc(p: WorkerFigures, d: WorkerFigures, x: int, y: int, xs: float, a, k) -> dict:
-    return {
-        "serving": "disaggregated",
-        "label": f"{x}P[{_worker_label(p)}] {y}D[{_worker_label(d)}]",
-        "prefill": {**_plan_doc(p), "workers": x},
-        "decode": {**_plan_doc(d), "workers": y},
-        "devices": x * p.devices + y * d.devices,
-        "kv_transfer_seconds": float(xs),
-    }

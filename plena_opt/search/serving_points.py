@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.disaggregated import ServingFigures, WorkerFigures
 from plena_opt.search.pareto_large import front_indices
 
 SERVING_OBJECTIVES = {  # key -> (sign for minimisation, getter on a figures array dict)
@@ -101,3 +102,48 @@ def sla_mask(a: dict[str, np.ndarray], sla: dict) -> np.ndarray:
     if sla.get("min_tps_per_seq") is not None:
         ok &= a["tps_per_user"] >= sla["min_tps_per_seq"]
     return ok
+
+
+# -- descriptions of deployments (JSON-ready, SI) --------------------------------------------
+def _plan_doc(w: WorkerFigures) -> dict:
+    p = w.plan
+    doc = {
+        "tp": p.tp,
+        "ep": p.ep,
+        "dp": p.dp,
+        "pp": p.pp,
+        "cp": p.cp,
+        "moe_tp_mode": p.moe_tp_mode,
+        "comm_overlap": p.comm_overlap,
+        "batch_size": w.batch,
+    }
+    if w.precision is not None:
+        doc["precision"] = w.precision
+    return doc
+
+
+def _worker_label(w: WorkerFigures) -> str:
+    return f"{w.plan.label()} b{w.batch}" + ("" if w.precision is None else f" {w.precision}")
+
+
+def agg_doc(w: WorkerFigures, f: ServingFigures) -> dict:
+    """The description of an aggregated deployment (its plan, devices, interference)."""
+    return {
+        "serving": "aggregated",
+        "label": _worker_label(w),
+        "plan": _plan_doc(w),
+        "devices": f.devices,
+        "interference_seconds_per_token": f.interference_s_per_token,
+    }
+
+
+def pair_doc(p: WorkerFigures, d: WorkerFigures, x: int, y: int, xs: float, a, k) -> dict:
+    """The description of ``x`` prefill workers ``p`` and ``y`` decode workers ``d``."""
+    return {
+        "serving": "disaggregated",
+        "label": f"{x}P[{_worker_label(p)}] {y}D[{_worker_label(d)}]",
+        "prefill": {**_plan_doc(p), "workers": x},
+        "decode": {**_plan_doc(d), "workers": y},
+        "devices": x * p.devices + y * d.devices,
+        "kv_transfer_seconds": float(xs),
+    }
