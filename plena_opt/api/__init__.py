@@ -46,6 +46,8 @@ _EXPORTS = {
     "render_recheck": "plena_opt.api.recheck",
     "prepare_workers": "plena_opt.api.workers",
     "run_local_workers": "plena_opt.api.workers",
+    "prepare_codesign_workers": "plena_opt.api.workers",
+    "run_codesign_workers": "plena_opt.api.workers",
     "run_worker": "plena_opt.api.workers",
     "search_codesign": "plena_opt.api.codesign",
     "search_plans": "plena_opt.api.searches",

@@ -7,7 +7,8 @@ worker's bottleneck. ``add_finished_trials`` writes the same rows (Optuna's own 
 the schema and datetime handling are the installed Optuna's) with one flush per table, under the
 study-row lock Optuna itself takes to number trials, so numbers stay ``0, 1, 2, …`` with other
 writers on the study. Other stores, or any failure to use the models, fall back to
-``Study.add_trials``. Trials must be finished (COMPLETE, PRUNED, FAIL) without intermediate values.
+``Study.add_trials``. Trials must be finished (COMPLETE, PRUNED, FAIL) or WAITING (a work
+queue's), without intermediate values.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def _rdb(study: optuna.Study) -> optuna.storages.RDBStorage | None:
 
 
 def add_finished_trials(study: optuna.Study, trials: Sequence[FrozenTrial]) -> None:
-    """Store ``trials`` in ``study``: one transaction on an RDB store, else ``add_trials``."""
+    """Store ``trials`` (finished or WAITING) in ``study``: one transaction on an RDB store,
+    else ``add_trials``."""
     if not trials:
         return
     rdb = _rdb(study)

@@ -224,6 +224,10 @@ def run_worker(
     """
     t0 = time.perf_counter()
     queue, request = load_queue(url, study, heartbeat_s)
+    from plena_opt.search import codesign_workers
+
+    if codesign_workers.is_codesign(queue):  # hardware points, not plan chunks
+        return codesign_workers.score_points(queue, request, heartbeat_s, should_stop)
     s = _Search(request, factory or _default_factory(request), None, None)
     s.open_study()
     points, per = s.space.points, int(queue.user_attrs[CHUNK_ATTR])
