@@ -7,6 +7,7 @@ processes. How work is claimed and retried: ``plena_opt.search.workers``.
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -19,6 +20,22 @@ if TYPE_CHECKING:
     from plena_opt.search.workers import QueueInfo, WorkerReport
 
 MAX_LOCAL_WORKERS = 256
+# Imported once by the fork server the local workers are forked from, not once per worker: a
+# worker spawned afresh spent ≈ 2 s of CPU importing these (Optuna's RDB storage imports
+# SQLAlchemy, Alembic, Mako and psycopg lazily) before scoring a plan (benchmarks/README.md,
+# "scale out"). The fork server itself starts from a clean interpreter, so no database
+# connection of this process is shared with a worker.
+PRELOAD = [
+    "plena_opt.search.workers",
+    "plena_opt.search.codesign_workers",
+    "plena_opt.api.workers",
+    "sqlalchemy.orm",
+    "alembic.command",
+    "alembic.migration",
+    "alembic.script",
+    "optuna.storages._rdb.models",
+    "psycopg",
+]
 
 
 def prepare_workers(request: SearchRequest, chunk_plans: int | None = None) -> QueueInfo:
@@ -65,7 +82,7 @@ def _spawn(
     url: str | None, study: str, n: int, heartbeat_s: float | None, throttle_s: float
 ) -> list[dict]:
     """Run ``n`` local worker processes on ``study`` to the end; one report (a dict) each."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
     q = ctx.Queue()
     procs = [
         ctx.Process(target=_worker_main, args=(url, study, heartbeat_s, throttle_s, q), daemon=True)
@@ -80,6 +97,16 @@ def _spawn(
     if failed:
         raise RuntimeError(f"{len(failed)} of {n} workers failed (exit codes {failed})")
     return reports
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A fork server preloaded with the workers' imports (POSIX), else plain spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    available = [m for m in PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
+    ctx.set_forkserver_preload(available)  # psycopg: only with plena-opt[postgres]
+    return ctx
 
 
 def prepare_codesign_workers(

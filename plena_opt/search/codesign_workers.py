@@ -128,14 +128,14 @@ def score_points(
     should_stop: Callable[[], bool] | None = None,
 ) -> WorkerReport:
     """Claim and score hardware points of a co-design queue until none is waiting or running."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     space, _ = _space_of(queue)
     inner = PointFronts(request, space)
     directions = outer_directions(inner, space)
     report = WorkerReport(str(queue.user_attrs[QUEUE_ATTR]))
     rng = random.Random()  # seeded from the OS: each worker its own order
     while not (should_stop and should_stop()):
-        report.stale_failed += _fail_stale(queue)
+        report.stale_failed += _fail_stale(queue, heartbeat_s)
         trial = _claim(queue, rng)
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -155,8 +155,7 @@ def score_points(
         report.chunks += 1
         report.plans_scored += inner.scored - before
         report.plans_stored += len(front) if isinstance(front, list) else 0
-    report.elapsed_s = time.perf_counter() - t0
-    return report
+    return report.finish(t0, c0)
 
 
 def _store_point(queue, trial, front, scored, inner, space, directions) -> None:
