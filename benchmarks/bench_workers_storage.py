@@ -19,7 +19,6 @@ import argparse
 import copy
 import json
 import os
-import random
 import time
 import uuid
 
@@ -78,7 +77,7 @@ def _writer(url: str, chunk: int, think_s: float, seconds: float, q, go, stop) -
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     queue = optuna.load_study(study_name="q", storage=open_storage(url, heartbeat_s=5))
     study = optuna.load_study(study_name="s", storage=open_storage(url))
-    trials, rng = _trials(chunk), random.Random()
+    trials, claimer = _trials(chunk), workers.Claimer(queue)
     done, storage_s, write_s = 0, 0.0, 0.0
     q.put("ready")
     go.wait()
@@ -86,7 +85,7 @@ def _writer(url: str, chunk: int, think_s: float, seconds: float, q, go, stop) -
     while time.time() < until:
         t0 = time.perf_counter()
         workers._fail_stale(queue, 5.0)
-        t = workers._claim(queue, rng)
+        t = claimer.claim()
         if t is None:
             break
         with workers._Heartbeat(queue._storage, t._trial_id, 5.0):

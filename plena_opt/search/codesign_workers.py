@@ -17,7 +17,6 @@ storage`` rebuilds the joint front from the stored fronts, in point order, exact
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable
 
@@ -43,10 +42,10 @@ from plena_opt.search.workers import (
     POINTS_ATTR,
     QUEUE_ATTR,
     REQUEST_ATTR,
+    Claimer,
     QueueInfo,
     WorkerReport,
     _check_storage,
-    _claim,
     _fail_stale,
     _Heartbeat,
     queue_name,
@@ -133,10 +132,10 @@ def score_points(
     inner = PointFronts(request, space)
     directions = outer_directions(inner, space)
     report = WorkerReport(str(queue.user_attrs[QUEUE_ATTR]))
-    rng = random.Random()  # seeded from the OS: each worker its own order
+    claimer = Claimer(queue)
     while not (should_stop and should_stop()):
         report.stale_failed += _fail_stale(queue, heartbeat_s)
-        trial = _claim(queue, rng)
+        trial = claimer.claim()
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 break

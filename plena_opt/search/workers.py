@@ -195,21 +195,34 @@ class WorkerReport:
         return self
 
 
-def _claim(queue: optuna.Study, rng: random.Random) -> FrozenTrial | None:
-    """Take a WAITING chunk (RUNNING under the storage's row lock); None when none is left.
+class Claimer:
+    """Takes WAITING chunks of ``queue`` (RUNNING under the storage's row lock) for one worker.
 
-    Each worker tries the waiting chunks in its own random order, so workers rarely contend.
+    The waiting list is read once and tried in this worker's own random order (workers rarely
+    contend; a chunk another worker took is refused by the store in one statement); it is read
+    again only when exhausted. Reading it at every claim cost a read of the whole queue per
+    chunk (benchmarks/README.md, "17 saturation").
     """
-    storage = queue._storage
-    waiting = queue.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    rng.shuffle(waiting)
-    for t in waiting:
-        try:
-            if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
-                return t
-        except optuna.exceptions.UpdateFinishedTrialError:  # claimed and finished meanwhile
-            continue
-    return None
+
+    def __init__(self, queue: optuna.Study) -> None:
+        self.queue, self.rng = queue, random.Random()  # seeded from the OS: each worker its own
+        self._todo: list[FrozenTrial] = []
+
+    def claim(self) -> FrozenTrial | None:
+        """A claimed chunk; None when none is waiting."""
+        storage = self.queue._storage
+        for _ in range(2):  # the cached list (or a first read), then once exhausted a re-read
+            if not self._todo:
+                self._todo = self.queue.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                self.rng.shuffle(self._todo)
+            while self._todo:
+                t = self._todo.pop()
+                try:
+                    if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
+                        return t
+                except optuna.exceptions.UpdateFinishedTrialError:  # taken and finished
+                    continue
+        return None
 
 
 def _fail_stale(queue: optuna.Study, heartbeat_s: float) -> int:
@@ -301,10 +314,10 @@ def run_worker(
         )
     report = WorkerReport(study)
     known = set(s.cache)
-    rng = random.Random()  # seeded from the OS: each worker its own order
+    claimer = Claimer(queue)
     while not (should_stop and should_stop()):
         report.stale_failed += _fail_stale(queue, heartbeat_s)
-        trial = _claim(queue, rng)
+        trial = claimer.claim()
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 break
