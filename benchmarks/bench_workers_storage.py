@@ -73,18 +73,23 @@ def _trials(chunk: int) -> list:
     return [record_trial(r, s.writer.dists, -1) for r in recs]
 
 
-def _writer(url: str, chunk: int, think_s: float, seconds: float, q, go, stop) -> None:
+def _writer(url: str, chunk: int, think_s: float, seconds: float, q, go, stop, relist) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     queue = optuna.load_study(study_name="q", storage=open_storage(url, heartbeat_s=5))
     study = optuna.load_study(study_name="s", storage=open_storage(url))
-    trials, claimer = _trials(chunk), workers.Claimer(queue)
+    trials, claimer = _trials(chunk), workers.Claimer(queue, 5.0)
     done, storage_s, write_s = 0, 0.0, 0.0
     q.put("ready")
     go.wait()
     until = time.time() + seconds
     while time.time() < until:
         t0 = time.perf_counter()
-        workers._fail_stale(queue, 5.0)
+        if relist:  # before: the stale check and the whole waiting list at every claim
+            workers._fail_stale(queue, 5.0)
+        else:
+            claimer.fail_stale()
+        if relist:
+            claimer._todo = []
         t = claimer.claim()
         if t is None:
             break
@@ -102,7 +107,7 @@ def _writer(url: str, chunk: int, think_s: float, seconds: float, q, go, stop) -
     stop.wait()  # keep the connections (their server processes) until their CPU time is read
 
 
-def run(base: str, n: int, chunk: int, think_ms: float, seconds: float) -> dict:
+def run(base: str, n: int, chunk: int, think_ms: float, seconds: float, relist: bool) -> dict:
     url = _database(base)
     storage = open_storage(url)
     optuna.create_study(study_name="s", storage=storage, directions=["minimize"] * 3)
@@ -116,7 +121,7 @@ def run(base: str, n: int, chunk: int, think_ms: float, seconds: float) -> dict:
     ctx = aw._context()
     q, go, stop = ctx.Queue(), ctx.Event(), ctx.Event()
     procs = [ctx.Process(target=_writer, args=(url, chunk, think_ms * chunk / 1e3, seconds, q,
-                                               go, stop)) for _ in range(n)]  # fmt: skip
+                                               go, stop, relist)) for _ in range(n)]  # fmt: skip
     for p in procs:
         p.start()
     assert [q.get(timeout=300) for _ in procs] == ["ready"] * n  # all set up: start the clock
@@ -129,6 +134,7 @@ def run(base: str, n: int, chunk: int, think_ms: float, seconds: float) -> dict:
         p.join()
     chunks = sum(o[0] for o in out)
     return {
+        "claim": "read per claim" if relist else "read once",
         "writers": n, "chunks": chunks, "plans_per_s": round(chunks * chunk / wall, 1),
         "storage_ms_per_chunk": round(1e3 * sum(o[1] for o in out) / chunks, 1),
         "bulk_write_ms_per_chunk": round(1e3 * sum(o[2] for o in out) / chunks, 1),
@@ -143,11 +149,16 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=workers.CHUNK_PLANS)
     ap.add_argument("--think-ms", type=float, default=2.75, help="evaluator ms per plan (sleep)")
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument(
+        "--compare", action="store_true", help="also the per-claim stale check and queue read"
+    )
     args = ap.parse_args()
     base = os.environ["PLENA_OPT_TEST_POSTGRES"]
     print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
-    for n in args.writers.split(","):
-        print(json.dumps(run(base, int(n), args.chunk, args.think_ms, args.seconds)), flush=True)
+    for n in args.writers.split(","):  # before (--compare) and after side by side
+        for relist in (True, False) if args.compare else (False,):
+            r = run(base, int(n), args.chunk, args.think_ms, args.seconds, relist)
+            print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ from plena_opt.search.workers import (
     QueueInfo,
     WorkerReport,
     _check_storage,
-    _fail_stale,
     _Heartbeat,
     queue_name,
 )
@@ -132,9 +131,9 @@ def score_points(
     inner = PointFronts(request, space)
     directions = outer_directions(inner, space)
     report = WorkerReport(str(queue.user_attrs[QUEUE_ATTR]))
-    claimer = Claimer(queue)
+    claimer = Claimer(queue, heartbeat_s)
     while not (should_stop and should_stop()):
-        report.stale_failed += _fail_stale(queue, heartbeat_s)
+        report.stale_failed += claimer.fail_stale()
         trial = claimer.claim()
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):

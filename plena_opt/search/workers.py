@@ -204,9 +204,19 @@ class Claimer:
     chunk (benchmarks/README.md, "17 saturation").
     """
 
-    def __init__(self, queue: optuna.Study) -> None:
+    def __init__(self, queue: optuna.Study, heartbeat_s: float) -> None:
         self.queue, self.rng = queue, random.Random()  # seeded from the OS: each worker its own
+        self.heartbeat_s = heartbeat_s
         self._todo: list[FrozenTrial] = []
+        self._next_check = 0.0
+
+    def fail_stale(self) -> int:
+        """``_fail_stale`` at most once per heartbeat period (it cost more client CPU than the
+        chunk's bulk write when run before every claim); stale chunks it failed."""
+        if time.monotonic() < self._next_check:
+            return 0
+        self._next_check = time.monotonic() + self.heartbeat_s
+        return _fail_stale(self.queue, self.heartbeat_s)
 
     def claim(self) -> FrozenTrial | None:
         """A claimed chunk; None when none is waiting."""
@@ -314,9 +324,9 @@ def run_worker(
         )
     report = WorkerReport(study)
     known = set(s.cache)
-    claimer = Claimer(queue)
+    claimer = Claimer(queue, heartbeat_s)
     while not (should_stop and should_stop()):
-        report.stale_failed += _fail_stale(queue, heartbeat_s)
+        report.stale_failed += claimer.fail_stale()
         trial = claimer.claim()
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
