@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import time
 import uuid
@@ -20,11 +21,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from plena_opt import api
+from plena_opt.api import workers as aw
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search import workers
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.storage import open_storage
 
+_CONTEXT = aw._context
 PROBLEM = ProblemSpec(model="gpt-oss-20b", noc="illustrative_gpu_node_8", input_seq=256,
                       output_seq=8)  # fmt: skip
 
@@ -45,7 +48,13 @@ def _commits(url: str) -> int:
     return int(row[0])
 
 
-def run(base: str, n: int, batches: list[int], throttle_ms: float, chunk: int) -> dict:
+def run(base: str, n: int, batches: list[int], throttle_ms: float, chunk: int, start: str) -> dict:
+    """``n`` workers from a fresh database; ``start``: ``spawn`` (each worker imports afresh,
+    as before) or ``forkserver`` (``api.workers._context``: forked from a preloaded server)."""
+    if start == "spawn":
+        aw._context = lambda: multiprocessing.get_context("spawn")
+    else:
+        aw._context = _CONTEXT
     url = _database(base)
     req = SearchRequest(problem=PROBLEM, batch_sizes=batches, storage=url, study="bench",
                         sampler="exhaustive")  # fmt: skip
@@ -61,6 +70,7 @@ def run(base: str, n: int, batches: list[int], throttle_ms: float, chunk: int) -
         max(t.datetime_complete for t in chunks) - min(t.datetime_start for t in chunks)
     ).total_seconds()  # first claim to last chunk done: without the workers' start-up
     return {
+        "start": start,
         "workers": n,
         "plans": info.legal_points,
         "wall_s": round(wall, 2),
@@ -90,6 +100,9 @@ def statements_per_plan(base: str, batches: list[int], chunk: int) -> float:
     return count[0] / info.legal_points
 
 
+FIRST: dict[str, dict] = {}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", default="1,2,4")
@@ -98,19 +111,21 @@ def main() -> None:
     ap.add_argument("--batches", default="1,2,4,8,16,32,64")
     ap.add_argument("--throttle-ms", type=float, default=0.0)
     ap.add_argument("--chunk", type=int, default=workers.CHUNK_PLANS)
+    ap.add_argument("--start", default="spawn,forkserver", help="worker start methods compared")
     args = ap.parse_args()
     base = os.environ["PLENA_OPT_TEST_POSTGRES"]
     batches = [int(b) for b in args.batches.split(",")]
     global PROBLEM
     PROBLEM = ProblemSpec(model=args.model, noc=args.noc, input_seq=256, output_seq=8)
     print(f"load average {os.getloadavg()[0]:.1f}")
-    rows = [
-        run(base, int(n), batches, args.throttle_ms, args.chunk) for n in args.workers.split(",")
-    ]
-    for r in rows:
-        r["speedup"] = round(r["plans_per_s"] / rows[0]["plans_per_s"], 2)
-        r["steady_speedup"] = round(r["steady_plans_per_s"] / rows[0]["steady_plans_per_s"], 2)
-        print(json.dumps(r))
+    for n in args.workers.split(","):  # start methods side by side at each worker count
+        for start in args.start.split(","):
+            r = run(base, int(n), batches, args.throttle_ms, args.chunk, start)
+            first = FIRST.setdefault(start, r)
+            r["speedup"] = round(r["plans_per_s"] / first["plans_per_s"], 2)
+            r["steady_speedup"] = round(r["steady_plans_per_s"] / first["steady_plans_per_s"], 2)
+            r["load"] = round(os.getloadavg()[0], 1)
+            print(json.dumps(r), flush=True)
     print(
         f"SQL statements per plan (1 worker): {statements_per_plan(base, batches, args.chunk):.1f}"
     )

@@ -10,6 +10,8 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
 * ``search_codesign(request, design_space)`` — hardware knobs × plans, the joint front.
 * ``prepare_workers(request)`` / ``run_worker(url, study)`` / ``run_local_workers(request, n)`` —
   one study scored by many worker processes on PostgreSQL (``plena_opt.search.workers``).
+* ``prepare_codesign_workers`` / ``run_codesign_workers`` — a co-design's hardware points scored
+  by worker processes, the joint front read back (``plena_opt.search.codesign_workers``).
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
 * ``decide_serving(result, checks, request, problem)`` — goodput at the SLA and the
   aggregated/disaggregated serving comparison of a finished search.
@@ -46,6 +48,8 @@ _EXPORTS = {
     "render_recheck": "plena_opt.api.recheck",
     "prepare_workers": "plena_opt.api.workers",
     "run_local_workers": "plena_opt.api.workers",
+    "prepare_codesign_workers": "plena_opt.api.workers",
+    "run_codesign_workers": "plena_opt.api.workers",
     "run_worker": "plena_opt.api.workers",
     "search_codesign": "plena_opt.api.codesign",
     "search_plans": "plena_opt.api.searches",

@@ -7,6 +7,7 @@ processes. How work is claimed and retried: ``plena_opt.search.workers``.
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -14,10 +15,27 @@ from typing import TYPE_CHECKING
 from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
+    from plena_opt.search.codesign import CodesignResult
     from plena_opt.search.request import SearchRequest
     from plena_opt.search.workers import QueueInfo, WorkerReport
 
 MAX_LOCAL_WORKERS = 256
+# Imported once by the fork server the local workers are forked from, not once per worker: a
+# worker spawned afresh spent ≈ 2 s of CPU importing these (Optuna's RDB storage imports
+# SQLAlchemy, Alembic, Mako and psycopg lazily) before scoring a plan (benchmarks/README.md,
+# "scale out"). The fork server itself starts from a clean interpreter, so no database
+# connection of this process is shared with a worker.
+PRELOAD = [
+    "plena_opt.search.workers",
+    "plena_opt.search.codesign_workers",
+    "plena_opt.api.workers",
+    "sqlalchemy.orm",
+    "alembic.command",
+    "alembic.migration",
+    "alembic.script",
+    "optuna.storages._rdb.models",
+    "psycopg",
+]
 
 
 def prepare_workers(request: SearchRequest, chunk_plans: int | None = None) -> QueueInfo:
@@ -57,14 +75,17 @@ def run_local_workers(
     if not 1 <= n <= MAX_LOCAL_WORKERS:
         raise PlenaInputError("workers", f"--workers must be 1..{MAX_LOCAL_WORKERS}, got {n}")
     info = prepare_workers(request, chunk_plans)
-    ctx = multiprocessing.get_context("spawn")
+    return info, _spawn(request.storage, info.study, n, heartbeat_s, throttle_s)
+
+
+def _spawn(
+    url: str | None, study: str, n: int, heartbeat_s: float | None, throttle_s: float
+) -> list[dict]:
+    """Run ``n`` local worker processes on ``study`` to the end; one report (a dict) each."""
+    ctx = _context()
     q = ctx.Queue()
     procs = [
-        ctx.Process(
-            target=_worker_main,
-            args=(request.storage, info.study, heartbeat_s, throttle_s, q),
-            daemon=True,
-        )
+        ctx.Process(target=_worker_main, args=(url, study, heartbeat_s, throttle_s, q), daemon=True)
         for _ in range(n)
     ]
     for p in procs:
@@ -75,4 +96,43 @@ def run_local_workers(
     failed = [p.exitcode for p in procs if p.exitcode != 0]
     if failed:
         raise RuntimeError(f"{len(failed)} of {n} workers failed (exit codes {failed})")
-    return info, reports
+    return reports
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A fork server preloaded with the workers' imports (POSIX), else plain spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    available = [m for m in PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
+    ctx.set_forkserver_preload(available)  # psycopg: only with plena-opt[postgres]
+    return ctx
+
+
+def prepare_codesign_workers(
+    request: SearchRequest, design_space: str, max_cost: float | None = None
+) -> QueueInfo:
+    """Create the co-design study of ``design_space`` and its queue of hardware points in
+    ``request.storage`` (an RDB URL); workers join it with ``run_worker``."""
+    from plena_opt.search.codesign_workers import prepare_codesign_queue
+    from plena_opt.search.design_space import load_design_space
+
+    return prepare_codesign_queue(request, load_design_space(design_space), max_cost)
+
+
+def run_codesign_workers(
+    request: SearchRequest,
+    design_space: str,
+    n: int,
+    max_cost: float | None = None,
+    heartbeat_s: float | None = None,
+) -> tuple[CodesignResult, list[dict]]:
+    """Co-design ``design_space`` (every allowed hardware point) with ``n`` local worker
+    processes on ``request.storage``; the joint front read back from the store, the reports."""
+    from plena_opt.search.codesign_workers import codesign_from_storage
+
+    if not 1 <= n <= MAX_LOCAL_WORKERS:
+        raise PlenaInputError("workers", f"--workers must be 1..{MAX_LOCAL_WORKERS}, got {n}")
+    info = prepare_codesign_workers(request, design_space, max_cost)
+    reports = _spawn(request.storage, info.study, n, heartbeat_s, 0.0)
+    return codesign_from_storage(str(request.storage), info.study), reports

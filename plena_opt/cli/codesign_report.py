@@ -46,13 +46,45 @@ def run(args: argparse.Namespace, request: Any) -> int:
     if args.max_cost is not None and args.max_cost < 0:
         raise PlenaInputError("max_cost", "--max-cost must be at least 0")
     if args.workers is not None:
-        raise PlenaInputError("workers", "--workers does not combine with --design-space yet")
+        return _with_workers(args, request)
     trials = args.trials if args.sampler != "exhaustive" else None
     sampler = "exhaustive" if args.sampler == "exhaustive" else args.sampler
     res = api.search_codesign(
         request, args.design_space, sampler=sampler, trials=trials, max_cost=args.max_cost,
         seed=args.seed,
     )  # fmt: skip
+    return _print(args, res)
+
+
+def _with_workers(args: argparse.Namespace, request: Any) -> int:
+    """``--design-space --workers N``: every allowed hardware point, scored by N local worker
+    processes on ``--storage`` (N = 0: only queue the points for remote workers)."""
+    from plena_opt import api
+
+    if args.sampler not in ("exhaustive", "auto"):
+        raise PlenaInputError(
+            "sampler", "--workers with --design-space scores every hardware point (exhaustive)"
+        )
+    if args.workers < 0:
+        raise PlenaInputError("workers", "--workers must be at least 0")
+    if args.workers == 0:
+        info = api.prepare_codesign_workers(request, args.design_space, args.max_cost)
+        print(
+            f"co-design study {info.study}: {info.enqueued} hardware points queued of "
+            f"{info.legal_points}; start workers with: plena-opt worker --storage "
+            f"{request.storage} --study {info.study}"
+        )
+        return 0
+    res, reports = api.run_codesign_workers(
+        request, args.design_space, args.workers, max_cost=args.max_cost
+    )
+    if not args.quiet:
+        done = sum(r["chunks"] for r in reports)
+        print(f"{args.workers} workers scored {done} hardware points", file=sys.stderr)
+    return _print(args, res)
+
+
+def _print(args: argparse.Namespace, res: Any) -> int:
     if args.json:
         print(json.dumps(asdict(res), default=str, indent=2))
     else:

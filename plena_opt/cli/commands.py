@@ -19,6 +19,9 @@ COMMANDS: dict[str, Command] = {
     "worker": Command(
         "plena_opt.cli.worker_cmd", "join a study's search as one worker (PostgreSQL store)"
     ),
+    "storage-proxy": Command(
+        "plena_opt.cli.worker_cmd", "run Optuna's gRPC storage proxy in front of an RDB store"
+    ),
     "estimate": Command(
         "plena_opt.cli.estimate_cmd",
         "estimate one plan (single chip without --noc, distributed with it)",

@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--storage",
         default=None,
-        help=f"the study's RDB URL, e.g. postgresql://user@host/db (default: ${ENV_STORAGE})",
+        help="the study's RDB URL, e.g. postgresql://user@host/db, or a gRPC storage proxy "
+        f"grpc://host:port (plena-opt storage-proxy) (default: ${ENV_STORAGE})",
     )
     p.add_argument("--study", required=True, help="the study to join")
     p.add_argument(
@@ -42,6 +43,31 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the worker's report as JSON")
     p.set_defaults(func=handle, storage=env_default(ENV_STORAGE))
+    x = subparsers.add_parser(
+        "storage-proxy",
+        help=help_of("storage-proxy"),
+        description="Run Optuna's gRPC storage proxy in front of an RDB store: workers then use "
+        "--storage grpc://HOST:PORT and the database sees one client instead of hundreds.",
+    )
+    x.add_argument("--storage", default=None, help=f"the RDB URL (default: ${ENV_STORAGE})")
+    x.add_argument("--host", default="localhost", help="address to listen on (default localhost)")
+    x.add_argument("--port", type=int, default=13000, help="port to listen on (default 13000)")
+    x.set_defaults(func=handle_proxy, storage=env_default(ENV_STORAGE))
+
+
+def handle_proxy(args: argparse.Namespace) -> int:
+    from plena_opt.search.grpc_proxy import serve_proxy
+
+    if args.storage is None:
+        raise PlenaInputError("storage", f"--storage is required (or set ${ENV_STORAGE})")
+    if not 0 < args.port < 65536:
+        raise PlenaInputError("port", "--port must be 1..65535")
+    print(f"gRPC storage proxy for {args.storage} on {args.host}:{args.port}", file=sys.stderr)
+    try:
+        serve_proxy(args.storage, args.host, args.port)
+    except KeyboardInterrupt:
+        return 0
+    return 0
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -58,7 +58,17 @@ class CodesignResult:
     plans_scored: int = 0
 
 
-class _Inner:
+def knob_distributions(
+    space: DesignSpace, allowed: list[dict[str, float | int]]
+) -> dict[str, CategoricalDistribution]:
+    """The outer study's distributions: each knob's values among the ``allowed`` points."""
+    return {
+        k.name: CategoricalDistribution(sorted({p[k.name] for p in allowed}) or [0])
+        for k in space.knobs
+    }
+
+
+class PointFronts:
     """Exact plan fronts per hardware point (cached); minimised values of each front plan."""
 
     def __init__(self, request: SearchRequest, space: DesignSpace) -> None:
@@ -106,15 +116,11 @@ def run_codesign(
     progress: Callable[[int, int], None] | None = None,
 ) -> CodesignResult:
     """Search ``space`` × plans for ``request`` (its problem is the base hardware)."""
-    inner = _Inner(request, space)
+    inner = PointFronts(request, space)
     points = space.points()
     allowed = [p for p in points if max_cost is None or space.cost(p) <= max_cost]
-    with_cost = space.has_cost
-    dists = {
-        k.name: CategoricalDistribution(sorted({p[k.name] for p in allowed}) or [0])
-        for k in space.knobs
-    }
-    directions = [o.direction for o in inner.objs] + (["minimize"] if with_cost else [])
+    dists = knob_distributions(space, allowed)
+    directions = outer_directions(inner, space)
     sampler_obj: optuna.samplers.BaseSampler = (
         optuna.samplers.TPESampler(seed=seed, multivariate=True)
         if sampler == "tpe"
@@ -127,48 +133,76 @@ def run_codesign(
         n = len(allowed)
     else:
         n = min(trials or 50, MAX_OUTER_TRIALS)
-    joint: list[tuple[dict, FrontEntry, float, list[float]]] = []
-    seen: set[tuple] = set()
     for i in range(n):
         trial = study.ask(dists)
         point = dict(trial.params)
-        key = tuple(sorted(point.items()))
         front = inner.front(point) if point in allowed else "over --max-cost"
         if isinstance(front, str) or not front:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
-        cost = space.cost(point)
-        vals = [inner.minimised(e, cost if with_cost else None) for e in front]
-        best = np.min(np.array(vals), axis=0)
-        signs = [1.0 if d == "minimize" else -1.0 for d in directions]
-        study.tell(trial, [float(b * s) for b, s in zip(best, signs, strict=True)])
-        if key not in seen:
-            seen.add(key)
-            joint.extend((point, e, cost, v) for e, v in zip(front, vals, strict=True))
+        study.tell(trial, point_values(inner, space, point, front, directions))
         if progress:
             progress(i + 1, n)
-    return _result(request, space, inner, study, joint, points, allowed, with_cost)
+    return codesign_result(request, space, inner, study, len(points) - len(allowed))
 
 
-def _result(request, space, inner, study, joint, points, allowed, with_cost) -> CodesignResult:
+def outer_directions(inner: PointFronts, space: DesignSpace) -> list[str]:
+    """The outer study's directions: the objectives', then ``minimize`` cost if it has one."""
+    return [o.direction for o in inner.objs] + (["minimize"] if space.has_cost else [])
+
+
+def point_values(
+    inner: PointFronts,
+    space: DesignSpace,
+    point: dict[str, float | int],
+    front: list[FrontEntry],
+    directions: list[str],
+) -> list[float]:
+    """An outer trial's values: the point's best per objective (and its cost), as reported."""
+    cost = space.cost(point) if space.has_cost else None
+    best = np.min(np.array([inner.minimised(e, cost) for e in front]), axis=0)
+    signs = [1.0 if d == "minimize" else -1.0 for d in directions]
+    return [float(b * s) for b, s in zip(best, signs, strict=True)]
+
+
+def joint_front(inner: PointFronts, space: DesignSpace) -> list[JointEntry]:
+    """The Pareto front over every (point, plan) of the cached point fronts, merged point by
+    point (memory bounded by the joint front plus one point's front), by TPS then cost."""
     front: list[JointEntry] = []
-    if joint:
-        mask = pareto_mask(np.array([j[3] for j in joint]))
-        front = [
-            JointEntry(p, e, c, tuple(v)) for (p, e, c, v), keep in zip(joint, mask, strict=True)
-            if keep
-        ]  # fmt: skip
-        front.sort(key=lambda j: (-j.plan.tps, j.cost))
-    names = [o.key for o in inner.objs] + (["cost"] if with_cost else [])
+    for key, entries in inner.cache.items():
+        if isinstance(entries, str) or not entries:
+            continue
+        point = dict(key)
+        cost = space.cost(point)
+        with_cost = cost if space.has_cost else None
+        pool = front + [
+            JointEntry(point, e, cost, tuple(inner.minimised(e, with_cost))) for e in entries
+        ]
+        mask = pareto_mask(np.array([j.values for j in pool]))
+        front = [j for j, keep in zip(pool, mask, strict=True) if keep]
+    front.sort(key=lambda j: (-j.plan.tps, j.cost))
+    return front
+
+
+def codesign_result(
+    request: SearchRequest,
+    space: DesignSpace,
+    inner: PointFronts,
+    study: optuna.Study,
+    over_budget: int,
+) -> CodesignResult:
+    """The result of a co-design whose point fronts are in ``inner.cache`` (outer ``study``:
+    its trials give the knob importances)."""
+    names = [o.key for o in inner.objs] + (["cost"] if space.has_cost else [])
     res = CodesignResult(
         design_space=space.name,
         objectives=names,
-        hardware_points=len(points),
+        hardware_points=space.size(),
         evaluated_points=sum(1 for v in inner.cache.values() if not isinstance(v, str)),
-        front=front,
+        front=joint_front(inner, space),
         point_fronts=[(dict(k), len(v)) for k, v in inner.cache.items() if not isinstance(v, str)],
         refused=[(dict(k), v) for k, v in inner.cache.items() if isinstance(v, str)],
-        over_budget=len(points) - len(allowed),
+        over_budget=over_budget,
         plans_scored=inner.scored,
     )
     res.importances = _importances(study, names)

@@ -135,6 +135,10 @@ def _rdb(url: str, heartbeat_s: float | None) -> RDBStorage:
 
 
 def _open(url: str, heartbeat_s: float | None = None) -> optuna.storages.BaseStorage:
+    from plena_opt.search import grpc_proxy
+
+    if grpc_proxy.is_grpc(url):  # Optuna's gRPC storage proxy (workers, issue 17)
+        return grpc_proxy.open_grpc(url)
     if "://" in url:
         scheme = url.split("://", 1)[0].split("+", 1)[0].lower()
         if scheme not in RDB_SCHEMES:

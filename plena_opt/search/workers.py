@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import optuna
 from optuna.distributions import IntDistribution
+from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
@@ -34,7 +35,7 @@ from plena_opt.search.record import POINT_ATTR
 from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 from plena_opt.search.runner import EvaluatorFactory, _default_factory, _Search
 from plena_opt.search.space import Point
-from plena_opt.search.storage import open_storage
+from plena_opt.search.storage import HEARTBEAT_GRACE, MAX_RETRY, open_storage
 from plena_opt.search.trials import is_scored, record_trial
 
 QUEUE_SUFFIX = ":work"
@@ -42,6 +43,7 @@ QUEUE_ATTR = "plena:queue_for"  # on the queue study: the study it feeds
 REQUEST_ATTR = "plena:request"  # the SearchRequest (JSON) every worker runs
 POINTS_ATTR = "plena:legal_points"
 CHUNK_ATTR = "plena:chunk_plans"
+BEAT_ATTR = "plena:lease"  # on a RUNNING chunk, stores without heartbeats: last beat (epoch s)
 # Plans per claimed chunk: one claim, one heartbeat thread and one write per chunk, so storage
 # round-trips per plan stay well under one (benchmarks/README.md, "scale out").
 CHUNK_PLANS = 64
@@ -59,9 +61,15 @@ def _check_storage(url: str | None) -> str:
         raise PlenaInputError(
             "storage",
             f"--storage {url!r}: workers need an RDB URL (postgresql://user@host/db for several "
-            "machines, sqlite:///file.db for one); a journal file or :memory: has no heartbeats",
+            "machines, sqlite:///file.db for one) or a gRPC storage proxy (grpc://host:port); a "
+            "journal file or :memory: has no heartbeats",
         )
     return url
+
+
+def _heartbeats(storage: optuna.storages.BaseStorage) -> bool:
+    """Whether ``storage`` keeps Optuna heartbeats (an RDB store opened with them)."""
+    return is_heartbeat_enabled(storage)
 
 
 @dataclass(frozen=True)
@@ -134,12 +142,21 @@ class _Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
 
+    def _record(self) -> None:
+        if _heartbeats(self.storage):
+            self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+        else:  # a gRPC proxy: the lease ``_fail_stale`` reads
+            self.storage.set_trial_system_attr(self.trial_id, BEAT_ATTR, time.time())
+
     def _beat(self) -> None:
         while not self._stop.wait(self.period):
-            self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+            try:
+                self._record()
+            except optuna.exceptions.UpdateFinishedTrialError:  # failed as stale meanwhile
+                return
 
     def __enter__(self) -> _Heartbeat:
-        self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+        self._record()
         self._thread.start()
         return self
 
@@ -152,7 +169,8 @@ class _Heartbeat:
 class WorkerReport:
     """What one worker did: chunks it finished, plans it scored and stored, stale chunks it
     failed (for retry), chunks of its own another worker had failed as stale meanwhile (its
-    plans stay stored; the retry skips them), seconds it ran."""
+    plans stay stored; the retry skips them), seconds it ran, CPU seconds it used, its peak
+    resident memory (MiB; 0 where the OS does not say)."""
 
     study: str
     chunks: int = 0
@@ -161,31 +179,98 @@ class WorkerReport:
     plans_stored: int = 0
     stale_failed: int = 0
     elapsed_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_mib: float = 0.0
 
-
-def _claim(queue: optuna.Study, rng: random.Random) -> FrozenTrial | None:
-    """Take a WAITING chunk (RUNNING under the storage's row lock); None when none is left.
-
-    Each worker tries the waiting chunks in its own random order, so workers rarely contend.
-    """
-    storage = queue._storage
-    waiting = queue.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    rng.shuffle(waiting)
-    for t in waiting:
+    def finish(self, t0: float, c0: float) -> WorkerReport:
+        """Record the time, CPU time and peak memory since ``t0``/``c0``; the report."""
+        self.elapsed_s = time.perf_counter() - t0
+        self.cpu_s = time.process_time() - c0
         try:
-            if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
-                return t
-        except optuna.exceptions.UpdateFinishedTrialError:  # claimed and finished meanwhile
-            continue
-    return None
+            import resource
+
+            self.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB
+        except ImportError:  # not POSIX
+            pass
+        return self
 
 
-def _fail_stale(queue: optuna.Study) -> int:
+class Claimer:
+    """Takes WAITING chunks of ``queue`` (RUNNING under the storage's row lock) for one worker.
+
+    The waiting list is read once and tried in this worker's own random order (workers rarely
+    contend; a chunk another worker took is refused by the store in one statement); it is read
+    again only when exhausted. Reading it at every claim cost a read of the whole queue per
+    chunk (benchmarks/README.md, "17 saturation").
+    """
+
+    def __init__(self, queue: optuna.Study, heartbeat_s: float) -> None:
+        self.queue, self.rng = queue, random.Random()  # seeded from the OS: each worker its own
+        self.heartbeat_s = heartbeat_s
+        self._todo: list[FrozenTrial] = []
+        self._next_check = 0.0
+
+    def fail_stale(self) -> int:
+        """``_fail_stale`` at most once per heartbeat period (it cost more client CPU than the
+        chunk's bulk write when run before every claim); stale chunks it failed."""
+        if time.monotonic() < self._next_check:
+            return 0
+        self._next_check = time.monotonic() + self.heartbeat_s
+        return _fail_stale(self.queue, self.heartbeat_s)
+
+    def claim(self) -> FrozenTrial | None:
+        """A claimed chunk; None when none is waiting."""
+        storage = self.queue._storage
+        for _ in range(2):  # the cached list (or a first read), then once exhausted a re-read
+            if not self._todo:
+                self._todo = self.queue.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                self.rng.shuffle(self._todo)
+            while self._todo:
+                t = self._todo.pop()
+                try:
+                    if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
+                        return t
+                except optuna.exceptions.UpdateFinishedTrialError:  # taken and finished
+                    continue
+        return None
+
+
+def _fail_stale(queue: optuna.Study, heartbeat_s: float) -> int:
+    """Fail the chunks whose worker went silent, enqueue them again; how many it failed."""
+    if not _heartbeats(queue._storage):
+        return _fail_stale_leases(queue, heartbeat_s * HEARTBEAT_GRACE)
     before = len(queue.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(queue)
     return len(queue.get_trials(deepcopy=False, states=(TrialState.FAIL,))) - before
+
+
+def _fail_stale_leases(queue: optuna.Study, grace_s: float) -> int:
+    """``fail_stale_trials`` for a store without heartbeats (Optuna's gRPC proxy): a RUNNING
+    chunk whose lease (``BEAT_ATTR``, else its start) is older than ``grace_s`` is failed, and
+    Optuna's ``RetryFailedTrialCallback`` enqueues it again. Leases are the workers' clocks:
+    machines need clocks in step to well under ``grace_s`` (NTP)."""
+    now, failed = time.time(), 0
+    with warnings.catch_warnings():  # the callback's name changed in Optuna 4.9
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = (
+            getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+            or optuna.storages.RetryFailedTrialCallback
+        )
+        retry = retry(max_retry=MAX_RETRY)
+    for t in queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        start = t.datetime_start.timestamp() if t.datetime_start else now
+        if now - max(float(t.system_attrs.get(BEAT_ATTR, 0.0)), start) <= grace_s:
+            continue
+        try:
+            if not queue._storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:  # finished or failed by another
+            continue
+        failed += 1
+        retry(queue, t)
+    return failed
 
 
 def _stored_keys(study: optuna.Study) -> set[str]:
@@ -222,8 +307,12 @@ def run_worker(
 
     ``throttle_s``: extra seconds per scored plan (benchmarks: a slower evaluator's stand-in).
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     queue, request = load_queue(url, study, heartbeat_s)
+    from plena_opt.search import codesign_workers
+
+    if codesign_workers.is_codesign(queue):  # hardware points, not plan chunks
+        return codesign_workers.score_points(queue, request, heartbeat_s, should_stop)
     s = _Search(request, factory or _default_factory(request), None, None)
     s.open_study()
     points, per = s.space.points, int(queue.user_attrs[CHUNK_ATTR])
@@ -235,10 +324,10 @@ def run_worker(
         )
     report = WorkerReport(study)
     known = set(s.cache)
-    rng = random.Random()  # seeded from the OS: each worker its own order
+    claimer = Claimer(queue, heartbeat_s)
     while not (should_stop and should_stop()):
-        report.stale_failed += _fail_stale(queue)
-        trial = _claim(queue, rng)
+        report.stale_failed += claimer.fail_stale()
+        trial = claimer.claim()
         if trial is None:
             if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 break
@@ -261,8 +350,7 @@ def run_worker(
             report.reclaimed += 1
             continue
         report.chunks += 1
-    report.elapsed_s = time.perf_counter() - t0
-    return report
+    return report.finish(t0, c0)
 
 
 def _score_and_store(s: _Search, todo: list[Point], throttle_s: float) -> int:
