@@ -1,39 +1,28 @@
 """The distributed estimate of one plan: pipelined prefill and decode passes (analytic-model §4.6).
 
 ``EstimateContext`` (``estimate.context``) holds what is fixed for a (model, NoC, memory, chip,
-workload); ``PlanCost`` prices one plan: per-stage prefill, the whole decode (a few weighted
-evaluation points standing for every generated token, ``decode_steps``; passes in
-``estimate.passes``), TTFT, TPS, footprints, NoC energy and warnings.
+workload); ``PlanCost`` prices one plan: per-stage prefill and the whole decode (a few weighted
+evaluation points standing for every generated token, ``decode_steps``), priced by its base
+``PlanPasses`` (``estimate.plan_passes``; a pass's sums in ``estimate.passes``), then TTFT, TPS,
+footprints, NoC energy and warnings here.
 ``DistributedEstimate.to_dict()`` is the reference JSON (golden ``distributed.json`` outputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import fields, replace
 from functools import cached_property
 from math import ceil
 
-import numpy as np
 from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
-from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext, shared_network
-from plena_opt.estimate.decode_checks import failed_pieces
-from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid
-from plena_opt.estimate.layer import (
-    LayerKind,
-    attention_weight_elements,
-    decode_kv_read_bytes,
-    dense_ffn_elements,
-    layer_cycles,
-    layer_traffic,
-)
+from plena_opt.estimate.layer import attention_weight_elements, dense_ffn_elements
 from plena_opt.estimate.passes import PassResult, weighted_sum
 from plena_opt.estimate.plan import Plan, Workload
 from plena_opt.estimate.plan_base import PlanBase, kv_cache_elements
-from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights, price_arrays
+from plena_opt.estimate.plan_passes import PlanPasses
 from plena_opt.estimate.results import DistributedEstimate
 from plena_opt.memory import Memory, PhaseEstimate
 from plena_opt.models import ModelSpec
@@ -46,6 +35,7 @@ __all__ = [
     "PassResult",
     "PlanBase",
     "PlanCost",
+    "PlanPasses",
     "estimate_distributed",
     "kv_cache_elements",
     "shared_network",
@@ -57,217 +47,9 @@ GIB = 2**30
 FIELDS = tuple(f.name for f in fields(PhaseEstimate) if f.name != "dram_energy_pj")
 
 
-class PlanCost:
-    """Everything the analytic model says about one legal plan."""
-
-    def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
-        self.ctx = ctx
-        self.plan = plan
-        # Everything but the passes is the same for plans that differ only in comm overlap.
-        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, validate)
-        base = ctx.plan_bases.get(key)
-        if base is None:
-            base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
-        self.base = base
-        self.plan_warnings = base.plan_warnings
-        self.shard = base.shard
-        self.priced_shard = base.priced_shard
-        self.shape = base.shape
-        self.dense = base.dense
-        self.moe = base.moe
-        self.stage_ranges = base.stage_ranges
-        self.stage_kind_counts = base.stage_kind_counts
-        self.distinct_kinds = ctx.distinct_kinds
-        self.loads = base.loads
-        self._rows = base.rows
-
-    # -- passes ------------------------------------------------------------------------------
-    def _layer(
-        self,
-        kind: LayerKind,
-        mode: str,
-        q: int,
-        kv: np.ndarray,
-        steps: StepWeights,
-        points_key: Hashable | None,
-        cache: dict,
-    ) -> StageArrays:
-        """One layer of ``kind`` priced at the KV lengths ``kv`` (memoised in ``cache``)."""
-        ctx, shape = self.ctx, self.shape
-        key = ((self.base.shard_id, mode), kind, points_key)
-        priced = cache.get(key)
-        if priced is not None:
-            return priced
-        load = self.loads.get(mode)
-        if ctx.gpu is not None:
-            priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
-        else:
-            cyc = layer_cycles(shape, kind, mode, q, kv, load)
-            reads, writes = layer_traffic(shape, kind, mode, q, kv, self.plan.cp, load)
-            priced = price_arrays(
-                cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
-            )
-        cache[key] = priced
-        return priced
-
-    def _layer_grid(self, grid: DecodeGrid) -> DecodeGrid:
-        """``grid`` refined until every layer keeps its roofline side on each compressed piece.
-
-        A function of the layer prices only (the priced shard, tp, cp), so every plan of that
-        layer starts its own checks from it: the roofline switch is found once per layer, not
-        once per plan (the plan's checks still decide, and refine further where they fail).
-        """
-        ctx = self.ctx
-        lkey = (self.base.shard_id, grid.token)
-        hit = ctx.layer_grids.get(lkey)
-        if hit is not None:
-            return hit
-        for tries in range(MAX_REFINES):
-            if not grid.checks:
-                break
-            signs = []
-            for kind in self.distinct_kinds:
-                la = self._layer(
-                    kind, "decode", 1, grid.kv, grid.weights, grid.token, ctx.layer_cache
-                )
-                signs.append(la.memory_seconds - la.compute_seconds)
-            failed = failed_pieces(grid, signs, np.zeros((0, len(grid.kv))))
-            if not failed:
-                break
-            grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
-        ctx.layer_grids[lkey] = grid
-        return grid
-
-    def _refined(self, grid: DecodeGrid, failed: dict[int, list[int]], last: bool) -> DecodeGrid:
-        """``grid`` cut at ``failed`` (memoised per context: equal cuts give one grid)."""
-        rkey = (grid.key, tuple((i, tuple(c)) for i, c in sorted(failed.items())), last)
-        refined = self.ctx.refined.get(rkey)
-        if refined is None:
-            refined = self.ctx.refined[rkey] = grid.refine(failed, enumerate_failed=last)
-        return refined
-
-    def _run_pass(
-        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
-    ) -> PassResult:
-        """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
-        shared layer cache (None: a plan's own refined points, not cached)."""
-        ctx, plan, shape = self.ctx, self.plan, self.shape
-        load = self.loads.get(mode)
-        layer_arrays: dict[LayerKind, StageArrays] = {}
-        layer_comm: dict[LayerKind, dict[str, Cost]] = {}
-        # Plans that differ only in what does not change a layer's cost share it (the
-        # comm-overlap choice, dp versus ep placement with equal shapes, …).
-        # small interned ids: a key never hashes the shard or the schemes again
-        shard_key = (self.base.shard_id, mode)
-        comm_key = (self.base.comm_id, mode)
-        layer_cache = ctx.layer_cache if points_key is not None else {}
-        for kind in self.distinct_kinds:
-            layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
-            ckey = (comm_key, kind)
-            comm = ctx.comm_cache.get(ckey)
-            if comm is None:
-                comm = layer_collectives(
-                    ctx.priced_net,
-                    shape,
-                    kind,
-                    mode,
-                    q,
-                    dense=self.dense,
-                    moe=self.moe,
-                    cp=plan.cp,
-                    input_seq_len=ctx.workload.input_seq_len,
-                    load=ctx.gpu.collective_load(load) if ctx.gpu else load,
-                    rows=self._rows,
-                    micro=self.shard.micro,
-                    shared_with_experts=ctx.gpu is not None,
-                )
-                ctx.comm_cache[ckey] = comm
-            layer_comm[kind] = comm
-        ekey = (shard_key, plan.pp, points_key)
-        extras_cache = ctx.extras_cache if points_key is not None else {}
-        cached = extras_cache.get(ekey)
-        if cached is None:
-            cached = (
-                self._extras(mode, q, steps, extras_cache, (shard_key, "priced", points_key)),
-                pipeline_transfer(ctx.priced_net, self.dense, shape, q),
-            )
-            extras_cache[ekey] = cached
-        extras, transfer = cached
-        result = PassResult(
-            [len(r) for r in self.stage_ranges],
-            self.stage_kind_counts,
-            layer_arrays,
-            layer_comm,
-            extras,
-            transfer,
-            plan.comm_overlap == "full",
-            steps,
-            ctx.row_groups,
-        )
-        return result
-
-    def _extras(
-        self, mode: str, q: int, steps: StepWeights, cache: dict, key: tuple
-    ) -> dict[int, list[StageArrays]]:
-        """Embedding (prefill, first stage) and LM head (last stage) as separate stages; the
-        priced pair is kept in ``cache`` under ``key`` for plans of another depth."""
-        ctx = self.ctx
-        if ctx.gpu is not None:
-            return ctx.gpu.extras(self.shape, mode, q, steps, self.plan.pp - 1)
-        pair = cache.get(key)
-        if pair is None:
-            pair = cache[key] = self._price_extras(mode, q, steps)
-        emb, lm = pair
-        out: dict[int, list[StageArrays]] = {}
-        if emb is not None:
-            out.setdefault(0, []).append(emb)
-        if lm is not None:
-            out.setdefault(self.plan.pp - 1, []).append(lm)
-        return out
-
-    def _price_extras(
-        self, mode: str, q: int, steps: StepWeights
-    ) -> tuple[StageArrays | None, StageArrays | None]:
-        """(embedding, LM head) of one device, each None where the phase does not price it."""
-        ctx, d = self.ctx, self.shard
-        h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
-        price = lambda cyc, reads: price_arrays(  # noqa: E731
-            cyc, reads, {}, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
-        )
-        emb = lm = None
-        if mode == "prefill":
-            emb = price(
-                perf.embeddings(h, q, d.b_dev, "prefill"),
-                {"embedding_rows": d.b_dev * q * h * prec.activation_bytes},
-            )
-        lm_prefill, lm_decode = ctx.lm_head_phases()
-        if (mode == "prefill" and lm_prefill) or (mode == "decode" and lm_decode):
-            lm = price(
-                perf.lm_head(h, d.vocab, d.b_dev),
-                {"lm_head_weights": d.vocab * h * prec.weight_bytes},
-            )
-        return emb, lm
-
-    @cached_property
-    def prefill(self) -> PassResult:
-        q = self.shard.q_prefill
-        kv = np.array([float(self.ctx.workload.input_seq_len)])
-        return self._run_pass("prefill", q, kv, ONE_STEP, ())
-
-    @cached_property
-    def decode(self) -> PassResult:
-        """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
-        the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
-        grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
-        grid = self._layer_grid(grid)
-        for tries in range(MAX_REFINES + 1):
-            key = grid.token  # refined grids too: plans of one layer shape share their switches
-            result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
-            failed = result.failed_checks(grid)
-            if not failed:
-                return result
-            grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
-        raise AssertionError("unreachable: the last refinement enumerates every failed piece")
+class PlanCost(PlanPasses):
+    """Everything the analytic model says about one legal plan: the passes (``PlanPasses``),
+    headline metrics, footprints, NoC energy, warnings and the reference report."""
 
     # -- headline metrics -------------------------------------------------------------------
     @cached_property
