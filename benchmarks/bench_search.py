@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -128,8 +129,21 @@ def _sampled_run(base: dict, exact, inputs, budget: int, seed: int, share: float
         "front_recall": round(q.front_recall, 3),
         "found": round(q.front_recall * len(exact.front)),
         "igd": round(q.igd, 4) if q.igd is not None else None,
+        "evals_to_recall_0.95": _evals_to_recall(r.scored, exact.front, 0.95),
         "wall_s": round(wall, 1),
     }
+
+
+def _evals_to_recall(scored: list, front: list, target: float) -> int | None:
+    """How many evaluations (in scoring order) it took until ``target`` of the exact front's plans
+    had been scored (an exact-front plan is on the front of any set that contains it)."""
+    need = math.ceil(target * len(front) - 1e-9)
+    keys = {e.label for e in front}
+    for i, e in enumerate(scored, 1):
+        need -= e.label in keys
+        if need <= 0:
+            return i
+    return None
 
 
 def bench_sampled(models: list[str], seeds: int, devices: list[int]) -> dict:

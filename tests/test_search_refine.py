@@ -8,7 +8,7 @@ import pytest
 from test_search_fakes import FakeEvaluator, fake_factory
 
 from plena_opt.search import sampled
-from plena_opt.search.refine import neighbour_order, neighbours, prime_factors
+from plena_opt.search.refine import MoveCredit, moves, neighbour_order, neighbours, prime_factors
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.runner import run_search
 from plena_opt.search.space import PlanSpace
@@ -65,9 +65,24 @@ def test_neighbour_order_is_round_robin_and_skips_scored() -> None:
     a, b = space.points[0], space.points[-1]
     na, nb = neighbours(a, space), neighbours(b, space)
     scored = {na[0].key}
-    order = neighbour_order([a, b], space, scored)
+    order = [m.point for m in neighbour_order([a, b], space, scored)]
     assert na[0] not in order and order[:2] == [na[1], nb[0]]
     assert len(order) == len({q.key for q in order}) == len(set(na[1:]) | set(nb))
+
+
+def test_neighbour_order_tries_the_step_kinds_that_reached_the_front_first() -> None:
+    space = PlanSpace(16, [4, 16], FakeEvaluator(devices=16).check)
+    a = space.points[0]
+    kinds = [m.kind for m in moves(a, space)]
+    credit = MoveCredit()
+    for _ in range(3):
+        credit.add(kinds[-1], True)  # the last kind always reached the front
+        credit.add(kinds[0], False)  # the first never did
+    rates = credit.rates()
+    assert rates[kinds[-1]] == pytest.approx(4 / 5) and rates[kinds[0]] == pytest.approx(1 / 5)
+    order = [m.kind for m in neighbour_order([a], space, set(), rates)]
+    assert order[0] == kinds[-1] and order[-1] == kinds[0]
+    assert sorted(order) == sorted(kinds)
 
 
 def _missed(monkeypatch, share: float, seed: int) -> tuple[set[str], set[str], object]:

@@ -18,14 +18,22 @@ the order above with duplicates dropped, so a budget cut short still spreads ove
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from plena_opt.estimate.plan import Plan
 from plena_opt.search.space import PlanSpace, Point
 from plena_opt.vocabulary import COMM_OVERLAPS, MOE_TP_MODES
 
 MOVE_DIMS = ("tp", "ep", "dp", "pp", "cp")
+
+
+class Move(NamedTuple):
+    """A neighbour ``point`` and the ``kind`` of step that reaches it."""
+
+    kind: str
+    point: Point
 
 
 def prime_factors(n: int) -> list[int]:
@@ -47,7 +55,7 @@ def _adjacent(values: Sequence, value: object) -> list:
     return [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
 
 
-def _factor_moves(point: Point, primes: Sequence[int]) -> list[Point]:
+def _factor_moves(point: Point, primes: Sequence[int]) -> list[tuple[str, Point]]:
     p = point.plan
     dims = {d: getattr(p, d) for d in MOVE_DIMS}
     out = []
@@ -59,47 +67,90 @@ def _factor_moves(point: Point, primes: Sequence[int]) -> list[Point]:
                 new = dict(dims, **{src: dims[src] // f, dst: dims[dst] * f})
                 mode = p.moe_tp_mode if new["tp"] > 1 else "replace"
                 plan = Plan(**new, moe_tp_mode=mode, comm_overlap=p.comm_overlap)
-                out.append(replace(point, plan=plan))
+                out.append((f"{src}>{dst}", replace(point, plan=plan)))
     return out
 
 
-def neighbours(point: Point, space: PlanSpace, primes: Sequence[int] | None = None) -> list[Point]:
-    """The legal points of ``space`` one step from ``point`` (module docstring), no duplicates."""
+def moves(point: Point, space: PlanSpace, primes: Sequence[int] | None = None) -> list[Move]:
+    """The legal points of ``space`` one step from ``point`` (module docstring), each with the
+    kind of its step (``"tp>ep"``: a factor moved from tp to ep; ``"mode"``, ``"overlap"``,
+    ``"batch"``, ``"precision"``), no duplicates."""
     primes = prime_factors(space.num_devices) if primes is None else primes
     p = point.plan
     cands = _factor_moves(point, primes)
     cands += [
-        replace(point, plan=replace(p, moe_tp_mode=m)) for m in MOE_TP_MODES if m != p.moe_tp_mode
+        ("mode", replace(point, plan=replace(p, moe_tp_mode=m)))
+        for m in MOE_TP_MODES
+        if m != p.moe_tp_mode
     ]
     cands += [
-        replace(point, plan=replace(p, comm_overlap=o))
+        ("overlap", replace(point, plan=replace(p, comm_overlap=o)))
         for o in COMM_OVERLAPS
         if o != p.comm_overlap
     ]
-    cands += [replace(point, batch_size=b) for b in _adjacent(space.batch_sizes, point.batch_size)]
+    cands += [
+        ("batch", replace(point, batch_size=b))
+        for b in _adjacent(space.batch_sizes, point.batch_size)
+    ]
     if space.searches_precision:
-        cands += [replace(point, precision=q) for q in _adjacent(space.precisions, point.precision)]
+        cands += [
+            ("precision", replace(point, precision=q))
+            for q in _adjacent(space.precisions, point.precision)
+        ]
     seen: set[Point] = set()
     out = []
-    for c in cands:
+    for kind, c in cands:
         if c in space and c not in seen and c != point:
             seen.add(c)
-            out.append(c)
+            out.append(Move(kind, c))
     return out
+
+
+def neighbours(point: Point, space: PlanSpace, primes: Sequence[int] | None = None) -> list[Point]:
+    """The points of ``moves`` (the legal one-step neighbours of ``point``)."""
+    return [m.point for m in moves(point, space, primes)]
 
 
 def neighbour_order(
-    front: Sequence[Point], space: PlanSpace, scored: Container[str]
-) -> list[Point]:
+    front: Sequence[Point],
+    space: PlanSpace,
+    scored: Container[str],
+    rate: Mapping[str, float] | None = None,
+) -> list[Move]:
     """The unscored (key not in ``scored``) legal neighbours of ``front``, round-robin over the
-    front's points, each once."""
+    front's points, each once; each point's list is sorted by ``rate[kind]`` (highest first,
+    stable; missing kinds rate 0.5), the share of earlier steps of that kind that reached the
+    front (``MoveCredit``)."""
     primes = prime_factors(space.num_devices)
-    lists = [[q for q in neighbours(p, space, primes) if q.key not in scored] for p in front]
+    rate = rate or {}
+    lists = [
+        sorted(
+            (m for m in moves(p, space, primes) if m.point.key not in scored),
+            key=lambda m: -rate.get(m.kind, 0.5),
+        )
+        for p in front
+    ]
     seen: set[str] = set()
-    out: list[Point] = []
+    out: list[Move] = []
     for i in range(max((len(x) for x in lists), default=0)):
         for lst in lists:
-            if i < len(lst) and lst[i].key not in seen:
-                seen.add(lst[i].key)
+            if i < len(lst) and lst[i].point.key not in seen:
+                seen.add(lst[i].point.key)
                 out.append(lst[i])
     return out
+
+
+class MoveCredit:
+    """Per step kind, the share of scored neighbours that were on the front right after their
+    round, as ``(hits + 1) / (tries + 2)`` (Laplace rule: 0.5 before any try)."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, int] = {}
+        self.tries: dict[str, int] = {}
+
+    def add(self, kind: str, on_front: bool) -> None:
+        self.tries[kind] = self.tries.get(kind, 0) + 1
+        self.hits[kind] = self.hits.get(kind, 0) + int(on_front)
+
+    def rates(self) -> dict[str, float]:
+        return {k: (self.hits.get(k, 0) + 1) / (n + 2) for k, n in self.tries.items()}

@@ -32,7 +32,7 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState, create_trial
 
 from plena_opt.search.record import Record
-from plena_opt.search.refine import neighbour_order
+from plena_opt.search.refine import MoveCredit, neighbour_order
 from plena_opt.search.samplers import make_sampler
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ class SampledRun:
         self.pending: list[Record] = []
         self.last_flush = time.perf_counter()
         self.refined = 0  # plans scored by the local refinement
+        self.credit = MoveCredit()
         self.teach(list(search.cache.values()))
 
     def teach(self, recs: list[Record]) -> None:
@@ -162,27 +163,32 @@ class SampledRun:
             s.report(self.name, s.evaluated, s.req.trials)
 
     def refine(self, limit: int) -> None:
-        """Score the unscored neighbours of the current front (``refine.neighbour_order``), round
-        after round, until none is left (no front plan has an unscored neighbour) or ``limit``
-        plans were scored in all; each scored plan is told to the sampler study too."""
+        """Score the unscored neighbours of the current front (``refine.neighbour_order``, the
+        step kinds that reached the front before first), round after round, until none is left
+        (no front plan has an unscored neighbour) or ``limit`` plans were scored in all; each
+        scored plan is told to the sampler study too."""
         s = self.s
         while s.evaluated < limit:
             s.stop_reason = s.check_stop()
             if s.stop_reason:
                 return
             front = [r.point for r in s.front_records(list(s.cache.values()))]
-            todo = neighbour_order(front, s.space, s.cache)[: limit - s.evaluated]
+            todo = neighbour_order(front, s.space, s.cache, self.credit.rates())
+            todo = todo[: limit - s.evaluated]
             if not todo:
                 return
             groups: dict[tuple, list] = {}
-            for p in todo:
-                groups.setdefault((p.batch_size, p.precision), []).append(p)
+            for m in todo:
+                groups.setdefault((m.point.batch_size, m.point.precision), []).append(m.point)
             for pts in groups.values():
                 recs = s.score(pts)
                 for rec in recs:
                     s.cache[rec.point.key] = rec
                 self.pending.extend(recs)
                 self.teach(recs)
+            on_front = {r.point.key for r in s.front_records(list(s.cache.values()))}
+            for m in todo:
+                self.credit.add(m.kind, m.point.key in on_front)
             self.refined += len(todo)
             self.flush()
             s.report("refine", s.evaluated, s.req.trials)
