@@ -5,10 +5,12 @@ Figures and the command are recorded in benchmarks/README_search.md.
 
 * exact: wall time of the exact front for llama-3.1-70b on illustrative_gpu_cluster_32 with
   batch sizes 1,4,16,64,256 (``run_search`` with the exhaustive sampler, journal store on disk).
-* sampled: on a 1,024-device torus-mesh-switch (the 64-device illustrative profile with L3 and L2
-  grown from 2×2 to 4×4), the exhaustive front of gpt-oss-120b and qwen3-235b-a22b (batch sizes
-  16,64,256,1024) versus TPE given 10 % of the exhaustive evaluations, over three seeds;
-  hypervolume on objectives normalised by the exact front (reference point 1.1 per axis).
+* sampled: on torus-mesh-switch profiles of ``--devices`` (default 1,024 and 4,096: the 64-device
+  illustrative profile with L3 and L2 grown as bench_scale.py grows them), the exhaustive front of
+  each ``--models`` model (batch sizes 16,64,256,1024) versus TPE given 10 % of the exhaustive
+  evaluations, per seed, twice side by side: the sampler alone (``sampled.SAMPLER_SHARE = 1.0``,
+  as before the local refinement) and sampler + refinement; hypervolume ratio, front recall, IGD
+  (on the exact front's normalisation), refinement evaluations and evaluations until recall 0.95.
 * storage: JournalFileBackend vs SQLite — ask/tell and bulk-add throughput, trials surviving a
   SIGKILL, four processes sharing one study, and whether optuna-dashboard lists the study.
 * store: what storing scored points costs inside ``run_search`` (time in ``_Search.add_records``
