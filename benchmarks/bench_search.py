@@ -5,10 +5,12 @@ Figures and the command are recorded in benchmarks/README_search.md.
 
 * exact: wall time of the exact front for llama-3.1-70b on illustrative_gpu_cluster_32 with
   batch sizes 1,4,16,64,256 (``run_search`` with the exhaustive sampler, journal store on disk).
-* sampled: on a 1,024-device torus-mesh-switch (the 64-device illustrative profile with L3 and L2
-  grown from 2×2 to 4×4), the exhaustive front of gpt-oss-120b and qwen3-235b-a22b (batch sizes
-  16,64,256,1024) versus TPE given 10 % of the exhaustive evaluations, over three seeds;
-  hypervolume on objectives normalised by the exact front (reference point 1.1 per axis).
+* sampled: on torus-mesh-switch profiles of ``--devices`` (default 1,024 and 4,096: the 64-device
+  illustrative profile with L3 and L2 grown as bench_scale.py grows them), the exhaustive front of
+  each ``--models`` model (batch sizes 16,64,256,1024) versus TPE given 10 % of the exhaustive
+  evaluations, per seed, twice side by side: the sampler alone (``sampled.SAMPLER_SHARE = 1.0``,
+  as before the local refinement) and sampler + refinement; hypervolume ratio, front recall, IGD
+  (on the exact front's normalisation), refinement evaluations and evaluations until recall 0.95.
 * storage: JournalFileBackend vs SQLite — ask/tell and bulk-add throughput, trials surviving a
   SIGKILL, four processes sharing one study, and whether optuna-dashboard lists the study.
 * store: what storing scored points costs inside ``run_search`` (time in ``_Search.add_records``
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -70,67 +73,123 @@ def bench_exact() -> dict:
     return out
 
 
-def bench_sampled(models: list[str], seeds: int) -> dict:
-    from plena_opt.estimate.problem import EvaluatorInputs
-    from plena_opt.search.hypervolume import Normaliser
+def noc_tms(devices: int):
+    """The torus-mesh-switch grown to ``devices`` the way bench_scale.py grows it (mesh and torus
+    sides doubled in turn from 2×2 · 2×2 · 4 ports): 1,024 → 4×4 · 4×4, 4,096 → 8×4 · 8×4."""
+    from deepstack.presets import torus_mesh_switch
+
+    if devices == 1024:
+        return noc_1024()
+    torus, mesh, step = [2, 2], [2, 2], 0
+    while torus[0] * torus[1] * mesh[0] * mesh[1] * 4 < devices:
+        (mesh if step % 2 == 0 else torus)[(step // 2) % 2] *= 2
+        step += 1
+    noc = torus_mesh_switch(tuple(torus), tuple(mesh), 4)
+    assert noc.num_devices == devices, devices
+    return noc
+
+
+def _refine_counter() -> dict:
+    """Count the plans the local refinement scores (wraps ``SampledRun.refine``)."""
+    from plena_opt.search import sampled
+
+    acc = {"n": 0}
+    original = sampled.SampledRun.refine
+
+    def counted(self, limit):
+        before = self.s.evaluated
+        try:
+            return original(self, limit)
+        finally:
+            acc["n"] += self.s.evaluated - before
+
+    sampled.SampledRun.refine = counted
+    return acc
+
+
+def _sampled_run(base: dict, exact, inputs, budget: int, seed: int, share: float, acc: dict):
+    """One TPE run with ``sampled.SAMPLER_SHARE = share`` (1.0: the sampler alone, as before the
+    refinement existed — the same suggestions), rated against the exact front."""
+    from plena_opt.search import sampled
     from plena_opt.search.quality import front_quality
 
-    noc = noc_1024()
+    sampled.SAMPLER_SHARE, acc["n"] = share, 0
+    t = time.perf_counter()
+    r = run_search(
+        SearchRequest(**base, sampler="tpe", trials=budget, seed=seed,
+                      study=f"s{seed}-{share}", compare_exact=False),
+        evaluator_factory=inputs.evaluator,
+    )  # fmt: skip
+    wall = time.perf_counter() - t
+    q = front_quality(pts(r.front), [e.label for e in r.front], pts(exact.front),
+                      [e.label for e in exact.front])  # fmt: skip
+    return {
+        "evaluations": r.evaluated,
+        "refined": acc["n"],
+        "trials": r.trials,
+        "hv_ratio": round(q.hv_ratio, 5),
+        "front_recall": round(q.front_recall, 3),
+        "found": round(q.front_recall * len(exact.front)),
+        "igd": round(q.igd, 4) if q.igd is not None else None,
+        "evals_to_recall_0.95": _evals_to_recall(r.scored, exact.front, 0.95),
+        "wall_s": round(wall, 1),
+    }
+
+
+def _evals_to_recall(scored: list, front: list, target: float) -> int | None:
+    """How many evaluations (in scoring order) it took until ``target`` of the exact front's plans
+    had been scored (an exact-front plan is on the front of any set that contains it)."""
+    need = math.ceil(target * len(front) - 1e-9)
+    keys = {e.label for e in front}
+    for i, e in enumerate(scored, 1):
+        need -= e.label in keys
+        if need <= 0:
+            return i
+    return None
+
+
+def bench_sampled(models: list[str], seeds: int, devices: list[int]) -> dict:
+    """Exact front vs TPE with 10 % of the evaluations, sampler alone (before) and sampler +
+    local refinement (after), side by side in one process, per model, device count and seed."""
+    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.search import sampled
+
+    acc = _refine_counter()
+    share = sampled.SAMPLER_SHARE
     batches = [16, 64, 256, 1024]
     out = {}
-    for model in models:
-        spec = ProblemSpec(model=model, noc="illustrative_gpu_cluster_32")
-        loaded = spec.load()
-        inputs = EvaluatorInputs(loaded.model, noc, loaded.memory, loaded.workload, loaded.chip)
-        base = dict(problem=spec, batch_sizes=batches, storage=":memory:")
-        t = time.perf_counter()
-        exact = run_search(
-            SearchRequest(**base, sampler="exhaustive", study="exact"),
-            evaluator_factory=inputs.evaluator,
-        )
-        exact_s = time.perf_counter() - t
-        budget = exact.evaluated // 10
-        runs = []
-        for seed in range(seeds):
+    for n in devices:
+        noc = noc_tms(n)
+        for model in models:
+            spec = ProblemSpec(model=model, noc="illustrative_gpu_cluster_32")
+            loaded = spec.load()
+            inputs = EvaluatorInputs(loaded.model, noc, loaded.memory, loaded.workload, loaded.chip)
+            base = dict(problem=spec, batch_sizes=batches, storage=":memory:")
             t = time.perf_counter()
-            r = run_search(
-                SearchRequest(
-                    **base,
-                    sampler="tpe",
-                    trials=budget,
-                    seed=seed,
-                    study=f"s{seed}",
-                    compare_exact=False,
-                ),
+            exact = run_search(
+                SearchRequest(**base, sampler="exhaustive", study="exact"),
                 evaluator_factory=inputs.evaluator,
             )
-            wall = time.perf_counter() - t
-            # rate the sampled front on the exact front's normalisation
-            norm = Normaliser.from_points(pts(exact.front))
-            ratio = norm.hypervolume(pts(r.front)) / norm.hypervolume(pts(exact.front))
-            q = front_quality(pts(r.front), [e.label for e in r.front], pts(exact.front),
-                              [e.label for e in exact.front])  # fmt: skip
-            runs.append(
+            exact_s = time.perf_counter() - t
+            budget = exact.evaluated // 10
+            runs = [
                 {
                     "seed": seed,
-                    "evaluations": r.evaluated,
-                    "trials": r.trials,
-                    "asks": r.evaluated + r.repeats + r.pruned_illegal,
-                    "hv_ratio": round(ratio, 5),
-                    "front_recall": round(q.front_recall, 3),
-                    "igd": round(q.igd, 4) if q.igd is not None else None,
-                    "front": len(r.front),
-                    "wall_s": round(wall, 1),
+                    "before": _sampled_run(base, exact, inputs, budget, seed, 1.0, acc),
+                    "after": _sampled_run(base, exact, inputs, budget, seed, share, acc),
                 }
-            )
-        out[model] = {
-            "legal_points": exact.legal_points,
-            "exact_front": len(exact.front),
-            "exhaustive_s": round(exact_s, 1),
-            "budget": budget,
-            "runs": runs,
-        }
-        print(model, json.dumps(out[model]), flush=True)
+                for seed in range(seeds)
+            ]
+            sampled.SAMPLER_SHARE = share
+            row = {
+                "legal_points": exact.legal_points,
+                "exact_front": len(exact.front),
+                "exhaustive_s": round(exact_s, 1),
+                "budget": budget,
+                "runs": runs,
+            }
+            out[f"{model}@{n}"] = row
+            print(model, n, json.dumps(row), f"load {os.getloadavg()[0]:.1f}", flush=True)
     return out
 
 
@@ -340,6 +399,7 @@ def main() -> None:
     )
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--models", default="gpt-oss-120b,qwen3-235b-a22b")
+    ap.add_argument("--devices", default="1024,4096", help="sampled part: device counts")
     args = ap.parse_args()
     if args.part in ("exact", "all"):
         bench_exact()
@@ -348,7 +408,7 @@ def main() -> None:
     if args.part in ("store", "all"):
         bench_store()
     if args.part in ("sampled", "all"):
-        bench_sampled(args.models.split(","), args.seeds)
+        bench_sampled(args.models.split(","), args.seeds, [int(x) for x in args.devices.split(",")])
 
 
 if __name__ == "__main__":
