@@ -56,7 +56,12 @@ def _plans(url: str, study: str) -> list[str]:
 
 def test_two_workers_through_the_proxy(proxy) -> None:
     info, reports = api.run_local_workers(_request(proxy, "g"), 2, chunk_plans=8)
-    assert len(reports) == 2 and sum(r["plans_scored"] for r in reports) == PLANS
+    assert len(reports) == 2
+    scored = sum(r["plans_scored"] for r in reports)
+    # a chunk whose lease lapsed under load is failed and scored again (stored once, below):
+    # at most one chunk of 8 per stale failure or reclaimed chunk
+    retried = sum(r["stale_failed"] + r["reclaimed"] for r in reports)
+    assert PLANS <= scored <= PLANS + 8 * retried, (scored, reports)
     keys = _plans(proxy, "g")
     assert len(keys) == len(set(keys)) == info.legal_points == PLANS  # each plan stored once
     single = api.search_plans(_request(":memory:", "one"))
