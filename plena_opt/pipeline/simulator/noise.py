@@ -270,8 +270,8 @@ def _lognormal_rows(
     n_draw = int(rows[-1]) + 1
     dense = len(rows) == n_draw and rows[0] == 0 and np.all(np.diff(rows) == 1)
     for row0 in range(0, n_draw, _ROW_CHUNK):
-        _scaled_normal_chunk(rng, s, z, u, w, first)
         c = min(_ROW_CHUNK, n_draw - row0)
+        _scaled_normal_chunk(rng, s, z, u, w, first, c)
         lo, hi = np.searchsorted(rows, (row0, row0 + c))
         if lo == hi:
             continue
@@ -293,10 +293,14 @@ def _scaled_normal_chunk(
     u: np.ndarray,
     w: np.ndarray,
     first: int = 0,
+    used: int = _ROW_CHUNK,
 ) -> None:
     """``out`` (``[_ROW_CHUNK, n]`` float32) ← ``scale ·`` independent standard normals of samples
     ``[first, first + n)`` for the next :data:`_ROW_CHUNK` stream rows (all ``SAMPLE_BLOCK``
-    uniforms of each row are drawn into ``u``; only the kept columns are transformed).
+    uniforms of each row are drawn into ``u``; only the kept columns are transformed). When only
+    the first ``used ≤ _ROW_CHUNK/2`` rows are wanted (the stream's last chunk), only their
+    radius and angle rows are drawn (the rows between are skipped with ``advance``, the same
+    values) and ``out[used:]`` is left unset.
 
     Box–Muller transform, ``z = √(−2 ln v)·(cos 2πa, sin 2πa)`` for uniforms ``v ∈ (0, 1]`` and
     ``a``: the float64 uniforms (53-bit, so radii are exact out to 8.6 σ) of the first half of the
@@ -308,6 +312,9 @@ def _scaled_normal_chunk(
     and ``w`` (float32, ``out``'s shape) are scratch buffers.
     """
     h = _ROW_CHUNK // 2
+    if used <= h:
+        _scaled_normal_rows(rng, scale, out, u, w, first, used)
+        return
     rng.random(out=u)
     cols = u[:, first : first + out.shape[1]]
     np.subtract(1.0, cols[:h], out=cols[:h])  # (0, 1]: the log stays finite
@@ -321,3 +328,31 @@ def _scaled_normal_chunk(
     np.sin(angle, out=out[h:])
     out[:h] *= radius
     out[h:] *= radius
+
+
+def _scaled_normal_rows(
+    rng: np.random.Generator,
+    scale: np.float32,
+    out: np.ndarray,
+    u: np.ndarray,
+    w: np.ndarray,
+    first: int,
+    used: int,
+) -> None:
+    """:func:`_scaled_normal_chunk` for the first ``used ≤ _ROW_CHUNK/2`` rows only: their
+    radius rows ``[0, used)`` and angle rows ``[h, h + used)`` of the chunk (cosine partners)."""
+    h = _ROW_CHUNK // 2
+    rng.random(out=u[:used])
+    rng.bit_generator.advance((h - used) * SAMPLE_BLOCK)
+    rng.random(out=u[h : h + used])
+    cols = slice(first, first + out.shape[1])
+    np.subtract(1.0, u[:used, cols], out=u[:used, cols])
+    w[:used] = u[:used, cols]
+    w[h : h + used] = u[h : h + used, cols]
+    radius, angle = w[:used], w[h : h + used]
+    np.log(radius, out=radius)
+    radius *= np.float32(-2.0) * scale * scale
+    np.sqrt(radius, out=radius)
+    angle *= np.float32(2.0 * np.pi)
+    np.cos(angle, out=out[:used])
+    out[:used] *= radius

@@ -100,7 +100,8 @@ def recheck_plans(
 
     ``windows`` (see :func:`simulate_serving`): by default a long window is shortened to a short
     sampled one; the serving window's own Monte Carlo runs only for traces (``trace_dir``), and
-    no criticality is counted (the re-check reports neither)."""
+    neither criticality nor the other windows' representative timelines are computed (the
+    re-check reports none of them)."""
     spec = parse_noise(noise)
     out: list[RecheckResult] = []
     for i, est in enumerate(estimates):
@@ -116,7 +117,7 @@ def recheck_plans(
             stop=stop,
             windows=windows,
             window_samples=samples if trace_dir is not None else 0,
-            criticality=False,
+            lean=True,
         )
         ana = res.analytic
         ttft_p50 = res.ttft.p50 if res.ttft else res.ttft_deterministic

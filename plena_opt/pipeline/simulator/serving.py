@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +29,47 @@ from plena_opt.pipeline.scheduler import (
     stage_times_from_estimate,
     without_comm,
 )
+from plena_opt.pipeline.simulator.dependencies import DependencyGraph, build_graph
 from plena_opt.pipeline.simulator.engine import SimulationResult, simulate
 from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.stop import StopToken
 
 _REL = 1e-9  # relative tolerance for "equals the analytic figure" (float summation order)
+
+
+#: Serving windows (plan and dependency graph) of up to this many ops are kept for reuse: the
+#: windows depend only on (p, m, steps, prefill, which hops exist), so the plans of a re-check
+#: that share pp and micro-batches share them.
+_CACHE_MAX_OPS = 65_536
+_CACHE_SIZE = 8
+_cache: OrderedDict[tuple, tuple[PipelinePlan, DependencyGraph]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def window_graph(
+    p: int, m: int, steps: int, prefill: bool, xp: bool, xd: bool, simulate_comm: bool
+) -> tuple[PipelinePlan, DependencyGraph]:
+    """The serving window (:func:`serving_window`) of ``p`` stages, ``m`` micro-batches and
+    ``steps`` decode steps, with prefill and decode hops where ``xp``/``xd`` (left out when not
+    ``simulate_comm``), and its dependency graph; op types name the durations
+    (:meth:`InferenceStageTimes.durations`), so one window serves every plan of that shape."""
+    key = (p, m, steps, prefill, xp, xd, simulate_comm)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    shape = InferenceStageTimes((1.0,) * p, float(xp), (1.0,) * p, float(xd), m, steps, 1)
+    plan = serving_window(shape, decode_steps=steps, prefill=prefill)
+    plan = plan if simulate_comm else without_comm(plan)
+    out = (plan, build_graph(plan))
+    if plan.n_ops <= _CACHE_MAX_OPS:
+        with _cache_lock:
+            _cache[key] = out
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return out
 
 
 def _find(plan: PipelinePlan, kind: OpKind, rank: int, mb: int, step: int) -> int:
@@ -100,7 +137,8 @@ class ServingResult:
 #: Ops of a serving window at or under which it is simulated in full (every decode step of the
 #: steady window, every capped step of the serving window); bigger windows are shortened.
 FULL_WINDOW_OPS = 32_768
-#: Op budget of a shortened window (at least :data:`SHORT_MIN_STEPS` decode steps).
+#: Op budget of a shortened steady window (at least :data:`SHORT_MIN_STEPS` decode steps; a
+#: shortened serving window keeps its prefills and first decode step, which set the TTFTs).
 SHORT_WINDOW_OPS = 6_144
 #: Decode steps of a shortened steady window: one start-up step, then rounds measured between
 #: step ``steps // 2`` and the last.
@@ -130,11 +168,7 @@ def _window_steps(times: InferenceStageTimes, mode: str) -> tuple[int, int]:
     )
     if not short:
         return steady, full
-    fit = SHORT_WINDOW_OPS // per_step
-    return (
-        min(steady, max(SHORT_MIN_STEPS, fit)),
-        min(full, max(2, (SHORT_WINDOW_OPS - prefill_ops) // per_step)),
-    )
+    return min(steady, max(SHORT_MIN_STEPS, SHORT_WINDOW_OPS // per_step)), 1
 
 
 def simulate_serving(
@@ -147,7 +181,7 @@ def simulate_serving(
     stop: StopToken | None = None,
     windows: str = "auto",
     window_samples: int | None = None,
-    criticality: bool = True,
+    lean: bool = False,
 ) -> ServingResult:
     """Simulate the three windows; ``analytic`` overrides the closed forms of ``times`` (e.g. the
     evaluator's own ``ttft_seconds``/``tps``). ``simulate_comm`` (spec §0 rule 4; on by default
@@ -158,41 +192,49 @@ def simulate_serving(
 
     ``windows``: ``"full"`` simulates every step (the steady window ``max(8, 2p+4)`` steps, the
     serving window ``times.decode_steps``); ``"short"`` simulates a short sampled window instead
-    (:data:`SHORT_WINDOW_OPS`, at least :data:`SHORT_MIN_STEPS` steady steps, 2 serving-window
-    steps): the steady decode is periodic from its second step at zero noise, so the
-    deterministic period still equals the closed form (``times.analytic()``), while a sampled
-    period averages fewer rounds (a wider TPS spread); ``"auto"`` (default) is ``"full"`` when
-    both windows have at most :data:`FULL_WINDOW_OPS` ops. ``window_samples`` (default
+    (:data:`SHORT_WINDOW_OPS`, at least :data:`SHORT_MIN_STEPS` steady steps; the serving window
+    keeps its prefills and first decode step): the steady decode is periodic from its second
+    step at zero noise, so the deterministic period still equals the closed form
+    (``times.analytic()``), while a sampled period averages fewer rounds (a wider TPS spread);
+    ``"auto"`` (default) is ``"full"`` when both windows have at most :data:`FULL_WINDOW_OPS`
+    ops. ``window_samples`` (default
     ``samples``) sets the serving window's own Monte Carlo samples (its representative traces);
-    ``criticality=False`` skips the critical-path counts (not used by the serving figures)."""
+    ``lean=True`` skips what the serving figures do not use: critical-path counts, and the
+    representative timelines of the isolated and steady windows."""
     spec = parse_noise(noise)
     p, m = times.pp, times.micro_batches
     dur = times.durations()
     ana = {**times.analytic(), **(analytic or {})}
     steps, win_steps = _window_steps(times, windows)
     w_samples = samples if window_samples is None else window_samples
-    mc = {"criticality": criticality, "stop": stop}
+    mc = {"criticality": not lean, "stop": stop}
 
-    def window(**kw: object) -> PipelinePlan:
-        plan = serving_window(times, **kw)
-        return plan if simulate_comm else without_comm(plan)
+    def window(m: int, steps: int, prefill: bool = True) -> tuple[PipelinePlan, DependencyGraph]:
+        xp, xd = times.prefill_transfer_seconds > 0, times.decode_transfer_seconds > 0
+        return window_graph(p, m, steps, prefill, xp, xd, simulate_comm)
 
-    iso_plan = window(micro_batches=1, decode_steps=1)
+    iso_plan, g = window(1, 1)
     ttft_op = _find(iso_plan, OpKind.D, p - 1, 0, 0)
-    iso = simulate(iso_plan, dur, spec, samples, seed, probes={"ttft": ttft_op}, **mc)
+    probe = {"ttft": ttft_op}
+    iso = simulate(
+        iso_plan, dur, spec, samples, seed, probe, graph=g, representative=not lean, **mc
+    )
 
     t0 = steps // 2
-    st_plan = window(decode_steps=steps, prefill=False)
+    st_plan, g = window(m, steps, prefill=False)
     a = _find(st_plan, OpKind.D, p - 1, m - 1, t0)
     b = _find(st_plan, OpKind.D, p - 1, m - 1, steps - 1)
-    steady = simulate(st_plan, dur, spec, samples, seed, probes={"a": a, "b": b}, **mc)
+    probe = {"a": a, "b": b}
+    steady = simulate(
+        st_plan, dur, spec, samples, seed, probe, graph=g, representative=not lean, **mc
+    )
     span = m * (steps - 1 - t0)
     ends = steady.deterministic.ops
     period = (ends[b].end - ends[a].end) / span
 
-    win_plan = window(decode_steps=win_steps)
+    win_plan, g = window(m, win_steps)
     probes = {f"ttft_mb{i}": _find(win_plan, OpKind.D, p - 1, i, 0) for i in range(m)}
-    win = simulate(win_plan, dur, spec, w_samples, seed, probes=probes, **mc)
+    win = simulate(win_plan, dur, spec, w_samples, seed, probes=probes, graph=g, **mc)
     wops = win.deterministic.ops
     w_ttft = tuple(wops[j].end for j in probes.values())
     w_period = None
@@ -201,15 +243,8 @@ def simulate_serving(
         first = _find(win_plan, OpKind.D, p - 1, m - 1, 0)
         w_period = (wops[last].end - wops[first].end) / (m * (win_steps - 1))
 
-    ttft = tps = tps_p01 = tps_p10 = None
-    if iso.mc is not None:
-        ttft = summarize(iso.mc.probe_ends["ttft"])
-    if steady.mc is not None:
-        per = (steady.mc.probe_ends["b"] - steady.mc.probe_ends["a"]) / span
-        tps_samples = times.tokens_per_micro_batch / per
-        tps = summarize(tps_samples)
-        tps_p01 = float(np.quantile(tps_samples, 0.01))
-        tps_p10 = float(np.quantile(tps_samples, 0.1))
+    ttft = summarize(iso.mc.probe_ends["ttft"]) if iso.mc is not None else None
+    tps, tps_p01, tps_p10 = _tps_stats(times, steady, span)
     causes = _causes(times, ana, iso.makespan, period, w_ttft, w_period, win_steps)
     causes += _short_causes(times, steps, win_steps)
     hops = times.prefill_transfer_seconds > 0 or times.decode_transfer_seconds > 0
@@ -241,6 +276,19 @@ def simulate_serving(
     )
 
 
+def _tps_stats(
+    times: InferenceStageTimes, steady: SimulationResult, span: int
+) -> tuple[QuantileStats | None, float | None, float | None]:
+    """Sampled decode TPS of the steady window (tokens over each sample's period between the
+    probes ``a`` and ``b``, ``span`` micro-batch tokens apart): stats, 1st and 10th percentile."""
+    if steady.mc is None:
+        return None, None, None
+    per = (steady.mc.probe_ends["b"] - steady.mc.probe_ends["a"]) / span
+    tps_samples = times.tokens_per_micro_batch / per
+    q01, q10 = np.quantile(tps_samples, (0.01, 0.1))
+    return summarize(tps_samples), float(q01), float(q10)
+
+
 def _short_causes(times: InferenceStageTimes, steps: int, win_steps: int) -> list[str]:
     """Notes for shortened windows (``windows="short"``/``"auto"`` on a long window)."""
     out, full = [], _steady_steps(times.pp)
@@ -255,7 +303,7 @@ def _short_causes(times: InferenceStageTimes, steps: int, win_steps: int) -> lis
     if win_steps < times.decode_steps:
         out.append(
             f"serving window simulated over {win_steps} of its {times.decode_steps} decode steps "
-            "(window TTFTs are exact; its period is the start-up transient)"
+            "(its TTFTs are those of the full window; no window decode period)"
         )
     return out
 
