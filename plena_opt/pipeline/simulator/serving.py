@@ -4,8 +4,10 @@
 * Isolated request (1 micro-batch, 1 decode step): TTFT = end of its first decode step on the last
   stage; with zero noise it equals ``prefill.latency + first_decode.latency``.
 * Steady decode (decode-only window, ``m`` rotating micro-batches): period = mean gap between
-  successive last-stage decode ends over the second half of the window, divided by ``m``; with zero
-  noise and ``m ≥ p`` it equals ``max_stage + X``. Decode TPS = ``micro_batch / period``.
+  successive last-stage decode ends of micro-batch ``m−1`` from step ``(steps−1)//2`` to step
+  ``steps−2``, divided by ``m`` (the last step is left out: it sends no hops); with zero noise it
+  equals the closed form ``max(max_stage + X, (Σ stages + p·X)/m)`` (the slowest stage, or for
+  ``m < p`` the token-feedback loop). Decode TPS = ``micro_batch / period``.
 * Full window (``m`` prefills, then the decode steps): where it departs from the closed forms the
   result lists both figures and the cause.
 """
@@ -140,9 +142,9 @@ FULL_WINDOW_OPS = 32_768
 #: Op budget of a shortened steady window (at least :data:`SHORT_MIN_STEPS` decode steps; a
 #: shortened serving window keeps its prefills and first decode step, which set the TTFTs).
 SHORT_WINDOW_OPS = 6_144
-#: Decode steps of a shortened steady window: one start-up step, then rounds measured between
-#: step ``steps // 2`` and the last.
-SHORT_MIN_STEPS = 3
+#: Decode steps of a shortened steady window: one start-up step, one measured round (steps 1 → 2)
+#: and the last step (left out of the measurement: it sends no hops).
+SHORT_MIN_STEPS = 4
 WINDOW_MODES = ("auto", "full", "short")
 
 
@@ -220,15 +222,15 @@ def simulate_serving(
         iso_plan, dur, spec, samples, seed, probe, graph=g, representative=not lean, **mc
     )
 
-    t0 = steps // 2
+    t0, t1 = (steps - 1) // 2, steps - 2  # the last step sends no hops: not measured
     st_plan, g = window(m, steps, prefill=False)
     a = _find(st_plan, OpKind.D, p - 1, m - 1, t0)
-    b = _find(st_plan, OpKind.D, p - 1, m - 1, steps - 1)
+    b = _find(st_plan, OpKind.D, p - 1, m - 1, t1)
     probe = {"a": a, "b": b}
     steady = simulate(
         st_plan, dur, spec, samples, seed, probe, graph=g, representative=not lean, **mc
     )
-    span = m * (steps - 1 - t0)
+    span = m * (t1 - t0)
     ends = steady.deterministic.ops
     period = (ends[b].end - ends[a].end) / span
 
@@ -298,7 +300,7 @@ def _short_causes(times: InferenceStageTimes, steps: int, win_steps: int) -> lis
             f"window has {full * _ops_per_step(times)} ops); its period without noise equals "
             "the closed form "
             f"{times.analytic()['decode_period_seconds'] * 1e3:.6g} ms, the sampled TPS averages "
-            f"{steps - 1 - steps // 2} round(s) per sample"
+            f"{steps - 2 - (steps - 1) // 2} round(s) per sample"
         )
     if win_steps < times.decode_steps:
         out.append(
