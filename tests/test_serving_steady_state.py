@@ -24,7 +24,6 @@ MC_REL = 1e-4
 
 
 def _times(stages, x, m, micro=4, steps=64):
-    p = len(stages)
     return InferenceStageTimes(
         tuple(3.0 * s for s in stages), 2.0 * x, tuple(stages), x, m, steps, micro
     )
@@ -126,9 +125,8 @@ def test_the_4096_device_recheck_case() -> None:
     from plena_opt.memory import load_memory
     from plena_opt.models import load_model
 
-    ev = Evaluator(
-        load_model("llama-3.1-70b"), _switch_4096(), load_memory("fictional_stacked_dram"), Workload()
-    )
+    model, memory = load_model("llama-3.1-70b"), load_memory("fictional_stacked_dram")
+    ev = Evaluator(model, _switch_4096(), memory, Workload())
     est = ev.estimate(Plan(tp=64, ep=1, dp=1, pp=64, cp=1)).to_dict()
     (res,) = recheck_plans([est], samples=32, noise="sigma=0", seed=0)
     times = res.serving.times
