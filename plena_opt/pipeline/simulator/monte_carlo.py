@@ -71,27 +71,35 @@ class MonteCarloResult:
         }
 
 
-def slice_width(rows: int, max_cells: int = MAX_CELLS) -> int:
-    """Samples per column slice for ``rows`` buffer rows (1 … :data:`SAMPLE_BLOCK`)."""
-    return max(1, min(SAMPLE_BLOCK, max_cells // max(rows, 1)))
+def slice_width(rows: int, max_cells: int | None = None) -> int:
+    """Samples per column slice for ``rows`` buffer rows (1 … :data:`SAMPLE_BLOCK`; default
+    budget :data:`MAX_CELLS`)."""
+    return max(1, min(SAMPLE_BLOCK, (max_cells or MAX_CELLS) // max(rows, 1)))
 
 
 def _representative(
     graph: DependencyGraph,
-    last_durations: np.ndarray,
-    row_of: np.ndarray,
-    offset: int,
+    sampler: NoiseSampler,
+    base: np.ndarray,
+    last: tuple[np.ndarray, np.ndarray, int, int],
     makespan: np.ndarray,
 ) -> dict[str, Timeline]:
     """Full timelines of the samples nearest the overall p50 and p99 makespan, chosen among the
-    last sample slice (whose durations, ``[rows, n]`` in layout order, are still in memory, so
-    nothing is re-drawn)."""
+    last sample block. ``last = (durations, row_of, lo, n)``: the last slice's durations
+    (``[rows, n]`` in layout order) hold samples ``[lo, lo + n)``; a chosen sample outside them
+    (an earlier slice of the block) has its column re-drawn from the block's streams, the same
+    values (:meth:`NoiseSampler.durations` with ``first``)."""
+    dur, row_of, lo, n = last
+    b0 = (makespan.size - 1) // SAMPLE_BLOCK * SAMPLE_BLOCK
     out = {}
-    tail = makespan[offset:]
     for name, q in (("p50", 0.5), ("p99", 0.99)):
-        col = int(np.abs(tail - np.quantile(makespan, q)).argmin())
-        dur = last_durations[row_of, col].astype(np.float64)
-        out[name] = compute_timeline(graph, dur, f"{name} (sample {offset + col})")
+        i = b0 + int(np.abs(makespan[b0:] - np.quantile(makespan, q)).argmin())
+        if lo <= i < lo + n:
+            col = dur[row_of, i - lo].astype(np.float64)
+        else:
+            one = sampler.durations(b0 // SAMPLE_BLOCK, 1, base, first=i - b0)
+            col = one[:, 0].astype(np.float64)
+        out[name] = compute_timeline(graph, col, f"{name} (sample {i})")
     return out
 
 
@@ -145,12 +153,13 @@ def monte_carlo(
     criticality: bool,
     stop: StopToken | None = None,
     representative: bool = True,
-    max_cells: int = MAX_CELLS,
+    max_cells: int | None = None,
 ) -> tuple[MonteCarloResult | None, str]:
     """Run ``samples`` samples slice by slice and reduce each slice (spec §6.4): makespan, probe
     end times, per-op busy time and critical-path counts. Returns the result (None when stopped
     before one slice finished) and the stop reason ("" when complete). ``representative=False``
-    skips the p50/p99 timelines (two float64 re-runs of the plan)."""
+    skips the p50/p99 timelines (two float64 re-runs of the plan); ``max_cells`` (default
+    :data:`MAX_CELLS`) bounds the slice buffers."""
     plan = graph.plan
     layout = build_layout(graph)
     sampler = NoiseSampler(plan, spec, seed)
@@ -158,9 +167,9 @@ def monte_carlo(
     probe_ends = {k: np.empty(samples, dtype=np.float64) for k in probes}
     crit = np.zeros(plan.n_ops, dtype=np.int64)
     busy_rows = np.zeros(plan.n_ops, dtype=np.float64)
-    width = min(samples, slice_width(layout.n_rows, max_cells))
+    width = min(samples, slice_width(layout.n_rows, max_cells or MAX_CELLS))
     buffers = _BlockBuffers(layout, width, criticality)
-    done, reason, lo = 0, "", 0
+    done, reason, lo, n = 0, "", 0, 0
     try:
         for block, first, lo, n in _slices(samples, width):
             dur, end, bind = buffers.views(n)
@@ -190,7 +199,7 @@ def monte_carlo(
         by_type.setdefault(o.op_type, []).append(float(share[o.id]))
     reps = {}
     if representative and not reason:
-        reps = _representative(graph, dur, layout.row_of, lo, makespan)
+        reps = _representative(graph, sampler, base, (dur, layout.row_of, lo, n), makespan)
     result = MonteCarloResult(
         n_samples=samples,
         seed=seed,
