@@ -93,14 +93,15 @@ def recheck_part(devices: int, top: int, samples: int) -> dict:
     scores = ev.evaluate_batch(plans)
     best = sorted(range(len(plans)), key=lambda i: -scores[i].tps)[:top]
     estimates = [ev.estimate(plans[i]).to_dict() for i in best]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     checks = recheck_plans(estimates, samples=samples, noise=DEFAULT_NOISE, seed=0)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "devices": devices,
         "plans": len(checks),
         "samples": samples,
         "recheck_s": round(wall, 3),
+        "recheck_cpu_s": round(cpu, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_1min": round(os.getloadavg()[0], 2),
         "tps": [
