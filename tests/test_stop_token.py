@@ -98,7 +98,7 @@ def test_a_cancel_from_another_thread_stops_within_one_second():
     assert res.stop_reason == "cancelled" and res.mc.n_samples < 100_000
 
 
-def test_serving_recheck_returns_the_plans_done_marked_partial():
+def test_serving_recheck_returns_the_plans_done_marked_partial(tmp_path):
     from plena_opt.api.recheck import recheck_front
     from plena_opt.estimate.problem import ProblemSpec
     from plena_opt.search.request import SearchRequest
@@ -111,7 +111,9 @@ def test_serving_recheck_returns_the_plans_done_marked_partial():
     inputs = spec.load()
     t0 = time.perf_counter()
     tok = StopToken.within(0.5)
-    checks = recheck_front(result, inputs, top_k=16, samples=100_000, stop=tok)
+    # with traces, so that the serving window is sampled too (a re-check without them does the
+    # three plans' 100,000 samples in well under 0.5 s)
+    checks = recheck_front(result, inputs, top_k=16, samples=100_000, stop=tok, trace_dir=tmp_path)
     assert time.perf_counter() - t0 < 0.5 + 1.0
     assert 1 <= len(checks) < len(result.front)
     # the deadline falls inside a plan (kept, partly sampled) or between two (all complete)
