@@ -7,14 +7,31 @@ included, plan building and the deterministic timeline excluded) and the peak re
 the process (``ru_maxrss``). ``--phases`` adds the CPU time of each stage of the Monte Carlo pass
 (noise sampling, longest path with binding slots, criticality walk), block by block as in
 ``simulate()``.
+
+Memory at scale (issue 15): ``--pp 64 --microbatches 8192 --samples 1000 --repeat 1`` is a
+1F1B plan of 1,048,576 ops; ``--pp 64 --microbatches 2048`` one of 262,144 ops.
+
+``--part recheck``: the re-check of ``plena-opt search`` at 4,096 devices: the
+``benchmarks/bench_scale.py`` switch hierarchy (4,096 devices), llama-3.1-70b on
+fictional_stacked_dram, default workload; the 5 legal plans of highest analytic TPS are
+re-checked (``recheck_plans``, 1,000 samples, the CLI's default noise); prints the re-check wall
+time, the peak RSS and every plan's analytic vs simulated TPS as one JSON object.
+
+``--compare DIR`` runs the same measurement on another checkout first (e.g. ``git archive`` of
+the merge base), each in a fresh interpreter, so before and after come from one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -60,15 +77,86 @@ def phases(graph: DependencyGraph, dur: dict[str, float], samples: int) -> dict[
     return t
 
 
+def recheck_part(devices: int, top: int, samples: int) -> dict:
+    """Time ``recheck_plans`` on the top-TPS plans of a ``devices``-device switch hierarchy."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_scale import MEMORY, MODEL, switch_profile
+
+    from plena_opt.api.recheck import DEFAULT_NOISE
+    from plena_opt.estimate import Evaluator, Workload
+    from plena_opt.memory import load_memory
+    from plena_opt.models import load_model
+    from plena_opt.pipeline.simulator import recheck_plans
+
+    ev = Evaluator(load_model(MODEL), switch_profile(devices), load_memory(MEMORY), Workload())
+    plans = ev.legal_plans()
+    scores = ev.evaluate_batch(plans)
+    best = sorted(range(len(plans)), key=lambda i: -scores[i].tps)[:top]
+    estimates = [ev.estimate(plans[i]).to_dict() for i in best]
+    t0, c0 = time.perf_counter(), time.process_time()
+    checks = recheck_plans(estimates, samples=samples, noise=DEFAULT_NOISE, seed=0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {
+        "devices": devices,
+        "plans": len(checks),
+        "samples": samples,
+        "recheck_s": round(wall, 3),
+        "recheck_cpu_s": round(cpu, 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_1min": round(os.getloadavg()[0], 2),
+        "tps": [
+            {
+                "plan": {k: c.plan[k] for k in ("tp", "dp", "pp", "cp")},
+                "analytic": round(c.analytic_tps, 1),
+                "simulated_zero_noise": round(c.serving.tps_deterministic, 1),
+                "p50": round(c.tps_p50, 1),
+            }
+            for c in checks
+        ],
+    }
+
+
+def compare(source: str, argv: list[str]) -> None:
+    """Run this benchmark (``argv`` without ``--compare``) on ``source``, then on this checkout,
+    each in a fresh interpreter outside both checkouts, and print both outputs."""
+    here = str(Path(__file__).resolve().parents[1])
+    for label, root in (("before", str(Path(source).resolve())), ("after", here)):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "DeepStack")]))
+        with tempfile.TemporaryDirectory() as cwd:  # keep either checkout's cwd off sys.path
+            out = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), *argv],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=cwd,
+                check=True,
+            )
+        print(f"== {label} ({root})")
+        print(out.stdout.strip())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", type=int, default=10_000)
+    ap.add_argument("--part", choices=("mc", "recheck"), default="mc")
+    ap.add_argument("--devices", type=int, default=4096, help="--part recheck: cluster size")
+    ap.add_argument("--top", type=int, default=5, help="--part recheck: plans re-checked")
+    ap.add_argument("--compare", metavar="DIR", help="measure checkout DIR first (before)")
+    ap.add_argument("--samples", type=int, default=None, help="default 10,000 (recheck: 1,000)")
     ap.add_argument("--pp", type=int, default=8)
     ap.add_argument("--microbatches", type=int, default=512)
     ap.add_argument("--no-criticality", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--phases", action="store_true", help="CPU time of each Monte Carlo stage")
     args = ap.parse_args()
+    if args.compare:
+        argv = sys.argv[1:]
+        i = argv.index("--compare")
+        compare(args.compare, argv[:i] + argv[i + 2 :])
+        return
+    if args.part == "recheck":
+        print(json.dumps(recheck_part(args.devices, args.top, args.samples or 1000)))
+        return
+    args.samples = args.samples or 10_000
     plan = build_schedule("1f1b", args.pp, args.microbatches)
     t0 = time.perf_counter()
     graph = build_graph(plan)

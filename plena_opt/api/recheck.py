@@ -36,8 +36,11 @@ def recheck_front(
     trace_dir: str | Path | None = None,
     should_stop: Callable[[], bool] | None = None,
     stop: StopToken | None = None,
+    windows: str = "auto",
 ) -> list[RecheckResult]:
     """Re-check the first ``top_k`` front plans (``RecheckResult`` list, front order).
+    ``windows`` (``auto``/``full``/``short``, see ``simulate_serving``): by default a long serving
+    window is simulated as the closed-form steady state plus a short sampled window.
 
     ``stop`` (deadline / cancel token) is checked between estimates, between plans and inside
     the Monte Carlo: fewer plans come back, the last possibly ``partial``; ``should_stop`` is an
@@ -52,7 +55,13 @@ def recheck_front(
     if not estimates:
         return []
     checks = recheck_plans(
-        estimates, samples=samples, noise=noise, seed=seed, trace_dir=trace_dir, stop=stop
+        estimates,
+        samples=samples,
+        noise=noise,
+        seed=seed,
+        trace_dir=trace_dir,
+        stop=stop,
+        windows=windows,
     )
     for entry, rc in zip(result.front, checks, strict=False):
         rc.trace_paths = [_name_after_plan(path, entry.plan) for path in rc.trace_paths]

@@ -80,15 +80,29 @@ class InferenceStageTimes:
         return self.steady_decode_stage_seconds or self.decode_stage_seconds
 
     def analytic(self) -> dict[str, float]:
-        """Closed forms of analytic-model §4.6 for these stage times (seconds, tokens/s)."""
-        p = self.pp
+        """Closed forms for these stage times (seconds, tokens/s; analytic-model §4.6 with the
+        token-feedback bound of pipeline-simulator §1.4).
+
+        ``stage_period_seconds = max_stage + X`` (the slowest stage, §4.6); ``loop_period_seconds
+        = (Σ stages + p·X) / m``: a micro-batch's next token enters stage 0 only after its last
+        one left stage p−1 (and its hop), so ``m`` micro-batches emit at most ``m`` tokens per
+        loop. The steady ``decode_period_seconds`` (between successive micro-batch tokens) is
+        the larger of the two; the loop binds when ``m < p`` (few micro-batches, e.g. a batch
+        smaller than pp), where §4.6's ``micro / (max + X)`` over-states the TPS by up to
+        ``p / m``.
+        """
+        p, m, x = self.pp, self.micro_batches, self.decode_transfer_seconds
         pf, dc = self.prefill_stage_seconds, self.decode_stage_seconds
-        period = max(self.steady_decode) + self.decode_transfer_seconds
+        stage = max(self.steady_decode) + x
+        loop = (sum(self.steady_decode) + p * x) / m
+        period = max(stage, loop)
         return {
             "ttft_seconds": sum(pf)
             + (p - 1) * self.prefill_transfer_seconds
             + sum(dc)
-            + (p - 1) * self.decode_transfer_seconds,
+            + (p - 1) * x,
+            "stage_period_seconds": stage,
+            "loop_period_seconds": loop,
             "decode_period_seconds": period,
             "tps": self.tokens_per_micro_batch / period if period > 0 else math.inf,
         }

@@ -34,7 +34,7 @@ def chunk_letter(chunk: int) -> str:
     return chr(ord("a") + chunk) if chunk < 26 else f"z{chunk}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     """One scheduled op; ``op_type`` keys the duration inputs, ``label`` is the scheduler's."""
 

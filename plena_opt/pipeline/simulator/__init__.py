@@ -24,6 +24,7 @@ from plena_opt.pipeline.simulator.noise import (
     StragglerSpec,
     parse_noise,
 )
+from plena_opt.pipeline.simulator.recheck import RecheckResult, recheck_plans
 from plena_opt.pipeline.simulator.request import (
     MAX_DURATION,
     SEED_LIMIT,
@@ -35,9 +36,7 @@ from plena_opt.pipeline.simulator.request import (
     per_op_durations,
 )
 from plena_opt.pipeline.simulator.serving import (
-    RecheckResult,
     ServingResult,
-    recheck_plans,
     simulate_estimate,
     simulate_serving,
 )

@@ -40,7 +40,7 @@ class DepReason(StrEnum):
     COMM_P2P = "COMM_P2P"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Dependency:
     """``dst`` may start only after ``src`` ends (+ ``lag``, same time unit as durations)."""
 

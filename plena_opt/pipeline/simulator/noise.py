@@ -180,13 +180,19 @@ class NoiseSampler:
         out: np.ndarray | None = None,
         row_of: np.ndarray | None = None,
         stop: StopToken | None = None,
+        first: int = 0,
     ) -> np.ndarray:
-        """``base[j] ·`` factors of the block (float32), op ``j`` written to row ``row_of[j]`` of
-        ``out`` (default: row ``j`` of a new ``[n_ops, n]`` array). ``stop`` is checked for every
-        (rank, op type, chunk) stream (raises :class:`~plena_opt.stop.Stopped`)."""
+        """``base[j] ·`` factors of samples ``[first, first + n)`` of the block (float32), op
+        ``j`` written to row ``row_of[j]`` of ``out`` (default: row ``j`` of a new ``[n_ops, n]``
+        array). The streams are drawn whole whatever the column range, so a sample's factors do
+        not depend on ``first``/``n`` (a block can be simulated in column slices). ``stop`` is
+        checked for every (rank, op type, chunk) stream (raises :class:`~plena_opt.stop.Stopped`).
+        """
+        if not 0 <= first and first + n <= SAMPLE_BLOCK:
+            raise ValueError(f"samples [{first}, {first + n}) are outside a block")
         if out is None:
             out = np.empty((self.plan.n_ops, n), dtype=np.float32)
-        per_rank = self._per_rank(block, n)
+        per_rank = self._per_rank(block, n, first)
         s = np.float32(self.spec.jitter_sigma)
         log_rank = None
         if s > 0 and per_rank is not None:
@@ -201,16 +207,16 @@ class NoiseSampler:
                 with np.errstate(divide="ignore"):
                     log_b = np.log(b) - s * s / 2
                 row_shift = None if log_rank is None else log_rank[rank]
-                _lognormal_rows(rng, rows, s, log_b, row_shift, out, dest)
+                _lognormal_rows(rng, rows, s, log_b, row_shift, out, dest, first)
             elif per_rank is not None:
                 out[dest] = b * per_rank[rank]
             else:
                 out[dest] = b
             if self.pool is not None:
-                self._moe(out, dest, block, n, rank, tkey, chunk, ids, rows)
+                self._moe(out, dest, block, (first, first + n), rank, tkey, chunk, ids, rows)
         return out
 
-    def _per_rank(self, block: int, n: int) -> np.ndarray | None:
+    def _per_rank(self, block: int, n: int, first: int = 0) -> np.ndarray | None:
         spec, p = self.spec, self.plan.pp_size
         st = spec.straggler
         strag = st is not None and st.probability > 0
@@ -221,16 +227,17 @@ class NoiseSampler:
             s = np.float32(spec.rank_sigma)
             z = _stream(self.seed, _COMPONENT["rank"], block).standard_normal(
                 (p, SAMPLE_BLOCK), dtype=np.float32
-            )[:, :n]
+            )[:, first : first + n]
             per_rank *= np.exp(s * z - s * s / 2)
         if strag:
             rng = _stream(self.seed, _COMPONENT["straggle"], block)
-            hit = rng.random((p, SAMPLE_BLOCK))[:, :n] < st.probability
-            fac = rng.uniform(st.factor_low, st.factor_high, (p, SAMPLE_BLOCK))[:, :n]
+            cols = slice(first, first + n)
+            hit = rng.random((p, SAMPLE_BLOCK))[:, cols] < st.probability
+            fac = rng.uniform(st.factor_low, st.factor_high, (p, SAMPLE_BLOCK))[:, cols]
             per_rank *= np.where(hit, fac, 1.0).astype(np.float32)
         return per_rank
 
-    def _moe(self, out, dest, block, n, rank, tkey, chunk, ids, rows) -> None:
+    def _moe(self, out, dest, block, cols, rank, tkey, chunk, ids, rows) -> None:
         """Scale the MoE share of each op's duration by the pooled busiest-rank imbalance."""
         mask = self.moe_mask[ids]
         if not mask.any():
@@ -238,7 +245,7 @@ class NoiseSampler:
         f = np.float32(self.spec.moe.fraction)
         rng = _stream(self.seed, _COMPONENT["moe"], rank, tkey, chunk, block)
         pick = rng.integers(0, len(self.pool), (int(rows.max()) + 1, SAMPLE_BLOCK))
-        imb = self.pool[pick[rows[mask], :n]]
+        imb = self.pool[pick[rows[mask], cols[0] : cols[1]]]
         out[dest[mask]] *= 1 - f + f * imb
 
 
@@ -250,27 +257,28 @@ def _lognormal_rows(
     row_shift: np.ndarray | None,
     out: np.ndarray,
     dest: np.ndarray,
+    first: int = 0,
 ) -> None:
     """``out[dest[i]] = exp(s·z[rows[i]] + log_b[i] + row_shift)`` for standard normal stream rows
-    ``z`` of ``SAMPLE_BLOCK`` values (``rows`` ascending; only the first ``out.shape[1]`` samples
-    are kept). Rows are drawn and transformed in chunks of :data:`_ROW_CHUNK` so that the work
-    stays in cache."""
+    ``z`` of ``SAMPLE_BLOCK`` values (``rows`` ascending; only samples ``[first, first +
+    out.shape[1])`` are kept, and only they are transformed). Rows are drawn and transformed in
+    chunks of :data:`_ROW_CHUNK` so that the work stays in cache."""
     n = out.shape[1]
-    z = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float32)
+    z = np.empty((_ROW_CHUNK, n), dtype=np.float32)
     u = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float64)
-    w = np.empty((_ROW_CHUNK, SAMPLE_BLOCK), dtype=np.float32)
+    w = np.empty((_ROW_CHUNK, n), dtype=np.float32)
     n_draw = int(rows[-1]) + 1
     dense = len(rows) == n_draw and rows[0] == 0 and np.all(np.diff(rows) == 1)
-    for first in range(0, n_draw, _ROW_CHUNK):
-        _scaled_normal_chunk(rng, s, z, u, w)
-        c = min(_ROW_CHUNK, n_draw - first)
-        lo, hi = np.searchsorted(rows, (first, first + c))
+    for row0 in range(0, n_draw, _ROW_CHUNK):
+        c = min(_ROW_CHUNK, n_draw - row0)
+        _scaled_normal_chunk(rng, s, z, u, w, first, c)
+        lo, hi = np.searchsorted(rows, (row0, row0 + c))
         if lo == hi:
             continue
         if dense:  # every stream row of the chunk is used, in order
-            g = z[:c, :n]
+            g = z[:c]
         else:
-            g = z[rows[lo:hi] - first, :n]
+            g = z[rows[lo:hi] - row0]
         g += log_b[lo:hi]
         if row_shift is not None:
             g += row_shift
@@ -279,10 +287,20 @@ def _lognormal_rows(
 
 
 def _scaled_normal_chunk(
-    rng: np.random.Generator, scale: np.float32, out: np.ndarray, u: np.ndarray, w: np.ndarray
+    rng: np.random.Generator,
+    scale: np.float32,
+    out: np.ndarray,
+    u: np.ndarray,
+    w: np.ndarray,
+    first: int = 0,
+    used: int = _ROW_CHUNK,
 ) -> None:
-    """``out`` (``[_ROW_CHUNK, SAMPLE_BLOCK]`` float32) ← ``scale ·`` independent standard normals
-    for the next :data:`_ROW_CHUNK` stream rows.
+    """``out`` (``[_ROW_CHUNK, n]`` float32) ← ``scale ·`` independent standard normals of samples
+    ``[first, first + n)`` for the next :data:`_ROW_CHUNK` stream rows (all ``SAMPLE_BLOCK``
+    uniforms of each row are drawn into ``u``; only the kept columns are transformed). When only
+    the first ``used ≤ _ROW_CHUNK/2`` rows are wanted (the stream's last chunk), only their
+    radius and angle rows are drawn (the rows between are skipped with ``advance``, the same
+    values) and ``out[used:]`` is left unset.
 
     Box–Muller transform, ``z = √(−2 ln v)·(cos 2πa, sin 2πa)`` for uniforms ``v ∈ (0, 1]`` and
     ``a``: the float64 uniforms (53-bit, so radii are exact out to 8.6 σ) of the first half of the
@@ -290,13 +308,17 @@ def _scaled_normal_chunk(
     ``i + _ROW_CHUNK/2`` share a pair (cos and sin). Chunks start at stream row 0 and are always
     drawn whole, so a row's values do not depend on how many rows a plan uses (prefix-stable).
     Arithmetic after the uniforms is float32 on contiguous halves (about 3.5 ns a value here
-    against 8.5 ns for numpy's float32 ziggurat). ``u`` (float64) and ``w`` (float32) are scratch
-    buffers of ``out``'s shape.
+    against 8.5 ns for numpy's float32 ziggurat). ``u`` (float64, ``[_ROW_CHUNK, SAMPLE_BLOCK]``)
+    and ``w`` (float32, ``out``'s shape) are scratch buffers.
     """
     h = _ROW_CHUNK // 2
+    if used <= h:
+        _scaled_normal_rows(rng, scale, out, u, w, first, used)
+        return
     rng.random(out=u)
-    np.subtract(1.0, u[:h], out=u[:h])  # (0, 1]: the log stays finite
-    w[...] = u
+    cols = u[:, first : first + out.shape[1]]
+    np.subtract(1.0, cols[:h], out=cols[:h])  # (0, 1]: the log stays finite
+    w[...] = cols
     radius, angle = w[:h], w[h:]
     np.log(radius, out=radius)
     radius *= np.float32(-2.0) * scale * scale
@@ -306,3 +328,31 @@ def _scaled_normal_chunk(
     np.sin(angle, out=out[h:])
     out[:h] *= radius
     out[h:] *= radius
+
+
+def _scaled_normal_rows(
+    rng: np.random.Generator,
+    scale: np.float32,
+    out: np.ndarray,
+    u: np.ndarray,
+    w: np.ndarray,
+    first: int,
+    used: int,
+) -> None:
+    """:func:`_scaled_normal_chunk` for the first ``used ≤ _ROW_CHUNK/2`` rows only: their
+    radius rows ``[0, used)`` and angle rows ``[h, h + used)`` of the chunk (cosine partners)."""
+    h = _ROW_CHUNK // 2
+    rng.random(out=u[:used])
+    rng.bit_generator.advance((h - used) * SAMPLE_BLOCK)
+    rng.random(out=u[h : h + used])
+    cols = slice(first, first + out.shape[1])
+    np.subtract(1.0, u[:used, cols], out=u[:used, cols])
+    w[:used] = u[:used, cols]
+    w[h : h + used] = u[h : h + used, cols]
+    radius, angle = w[:used], w[h : h + used]
+    np.log(radius, out=radius)
+    radius *= np.float32(-2.0) * scale * scale
+    np.sqrt(radius, out=radius)
+    angle *= np.float32(2.0 * np.pi)
+    np.cos(angle, out=out[:used])
+    out[:used] *= radius

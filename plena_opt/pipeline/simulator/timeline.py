@@ -22,7 +22,7 @@ BUBBLE_DEFINITION = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpTiming:
     """One op's realised times (duration unit of the run) and why it started when it did."""
 
