@@ -66,7 +66,8 @@ class PlanCost(PlanPasses):
 
     @property
     def tps_per_sequence(self) -> float:
-        return self.ctx.workload.output_seq_len / (self.plan.pp * self.decode_seconds)
+        cycle = self.in_flight or self.plan.pp  # micro-batches a sequence waits through
+        return self.ctx.workload.output_seq_len / (cycle * self.decode_seconds)
 
     @property
     def footprint(self) -> tuple[float, float]:
@@ -156,6 +157,13 @@ class PlanCost(PlanPasses):
     def _warnings(self) -> list[str]:
         ctx, m = self.ctx, self.ctx.model
         out = list(self.plan_warnings)
+        if self.in_flight:
+            out.append(
+                f"{self.in_flight} micro-batches of {self.shard.micro} for pp={self.plan.pp} "
+                "stages: a micro-batch's next token waits for its own trip through the pipeline, "
+                "so decode is priced at (sum of stages + pp transfers) / micro-batches per token "
+                "when that exceeds the slowest stage (docs/deviations.md §5)"
+            )
         if self.fits_in_memory is False:
             out.append(self.capacity_warning(single_chip=False))
         out.extend(ctx._memory_warnings)

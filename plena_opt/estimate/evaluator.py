@@ -211,6 +211,9 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
     mean_stage = float(mult @ (rows @ dec.steps.weights)) / dec.steps.steps / float(mult.sum())
-    parts["pipeline_imbalance"] = dec.steps.mean(dec.period) - dec.transfer_seconds - mean_stage
+    stage_period = dec.steps.mean(dec.stage_period)
+    parts["pipeline_imbalance"] = stage_period - dec.transfer_seconds - mean_stage
     parts["pipeline_transfer"] = cost.decode.transfer_seconds
+    if dec.in_flight:  # fewer micro-batches than stages: the wait for a micro-batch's own token
+        parts["pipeline_feedback"] = dec.steps.mean(dec.period) - stage_period
     return parts

@@ -61,6 +61,10 @@ class PassResult:
     full_overlap: bool
     steps: StepWeights = ONE_STEP  # decode steps each evaluation point stands for
     row_groups: dict = field(default_factory=dict)  # memo of ``stage_groups`` (per context)
+    # Micro-batches in flight when fewer than pp (0: pp of them, the reference's assumption).
+    # A micro-batch's next token needs its last stage done, so the period is also bounded by
+    # (Σ stages + pp·X) / in_flight (docs/deviations.md, "decode with fewer micro-batches").
+    in_flight: int = 0
 
     @property
     def transfer_seconds(self) -> float:
@@ -99,6 +103,8 @@ class PassResult:
             signs.append(la.memory_seconds - la.compute_seconds)
             if self.full_overlap:
                 signs.append(self.comm_seconds(kind) - la.seconds)
+        if self.in_flight:  # which bound sets the period: the slowest stage or the token loop
+            signs.append(self.feedback_period - self.stage_period)
         return failed_pieces(grid, signs, self.stage_rows[0])
 
     @cached_property
@@ -129,11 +135,28 @@ class PassResult:
         return rows[index, step]
 
     @cached_property
-    def period(self) -> np.ndarray:
-        """Per step: slowest stage + one boundary transfer (s)."""
+    def stage_period(self) -> np.ndarray:
+        """Per step: slowest stage + one boundary transfer (s, the reference's period)."""
         rows = self.stage_rows[0]
         slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
         return slowest + self.transfer.seconds
+
+    @cached_property
+    def feedback_period(self) -> np.ndarray:
+        """Per step: (Σ stages + pp transfers) / micro-batches in flight (s): with fewer
+        micro-batches than stages each one's next token waits for its own trip round the
+        pipeline. Only meaningful when ``in_flight`` is set."""
+        rows, _, mult = self.stage_rows
+        pp = len(self.stage_layers)
+        return (mult @ rows + pp * self.transfer.seconds) / max(self.in_flight, 1)
+
+    @cached_property
+    def period(self) -> np.ndarray:
+        """Per step: the decode period (s): slowest stage + one boundary transfer, or the token
+        loop's bound when fewer micro-batches than stages are in flight."""
+        if not self.in_flight:
+            return self.stage_period
+        return np.maximum(self.stage_period, self.feedback_period)
 
     def latency_at(self, step: int) -> float:
         """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""

@@ -172,8 +172,15 @@ class PlanPasses:
             plan.comm_overlap == "full",
             steps,
             ctx.row_groups,
+            self.in_flight if mode == "decode" else 0,
         )
         return result
+
+    @property
+    def in_flight(self) -> int:
+        """Decode micro-batches in flight when fewer than pp, else 0 (``PassResult``)."""
+        m = -(-self.ctx.workload.batch_size // self.shard.micro)
+        return m if m < self.plan.pp else 0
 
     def _extras(
         self, mode: str, q: int, steps: StepWeights, cache: dict, key: tuple

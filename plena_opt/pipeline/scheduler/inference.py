@@ -203,15 +203,23 @@ def stage_times_from_estimate(
     steady = None
     total = est.get("decode_seconds") if isinstance(est, Mapping) else None
     out_len = int(_get(est, "output_seq_len"))
+    in_flight = max(1, -(-batch // max(micro, 1)))
     if total is not None and out_len > 1 and max(first) > 0:
-        scale = (float(total) / out_len - transfer) / max(first)
+        # the steady period P = max(s·max + X, (s·Σ + p·X) / m) of the stages scaled by s
+        # (the second bound when fewer micro-batches than stages: docs/deviations.md §5);
+        # both sides grow with s, so P is met at the smaller of the two solutions
+        period = float(total) / out_len
+        scale = (period - transfer) / max(first)
+        if in_flight < len(first):
+            loop = (period * in_flight - len(first) * transfer) / sum(first)
+            scale = min(scale, loop)
         steady = tuple(v * scale for v in first)
     return InferenceStageTimes(
         prefill_stage_seconds=_stage_seconds(_get(pre, "stages"), "prefill.stages"),
         prefill_transfer_seconds=float(_get(pre, "transfer_seconds")),
         decode_stage_seconds=first,
         decode_transfer_seconds=transfer,
-        micro_batches=max(1, -(-batch // max(micro, 1))),
+        micro_batches=in_flight,
         decode_steps=max(steps, 1),
         tokens_per_micro_batch=max(micro, 1),
         steady_decode_stage_seconds=steady,

@@ -332,10 +332,10 @@ def _causes(
             f"analytic TTFT {ana['ttft_seconds'] * 1e3:.6g} ms differs from the stage-time closed "
             f"form {closed['ttft_seconds'] * 1e3:.6g} ms (the estimate's stages do not add up)"
         )
-    if _differs(ana["tps"], stage_tps):
+    if _differs(ana["tps"], closed["tps"]):
         out.append(
             f"analytic TPS {ana['tps']:.6g} averages the per-step decode period (the slowest stage "
-            f"of each step); the simulated steady stages give {stage_tps:.6g} tokens/s"
+            f"of each step); the simulated steady stages give {closed['tps']:.6g} tokens/s"
         )
     if closed["loop_period_seconds"] > closed["stage_period_seconds"]:
         out.append(
@@ -343,8 +343,8 @@ def _causes(
             f"sets the decode period ({period * 1e3:.6g} ms; closed form (Σ stages + p·X)/m = "
             f"{closed['loop_period_seconds'] * 1e3:.6g} ms vs max stage + X = "
             f"{closed['stage_period_seconds'] * 1e3:.6g} ms): {closed['tps']:.6g} tokens/s, "
-            f"not the {ana['tps']:.6g} of micro / (max stage + X), which assumes {p} "
-            "micro-batches in flight"
+            f"not the {stage_tps:.6g} of micro / (max stage + X), which would need {p} "
+            "micro-batches in flight (the evaluator prices the same bound: docs/deviations.md §5)"
         )
     if w_ttft and _differs(max(w_ttft), ttft):
         out.append(
