@@ -132,14 +132,7 @@ def score_points(
     directions = outer_directions(inner, space)
     report = WorkerReport(str(queue.user_attrs[QUEUE_ATTR]))
     claimer = Claimer(queue, heartbeat_s)
-    while not (should_stop and should_stop()):
-        report.stale_failed += claimer.fail_stale()
-        trial = claimer.claim()
-        if trial is None:
-            if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                break
-            time.sleep(min(heartbeat_s, 1.0))  # others still work: wait for them or staleness
-            continue
+    for trial in claimer.claims(report, should_stop):
         before = inner.scored
         with _Heartbeat(queue._storage, trial._trial_id, heartbeat_s):
             point = dict(trial.params)

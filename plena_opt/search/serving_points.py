@@ -11,6 +11,7 @@ import numpy as np
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.disaggregated import ServingFigures, WorkerFigures
 from plena_opt.search.pareto_large import front_indices
+from plena_opt.search.space import Point
 
 SERVING_OBJECTIVES = {  # key -> (sign for minimisation, getter on a figures array dict)
     "ttft": (1.0, "ttft_seconds"),
@@ -106,20 +107,7 @@ def sla_mask(a: dict[str, np.ndarray], sla: dict) -> np.ndarray:
 
 # -- descriptions of deployments (JSON-ready, SI) --------------------------------------------
 def _plan_doc(w: WorkerFigures) -> dict:
-    p = w.plan
-    doc = {
-        "tp": p.tp,
-        "ep": p.ep,
-        "dp": p.dp,
-        "pp": p.pp,
-        "cp": p.cp,
-        "moe_tp_mode": p.moe_tp_mode,
-        "comm_overlap": p.comm_overlap,
-        "batch_size": w.batch,
-    }
-    if w.precision is not None:
-        doc["precision"] = w.precision
-    return doc
+    return Point(w.plan, w.batch, w.precision).to_dict()
 
 
 def _worker_label(w: WorkerFigures) -> str:

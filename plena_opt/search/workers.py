@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import optuna
@@ -218,6 +218,21 @@ class Claimer:
         self._next_check = time.monotonic() + self.heartbeat_s
         return _fail_stale(self.queue, self.heartbeat_s)
 
+    def claims(
+        self, report: WorkerReport, should_stop: Callable[[], bool] | None = None
+    ) -> Iterator[FrozenTrial]:
+        """Claimed chunks, one at a time, until none is waiting or running (or ``should_stop``);
+        stale chunks are failed on the way (counted in ``report``)."""
+        while not (should_stop and should_stop()):
+            report.stale_failed += self.fail_stale()
+            trial = self.claim()
+            if trial is not None:
+                yield trial
+            elif not self.queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                return
+            else:  # others still work: wait for them or for their staleness
+                time.sleep(min(self.heartbeat_s, 1.0))
+
     def claim(self) -> FrozenTrial | None:
         """A claimed chunk; None when none is waiting."""
         storage = self.queue._storage
@@ -325,14 +340,7 @@ def run_worker(
     report = WorkerReport(study)
     known = set(s.cache)
     claimer = Claimer(queue, heartbeat_s)
-    while not (should_stop and should_stop()):
-        report.stale_failed += claimer.fail_stale()
-        trial = claimer.claim()
-        if trial is None:
-            if not queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                break
-            time.sleep(min(heartbeat_s, 1.0))  # others still work: wait for them or staleness
-            continue
+    for trial in claimer.claims(report, should_stop):
         with _Heartbeat(queue._storage, trial._trial_id, heartbeat_s):
             if "failed_trial" in trial.system_attrs:  # a retry: a killed worker stored some
                 known |= _stored_keys(s.study)
