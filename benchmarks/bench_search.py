@@ -331,10 +331,10 @@ STORE_BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 10
 
 def _timed_store() -> dict:
     """Wrap ``_Search.add_records`` to add up its time and the points it stores."""
-    from plena_opt.search import runner
+    from plena_opt.search import session
 
     acc = {"s": 0.0, "points": 0}
-    original = runner._Search.add_records
+    original = session._Search.add_records
 
     def timed(self, recs, *a, **kw):
         t = time.perf_counter()
@@ -344,7 +344,7 @@ def _timed_store() -> dict:
             acc["s"] += time.perf_counter() - t
             acc["points"] += len(recs)
 
-    runner._Search.add_records = timed
+    session._Search.add_records = timed
     return acc
 
 

@@ -31,7 +31,8 @@ from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search import workers
 from plena_opt.search.rdb_bulk import add_finished_trials
 from plena_opt.search.request import SearchRequest
-from plena_opt.search.runner import _default_factory, _Search
+from plena_opt.search.runner import _default_factory
+from plena_opt.search.session import _Search
 from plena_opt.search.storage import open_storage
 from plena_opt.search.trials import record_trial
 

@@ -320,9 +320,9 @@ def test_search_on_the_4x_constraint_path(tmp_path, monkeypatch) -> None:
     """Force the Optuna 4.x branch (constraints_func) of the adapter on this install."""
     import warnings
 
-    from plena_opt.search import runner
+    from plena_opt.search import session
 
-    monkeypatch.setattr(runner, "ConstraintAdapter", lambda: runner_adapter(core=False))
+    monkeypatch.setattr(session, "ConstraintAdapter", lambda: runner_adapter(core=False))
     storage = str(tmp_path / "old.log")
     factory, calls = fake_factory(devices=16)
     req = SearchRequest(storage=storage, study="old", batch_sizes=[4, 64], sampler="tpe",

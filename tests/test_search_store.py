@@ -76,7 +76,7 @@ def test_get_study_and_result_count_the_same_and_writers_store_once(tmp_path) ->
     assert trials_completed(study) == res.trials_completed == res.legal_points
     assert [t.number for t in front_trials(study)] == [e.trial_number for e in res.front]
     # a second writer that scored the same plans (another process) stores nothing new
-    from plena_opt.search.runner import _Search
+    from plena_opt.search.session import _Search
 
     s = _Search(req, factory, None, None)
     s.open_study()

@@ -36,7 +36,7 @@ from plena_opt.search.refine import MoveCredit, neighbour_order
 from plena_opt.search.samplers import make_sampler
 
 if TYPE_CHECKING:
-    from plena_opt.search.runner import _Search
+    from plena_opt.search.session import _Search
 
 STALE_STREAK = 32
 FLUSH_POINTS = 64
@@ -47,7 +47,7 @@ SAMPLER_SHARE = 0.5
 
 
 class SampledRun:
-    """One sampler run over ``search`` (a ``runner._Search``)."""
+    """One sampler run over ``search`` (a ``session._Search``)."""
 
     def __init__(self, search: _Search, sampler_name: str) -> None:
         self.s = search

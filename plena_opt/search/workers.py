@@ -33,7 +33,8 @@ from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.search.rdb_bulk import add_finished_trials
 from plena_opt.search.record import POINT_ATTR
 from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
-from plena_opt.search.runner import EvaluatorFactory, _default_factory, _Search
+from plena_opt.search.runner import EvaluatorFactory, _default_factory
+from plena_opt.search.session import _Search
 from plena_opt.search.space import Point
 from plena_opt.search.storage import HEARTBEAT_GRACE, MAX_RETRY, open_storage
 from plena_opt.search.trials import is_scored, record_trial
