@@ -13,7 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import Component, OpKind, PipelinePlan
+from plena_opt.pipeline.scheduler import Component, Op, OpKind, PipelinePlan
 
 
 class DepReason(StrEnum):
@@ -62,122 +62,170 @@ def _key(comp: Component, kind: OpKind, rank: int, chunk: int, mb: int, step: in
     return (comp, kind, rank, chunk, mb, step)
 
 
+@dataclass(frozen=True)
+class _Lookup:
+    """The plan's ops indexed for the dependency rules (one per plan; read-only)."""
+
+    plan: PipelinePlan
+    idx: dict[tuple, int]  # compute op key (``_key``) → op id
+    sends: dict[tuple, int]  # hop (code, rank, chunk, mb, step) → op id
+    by_mb: dict[tuple, list[int]]  # VE/GEN ops by (component, kind, unit of p micro-batches)
+    last_chunk_of_p: dict[tuple[int, int], int]  # (rank, mb) → its last prefill chunk
+    has_gen: bool
+    has_ve: bool
+
+    @classmethod
+    def of(cls, plan: PipelinePlan) -> _Lookup:
+        p = plan.pp_size
+        idx = {
+            _key(o.component, o.kind, o.rank, o.chunk, o.microbatch, o.step): o.id
+            for o in plan.ops
+            if o.kind is not OpKind.COMM
+        }
+        # hops keyed by their code (XP, XD, XF, XB): a rank may send twice per (chunk, mb)
+        sends = {
+            (o.code, o.rank, o.chunk, o.microbatch, o.step): o.id
+            for o in plan.ops
+            if o.kind is OpKind.COMM
+        }
+        by_mb: dict[tuple, list[int]] = {}
+        for o in plan.ops:
+            if o.component is not Component.LLM:
+                by_mb.setdefault((o.component, o.kind, o.microbatch // p), []).append(o.id)
+        last_chunk_of_p: dict[tuple[int, int], int] = {}
+        for o in plan.ops:
+            if o.kind is OpKind.P:
+                last_chunk_of_p[(o.rank, o.microbatch)] = max(
+                    o.chunk, last_chunk_of_p.get((o.rank, o.microbatch), 0)
+                )
+        has_gen = any(o.component is Component.GEN for o in plan.ops)
+        has_ve = any(o.component is Component.VE for o in plan.ops)
+        return cls(plan, idx, sends, by_mb, last_chunk_of_p, has_gen, has_ve)
+
+    def need(self, key: tuple, dst: int) -> int:
+        """The op of ``key`` that op ``dst`` waits for (missing: ``PlenaInputError``)."""
+        if key not in self.idx:
+            comp, kind, rank, chunk, mb, step = key
+            raise PlenaInputError(
+                "plan",
+                f"op {self.plan.ops[dst].trace_name} needs {comp.value} {kind.value} "
+                f"(rank {rank}, chunk {chunk}, mb {mb}, step {step}), which the plan lacks",
+            )
+        return self.idx[key]
+
+    def hop_or(self, code: str, key: tuple, dst: int) -> int:
+        """The hop ``code`` that sends the op of ``key`` if the plan has one, else that op."""
+        _, _, rank, chunk, mb, step = key
+        src = self.sends.get((code, rank, chunk, mb, step))
+        return self.need(key, dst) if src is None else src
+
+    def unit_llm(self, kind: OpKind, rank: int, chunk: int, unit: int, dst: int) -> list[int]:
+        """The LLM ops of ``kind`` on ``rank``/``chunk`` for the micro-batches of ``unit``."""
+        p = self.plan.pp_size
+        mbs = range(unit * p, min((unit + 1) * p, self.plan.microbatches))
+        return [self.need(_key(Component.LLM, kind, rank, chunk, x, -1), dst) for x in mbs]
+
+
+_Deps = list[tuple[int, DepReason]]
+
+
+def _llm_forward(lk: _Lookup, o: Op) -> _Deps:
+    """LLM forward: the previous stage (or the last stage's previous chunk), else the VE unit."""
+    p, L, r, c, mb, j = lk.plan.pp_size, Component.LLM, o.rank, o.chunk, o.microbatch, o.id
+    if r > 0:
+        return [(lk.hop_or("XF", _key(L, OpKind.F, r - 1, c, mb, -1), j), DepReason.FWD_PREV_STAGE)]
+    if c > 0:
+        src = lk.hop_or("XF", _key(L, OpKind.F, p - 1, c - 1, mb, -1), j)
+        return [(src, DepReason.FWD_PREV_CHUNK_WRAP)]
+    if lk.has_ve:
+        return [
+            (src, DepReason.VE_UNIT_READY)
+            for src in lk.by_mb.get((Component.VE, OpKind.F, mb // p), [])
+        ]
+    return []
+
+
+def _llm_backward(lk: _Lookup, o: Op) -> _Deps:
+    """LLM backward (``B``/``I``): the next stage (or the first stage's next chunk), then the own
+    forward activation, or on the last stage and chunk the loss / the GEN backward unit."""
+    p, v = lk.plan.pp_size, lk.plan.vpp_size
+    L, k, r, c, mb, j = Component.LLM, o.kind, o.rank, o.chunk, o.microbatch, o.id
+    d: _Deps = []
+    if r < p - 1:
+        d.append((lk.hop_or("XB", _key(L, k, r + 1, c, mb, -1), j), DepReason.BWD_NEXT_STAGE))
+    elif c < v - 1:
+        d.append((lk.hop_or("XB", _key(L, k, 0, c + 1, mb, -1), j), DepReason.BWD_NEXT_CHUNK_WRAP))
+    own = lk.need(_key(L, OpKind.F, r, c, mb, -1), j)
+    if r == p - 1 and c == v - 1:
+        if lk.has_gen:
+            for src in lk.by_mb.get((Component.GEN, OpKind.B, mb // p), []):
+                d.append((src, DepReason.LLM_LAST_BWD_AFTER_GEN_BWD_UNIT))
+        else:
+            d.append((own, DepReason.LOSS))
+    else:
+        d.append((own, DepReason.OWN_FWD_ACTIVATION))
+    return d
+
+
+def _inference(lk: _Lookup, o: Op) -> _Deps:
+    """Prefill (``P``): previous stage, previous chunk; decode (``D``): previous stage, else the
+    token fed back from the last stage, else the last stage's last prefill chunk."""
+    p, L, r, c, mb, j = lk.plan.pp_size, Component.LLM, o.rank, o.chunk, o.microbatch, o.id
+    need = lk.need
+    d: _Deps = []
+    if o.kind is OpKind.P:
+        if r > 0:
+            d.append(
+                (_sent(lk.sends, OpKind.P, r - 1, c, mb, -1, j, need), DepReason.PREFILL_PREV_STAGE)
+            )
+        if c > 0:
+            d.append((need(_key(L, OpKind.P, r, c - 1, mb, -1), j), DepReason.PREFILL_PREV_CHUNK))
+        return d
+    t = o.step
+    if r > 0:
+        d.append((_sent(lk.sends, OpKind.D, r - 1, 0, mb, t, j, need), DepReason.DECODE_PREV_STAGE))
+    elif t > 0:
+        src = _sent(lk.sends, OpKind.D, p - 1, 0, mb, t - 1, j, need)
+        d.append((src, DepReason.DECODE_TOKEN_FEEDBACK))
+    elif (p - 1, mb) in lk.last_chunk_of_p:
+        src = need(_key(L, OpKind.P, p - 1, lk.last_chunk_of_p[(p - 1, mb)], mb, -1), j)
+        d.append((src, DepReason.PREFILL_TO_DECODE))
+    return d
+
+
+def _data_deps(lk: _Lookup, o: Op) -> _Deps:
+    """The data dependencies of op ``o`` in rule order (spec §0.1, §1.1, §1.4, §5)."""
+    p, v, r, mb, j = lk.plan.pp_size, lk.plan.vpp_size, o.rank, o.microbatch, o.id
+    comp, kind = o.component, o.kind
+    if comp is Component.LLM and kind is OpKind.F:
+        return _llm_forward(lk, o)
+    if comp is Component.LLM and kind in (OpKind.B, OpKind.I):
+        return _llm_backward(lk, o)
+    if comp is Component.LLM and kind is OpKind.W:
+        src = lk.need(_key(Component.LLM, OpKind.I, r, o.chunk, mb, -1), j)
+        return [(src, DepReason.OWN_INPUT_GRAD)]
+    if comp is Component.VE and kind is OpKind.B:
+        srcs = lk.unit_llm(OpKind.B, 0, 0, mb // p, j)
+        return [(src, DepReason.VE_BWD_AFTER_LLM_RANK0_BWD_UNIT) for src in srcs]
+    if comp is Component.GEN and kind is OpKind.F:
+        srcs = lk.unit_llm(OpKind.F, p - 1, v - 1, mb // p, j)
+        return [(src, DepReason.GEN_FWD_AFTER_LLM_OUTPUT_UNIT) for src in srcs]
+    if comp is Component.GEN and kind is OpKind.B:
+        src = lk.need(_key(Component.GEN, OpKind.F, r, 0, mb, -1), j)
+        return [(src, DepReason.GEN_BWD_AFTER_GEN_FWD)]
+    if kind in (OpKind.P, OpKind.D):
+        return _inference(lk, o)
+    if kind is OpKind.COMM:
+        return [(_producer(lk.idx, o, lk.need), DepReason.COMM_P2P)]
+    return []
+
+
 def derive_dependencies(plan: PipelinePlan) -> list[list[Dependency]]:
     """Per destination op: data dependencies (rule order), then the ``RANK_ORDER`` edge unless the
     previous op on the rank is already a data source. Missing partner ops raise
     :class:`PlenaInputError` (an incomplete plan)."""
-    p, v = plan.pp_size, plan.vpp_size
-    idx = {
-        _key(o.component, o.kind, o.rank, o.chunk, o.microbatch, o.step): o.id
-        for o in plan.ops
-        if o.kind is not OpKind.COMM
-    }
-    # hops keyed by their code (XP, XD, XF, XB): a rank may send twice per (chunk, mb)
-    sends = {
-        (o.code, o.rank, o.chunk, o.microbatch, o.step): o.id
-        for o in plan.ops
-        if o.kind is OpKind.COMM
-    }
-    has_gen = any(o.component is Component.GEN for o in plan.ops)
-    has_ve = any(o.component is Component.VE for o in plan.ops)
-    by_mb: dict[tuple, list[int]] = {}
-    for o in plan.ops:
-        if o.component is not Component.LLM:
-            by_mb.setdefault((o.component, o.kind, o.microbatch // p), []).append(o.id)
-    last_chunk_of_p: dict[tuple[int, int], int] = {}
-    for o in plan.ops:
-        if o.kind is OpKind.P:
-            last_chunk_of_p[(o.rank, o.microbatch)] = max(
-                o.chunk, last_chunk_of_p.get((o.rank, o.microbatch), 0)
-            )
-
-    def need(key: tuple, dst: int) -> int:
-        if key not in idx:
-            comp, kind, rank, chunk, mb, step = key
-            raise PlenaInputError(
-                "plan",
-                f"op {plan.ops[dst].trace_name} needs {comp.value} {kind.value} "
-                f"(rank {rank}, chunk {chunk}, mb {mb}, step {step}), which the plan lacks",
-            )
-        return idx[key]
-
-    def unit_llm(kind: OpKind, rank: int, chunk: int, unit: int, dst: int) -> list[int]:
-        mbs = range(unit * p, min((unit + 1) * p, plan.microbatches))
-        return [need(_key(Component.LLM, kind, rank, chunk, x, -1), dst) for x in mbs]
-
-    out: list[list[Dependency]] = []
-    for o in plan.ops:
-        d: list[tuple[int, DepReason]] = []
-        L, r, c, mb, j = Component.LLM, o.rank, o.chunk, o.microbatch, o.id
-        if o.component is Component.LLM and o.kind is OpKind.F:
-            if r > 0:
-                src = sends.get(("XF", r - 1, c, mb, -1))
-                src = need(_key(L, OpKind.F, r - 1, c, mb, -1), j) if src is None else src
-                d.append((src, DepReason.FWD_PREV_STAGE))
-            elif c > 0:
-                src = sends.get(("XF", p - 1, c - 1, mb, -1))
-                src = need(_key(L, OpKind.F, p - 1, c - 1, mb, -1), j) if src is None else src
-                d.append((src, DepReason.FWD_PREV_CHUNK_WRAP))
-            elif has_ve:
-                for src in by_mb.get((Component.VE, OpKind.F, mb // p), []):
-                    d.append((src, DepReason.VE_UNIT_READY))
-        elif o.component is Component.LLM and o.kind in (OpKind.B, OpKind.I):
-            k = o.kind
-            if r < p - 1:
-                src = sends.get(("XB", r + 1, c, mb, -1))
-                src = need(_key(L, k, r + 1, c, mb, -1), j) if src is None else src
-                d.append((src, DepReason.BWD_NEXT_STAGE))
-            elif c < v - 1:
-                src = sends.get(("XB", 0, c + 1, mb, -1))
-                src = need(_key(L, k, 0, c + 1, mb, -1), j) if src is None else src
-                d.append((src, DepReason.BWD_NEXT_CHUNK_WRAP))
-            own = need(_key(L, OpKind.F, r, c, mb, -1), j)
-            if r == p - 1 and c == v - 1:
-                if has_gen:
-                    for src in by_mb.get((Component.GEN, OpKind.B, mb // p), []):
-                        d.append((src, DepReason.LLM_LAST_BWD_AFTER_GEN_BWD_UNIT))
-                else:
-                    d.append((own, DepReason.LOSS))
-            else:
-                d.append((own, DepReason.OWN_FWD_ACTIVATION))
-        elif o.component is Component.LLM and o.kind is OpKind.W:
-            d.append((need(_key(L, OpKind.I, r, c, mb, -1), j), DepReason.OWN_INPUT_GRAD))
-        elif o.component is Component.VE and o.kind is OpKind.B:
-            for src in unit_llm(OpKind.B, 0, 0, mb // p, j):
-                d.append((src, DepReason.VE_BWD_AFTER_LLM_RANK0_BWD_UNIT))
-        elif o.component is Component.GEN and o.kind is OpKind.F:
-            for src in unit_llm(OpKind.F, p - 1, v - 1, mb // p, j):
-                d.append((src, DepReason.GEN_FWD_AFTER_LLM_OUTPUT_UNIT))
-        elif o.component is Component.GEN and o.kind is OpKind.B:
-            src = need(_key(Component.GEN, OpKind.F, r, 0, mb, -1), j)
-            d.append((src, DepReason.GEN_BWD_AFTER_GEN_FWD))
-        elif o.kind is OpKind.P:
-            if r > 0:
-                d.append(
-                    (
-                        _sent(sends, OpKind.P, r - 1, c, mb, -1, j, need),
-                        DepReason.PREFILL_PREV_STAGE,
-                    )
-                )
-            if c > 0:
-                d.append(
-                    (need(_key(L, OpKind.P, r, c - 1, mb, -1), j), DepReason.PREFILL_PREV_CHUNK)
-                )
-        elif o.kind is OpKind.D:
-            t = o.step
-            if r > 0:
-                d.append(
-                    (_sent(sends, OpKind.D, r - 1, 0, mb, t, j, need), DepReason.DECODE_PREV_STAGE)
-                )
-            elif t > 0:
-                src = _sent(sends, OpKind.D, p - 1, 0, mb, t - 1, j, need)
-                d.append((src, DepReason.DECODE_TOKEN_FEEDBACK))
-            elif (p - 1, mb) in last_chunk_of_p:
-                src = need(_key(L, OpKind.P, p - 1, last_chunk_of_p[(p - 1, mb)], mb, -1), j)
-                d.append((src, DepReason.PREFILL_TO_DECODE))
-        elif o.kind is OpKind.COMM:
-            d.append((_producer(idx, o, need), DepReason.COMM_P2P))
-        out.append([Dependency(s, j, reason) for s, reason in d])
+    lk = _Lookup.of(plan)
+    out = [[Dependency(s, o.id, reason) for s, reason in _data_deps(lk, o)] for o in plan.ops]
     for order in plan.ranks:
         for prev, cur in zip(order, order[1:], strict=False):
             if all(dep.src != prev for dep in out[cur]):
