@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +34,9 @@ from plena_opt.pipeline.scheduler import (
 from plena_opt.pipeline.simulator.dependencies import DependencyGraph, build_graph
 from plena_opt.pipeline.simulator.engine import SimulationResult, simulate
 from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
+from plena_opt.pipeline.simulator.serving_causes import closed_form_causes
 from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.stop import StopToken
-
-_REL = 1e-9  # relative tolerance for "equals the analytic figure" (float summation order)
-
 
 #: Serving windows (plan and dependency graph) of up to this many ops are kept for reuse: the
 #: windows depend only on (p, m, steps, prefill, which hops exist), so the plans of a re-check
@@ -204,59 +202,18 @@ def simulate_serving(
     ``lean=True`` skips what the serving figures do not use: critical-path counts, and the
     representative timelines of the isolated and steady windows."""
     spec = parse_noise(noise)
-    p, m = times.pp, times.micro_batches
-    dur = times.durations()
-    ana = {**times.analytic(), **(analytic or {})}
     steps, win_steps = _window_steps(times, windows)
+    run = _Windows(times, times.durations(), spec, seed, simulate_comm, lean, stop)
+    iso, ttft_op = run.isolated(samples)
+    steady, period, span = run.steady(samples, steps)
     w_samples = samples if window_samples is None else window_samples
-    mc = {"criticality": not lean, "stop": stop}
-
-    def window(m: int, steps: int, prefill: bool = True) -> tuple[PipelinePlan, DependencyGraph]:
-        xp, xd = times.prefill_transfer_seconds > 0, times.decode_transfer_seconds > 0
-        return window_graph(p, m, steps, prefill, xp, xd, simulate_comm)
-
-    iso_plan, g = window(1, 1)
-    ttft_op = _find(iso_plan, OpKind.D, p - 1, 0, 0)
-    probe = {"ttft": ttft_op}
-    iso = simulate(
-        iso_plan, dur, spec, samples, seed, probe, graph=g, representative=not lean, **mc
-    )
-
-    t0, t1 = (steps - 1) // 2, steps - 2  # the last step sends no hops: not measured
-    st_plan, g = window(m, steps, prefill=False)
-    a = _find(st_plan, OpKind.D, p - 1, m - 1, t0)
-    b = _find(st_plan, OpKind.D, p - 1, m - 1, t1)
-    probe = {"a": a, "b": b}
-    steady = simulate(
-        st_plan, dur, spec, samples, seed, probe, graph=g, representative=not lean, **mc
-    )
-    span = m * (t1 - t0)
-    ends = steady.deterministic.ops
-    period = (ends[b].end - ends[a].end) / span
-
-    win_plan, g = window(m, win_steps)
-    probes = {f"ttft_mb{i}": _find(win_plan, OpKind.D, p - 1, i, 0) for i in range(m)}
-    win = simulate(win_plan, dur, spec, w_samples, seed, probes=probes, graph=g, **mc)
-    wops = win.deterministic.ops
-    w_ttft = tuple(wops[j].end for j in probes.values())
-    w_period = None
-    if win_steps > 1:
-        last = _find(win_plan, OpKind.D, p - 1, m - 1, win_steps - 1)
-        first = _find(win_plan, OpKind.D, p - 1, m - 1, 0)
-        w_period = (wops[last].end - wops[first].end) / (m * (win_steps - 1))
-
+    win, w_ttft, w_period = run.serving(w_samples, win_steps)
+    ana = {**times.analytic(), **(analytic or {})}
     ttft = summarize(iso.mc.probe_ends["ttft"]) if iso.mc is not None else None
     tps, tps_p01, tps_p10 = _tps_stats(times, steady, span)
-    causes = _causes(times, ana, iso.makespan, period, w_ttft, w_period, win_steps)
+    causes = closed_form_causes(times, ana, iso.makespan, period, w_ttft, w_period, win_steps)
     causes += _short_causes(times, steps, win_steps)
-    hops = times.prefill_transfer_seconds > 0 or times.decode_transfer_seconds > 0
-    if not simulate_comm and hops and p > 1:
-        causes.append(
-            "communication not simulated (simulate_comm=False): the pipeline hops "
-            f"(prefill {times.prefill_transfer_seconds:.6g} s, decode "
-            f"{times.decode_transfer_seconds:.6g} s per boundary) that the analytic figures "
-            "charge are left out"
-        )
+    causes += _comm_causes(times, simulate_comm)
     return ServingResult(
         times,
         ana,
@@ -276,6 +233,90 @@ def simulate_serving(
         steady_steps=steps,
         window_steps=win_steps,
     )
+
+
+@dataclass(frozen=True)
+class _Windows:
+    """Simulates the three windows of one :func:`simulate_serving` call (same durations, noise,
+    seed and options for each)."""
+
+    times: InferenceStageTimes
+    dur: Mapping[str, float]
+    spec: NoiseSpec
+    seed: int
+    simulate_comm: bool
+    lean: bool
+    stop: StopToken | None
+
+    def window(
+        self, m: int, steps: int, prefill: bool = True
+    ) -> tuple[PipelinePlan, DependencyGraph]:
+        t = self.times
+        xp, xd = t.prefill_transfer_seconds > 0, t.decode_transfer_seconds > 0
+        return window_graph(t.pp, m, steps, prefill, xp, xd, self.simulate_comm)
+
+    def run(
+        self,
+        plan: PipelinePlan,
+        g: DependencyGraph,
+        samples: int,
+        probes: dict[str, int],
+        **kw: Any,
+    ) -> SimulationResult:
+        mc = {"criticality": not self.lean, "stop": self.stop}
+        return simulate(plan, self.dur, self.spec, samples, self.seed, probes, graph=g, **kw, **mc)
+
+    def isolated(self, samples: int) -> tuple[SimulationResult, int]:
+        """One request alone (1 micro-batch, 1 decode step); the result and its TTFT op."""
+        p = self.times.pp
+        iso_plan, g = self.window(1, 1)
+        ttft_op = _find(iso_plan, OpKind.D, p - 1, 0, 0)
+        iso = self.run(iso_plan, g, samples, {"ttft": ttft_op}, representative=not self.lean)
+        return iso, ttft_op
+
+    def steady(self, samples: int, steps: int) -> tuple[SimulationResult, float, int]:
+        """The decode-only window; the result, its deterministic period (s per micro-batch token
+        step) and the micro-batch tokens between its probes ``a`` and ``b``."""
+        p, m = self.times.pp, self.times.micro_batches
+        t0, t1 = (steps - 1) // 2, steps - 2  # the last step sends no hops: not measured
+        st_plan, g = self.window(m, steps, prefill=False)
+        a = _find(st_plan, OpKind.D, p - 1, m - 1, t0)
+        b = _find(st_plan, OpKind.D, p - 1, m - 1, t1)
+        steady = self.run(st_plan, g, samples, {"a": a, "b": b}, representative=not self.lean)
+        span = m * (t1 - t0)
+        ends = steady.deterministic.ops
+        return steady, (ends[b].end - ends[a].end) / span, span
+
+    def serving(
+        self, samples: int, win_steps: int
+    ) -> tuple[SimulationResult, tuple[float, ...], float | None]:
+        """The full window (``m`` prefills, then ``win_steps`` decode steps); the result, each
+        micro-batch's TTFT (s) and the decode period (s; None for one step)."""
+        p, m = self.times.pp, self.times.micro_batches
+        win_plan, g = self.window(m, win_steps)
+        probes = {f"ttft_mb{i}": _find(win_plan, OpKind.D, p - 1, i, 0) for i in range(m)}
+        win = self.run(win_plan, g, samples, probes)
+        wops = win.deterministic.ops
+        w_ttft = tuple(wops[j].end for j in probes.values())
+        w_period = None
+        if win_steps > 1:
+            last = _find(win_plan, OpKind.D, p - 1, m - 1, win_steps - 1)
+            first = _find(win_plan, OpKind.D, p - 1, m - 1, 0)
+            w_period = (wops[last].end - wops[first].end) / (m * (win_steps - 1))
+        return win, w_ttft, w_period
+
+
+def _comm_causes(times: InferenceStageTimes, simulate_comm: bool) -> list[str]:
+    """The note that the hops the analytic figures charge were left out (``simulate_comm``)."""
+    hops = times.prefill_transfer_seconds > 0 or times.decode_transfer_seconds > 0
+    if simulate_comm or not hops or times.pp <= 1:
+        return []
+    return [
+        "communication not simulated (simulate_comm=False): the pipeline hops "
+        f"(prefill {times.prefill_transfer_seconds:.6g} s, decode "
+        f"{times.decode_transfer_seconds:.6g} s per boundary) that the analytic figures "
+        "charge are left out"
+    ]
 
 
 def _tps_stats(
@@ -306,61 +347,6 @@ def _short_causes(times: InferenceStageTimes, steps: int, win_steps: int) -> lis
         out.append(
             f"serving window simulated over {win_steps} of its {times.decode_steps} decode steps "
             "(its TTFTs are those of the full window; no window decode period)"
-        )
-    return out
-
-
-def _differs(a: float, b: float) -> bool:
-    return abs(a - b) > _REL * max(abs(a), abs(b), 1e-30)
-
-
-def _causes(
-    times: InferenceStageTimes,
-    ana: Mapping[str, float],
-    ttft: float,
-    period: float,
-    w_ttft: Sequence[float],
-    w_period: float | None,
-    win_steps: int,
-) -> list[str]:
-    out = []
-    p, m = times.pp, times.micro_batches
-    closed = times.analytic()
-    stage_tps = times.tokens_per_micro_batch / closed["stage_period_seconds"]
-    if _differs(ana["ttft_seconds"], closed["ttft_seconds"]):
-        out.append(
-            f"analytic TTFT {ana['ttft_seconds'] * 1e3:.6g} ms differs from the stage-time closed "
-            f"form {closed['ttft_seconds'] * 1e3:.6g} ms (the estimate's stages do not add up)"
-        )
-    if _differs(ana["tps"], closed["tps"]):
-        out.append(
-            f"analytic TPS {ana['tps']:.6g} averages the per-step decode period (the slowest stage "
-            f"of each step); the simulated steady stages give {closed['tps']:.6g} tokens/s"
-        )
-    if closed["loop_period_seconds"] > closed["stage_period_seconds"]:
-        out.append(
-            f"{m} micro-batches for {p} stages: the token-feedback loop, not the slowest stage, "
-            f"sets the decode period ({period * 1e3:.6g} ms; closed form (Σ stages + p·X)/m = "
-            f"{closed['loop_period_seconds'] * 1e3:.6g} ms vs max stage + X = "
-            f"{closed['stage_period_seconds'] * 1e3:.6g} ms): {closed['tps']:.6g} tokens/s, "
-            f"not the {stage_tps:.6g} of micro / (max stage + X), which would need {p} "
-            "micro-batches in flight (the evaluator prices the same bound: docs/deviations.md §5)"
-        )
-    if w_ttft and _differs(max(w_ttft), ttft):
-        out.append(
-            f"prefills queued ahead of decodes: in the full window the first decode of micro-batch "
-            f"b waits for stage 0 to finish all {m} prefills (window TTFT {min(w_ttft) * 1e3:.6g}–"
-            f"{max(w_ttft) * 1e3:.6g} ms vs isolated {ttft * 1e3:.6g} ms)"
-        )
-    if w_period is not None and _differs(w_period, period):
-        steady = times.steady_decode
-        spread = max(steady) - min(steady)
-        why = "unequal stages and the " if spread > _REL * max(steady) else ""
-        out.append(
-            f"window decode period {w_period * 1e3:.6g} ms vs steady {period * 1e3:.6g} ms: "
-            f"{why}start-up "
-            f"transient after the queued prefills (a window of {win_steps} steps is not "
-            "periodic yet)"
         )
     return out
 
