@@ -5,7 +5,8 @@
 Both trees run from a temporary folder with ``PYTHONPATH`` naming their package roots, so the
 only difference is the code. For each tree: the median wall time of ``main(["--help"])`` in a
 fresh interpreter (N runs), the modules it imports (``-X importtime``), and whether scipy, optuna,
-grpc, numpy, the simulator (``plena_opt.pipeline``) or the server (``plena_server``) are among them.
+grpc, numpy, the simulator (``plena_opt.simulator``, before the rename ``plena_opt.pipeline``) or
+the server (``plena_server``) are among them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = (".", "DeepStack", "server", "client", "proto/python")
-HEAVY = ("scipy", "optuna", "grpc", "numpy", "plena_opt.pipeline", "plena_server")
+# the simulator was ``plena_opt.pipeline`` before the rename (older --base revisions)
+HEAVY = (
+    "scipy",
+    "optuna",
+    "grpc",
+    "numpy",
+    "plena_opt.simulator",
+    "plena_opt.pipeline",
+    "plena_server",
+)
 CODE = (
     "import sys\nfrom plena_opt.cli.main import main\n"
     "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"

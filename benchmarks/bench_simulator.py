@@ -35,17 +35,17 @@ from pathlib import Path
 
 import numpy as np
 
-from plena_opt.pipeline import build_schedule
-from plena_opt.pipeline.simulator import NoiseSampler, build_graph, parse_noise, simulate
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph
-from plena_opt.pipeline.simulator.engine import base_durations
-from plena_opt.pipeline.simulator.longest_path import (
+from plena_opt.simulator import build_schedule
+from plena_opt.simulator.engine import NoiseSampler, build_graph, parse_noise, simulate
+from plena_opt.simulator.engine.dependencies import DependencyGraph
+from plena_opt.simulator.engine.longest_path import (
     binding_dtype,
     build_layout,
     critical_counts,
     end_times,
 )
-from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK
+from plena_opt.simulator.engine.noise import SAMPLE_BLOCK
+from plena_opt.simulator.engine.run import base_durations
 
 NOISE = "sigma=0.05,rank=0.03"
 
@@ -86,7 +86,7 @@ def recheck_part(devices: int, top: int, samples: int) -> dict:
     from plena_opt.estimate import Evaluator, Workload
     from plena_opt.memory import load_memory
     from plena_opt.models import load_model
-    from plena_opt.pipeline.simulator import recheck_plans
+    from plena_opt.simulator.engine import recheck_plans
 
     ev = Evaluator(load_model(MODEL), switch_profile(devices), load_memory(MEMORY), Workload())
     plans = ev.legal_plans()

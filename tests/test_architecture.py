@@ -1,6 +1,6 @@
 """The dependency rules of docs/ARCHITECTURE.md, checked by reading every module's imports.
 
-deepstack ← chip/memory/models ← estimate ← search / pipeline ← api (use cases) ←
+deepstack ← chip/memory/models ← estimate ← search / simulator ← api (use cases) ←
 {cli, server, web}; ``plena_opt.errors``, ``plena_opt.vocabulary``, ``plena_opt.lazy``,
 ``plena_opt.stop``, ``plena_opt.bounds`` and ``plena_opt.jsonio`` are leaves every layer may use;
 the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
@@ -37,7 +37,8 @@ LAYER = {
     "plena_opt.models": 2,
     "plena_opt.estimate": 3,
     "plena_opt.search": 4,
-    "plena_opt.pipeline": 4,
+    "plena_opt.simulator": 4,
+    "plena_opt.pipeline": 4,  # deprecated shim of plena_opt.simulator (old top-level names)
     "plena_opt.export": 4,  # serving-engine launch arguments of a plan (reads estimate.plan)
     "plena_opt.api": 5,
     "plena_opt.validate": 5,  # the accuracy scorecard and calibration: a use case
@@ -53,6 +54,7 @@ ALLOWED = {
     ("plena_opt.cli", "plena_client"),  # remote mode of the CLI uses the client library
     ("plena_opt.cli", "plena_server"),  # `plena-opt serve` starts the server
     ("plena_opt.cli", "plena_opt.web"),  # `plena-opt ui` starts the web app
+    ("plena_opt.pipeline", "plena_opt.simulator"),  # the deprecated shim re-exports the simulator
 }
 PROTO_USERS = {"plena_opt.api", "plena_opt.cli", "plena_server", "plena_client"}
 
@@ -138,7 +140,7 @@ def test_the_product_keeps_the_dependency_rules():
     ("module", "source", "expected"),
     [
         ("plena_opt.estimate.x", "from plena_opt.search import runner", "layer 3 may not import 4"),
-        ("plena_opt.search.x", "import plena_opt.pipeline.report", "layer 4 may not import 4"),
+        ("plena_opt.search.x", "import plena_opt.simulator.report", "layer 4 may not import 4"),
         ("plena_opt.api.x", "from plena_opt.cli.common import f", "layer 5 may not import 6"),
         ("plena_server.x", "from plena_opt.cli import serve_cmd", "layer 6 may not import 6"),
         ("plena_client.x", "from plena_opt.errors import E", "imports only plena_proto"),
@@ -165,3 +167,29 @@ def test_a_broken_rule_is_reported(module, source, expected):
 )
 def test_an_allowed_import_passes(module, source):
     assert check_source(module, source) == []
+
+
+def test_the_deprecated_pipeline_shim_keeps_the_old_names_and_nothing_imports_it():
+    """``plena_opt.pipeline`` (renamed ``plena_opt.simulator``) re-exports the old top-level names
+    with a DeprecationWarning; no product module imports it."""
+    import importlib
+    import sys
+
+    import plena_opt.simulator as sim
+
+    sys.modules.pop("plena_opt.pipeline", None)
+    with pytest.warns(DeprecationWarning, match="plena_opt.simulator"):
+        shim = importlib.import_module("plena_opt.pipeline")
+    assert shim.__all__ == sim.__all__
+    assert all(getattr(shim, name) is getattr(sim, name) for name in shim.__all__)
+    users = []
+    for module, path in product_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if module != "plena_opt.pipeline" and any(
+                n == "plena_opt.pipeline" or n.startswith("plena_opt.pipeline.") for n in names
+            ):
+                users.append(module)
+    assert users == []

@@ -8,7 +8,7 @@ import pytest
 
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.pipeline.simulator.recheck import recheck_plans
+from plena_opt.simulator.engine.recheck import recheck_plans
 
 
 def _estimate(batch: int, pp: int, tp: int, out: int):

@@ -353,7 +353,7 @@ def convert_plan(m) -> dict:
 def test_search_rechecks_the_front_and_returns_chunked_gzip_traces(client):
     from plena_proto.traces import unpack_trace
 
-    from plena_opt.pipeline import validate_trace
+    from plena_opt.simulator import validate_trace
 
     result = client.search(_recheck_request("recheck-unary"), timeout=120)
     assert [r.plan_index for r in result.recheck] == [0, 1]

@@ -8,7 +8,7 @@ import pytest
 from conftest import load_golden
 
 from plena_opt.cli.main import main
-from plena_opt.pipeline import validate_trace
+from plena_opt.simulator import validate_trace
 
 
 def test_schedule_mode_json_has_deterministic_makespan(capsys) -> None:

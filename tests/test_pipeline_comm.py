@@ -6,20 +6,20 @@ from __future__ import annotations
 import pytest
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline import InferenceStageTimes, build_schedule, serving_window, simulate
-from plena_opt.pipeline.scheduler import (
-    OpKind,
-    apply_comm,
-    schedule_op_types,
-    with_training_p2p,
-    without_comm,
-)
-from plena_opt.pipeline.simulator import (
+from plena_opt.simulator import InferenceStageTimes, build_schedule, serving_window, simulate
+from plena_opt.simulator.engine import (
     DepReason,
     check_schedule_durations,
     derive_dependencies,
     per_op_durations,
     simulate_serving,
+)
+from plena_opt.simulator.scheduler import (
+    OpKind,
+    apply_comm,
+    schedule_op_types,
+    with_training_p2p,
+    without_comm,
 )
 
 

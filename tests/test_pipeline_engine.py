@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from plena_opt.pipeline import build_schedule, simulate
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES
-from plena_opt.pipeline.simulator import NoiseSampler, build_graph, parse_noise
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph, DepReason
-from plena_opt.pipeline.simulator.longest_path import build_layout, critical_counts, end_times
-from plena_opt.pipeline.simulator.noise import _ROW_CHUNK, SAMPLE_BLOCK
+from plena_opt.simulator import build_schedule, simulate
+from plena_opt.simulator.engine import NoiseSampler, build_graph, parse_noise
+from plena_opt.simulator.engine.dependencies import DependencyGraph, DepReason
+from plena_opt.simulator.engine.longest_path import build_layout, critical_counts, end_times
+from plena_opt.simulator.engine.noise import _ROW_CHUNK, SAMPLE_BLOCK
+from plena_opt.simulator.scheduler import SCHEDULE_OP_TYPES
 
 
 def _reference(graph: DependencyGraph, dur: np.ndarray) -> tuple[float, list[int], np.ndarray]:

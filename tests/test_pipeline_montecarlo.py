@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plena_opt.pipeline import build_schedule, simulate
-from plena_opt.pipeline.simulator import NoiseSampler, parse_noise
-from plena_opt.pipeline.simulator.noise import moe_imbalance_pool
+from plena_opt.simulator import build_schedule, simulate
+from plena_opt.simulator.engine import NoiseSampler, parse_noise
+from plena_opt.simulator.engine.noise import moe_imbalance_pool
 
 DUR = {"F": 1.0, "B": 2.0}
 

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plena_opt.pipeline import build_schedule, simulate
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES
-from plena_opt.pipeline.simulator import DepReason
+from plena_opt.simulator import build_schedule, simulate
+from plena_opt.simulator.engine import DepReason
+from plena_opt.simulator.scheduler import SCHEDULE_OP_TYPES
 
 EPS = 1e-9  # float64 sums of at most a few hundred durations in [0, 10]
 

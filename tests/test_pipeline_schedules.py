@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.pipeline import build_schedule, simulate
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
-from plena_opt.pipeline.simulator import parse_noise
+from plena_opt.simulator import build_schedule, simulate
+from plena_opt.simulator.engine import parse_noise
+from plena_opt.simulator.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
 
 # Exact binary fractions except v = 3; 1e-9 relative covers float summation of thirds.
 REL = 1e-9
@@ -143,7 +143,7 @@ def test_noise_text_aliases() -> None:
 def test_per_stage_durations_give_the_interleaved_closed_form(p, m, v, expected) -> None:
     """Rule (review fix 3): the CLI/server take per-stage F, B (the §1.3 closed form's) and
     per_op_durations gives each of the v chunk ops F/v, B/v."""
-    from plena_opt.pipeline.simulator import per_op_durations
+    from plena_opt.simulator.engine import per_op_durations
 
     plan = build_schedule("interleaved-1f1b", p, m, v)
     per_op = per_op_durations(plan, {"F": 1.0, "B": 2.0})
@@ -154,7 +154,7 @@ def test_per_stage_durations_give_the_interleaved_closed_form(p, m, v, expected)
 def test_per_stage_durations_chunk_only_llm_ops() -> None:
     """bigmac-vpp: LLM F, B are chunked (÷ v); vision-encoder and generator ops are whole ops
     (pipeline-simulator §5: VE/GEN ops have no chunk), and vpp=1 schedules are unchanged."""
-    from plena_opt.pipeline.simulator import chunked_op_types, duration_note, per_op_durations
+    from plena_opt.simulator.engine import chunked_op_types, duration_note, per_op_durations
 
     stage = {"F": 3.0, "B": 6.0, "VF": 1.0, "VB": 2.0, "GF": 0.5, "GB": 1.5}
     plan = build_schedule("bigmac-vpp", 4, 8, 3)

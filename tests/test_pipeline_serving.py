@@ -10,7 +10,7 @@ import pytest
 from conftest import load_golden
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline import (
+from plena_opt.simulator import (
     InferenceStageTimes,
     recheck_plans,
     simulate_serving,

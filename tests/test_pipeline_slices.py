@@ -9,11 +9,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from plena_opt.pipeline import build_schedule, simulate
-from plena_opt.pipeline.simulator import build_graph, parse_noise
-from plena_opt.pipeline.simulator import monte_carlo as mc_mod
-from plena_opt.pipeline.simulator.engine import base_durations
-from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK
+from plena_opt.simulator import build_schedule, simulate
+from plena_opt.simulator.engine import build_graph, parse_noise
+from plena_opt.simulator.engine import monte_carlo as mc_mod
+from plena_opt.simulator.engine.noise import SAMPLE_BLOCK
+from plena_opt.simulator.engine.run import base_durations
 
 NOISE = "sigma=0.1,rank=0.05,straggler_p=0.05"
 

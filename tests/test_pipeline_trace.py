@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plena_opt.pipeline import build_schedule, chrome_trace, simulate, validate_trace
-from plena_opt.pipeline.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
-from plena_opt.pipeline.simulator import write_trace
+from plena_opt.simulator import build_schedule, chrome_trace, simulate, validate_trace
+from plena_opt.simulator.engine import write_trace
+from plena_opt.simulator.scheduler import SCHEDULE_OP_TYPES, SCHEDULES
 
 
 @pytest.mark.parametrize("name", SCHEDULES)
@@ -114,7 +114,7 @@ def _meta(t: dict, name: str) -> dict:
 
 
 def test_decode_steps_have_unique_names() -> None:
-    from plena_opt.pipeline import InferenceStageTimes, serving_window
+    from plena_opt.simulator import InferenceStageTimes, serving_window
 
     times = InferenceStageTimes((1.0, 1.0), 0.1, (0.5, 0.5), 0.05, 2, 3, 4)
     res = simulate(serving_window(times), times.durations())
@@ -187,7 +187,7 @@ SNAPSHOTS = Path(__file__).parent / "data" / "traces"
 
 
 def _serving_snapshot() -> str:
-    from plena_opt.pipeline import InferenceStageTimes, serving_window
+    from plena_opt.simulator import InferenceStageTimes, serving_window
 
     times = InferenceStageTimes((1.0, 1.25), 0.1, (0.5, 0.625), 0.05, 2, 2, 4)
     res = simulate(serving_window(times), times.durations(), noise="sigma=0.1", samples=20, seed=3)

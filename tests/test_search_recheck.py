@@ -7,7 +7,7 @@ import json
 import pytest
 
 from plena_opt.cli.main import main
-from plena_opt.pipeline import validate_trace
+from plena_opt.simulator import validate_trace
 
 BASE = [
     "search",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from plena_opt.pipeline import InferenceStageTimes, simulate_serving
-from plena_opt.pipeline.simulator import recheck_plans, serving
-from plena_opt.pipeline.simulator.serving import FULL_WINDOW_OPS, window_graph
+from plena_opt.simulator import InferenceStageTimes, simulate_serving
+from plena_opt.simulator.engine import recheck_plans, serving
+from plena_opt.simulator.engine.serving import FULL_WINDOW_OPS, window_graph
 
 # Deterministic pass (float64, a longest path over the same stage times): a few ulps.
 DET_REL = 1e-12

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from plena_opt.pipeline.scheduler import build_schedule
-from plena_opt.pipeline.simulator import parse_noise, simulate
+from plena_opt.simulator.engine import parse_noise, simulate
+from plena_opt.simulator.scheduler import build_schedule
 from plena_opt.stop import Stopped, StopToken
 
 NOISE = parse_noise("sigma=0.05,rank=0.03")
@@ -71,7 +71,7 @@ class _CountingToken(StopToken):
 
 
 def test_the_monte_carlo_looks_at_the_token_at_every_level_of_a_block():
-    from plena_opt.pipeline.simulator import build_graph
+    from plena_opt.simulator.engine import build_graph
 
     plan, dur = _plan(pp=8, m=500)  # 8,000 ops in ~2,000 levels; one block takes about 0.5 s
     graph = build_graph(plan)

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from plena_opt.pipeline import build_schedule, simulate, validate_trace  # noqa: E402
-from plena_opt.pipeline.simulator import DepReason, per_op_durations  # noqa: E402
+from plena_opt.simulator import build_schedule, simulate, validate_trace  # noqa: E402
+from plena_opt.simulator.engine import DepReason, per_op_durations  # noqa: E402
 from plena_opt.web import limits  # noqa: E402
 from plena_opt.web.app import STATIC, create_app  # noqa: E402
 from plena_opt.web.views import REASON_TEXT  # noqa: E402

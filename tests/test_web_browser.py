@@ -13,7 +13,7 @@ import os
 import httpx
 import pytest
 
-from plena_opt.pipeline import validate_trace
+from plena_opt.simulator import validate_trace
 
 pytest.importorskip("fastapi")
 from web_support import browser, chromium_path, running_app  # noqa: E402

@@ -14,9 +14,9 @@ from typing import Any
 
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.problem import EvaluatorInputs
-from plena_opt.pipeline.simulator import RecheckResult, recheck_plans
 from plena_opt.search.result import SearchResult
 from plena_opt.search.space import Point
+from plena_opt.simulator.engine import RecheckResult, recheck_plans
 from plena_opt.stop import StopToken
 
 DEFAULT_RECHECK = 5

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import Evaluator
     from plena_opt.estimate.plan import Plan
     from plena_opt.estimate.problem import EvaluatorInputs
-    from plena_opt.pipeline.scheduler import InferenceStageTimes, PipelinePlan
-    from plena_opt.pipeline.simulator import NoiseSpec, ServingResult, SimulationResult
+    from plena_opt.simulator.engine import NoiseSpec, ServingResult, SimulationResult
+    from plena_opt.simulator.scheduler import InferenceStageTimes, PipelinePlan
     from plena_opt.stop import StopToken
 
 
@@ -38,13 +38,13 @@ class ServingSimulation:
 
     def document(self) -> dict[str, Any]:
         """The ``simulate --json`` document (also the gRPC ``result_json``)."""
-        from plena_opt.pipeline.report import serving_document
+        from plena_opt.simulator.report import serving_document
 
         return serving_document(self.result, self.estimate.get("plan"))
 
     def trace_documents(self) -> dict[str, dict]:
         """Chrome traces of the serving window by name (``deterministic``, ``p50``, …; µs)."""
-        from plena_opt.pipeline.simulator import chrome_trace
+        from plena_opt.simulator.engine import chrome_trace
 
         other = {"plan": self.estimate.get("plan"), "unit": "s"}
         return {
@@ -54,7 +54,7 @@ class ServingSimulation:
 
     def to_text(self, doc: dict[str, Any], trace_paths: list[str]) -> str:
         """The ``simulate`` table of ``doc`` (``document()``, local or received)."""
-        from plena_opt.pipeline.report import render_serving
+        from plena_opt.simulator.report import render_serving
 
         return render_serving(
             doc,
@@ -73,12 +73,12 @@ class ScheduleSimulation:
     stage_ms: dict[str, float]
 
     def document(self) -> dict[str, Any]:
-        from plena_opt.pipeline.report import schedule_document
+        from plena_opt.simulator.report import schedule_document
 
         return schedule_document(self.result, self.stage_ms)
 
     def trace_documents(self) -> dict[str, dict]:
-        from plena_opt.pipeline.simulator import chrome_trace
+        from plena_opt.simulator.engine import chrome_trace
 
         return {
             name: chrome_trace(tl, unit_us=1000.0, other={"unit": "ms"})
@@ -102,7 +102,7 @@ def simulate_plan(
     ``noise``); ``check_work(times)`` may refuse the work before it runs (server limits);
     ``simulate_comm=False`` leaves the pipeline hops out (pipeline-simulator §0 rule 4);
     ``stop`` (deadline / cancel token) ends the Monte Carlo early (``result.partial``)."""
-    from plena_opt.pipeline.simulator import simulate_estimate
+    from plena_opt.simulator.engine import simulate_estimate
 
     est = evaluator_of(problem).estimate(plan).to_dict()
     res = simulate_estimate(
@@ -123,7 +123,7 @@ def build_schedule(
 ) -> PipelinePlan:
     """The ops of a training schedule (``gpipe``, ``1f1b``, … on ``pp`` stages); with
     ``simulate_comm`` also its point-to-point sends (``XF``/``XB`` ops)."""
-    from plena_opt.pipeline.scheduler import build_schedule as build
+    from plena_opt.simulator.scheduler import build_schedule as build
 
     return build(schedule, pp, microbatches, vpp, simulate_comm)
 
@@ -142,7 +142,7 @@ def simulate_schedule(
     each chunk op takes F/v, pipeline-simulator §1.3). ``simulate_comm=False`` filters the
     plan's communication ops out; None simulates the plan as built. ``stop`` ends the Monte Carlo
     early."""
-    from plena_opt.pipeline.simulator import parse_noise, per_op_durations, simulate
+    from plena_opt.simulator.engine import parse_noise, per_op_durations, simulate
 
     stage = {k: float(v) for k, v in stage_ms.items()}
     res = simulate(

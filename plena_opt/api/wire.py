@@ -13,8 +13,8 @@ from plena_opt.vocabulary import PLAN_DIMS
 if TYPE_CHECKING:
     from plena_opt.estimate.evaluator import PlanMetrics
     from plena_opt.estimate.plan import Plan
-    from plena_opt.pipeline.simulator import NoiseSpec, QuantileStats, RecheckResult
     from plena_opt.search.result import FrontEntry
+    from plena_opt.simulator.engine import NoiseSpec, QuantileStats, RecheckResult
 
 PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
 
@@ -201,7 +201,7 @@ def noise_to_proto(spec: NoiseSpec) -> pb.NoiseSpec:
 
 def noise_from_proto(n: pb.NoiseSpec) -> NoiseSpec:
     """Proto → validated ``NoiseSpec`` (unset optional fields keep the library defaults)."""
-    from plena_opt.pipeline.simulator import parse_noise
+    from plena_opt.simulator.engine import parse_noise
 
     doc: dict[str, Any] = {}
     if n.version:

@@ -26,7 +26,6 @@ from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.cli.search_flags import add_search_flags
 from plena_opt.cli.search_report import ProgressReporter, next_steps, plot_title
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.simulator import parse_noise
 from plena_opt.search.output import (
     PLOT_FORMATS,
     no_front_message,
@@ -40,6 +39,7 @@ from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
 from plena_opt.search.serving import render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
+from plena_opt.simulator.engine import parse_noise
 
 
 def register(subparsers: Any) -> None:

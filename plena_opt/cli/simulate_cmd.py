@@ -26,9 +26,7 @@ from plena_opt.cli.common import (
     problem_from_args,
 )
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.report import render_schedule
-from plena_opt.pipeline.scheduler import SCHEDULES, schedule_op_types
-from plena_opt.pipeline.simulator import (
+from plena_opt.simulator.engine import (
     NoiseSpec,
     check_duration,
     check_schedule_durations,
@@ -36,6 +34,8 @@ from plena_opt.pipeline.simulator import (
     parse_noise,
     write_trace,
 )
+from plena_opt.simulator.report import render_schedule
+from plena_opt.simulator.scheduler import SCHEDULES, schedule_op_types
 
 
 def parse_durations(

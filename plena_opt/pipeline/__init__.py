@@ -1,26 +1,31 @@
-"""Monte Carlo pipeline simulator: ``scheduler`` (plans, labels) and ``simulator`` (imports the
-scheduler, never the reverse), noise, traces (pipeline-simulator.md)."""
+"""Deprecated: the simulator is ``plena_opt.simulator`` now; this shim keeps the old names."""
 
 from __future__ import annotations
 
-from plena_opt.pipeline.scheduler import (
+import warnings
+
+from plena_opt.simulator import (
     SCHEDULES,
-    InferenceStageTimes,
-    PipelinePlan,
-    build_schedule,
-    serving_window,
-    stage_times_from_estimate,
-)
-from plena_opt.pipeline.simulator import (
     DepReason,
+    InferenceStageTimes,
     NoiseSpec,
+    PipelinePlan,
     RecheckResult,
     SimulationResult,
+    build_schedule,
     chrome_trace,
     recheck_plans,
+    serving_window,
     simulate,
     simulate_serving,
+    stage_times_from_estimate,
     validate_trace,
+)
+
+warnings.warn(
+    "plena_opt.pipeline is deprecated; import from plena_opt.simulator",
+    DeprecationWarning,
+    stacklevel=2,
 )
 
 __all__ = [

@@ -354,7 +354,7 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
 def noise_of(request: pb.SimulateRequest | pb.SearchOptions, default: str) -> Any:
     """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
     from plena_opt.api.wire import noise_from_proto
-    from plena_opt.pipeline.simulator import parse_noise
+    from plena_opt.simulator.engine import parse_noise
 
     if not request.HasField("noise"):
         return parse_noise(default)

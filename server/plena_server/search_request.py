@@ -18,8 +18,8 @@ from plena_opt.estimate.problem import (
     ProblemSpec,
     names_gpu_chip,
 )
-from plena_opt.pipeline.simulator import NoiseSpec
 from plena_opt.search.request import SearchRequest
+from plena_opt.simulator.engine import NoiseSpec
 from plena_server import convert
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits

@@ -95,7 +95,7 @@ def _simulate(servicer: Any, request: pb.SimulateRequest, token: StopToken) -> A
         raise PlenaInputError("samples", "samples must be >= 0")
     if samples > limits.max_samples:
         raise ServerLimitError("samples", f"samples is above the server limit {limits.max_samples}")
-    from plena_opt.pipeline.simulator import check_seed
+    from plena_opt.simulator.engine import check_seed
 
     seed = check_seed(_opt(request, "seed", 0))  # 0 <= seed < 2**32, as the CLI's --seed
     noise = convert.noise_of(request, DEFAULT_NOISE)
@@ -117,8 +117,8 @@ def _training(
     limits: Any,
     token: StopToken,
 ) -> pb.SimulateResponse:
-    from plena_opt.pipeline.scheduler import SCHEDULES
-    from plena_opt.pipeline.simulator import check_schedule_durations
+    from plena_opt.simulator.engine import check_schedule_durations
+    from plena_opt.simulator.scheduler import SCHEDULES
 
     if t.schedule not in SCHEDULES:
         raise PlenaInputError(
@@ -189,7 +189,7 @@ def _check_work(n_ops: int, samples: int, limits: Any) -> None:
         raise ServerLimitError(
             "samples", f"{n_ops} ops × {samples} samples is above the server limit {MAX_WORK}"
         )
-    from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK
+    from plena_opt.simulator.engine.noise import SAMPLE_BLOCK
 
     block = min(max(samples, 0), SAMPLE_BLOCK)
     need = (n_ops + 1) * (block * BLOCK_BYTES_PER_SAMPLE + GRAPH_BYTES_PER_OP)

@@ -110,7 +110,7 @@ def _plot_title(args: argparse.Namespace) -> str | None:
 def remote_simulate(args: argparse.Namespace) -> int:
     """``plena-opt simulate --server``: print what local mode prints (same tables and JSON)."""
     from plena_opt.cli.simulate_cmd import write_traces
-    from plena_opt.pipeline.report import render_schedule, render_serving
+    from plena_opt.simulator.report import render_schedule, render_serving
 
     request = simulate_request_from_args(args)
     try:

@@ -106,7 +106,7 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
     from plena_opt.cli.search_cmd import batch_list, precision_list
-    from plena_opt.pipeline.simulator import parse_noise
+    from plena_opt.simulator.engine import parse_noise
 
     if getattr(args, "storage", None):
         raise PlenaInputError(

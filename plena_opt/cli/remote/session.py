@@ -147,7 +147,7 @@ def run_search_remote(
     ``progress`` receives ``Progress`` reports like a local search. Traces of the re-check are
     written to ``args.trace_dir`` under the names local mode uses.
     """
-    from plena_opt.pipeline.simulator import write_trace
+    from plena_opt.simulator.engine import write_trace
 
     request = search_request_from_args(args)
     own = client is None

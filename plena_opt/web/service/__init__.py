@@ -15,14 +15,14 @@ are simulated in seconds (as the evaluator) and :attr:`SimRun.to_ms` scales them
 
 from __future__ import annotations
 
-from plena_opt.pipeline.scheduler import SCHEDULES
-from plena_opt.pipeline.simulator import (
+from plena_opt.simulator.engine import (
     BUBBLE_DEFINITION,
     DepReason,
     QuantileStats,
     Timeline,
     validate_trace,
 )
+from plena_opt.simulator.scheduler import SCHEDULES
 from plena_opt.web.service.catalog import catalog
 from plena_opt.web.service.runs import SimRun, check_noise, run_training, trace_of
 from plena_opt.web.service.serving import ServingProblem, estimate_serving, run_serving

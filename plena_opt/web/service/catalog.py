@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plena_opt.pipeline.scheduler import SCHEDULES, schedule_op_types
-from plena_opt.pipeline.simulator import DepReason
+from plena_opt.simulator.engine import DepReason
+from plena_opt.simulator.scheduler import SCHEDULES, schedule_op_types
 
 
 def catalog() -> dict[str, Any]:

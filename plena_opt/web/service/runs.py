@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.pipeline.simulator import (
+from plena_opt.simulator.engine import (
     QuantileStats,
     SimulationResult,
     check_schedule_durations,

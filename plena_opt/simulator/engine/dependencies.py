@@ -13,7 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import Component, Op, OpKind, PipelinePlan
+from plena_opt.simulator.scheduler import Component, Op, OpKind, PipelinePlan
 
 
 class DepReason(StrEnum):

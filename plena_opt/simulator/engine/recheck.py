@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
-from plena_opt.pipeline.simulator.serving import ServingResult, simulate_estimate
-from plena_opt.pipeline.simulator.trace import chrome_trace, write_trace
+from plena_opt.simulator.engine.noise import NoiseSpec, parse_noise
+from plena_opt.simulator.engine.serving import ServingResult, simulate_estimate
+from plena_opt.simulator.engine.trace import chrome_trace, write_trace
 from plena_opt.stop import StopToken
 
 

@@ -6,27 +6,27 @@ Never imports the simulator (design rule 2).
 from __future__ import annotations
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.pipeline.scheduler.bigmac import unified_bigmac_vpp
-from plena_opt.pipeline.scheduler.comm import (
+from plena_opt.simulator.scheduler.bigmac import unified_bigmac_vpp
+from plena_opt.simulator.scheduler.comm import (
     TRAINING_COMM_OP_TYPES,
     apply_comm,
     has_comm,
     with_training_p2p,
     without_comm,
 )
-from plena_opt.pipeline.scheduler.inference import (
+from plena_opt.simulator.scheduler.inference import (
     InferenceStageTimes,
     serving_window,
     stage_times_from_estimate,
 )
-from plena_opt.pipeline.scheduler.ops import (
+from plena_opt.simulator.scheduler.ops import (
     Component,
     Op,
     OpKind,
     PipelinePlan,
     chunk_letter,
 )
-from plena_opt.pipeline.scheduler.training import gpipe, interleaved_1f1b, one_f_one_b, zb_h1
+from plena_opt.simulator.scheduler.training import gpipe, interleaved_1f1b, one_f_one_b, zb_h1
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "bigmac-vpp")
 

@@ -6,7 +6,7 @@ The scheduler only emits legal per-rank op orders; the simulator derives the dep
 from __future__ import annotations
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler.ops import OpKind, PipelinePlan, PlanBuilder, check_positive_int
+from plena_opt.simulator.scheduler.ops import OpKind, PipelinePlan, PlanBuilder, check_positive_int
 
 
 def _check_shape(pp: int, m: int, vpp: int = 1) -> None:

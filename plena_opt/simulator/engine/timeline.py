@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from plena_opt.pipeline.scheduler import Op, PipelinePlan
-from plena_opt.pipeline.simulator.dependencies import Dependency, DependencyGraph, DepReason
+from plena_opt.simulator.engine.dependencies import Dependency, DependencyGraph, DepReason
+from plena_opt.simulator.scheduler import Op, PipelinePlan
 
 #: How :attr:`Timeline.bubble_ratio` is defined (spec §1.3 asks every metric to state it).
 BUBBLE_DEFINITION = (

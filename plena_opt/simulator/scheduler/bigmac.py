@@ -19,8 +19,8 @@ The unit rules are the product's own specification (not confirmed against the Bi
 
 from __future__ import annotations
 
-from plena_opt.pipeline.scheduler.ops import Component, OpKind, PipelinePlan, PlanBuilder
-from plena_opt.pipeline.scheduler.training import check_interleaved_shape, interleaved_order
+from plena_opt.simulator.scheduler.ops import Component, OpKind, PipelinePlan, PlanBuilder
+from plena_opt.simulator.scheduler.training import check_interleaved_shape, interleaved_order
 
 
 def unified_bigmac_vpp(pp: int, vpp: int, microbatches: int) -> PipelinePlan:

@@ -1,6 +1,6 @@
-"""The Monte Carlo pass of :func:`~plena_opt.pipeline.simulator.engine.simulate` (spec §6.2–6.4).
+"""The Monte Carlo pass of :func:`~plena_opt.simulator.engine.run.simulate` (spec §6.2–6.4).
 
-Samples run in blocks of :data:`~plena_opt.pipeline.simulator.noise.SAMPLE_BLOCK` (the random
+Samples run in blocks of :data:`~plena_opt.simulator.engine.noise.SAMPLE_BLOCK` (the random
 streams' unit), and a block in column slices of at most ``MAX_CELLS // rows`` samples, so that
 the float32 duration and end-time buffers (plus the binding slots) never hold more than
 :data:`MAX_CELLS` cells however many ops the plan has: memory is ``O(ops · slice)``, not
@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph
-from plena_opt.pipeline.simulator.longest_path import (
+from plena_opt.simulator.engine.dependencies import DependencyGraph
+from plena_opt.simulator.engine.longest_path import (
     LevelLayout,
     binding_dtype,
     build_layout,
     critical_counts,
     end_times,
 )
-from plena_opt.pipeline.simulator.noise import SAMPLE_BLOCK, NoiseSampler, NoiseSpec
-from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
-from plena_opt.pipeline.simulator.timeline import Timeline, compute_timeline
+from plena_opt.simulator.engine.noise import SAMPLE_BLOCK, NoiseSampler, NoiseSpec
+from plena_opt.simulator.engine.statistics import QuantileStats, summarize
+from plena_opt.simulator.engine.timeline import Timeline, compute_timeline
 from plena_opt.stop import Stopped, StopToken
 
 #: Most buffer cells (rows × samples of one slice) held at once: 2^25 cells are 128 MiB of
@@ -105,7 +105,7 @@ def _representative(
 
 class _BlockBuffers:
     """Float32 durations and end times (plus binding slots) of one sample slice, laid out by
-    level (:mod:`~plena_opt.pipeline.simulator.longest_path`); allocated once per run and viewed
+    level (:mod:`~plena_opt.simulator.engine.longest_path`); allocated once per run and viewed
     C-contiguously for a narrower slice."""
 
     def __init__(self, layout: LevelLayout, width: int, criticality: bool) -> None:

@@ -6,8 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from plena_opt.pipeline.scheduler import OpKind
-from plena_opt.pipeline.simulator.timeline import Timeline
+from plena_opt.simulator.engine.timeline import Timeline
+from plena_opt.simulator.scheduler import OpKind
 
 _PHASES = {"X", "M", "s", "t", "f"}
 # Rules 4 and 5 are exact: ``ts + dur`` is evaluated in float64 as a viewer does, no tolerance.

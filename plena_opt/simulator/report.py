@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from plena_opt.pipeline.simulator import (
+from plena_opt.simulator.engine import (
     BUBBLE_DEFINITION,
     QuantileStats,
     duration_note,

@@ -1,11 +1,11 @@
 """Monte Carlo simulation of a fixed plan: vectorised longest path over samples (spec §6).
 
 Ops are grouped by topological depth (renumbered so that each level is a contiguous row range,
-:mod:`~plena_opt.pipeline.simulator.longest_path`); for each level
+:mod:`~plena_opt.simulator.engine.longest_path`); for each level
 ``start = max_k(end[dep_k] + lag_k)`` over arrays of shape ``[level ops, samples]`` and
 ``end = start + duration`` (float32, sample blocks of
-:data:`~plena_opt.pipeline.simulator.noise.SAMPLE_BLOCK` in bounded column slices,
-:mod:`~plena_opt.pipeline.simulator.monte_carlo`). The arg-max dependency slot of every op
+:data:`~plena_opt.simulator.engine.noise.SAMPLE_BLOCK` in bounded column slices,
+:mod:`~plena_opt.simulator.engine.monte_carlo`). The arg-max dependency slot of every op
 and sample, recorded in the same pass, gives the critical path per sample (criticality) without
 storing full timelines; the representative samples (nearest the overall median and p99
 makespan) are taken from the last sample slice, whose durations are kept, and re-run in float64
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import OpKind, PipelinePlan, without_comm
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph, build_graph
-from plena_opt.pipeline.simulator.monte_carlo import MonteCarloResult, monte_carlo
-from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
-from plena_opt.pipeline.simulator.request import MAX_DURATION, check_duration, check_seed
-from plena_opt.pipeline.simulator.timeline import Timeline, compute_timeline
+from plena_opt.simulator.engine.dependencies import DependencyGraph, build_graph
+from plena_opt.simulator.engine.monte_carlo import MonteCarloResult, monte_carlo
+from plena_opt.simulator.engine.noise import NoiseSpec, parse_noise
+from plena_opt.simulator.engine.request import MAX_DURATION, check_duration, check_seed
+from plena_opt.simulator.engine.timeline import Timeline, compute_timeline
+from plena_opt.simulator.scheduler import OpKind, PipelinePlan, without_comm
 from plena_opt.stop import StopToken
 
 __all__ = ["MonteCarloResult", "SimulationResult", "base_durations", "simulate"]
@@ -35,7 +35,7 @@ def base_durations(plan: PipelinePlan, durations: Mapping[str, float]) -> np.nda
     """Per-op base durations from a mapping op type → duration (any consistent time unit).
 
     Raises :class:`PlenaInputError` naming ``durations.<type>`` when one is missing, negative,
-    not finite or above :data:`~plena_opt.pipeline.simulator.request.MAX_DURATION`.
+    not finite or above :data:`~plena_opt.simulator.engine.request.MAX_DURATION`.
     """
     for key, value in durations.items():
         check_duration(value, f"durations.{key}")
@@ -108,13 +108,13 @@ def simulate(
     """Simulate ``plan`` (never modified): the deterministic timeline, plus ``samples`` Monte Carlo
     samples under ``noise`` with ``seed`` (``0 <= seed < 2**32``). ``durations`` maps op type →
     base duration of one op (an interleaved chunk op's own time, F/v of a stage: see
-    :func:`~plena_opt.pipeline.simulator.request.per_op_durations`) or gives one value per op.
+    :func:`~plena_opt.simulator.engine.request.per_op_durations`) or gives one value per op.
     ``probes`` names ops whose per-sample end times are returned. ``stop`` (deadline / cancel
     token) is checked at every level of every sample block: the result then keeps the blocks
     done, with ``stop_reason`` set. ``representative=False`` skips the p50/p99 timelines of the
     Monte Carlo part (two float64 re-runs of the plan). Memory is bounded by
-    :data:`~plena_opt.pipeline.simulator.monte_carlo.MAX_CELLS` buffer cells whatever
-    ``samples`` is (:mod:`~plena_opt.pipeline.simulator.monte_carlo`).
+    :data:`~plena_opt.simulator.engine.monte_carlo.MAX_CELLS` buffer cells whatever
+    ``samples`` is (:mod:`~plena_opt.simulator.engine.monte_carlo`).
 
     ``simulate_comm`` (spec §0 rule 4): ``False`` filters the plan's ``COMM`` ops out (the
     result's ``plan`` is then the filtered plan; probes and a per-op ``durations`` array refer to

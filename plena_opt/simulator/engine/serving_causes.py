@@ -1,11 +1,11 @@
 """Why a serving simulation departs from the closed forms: the ``causes`` of a
-:class:`~plena_opt.pipeline.simulator.serving.ServingResult` (pipeline-simulator §1.4)."""
+:class:`~plena_opt.simulator.engine.serving.ServingResult` (pipeline-simulator §1.4)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from plena_opt.pipeline.scheduler import InferenceStageTimes
+from plena_opt.simulator.scheduler import InferenceStageTimes
 
 _REL = 1e-9  # relative tolerance for "equals the analytic figure" (float summation order)
 

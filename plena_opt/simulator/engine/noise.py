@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import PipelinePlan
+from plena_opt.simulator.scheduler import PipelinePlan
 from plena_opt.stop import StopToken
 
 #: Samples per random-stream block (fixed so that CRN holds across calls and plans).

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import Component, OpKind, PipelinePlan, schedule_op_types
+from plena_opt.simulator.scheduler import Component, OpKind, PipelinePlan, schedule_op_types
 
 #: Seeds are ``0 <= seed < SEED_LIMIT`` (a 32-bit unsigned integer, as numpy's ``SeedSequence``
 #: entropy and the gRPC search seed).

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph
+from plena_opt.simulator.engine.dependencies import DependencyGraph
 from plena_opt.stop import StopToken
 
 

@@ -9,7 +9,7 @@ ops, or none at all.
   ``B``/``I`` that feeds another rank (``r > 0``, and the wrap ``B(0, c)`` for ``c > 0``) an ``XB``
   op (input gradients). A send is placed in the *sending* rank's order right after its producer,
   so the rank is busy while it sends: the same model as the serving windows' ``XP``/``XD`` hops
-  (:mod:`~plena_opt.pipeline.scheduler.inference`), where the analytic ``period = max_stage + X``
+  (:mod:`~plena_opt.simulator.scheduler.inference`), where the analytic ``period = max_stage + X``
   assumes the hop is not overlapped with compute. The UI and the trace draw ``COMM`` ops on the
   rank's comm lane. Vision-encoder and generator edges of ``bigmac-vpp`` get no send ops (their
   placement is the product's own unit rule, §0.1; no transfer size is specified for them).
@@ -17,7 +17,7 @@ ops, or none at all.
 
 from __future__ import annotations
 
-from plena_opt.pipeline.scheduler.ops import Component, OpKind, PipelinePlan, make_op
+from plena_opt.simulator.scheduler.ops import Component, OpKind, PipelinePlan, make_op
 
 #: Duration keys of the training sends added by :func:`with_training_p2p`.
 TRAINING_COMM_OP_TYPES = ("XF", "XB")

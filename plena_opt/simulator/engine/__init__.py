@@ -1,9 +1,9 @@
-"""Monte Carlo pipeline simulator (pipeline-simulator.md): reads a scheduler plan without
+"""The simulator's engine (pipeline-simulator.md): reads a scheduler plan without
 reordering it, derives dependencies with reasons, samples durations, rebuilds timelines."""
 
 from __future__ import annotations
 
-from plena_opt.pipeline.simulator.dependencies import (
+from plena_opt.simulator.engine.dependencies import (
     Dependency,
     DependencyGraph,
     DepReason,
@@ -11,21 +11,15 @@ from plena_opt.pipeline.simulator.dependencies import (
     build_graph,
     derive_dependencies,
 )
-from plena_opt.pipeline.simulator.engine import (
-    MonteCarloResult,
-    SimulationResult,
-    base_durations,
-    simulate,
-)
-from plena_opt.pipeline.simulator.noise import (
+from plena_opt.simulator.engine.noise import (
     MoeImbalanceSpec,
     NoiseSampler,
     NoiseSpec,
     StragglerSpec,
     parse_noise,
 )
-from plena_opt.pipeline.simulator.recheck import RecheckResult, recheck_plans
-from plena_opt.pipeline.simulator.request import (
+from plena_opt.simulator.engine.recheck import RecheckResult, recheck_plans
+from plena_opt.simulator.engine.request import (
     MAX_DURATION,
     SEED_LIMIT,
     check_duration,
@@ -35,15 +29,21 @@ from plena_opt.pipeline.simulator.request import (
     duration_note,
     per_op_durations,
 )
-from plena_opt.pipeline.simulator.serving import (
+from plena_opt.simulator.engine.run import (
+    MonteCarloResult,
+    SimulationResult,
+    base_durations,
+    simulate,
+)
+from plena_opt.simulator.engine.serving import (
     ServingResult,
     simulate_estimate,
     simulate_serving,
 )
-from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
-from plena_opt.pipeline.simulator.timeline import BUBBLE_DEFINITION, OpTiming, Timeline
-from plena_opt.pipeline.simulator.trace import chrome_trace, write_trace
-from plena_opt.pipeline.simulator.trace_validator import validate_trace
+from plena_opt.simulator.engine.statistics import QuantileStats, summarize
+from plena_opt.simulator.engine.timeline import BUBBLE_DEFINITION, OpTiming, Timeline
+from plena_opt.simulator.engine.trace import chrome_trace, write_trace
+from plena_opt.simulator.engine.trace_validator import validate_trace
 
 __all__ = [
     "BUBBLE_DEFINITION",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler.ops import OpKind, PipelinePlan, PlanBuilder, check_positive_int
+from plena_opt.simulator.scheduler.ops import OpKind, PipelinePlan, PlanBuilder, check_positive_int
 
 
 @dataclass(frozen=True)

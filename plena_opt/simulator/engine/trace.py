@@ -21,9 +21,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from plena_opt.pipeline.scheduler import OpKind, chunk_letter
-from plena_opt.pipeline.simulator.dependencies import DepReason
-from plena_opt.pipeline.simulator.timeline import BUBBLE_DEFINITION, OpTiming, Timeline
+from plena_opt.simulator.engine.dependencies import DepReason
+from plena_opt.simulator.engine.timeline import BUBBLE_DEFINITION, OpTiming, Timeline
+from plena_opt.simulator.scheduler import OpKind, chunk_letter
 
 TID_COMPUTE, TID_WAIT, TID_COMM = 0, 1, 2
 _THREADS = {TID_COMPUTE: "compute", TID_WAIT: "wait", TID_COMM: "pp p2p"}

@@ -23,7 +23,12 @@ from typing import Any
 import numpy as np
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.pipeline.scheduler import (
+from plena_opt.simulator.engine.dependencies import DependencyGraph, build_graph
+from plena_opt.simulator.engine.noise import NoiseSpec, parse_noise
+from plena_opt.simulator.engine.run import SimulationResult, simulate
+from plena_opt.simulator.engine.serving_causes import closed_form_causes
+from plena_opt.simulator.engine.statistics import QuantileStats, summarize
+from plena_opt.simulator.scheduler import (
     InferenceStageTimes,
     OpKind,
     PipelinePlan,
@@ -31,11 +36,6 @@ from plena_opt.pipeline.scheduler import (
     stage_times_from_estimate,
     without_comm,
 )
-from plena_opt.pipeline.simulator.dependencies import DependencyGraph, build_graph
-from plena_opt.pipeline.simulator.engine import SimulationResult, simulate
-from plena_opt.pipeline.simulator.noise import NoiseSpec, parse_noise
-from plena_opt.pipeline.simulator.serving_causes import closed_form_causes
-from plena_opt.pipeline.simulator.statistics import QuantileStats, summarize
 from plena_opt.stop import StopToken
 
 #: Serving windows (plan and dependency graph) of up to this many ops are kept for reuse: the
