@@ -12,6 +12,7 @@ is a plena-opt dependency already, for the server).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import optuna
@@ -70,7 +71,19 @@ def _backend(url: str) -> optuna.storages.BaseStorage:
             f"--storage {url!r}: the proxy fronts an RDB store (postgresql://…, sqlite:///…); "
             "Optuna's proxy does not serve journal files",
         )
-    return optuna.storages.get_storage(sqlalchemy_url(url))  # with Optuna's in-process cache
+    backend = optuna.storages.get_storage(sqlalchemy_url(url))  # with Optuna's in-process cache
+    # Claims (WAITING → RUNNING) must be atomic: SQLite ignores the row lock Optuna's RDB storage
+    # takes, so two proxy threads could both read a chunk WAITING and both claim it (a chunk
+    # scored twice, seen in tests). Every claim passes through this one process: serialise them.
+    lock = threading.Lock()
+    set_state = backend.set_trial_state_values
+
+    def set_trial_state_values(*args: Any, **kwargs: Any) -> bool:
+        with lock:
+            return set_state(*args, **kwargs)
+
+    backend.set_trial_state_values = set_trial_state_values
+    return backend
 
 
 def start_proxy(url: str, host: str = "localhost", port: int = DEFAULT_PORT) -> Any:
