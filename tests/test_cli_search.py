@@ -41,6 +41,11 @@ def test_search_json_csv_plot_and_resume(tmp_path, monkeypatch, capsys) -> None:
     assert Path("plena-opt-studies.log").is_file()  # the default store, in the working directory
     rows = list(csv.DictReader(open("front.csv")))
     assert [float(r["tps"]) for r in rows] == [e["tps"] for e in res["front"]]
+    # one vocabulary: the CSV's columns are the JSON's names, in SI (seconds, joules)
+    for r, e in zip(rows, res["front"], strict=True):
+        assert float(r["ttft_seconds"]) == e["ttft_seconds"]
+        assert float(r["energy_per_token_joules"]) == e["energy_per_token_joules"]
+    assert "ttft_ms" not in rows[0] and "energy_j_per_token" not in rows[0]
     assert Path("front.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # same flags again: the study resumes, nothing is re-scored, same front
     rc, out2, _ = _search(capsys, "--batch-sizes", "4,16", "--sampler", "exhaustive", "--json")

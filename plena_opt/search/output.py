@@ -21,10 +21,10 @@ CSV_FIELDS = (
     "moe_tp_mode",
     "comm_overlap",
     "batch_size",
-    "ttft_ms",
+    "ttft_seconds",
     "tps",
     "tps_per_sequence",
-    "energy_j_per_token",
+    "energy_per_token_joules",
     "weight_bytes_per_device",
     "kv_cache_bytes_per_device",
     "memory_bytes_per_device",
@@ -190,12 +190,12 @@ def render_json(result: SearchResult) -> str:
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:
-    """The front as CSV (``CSV_FIELDS``), by TPS."""
+    """The front as CSV (``CSV_FIELDS``, SI under the JSON's names), by TPS."""
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
         for e in result.front:
-            row = {**e.plan, **e.model_dump(exclude={"plan", "constraints", "warnings"})}
+            row = {**e.plan, **_si(e.model_dump(exclude={"plan", "constraints", "warnings"}))}
             w.writerow({k: row.get(k) for k in CSV_FIELDS})
 
 
@@ -208,7 +208,7 @@ def write_csv_all(result: SearchResult, path: str | Path) -> int:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for e in rows:
-            row = {**e.plan, **e.model_dump(exclude={"plan", "constraints", "warnings"})}
+            row = {**e.plan, **_si(e.model_dump(exclude={"plan", "constraints", "warnings"}))}
             row.update(feasible=e.feasible, on_front=e.label in front)
             w.writerow({k: row.get(k) for k in fields})
     return len(rows)
