@@ -48,3 +48,15 @@ export function scatter({ id, points, lines = [], xlabel, ylabel, W = 860, H = 5
     </svg>`;
   return { svg, X, Y };
 }
+
+/**
+ * The 2-D frontier of [x, y] pairs (y maximised; x maximised when xMax, else minimised), sorted
+ * by x: the line a front is read along once its other objectives are projected away.
+ */
+export function envelope(pts, xMax) {
+  const s = [...pts].sort((a, b) => (xMax ? b[0] - a[0] : a[0] - b[0]) || b[1] - a[1]);
+  const out = [];
+  let best = -Infinity;
+  for (const p of s) if (p[1] > best) { out.push(p); best = p[1]; }
+  return out.sort((a, b) => a[0] - b[0]);
+}

@@ -4,7 +4,7 @@
 // aggregated plan opens in the simulator; a disaggregated one shows its per-pool commands.
 
 import { api } from "./api.js";
-import { esc, scatter } from "./plot.js";
+import { envelope, esc, scatter } from "./plot.js";
 import { fmt } from "./timeline.js";
 
 const MODES = ["aggregated", "disaggregated"];
@@ -58,8 +58,8 @@ export async function showServing(name, onOpen) {
   const order = s.trials.map((t, i) => i).sort((a, b) => rank(s.trials[a]) - rank(s.trials[b]));
   const lines = MODES.map((mode) => ({
     cls: `front-line ${SHORT[mode]}`,
-    pts: s.trials.filter((t) => t.serving === mode && t.on_front)
-      .sort((a, b) => a.tps_per_user - b.tps_per_user).map((t) => [t.tps_per_user, t.tps_per_device]),
+    pts: envelope(s.trials.filter((t) => t.serving === mode && t.meets_sla)
+      .map((t) => [t.tps_per_user, t.tps_per_device]), true),
   }));
   const { svg } = scatter({
     id: "front-svg", points: order.map((i) => point(s.trials[i], i)), lines,
@@ -73,7 +73,7 @@ export async function showServing(name, onOpen) {
     ${svg}
     <div class="front-legend"><span><i class="dot agg"></i>aggregated (${count("aggregated")})</span>
       <span><i class="dot disagg"></i>disaggregated (${count("disaggregated")})</span>
-      <span><i class="dot violates"></i>misses the SLA (${grey})</span><span>large: on its mode's front · click a plan</span></div>
+      <span><i class="dot violates"></i>misses the SLA (${grey})</span><span>large: on its mode's front · dashed: its best tokens/s/device at each speed per user · click a plan</span></div>
     <div id="front-note" class="muted"></div>
     ${MODES.map((m) => table(s, m)).join("")}`;
   for (const tr of box.querySelectorAll("tr[data-open]")) {

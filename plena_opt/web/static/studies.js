@@ -3,7 +3,7 @@
 // serving.js.
 
 import { api } from "./api.js";
-import { esc, scatter } from "./plot.js";
+import { envelope, esc, scatter } from "./plot.js";
 import { showServing } from "./serving.js";
 import { fmt } from "./timeline.js";
 
@@ -57,7 +57,7 @@ async function showFront(name, onOpen) {
   });
   const { svg } = scatter({
     id: "front-svg", points,
-    lines: [{ cls: "front-line", pts: front.map((t) => [fx(t), fy(t)]) }],
+    lines: [{ cls: "front-line", pts: envelope(front.map((t) => [fx(t), fy(t)]), perDevice) }],
     xlabel: perDevice ? "tokens/s per user (1 / TPOT, log)" : "TTFT (ms, log)",
     ylabel: perDevice ? "tokens/s per device (log)" : "decode tokens/s (log)",
   });
