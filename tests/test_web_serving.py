@@ -140,7 +140,7 @@ def test_sla_misses_are_flagged(client, store) -> None:
     assert sum(m["n_meeting_sla"] for m in doc["modes"]) == len(doc["trials"]) - len(misses)
 
 
-def test_errors_and_caps(client, monkeypatch) -> None:
+def test_errors_and_caps(client, monkeypatch, tmp_path) -> None:
     r = client.get("/api/studies/sv-serving/front")
     assert r.status_code == 422 and r.json()["field"] == "name" and "/serving" in r.text
     r = client.get("/api/studies/sv/serving")
@@ -150,8 +150,9 @@ def test_errors_and_caps(client, monkeypatch) -> None:
     assert r.status_code == 422 and r.json()["field"] == "name"
     monkeypatch.setattr(limits, "MAX_FRONT_TRIALS", 3)
     assert len(client.get("/api/studies/so-serving/serving").json()["trials"]) == 3
-    empty = TestClient(create_app(storage=None))
-    assert empty.get("/api/studies/sv-serving/serving").status_code in (404,)
+    empty = TestClient(create_app(storage=str(tmp_path / "absent.log")))
+    assert empty.get("/api/studies/sv-serving/serving").status_code == 404
+    assert not (tmp_path / "absent.log").exists()
 
 
 def test_plan_study_view_follows_the_sla(client, tmp_path) -> None:

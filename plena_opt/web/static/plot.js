@@ -26,7 +26,7 @@ export function scatter({ id, points, lines = [], xlabel, ylabel, W = 860, H = 5
   const Y = (v) => H - M.b - ((lx(v) - y0) / (y1 - y0)) * (H - M.t - M.b);
   const ticks = (lo, hi, f2) => {
     const out = [];
-    for (let e = Math.floor(lo); e <= Math.ceil(hi); e++) for (const m of [1, 2, 5]) {
+    for (let e = Math.floor(lo); e <= Math.ceil(hi); e++) for (const m of [1, 2, 3, 5]) {
       const v = m * 10 ** e;
       if (lx(v) >= lo && lx(v) <= hi) out.push(f2(v));
     }
