@@ -187,7 +187,8 @@ def _add_simulation_routes(app: FastAPI, results: _Results) -> None:
 
 
 def _add_study_routes(app: FastAPI, storage: str | None) -> None:
-    """``/api/studies`` and ``/api/studies/{name}/front`` over the study store ``storage``."""
+    """``/api/studies``, ``/api/studies/{name}/front`` (a search study) and
+    ``/api/studies/{name}/serving`` (a serving comparison) over the study store ``storage``."""
 
     @app.get("/api/studies", response_model=list[schemas.StudyOut])
     def studies() -> list[dict]:
@@ -198,3 +199,9 @@ def _add_study_routes(app: FastAPI, storage: str | None) -> None:
         if len(name) > limits.MAX_NAME_CHARS:
             raise PlenaInputError("name", f"name: at most {limits.MAX_NAME_CHARS} characters")
         return service.study_front(storage, name, limits.MAX_FRONT_TRIALS)
+
+    @app.get("/api/studies/{name}/serving", response_model=schemas.ServingStudyOut)
+    def serving(name: str) -> dict:
+        if len(name) > limits.MAX_NAME_CHARS:
+            raise PlenaInputError("name", f"name: at most {limits.MAX_NAME_CHARS} characters")
+        return service.serving_front(storage, name, limits.MAX_FRONT_TRIALS)

@@ -176,7 +176,11 @@ class SimulateOut(BaseModel):
 
 
 class StudyOut(BaseModel):
+    """``kind``: ``plans`` (a search study: ``/front``) or ``serving`` (a serving comparison:
+    ``/serving``)."""
+
     name: str
+    kind: Literal["plans", "serving"]
     n_trials: int
     metric_names: list[str] | None
     directions: list[str]
@@ -193,11 +197,21 @@ class FrontTrialOut(BaseModel):
     on_front: bool
     ttft_ms: float
     tps: float
+    #: decode tokens/s ÷ devices (None when the plan's device count is unknown)
+    tps_per_device: float | None
+    #: one sequence's decode tokens/s (= 1 / TPOT in seconds)
+    tps_per_user: float
     energy_j_per_token: float | None
 
 
 class FrontOut(BaseModel):
+    """``view``: the axes the page draws, as ``plena-opt search --plot``: TTFT vs TPS, or with
+    an SLA (``sla_constraints``) or a tokens/s-per-device objective, tokens/s per user (x) vs
+    tokens/s per device (y)."""
+
     name: str
+    view: Literal["ttft-tps", "per-user-per-device"]
+    sla_constraints: list[str]
     metric_names: list[str]
     directions: list[str]
     problem: dict | None
@@ -205,3 +219,82 @@ class FrontOut(BaseModel):
     #: when any, the page does not open the study's plans in the simulator
     not_in_form: list[str]
     trials: list[FrontTrialOut]
+
+
+class ServingSlaOut(BaseModel):
+    """The SLA a serving comparison was judged on (None: no limit)."""
+
+    max_ttft_seconds: float | None
+    max_tpot_seconds: float | None
+    min_tps_per_seq: float | None
+
+
+class ServingPoolOut(BaseModel):
+    """One pool of a deployment: ``workers`` copies of a ``devices_per_worker``-device plan."""
+
+    role: Literal["aggregated", "prefill", "decode"]
+    label: str
+    tp: int
+    ep: int
+    dp: int
+    pp: int
+    cp: int
+    moe_tp_mode: Literal["replace", "keep"]
+    comm_overlap: Literal["none", "full"]
+    batch_size: int
+    workers: int
+    precision: str | None
+    devices_per_worker: int
+
+
+class ServingTrialOut(BaseModel):
+    """A stored deployment. ``constraints``: relative excess over each SLA limit (≤ 0 meets
+    it); ``on_front``: on its mode's Pareto front of the SLA-meeting deployments; ``plan``: what
+    the simulator form opens (aggregated only); ``simulate_commands``: one ``plena-opt simulate``
+    per pool of a disaggregated deployment (the simulator form has no disaggregated plan)."""
+
+    number: int
+    serving: Literal["aggregated", "disaggregated"]
+    label: str
+    devices: int
+    ttft_seconds: float
+    tpot_seconds: float
+    tps_per_device: float
+    tps_per_user: float
+    energy_j_per_token: float | None
+    kv_transfer_seconds: float | None
+    constraints: dict[str, float]
+    meets_sla: bool
+    on_front: bool
+    pools: list[ServingPoolOut]
+    plan: dict | None
+    simulate_commands: list[str]
+
+
+class ServingModeOut(BaseModel):
+    """A mode's deployments: counts and goodput (best tokens/s/device meeting the SLA)."""
+
+    mode: Literal["aggregated", "disaggregated"]
+    n_trials: int
+    n_meeting_sla: int
+    goodput_tps_per_device: float | None
+    goodput_label: str | None
+
+
+class ServingStudyOut(BaseModel):
+    """A serving comparison study (``<search>-serving``). ``verdict``: the search's sentence;
+    ``winner`` and ``goodput_ratio`` (winner's goodput ÷ the other's) recomputed from the
+    stored deployments."""
+
+    name: str
+    serving_comparison_of: str
+    metric_names: list[str]
+    directions: list[str]
+    sla: ServingSlaOut
+    verdict: str | None
+    winner: Literal["aggregated", "disaggregated"] | None
+    goodput_ratio: float | None
+    modes: list[ServingModeOut]
+    problem: dict | None
+    not_in_form: list[str]
+    trials: list[ServingTrialOut]

@@ -26,7 +26,13 @@ from plena_opt.simulator.scheduler import SCHEDULES
 from plena_opt.web.service.catalog import catalog
 from plena_opt.web.service.runs import SimRun, check_noise, run_training, trace_of
 from plena_opt.web.service.serving import ServingProblem, estimate_serving, run_serving
-from plena_opt.web.service.studies import FORM_FIELDS, list_studies, not_in_form, study_front
+from plena_opt.web.service.studies import (
+    FORM_FIELDS,
+    list_studies,
+    not_in_form,
+    serving_front,
+    study_front,
+)
 
 __all__ = [
     "BUBBLE_DEFINITION",
@@ -44,6 +50,7 @@ __all__ = [
     "not_in_form",
     "run_serving",
     "run_training",
+    "serving_front",
     "study_front",
     "trace_of",
     "validate_trace",

@@ -5,17 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from plena_opt.errors import PlenaNotFoundError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.web.service.serving_study import is_serving_study, serving_study
+
+#: SLA constraints of a plan study (``search.objectives.Constraints.names``)
+SLA_CONSTRAINTS = ("max_ttft", "min_tps_per_seq", "max_tpot")
 
 
 def list_studies(storage: str | None) -> list[dict[str, Any]]:
-    """Summaries of the studies in the store (an absent store has none; nothing is created)."""
+    """Summaries of the studies in the store, each with its ``kind`` (``plans``, or ``serving``
+    for a serving comparison); an absent store has none and nothing is created."""
+    import optuna
+
     from plena_opt.search.storage import list_studies as _list
     from plena_opt.search.storage import open_storage, storage_exists
 
     if not storage_exists(storage):
         return []
-    return _list(open_storage(storage))
+    store = open_storage(storage)
+    rows = _list(store)
+    attrs = {s.study_name: s.user_attrs for s in optuna.get_all_study_summaries(store, False)}
+    for r in rows:
+        r["kind"] = "serving" if is_serving_study(attrs.get(r["name"], {})) else "plans"
+    return rows
 
 
 #: The study problem's fields the serving form shows (built-in profile names and the workload).
@@ -69,6 +81,11 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
     store = open_storage(storage)
     with committed_view(store):
         study = load_existing_study(name, store)
+        if is_serving_study(study.user_attrs):
+            raise PlenaInputError(
+                "name",
+                f"name: study {name!r} is a serving comparison; read /api/studies/{name}/serving",
+            )
         trials = scored_trials(study)[:max_trials]
         on_front = {t.number for t in front_trials(study)}
     rows = []
@@ -86,6 +103,8 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
                 "on_front": t.number in on_front,
                 "ttft_ms": float(m["ttft_ms"]),
                 "tps": float(m["tps"]),
+                "tps_per_device": m.get("tps_per_device"),
+                "tps_per_user": float(m["tps_per_sequence"]),
                 "energy_j_per_token": m.get("energy_j_per_token"),
             }
         )
@@ -93,11 +112,40 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
     bad = not_in_form(study.user_attrs.get("problem"))
     if "precision" not in bad and any("precision" in r["plan"] for r in rows):
         bad.append("precision")  # a --precisions study: each plan has its own format
+    sla = [c for c in study.user_attrs.get("constraints") or [] if c in SLA_CONSTRAINTS]
+    per_device = bool(sla) or "tps_per_device" in metric_names
+    if not rows or any(r["tps_per_device"] is None for r in rows):
+        per_device = False  # as ``search.output._plot_axes``: only when every plan has it
     return {
         "name": name,
+        "view": "per-user-per-device" if per_device else "ttft-tps",
+        "sla_constraints": sla,
         "metric_names": metric_names,
         "directions": [d.name.lower() for d in study.directions],
         "problem": study.user_attrs.get("problem"),
         "not_in_form": bad,
         "trials": rows,
     }
+
+
+def serving_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
+    """Serving comparison study ``name`` (``serving_study.serving_study``): its first
+    ``max_trials`` deployments; the problem from the search study it compares."""
+    from plena_opt.search.storage import (
+        committed_view,
+        load_existing_study,
+        open_storage,
+        storage_exists,
+    )
+
+    if not storage_exists(storage):
+        raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
+    store = open_storage(storage)
+    with committed_view(store):
+        study = load_existing_study(name, store)
+        owner_name = study.user_attrs.get("serving_comparison_of")
+        try:
+            owner = load_existing_study(owner_name, store) if owner_name else None
+        except PlenaNotFoundError:
+            owner = None  # the search study was deleted: no problem to open plans with
+        return serving_study(study, owner, max_trials)

@@ -30,6 +30,7 @@ export const api = {
   trace: (req) => call("POST", "/api/trace", req),
   studies: () => call("GET", "/api/studies"),
   front: (name) => call("GET", `/api/studies/${encodeURIComponent(name)}/front`),
+  serving: (name) => call("GET", `/api/studies/${encodeURIComponent(name)}/serving`),
 };
 
 /** Offer `data` as a JSON file download. */

@@ -26,7 +26,7 @@ export class SimForm {
     }
     $("schedule").addEventListener("change", () => this.renderDurations());
     $("simulate-comm").addEventListener("change", () => this.renderDurations());
-    for (const id of ["model", "noc", "memory", "s-tp", "s-ep", "s-dp", "s-pp", "s-cp",
+    for (const id of ["model", "noc", "memory", "s-tp", "s-ep", "s-dp", "s-pp", "s-cp", "s-moe", "s-overlap",
       "batch", "input-seq", "output-seq", "window-steps"]) {
       $(id).addEventListener("change", () => this.refreshEstimate());
     }
@@ -89,6 +89,8 @@ export class SimForm {
       noc: $("noc").value,
       memory: $("memory").value,
       tp: num("s-tp"), ep: num("s-ep"), dp: num("s-dp"), pp: num("s-pp"), cp: num("s-cp"),
+      moe_tp_mode: $("s-moe").value,
+      comm_overlap: $("s-overlap").value,
       batch_size: num("batch"),
       input_seq: num("input-seq"),
       output_seq: num("output-seq"),
@@ -158,6 +160,8 @@ export class SimForm {
     if (problem.memory) set("memory", problem.memory.replaceAll("_", "-"));
     set("s-tp", plan.tp); set("s-ep", plan.ep); set("s-dp", plan.dp);
     set("s-pp", plan.pp); set("s-cp", plan.cp);
+    set("s-moe", plan.moe_tp_mode ?? "replace");
+    set("s-overlap", plan.comm_overlap ?? "none");
     set("batch", plan.batch_size ?? problem.batch_size);
     set("input-seq", problem.input_seq);
     set("output-seq", problem.output_seq);
