@@ -26,6 +26,7 @@ from optuna.trial import TrialState, create_trial
 
 from plena_opt.chip.precision import FORMATS
 from plena_opt.errors import PlenaInputError
+from plena_opt.search.constraint_adapter import ConstraintAdapter
 from plena_opt.search.serving_points import SERVING_OBJECTIVES
 from plena_opt.search.trials import DASHBOARD_CONSTRAINTS
 
@@ -109,8 +110,12 @@ def _trial(e: dict[str, Any], doc: dict[str, Any], extra: dict[str, Any] | None 
         params=params,
         distributions=dists,
         user_attrs=attrs,
-        constraints=cons,  # Optuna's ``constraints:<name>`` system attributes
-        system_attrs={DASHBOARD_CONSTRAINTS: list(cons.values())},
+        # Optuna 5's ``constraints:<name>`` or 4's ``constraints`` (one adapter), and the list
+        # optuna-dashboard reads
+        system_attrs={
+            **ConstraintAdapter().system_attrs(cons),
+            DASHBOARD_CONSTRAINTS: list(cons.values()),
+        },
     )
 
 

@@ -125,6 +125,35 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def _rdb(url: str, heartbeat_s: float | None) -> RDBStorage:
+    return _serial_sqlite(_rdb_storage(url, heartbeat_s))
+
+
+def _serial_sqlite(storage: RDBStorage) -> RDBStorage:
+    """On SQLite, every transaction takes the write lock when it begins (``BEGIN IMMEDIATE``).
+
+    SQLite ignores the row lock (``SELECT … FOR UPDATE``) Optuna's claim of a WAITING trial
+    relies on, and pysqlite starts a transaction only at the first write, so two worker
+    processes could both read a chunk WAITING and both claim it (seen: 9 claims of 8 co-design
+    points). SQLAlchemy's documented pysqlite recipe: driver transactions off, BEGIN emitted here.
+    """
+    engine = storage.engine
+    if engine.dialect.name != "sqlite":
+        return storage
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the listeners get them on reconnect
+    return storage
+
+
+def _rdb_storage(url: str, heartbeat_s: float | None) -> RDBStorage:
     if heartbeat_s is None:
         return RDBStorage(sqlalchemy_url(url))
     kwargs: dict[str, Any] = {
