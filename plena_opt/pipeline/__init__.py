@@ -4,23 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from plena_opt.simulator import (
-    SCHEDULES,
-    DepReason,
-    InferenceStageTimes,
-    NoiseSpec,
-    PipelinePlan,
-    RecheckResult,
-    SimulationResult,
-    build_schedule,
-    chrome_trace,
-    recheck_plans,
-    serving_window,
-    simulate,
-    simulate_serving,
-    stage_times_from_estimate,
-    validate_trace,
-)
+import plena_opt.simulator as _simulator
 
 warnings.warn(
     "plena_opt.pipeline is deprecated; import from plena_opt.simulator",
@@ -28,20 +12,5 @@ warnings.warn(
     stacklevel=2,
 )
 
-__all__ = [
-    "SCHEDULES",
-    "DepReason",
-    "InferenceStageTimes",
-    "NoiseSpec",
-    "PipelinePlan",
-    "RecheckResult",
-    "SimulationResult",
-    "build_schedule",
-    "chrome_trace",
-    "recheck_plans",
-    "serving_window",
-    "simulate",
-    "simulate_serving",
-    "stage_times_from_estimate",
-    "validate_trace",
-]
+__all__ = list(_simulator.__all__)
+globals().update({name: getattr(_simulator, name) for name in __all__})

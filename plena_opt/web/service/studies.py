@@ -3,6 +3,8 @@ store is never created)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
@@ -60,6 +62,24 @@ def not_in_form(problem: dict[str, Any] | None) -> list[str]:
     return bad
 
 
+@contextmanager
+def _stored_study(storage: str | None, name: str) -> Iterator[tuple[Any, Any]]:
+    """(store, study ``name``) read as committed on disk (``committed_view``); 404 when the
+    store or the study is absent."""
+    from plena_opt.search.storage import (
+        committed_view,
+        load_existing_study,
+        open_storage,
+        storage_exists,
+    )
+
+    if not storage_exists(storage):
+        raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
+    store = open_storage(storage)
+    with committed_view(store):
+        yield store, load_existing_study(name, store)
+
+
 def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
     """The first ``max_trials`` scored plans of study ``name`` (each plan once; infeasible ones
     are PRUNED trials with their values kept): plan, metrics, feasibility, membership of the
@@ -68,19 +88,9 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
     from optuna.trial import TrialState
 
     from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
-    from plena_opt.search.storage import (
-        committed_view,
-        load_existing_study,
-        open_storage,
-        storage_exists,
-    )
     from plena_opt.search.trials import VALUES_ATTR, front_trials, scored_trials
 
-    if not storage_exists(storage):
-        raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
-    store = open_storage(storage)
-    with committed_view(store):
-        study = load_existing_study(name, store)
+    with _stored_study(storage, name) as (_, study):
         if is_serving_study(study.user_attrs):
             raise PlenaInputError(
                 "name",
@@ -131,18 +141,9 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
 def serving_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
     """Serving comparison study ``name`` (``serving_study.serving_study``): its first
     ``max_trials`` deployments; the problem from the search study it compares."""
-    from plena_opt.search.storage import (
-        committed_view,
-        load_existing_study,
-        open_storage,
-        storage_exists,
-    )
+    from plena_opt.search.storage import load_existing_study
 
-    if not storage_exists(storage):
-        raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
-    store = open_storage(storage)
-    with committed_view(store):
-        study = load_existing_study(name, store)
+    with _stored_study(storage, name) as (store, study):
         owner_name = study.user_attrs.get("serving_comparison_of")
         try:
             owner = load_existing_study(owner_name, store) if owner_name else None
