@@ -78,6 +78,13 @@ def test_every_family_within_20_percent_overall_within_10(model: Fig08Model) -> 
     assert sum(mape[c] * rows[c] for c in CASES) / sum(rows.values()) <= 10.0
 
 
+def test_shipped_rows_match_shared() -> None:
+    shared = require_shared() / "data" / "validation" / "fig08"
+    for case in CASES:
+        src = fig08.data_dir() / "fig08" / f"{case}.csv"
+        assert src.read_bytes() == (shared / f"{case}.csv").read_bytes(), case
+
+
 def test_points_cover_every_row() -> None:
     pts = fig08.fig08_points()
     assert len(pts) == 52 and {p.model for p in pts} == set(CASES)

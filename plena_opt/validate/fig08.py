@@ -90,8 +90,8 @@ class Fig08Model:
         self.perf = GpuPerfModel(load_chip("h100-sxm"), "bf16", 2.0, 2.0, 2.0)
         self.node = load_noc_profile("hgx-h100x8")
         self.net = Network(self.node)
-        self.scheme = ParallelScheme
         self.tp8 = ParallelScheme(tp=8)
+        self.ep8 = ParallelScheme(ep=8)
 
     def _gemm(self, m: int, n: int, k: int) -> float:
         full = float(self.perf.gemm(m, n, k).seconds)
@@ -124,7 +124,7 @@ class Fig08Model:
     def _ep(self, r: dict[str, str]) -> KernelParts:
         m, n, topk = int(r["M"]), int(r["N"]), int(r["topk"])
         c = self.net.ep_all_to_all(
-            self.scheme(ep=8),
+            self.ep8,
             bytes_per_token=2 * n,
             num_experts=int(r["G"]),
             top_k=topk,
@@ -135,13 +135,13 @@ class Fig08Model:
         return KernelParts(0.0, c.hop_seconds, c.link_seconds, permute, 1)
 
     def _ulysses(self, r: dict[str, str]) -> KernelParts:
-        from deepstack import Network
+        from deepstack import Network, ParallelScheme
         from deepstack.gpu_nodes import first_devices
 
         sp = int(r["sp_size"])
         bs, nh, seq, hd = (int(r[x]) for x in ("bs", "nh", "seqlen", "hd"))
         net = Network(first_devices(self.node, sp))
-        c = net.all_to_all(self.scheme(sp=sp), "sp", int(float(r["ag_bytes"])))
+        c = net.all_to_all(ParallelScheme(sp=sp), "sp", int(float(r["ag_bytes"])))
         gemm = self._gemm(bs * seq, int(r["out_features"]), nh * hd // sp)
         return KernelParts(gemm, c.hop_seconds, c.link_seconds, 0.0, ULYSSES_WAVES)
 
