@@ -12,7 +12,12 @@ from deepstack import Network, ParallelScheme, ProfileError, load_noc_profile
 from deepstack.gpu_nodes import first_devices
 from deepstack.profile import profile_from_dict
 
-from plena_opt.validate.calibrate_noc import NCCL_OPS, measured_collective
+from plena_opt.validate.calibrate_noc import (
+    NCCL_OPS,
+    NODES,
+    bus_bandwidth_note,
+    measured_collective,
+)
 
 SYSTEMS = (("h100_sxm", "hgx-h100x8"), ("h200_sxm", "hgx-h200x8"), ("b200_sxm", "hgx-b200x8"))
 # Leave-one-size-out interpolation residual in the bandwidth regime (>= 16 MiB): how well a table
@@ -46,6 +51,10 @@ def test_shipped_tables_are_the_nccl_tests_rows() -> None:
                 table = prof.table(op, g)
                 assert list(table.nbytes) == list(sizes), (name, op, g)
                 assert list(table.seconds) == pytest.approx(list(t), rel=1e-5)
+        note = load_noc_profile(name).provenance["measured_collectives_bus_bandwidth"]
+        assert note == bus_bandwidth_note(_kernels(), system, NODES[system][2])
+    h100 = load_noc_profile("hgx-h100x8").provenance["measured_collectives_bus_bandwidth"]
+    assert "all_to_all 315 GB/s = 0.700 x" in h100  # below the 476 GB/s links fitted on NVLS AR
     assert load_noc_profile("illustrative_gpu_node_8").measured_collectives is None
     assert load_noc_profile("hgx-b300x8").measured_collectives is None
 

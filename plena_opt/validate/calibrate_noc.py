@@ -132,6 +132,22 @@ def collectives_table(folder: Path, system: str) -> dict:
     return out
 
 
+def bus_bandwidth_note(folder: Path, system: str, nominal: float) -> str:
+    """nccl-tests bus bandwidth (size·(g−1)/g / time, x2 for the all-reduce) of each op at its
+    largest measured size, 8 GPUs, and its fraction of the NVLink rate per direction (B/s)."""
+    parts = []
+    for op in ("all_reduce", *NCCL_OPS):
+        if op == "all_reduce":
+            sizes, t = measured_all_reduce(folder, system)
+        else:
+            sizes, t = measured_collective(folder, system, op)
+        bus = sizes[-1] * (2 if op == "all_reduce" else 1) * 7 / 8 / t[-1]
+        parts.append(
+            f"{op} {bus / 1e9:.0f} GB/s = {bus / nominal:.3f} x at {sizes[-1] / 2**20:.0f} MiB"
+        )
+    return f"bus bandwidth, 8 GPUs, per NVLink rate {nominal / 1e9:g} GB/s: " + "; ".join(parts)
+
+
 def node_profile(
     name: str,
     hop_s: float,
@@ -196,6 +212,7 @@ def write_profiles(folder: Path, out_dir: Path) -> dict[str, NocFit]:
             "source": f"{desc}: one 8-port switch level; hop latency and link bandwidth {src}",
             "collective_efficiency": f"link bandwidth = {fit.efficiency:.3f} x the NVLink rate per "
             f"direction {nominal / 1e9:g} GB/s ({NVLINK_SOURCE})",
+            "measured_collectives_bus_bandwidth": bus_bandwidth_note(folder, system, nominal),
         }
         prof = node_profile(
             name, fit.hop_latency_s, round(fit.link_bandwidth_bps, -6), 8, prov,
