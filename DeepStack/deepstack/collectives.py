@@ -6,6 +6,10 @@ analytic-model.md §4.7 (how the evaluator calls it). ``nbytes`` (X) is the full
 the buffer an all-reduce reduces, the input a reduce-scatter splits, the output an all-gather
 assembles. Per-pair payloads are truncated to integers like the reference's uint64 traffic matrix.
 
+A GPU node profile's measured tables (``deepstack.measured``, ``deepstack.measured_ops``) price
+the all-reduce, all-gather, reduce-scatter, all-to-all and uniform EP all-to-all of groups they
+match; the routed EP path (below ``EP_ESTIMATE_TOKENS``) keeps the links.
+
 The result types live in :mod:`deepstack.collective_costs`, the stage patterns in
 :mod:`deepstack.stage_patterns`, the routed EP dispatch in :mod:`deepstack.ep_dispatch`; they are
 re-exported here.
@@ -171,22 +175,34 @@ class Network:
         }
         allowed = ALL_REDUCE_ALGORITHMS if pow2 else ("ring",)
         modelled = self._select(cands, x, allowed)
-        table = self._measured_table(scheme, dim, g)
-        if table is None:
-            return modelled
-        return measured_cost(modelled, table.seconds_at(x), table.seconds[0])
+        return self._or_measured(modelled, scheme, dim, g, "all_reduce", x)
 
-    def _measured_table(self, scheme: ParallelScheme, dim: str, g: int) -> MeasuredTable | None:
-        """The profile's measured all-reduce table for groups of ``dim``: when ``g`` was measured
-        and every group lies inside one L1 switch (the fabric it was measured on)."""
-        measured = self.profile.measured_allreduce
-        table = None if measured is None else measured.table(g)
+    def _measured_table(
+        self, scheme: ParallelScheme, dim: str, g: int, op: str = "all_reduce"
+    ) -> MeasuredTable | None:
+        """The profile's measured ``op`` table for groups of ``dim``: when ``g`` was measured and
+        every group lies inside one L1 switch (the fabric it was measured on)."""
+        if op == "all_reduce":
+            measured = self.profile.measured_allreduce
+            table = None if measured is None else measured.table(g)
+        else:
+            ops = self.profile.measured_collectives
+            table = None if ops is None else ops.table(op, g)
         if table is None:
             return None
         ranks, _ = self._stages.group_key(scheme, dim)
         per_l1 = self.profile.levels[2].size
         switch = ranks // per_l1
         return table if bool(np.all(switch == switch[:, :1])) else None
+
+    def _or_measured(
+        self, modelled: CollectiveCost, scheme: ParallelScheme, dim: str, g: int, op: str, x: int
+    ) -> CollectiveCost:
+        """``modelled``, or the measured ``op`` time at ``x`` bytes per device when tabulated."""
+        table = self._measured_table(scheme, dim, g, op)
+        if table is None:
+            return modelled
+        return measured_cost(modelled, table.seconds_at(x), table.seconds[0])
 
     def all_gather(self, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
         """All-gather assembling ``nbytes`` per device (each rank owns ``nbytes/g``), §7.4.
@@ -208,7 +224,8 @@ class Network:
             else None,
             "all_to_all": Candidate([(st.a2a_stage(scheme, dim, g), div(g))]),
         }
-        return self._select(cands, x, ALL_GATHER_ALGORITHMS)
+        modelled = self._select(cands, x, ALL_GATHER_ALGORITHMS)
+        return self._or_measured(modelled, scheme, dim, g, "all_gather", x)
 
     def reduce_scatter(self, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
         """Reduce-scatter of an ``nbytes`` input per device (§7.4): recursive halving (the first
@@ -224,9 +241,11 @@ class Network:
                     for k in range(logg)
                 ]
             )
-            return self._select({"recursive_halving": cand}, x, ("recursive_halving",))
-        cand = Candidate([(self._stages.ring_stage(scheme, dim, g), div(g))], g - 1)
-        return self._select({"ring": cand}, x, ("ring",))
+            modelled = self._select({"recursive_halving": cand}, x, ("recursive_halving",))
+        else:
+            cand = Candidate([(self._stages.ring_stage(scheme, dim, g), div(g))], g - 1)
+            modelled = self._select({"ring": cand}, x, ("ring",))
+        return self._or_measured(modelled, scheme, dim, g, "reduce_scatter", x)
 
     def all_to_all(self, scheme: ParallelScheme, dim: str, bytes_per_pair: int) -> CollectiveCost:
         """One-stage complete exchange: every ordered pair of every ``dim`` group sends
@@ -235,7 +254,8 @@ class Network:
         if g <= 1 or x <= 0:
             return self._zero()
         cand = Candidate([(self._stages.a2a_stage(scheme, dim, g), full)])
-        return self._select({"all_to_all": cand}, x, ("all_to_all",))
+        modelled = self._select({"all_to_all": cand}, x, ("all_to_all",))
+        return self._or_measured(modelled, scheme, dim, g, "all_to_all", x * g)
 
     def pipeline_p2p(self, scheme: ParallelScheme, nbytes: int) -> PipelineCost:
         """Every rank of stage i sends ``nbytes`` to its counterpart in stage i+1; each boundary is
@@ -309,7 +329,10 @@ class Network:
                 scheme, micro_batch, seq, top_k, bytes_per_token, imbalance
             )
             cand = Candidate([(self._stages.a2a_stage(scheme, "ep", ep), lambda _x: per_pair)])
-            return self._select({"all_to_all": cand}, 1, ("all_to_all",))
+            modelled = self._select({"all_to_all": cand}, 1, ("all_to_all",))
+            if per_pair <= 0:
+                return modelled
+            return self._or_measured(modelled, scheme, "ep", ep, "all_to_all", per_pair * ep)
         active = active_rows(rows, total, num_experts, top_k)
         key = (scheme.sizes(), "ep_routed", num_experts, top_k, total, hash(active.tobytes()))
         pat = self._patterns.get(key)

@@ -52,7 +52,13 @@ def multi_node(base: NocProfile, nodes: int) -> NocProfile:
     name = base.name if nodes == 1 else f"{base.name}@{nodes}"
     # the node's own L1 switch is unchanged, so its measured in-node all-reduce still holds
     return NocProfile(
-        name, (l3, l2, l1), base.energy, prov, base.port_spread, base.measured_allreduce
+        name,
+        (l3, l2, l1),
+        base.energy,
+        prov,
+        base.port_spread,
+        base.measured_allreduce,
+        base.measured_collectives,
     )
 
 
@@ -82,8 +88,11 @@ def first_devices(profile: NocProfile, n: int) -> NocProfile:
     measured = profile.measured_allreduce
     if measured is not None:  # groups larger than the ports left cannot occur any more
         measured = measured.up_to(levels[2].size)
+    ops = profile.measured_collectives
+    if ops is not None:
+        ops = ops.up_to(levels[2].size)
     return NocProfile(
-        f"{profile.name}[{n}]", levels, profile.energy, prov, profile.port_spread, measured
+        f"{profile.name}[{n}]", levels, profile.energy, prov, profile.port_spread, measured, ops
     )
 
 

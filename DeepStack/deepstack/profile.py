@@ -17,11 +17,18 @@ from typing import Any
 
 from .errors import ProfileError, ProfileTypeError
 from .measured import MeasuredAllReduce, parse_measured_allreduce
+from .measured_ops import MeasuredCollectives, parse_measured_collectives
 from .topology import KINDS, Level
 
 LEVEL_NAMES = ("L3", "L2", "L1")  # outer → inner (§1.1)
 _TOP_REQUIRED = ("schema_version", "kind", "name", "layers")
-_TOP_OPTIONAL = ("provenance", "port_spread", "energy_pj_per_bit", "measured_allreduce")
+_TOP_OPTIONAL = (
+    "provenance",
+    "port_spread",
+    "energy_pj_per_bit",
+    "measured_allreduce",
+    "measured_collectives",
+)
 _LEVEL_REQUIRED = ("kind", "shape", "hop_latency_ns", "link_bandwidth_gbytes_per_s")
 _CENTRE_KEYS = ("switch_center_in_gbytes_per_s", "switch_center_out_gbytes_per_s")
 # Plausible physical ranges (bounds of what the model is meant for, not measured values): a link
@@ -51,7 +58,9 @@ class NocProfile:
     """A validated three-level NoC: ``levels`` = (L3, L2, L1), outer to inner.
 
     ``measured_allreduce``: all-reduce times measured inside one L1 switch, used for the groups
-    they match (``deepstack.measured``); None prices every collective from the links."""
+    they match (``deepstack.measured``); None prices every collective from the links.
+    ``measured_collectives``: the same for all-gather, reduce-scatter and all-to-all
+    (``deepstack.measured_ops``)."""
 
     name: str
     levels: tuple[Level, Level, Level]
@@ -59,6 +68,7 @@ class NocProfile:
     provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     port_spread: str = "even"
     measured_allreduce: MeasuredAllReduce | None = None
+    measured_collectives: MeasuredCollectives | None = None
 
     @property
     def num_devices(self) -> int:
@@ -79,6 +89,8 @@ class NocProfile:
                 "source": self.measured_allreduce.source,
                 "devices": [t.devices for t in self.measured_allreduce.tables],
             }
+        if self.measured_collectives is not None:
+            out["measured_collectives"] = self.measured_collectives.describe()
         return out
 
     def _describe(self) -> dict[str, Any]:
@@ -131,6 +143,8 @@ class NocProfile:
             }
         if self.measured_allreduce is not None:
             out["measured_allreduce"] = self.measured_allreduce.to_dict()
+        if self.measured_collectives is not None:
+            out["measured_collectives"] = self.measured_collectives.to_dict()
         return out
 
 
@@ -277,10 +291,14 @@ def profile_from_dict(raw: Any, provenance_extra: dict[str, Any] | None = None) 
     if raw.get("measured_allreduce") is not None:
         l1 = levels[2]
         measured = parse_measured_allreduce(raw["measured_allreduce"], l1.kind, l1.size)
+    ops = None
+    if raw.get("measured_collectives") is not None:
+        l1 = levels[2]
+        ops = parse_measured_collectives(raw["measured_collectives"], l1.kind, l1.size)
     prov = dict(provenance)
     if provenance_extra:
         prov.update(provenance_extra)
-    return NocProfile(name, levels, energy, prov, port_spread, measured)  # type: ignore[arg-type]
+    return NocProfile(name, levels, energy, prov, port_spread, measured, ops)  # type: ignore[arg-type]
 
 
 def _builtin_dir():

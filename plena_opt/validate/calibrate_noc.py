@@ -7,7 +7,10 @@ bandwidth (B/s) of a one-level 8-port switch so that ``deepstack``'s own all-red
 cheapest algorithm) matches those times in least squares on log time. The fitted link bandwidth
 divided by the NVLink datasheet rate per direction is the collective efficiency.
 
-The measured times themselves ship in each profile as ``measured_allreduce`` (2, 4 and 8 GPUs):
+The measured times themselves ship in each profile as ``measured_allreduce`` (2, 4 and 8 GPUs)
+and, for all-gather, reduce-scatter and all-to-all, ``measured_collectives`` (nccl-tests): the
+links fitted on the all-reduce carry NVLink SHARP's in-switch reduction and are ~1.4x too fast
+for the collectives that lack it (``deepstack.measured_ops``).
 groups of those shapes inside one node are priced from them (``deepstack.measured``), since the
 two-parameter fit misses the protocol switches (e.g. B200 at 256-512 KB); the fitted links price
 everything else (larger or multi-node groups, other collectives).
@@ -91,6 +94,60 @@ def measured_table(folder: Path, system: str) -> dict:
     return {"source": measured_source(system), "groups": groups}
 
 
+NCCL_OPS = {
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "all_to_all": "alltoall",
+}
+
+
+def measured_collective(
+    folder: Path, system: str, op: str, gpus: int = 8
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, seconds) of nccl-tests ``op`` (``NCCL_OPS`` key), half, ``gpus`` GPUs; bytes are
+    nccl-tests' size per device (``deepstack.measured_ops``)."""
+    rows = {
+        int(r["message_size"]) * 2: float(r["latency"]) * 1e-3
+        for r in read_rows(folder / f"{system}_nccl_nccl-2.29.2.csv.gz")
+        if r["op_name"] == NCCL_OPS[op] and r["nccl_dtype"] == "half" and int(r["num_gpus"]) == gpus
+    }
+    sizes = np.array(sorted(rows), dtype=float)
+    return sizes, np.array([rows[int(s)] for s in sizes])
+
+
+def collectives_table(folder: Path, system: str) -> dict:
+    """The ``measured_collectives`` object of a node profile (every op, 2, 4 and 8 GPUs)."""
+    out: dict = {
+        "source": f"../shared/data/kernels/{system}_nccl_nccl-2.29.2.csv.gz (all_gather, "
+        "reduce_scatter, alltoall; half): AIConfigurator (ai-dynamo/aiconfigurator @095f58a5) "
+        "nccl-tests measurements, NCCL 2.29.2, inside one node; bytes = nccl-tests size"
+    }
+    for op in NCCL_OPS:
+        groups = []
+        for g in MEASURED_GROUPS:
+            sizes, t = measured_collective(folder, system, op, g)
+            us = [float(f"{x * 1e6:.6g}") for x in t]
+            groups.append({"devices": g, "bytes": [int(b) for b in sizes], "microseconds": us})
+        out[op] = groups
+    return out
+
+
+def bus_bandwidth_note(folder: Path, system: str, nominal: float) -> str:
+    """nccl-tests bus bandwidth (size·(g−1)/g / time, x2 for the all-reduce) of each op at its
+    largest measured size, 8 GPUs, and its fraction of the NVLink rate per direction (B/s)."""
+    parts = []
+    for op in ("all_reduce", *NCCL_OPS):
+        if op == "all_reduce":
+            sizes, t = measured_all_reduce(folder, system)
+        else:
+            sizes, t = measured_collective(folder, system, op)
+        bus = sizes[-1] * (2 if op == "all_reduce" else 1) * 7 / 8 / t[-1]
+        parts.append(
+            f"{op} {bus / 1e9:.0f} GB/s = {bus / nominal:.3f} x at {sizes[-1] / 2**20:.0f} MiB"
+        )
+    return f"bus bandwidth, 8 GPUs, per NVLink rate {nominal / 1e9:g} GB/s: " + "; ".join(parts)
+
+
 def node_profile(
     name: str,
     hop_s: float,
@@ -98,17 +155,20 @@ def node_profile(
     ports: int = 8,
     provenance=None,
     measured: dict | None = None,
+    collectives: dict | None = None,
 ):
-    """A one-switch node profile (``measured``: an optional ``measured_allreduce`` object)."""
+    """A one-switch node profile (``measured``: an optional ``measured_allreduce`` object,
+    ``collectives`` an optional ``measured_collectives`` one)."""
     from deepstack import Level, make_hierarchy
     from deepstack.profile import profile_from_dict
 
     sw = Level("switch", 1, ports, hop_s, link_bps, link_bps * ports, link_bps * ports)
     one = Level("switch", 1, 1, 0.0, link_bps)
     prof = make_hierarchy(name, one, one, sw, None, provenance or {})
-    if measured is None:
+    if measured is None and collectives is None:
         return prof
-    return profile_from_dict({**prof.to_dict(), "measured_allreduce": measured})
+    extra = {"measured_allreduce": measured, "measured_collectives": collectives}
+    return profile_from_dict({**prof.to_dict(), **extra})
 
 
 def model_all_reduce(hop_s: float, link_bps: float, sizes: np.ndarray) -> np.ndarray:
@@ -152,10 +212,11 @@ def write_profiles(folder: Path, out_dir: Path) -> dict[str, NocFit]:
             "source": f"{desc}: one 8-port switch level; hop latency and link bandwidth {src}",
             "collective_efficiency": f"link bandwidth = {fit.efficiency:.3f} x the NVLink rate per "
             f"direction {nominal / 1e9:g} GB/s ({NVLINK_SOURCE})",
+            "measured_collectives_bus_bandwidth": bus_bandwidth_note(folder, system, nominal),
         }
         prof = node_profile(
             name, fit.hop_latency_s, round(fit.link_bandwidth_bps, -6), 8, prov,
-            measured_table(folder, system),
+            measured_table(folder, system), collectives_table(folder, system),
         )  # fmt: skip
         (out_dir / f"{name}.json").write_text(json.dumps(prof.to_dict(), indent=2) + "\n")
     return fits
