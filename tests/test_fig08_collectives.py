@@ -67,9 +67,10 @@ def test_interpolation_residual_in_the_bandwidth_regime(system: str, name: str) 
             assert loo_residual(sizes, t) < LOO_LIMIT[system], (op, g)
 
 
-def test_nvls_links_are_too_fast_for_the_other_collectives() -> None:
-    """Why the tables exist: the links fitted on the (NVLS) all-reduce price a 256 MiB
-    all-gather / all-to-all over 1.3x faster than nccl-tests measured it."""
+def test_links_price_the_other_collectives_near_the_tables() -> None:
+    """In-node groups of tabulated sizes take the measured time; the links (fitted on these
+    collectives, no NVLS) price a 256 MiB all-gather / reduce-scatter / all-to-all within 30 %
+    of it (they were 1.3x too fast when fitted on the NVLS all-reduce)."""
     net = Network("hgx-h100x8")
     plain = Network(profile_from_dict({**net.profile.to_dict(), "measured_collectives": None}))
     tp8, x = ParallelScheme(tp=8), 2**28
@@ -82,7 +83,7 @@ def test_nvls_links_are_too_fast_for_the_other_collectives() -> None:
         assert measured.algorithm == "measured" and links.algorithm != "measured"
         table = net.profile.measured_collectives.table(op, 8)
         assert measured.seconds == pytest.approx(table.seconds_at(x), rel=1e-12)
-        assert measured.seconds > 1.3 * links.seconds, op
+        assert 0.7 < links.seconds / measured.seconds < 1.3, op
 
 
 def test_ep_dispatch_is_the_all_to_all_of_each_ranks_buffer() -> None:

@@ -85,15 +85,31 @@ def first_devices(profile: NocProfile, n: int) -> NocProfile:
             "devices", f"devices={n} must be at most {per} or a multiple of {per} (one node)"
         )
     prov = {**profile.provenance, "devices": f"first {n} of {profile.num_devices}"}
-    measured = profile.measured_allreduce
-    if measured is not None:  # groups larger than the ports left cannot occur any more
-        measured = measured.up_to(levels[2].size)
-    ops = profile.measured_collectives
-    if ops is not None:
-        ops = ops.up_to(levels[2].size)
-    return NocProfile(
-        f"{profile.name}[{n}]", levels, profile.energy, prov, profile.port_spread, measured, ops
+    return derived_profile(profile, f"{profile.name}[{n}]", levels, prov)
+
+
+def derived_profile(
+    base: NocProfile, name: str, levels: tuple[Level, Level, Level], provenance: dict
+) -> NocProfile:
+    """A profile built from ``base`` with new ``levels`` (a sub-network, scaled links): energy
+    and port spread kept, and ``base``'s measured tables kept for the groups that still fit the
+    new L1 switch when that switch is ``base``'s (same kind, hop latency and link bandwidth; it
+    may have fewer ports). A changed L1 drops them: they were measured on ``base``'s fabric."""
+    old, new = base.levels[2], levels[2]
+    same = (new.kind, new.hop_latency_s, new.link_bandwidth_bps) == (
+        old.kind,
+        old.hop_latency_s,
+        old.link_bandwidth_bps,
     )
+    measured, ops = base.measured_allreduce, base.measured_collectives
+    prov = dict(provenance)
+    if same and new.size <= old.size:
+        measured = None if measured is None else measured.up_to(new.size)
+        ops = None if ops is None else ops.up_to(new.size)
+    elif measured is not None or ops is not None:
+        measured = ops = None
+        prov["measured_tables"] = f"dropped: the L1 switch differs from {base.name}'s"
+    return NocProfile(name, levels, base.energy, prov, base.port_spread, measured, ops)
 
 
 def _ports(level: Level, n: int) -> Level:

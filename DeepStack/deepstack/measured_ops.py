@@ -1,12 +1,14 @@
 """Measured all-gather, reduce-scatter and all-to-all tables of a NoC profile
 (``measured_collectives``), the companions of ``measured_allreduce`` (``deepstack.measured``).
 
-A GPU node's fitted links come from its all-reduce, which NVLink SHARP (NVLS) speeds up by
-reducing inside the switch; the other collectives get no such help (H100 nccl-tests, 8 GPUs,
-512 MiB: all-reduce bus bandwidth 445 GB/s, all-gather 335, reduce-scatter 336, all-to-all
-315). A profile may therefore ship their own times measured inside one L1 switch; a group of a
-tabulated size whose ranks all sit on one L1 switch is priced from them (same interpolation as
-the all-reduce tables), every other group keeps the links.
+On a GPU node the all-reduce has its own table because NVLink SHARP (NVLS) reduces inside the
+switch, which no link carries; the links are fitted on these three collectives
+(``plena_opt.validate.calibrate_links``), but one link per node cannot follow NCCL's bus
+bandwidth across sizes and group sizes (H100, 8 GPUs, 512 MiB: all-gather 335 GB/s,
+reduce-scatter 336, all-to-all 315; 2 GPUs: 258, 249, 280). A profile may therefore ship their
+own times measured inside one L1 switch; a group of a tabulated size whose ranks all sit on one
+L1 switch is priced from them (same interpolation as the all-reduce tables), every other group
+keeps the links.
 
 Sizes are nccl-tests' ``size`` (bytes per device): the output an all-gather assembles, the input a
 reduce-scatter splits (both ``nbytes`` of ``Network``), and for the all-to-all the whole send

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .errors import ProfileError
+from .gpu_nodes import derived_profile
 from .profile import EnergyConfig, NocProfile
 from .topology import Level
 
@@ -132,12 +133,12 @@ def scaled_profile(
         )
         for lv, s in zip(base.levels, scales, strict=True)
     )
-    return NocProfile(
+    # the measured in-node tables hold while the L1 switch is unscaled (``derived_profile``)
+    return derived_profile(
+        base,
         name or f"{base.name}-scaled",
         levels,  # type: ignore[arg-type]
-        base.energy,
         {**base.provenance, "scaled_from": base.name},
-        base.port_spread,
     )
 
 

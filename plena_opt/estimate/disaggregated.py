@@ -35,6 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 from deepstack import Level, NocProfile
+from deepstack.gpu_nodes import derived_profile
 from deepstack.stage import StagePattern
 
 from plena_opt.chip import ChipProfile
@@ -77,12 +78,11 @@ def sub_noc(noc: NocProfile, n: int) -> NocProfile:
                 f"a pool of {n} devices does not fill whole levels of {noc.name} (a partial "
                 f"level must be a switch; {lv.kind} level of {lv.size} nodes)",
             )
-    return NocProfile(
+    return derived_profile(  # keeps the node's measured tables for groups that still fit
+        noc,
         f"{noc.name}[0:{n}]",
         tuple(reversed(levels)),  # type: ignore[arg-type]
-        noc.energy,
         {**noc.provenance, "sub_cluster_of": noc.name},
-        noc.port_spread,
     )
 
 

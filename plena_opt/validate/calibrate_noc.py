@@ -1,19 +1,20 @@
-"""Fit the HGX node profiles' NVLink hop latency and link bandwidth on measured all-reduce times.
+"""Write the HGX node profiles: NVLink links fitted on the collectives the switch does not help,
+plus the measured all-reduce and all-gather / reduce-scatter / all-to-all tables.
 
 Data: ``<sys>_custom_allreduce_vllm-0.19.0.csv.gz`` (vLLM's CUDA-graph custom all-reduce) and
-``<sys>_nccl_nccl-2.29.2.csv.gz`` (nccl-tests), 8 GPUs, bf16/half. At each message size the
-faster of the two is what vLLM runs; the fit chooses the hop latency (s) and directed link
-bandwidth (B/s) of a one-level 8-port switch so that ``deepstack``'s own all-reduce (its
-cheapest algorithm) matches those times in least squares on log time. The fitted link bandwidth
-divided by the NVLink datasheet rate per direction is the collective efficiency.
+``<sys>_nccl_nccl-2.29.2.csv.gz`` (nccl-tests), bf16/half, inside one node.
 
-The measured times themselves ship in each profile as ``measured_allreduce`` (2, 4 and 8 GPUs)
-and, for all-gather, reduce-scatter and all-to-all, ``measured_collectives`` (nccl-tests): the
-links fitted on the all-reduce carry NVLink SHARP's in-switch reduction and are ~1.4x too fast
-for the collectives that lack it (``deepstack.measured_ops``).
-groups of those shapes inside one node are priced from them (``deepstack.measured``), since the
-two-parameter fit misses the protocol switches (e.g. B200 at 256-512 KB); the fitted links price
-everything else (larger or multi-node groups, other collectives).
+* **Links** (hop latency, directed link bandwidth of one 8-port switch level):
+  ``plena_opt.validate.calibrate_links`` fits them on nccl-tests all-gather, reduce-scatter and
+  all-to-all (2, 4, 8 GPUs), which get no in-switch reduction. They price everything no table
+  covers: pipeline point-to-point, the routed EP dispatch, groups spanning nodes, KV transfer.
+* **measured_allreduce** (2, 4, 8 GPUs): at each size the faster of vLLM custom and NCCL (what
+  vLLM runs). On H100/H200 NCCL's all-reduce uses NVLink SHARP (NVLS: reduction inside the
+  NVSwitch), faster than any link model can be; ``fit_node`` (the old all-reduce fit of the links)
+  shows it: 476 GB/s on H100, above the 450 GB/s NVLink rate per direction.
+* **measured_collectives** (``deepstack.measured_ops``): the nccl-tests tables themselves, for
+  the groups of those sizes inside one node (the two-parameter links miss NCCL's protocol
+  switches).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from plena_opt.validate.calibrate import read_rows
+from plena_opt.validate.calibrate_links import BANDWIDTH_REGIME_BYTES, LATENCY_REGIME_BYTES
 
 NODES = {
     "h100_sxm": ("hgx-h100x8", "NVIDIA HGX H100 8-GPU, NVLink 4 + NVSwitch", 450e9),
@@ -180,6 +182,9 @@ def model_all_reduce(hop_s: float, link_bps: float, sizes: np.ndarray) -> np.nda
 
 
 def fit_node(folder: Path, system: str) -> NocFit:
+    """The links fitted on the 8-GPU all-reduce (hop latency, link bandwidth; log-time least
+    squares). Not shipped: NVLS makes it faster than the NVLink rate on H100/H200; kept to say so
+    in the profiles' provenance."""
     from scipy.optimize import least_squares
 
     sizes, t = measured_all_reduce(folder, system)
@@ -198,27 +203,58 @@ def fit_node(folder: Path, system: str) -> NocFit:
     return NocFit(res.x[0] * 1e-6, res.x[1] * 1e9, nominal, len(t), mape, data)
 
 
-def write_profiles(folder: Path, out_dir: Path) -> dict[str, NocFit]:
-    """Fit every HGX node and write ``<name>.json`` NoC profiles into ``out_dir``."""
+def node_provenance(folder: Path, system: str, desc: str, links, ar_fit: NocFit) -> dict:
+    """Provenance of one HGX profile: each fitted value, its source and the data it was fitted on
+    (``links``: a ``calibrate_links.LinkFit``)."""
+    nominal = links.nominal_bps
+    return {
+        "source": f"{desc}: one 8-port switch level; hop latency and link bandwidth fitted on "
+        f"{links.data} with deepstack's algorithms by plena_opt.validate.calibrate_links",
+        "link_bandwidth": f"{links.link_bandwidth_bps / 1e9:.1f} GB/s = {links.efficiency:.3f} x "
+        f"the NVLink rate per direction {nominal / 1e9:g} GB/s ({NVLINK_SOURCE}); least squares "
+        f"on log time over the sizes >= {BANDWIDTH_REGIME_BYTES >> 20} MiB",
+        "hop_latency": f"{links.hop_latency_s * 1e6:.3f} us per hop; least squares on log time "
+        f"over the sizes <= {LATENCY_REGIME_BYTES >> 10} KiB",
+        "link_fit_residuals": links.note(),
+        "all_reduce": "priced from measured_allreduce for 2/4/8 GPUs in one node: NCCL reduces "
+        "inside the NVSwitch (NVLS) on H100/H200, which no link carries; links fitted on the "
+        f"all-reduce instead would be {ar_fit.link_bandwidth_bps / 1e9:.0f} GB/s = "
+        f"{ar_fit.efficiency:.3f} x the NVLink rate (fit_node, {ar_fit.data})",
+        "measured_collectives_bus_bandwidth": bus_bandwidth_note(folder, system, nominal),
+    }
+
+
+B300 = (
+    "hgx-b300x8",
+    "NVIDIA HGX B300 8-GPU, NVLink 5 + NVSwitch (1.8 TB/s bidirectional per GPU, "
+    "https://acecloud.ai/blog/nvidia-hgx-b300): the same NVLink 5 fabric as HGX B200, so hop "
+    "latency and link bandwidth are the hgx-b200x8 fit (no B300 collective table ships with the "
+    "project). NVIDIA HGX B200 8-GPU, NVLink 5 + NVSwitch",
+)
+
+
+def write_profiles(folder: Path, out_dir: Path) -> dict:
+    """Fit every HGX node's links and write ``<name>.json`` NoC profiles into ``out_dir``
+    (HGX B300 takes the B200 links and no table); returns the link fits by profile name."""
+    from plena_opt.validate.calibrate_links import fit_links
+
     fits = {}
     for system, (name, desc, nominal) in NODES.items():
-        fit = fit_node(folder, system)
-        fits[name] = fit
-        src = (
-            f"fitted on {fit.data} with deepstack's all-reduce (per-size MAPE "
-            f"{100 * fit.mape:.1f} %) by plena_opt.validate.calibrate_noc"
-        )
-        prov = {
-            "source": f"{desc}: one 8-port switch level; hop latency and link bandwidth {src}",
-            "collective_efficiency": f"link bandwidth = {fit.efficiency:.3f} x the NVLink rate per "
-            f"direction {nominal / 1e9:g} GB/s ({NVLINK_SOURCE})",
-            "measured_collectives_bus_bandwidth": bus_bandwidth_note(folder, system, nominal),
-        }
+        links = fit_links(folder, system, nominal)
+        fits[name] = links
+        prov = node_provenance(folder, system, desc, links, fit_node(folder, system))
         prof = node_profile(
-            name, fit.hop_latency_s, round(fit.link_bandwidth_bps, -6), 8, prov,
+            name, links.hop_latency_s, round(links.link_bandwidth_bps, -6), 8, prov,
             measured_table(folder, system), collectives_table(folder, system),
         )  # fmt: skip
         (out_dir / f"{name}.json").write_text(json.dumps(prof.to_dict(), indent=2) + "\n")
+        if system == "b200_sxm":
+            prov = {k: v for k, v in prov.items() if k != "measured_collectives_bus_bandwidth"}
+            prov["source"] = prov["source"].replace(desc, B300[1], 1)
+            prov["all_reduce"] = "priced from the links (no B300 all-reduce table ships)"
+            link = round(links.link_bandwidth_bps, -6)
+            b300 = node_profile(B300[0], links.hop_latency_s, link, 8, prov)
+            (out_dir / f"{B300[0]}.json").write_text(json.dumps(b300.to_dict(), indent=2) + "\n")
     return fits
 
 
@@ -230,4 +266,4 @@ if __name__ == "__main__":
     target = Path(deepstack.__file__).parent / "profiles"
     for n, f in write_profiles(Path(sys.argv[1]), target).items():
         print(n, f"hop {f.hop_latency_s * 1e6:.2f} us, link {f.link_bandwidth_bps / 1e9:.0f} GB/s",
-              f"eff {f.efficiency:.3f}, MAPE {100 * f.mape:.1f} %")  # fmt: skip
+              f"eff {f.efficiency:.3f};", f.note())  # fmt: skip
