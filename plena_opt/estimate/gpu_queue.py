@@ -33,6 +33,13 @@ if TYPE_CHECKING:
     from plena_opt.models import ModelSpec
 
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
+# vLLM V1's engine core blocks on its input queue while idle and steps as soon as a request
+# lands (``EngineCore.run_busy_loop``): requests sent together reach it one by one through the
+# API server (HTTP parsing, tokenisation), so the first step holds the first request alone and
+# the rest join the next step. fig09's BS-2 runs show it: the second first token comes at 2.0x
+# the first for Llama-70B, Llama-405B and Qwen3 (1,024 / (2·user − system) against 2,048 /
+# system). Not fitted.
+VLLM_FIRST_STEP_REQUESTS = 1
 MAX_BURST = 1 << 16  # requests one replay accepts (bounds the loop)
 
 
@@ -89,10 +96,14 @@ class BurstTtft:
 
 def burst_ttft(batch: int, input_len: int, budget_tokens: int,
                prefill_seconds: Callable[[int], float],
-               decode_seconds: Callable[[int], float]) -> BurstTtft:  # fmt: skip
+               decode_seconds: Callable[[int], float],
+               first_step_requests: int | None = None) -> BurstTtft:  # fmt: skip
     """Replay the chunked-prefill scheduler for ``batch`` requests of ``input_len`` prompt tokens
     arriving together. ``prefill_seconds(tokens)``: a prefill pass over that many prompt tokens;
-    ``decode_seconds(n)``: a decode step of ``n`` requests (called with n ≥ 1)."""
+    ``decode_seconds(n)``: a decode step of ``n`` requests (called with n ≥ 1).
+    ``first_step_requests``: at most that many requests are in the first step (the engine
+    starts stepping when the first request lands; the others arrive while it runs;
+    ``VLLM_FIRST_STEP_REQUESTS``); None: all ``batch`` are waiting at the first step."""
     for name, v, hi in (("batch_size", batch, MAX_BURST), ("input_seq_len", input_len, None)):
         if v < 1 or (hi is not None and v > hi):
             raise PlenaInputError(name, f"{name} must be 1..{hi or 'any'}; got {v}")
@@ -105,9 +116,11 @@ def burst_ttft(batch: int, input_len: int, budget_tokens: int,
     left = input_len  # prompt tokens still to prefill of the request at the queue head
     head, decoding, t, steps = 0, 0, 0.0, 0
     ttft: list[float] = []
+    first = batch if first_step_requests is None else max(1, min(batch, first_step_requests))
     while head < batch:
         room, tokens, done = budget_tokens - decoding, 0, 0
-        while room > 0 and head < batch:
+        admit = first if steps == 0 else batch
+        while room > 0 and head < admit:
             k = min(left, room)
             left, room, tokens = left - k, room - k, tokens + k
             if left == 0:
@@ -124,13 +137,23 @@ class EvaluatorStepCosts:
     the static prefill pass of ``tokens / input_len`` full prompts (linear between whole
     prompt counts), ``decode_seconds`` the first decode step of ``n`` sequences after their
     prompts (KV = ``input_len``), linear between powers of two. A last chunk shorter than one
-    prompt is priced as that share of a one-prompt pass."""
+    prompt is priced as that share of a one-prompt pass's kernels plus the whole eager host
+    time (``host_seconds``, ``estimate.gpu_host``)."""
 
     def __init__(self, model: ModelSpec, noc: object, memory: Memory, chip: GpuChipProfile,
                  workload: Workload, plan: Plan) -> None:  # fmt: skip
+        from plena_opt.estimate import gpu_host
+        from plena_opt.estimate.gpu import BLOCK_FP8_MODEL_TYPES
+
         self._args = (model, noc, memory, chip)
         self.workload, self.plan = workload, plan
         self._cache: dict[int, DistributedEstimate] = {}
+        fmt = chip.compute_format(workload.precision or "bf16")
+        block = fmt == "fp8" and model.model_type in BLOCK_FP8_MODEL_TYPES
+        # host time of the eager prefill forward: paid whole by a step however short its chunk
+        self.host_seconds = gpu_host.ops_seconds(
+            chip.eager_host, gpu_host.model_ops(model, plan.tp, block)
+        )
 
     def _estimate(self, batch: int) -> DistributedEstimate:
         from dataclasses import replace
@@ -148,7 +171,8 @@ class EvaluatorStepCosts:
         lo = max(1, math.floor(n))
         t_lo = self._estimate(lo).prefill["latency_seconds"]
         if n <= lo:
-            return t_lo * n / lo if n < 1 else t_lo
+            h = self.host_seconds
+            return h + (t_lo - h) * n if n < 1 else t_lo
         t_hi = self._estimate(lo + 1).prefill["latency_seconds"]
         return t_lo + (n - lo) * (t_hi - t_lo)
 

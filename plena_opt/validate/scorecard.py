@@ -15,8 +15,13 @@ first tokens, vLLM's 8,192-token step budget), predicted by replaying vLLM's chu
 scheduler for a burst of BS requests (``estimate.gpu_queue``), not by one static prefill pass.
 ``fig09_ttft``: the ``User Prefill Speed`` column (the mean over requests of 1,024 / own TTFT,
 as its values imply), from the same replay.
+``fig09_tpot``: the same runs' time per output token, 1 / ``User Decode Speed`` (seconds), against
+1 / the estimate's ``tps_per_sequence``.
+The prefill steps pay the eager forward's host time (``estimate.gpu_host``; its two constants
+are fitted on the Eager_Mode=True rows, which are not scored) and the burst's first step holds
+the first request alone (``gpu_queue.VLLM_FIRST_STEP_REQUESTS``).
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
-No constant is fitted on any of these points.
+No constant is fitted on any of the scored points.
 Models the catalog lacks are listed as skipped.
 """
 
@@ -151,16 +156,24 @@ def _fig09_setup(model_name: str, batch: int, chip=None):  # noqa: ANN202
 
 def fig09_predict(model_name: str, batch: int, chip=None) -> float:
     """Predicted system decode TPS of one fig09 point."""
+    return fig09_decode_predict(model_name, batch, chip)[0]
+
+
+def fig09_decode_predict(model_name: str, batch: int, chip=None) -> tuple[float, float]:
+    """(system decode tokens/s, time per output token in s) of one fig09 point; TPOT is
+    1 / ``tps_per_sequence``."""
     from plena_opt.estimate import Evaluator
 
     model, noc, memory, wl, chip, plan = _fig09_setup(model_name, batch, chip)
-    return Evaluator(model, noc, memory, wl, chip).evaluate(plan).tps
+    m = Evaluator(model, noc, memory, wl, chip).evaluate(plan)
+    return m.tps, 1.0 / m.tps_per_sequence
 
 
 def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dict[int, BurstTtft]:
     """First-token times per batch: a burst of ``batch`` 1,024-token prompts through vLLM's
     chunked-prefill scheduler (default 8,192-token step budget)."""
     from plena_opt.estimate.gpu_queue import (
+        VLLM_FIRST_STEP_REQUESTS,
         VLLM_MAX_NUM_BATCHED_TOKENS,
         EvaluatorStepCosts,
         burst_ttft,
@@ -170,8 +183,8 @@ def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dic
     costs = EvaluatorStepCosts(model, noc, memory, chip, wl, plan)
     out = {}
     for b in batches:
-        q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS,
-                       costs.prefill_seconds, costs.decode_seconds)  # fmt: skip
+        q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS, costs.prefill_seconds,
+                       costs.decode_seconds, VLLM_FIRST_STEP_REQUESTS)  # fmt: skip
         out[b] = q
     return out
 
@@ -183,6 +196,7 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
 
     card = Scorecard()
     known = set(list_models())
+    user_decode = fig09_measurements(column="User Decode Speed")
     for model, points in fig09_measurements().items():
         if models is not None and model not in models:
             continue
@@ -190,8 +204,10 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
             card.skipped[f"fig09/{model}"] = "model not in the catalog"
             continue
         try:
-            for bs, tps in points:
-                card.points.append(Point("fig09", model, bs, tps, fig09_predict(model, bs)))
+            for (bs, tps), (_, uds) in zip(points, user_decode[model], strict=True):
+                pred_tps, pred_tpot = fig09_decode_predict(model, bs)
+                card.points.append(Point("fig09", model, bs, tps, pred_tps))
+                card.points.append(Point("fig09_tpot", model, bs, 1.0 / uds, pred_tpot))
         except PlenaNotFoundError as exc:
             card.skipped[f"fig09/{model}"] = str(exc)
     system = fig09_measurements(column="System Prefill TPS")
