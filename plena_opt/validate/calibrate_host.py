@@ -61,8 +61,8 @@ def _solve(rows: dict[str, tuple[int, int, float]]) -> np.ndarray:
     return x
 
 
-def fit_eager_host(folder: Path | None = None) -> HostFit:
-    """The fit and its leave-one-model-out errors."""
+def fit_eager_host(folder: Path | None = None, leave_out: str | None = None) -> HostFit:
+    """The fit (without ``leave_out``'s row when given) and its leave-one-model-out errors."""
     steps = eager_step_seconds(folder)
     rows = {m: (*_counts(m), t) for m, t in steps.items()}
 
@@ -70,9 +70,41 @@ def fit_eager_host(folder: Path | None = None) -> HostFit:
         o, k, t = rows[m]
         return (o * x[0] + k * x[1]) / t - 1.0
 
-    x = _solve(rows)
+    x = _solve({k: v for k, v in rows.items() if k != leave_out})
     held = {m: err(_solve({k: v for k, v in rows.items() if k != m}), m) for m in rows}
     return HostFit(float(x[0]), float(x[1]), {m: err(x, m) for m in rows}, held)
+
+
+def held_out_scores(chip_name: str = "b200") -> dict[str, dict[str, float]]:
+    """dataset → model → MAPE % of the fig09 prefill / TTFT / TPOT replay when the chip's
+    ``eager_host`` constants are refitted without that model (leave-one-model-out)."""
+    from plena_opt.chip import load_chip
+    from plena_opt.validate.scorecard import fig09_measurements, fig09_prefill_predict
+
+    base = load_chip(chip_name)
+    cols = {"fig09_prefill": "System Prefill TPS", "fig09_ttft": "User Prefill Speed",
+            "fig09_tpot": "User Decode Speed"}  # fmt: skip
+    meas = {ds: fig09_measurements(column=c) for ds, c in cols.items()}
+    out: dict[str, dict[str, float]] = {ds: {} for ds in cols}
+    for model in eager_step_seconds():
+        fit = fit_eager_host(leave_out=model)
+        eh = base.eager_host.model_copy(update={
+            "seconds_per_op": base.eager_host.seconds_per_op.model_copy(
+                update={"value": fit.seconds_per_op}),
+            "seconds_per_triton_op": base.eager_host.seconds_per_triton_op.model_copy(
+                update={"value": fit.seconds_per_triton_op}),
+        })  # fmt: skip
+        chip = base.model_copy(update={"eager_host": eh})
+        pred = fig09_prefill_predict(model, [b for b, _ in meas["fig09_ttft"][model]], chip)
+        for ds, points in meas.items():
+            errs = []
+            for b, v in points[model]:
+                q = pred[b]
+                got = {"fig09_prefill": q.system_prefill_tps, "fig09_ttft": q.user_prefill_speed,
+                       "fig09_tpot": 1 / q.user_decode_speed}[ds]  # fmt: skip
+                errs.append(abs(got / (1 / v if ds == "fig09_tpot" else v) - 1))
+            out[ds][model] = 100 * sum(errs) / len(errs)
+    return out
 
 
 def main() -> None:  # pragma: no cover - a report for people
@@ -81,6 +113,9 @@ def main() -> None:  # pragma: no cover - a report for people
           f"{fit.seconds_per_triton_op:.4g}")  # fmt: skip
     for m in fit.errors:
         print(f"  {m}: fit {100 * fit.errors[m]:+.1f} %  held out {100 * fit.held_out[m]:+.1f} %")
+    for ds, per_model in held_out_scores().items():
+        vals = " ".join(f"{m} {v:.2f}" for m, v in per_model.items())
+        print(f"held-out {ds}: {vals}; mean {sum(per_model.values()) / len(per_model):.2f} %")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,8 +15,9 @@ first tokens, vLLM's 8,192-token step budget), predicted by replaying vLLM's chu
 scheduler for a burst of BS requests (``estimate.gpu_queue``), not by one static prefill pass.
 ``fig09_ttft``: the ``User Prefill Speed`` column (the mean over requests of 1,024 / own TTFT,
 as its values imply), from the same replay.
-``fig09_tpot``: the same runs' time per output token, 1 / ``User Decode Speed`` (seconds), against
-1 / the estimate's ``tps_per_sequence``.
+``fig09_tpot``: the same runs' time per output token, 1 / ``User Decode Speed`` (seconds), from
+the same replay run to the end of the 1,024-token outputs (each request's (last − first token
+time) / 1,023, so the decode steps shared with other requests' prompt chunks count).
 The prefill steps pay the eager forward's host time (``estimate.gpu_host``; its two constants
 are fitted on the Eager_Mode=True rows, which are not scored) and the burst's first step holds
 the first request alone (``gpu_queue.VLLM_FIRST_STEP_REQUESTS``).
@@ -156,17 +157,10 @@ def _fig09_setup(model_name: str, batch: int, chip=None):  # noqa: ANN202
 
 def fig09_predict(model_name: str, batch: int, chip=None) -> float:
     """Predicted system decode TPS of one fig09 point."""
-    return fig09_decode_predict(model_name, batch, chip)[0]
-
-
-def fig09_decode_predict(model_name: str, batch: int, chip=None) -> tuple[float, float]:
-    """(system decode tokens/s, time per output token in s) of one fig09 point; TPOT is
-    1 / ``tps_per_sequence``."""
     from plena_opt.estimate import Evaluator
 
     model, noc, memory, wl, chip, plan = _fig09_setup(model_name, batch, chip)
-    m = Evaluator(model, noc, memory, wl, chip).evaluate(plan)
-    return m.tps, 1.0 / m.tps_per_sequence
+    return Evaluator(model, noc, memory, wl, chip).evaluate(plan).tps
 
 
 def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dict[int, BurstTtft]:
@@ -184,7 +178,8 @@ def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dic
     out = {}
     for b in batches:
         q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS, costs.prefill_seconds,
-                       costs.decode_seconds, VLLM_FIRST_STEP_REQUESTS)  # fmt: skip
+                       costs.decode_seconds, VLLM_FIRST_STEP_REQUESTS, wl.output_seq_len,
+                       costs.decode_mean_seconds)  # fmt: skip
         out[b] = q
     return out
 
@@ -204,10 +199,8 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
             card.skipped[f"fig09/{model}"] = "model not in the catalog"
             continue
         try:
-            for (bs, tps), (_, uds) in zip(points, user_decode[model], strict=True):
-                pred_tps, pred_tpot = fig09_decode_predict(model, bs)
-                card.points.append(Point("fig09", model, bs, tps, pred_tps))
-                card.points.append(Point("fig09_tpot", model, bs, 1.0 / uds, pred_tpot))
+            for bs, tps in points:
+                card.points.append(Point("fig09", model, bs, tps, fig09_predict(model, bs)))
         except PlenaNotFoundError as exc:
             card.skipped[f"fig09/{model}"] = str(exc)
     system = fig09_measurements(column="System Prefill TPS")
@@ -220,6 +213,9 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
             card.points.append(Point("fig09_prefill", model, bs, v, pred[bs].system_prefill_tps))
         for bs, v in user[model]:
             card.points.append(Point("fig09_ttft", model, bs, v, pred[bs].user_prefill_speed))
+        for bs, v in user_decode[model]:
+            tpot = 1.0 / pred[bs].user_decode_speed
+            card.points.append(Point("fig09_tpot", model, bs, 1.0 / v, tpot))
     if models is None:
         from plena_opt.validate.fig08 import fig08_points
 
