@@ -15,13 +15,11 @@ MAX_BUDGET_TOKENS = 1 << 20  # a step budget above a million tokens is a typo
 
 
 def burst_ttft(problem: EvaluatorInputs, plan: Plan, budget_tokens: int | None = None) -> BurstTtft:
-    """First-token times of the workload's ``batch_size`` requests sent together (the first
-    alone in the engine's first step, ``VLLM_FIRST_STEP_REQUESTS``), served by
+    """First-token times of the workload's ``batch_size`` requests arriving together, served by
     vLLM's chunked-prefill scheduler with ``budget_tokens`` per step (default: vLLM's 8,192).
     GPU chips only (the scheduler is vLLM's); bad input raises naming the field."""
     from plena_opt.chip.gpu import GpuChipProfile
     from plena_opt.estimate.gpu_queue import (
-        VLLM_FIRST_STEP_REQUESTS,
         VLLM_MAX_NUM_BATCHED_TOKENS,
         EvaluatorStepCosts,
     )
@@ -41,4 +39,4 @@ def burst_ttft(problem: EvaluatorInputs, plan: Plan, budget_tokens: int | None =
     wl = problem.workload
     costs = EvaluatorStepCosts(problem.model, problem.noc, problem.memory, problem.chip, wl, plan)
     return replay(wl.batch_size, wl.input_seq_len, budget, costs.prefill_seconds,
-                  costs.decode_seconds, VLLM_FIRST_STEP_REQUESTS)  # fmt: skip
+                  costs.decode_seconds)  # fmt: skip

@@ -170,14 +170,14 @@ class GpuPricing:
             ks += L.dense_ffn(p, s, T, d.ffn)
         host = 0.0
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
-            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_fp8(m))
+            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m))
             host = gpu_host.ops_seconds(self.chip.eager_host, ops)
         return _stage(ks, steps, self.memory, fixed=host)
 
     def eager_host_seconds(self, model, tp: int) -> float:
         """Host seconds of one eager forward of the whole model (``estimate.gpu_host``); 0 on
         a chip without an ``eager_host`` section."""
-        ops = gpu_host.model_ops(model, tp, self._block_fp8(model))
+        ops = gpu_host.model_ops(model, tp, self._block_moe(model))
         return gpu_host.ops_seconds(self.chip.eager_host, ops)
 
     def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
@@ -189,11 +189,11 @@ class GpuPricing:
         return [
             p.gemm(T, m.num_experts, h),
             topk,
-            p.fused_moe(load.tokens_local, load.pairs, active, h, f, self._block_fp8(m)),
+            p.fused_moe(load.tokens_local, load.pairs, active, h, f, self._block_moe(m)),
         ]
 
-    def _block_fp8(self, m) -> bool:
-        """True when the model's fp8 weights are block-scaled (``BLOCK_FP8_MODEL_TYPES``)."""
+    def _block_moe(self, m) -> bool:
+        """True when the model's fp8 weights (experts and GEMMs) are block-scaled (``BLOCK_FP8_MODEL_TYPES``)."""
         return self.perf.compute_format == "fp8" and m.model_type in BLOCK_FP8_MODEL_TYPES
 
     def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:

@@ -33,13 +33,6 @@ if TYPE_CHECKING:
     from plena_opt.models import ModelSpec
 
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
-# vLLM V1's engine core blocks on its input queue while idle and steps as soon as a request
-# lands (``EngineCore.run_busy_loop``): requests sent together reach it one by one through the
-# API server (HTTP parsing, tokenisation), so the first step holds the first request alone and
-# the rest join the next step. fig09's BS-2 runs show it: the second first token comes at 2.0x
-# the first for Llama-70B, Llama-405B and Qwen3 (1,024 / (2·user − system) against 2,048 /
-# system). Not fitted.
-VLLM_FIRST_STEP_REQUESTS = 1
 MAX_BURST = 1 << 16  # requests one replay accepts (bounds the loop)
 MAX_OUTPUT = 1 << 17  # output tokens per request a full replay runs (bounds the decode steps)
 
@@ -107,14 +100,11 @@ class BurstTtft:
 def burst_ttft(batch: int, input_len: int, budget_tokens: int,
                prefill_seconds: Callable[[int], float],
                decode_seconds: Callable[[int], float],
-               first_step_requests: int | None = None, output_len: int | None = None,
+               output_len: int | None = None,
                decode_mean_seconds: Callable[[int], float] | None = None) -> BurstTtft:  # fmt: skip
     """Replay the chunked-prefill scheduler for ``batch`` requests of ``input_len`` prompt tokens
     arriving together. ``prefill_seconds(tokens)``: a prefill pass over that many prompt tokens;
     ``decode_seconds(n)``: a decode step of ``n`` requests (called with n ≥ 1).
-    ``first_step_requests``: at most that many requests are in the first step (the engine
-    starts stepping when the first request lands; the others arrive while it runs;
-    ``VLLM_FIRST_STEP_REQUESTS``); None: all ``batch`` are waiting at the first step.
     ``output_len``: also run every request to ``output_len`` tokens (decode-only steps cost
     ``decode_mean_seconds(n)``, a step of ``n`` requests averaged over the output) and record
     each request's time per output token, prefill interleaving included."""
@@ -125,12 +115,10 @@ def burst_ttft(batch: int, input_len: int, budget_tokens: int,
     finish: list[float] = []
     groups: list[list[int]] = []  # [requests, tokens still to generate] per first-token step
     per_request = output_len - 1 if output_len else -1  # -1: decode forever (TTFT only)
-    first = batch if first_step_requests is None else max(1, min(batch, first_step_requests))
     while head < batch or any(g[1] > 0 for g in groups):
         decoding = sum(g[0] for g in groups if g[1] != 0)
         room, tokens, done = budget_tokens - decoding, 0, 0
-        admit = first if steps == 0 else batch
-        while room > 0 and head < admit:
+        while room > 0 and head < batch:
             k = min(left, room)
             left, room, tokens = left - k, room - k, tokens + k
             if left == 0:

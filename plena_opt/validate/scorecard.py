@@ -19,8 +19,7 @@ as its values imply), from the same replay.
 the same replay run to the end of the 1,024-token outputs (each request's (last − first token
 time) / 1,023, so the decode steps shared with other requests' prompt chunks count).
 The prefill steps pay the eager forward's host time (``estimate.gpu_host``; its two constants
-are fitted on the Eager_Mode=True rows, which are not scored) and the burst's first step holds
-the first request alone (``gpu_queue.VLLM_FIRST_STEP_REQUESTS``).
+are fitted on the Eager_Mode=True rows, which are not scored).
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
 No constant is fitted on any of the scored points.
 Models the catalog lacks are listed as skipped.
@@ -167,7 +166,6 @@ def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dic
     """First-token times per batch: a burst of ``batch`` 1,024-token prompts through vLLM's
     chunked-prefill scheduler (default 8,192-token step budget)."""
     from plena_opt.estimate.gpu_queue import (
-        VLLM_FIRST_STEP_REQUESTS,
         VLLM_MAX_NUM_BATCHED_TOKENS,
         EvaluatorStepCosts,
         burst_ttft,
@@ -178,7 +176,7 @@ def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dic
     out = {}
     for b in batches:
         q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS, costs.prefill_seconds,
-                       costs.decode_seconds, VLLM_FIRST_STEP_REQUESTS, wl.output_seq_len,
+                       costs.decode_seconds, wl.output_seq_len,
                        costs.decode_mean_seconds)  # fmt: skip
         out[b] = q
     return out
