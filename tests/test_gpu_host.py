@@ -10,7 +10,7 @@ import pytest
 
 from plena_opt.chip import load_chip
 from plena_opt.errors import PlenaInputError, PlenaTypeError
-from plena_opt.estimate import Evaluator, Plan
+from plena_opt.estimate import Evaluator
 from plena_opt.estimate.gpu_host import EXTRA_OPS, EagerOps, layer_ops, model_ops
 from plena_opt.estimate.gpu_queue import burst_ttft
 from plena_opt.models import load_model

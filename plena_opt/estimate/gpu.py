@@ -151,6 +151,13 @@ class GpuPricing:
                 "busy": self.chip.power.busy_watts.value,
                 "idle": self.chip.power.idle_watts.value,
             },
+            "eager_host": None
+            if (eh := self.chip.eager_host) is None
+            else {
+                "seconds_per_op": eh.seconds_per_op.value,
+                "seconds_per_triton_op": eh.seconds_per_triton_op.value,
+                "cuda_graph_max_tokens": eh.cuda_graph_max_tokens.value,
+            },
         }
 
     def layer(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray,
@@ -193,7 +200,8 @@ class GpuPricing:
         ]
 
     def _block_moe(self, m) -> bool:
-        """True when the model's fp8 weights (experts and GEMMs) are block-scaled (``BLOCK_FP8_MODEL_TYPES``)."""
+        """True when the model's fp8 weights (experts, GEMMs) are block-scaled
+        (``BLOCK_FP8_MODEL_TYPES``)."""
         return self.perf.compute_format == "fp8" and m.model_type in BLOCK_FP8_MODEL_TYPES
 
     def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
