@@ -20,13 +20,17 @@ from plena_opt.validate import run_scorecard  # noqa: E402
 def main(out: str = "docs/validation.png") -> int:
     card = run_scorecard()
     scores = {(s.dataset, s.model): s for s in card.by_model()}
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+    fig, grid = plt.subplots(2, 3, figsize=(18, 11))
+    axes = list(grid.flat)
+    axes[-1].axis("off")
     panels = (
         ("fig09", "fig09: vLLM decode tokens/s, 8x B200, TP 8 (tokens/s)", 1.0),
+        ("fig09_tpot", "fig09: time per output token under a burst of BS requests (ms)", 1e3),
+        ("fig09_ttft", "fig09: per-request prompt tokens / TTFT under a burst (tokens/s)", 1.0),
         ("fig09_prefill", "fig09: system prefill tokens/s under a burst of BS requests", 1.0),
         ("fig08", "fig08: fused GEMM + collective kernels, 8x H100 (ms)", 1e3),
     )
-    for ax, (ds, title, scale) in zip(axes, panels, strict=True):
+    for ax, (ds, title, scale) in zip(axes, panels, strict=False):
         pts = [p for p in card.points if p.dataset == ds]
         lo = min(min(p.measured, p.predicted) for p in pts) * scale / 1.5
         hi = max(max(p.measured, p.predicted) for p in pts) * scale * 1.5

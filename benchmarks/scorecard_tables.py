@@ -14,6 +14,7 @@ TITLES = {
     "fig09": "fig09 (vLLM, 8x B200, TP 8, 1k/1k, BS 1–512, decode tokens/s)",
     "fig09_prefill": "fig09 prefill (same runs, `System Prefill TPS`, chunked-prefill replay)",
     "fig09_ttft": "fig09 TTFT (same runs, `User Prefill Speed` = mean 1,024 / TTFT)",
+    "fig09_tpot": "fig09 TPOT (same runs, 1 / `User Decode Speed`, burst replay to the end)",
     "fig08": "fig08 (fused kernels, 8x H100)",
 }
 

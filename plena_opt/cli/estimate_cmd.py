@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"multi-device plan without --noc runs on {DEFAULT_NOC}, as in search and simulate. "
         "tps = system decode tokens/s averaged over the output (KV growing from input to "
         "input+output); tps_per_sequence = one sequence's rate; ttft_seconds = prefill of the "
-        "batch + the first decode step (no queueing; --burst-ttft adds each request's first "
-        "token under vLLM's chunked-prefill queueing on GPU chips).",
+        "batch + the first decode step (no queueing; on a GPU chip the prefill includes the host "
+        "time of vLLM's eager prefill forward, the chip's eager_host; --burst-ttft adds each "
+        "request's first token under vLLM's chunked-prefill queueing on GPU chips).",
         epilog=UNITS_EPILOG,
     )
     add_workload_args(p)

@@ -18,6 +18,7 @@ import numpy as np
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
 from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
@@ -150,6 +151,13 @@ class GpuPricing:
                 "busy": self.chip.power.busy_watts.value,
                 "idle": self.chip.power.idle_watts.value,
             },
+            "eager_host": None
+            if (eh := self.chip.eager_host) is None
+            else {
+                "seconds_per_op": eh.seconds_per_op.value,
+                "seconds_per_triton_op": eh.seconds_per_triton_op.value,
+                "cuda_graph_max_tokens": eh.cuda_graph_max_tokens.value,
+            },
         }
 
     def layer(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray,
@@ -167,7 +175,17 @@ class GpuPricing:
             ks += self._moe(s, T, load) + L.dense_ffn(p, s, T, d.shared_ffn)
         else:
             ks += L.dense_ffn(p, s, T, d.ffn)
-        return _stage(ks, steps, self.memory)
+        host = 0.0
+        if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
+            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m))
+            host = gpu_host.ops_seconds(self.chip.eager_host, ops)
+        return _stage(ks, steps, self.memory, fixed=host)
+
+    def eager_host_seconds(self, model, tp: int) -> float:
+        """Host seconds of one eager forward of the whole model (``estimate.gpu_host``); 0 on
+        a chip without an ``eager_host`` section."""
+        ops = gpu_host.model_ops(model, tp, self._block_moe(model))
+        return gpu_host.ops_seconds(self.chip.eager_host, ops)
 
     def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
         """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""
@@ -182,7 +200,8 @@ class GpuPricing:
         ]
 
     def _block_moe(self, m) -> bool:
-        """True when the model's fp8 experts are block-scaled (``BLOCK_FP8_MODEL_TYPES``)."""
+        """True when the model's fp8 weights (experts, GEMMs) are block-scaled
+        (``BLOCK_FP8_MODEL_TYPES``)."""
         return self.perf.compute_format == "fp8" and m.model_type in BLOCK_FP8_MODEL_TYPES
 
     def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
@@ -201,7 +220,10 @@ class GpuPricing:
         h, ab = m.hidden_size, p.ab
         T = d.b_dev * q if mode == "prefill" else d.b_dev
         emb = p.elementwise(T * h * ab, T * h * ab)
-        out: dict[int, list[StageArrays]] = {0: [_stage([emb], steps, self.memory, fixed=p.step_s)]}
+        fixed = p.step_s
+        if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
+            fixed += gpu_host.ops_seconds(self.chip.eager_host, gpu_host.EXTRA_OPS)
+        out: dict[int, list[StageArrays]] = {0: [_stage([emb], steps, self.memory, fixed=fixed)]}
         rows = d.b_dev  # the LM head runs on the last position of each sequence
         head = [
             p.elementwise(2 * rows * h * ab, rows * h * ab),
@@ -258,7 +280,10 @@ def gpu_energy_per_token(cost: PlanCost) -> float:
             busy += busy_seconds(ex)
     for count, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
         busy += count * busy_seconds(la)
-    busy -= ctx.gpu.perf.step_s * ctx.workload.output_seq_len  # host overhead is not busy
+    host = ctx.gpu.perf.step_s  # host overhead is not busy
+    if gpu_host.runs_eagerly(ctx.chip.eager_host, "decode", cost.shard.b_dev):
+        host += ctx.gpu.eager_host_seconds(ctx.model, cost.plan.tp)
+    busy -= host * ctx.workload.output_seq_len
     busy_dev = busy * per_stage_devices  # device-seconds of kernel work over the decode
     idle_dev = max(total_s * plan.world_size - busy_dev, 0.0)
     joules = busy_dev * busy_w + idle_dev * idle_w

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 MAX_BURST = 1 << 16  # requests one replay accepts (bounds the loop)
+MAX_OUTPUT = 1 << 17  # output tokens per request a full replay runs (bounds the decode steps)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class BurstTtft:
     budget_tokens: int
     ttft_seconds: tuple[float, ...]
     steps: int
+    # per request: (last token − first token) / (output tokens − 1); empty for a TTFT-only replay
+    tpot_seconds: tuple[float, ...] = ()
 
     @property
     def mean_seconds(self) -> float:
@@ -64,6 +67,13 @@ class BurstTtft:
     def system_prefill_tps(self) -> float:
         """Prompt tokens of the burst over the time until the last first token (tokens/s)."""
         return len(self.ttft_seconds) * self.input_len / self.max_seconds
+
+    @property
+    def user_decode_speed(self) -> float:
+        """Mean over requests of 1 / own time per output token (tokens/s per request)."""
+        if not self.tpot_seconds:
+            raise PlenaInputError("output_seq_len", "this replay did not run the decode")
+        return sum(1.0 / t for t in self.tpot_seconds) / len(self.tpot_seconds)
 
     @property
     def user_prefill_speed(self) -> float:
@@ -89,12 +99,53 @@ class BurstTtft:
 
 def burst_ttft(batch: int, input_len: int, budget_tokens: int,
                prefill_seconds: Callable[[int], float],
-               decode_seconds: Callable[[int], float]) -> BurstTtft:  # fmt: skip
+               decode_seconds: Callable[[int], float],
+               output_len: int | None = None,
+               decode_mean_seconds: Callable[[int], float] | None = None) -> BurstTtft:  # fmt: skip
     """Replay the chunked-prefill scheduler for ``batch`` requests of ``input_len`` prompt tokens
     arriving together. ``prefill_seconds(tokens)``: a prefill pass over that many prompt tokens;
-    ``decode_seconds(n)``: a decode step of ``n`` requests (called with n ≥ 1)."""
-    for name, v, hi in (("batch_size", batch, MAX_BURST), ("input_seq_len", input_len, None)):
-        if v < 1 or (hi is not None and v > hi):
+    ``decode_seconds(n)``: a decode step of ``n`` requests (called with n ≥ 1).
+    ``output_len``: also run every request to ``output_len`` tokens (decode-only steps cost
+    ``decode_mean_seconds(n)``, a step of ``n`` requests averaged over the output) and record
+    each request's time per output token, prefill interleaving included."""
+    _check_burst(batch, input_len, budget_tokens, output_len)
+    left = input_len  # prompt tokens still to prefill of the request at the queue head
+    head, t, steps = 0, 0.0, 0
+    ttft: list[float] = []
+    finish: list[float] = []
+    groups: list[list[int]] = []  # [requests, tokens still to generate] per first-token step
+    per_request = output_len - 1 if output_len else -1  # -1: decode forever (TTFT only)
+    while head < batch or any(g[1] > 0 for g in groups):
+        decoding = sum(g[0] for g in groups if g[1] != 0)
+        room, tokens, done = budget_tokens - decoding, 0, 0
+        while room > 0 and head < batch:
+            k = min(left, room)
+            left, room, tokens = left - k, room - k, tokens + k
+            if left == 0:
+                head, done, left = head + 1, done + 1, input_len
+        if tokens:
+            t += prefill_seconds(tokens) + (decode_seconds(decoding) if decoding else 0.0)
+        else:  # only reached with output_len: every prompt is in
+            t += decode_mean_seconds(decoding)  # type: ignore[misc]
+        steps += 1
+        for g in groups:
+            if g[1] > 0:
+                g[1] -= 1
+                finish += [t] * (g[0] if g[1] == 0 else 0)
+        ttft += [t] * done
+        if done:
+            groups.append([done, per_request])
+            finish += [t] * (done if per_request == 0 else 0)
+    tpot = ()
+    if output_len and output_len > 1:
+        tpot = tuple((f - s) / (output_len - 1) for s, f in zip(ttft, finish, strict=True))
+    return BurstTtft(input_len, budget_tokens, tuple(ttft), steps, tpot)
+
+
+def _check_burst(batch: int, input_len: int, budget_tokens: int, output_len: int | None) -> None:
+    for name, v, hi in (("batch_size", batch, MAX_BURST), ("input_seq_len", input_len, None),
+                        ("output_seq_len", output_len, MAX_OUTPUT)):  # fmt: skip
+        if v is not None and (v < 1 or (hi is not None and v > hi)):
             raise PlenaInputError(name, f"{name} must be 1..{hi or 'any'}; got {v}")
     if budget_tokens <= batch:
         raise PlenaInputError(
@@ -102,21 +153,6 @@ def burst_ttft(batch: int, input_len: int, budget_tokens: int,
             f"a budget of {budget_tokens} tokens per step leaves no room for prompt tokens "
             f"once {batch} requests decode; it must exceed the batch size",
         )
-    left = input_len  # prompt tokens still to prefill of the request at the queue head
-    head, decoding, t, steps = 0, 0, 0.0, 0
-    ttft: list[float] = []
-    while head < batch:
-        room, tokens, done = budget_tokens - decoding, 0, 0
-        while room > 0 and head < batch:
-            k = min(left, room)
-            left, room, tokens = left - k, room - k, tokens + k
-            if left == 0:
-                head, done, left = head + 1, done + 1, input_len
-        t += prefill_seconds(tokens) + (decode_seconds(decoding) if decoding else 0.0)
-        steps += 1
-        ttft += [t] * done
-        decoding += done
-    return BurstTtft(input_len, budget_tokens, tuple(ttft), steps)
 
 
 class EvaluatorStepCosts:
@@ -124,13 +160,24 @@ class EvaluatorStepCosts:
     the static prefill pass of ``tokens / input_len`` full prompts (linear between whole
     prompt counts), ``decode_seconds`` the first decode step of ``n`` sequences after their
     prompts (KV = ``input_len``), linear between powers of two. A last chunk shorter than one
-    prompt is priced as that share of a one-prompt pass."""
+    prompt is priced as that share of a one-prompt pass's kernels plus the whole eager host
+    time (``host_seconds``, ``estimate.gpu_host``)."""
 
     def __init__(self, model: ModelSpec, noc: object, memory: Memory, chip: GpuChipProfile,
                  workload: Workload, plan: Plan) -> None:  # fmt: skip
+        from plena_opt.estimate import gpu_host
+        from plena_opt.estimate.gpu import BLOCK_FP8_MODEL_TYPES
+
         self._args = (model, noc, memory, chip)
         self.workload, self.plan = workload, plan
         self._cache: dict[int, DistributedEstimate] = {}
+        self._mean: dict[int, float] = {}
+        fmt = chip.compute_format(workload.precision or "bf16")
+        block = fmt == "fp8" and model.model_type in BLOCK_FP8_MODEL_TYPES
+        # host time of the eager prefill forward: paid whole by a step however short its chunk
+        self.host_seconds = gpu_host.ops_seconds(
+            chip.eager_host, gpu_host.model_ops(model, plan.tp, block)
+        )
 
     def _estimate(self, batch: int) -> DistributedEstimate:
         from dataclasses import replace
@@ -148,14 +195,36 @@ class EvaluatorStepCosts:
         lo = max(1, math.floor(n))
         t_lo = self._estimate(lo).prefill["latency_seconds"]
         if n <= lo:
-            return t_lo * n / lo if n < 1 else t_lo
+            h = self.host_seconds
+            return h + (t_lo - h) * n if n < 1 else t_lo
         t_hi = self._estimate(lo + 1).prefill["latency_seconds"]
         return t_lo + (n - lo) * (t_hi - t_lo)
 
     def decode_seconds(self, n: int) -> float:
-        lo = 1 << max(0, n.bit_length() - 1)
-        t_lo = self._estimate(lo).first_token_decode["latency_seconds"]
-        if n == lo:
-            return t_lo
-        t_hi = self._estimate(2 * lo).first_token_decode["latency_seconds"]
-        return t_lo + (n - lo) / lo * (t_hi - t_lo)
+        return _pow2_interp(n, lambda b: self._estimate(b).first_token_decode["latency_seconds"])
+
+    def decode_mean_seconds(self, n: int) -> float:
+        """A decode step of ``n`` sequences averaged over the workload's output (KV growing from
+        input to input + output): 1 / the estimate's ``tps_per_sequence``."""
+        return _pow2_interp(n, self._mean_step)
+
+    def _mean_step(self, batch: int) -> float:
+        from dataclasses import replace
+
+        from plena_opt.estimate import Evaluator
+
+        if batch not in self._mean:
+            model, noc, memory, chip = self._args
+            wl = replace(self.workload, batch_size=batch)
+            m = Evaluator(model, noc, memory, wl, chip).evaluate(self.plan)
+            self._mean[batch] = 1.0 / m.tps_per_sequence
+        return self._mean[batch]
+
+
+def _pow2_interp(n: int, at: Callable[[int], float]) -> float:
+    """``at(n)``, linear between the powers of two around ``n`` (n ≥ 1)."""
+    lo = 1 << max(0, n.bit_length() - 1)
+    t_lo = at(lo)
+    if n == lo:
+        return t_lo
+    return t_lo + (n - lo) / lo * (at(2 * lo) - t_lo)

@@ -15,8 +15,13 @@ first tokens, vLLM's 8,192-token step budget), predicted by replaying vLLM's chu
 scheduler for a burst of BS requests (``estimate.gpu_queue``), not by one static prefill pass.
 ``fig09_ttft``: the ``User Prefill Speed`` column (the mean over requests of 1,024 / own TTFT,
 as its values imply), from the same replay.
+``fig09_tpot``: the same runs' time per output token, 1 / ``User Decode Speed`` (seconds), from
+the same replay run to the end of the 1,024-token outputs (each request's (last − first token
+time) / 1,023, so the decode steps shared with other requests' prompt chunks count).
+The prefill steps pay the eager forward's host time (``estimate.gpu_host``; its two constants
+are fitted on the Eager_Mode=True rows, which are not scored).
 ``fig08`` (``fig08.py``) prices measured fused GEMM + collective kernels on 8x H100.
-No constant is fitted on any of these points.
+No constant is fitted on any of the scored points.
 Models the catalog lacks are listed as skipped.
 """
 
@@ -170,8 +175,9 @@ def fig09_prefill_predict(model_name: str, batches: list[int], chip=None) -> dic
     costs = EvaluatorStepCosts(model, noc, memory, chip, wl, plan)
     out = {}
     for b in batches:
-        q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS,
-                       costs.prefill_seconds, costs.decode_seconds)  # fmt: skip
+        q = burst_ttft(b, wl.input_seq_len, VLLM_MAX_NUM_BATCHED_TOKENS, costs.prefill_seconds,
+                       costs.decode_seconds, wl.output_seq_len,
+                       costs.decode_mean_seconds)  # fmt: skip
         out[b] = q
     return out
 
@@ -183,6 +189,7 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
 
     card = Scorecard()
     known = set(list_models())
+    user_decode = fig09_measurements(column="User Decode Speed")
     for model, points in fig09_measurements().items():
         if models is not None and model not in models:
             continue
@@ -204,6 +211,9 @@ def run_scorecard(models: list[str] | None = None) -> Scorecard:
             card.points.append(Point("fig09_prefill", model, bs, v, pred[bs].system_prefill_tps))
         for bs, v in user[model]:
             card.points.append(Point("fig09_ttft", model, bs, v, pred[bs].user_prefill_speed))
+        for bs, v in user_decode[model]:
+            tpot = 1.0 / pred[bs].user_decode_speed
+            card.points.append(Point("fig09_tpot", model, bs, 1.0 / v, tpot))
     if models is None:
         from plena_opt.validate.fig08 import fig08_points
 

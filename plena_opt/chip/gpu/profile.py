@@ -41,6 +41,14 @@ class SourcedSeconds(Sourced):
     value: Annotated[float, Field(ge=0, le=MAX_VALUE, allow_inf_nan=False)]
 
 
+class SourcedCount(BaseModel):
+    """A whole number (tokens, ops) and where it comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: Annotated[int, Field(ge=0, le=1 << 30)]
+    source: Source
+
+
 class SourcedFraction(Sourced):
     value: Fraction
 
@@ -116,6 +124,18 @@ class Overheads(BaseModel):
     elementwise_bandwidth_efficiency: SourcedFraction
 
 
+class EagerHost(BaseModel):
+    """Host time of a step vLLM runs without CUDA graphs (``estimate.gpu_host``): every launched
+    op costs ``seconds_per_op``, every vLLM Triton kernel call ``seconds_per_triton_op``; steps
+    of at most ``cuda_graph_max_tokens`` tokens with no prefill tokens run as one CUDA graph and
+    pay none of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seconds_per_op: SourcedSeconds
+    seconds_per_triton_op: SourcedSeconds
+    cuda_graph_max_tokens: SourcedCount
+
+
 class GpuChipProfile(BaseModel):
     """A validated GPU chip: peaks per format, HBM, efficiency curves, overheads, power."""
 
@@ -136,6 +156,8 @@ class GpuChipProfile(BaseModel):
     attention_decode: DecodeAttentionCurve
     attention_prefill: AttentionCurve
     overheads: Overheads
+    # host time of eager (non-CUDA-graph) steps; absent: no host time is priced
+    eager_host: EagerHost | None = None
     power: Power
 
     @model_validator(mode="after")
