@@ -49,6 +49,7 @@ __all__ = [
     "committed_view",
     "fail_stale_trials",
     "is_batched",
+    "journal_backend",
     "list_studies",
     "load_existing_study",
     "open_storage",
@@ -97,6 +98,11 @@ def open_storage(
 def is_batched(storage: optuna.storages.BaseStorage) -> bool:
     """Whether ``storage`` is a journal file opened here (``batch_writes`` holds its lock)."""
     return id(storage) in _BACKENDS
+
+
+def journal_backend(storage: optuna.storages.BaseStorage) -> BatchingJournalBackend | None:
+    """The journal file under ``storage`` when it is one opened here, else None."""
+    return _BACKENDS.get(id(storage))
 
 
 def batch_writes(storage: optuna.storages.BaseStorage) -> Any:

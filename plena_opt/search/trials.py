@@ -30,10 +30,11 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from plena_opt.search.journal import NUMBER_ATTR
+from plena_opt.search.journal_bulk import JournalTrialWriter
 from plena_opt.search.pareto import pareto_mask
 from plena_opt.search.record import METRICS_ATTR, POINT_ATTR, Record
 from plena_opt.search.space import COMM_OVERLAPS, MOE_TP_MODES, PlanSpace
-from plena_opt.search.storage import batch_writes, is_batched
+from plena_opt.search.storage import batch_writes, is_batched, journal_backend
 
 VALUES_ATTR = "values"
 INFEASIBLE_ATTR = "infeasible"
@@ -165,6 +166,12 @@ class StudyWriter:
         # a batched journal holds its lock while writing, so nobody else writes meanwhile
         self.exclusive = discard or is_batched(storage)
         self.dists = plan_distributions(space)
+        # a journal file opened here: the trials' records are appended in bulk (journal_bulk)
+        self._journal = None if discard else journal_backend(storage)
+        self._bulk = None
+        if self._journal is not None:
+            study_id = storage.get_study_id_from_name(study.study_name)
+            self._bulk = JournalTrialWriter(study_id, len(study.directions), self.dists)
         self.known: dict[str, FrozenTrial] = {}
         self._seen = 0
         self.written = 0
@@ -192,9 +199,14 @@ class StudyWriter:
                     new.setdefault(rec.point.key, rec)
             base = self._seen
             trials = [record_trial(r, self.dists, base + i) for i, r in enumerate(new.values())]
-            if not self.discard:
+            exclusive = self.exclusive
+            if self._bulk is not None:
+                self._bulk.write(self._journal, trials)
+                # replay them now (as add_trials does); the count checks the numbers below
+                exclusive = len(self.study.get_trials(deepcopy=False)) == base + len(trials)
+            elif not self.discard:
                 self.study.add_trials(trials)
-            if self.exclusive:  # nobody wrote meanwhile: the numbers are base, base + 1, …
+            if exclusive:  # nobody wrote meanwhile: the numbers are base, base + 1, …
                 for i, (key, t) in enumerate(zip(new, trials, strict=True)):
                     t.number = base + i
                     self.known[key] = t
