@@ -98,6 +98,21 @@ def test_a_cancel_from_another_thread_stops_within_one_second():
     assert res.stop_reason == "cancelled" and res.mc.n_samples < 100_000
 
 
+class _PollCountingToken(StopToken):
+    """A token that counts its polls and reports a deadline at poll ``trip`` (None: never)."""
+
+    def __init__(self, trip: int | None) -> None:
+        super().__init__()
+        self.trip = trip
+        self.polls = 0
+
+    def is_set(self) -> bool:
+        self.polls += 1
+        if self.trip is not None and self.polls >= self.trip:
+            self.set("deadline")
+        return super().is_set()
+
+
 def test_serving_recheck_returns_the_plans_done_marked_partial():
     from plena_opt.api.recheck import recheck_front
     from plena_opt.estimate.problem import ProblemSpec
@@ -109,15 +124,17 @@ def test_serving_recheck_returns_the_plans_done_marked_partial():
     result = run_search(req)
     assert len(result.front) >= 2
     inputs = spec.load()
-    # the deadline at half the time of an unbounded re-check of the same plans (3 plans of
-    # similar cost), so it falls inside the re-check whatever the machine's speed and load
-    t0 = time.perf_counter()
-    assert len(recheck_front(result, inputs, top_k=16, samples=100_000)) == len(result.front)
-    budget = (time.perf_counter() - t0) / 2
-    t0 = time.perf_counter()
-    tok = StopToken.within(budget)
+    # the deadline trips after half of the polls an unbounded re-check of the same plans makes
+    # (counted, not timed: the same work polls the token the same number of times whatever the
+    # machine's load, so the stop falls inside the re-check deterministically)
+    counter = _PollCountingToken(None)
+    assert len(recheck_front(result, inputs, top_k=16, samples=100_000, stop=counter)) == len(
+        result.front
+    )
+    assert counter.polls >= 2
+    tok = _PollCountingToken(counter.polls // 2)
     checks = recheck_front(result, inputs, top_k=16, samples=100_000, stop=tok)
-    assert time.perf_counter() - t0 < budget + 1.0
+    assert tok.polls - tok.trip < 16  # stopped at its poll (a few more to read the reason)
     assert 1 <= len(checks) < len(result.front)
     # the deadline falls inside a plan (kept, partly sampled) or between two (all complete)
     assert all(not c.partial for c in checks[:-1])
