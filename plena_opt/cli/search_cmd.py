@@ -259,6 +259,8 @@ def handle(args: argparse.Namespace) -> int:
         return run_codesign(args, request)
     if args.max_cost is not None:
         raise PlenaInputError("max_cost", "--max-cost needs --design-space")
+    if args.store_plans is not None and args.workers is None:
+        raise PlenaInputError("store_plans", "--store-plans needs --workers")
     noise = recheck_noise(args)
     check_outputs(args)
     check_serving_study(request)
@@ -281,7 +283,7 @@ def handle(args: argparse.Namespace) -> int:
             if args.workers is not None:
                 from plena_opt.cli.worker_cmd import search_with_workers
 
-                request = search_with_workers(request, args.workers, args.quiet)
+                request = search_with_workers(request, args)
                 if request is None:  # --workers 0: the queue is ready for remote workers
                     return 0
             result = api.search_plans(
