@@ -1,16 +1,22 @@
-"""Many workers on one study in PostgreSQL (issue 17): throughput with 1, 2, 4 workers and
-storage round-trips per evaluated plan.
+"""Many workers on one study in PostgreSQL (issue 17): aggregate throughput with 1, 2, 4 workers
+in both storage modes (``--store-plans all``: a trial per plan; ``front``: each chunk's fronts as
+trials and every plan's metrics on the chunk), side by side in one run, with the real evaluator.
 
-Run: ``PLENA_OPT_TEST_POSTGRES=postgresql://user@host/db .venv/bin/python
-benchmarks/bench_workers.py`` (``.ci/postgres.sh start DIR`` starts a throwaway server). Each run
-uses a fresh database; figures in benchmarks/README.md ("scale out").
+Per run (a fresh database each): steady plans/s (first claim to last chunk done, without the
+workers' start-up), wall plans/s, worker CPU per plan (evaluator and the rest), PostgreSQL
+server CPU per plan (its postmaster's process tree in /proc, exited backends included),
+transactions per plan (``pg_stat_database``), trials stored, the load average. Then SQL
+statements per plan of one in-process worker per mode. Prints one line per run and, last, one
+JSON object with every figure and the ratios (benchmarks/README_workers.md).
+
+Run: ``export PGPORT=54391 && source .ci/postgres.sh start /tmp/pg-bench`` then
+``.venv/bin/python benchmarks/bench_workers.py`` (as root or the server's owner, for /proc).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import time
 import uuid
@@ -21,15 +27,14 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from plena_opt import api
-from plena_opt.api import workers as aw
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search import workers
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.storage import open_storage
 
-_CONTEXT = aw._context
-PROBLEM = ProblemSpec(model="gpt-oss-20b", noc="illustrative_gpu_node_8", input_seq=256,
-                      output_seq=8)  # fmt: skip
+MODELS = "llama-3.1-70b,qwen3-235b-a22b"  # 896 and 1,456 plans on 32 H200s, batches 1–128
+NOC, CHIP = "illustrative_gpu_cluster_32", "h200-sxm"
+BATCHES = [1, 2, 4, 8, 16, 32, 64, 128]
 
 
 def _database(base: str) -> str:
@@ -48,45 +53,80 @@ def _commits(url: str) -> int:
     return int(row[0])
 
 
-def run(base: str, n: int, batches: list[int], throttle_ms: float, chunk: int, start: str) -> dict:
-    """``n`` workers from a fresh database; ``start``: ``spawn`` (each worker imports afresh,
-    as before) or ``forkserver`` (``api.workers._context``: forked from a preloaded server)."""
-    if start == "spawn":
-        aw._context = lambda: multiprocessing.get_context("spawn")
-    else:
-        aw._context = _CONTEXT
+def _postmaster(base: str) -> int:
+    """The server's postmaster: the parent of this connection's backend."""
+    with psycopg.connect(base, autocommit=True) as conn:
+        return _ppid(int(conn.execute("SELECT pg_backend_pid()").fetchone()[0]))
+
+
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()
+
+
+def _ppid(pid: int) -> int:
+    return int(_stat(pid)[1])
+
+
+def _pg_cpu_s(postmaster: int) -> float:
+    """CPU seconds of this server: its postmaster (with its reaped children: exited backends)
+    and its live children. Other servers on the machine are not counted."""
+    tick = os.sysconf("SC_CLK_TCK")
+    f = _stat(postmaster)
+    total = sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            g = _stat(int(pid))
+        except OSError:
+            continue
+        if int(g[1]) == postmaster:
+            total += (int(g[11]) + int(g[12])) / tick
+    return total
+
+
+def run(base: str, pm: int, problem: ProblemSpec, n: int, mode: str, chunk: int | None) -> dict:
+    """``n`` local workers in ``mode`` on a fresh database; the run's figures."""
     url = _database(base)
-    req = SearchRequest(problem=PROBLEM, batch_sizes=batches, storage=url, study="bench",
+    req = SearchRequest(problem=problem, batch_sizes=BATCHES, storage=url, study="bench",
                         sampler="exhaustive")  # fmt: skip
-    info = api.prepare_workers(req, chunk)
-    c0, t0 = _commits(url), time.perf_counter()
-    _, reports = api.run_local_workers(req, n, throttle_s=throttle_ms / 1000, chunk_plans=chunk)
+    info = api.prepare_workers(req, chunk, mode)
+    c0, pg0, t0 = _commits(url), _pg_cpu_s(pm), time.perf_counter()
+    _, reports = api.run_local_workers(req, n, store_plans=mode)
     wall = time.perf_counter() - t0
+    pg = _pg_cpu_s(pm) - pg0
     time.sleep(0.6)  # pg_stat_database is refreshed by the stats collector
     commits = _commits(url) - c0
-    queue = optuna.load_study(study_name=workers.queue_name("bench"), storage=open_storage(url))
+    storage = open_storage(url)
+    queue = optuna.load_study(study_name=workers.queue_name("bench"), storage=storage)
     chunks = queue.get_trials(deepcopy=False)
     busy = (
         max(t.datetime_complete for t in chunks) - min(t.datetime_start for t in chunks)
     ).total_seconds()  # first claim to last chunk done: without the workers' start-up
+    stored = len(optuna.load_study(study_name="bench", storage=storage).get_trials(deepcopy=False))
+    plans, cpu = info.legal_points, sum(r["cpu_s"] for r in reports)
+    score = sum(r["score_cpu_s"] for r in reports)
     return {
-        "start": start,
-        "workers": n,
-        "plans": info.legal_points,
-        "wall_s": round(wall, 2),
-        "plans_per_s": round(info.legal_points / wall, 1),
-        "steady_plans_per_s": round(info.legal_points / busy, 1),
-        "transactions_per_plan": round(commits / info.legal_points, 2),
+        "model": problem.model, "mode": mode, "workers": n, "plans": plans,
+        "chunk_plans": info.chunk_plans, "chunks": len(chunks), "trials_stored": stored,
+        "wall_s": round(wall, 2), "plans_per_s": round(plans / wall, 1),
+        "steady_plans_per_s": round(plans / busy, 1),
+        "worker_cpu_ms_per_plan": round(1e3 * cpu / plans, 3),
+        "evaluator_cpu_ms_per_plan": round(1e3 * score / plans, 3),
+        "storage_cpu_ms_per_chunk": round(1e3 * (cpu - score) / len(chunks), 1),
+        "pg_cpu_ms_per_plan": round(1e3 * pg / plans, 3),
+        "pg_cpu_ms_per_chunk": round(1e3 * pg / len(chunks), 1),
+        "transactions_per_plan": round(commits / plans, 3),
         "scored": sum(r["plans_scored"] for r in reports),
-    }
+        "load": round(os.getloadavg()[0], 2),
+    }  # fmt: skip
 
 
-def statements_per_plan(base: str, batches: list[int], chunk: int) -> float:
+def statements_per_plan(base: str, problem: ProblemSpec, mode: str) -> float:
     """One in-process worker with SQLAlchemy's cursor events counted: SQL statements per plan."""
     url = _database(base)
-    req = SearchRequest(problem=PROBLEM, batch_sizes=batches, storage=url, study="bench",
+    req = SearchRequest(problem=problem, batch_sizes=BATCHES, storage=url, study="bench",
                         sampler="exhaustive")  # fmt: skip
-    info = api.prepare_workers(req, chunk)
+    info = api.prepare_workers(req, store_plans=mode)
     count = [0]
 
     def counted(*_a: object) -> None:
@@ -97,39 +137,45 @@ def statements_per_plan(base: str, batches: list[int], chunk: int) -> float:
         workers.run_worker(url, "bench")
     finally:
         event.remove(Engine, "before_cursor_execute", counted)
-    return count[0] / info.legal_points
+    return round(count[0] / info.legal_points, 3)
 
 
-FIRST: dict[str, dict] = {}
+def _ratios(rows: list[dict], key: str) -> dict:
+    one = {(r["model"], r["mode"]): r[key] for r in rows if r["workers"] == 1}
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["model"], {}).setdefault(r["mode"], {})[str(r["workers"])] = round(
+            r[key] / one[(r["model"], r["mode"])], 2
+        )
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", default="1,2,4")
-    ap.add_argument("--model", default="gpt-oss-20b")
-    ap.add_argument("--noc", default="illustrative_gpu_node_8")
-    ap.add_argument("--batches", default="1,2,4,8,16,32,64")
-    ap.add_argument("--throttle-ms", type=float, default=0.0)
-    ap.add_argument("--chunk", type=int, default=workers.CHUNK_PLANS)
-    ap.add_argument("--start", default="spawn,forkserver", help="worker start methods compared")
+    ap.add_argument("--models", default=MODELS)
+    ap.add_argument("--modes", default="all,front")
+    ap.add_argument("--chunk", type=int, default=None, help="plans per chunk (default: mode's)")
     args = ap.parse_args()
     base = os.environ["PLENA_OPT_TEST_POSTGRES"]
-    batches = [int(b) for b in args.batches.split(",")]
-    global PROBLEM
-    PROBLEM = ProblemSpec(model=args.model, noc=args.noc, input_seq=256, output_seq=8)
-    print(f"load average {os.getloadavg()[0]:.1f}")
-    for n in args.workers.split(","):  # start methods side by side at each worker count
-        for start in args.start.split(","):
-            r = run(base, int(n), batches, args.throttle_ms, args.chunk, start)
-            first = FIRST.setdefault(start, r)
-            r["speedup"] = round(r["plans_per_s"] / first["plans_per_s"], 2)
-            r["steady_speedup"] = round(r["steady_plans_per_s"] / first["steady_plans_per_s"], 2)
-            r["load"] = round(os.getloadavg()[0], 1)
-            print(json.dumps(r), flush=True)
-    print(
-        f"SQL statements per plan (1 worker): {statements_per_plan(base, batches, args.chunk):.1f}"
-    )
-    print(f"load average {os.getloadavg()[0]:.1f}")
+    pm = _postmaster(base)
+    load0 = os.getloadavg()
+    rows = []
+    for model in args.models.split(","):
+        problem = ProblemSpec(model=model, noc=NOC, chip=CHIP, input_seq=256, output_seq=8)
+        for n in args.workers.split(","):  # the modes side by side at each worker count
+            for mode in args.modes.split(","):
+                rows.append(run(base, pm, problem, int(n), mode, args.chunk))
+                print(json.dumps(rows[-1]), flush=True)
+    problem = ProblemSpec(model=args.models.split(",")[0], noc=NOC, chip=CHIP, input_seq=256,
+                          output_seq=8)  # fmt: skip
+    statements = {m: statements_per_plan(base, problem, m) for m in args.modes.split(",")}
+    print(json.dumps({
+        "load_start": load0, "load_end": os.getloadavg(), "cpus": os.cpu_count(),
+        "steady_speedup": _ratios(rows, "steady_plans_per_s"),
+        "wall_speedup": _ratios(rows, "plans_per_s"),
+        "sql_statements_per_plan_1_worker": statements, "runs": rows,
+    }))  # fmt: skip
 
 
 if __name__ == "__main__":

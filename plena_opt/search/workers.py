@@ -163,9 +163,9 @@ def _check_chunking(chunk_plans: int | None, store_plans: str) -> int:
 @dataclass
 class WorkerReport:
     """What one worker did: chunks it finished, plans it scored and stored, stale chunks it
-    failed (for retry), chunks of its own another worker had failed as stale meanwhile (its
-    plans stay stored; the retry skips them), seconds it ran, CPU seconds it used, its peak
-    resident memory (MiB; 0 where the OS does not say)."""
+    failed (for retry), chunks of its own another worker had failed as stale meanwhile (the
+    retry finishes them), CPU seconds in the evaluator (``score_cpu_s``), seconds it ran, CPU
+    seconds it used, its peak resident memory (MiB; 0 where the OS does not say)."""
 
     study: str
     chunks: int = 0
@@ -173,6 +173,7 @@ class WorkerReport:
     plans_scored: int = 0
     plans_stored: int = 0
     stale_failed: int = 0
+    score_cpu_s: float = 0.0
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
     peak_rss_mib: float = 0.0
@@ -269,7 +270,9 @@ def _all_chunk(
     if "failed_trial" in trial.system_attrs:  # a retry: a killed worker stored some
         known |= _stored_keys(s.study)
     todo = [p for p in chunk if p.key not in known]
+    c0 = time.process_time()
     recs = _score(s, todo, throttle_s)
+    report.score_cpu_s += time.process_time() - c0
     add_finished_trials(s.study, [record_trial(r, s.writer.dists, -1) for r in recs])
     known |= {p.key for p in todo}
     report.plans_scored += len(todo)
@@ -293,7 +296,9 @@ def _front_chunk(
     """``front``: the chunk's fronts as trials, every plan's metrics on the chunk, the chunk
     COMPLETE, in one transaction (``chunk_store``). Whether the chunk was still ours."""
     todo = [p for p in chunk if p.key not in known]
+    c0 = time.process_time()
     recs = _score(s, todo, throttle_s)
+    report.score_cpu_s += time.process_time() - c0
     keep = chunk_fronts(recs, [o.sign for o in s.objectives])
     trials = [record_trial(r, s.writer.dists, -1) for r in keep]
     report.plans_scored += len(todo)
