@@ -39,8 +39,8 @@ def test_chunk_failed_by_another_worker_mid_scoring(mode, tmp_path, monkeypatch)
     score = workers._score
     failed: list[int] = []
 
-    def score_then_lose_the_claim(s, todo, throttle_s):  # another worker's fail_stale_trials
-        stored = score(s, todo, throttle_s)
+    def score_then_lose_the_claim(s, todo, throttle_s, report):  # another's fail_stale_trials
+        stored = score(s, todo, throttle_s, report)
         if not failed:
             queue = optuna.load_study(study_name=workers.queue_name("r"), storage=open_storage(url))
             running = queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,))

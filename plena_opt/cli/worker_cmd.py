@@ -95,6 +95,21 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_store_plans(args: argparse.Namespace) -> None:
+    """``--store-plans`` belongs to a plan search on workers (a co-design stores each hardware
+    point's front whatever it says)."""
+    if args.store_plans is None:
+        return
+    if args.workers is None:
+        raise PlenaInputError("store_plans", "--store-plans needs --workers")
+    if args.design_space is not None:
+        raise PlenaInputError(
+            "store_plans",
+            "--store-plans is for plan searches; --design-space stores each "
+            "hardware point's plan front",
+        )
+
+
 def search_with_workers(request: Any, args: argparse.Namespace) -> Any:
     """``search --workers N``: score the study with N local workers; the request that then reads
     the stored front (exhaustive: every plan is reused). N = 0: only create the study's queue

@@ -110,12 +110,13 @@ def insert_rows(
     for row in rows:
         row.study_id = study_id
     models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
+    # every writer of the study numbers its trials under this lock (Optuna's own
+    # ``_create_new_trial`` too), so the study's trial count is the first free number
+    base = session.query(models.TrialModel).filter(models.TrialModel.study_id == study_id).count()
+    for i, row in enumerate(rows):
+        row.number = base + i
     session.add_all(rows)
     session.flush()  # one multi-row INSERT … RETURNING on PostgreSQL
-    base = models.TrialModel.count_past_trials(rows[0], session)
-    for i, row in enumerate(sorted(rows, key=lambda r: r.trial_id)):
-        row.number = base + i
-    session.flush()
     for table, items in children.items():
         if items:  # one executemany per table (SQLAlchemy Core, no ORM objects)
             session.execute(

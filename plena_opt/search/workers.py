@@ -164,8 +164,10 @@ def _check_chunking(chunk_plans: int | None, store_plans: str) -> int:
 class WorkerReport:
     """What one worker did: chunks it finished, plans it scored and stored, stale chunks it
     failed (for retry), chunks of its own another worker had failed as stale meanwhile (the
-    retry finishes them), CPU seconds in the evaluator (``score_cpu_s``), seconds it ran, CPU
-    seconds it used, its peak resident memory (MiB; 0 where the OS does not say)."""
+    retry finishes them), CPU seconds in the evaluator (``score_cpu_s``) and before its first
+    claim (``setup_cpu_s``: loading the queue, the space, the stored plans), seconds from its
+    first claim to its last chunk done (``busy_s``), seconds it ran, CPU seconds it used, its
+    peak resident memory (MiB; 0 where the OS does not say)."""
 
     study: str
     chunks: int = 0
@@ -174,6 +176,8 @@ class WorkerReport:
     plans_stored: int = 0
     stale_failed: int = 0
     score_cpu_s: float = 0.0
+    setup_cpu_s: float = 0.0
+    busy_s: float = 0.0
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
     peak_rss_mib: float = 0.0
@@ -244,21 +248,24 @@ def run_worker(
     known = set(s.cache)  # plans stored before this worker started (trials, chunk records)
     claimer = Claimer(queue, heartbeat_s)
     chunk_fn = _front_chunk if queue.user_attrs.get(STORE_ATTR) == "front" else _all_chunk
+    first = None
     for trial in claimer.claims(report, should_stop):
+        if first is None:
+            first, report.setup_cpu_s = time.perf_counter(), time.process_time() - c0
         c = int(trial.params["chunk"])
-        with _Heartbeat(queue._storage, trial._trial_id, heartbeat_s):
-            done = chunk_fn(s, queue, trial, points[c * per : (c + 1) * per], known, throttle_s,
-                            report)  # fmt: skip
+        chunk = points[c * per : (c + 1) * per]
+        done = chunk_fn(s, claimer, trial, chunk, known, throttle_s, report)
         if done:
             report.chunks += 1
         else:  # our heartbeat was late (a starved process, a locked SQLite file) and another
             report.reclaimed += 1  # worker failed the chunk as stale; its retry finishes it
+        report.busy_s = time.perf_counter() - first
     return report.finish(t0, c0)
 
 
 def _all_chunk(
     s: _Search,
-    queue: optuna.Study,
+    claimer: Claimer,
     trial: FrozenTrial,
     chunk: list[Point],
     known: set[str],
@@ -267,13 +274,13 @@ def _all_chunk(
 ) -> bool:
     """``all``: a trial per plan of ``chunk``, then the chunk COMPLETE; a retry (a killed
     worker's chunk) skips the plans stored already. Whether the chunk was still ours."""
-    if "failed_trial" in trial.system_attrs:  # a retry: a killed worker stored some
-        known |= _stored_keys(s.study)
-    todo = [p for p in chunk if p.key not in known]
-    c0 = time.process_time()
-    recs = _score(s, todo, throttle_s)
-    report.score_cpu_s += time.process_time() - c0
-    add_finished_trials(s.study, [record_trial(r, s.writer.dists, -1) for r in recs])
+    queue = claimer.queue
+    with _Heartbeat(queue._storage, trial._trial_id, claimer.heartbeat_s):
+        if "failed_trial" in trial.system_attrs:  # a retry: a killed worker stored some
+            known |= _stored_keys(s.study)
+        todo = [p for p in chunk if p.key not in known]
+        recs = _score(s, todo, throttle_s, report)
+        add_finished_trials(s.study, [record_trial(r, s.writer.dists, -1) for r in recs])
     known |= {p.key for p in todo}
     report.plans_scored += len(todo)
     report.plans_stored += len(recs)
@@ -286,7 +293,7 @@ def _all_chunk(
 
 def _front_chunk(
     s: _Search,
-    queue: optuna.Study,
+    claimer: Claimer,
     trial: FrozenTrial,
     chunk: list[Point],
     known: set[str],
@@ -296,25 +303,29 @@ def _front_chunk(
     """``front``: the chunk's fronts as trials, every plan's metrics on the chunk, the chunk
     COMPLETE, in one transaction (``chunk_store``). Whether the chunk was still ours."""
     todo = [p for p in chunk if p.key not in known]
-    c0 = time.process_time()
-    recs = _score(s, todo, throttle_s)
-    report.score_cpu_s += time.process_time() - c0
-    keep = chunk_fronts(recs, [o.sign for o in s.objectives])
-    trials = [record_trial(r, s.writer.dists, -1) for r in keep]
+    with _Heartbeat(claimer.queue._storage, trial._trial_id, claimer.heartbeat_s):
+        recs = _score(s, todo, throttle_s, report)
+        keep = chunk_fronts(recs, [o.sign for o in s.objectives])
+        trials = [record_trial(r, s.writer.dists, -1) for r in keep]
+        text = encode_records(recs)
     report.plans_scored += len(todo)
-    if not complete_chunk(s.study, queue, trial._trial_id, trials, encode_records(recs), len(recs)):
+    # after the heartbeats: a beat must not land on the finished chunk; the write takes
+    # milliseconds, the chunk goes stale only after HEARTBEAT_GRACE periods
+    if not complete_chunk(s.study, claimer.queue, trial._trial_id, trials, text, len(recs)):
         return False  # nothing of it was stored; the retry scores it whole
     report.plans_stored += len(trials)
     return True
 
 
-def _score(s: _Search, todo: list[Point], throttle_s: float) -> list[Record]:
-    recs = []
+def _score(s: _Search, todo: list[Point], throttle_s: float, report: WorkerReport) -> list[Record]:
+    """Records of ``todo``, scored through the batch API (evaluator CPU counted in ``report``)."""
+    c0, recs = time.process_time(), []
     for batch, prec in s.groups():  # one evaluator per (batch size, precision)
         group = [p for p in todo if p.batch_size == batch and p.precision == prec]
         recs.extend(s.score(group))
         if throttle_s and group:
             time.sleep(throttle_s * len(group))
+    report.score_cpu_s += time.process_time() - c0
     return recs
 
 
