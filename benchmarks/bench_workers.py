@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 import uuid
 
@@ -97,8 +98,10 @@ def run(base: str, pm: int, problem: ProblemSpec, n: int, mode: str, chunk: int 
     c0, pg0, t0 = _commits(url), _pg_cpu_s(pm), time.perf_counter()
     _, reports = api.run_local_workers(req, n, store_plans=mode)
     wall = time.perf_counter() - t0
+    # the workers' backends exit after them: wait until the postmaster has reaped them (else
+    # one is in neither its children nor its reaped times); pg_stat_database also lags
+    time.sleep(1.0)
     pg = _pg_cpu_s(pm) - pg0
-    time.sleep(0.6)  # pg_stat_database is refreshed by the stats collector
     commits = _commits(url) - c0
     storage = open_storage(url)
     queue = optuna.load_study(study_name=workers.queue_name("bench"), storage=storage)
@@ -130,33 +133,65 @@ def run(base: str, pm: int, problem: ProblemSpec, n: int, mode: str, chunk: int 
     }  # fmt: skip
 
 
-def statements_per_plan(base: str, problem: ProblemSpec, mode: str) -> float:
-    """One in-process worker with SQLAlchemy's cursor events counted: SQL statements per plan."""
+def statements_per_plan(base: str, problem: ProblemSpec, mode: str) -> dict:
+    """One in-process worker with SQLAlchemy's cursor events counted: SQL statements per plan,
+    and the wall and CPU ms of the write that holds the study-row lock, per chunk (``all``: the
+    bulk write of its plan trials; ``front``: the transaction that completes it)."""
     url = _database(base)
     req = SearchRequest(problem=problem, batch_sizes=BATCHES, storage=url, study="bench",
                         sampler="exhaustive")  # fmt: skip
     info = api.prepare_workers(req, store_plans=mode)
-    count = [0]
+    count, held = [0], []
+    name = "complete_chunk" if mode == "front" else "add_finished_trials"
+    inner = getattr(workers, name)
 
     def counted(*_a: object) -> None:
         count[0] += 1
 
+    def timed(*a: object, **k: object) -> object:
+        w, c = time.perf_counter(), time.process_time()
+        out = inner(*a, **k)
+        held.append((time.perf_counter() - w, time.process_time() - c))
+        return out
+
     event.listen(Engine, "before_cursor_execute", counted)  # every engine of this process
+    setattr(workers, name, timed)
     try:
         workers.run_worker(url, "bench")
     finally:
         event.remove(Engine, "before_cursor_execute", counted)
-    return round(count[0] / info.legal_points, 3)
+        setattr(workers, name, inner)
+    return {
+        "statements_per_plan": round(count[0] / info.legal_points, 3),
+        "chunk_plans": info.chunk_plans,
+        "locked_write_wall_ms": round(1e3 * statistics.median(w for w, _ in held), 2),
+        "locked_write_cpu_ms": round(1e3 * statistics.median(c for _, c in held), 2),
+    }
+
+
+def _medians(rows: list[dict], key: str) -> dict[tuple[str, str, int], float]:
+    """The median of ``key`` over the repeats of each (model, mode, workers)."""
+    groups: dict[tuple[str, str, int], list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["mode"], r["workers"]), []).append(r[key])
+    return {k: statistics.median(v) for k, v in groups.items()}
 
 
 def _ratios(rows: list[dict], key: str) -> dict:
-    one = {(r["model"], r["mode"]): r[key] for r in rows if r["workers"] == 1}
+    """Median ``key`` at N workers over the median at 1, per model and mode (and the median
+    rates themselves under ``plans_per_s``)."""
+    med = _medians(rows, key)
     out: dict = {}
-    for r in rows:
-        out.setdefault(r["model"], {}).setdefault(r["mode"], {})[str(r["workers"])] = round(
-            r[key] / one[(r["model"], r["mode"])], 2
-        )
+    for (model, mode, n), v in sorted(med.items()):
+        d = out.setdefault(model, {}).setdefault(mode, {"plans_per_s": {}, "ratio": {}})
+        d["plans_per_s"][str(n)] = round(v, 1)
+        d["ratio"][str(n)] = round(v / med[(model, mode, 1)], 2)
     return out
+
+
+def _flat(rows: list[dict], key: str) -> dict[str, float]:
+    """Median ``key`` per ``model/mode/workers``."""
+    return {f"{m}/{mode}/{n}": round(v, 3) for (m, mode, n), v in _medians(rows, key).items()}
 
 
 def main() -> None:
@@ -165,6 +200,7 @@ def main() -> None:
     ap.add_argument("--models", default=MODELS)
     ap.add_argument("--modes", default="all,front")
     ap.add_argument("--batches", default=None, help="comma-separated (default 1..64)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repeats (median taken)")
     ap.add_argument("--chunk", type=int, default=None, help="plans per chunk (default: mode's)")
     args = ap.parse_args()
     base = os.environ["PLENA_OPT_TEST_POSTGRES"]
@@ -173,21 +209,29 @@ def main() -> None:
     pm = _postmaster(base)
     load0 = os.getloadavg()
     rows = []
-    for model in args.models.split(","):
-        problem = ProblemSpec(model=model, noc=NOC, chip=CHIP, input_seq=256, output_seq=8)
-        for n in args.workers.split(","):  # the modes side by side at each worker count
-            for mode in args.modes.split(","):
-                rows.append(run(base, pm, problem, int(n), mode, args.chunk))
-                print(json.dumps(rows[-1]), flush=True)
+    for _ in range(args.repeat):  # every configuration once per round, rounds interleaved
+        for model in args.models.split(","):
+            problem = ProblemSpec(model=model, noc=NOC, chip=CHIP, input_seq=256, output_seq=8)
+            for n in args.workers.split(","):  # the modes side by side at each worker count
+                for mode in args.modes.split(","):
+                    rows.append(run(base, pm, problem, int(n), mode, args.chunk))
+                    print(json.dumps(rows[-1]), flush=True)
     problem = ProblemSpec(model=args.models.split(",")[0], noc=NOC, chip=CHIP, input_seq=256,
                           output_seq=8)  # fmt: skip
     statements = {m: statements_per_plan(base, problem, m) for m in args.modes.split(",")}
     print(json.dumps({
         "load_start": load0, "load_end": os.getloadavg(), "cpus": os.cpu_count(),
-        "steady_speedup": _ratios(rows, "steady_plans_per_s"),
-        "busy_speedup": _ratios(rows, "busy_plans_per_s"),
-        "wall_speedup": _ratios(rows, "plans_per_s"),
-        "sql_statements_per_plan_1_worker": statements, "runs": rows,
+        "repeats": args.repeat, "medians_of": "repeats",
+        "steady": _ratios(rows, "steady_plans_per_s"),
+        "busy": _ratios(rows, "busy_plans_per_s"),
+        "wall": _ratios(rows, "plans_per_s"),
+        "worker_cpu_ms_per_plan": _flat(rows, "worker_cpu_ms_per_plan"),
+        "evaluator_cpu_ms_per_plan": _flat(rows, "evaluator_cpu_ms_per_plan"),
+        "storage_cpu_ms_per_chunk": _flat(rows, "storage_cpu_ms_per_chunk"),
+        "pg_cpu_ms_per_plan": _flat(rows, "pg_cpu_ms_per_plan"),
+        "pg_cpu_ms_per_chunk": _flat(rows, "pg_cpu_ms_per_chunk"),
+        "transactions_per_plan": _flat(rows, "transactions_per_plan"),
+        "one_worker_in_process": statements, "runs": rows,
     }))  # fmt: skip
 
 

@@ -13,6 +13,10 @@ chunk ``COMPLETE``. A worker killed mid-chunk keeps every plan trial it wrote (e
 transaction); its chunk's heartbeat goes stale, another worker fails it through Optuna's
 ``fail_stale_trials`` and Optuna's ``RetryFailedTrialCallback`` enqueues it again; the retry
 skips the plans already stored. Heartbeats need an RDB store (PostgreSQL for several machines).
+That is ``--store-plans all``; with ``front`` (the default of ``search --workers``) a chunk
+stores only its Pareto fronts as plan trials and every plan's metrics on its chunk trial, in
+the one transaction that completes it (``plena_opt.search.chunk_store``): ≈ 10× less storage
+work per plan, the same study front, and a killed worker's chunk is retried whole.
 """
 
 from __future__ import annotations
@@ -53,9 +57,12 @@ POINTS_ATTR = "plena:legal_points"
 CHUNK_ATTR = "plena:chunk_plans"
 # Plans per claimed chunk: one claim, one heartbeat thread and one write per chunk, so storage
 # round-trips per plan stay well under one (benchmarks/README_workers.md). ``front`` mode stores
-# a few trials per chunk, so its chunks can be larger for the same write per chunk.
+# a few trials per chunk, so its chunks are larger: ≥ FRONT_CHUNK_PLANS and ≤ FRONT_CHUNK_MAX,
+# else 1/FRONT_CHUNKS of the space (enough chunks for many workers, a few storage writes each).
 CHUNK_PLANS = 64
 FRONT_CHUNK_PLANS = 256
+FRONT_CHUNK_MAX = 1024
+FRONT_CHUNKS = 32
 # Heartbeat period (s); a chunk silent for ``storage.HEARTBEAT_GRACE`` periods is stale.
 HEARTBEAT_SECONDS = 5.0
 
@@ -96,12 +103,18 @@ def prepare_queue(
 ) -> QueueInfo:
     """Create ``request``'s study and its queue (if new) with a chunk per unscored slice;
     ``store_plans``: ``all`` (a trial per plan) or ``front`` (``chunk_store``); ``chunk_plans``
-    default ``CHUNK_PLANS`` (``all``) or ``FRONT_CHUNK_PLANS`` (``front``).
+    default ``default_chunk_plans``.
 
     Idempotent: a queue that exists already is left as it is (its chunks and mode resume).
     """
     url = _check_storage(request.storage)
-    chunk_plans = _check_chunking(chunk_plans, store_plans)
+    if store_plans not in STORE_MODES:
+        raise PlenaInputError(
+            "store_plans",
+            f"--store-plans {store_plans!r}: expected one of {', '.join(STORE_MODES)}",
+        )
+    if chunk_plans is not None and not 1 <= chunk_plans <= MAX_CHUNK_PLANS:
+        raise PlenaInputError("chunk_plans", f"chunk plans must be 1..{MAX_CHUNK_PLANS}")
     s = _Search(request, factory or _default_factory(request), None, None)
     s.open_study()
     name = s.study.study_name
@@ -113,6 +126,7 @@ def prepare_queue(
         mode = queue.user_attrs.get(STORE_ATTR, "all")
         return QueueInfo(name, len(s.space), int(queue.user_attrs[CHUNK_ATTR]), 0, mode)
     req = request.model_copy(update={"study": name})
+    chunk_plans = chunk_plans or default_chunk_plans(len(s.space), store_plans)
     queue.set_user_attr(STORE_ATTR, store_plans)
     queue.set_user_attr(QUEUE_ATTR, name)
     queue.set_user_attr(REQUEST_ATTR, req.model_dump_json())
@@ -146,18 +160,12 @@ def prepare_queue(
     return QueueInfo(name, len(points), chunk_plans, len(todo), store_plans)
 
 
-def _check_chunking(chunk_plans: int | None, store_plans: str) -> int:
-    """``chunk_plans`` (or its default for ``store_plans``), both checked."""
-    if store_plans not in STORE_MODES:
-        raise PlenaInputError(
-            "store_plans",
-            f"--store-plans {store_plans!r}: expected one of {', '.join(STORE_MODES)}",
-        )
-    if chunk_plans is None:
-        return FRONT_CHUNK_PLANS if store_plans == "front" else CHUNK_PLANS
-    if not 1 <= chunk_plans <= MAX_CHUNK_PLANS:
-        raise PlenaInputError("chunk_plans", f"chunk plans must be 1..{MAX_CHUNK_PLANS}")
-    return chunk_plans
+def default_chunk_plans(points: int, store_plans: str) -> int:
+    """Plans per chunk for a space of ``points`` plans: ``CHUNK_PLANS`` (``all``), else
+    ``points / FRONT_CHUNKS`` within ``FRONT_CHUNK_PLANS``..``FRONT_CHUNK_MAX``."""
+    if store_plans != "front":
+        return CHUNK_PLANS
+    return max(FRONT_CHUNK_PLANS, min(FRONT_CHUNK_MAX, -(-points // FRONT_CHUNKS)))
 
 
 @dataclass
