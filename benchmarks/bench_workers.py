@@ -89,14 +89,17 @@ def _pg_cpu_s(postmaster: int) -> float:
     return total
 
 
-def run(base: str, pm: int, problem: ProblemSpec, n: int, mode: str, chunk: int | None) -> dict:
-    """``n`` local workers in ``mode`` on a fresh database; the run's figures."""
+def run(
+    base: str, pm: int, problem: ProblemSpec, n: int, mode: str, chunk: int | None, throttle: float
+) -> dict:
+    """``n`` local workers in ``mode`` on a fresh database (``throttle`` s of sleep per plan:
+    a slower evaluator's stand-in); the run's figures."""
     url = _database(base)
     req = SearchRequest(problem=problem, batch_sizes=BATCHES, storage=url, study="bench",
                         sampler="exhaustive")  # fmt: skip
     info = api.prepare_workers(req, chunk, mode)
     c0, pg0, t0 = _commits(url), _pg_cpu_s(pm), time.perf_counter()
-    _, reports = api.run_local_workers(req, n, store_plans=mode)
+    _, reports = api.run_local_workers(req, n, throttle_s=throttle, store_plans=mode)
     wall = time.perf_counter() - t0
     # the workers' backends exit after them: wait until the postmaster has reaped them (else
     # one is in neither its children nor its reaped times); pg_stat_database also lags
@@ -200,13 +203,14 @@ def main() -> None:
     ap.add_argument("--models", default=MODELS)
     ap.add_argument("--modes", default="all,front")
     ap.add_argument("--batches", default=None, help="comma-separated (default 1..64)")
+    ap.add_argument("--throttle-ms", type=float, default=0.0, help="sleep per plan (default 0)")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repeats (median taken)")
     ap.add_argument("--chunk", type=int, default=None, help="plans per chunk (default: mode's)")
     args = ap.parse_args()
     base = os.environ["PLENA_OPT_TEST_POSTGRES"]
     if args.batches:
         BATCHES[:] = [int(b) for b in args.batches.split(",")]
-    pm = _postmaster(base)
+    pm, throttle = _postmaster(base), args.throttle_ms / 1000
     load0 = os.getloadavg()
     rows = []
     for _ in range(args.repeat):  # every configuration once per round, rounds interleaved
@@ -214,7 +218,7 @@ def main() -> None:
             problem = ProblemSpec(model=model, noc=NOC, chip=CHIP, input_seq=256, output_seq=8)
             for n in args.workers.split(","):  # the modes side by side at each worker count
                 for mode in args.modes.split(","):
-                    rows.append(run(base, pm, problem, int(n), mode, args.chunk))
+                    rows.append(run(base, pm, problem, int(n), mode, args.chunk, throttle))
                     print(json.dumps(rows[-1]), flush=True)
     problem = ProblemSpec(model=args.models.split(",")[0], noc=NOC, chip=CHIP, input_seq=256,
                           output_seq=8)  # fmt: skip
