@@ -13,11 +13,12 @@ from optuna.trial import TrialState
 from plena_opt import api
 from plena_opt.cli.main import main
 from plena_opt.errors import PlenaInputError
+from plena_opt.search.chunk_store import chunk_keys
 from plena_opt.search.grpc_proxy import start_proxy
 from plena_opt.search.record import PLAN_ATTR, POINT_ATTR
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.storage import open_storage
-from plena_opt.search.trials import front_trials, is_scored
+from plena_opt.search.trials import front_trials, is_scored, trials_completed
 from plena_opt.search.workers import queue_name, run_worker
 from tests.test_search_workers import PROBLEM
 
@@ -67,6 +68,16 @@ def test_two_workers_through_the_proxy(proxy) -> None:
     single = api.search_plans(_request(":memory:", "one"))
     front = front_trials(optuna.load_study(study_name="g", storage=open_storage(proxy)))
     assert [t.user_attrs[PLAN_ATTR] for t in front] == [e.plan for e in single.front]
+
+
+def test_front_mode_through_the_proxy(proxy) -> None:
+    info, _ = api.run_local_workers(_request(proxy, "gf"), 2, chunk_plans=8, store_plans="front")
+    study = optuna.load_study(study_name="gf", storage=open_storage(proxy))
+    keys = _plans(proxy, "gf")
+    assert len(keys) == len(set(keys)) < PLANS  # only the chunks' fronts are trials
+    assert len(chunk_keys(study)) == trials_completed(study) == info.legal_points == PLANS
+    single = api.search_plans(_request(":memory:", "one"))
+    assert [t.user_attrs[PLAN_ATTR] for t in front_trials(study)] == [e.plan for e in single.front]
 
 
 def test_a_silent_chunk_is_failed_by_lease_and_retried(proxy) -> None:

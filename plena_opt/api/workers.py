@@ -27,6 +27,7 @@ MAX_LOCAL_WORKERS = 256
 # connection of this process is shared with a worker.
 PRELOAD = [
     "plena_opt.search.workers",
+    "plena_opt.search.chunk_store",
     "plena_opt.search.codesign_workers",
     "plena_opt.api.workers",
     "sqlalchemy.orm",
@@ -38,11 +39,15 @@ PRELOAD = [
 ]
 
 
-def prepare_workers(request: SearchRequest, chunk_plans: int | None = None) -> QueueInfo:
-    """Create ``request``'s study and work queue in ``request.storage`` (an RDB URL)."""
-    from plena_opt.search.workers import CHUNK_PLANS, prepare_queue
+def prepare_workers(
+    request: SearchRequest, chunk_plans: int | None = None, store_plans: str = "all"
+) -> QueueInfo:
+    """Create ``request``'s study and work queue in ``request.storage`` (an RDB URL);
+    ``store_plans``: ``all`` (a trial per plan) or ``front`` (each chunk's fronts as trials,
+    every plan's metrics on the chunk: ``plena_opt.search.chunk_store``)."""
+    from plena_opt.search.workers import prepare_queue
 
-    return prepare_queue(request, chunk_plans=chunk_plans or CHUNK_PLANS)
+    return prepare_queue(request, chunk_plans=chunk_plans, store_plans=store_plans)
 
 
 def run_worker(
@@ -69,12 +74,13 @@ def run_local_workers(
     heartbeat_s: float | None = None,
     throttle_s: float = 0.0,
     chunk_plans: int | None = None,
+    store_plans: str = "all",
 ) -> tuple[QueueInfo, list[dict]]:
-    """Prepare ``request``'s queue and score it with ``n`` local worker processes; the queue
-    and one report (``WorkerReport`` as a dict) per worker."""
+    """Prepare ``request``'s queue (``prepare_workers``) and score it with ``n`` local worker
+    processes; the queue and one report (``WorkerReport`` as a dict) per worker."""
     if not 1 <= n <= MAX_LOCAL_WORKERS:
         raise PlenaInputError("workers", f"--workers must be 1..{MAX_LOCAL_WORKERS}, got {n}")
-    info = prepare_workers(request, chunk_plans)
+    info = prepare_workers(request, chunk_plans, store_plans)
     return info, _spawn(request.storage, info.study, n, heartbeat_s, throttle_s)
 
 

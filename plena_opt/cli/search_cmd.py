@@ -25,6 +25,7 @@ from plena_opt.cli.common import (
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.cli.search_flags import add_search_flags
 from plena_opt.cli.search_report import ProgressReporter, next_steps, plot_title
+from plena_opt.cli.worker_cmd import check_store_plans, search_with_workers
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.output import (
     PLOT_FORMATS,
@@ -253,6 +254,7 @@ def handle(args: argparse.Namespace) -> int:
 
         return remote_search(args)
     request = request_from_args(args)
+    check_store_plans(args)
     if args.design_space is not None:
         from plena_opt.cli.codesign_report import run as run_codesign
 
@@ -279,9 +281,7 @@ def handle(args: argparse.Namespace) -> int:
         try:
             problem = request.problem.load()
             if args.workers is not None:
-                from plena_opt.cli.worker_cmd import search_with_workers
-
-                request = search_with_workers(request, args.workers, args.quiet)
+                request = search_with_workers(request, args)
                 if request is None:  # --workers 0: the queue is ready for remote workers
                     return 0
             result = api.search_plans(

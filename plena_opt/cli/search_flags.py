@@ -145,6 +145,15 @@ def _add_sampler_flags(g: Any) -> None:
         "postgresql://…); more join from any machine with plena-opt worker (default: this "
         "process alone)",
     )
+    g.add_argument(
+        "--store-plans",
+        choices=("all", "front"),
+        default=None,
+        help="with --workers: what each chunk of plans stores: 'front' (default) stores its "
+        "Pareto fronts as trials and every plan's metrics compactly on the chunk (the study's "
+        "front, --csv-all and resume are the same, ~10x less database work); 'all' stores a "
+        "trial per plan",
+    )
 
 
 def _add_codesign_flags(g: Any) -> None:

@@ -2,7 +2,9 @@
 
 The study and its work queue are created by ``plena-opt search --workers N --storage URL …``
 (N may be 0: create the queue and let workers on other machines score it). A worker claims
-chunks of plans through the store until none is left, scores them and stores one trial per plan.
+chunks of plans through the store until none is left, scores them and stores them as the queue
+says (``--store-plans``: each chunk's fronts as trials and every plan on the chunk, or one trial
+per plan).
 """
 
 from __future__ import annotations
@@ -93,23 +95,39 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def search_with_workers(request: Any, n: int, quiet: bool) -> Any:
+def check_store_plans(args: argparse.Namespace) -> None:
+    """``--store-plans`` belongs to a plan search on workers (a co-design stores each hardware
+    point's front whatever it says)."""
+    if args.store_plans is None:
+        return
+    if args.workers is None:
+        raise PlenaInputError("store_plans", "--store-plans needs --workers")
+    if args.design_space is not None:
+        raise PlenaInputError(
+            "store_plans",
+            "--store-plans is for plan searches; --design-space stores each "
+            "hardware point's plan front",
+        )
+
+
+def search_with_workers(request: Any, args: argparse.Namespace) -> Any:
     """``search --workers N``: score the study with N local workers; the request that then reads
     the stored front (exhaustive: every plan is reused). N = 0: only create the study's queue
-    (workers on other machines score it) and return None."""
+    (workers on other machines score it) and return None. ``--store-plans`` default: front."""
     from plena_opt import api
 
+    n, quiet, store_plans = args.workers, args.quiet, args.store_plans or "front"
     if n < 0:
         raise PlenaInputError("workers", "--workers must be at least 0")
     if n == 0:
-        info = api.prepare_workers(request)
+        info = api.prepare_workers(request, store_plans=store_plans)
         print(
             f"study {info.study}: {info.enqueued} chunks of {info.chunk_plans} plans queued "
             f"({info.legal_points} plans); start workers with: plena-opt worker --storage "
             f"{request.storage} --study {info.study}"
         )
         return None
-    info, reports = api.run_local_workers(request, n)
+    info, reports = api.run_local_workers(request, n, store_plans=store_plans)
     if not quiet:
         scored = sum(r["plans_scored"] for r in reports)
         print(f"{n} workers scored {scored} plans of {info.legal_points}", file=sys.stderr)

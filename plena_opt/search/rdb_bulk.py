@@ -42,14 +42,17 @@ def _children(models, trials: Sequence[FrozenTrial]) -> dict[object, list[tuple[
         )
     }
     values, params, user, system = out.values()
+    dist_json: dict[int, str] = {}  # distribution_to_json per distribution object, not per trial
     for i, t in enumerate(trials):
         for k, v in enumerate(t.values or ()):
             stored, kind = models.TrialValueModel.value_to_stored_repr(v)
             values.append((i, {"objective": k, "value": stored, "value_type": kind}))
         for name, value in t.params.items():
             dist = t.distributions[name]
+            if id(dist) not in dist_json:  # one distribution object per param for a whole study
+                dist_json[id(dist)] = distribution_to_json(dist)
             params.append((i, {"param_name": name, "param_value": dist.to_internal_repr(value),
-                               "distribution_json": distribution_to_json(dist)}))  # fmt: skip
+                               "distribution_json": dist_json[id(dist)]}))  # fmt: skip
         user.extend((i, {"key": k, "value_json": json.dumps(v)}) for k, v in t.user_attrs.items())
         system.extend(
             (i, {"key": k, "value_json": json.dumps(v)}) for k, v in t.system_attrs.items()
@@ -66,15 +69,24 @@ def add_finished_trials(study: optuna.Study, trials: Sequence[FrozenTrial]) -> N
     if rdb is None:
         study.add_trials(trials)
         return
-    from optuna.storages._rdb import models
     from optuna.storages._rdb.storage import _create_scoped_session
+
+    prepared = prepare_rows(trials)
+    with _create_scoped_session(rdb.scoped_session) as session:
+        insert_rows(session, study._study_id, prepared)
+
+
+def prepare_rows(
+    trials: Sequence[FrozenTrial],
+) -> tuple[list, dict[object, list[tuple[int, dict]]]]:
+    """The trial rows (Optuna's ORM model) and child rows of ``trials``, built before any lock."""
+    from optuna.storages._rdb import models
 
     for t in trials:
         t._validate()
-    children = _children(models, trials)
     rows = [
         models.TrialModel(
-            study_id=study._study_id,
+            study_id=-1,
             number=None,
             state=t.state,
             datetime_start=t.datetime_start,
@@ -82,16 +94,31 @@ def add_finished_trials(study: optuna.Study, trials: Sequence[FrozenTrial]) -> N
         )
         for t in trials
     ]  # ORM rows: Optuna's own datetime handling
-    with _create_scoped_session(rdb.scoped_session) as session:
-        models.StudyModel.find_or_raise_by_id(study._study_id, session, for_update=True)
-        session.add_all(rows)
-        session.flush()  # one multi-row INSERT … RETURNING on PostgreSQL
-        base = models.TrialModel.count_past_trials(rows[0], session)
-        for i, row in enumerate(sorted(rows, key=lambda r: r.trial_id)):
-            row.number = base + i
-        session.flush()
-        for table, items in children.items():
-            if items:  # one executemany per table (SQLAlchemy Core, no ORM objects)
-                session.execute(
-                    table.insert(), [{"trial_id": rows[i].trial_id, **cols} for i, cols in items]
-                )
+    return rows, _children(models, trials)
+
+
+def insert_rows(
+    session, study_id: int, prepared: tuple[list, dict[object, list[tuple[int, dict]]]]
+) -> None:
+    """Insert ``prepare_rows``' rows into study ``study_id`` within ``session``'s transaction,
+    under the study-row lock (taken here); trial numbers follow the study's last."""
+    from optuna.storages._rdb import models
+
+    rows, children = prepared
+    if not rows:
+        return
+    for row in rows:
+        row.study_id = study_id
+    models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
+    # every writer of the study numbers its trials under this lock (Optuna's own
+    # ``_create_new_trial`` too), so the study's trial count is the first free number
+    base = session.query(models.TrialModel).filter(models.TrialModel.study_id == study_id).count()
+    for i, row in enumerate(rows):
+        row.number = base + i
+    session.add_all(rows)
+    session.flush()  # one multi-row INSERT … RETURNING on PostgreSQL
+    for table, items in children.items():
+        if items:  # one executemany per table (SQLAlchemy Core, no ORM objects)
+            session.execute(
+                table.insert(), [{"trial_id": rows[i].trial_id, **cols} for i, cols in items]
+            )

@@ -199,6 +199,7 @@ class _Search:
             )
         self.writer = StudyWriter(study, storage, self.space, discard=url == MEMORY_STORAGE)
         self._learn(self.writer.refresh())
+        self._learn_chunks(study)
         self.reused = len(self.cache)
         return study
 
@@ -214,6 +215,17 @@ class _Search:
             self.cache[point.key] = rec
             out.append(rec)
         return out
+
+    def _learn_chunks(self, study: optuna.Study) -> None:
+        """Cache the plans recorded on the chunks of workers in ``front`` mode (only their
+        fronts are trials: ``plena_opt.search.chunk_store``)."""
+        from plena_opt.search.chunk_store import chunk_records
+
+        for point, summary in chunk_records(study):
+            if point.key not in self.cache and point in self.space:
+                self.cache[point.key] = Record.build(
+                    point, summary, self.objectives, self.constraints
+                )
 
     def add_records(self, recs: Sequence[Record]) -> list[Record]:
         """Store scored records (each plan once); the records other writers stored meanwhile."""

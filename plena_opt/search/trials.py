@@ -130,8 +130,13 @@ def trials_completed(study: optuna.Study) -> int:
     ``GetStudyResponse`` and ``plena-opt studies``: trials holding a plan's metrics (COMPLETE =
     feasible, PRUNED with metrics = infeasible), each plan counted once, earlier runs of a resumed
     study included. Illegal or repeated suggestions, failed and running trials are not counted.
+    Plans that workers in ``front`` mode recorded on their chunks count too (only the chunks'
+    fronts are trials there: ``plena_opt.search.chunk_store``).
     """
-    return len(scored_trials(study))
+    from plena_opt.search.chunk_store import chunk_keys
+
+    keys = {t.user_attrs[POINT_ATTR] for t in scored_trials(study)}
+    return len(keys | chunk_keys(study))
 
 
 def _feasible(t: FrozenTrial) -> bool:

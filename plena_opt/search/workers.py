@@ -13,41 +13,56 @@ chunk ``COMPLETE``. A worker killed mid-chunk keeps every plan trial it wrote (e
 transaction); its chunk's heartbeat goes stale, another worker fails it through Optuna's
 ``fail_stale_trials`` and Optuna's ``RetryFailedTrialCallback`` enqueues it again; the retry
 skips the plans already stored. Heartbeats need an RDB store (PostgreSQL for several machines).
+That is ``--store-plans all``; with ``front`` (the default of ``search --workers``) a chunk
+stores only its Pareto fronts as plan trials and every plan's metrics on its chunk trial, in
+the one transaction that completes it (``plena_opt.search.chunk_store``): ≈ 10× less storage
+work per plan, the same study front, and a killed worker's chunk is retried whole.
 """
 
 from __future__ import annotations
 
-import random
-import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import optuna
 from optuna.distributions import IntDistribution
-from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.search.chunk_store import (
+    MAX_CHUNK_PLANS,
+    QUEUE_SUFFIX,
+    STORE_ATTR,
+    STORE_MODES,
+    chunk_fronts,
+    complete_chunk,
+    encode_records,
+)
 from plena_opt.search.rdb_bulk import add_finished_trials
-from plena_opt.search.record import POINT_ATTR
+from plena_opt.search.record import POINT_ATTR, Record
 from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 from plena_opt.search.runner import EvaluatorFactory, _default_factory
 from plena_opt.search.session import _Search
 from plena_opt.search.space import Point
-from plena_opt.search.storage import HEARTBEAT_GRACE, MAX_RETRY, open_storage
+from plena_opt.search.storage import open_storage
 from plena_opt.search.trials import is_scored, record_trial
+from plena_opt.search.work_claims import BEAT_ATTR, Claimer, _fail_stale, _Heartbeat
 
-QUEUE_SUFFIX = ":work"
+__all__ = ["BEAT_ATTR", "Claimer", "_Heartbeat", "_fail_stale"]  # re-exported (codesign_workers)
+
 QUEUE_ATTR = "plena:queue_for"  # on the queue study: the study it feeds
 REQUEST_ATTR = "plena:request"  # the SearchRequest (JSON) every worker runs
 POINTS_ATTR = "plena:legal_points"
 CHUNK_ATTR = "plena:chunk_plans"
-BEAT_ATTR = "plena:lease"  # on a RUNNING chunk, stores without heartbeats: last beat (epoch s)
 # Plans per claimed chunk: one claim, one heartbeat thread and one write per chunk, so storage
-# round-trips per plan stay well under one (benchmarks/README.md, "scale out").
+# round-trips per plan stay well under one (benchmarks/README_workers.md). ``front`` mode stores
+# a few trials per chunk, so its chunks are larger: ≥ FRONT_CHUNK_PLANS and ≤ FRONT_CHUNK_MAX,
+# else 1/FRONT_CHUNKS of the space (enough chunks for many workers, a few storage writes each).
 CHUNK_PLANS = 64
+FRONT_CHUNK_PLANS = 256
+FRONT_CHUNK_MAX = 1024
+FRONT_CHUNKS = 32
 # Heartbeat period (s); a chunk silent for ``storage.HEARTBEAT_GRACE`` periods is stale.
 HEARTBEAT_SECONDS = 5.0
 
@@ -68,31 +83,38 @@ def _check_storage(url: str | None) -> str:
     return url
 
 
-def _heartbeats(storage: optuna.storages.BaseStorage) -> bool:
-    """Whether ``storage`` keeps Optuna heartbeats (an RDB store opened with them)."""
-    return is_heartbeat_enabled(storage)
-
-
 @dataclass(frozen=True)
 class QueueInfo:
-    """A prepared study: its name, plans in the space, plans per chunk, chunks enqueued now."""
+    """A prepared study: its name, plans in the space, plans per chunk, chunks enqueued now,
+    what a chunk stores (``all`` plans as trials, or its ``front``: ``chunk_store``)."""
 
     study: str
     legal_points: int
     chunk_plans: int
     enqueued: int
+    store_plans: str = "all"
 
 
 def prepare_queue(
     request: SearchRequest,
     factory: EvaluatorFactory | None = None,
-    chunk_plans: int = CHUNK_PLANS,
+    chunk_plans: int | None = None,
+    store_plans: str = "all",
 ) -> QueueInfo:
-    """Create ``request``'s study and its queue (if new) with a chunk per unscored slice.
+    """Create ``request``'s study and its queue (if new) with a chunk per unscored slice;
+    ``store_plans``: ``all`` (a trial per plan) or ``front`` (``chunk_store``); ``chunk_plans``
+    default ``default_chunk_plans``.
 
-    Idempotent: a queue that exists already is left as it is (its chunks resume).
+    Idempotent: a queue that exists already is left as it is (its chunks and mode resume).
     """
     url = _check_storage(request.storage)
+    if store_plans not in STORE_MODES:
+        raise PlenaInputError(
+            "store_plans",
+            f"--store-plans {store_plans!r}: expected one of {', '.join(STORE_MODES)}",
+        )
+    if chunk_plans is not None and not 1 <= chunk_plans <= MAX_CHUNK_PLANS:
+        raise PlenaInputError("chunk_plans", f"chunk plans must be 1..{MAX_CHUNK_PLANS}")
     s = _Search(request, factory or _default_factory(request), None, None)
     s.open_study()
     name = s.study.study_name
@@ -101,8 +123,11 @@ def prepare_queue(
         queue = optuna.create_study(study_name=queue_name(name), storage=storage)
     except optuna.exceptions.DuplicatedStudyError:
         queue = optuna.load_study(study_name=queue_name(name), storage=storage)
-        return QueueInfo(name, len(s.space), int(queue.user_attrs[CHUNK_ATTR]), 0)
+        mode = queue.user_attrs.get(STORE_ATTR, "all")
+        return QueueInfo(name, len(s.space), int(queue.user_attrs[CHUNK_ATTR]), 0, mode)
     req = request.model_copy(update={"study": name})
+    chunk_plans = chunk_plans or default_chunk_plans(len(s.space), store_plans)
+    queue.set_user_attr(STORE_ATTR, store_plans)
     queue.set_user_attr(QUEUE_ATTR, name)
     queue.set_user_attr(REQUEST_ATTR, req.model_dump_json())
     queue.set_user_attr(POINTS_ATTR, len(s.space))
@@ -132,46 +157,25 @@ def prepare_queue(
         )
         for c in todo
     )
-    return QueueInfo(name, len(points), chunk_plans, len(todo))
+    return QueueInfo(name, len(points), chunk_plans, len(todo), store_plans)
 
 
-class _Heartbeat:
-    """Records an Optuna heartbeat for ``trial_id`` every ``period`` s while in the block."""
-
-    def __init__(self, storage: optuna.storages.BaseStorage, trial_id: int, period: float) -> None:
-        self.storage, self.trial_id, self.period = storage, trial_id, period
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
-
-    def _record(self) -> None:
-        if _heartbeats(self.storage):
-            self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
-        else:  # a gRPC proxy: the lease ``_fail_stale`` reads
-            self.storage.set_trial_system_attr(self.trial_id, BEAT_ATTR, time.time())
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.period):
-            try:
-                self._record()
-            except optuna.exceptions.UpdateFinishedTrialError:  # failed as stale meanwhile
-                return
-
-    def __enter__(self) -> _Heartbeat:
-        self._record()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def default_chunk_plans(points: int, store_plans: str) -> int:
+    """Plans per chunk for a space of ``points`` plans: ``CHUNK_PLANS`` (``all``), else
+    ``points / FRONT_CHUNKS`` within ``FRONT_CHUNK_PLANS``..``FRONT_CHUNK_MAX``."""
+    if store_plans != "front":
+        return CHUNK_PLANS
+    return max(FRONT_CHUNK_PLANS, min(FRONT_CHUNK_MAX, -(-points // FRONT_CHUNKS)))
 
 
 @dataclass
 class WorkerReport:
     """What one worker did: chunks it finished, plans it scored and stored, stale chunks it
-    failed (for retry), chunks of its own another worker had failed as stale meanwhile (its
-    plans stay stored; the retry skips them), seconds it ran, CPU seconds it used, its peak
-    resident memory (MiB; 0 where the OS does not say)."""
+    failed (for retry), chunks of its own another worker had failed as stale meanwhile (the
+    retry finishes them), CPU seconds in the evaluator (``score_cpu_s``) and before its first
+    claim (``setup_cpu_s``: loading the queue, the space, the stored plans), seconds from its
+    first claim to its last chunk done (``busy_s``), seconds it ran, CPU seconds it used, its
+    peak resident memory (MiB; 0 where the OS does not say)."""
 
     study: str
     chunks: int = 0
@@ -179,6 +183,9 @@ class WorkerReport:
     plans_scored: int = 0
     plans_stored: int = 0
     stale_failed: int = 0
+    score_cpu_s: float = 0.0
+    setup_cpu_s: float = 0.0
+    busy_s: float = 0.0
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
     peak_rss_mib: float = 0.0
@@ -194,99 +201,6 @@ class WorkerReport:
         except ImportError:  # not POSIX
             pass
         return self
-
-
-class Claimer:
-    """Takes WAITING chunks of ``queue`` (RUNNING under the storage's row lock) for one worker.
-
-    The waiting list is read once and tried in this worker's own random order (workers rarely
-    contend; a chunk another worker took is refused by the store in one statement); it is read
-    again only when exhausted. Reading it at every claim cost a read of the whole queue per
-    chunk (benchmarks/README.md, "17 saturation").
-    """
-
-    def __init__(self, queue: optuna.Study, heartbeat_s: float) -> None:
-        self.queue, self.rng = queue, random.Random()  # seeded from the OS: each worker its own
-        self.heartbeat_s = heartbeat_s
-        self._todo: list[FrozenTrial] = []
-        self._next_check = 0.0
-
-    def fail_stale(self) -> int:
-        """``_fail_stale`` at most once per heartbeat period (it cost more client CPU than the
-        chunk's bulk write when run before every claim); stale chunks it failed."""
-        if time.monotonic() < self._next_check:
-            return 0
-        self._next_check = time.monotonic() + self.heartbeat_s
-        return _fail_stale(self.queue, self.heartbeat_s)
-
-    def claims(
-        self, report: WorkerReport, should_stop: Callable[[], bool] | None = None
-    ) -> Iterator[FrozenTrial]:
-        """Claimed chunks, one at a time, until none is waiting or running (or ``should_stop``);
-        stale chunks are failed on the way (counted in ``report``)."""
-        while not (should_stop and should_stop()):
-            report.stale_failed += self.fail_stale()
-            trial = self.claim()
-            if trial is not None:
-                yield trial
-            elif not self.queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                return
-            else:  # others still work: wait for them or for their staleness
-                time.sleep(min(self.heartbeat_s, 1.0))
-
-    def claim(self) -> FrozenTrial | None:
-        """A claimed chunk; None when none is waiting."""
-        storage = self.queue._storage
-        for _ in range(2):  # the cached list (or a first read), then once exhausted a re-read
-            if not self._todo:
-                self._todo = self.queue.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-                self.rng.shuffle(self._todo)
-            while self._todo:
-                t = self._todo.pop()
-                try:
-                    if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
-                        return t
-                except optuna.exceptions.UpdateFinishedTrialError:  # taken and finished
-                    continue
-        return None
-
-
-def _fail_stale(queue: optuna.Study, heartbeat_s: float) -> int:
-    """Fail the chunks whose worker went silent, enqueue them again; how many it failed."""
-    if not _heartbeats(queue._storage):
-        return _fail_stale_leases(queue, heartbeat_s * HEARTBEAT_GRACE)
-    before = len(queue.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(queue)
-    return len(queue.get_trials(deepcopy=False, states=(TrialState.FAIL,))) - before
-
-
-def _fail_stale_leases(queue: optuna.Study, grace_s: float) -> int:
-    """``fail_stale_trials`` for a store without heartbeats (Optuna's gRPC proxy): a RUNNING
-    chunk whose lease (``BEAT_ATTR``, else its start) is older than ``grace_s`` is failed, and
-    Optuna's ``RetryFailedTrialCallback`` enqueues it again. Leases are the workers' clocks:
-    machines need clocks in step to well under ``grace_s`` (NTP)."""
-    now, failed = time.time(), 0
-    with warnings.catch_warnings():  # the callback's name changed in Optuna 4.9
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        retry = (
-            getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-            or optuna.storages.RetryFailedTrialCallback
-        )
-        retry = retry(max_retry=MAX_RETRY)
-    for t in queue.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        start = t.datetime_start.timestamp() if t.datetime_start else now
-        if now - max(float(t.system_attrs.get(BEAT_ATTR, 0.0)), start) <= grace_s:
-            continue
-        try:
-            if not queue._storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
-                continue
-        except optuna.exceptions.UpdateFinishedTrialError:  # finished or failed by another
-            continue
-        failed += 1
-        retry(queue, t)
-    return failed
 
 
 def _stored_keys(study: optuna.Study) -> set[str]:
@@ -339,38 +253,88 @@ def run_worker(
             f"{queue.user_attrs[POINTS_ATTR]}: the model, NoC or profiles differ on this machine",
         )
     report = WorkerReport(study)
-    known = set(s.cache)
+    known = set(s.cache)  # plans stored before this worker started (trials, chunk records)
     claimer = Claimer(queue, heartbeat_s)
+    chunk_fn = _front_chunk if queue.user_attrs.get(STORE_ATTR) == "front" else _all_chunk
+    first = None
     for trial in claimer.claims(report, should_stop):
-        with _Heartbeat(queue._storage, trial._trial_id, heartbeat_s):
-            if "failed_trial" in trial.system_attrs:  # a retry: a killed worker stored some
-                known |= _stored_keys(s.study)
-            c = int(trial.params["chunk"])
-            todo = [p for p in points[c * per : (c + 1) * per] if p.key not in known]
-            stored = _score_and_store(s, todo, throttle_s)
-        known |= {p.key for p in todo}
-        report.plans_scored += len(todo)
-        report.plans_stored += stored
-        try:
-            queue._storage.set_trial_state_values(trial._trial_id, TrialState.COMPLETE, [len(todo)])
-        except optuna.exceptions.UpdateFinishedTrialError:
-            # our heartbeat was late (a starved process, a locked SQLite file) and another worker
-            # failed the chunk as stale; its plans are stored, and the retry skips stored plans
-            report.reclaimed += 1
-            continue
-        report.chunks += 1
+        if first is None:
+            first, report.setup_cpu_s = time.perf_counter(), time.process_time() - c0
+        c = int(trial.params["chunk"])
+        chunk = points[c * per : (c + 1) * per]
+        done = chunk_fn(s, claimer, trial, chunk, known, throttle_s, report)
+        if done:
+            report.chunks += 1
+        else:  # our heartbeat was late (a starved process, a locked SQLite file) and another
+            report.reclaimed += 1  # worker failed the chunk as stale; its retry finishes it
+        report.busy_s = time.perf_counter() - first
     return report.finish(t0, c0)
 
 
-def _score_and_store(s: _Search, todo: list[Point], throttle_s: float) -> int:
-    recs = []
+def _all_chunk(
+    s: _Search,
+    claimer: Claimer,
+    trial: FrozenTrial,
+    chunk: list[Point],
+    known: set[str],
+    throttle_s: float,
+    report: WorkerReport,
+) -> bool:
+    """``all``: a trial per plan of ``chunk``, then the chunk COMPLETE; a retry (a killed
+    worker's chunk) skips the plans stored already. Whether the chunk was still ours."""
+    queue = claimer.queue
+    with _Heartbeat(queue._storage, trial._trial_id, claimer.heartbeat_s):
+        if "failed_trial" in trial.system_attrs:  # a retry: a killed worker stored some
+            known |= _stored_keys(s.study)
+        todo = [p for p in chunk if p.key not in known]
+        recs = _score(s, todo, throttle_s, report)
+        add_finished_trials(s.study, [record_trial(r, s.writer.dists, -1) for r in recs])
+    known |= {p.key for p in todo}
+    report.plans_scored += len(todo)
+    report.plans_stored += len(recs)
+    try:
+        queue._storage.set_trial_state_values(trial._trial_id, TrialState.COMPLETE, [len(todo)])
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False  # its plans are stored, and the retry skips stored plans
+    return True
+
+
+def _front_chunk(
+    s: _Search,
+    claimer: Claimer,
+    trial: FrozenTrial,
+    chunk: list[Point],
+    known: set[str],
+    throttle_s: float,
+    report: WorkerReport,
+) -> bool:
+    """``front``: the chunk's fronts as trials, every plan's metrics on the chunk, the chunk
+    COMPLETE, in one transaction (``chunk_store``). Whether the chunk was still ours."""
+    todo = [p for p in chunk if p.key not in known]
+    with _Heartbeat(claimer.queue._storage, trial._trial_id, claimer.heartbeat_s):
+        recs = _score(s, todo, throttle_s, report)
+        keep = chunk_fronts(recs, [o.sign for o in s.objectives])
+        trials = [record_trial(r, s.writer.dists, -1) for r in keep]
+        text = encode_records(recs)
+    report.plans_scored += len(todo)
+    # after the heartbeats: a beat must not land on the finished chunk; the write takes
+    # milliseconds, the chunk goes stale only after HEARTBEAT_GRACE periods
+    if not complete_chunk(s.study, claimer.queue, trial._trial_id, trials, text, len(recs)):
+        return False  # nothing of it was stored; the retry scores it whole
+    report.plans_stored += len(trials)
+    return True
+
+
+def _score(s: _Search, todo: list[Point], throttle_s: float, report: WorkerReport) -> list[Record]:
+    """Records of ``todo``, scored through the batch API (evaluator CPU counted in ``report``)."""
+    c0, recs = time.process_time(), []
     for batch, prec in s.groups():  # one evaluator per (batch size, precision)
         group = [p for p in todo if p.batch_size == batch and p.precision == prec]
         recs.extend(s.score(group))
         if throttle_s and group:
             time.sleep(throttle_s * len(group))
-    add_finished_trials(s.study, [record_trial(r, s.writer.dists, -1) for r in recs])
-    return len(recs)
+    report.score_cpu_s += time.process_time() - c0
+    return recs
 
 
 def queue_progress(url: str, study: str) -> dict[str, int]:
