@@ -81,8 +81,7 @@ def test_a_child_importing_from_elsewhere_is_refused(tmp_path: Path) -> None:
 def test_source_of_names_the_checkout_and_env_none_changes_nothing(tmp_path: Path) -> None:
     other = _fake_checkout(tmp_path / "other")
     code = (
-        "import _compare as c, json; "
-        "print(json.dumps([c.source_of(), c.source_of('deepstack')]))"
+        "import _compare as c, json; print(json.dumps([c.source_of(), c.source_of('deepstack')]))"
     )
     env = _compare.env(str(other))
     env["PYTHONPATH"] += f":{HERE / 'benchmarks'}"
