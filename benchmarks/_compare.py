@@ -13,7 +13,9 @@ this checkout and the "before" row mixes both trees. The launcher here
 
 Usage from a benchmark: ``subprocess.run(_compare.command(script, args), env=_compare.env(src),
 cwd=<temporary folder>)``; a child row may add ``_compare.source_of()`` to say where it ran.
-Run as ``python _compare.py SCRIPT ARGS...`` or ``python _compare.py -c CODE``.
+Run as ``python _compare.py SCRIPT ARGS...`` or ``python _compare.py -c CODE`` (a child), or by
+hand as ``python benchmarks/_compare.py --source DIR SCRIPT ARGS...``: SCRIPT on checkout DIR,
+from a temporary folder (for benchmarks without ``--compare``, e.g. ``bench_search.py``).
 """
 
 from __future__ import annotations
@@ -80,9 +82,20 @@ def foreign_modules(source: str) -> list[str]:
     return bad
 
 
+def _by_hand(source: str, argv: list[str]) -> int:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cwd:
+        script = argv[0] if argv[0] == "-c" else str(Path(argv[0]).resolve())
+        return subprocess.run(command(script, argv[1:]), env=env(source), cwd=cwd).returncode
+
+
 def _main(argv: list[str]) -> int:
     import runpy
 
+    if argv[:1] == ["--source"]:
+        return _by_hand(argv[1], argv[2:])
     source = os.environ.get(SOURCE_VAR)
     if source:
         _drop_editable_finders()

@@ -90,3 +90,11 @@ def test_source_of_names_the_checkout_and_env_none_changes_nothing(tmp_path: Pat
     assert json.loads(out.stdout) == [str(other.resolve())] * 2
     base = {"PYTHONPATH": "/x", _compare.SOURCE_VAR: "/y"}
     assert _compare.env(None, base) == {"PYTHONPATH": "/x"}
+
+
+def test_by_hand_runs_a_script_on_the_other_checkout(tmp_path: Path) -> None:
+    other = _fake_checkout(tmp_path / "other")
+    cmd = [_compare.sys.executable, _compare.LAUNCHER, "--source", str(other), "-c", PROBE]
+    out = _run(cmd, _compare.env(None), tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["mark"] == "other checkout"
