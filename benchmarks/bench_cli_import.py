@@ -12,7 +12,6 @@ the server (``plena_server``) are among them.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -21,6 +20,8 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+import _compare  # benchmarks/ is the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = (".", "DeepStack", "server", "client", "proto/python")
@@ -49,12 +50,17 @@ def _export(rev: str, into: Path) -> Path:
 
 
 def _run(tree: Path, cwd: Path, importtime: bool) -> tuple[float, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(tree / r) for r in ROOTS)}
-    flags = ["-X", "importtime"] if importtime else []
+    flags = ("-X", "importtime") if importtime else ()
     t = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, *flags, "-c", CODE], cwd=cwd, env=env, capture_output=True, text=True
+        _compare.command("-c", [CODE], flags),
+        cwd=cwd,
+        env=_compare.env(str(tree)),
+        capture_output=True,
+        text=True,
     )
+    if out.returncode:
+        raise RuntimeError(f"{tree}: {out.stderr.strip().splitlines()[-1:]}")
     return time.perf_counter() - t, out.stderr
 
 

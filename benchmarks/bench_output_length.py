@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _compare  # benchmarks/ is the script's folder
+
 OUTPUTS = (16, 131_072, 1_048_576)
 MODEL, NOC = "llama-3.1-70b", "illustrative_gpu_cluster_32"
 
@@ -86,34 +88,17 @@ def child_fresh() -> dict:
     }
 
 
-def _use_pythonpath_source() -> None:
-    """Under ``--compare`` the child must import the other checkout: an editable install's
-    import finder would otherwise win over ``PYTHONPATH`` (seen: both rows ran this tree)."""
-    if os.environ.get("PLENA_BENCH_SOURCE"):
-        sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(f)]
-
-
-def _source_of_plena_opt() -> str:
-    import plena_opt
-
-    return str(Path(plena_opt.__file__).resolve().parent.parent)
-
-
 def run_child(args: list[str], source: str | None) -> dict:
     env = dict(os.environ)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"  # one core per process, as every benchmark here
-    if source:
-        src = str(Path(source).resolve())
-        env["PYTHONPATH"] = os.pathsep.join([src, os.path.join(src, "DeepStack")])
-        env["PLENA_BENCH_SOURCE"] = src
     script = str(Path(__file__).resolve())
     with tempfile.TemporaryDirectory() as cwd:  # keep the checkout's cwd off sys.path
         out = subprocess.run(
-            [sys.executable, script, "--child", *args],
+            _compare.command(script, ["--child", *args]),
             capture_output=True,
             text=True,
-            env=env,
+            env=_compare.env(source, env),
             cwd=cwd,
             check=True,
             timeout=900,
@@ -128,11 +113,10 @@ def main() -> None:
     parser.add_argument("--memories", default="stacked,fixed")
     args = parser.parse_args()
     if args.child:
-        _use_pythonpath_source()
         row = (
             child_fresh() if args.child == ["fresh"] else child(*args.child[:1], int(args.child[1]))
         )
-        print(json.dumps(row | {"source": _source_of_plena_opt()}))
+        print(json.dumps(row | {"source": _compare.source_of()}))
         return
     jobs = [[m, str(n)] for m in args.memories.split(",") for n in OUTPUTS] + [["fresh"]]
     rows = []

@@ -30,12 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _compare  # benchmarks/ is the script's folder
 
 SWITCH_SIZES = (8, 64, 512, 4096, 8192, 65536)
 TMS_SIZES = (64, 256, 1024, 4096)
@@ -120,15 +121,12 @@ def child(kind: str, n: int) -> dict:
 
 
 def run_child(kind: str, n: int, timeout: float, source: str | None) -> dict:
-    env = dict(os.environ)
-    if source:
-        src = str(Path(source).resolve())
-        env["PYTHONPATH"] = os.pathsep.join([src, os.path.join(src, "DeepStack")])
+    env = _compare.env(source)
     script = str(Path(__file__).resolve())
     with tempfile.TemporaryDirectory() as cwd:  # keep the checkout's cwd off sys.path
         try:
             out = subprocess.run(
-                [sys.executable, script, "--child", kind, str(n)],
+                _compare.command(script, ["--child", kind, str(n)]),
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -203,7 +201,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], int(args.child[1]))))
+        row = child(args.child[0], int(args.child[1]))
+        print(json.dumps(row | {"source": _compare.source_of()}))
         return
     result = {
         "model": MODEL,

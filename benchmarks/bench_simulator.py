@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _compare  # benchmarks/ is the script's folder
 import numpy as np
 
 from plena_opt.simulator import build_schedule
@@ -121,17 +122,16 @@ def compare(source: str, argv: list[str]) -> None:
     each in a fresh interpreter outside both checkouts, and print both outputs."""
     here = str(Path(__file__).resolve().parents[1])
     for label, root in (("before", str(Path(source).resolve())), ("after", here)):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "DeepStack")]))
         with tempfile.TemporaryDirectory() as cwd:  # keep either checkout's cwd off sys.path
             out = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), *argv],
+                _compare.command(Path(__file__).resolve(), argv),
                 capture_output=True,
                 text=True,
-                env=env,
+                env=_compare.env(root),
                 cwd=cwd,
                 check=True,
             )
-        print(f"== {label} ({root})")
+        print(f"== {label} ({root}; every project module imported from it)")
         print(out.stdout.strip())
 
 
