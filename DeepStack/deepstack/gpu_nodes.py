@@ -1,7 +1,9 @@
 """GPU node and cluster profiles: multi-node builders and "the first N devices" of a profile.
 
 ``multi_node(base, nodes)`` joins ``nodes`` copies of a one-node profile (an L1 switch of GPUs,
-e.g. ``hgx-h200x8``) with an L2 switch of 400 Gb/s-per-GPU InfiniBand/RoCE links.
+e.g. ``hgx-h200x8``) with an L2 switch of 400 Gb/s-per-GPU InfiniBand/RoCE links: every GPU has
+its own NIC (``NocProfile.nic_bandwidth_bps``; rails: GPU i drives NIC i), so a GPU's traffic
+leaving its node is capped at one NIC's rate however few GPUs of the node send.
 ``first_devices(profile, n)`` keeps the first ``n`` devices (``--devices 4`` of an 8-GPU node).
 Names: ``load_noc_profile("hgx-h200x8@4")`` is ``multi_node(hgx-h200x8, 4)``.
 """
@@ -39,15 +41,16 @@ def multi_node(base: NocProfile, nodes: int) -> NocProfile:
         raise ProfileError("nodes", f"nodes must be an integer from 1 to {MAX_NODES}")
     l1 = _node_switch(base)
     # One L2 port per node: its uplink carries every flow of the node (network-model §4.3), so
-    # its bandwidth is the node's NICs together (one per GPU).
-    link = NIC_BYTES_PER_S * NIC_EFFICIENCY * l1.size
+    # its bandwidth is the node's NICs together (one per GPU); each GPU's own NIC caps its share.
+    nic = NIC_BYTES_PER_S * NIC_EFFICIENCY
+    link = nic * l1.size
     l2 = Level("switch", 1, nodes, IB_HOP_LATENCY_S, link, link * nodes, link * nodes)
     l3 = Level("switch", 1, 1, 0.0, link)
     prov = {
         **base.provenance,
         "nodes": f"{nodes} x {base.name} on 400 Gb/s-per-GPU InfiniBand/RoCE; node uplink = "
-        f"{l1.size} NICs x {NIC_EFFICIENCY} x line rate (assumed), hop "
-        f"{IB_HOP_LATENCY_S * 1e6:g} us",
+        f"{l1.size} NICs x {NIC_EFFICIENCY} x line rate (assumed), each GPU's flows leaving "
+        f"the node capped at its own NIC ({nic / 1e9:g} GB/s), hop {IB_HOP_LATENCY_S * 1e6:g} us",
     }
     name = base.name if nodes == 1 else f"{base.name}@{nodes}"
     # the node's own L1 switch is unchanged, so its measured in-node all-reduce still holds
@@ -59,6 +62,7 @@ def multi_node(base: NocProfile, nodes: int) -> NocProfile:
         base.port_spread,
         base.measured_allreduce,
         base.measured_collectives,
+        nic,
     )
 
 
@@ -89,12 +93,17 @@ def first_devices(profile: NocProfile, n: int) -> NocProfile:
 
 
 def derived_profile(
-    base: NocProfile, name: str, levels: tuple[Level, Level, Level], provenance: dict
+    base: NocProfile,
+    name: str,
+    levels: tuple[Level, Level, Level],
+    provenance: dict,
+    nic_scale: float = 1.0,
 ) -> NocProfile:
-    """A profile built from ``base`` with new ``levels`` (a sub-network, scaled links): energy
-    and port spread kept, and ``base``'s measured tables kept for the groups that still fit the
-    new L1 switch when that switch is ``base``'s (same kind, hop latency and link bandwidth; it
-    may have fewer ports). A changed L1 drops them: they were measured on ``base``'s fabric."""
+    """A profile built from ``base`` with new ``levels`` (a sub-network, scaled links): energy,
+    port spread and per-device NICs (times ``nic_scale``) kept, and ``base``'s measured tables
+    kept for the groups that still fit the new L1 switch when that switch is ``base``'s (same
+    kind, hop latency and link bandwidth; it may have fewer ports). A changed L1 drops them:
+    they were measured on ``base``'s fabric."""
     old, new = base.levels[2], levels[2]
     same = (new.kind, new.hop_latency_s, new.link_bandwidth_bps) == (
         old.kind,
@@ -109,7 +118,8 @@ def derived_profile(
     elif measured is not None or ops is not None:
         measured = ops = None
         prov["measured_tables"] = f"dropped: the L1 switch differs from {base.name}'s"
-    return NocProfile(name, levels, base.energy, prov, base.port_spread, measured, ops)
+    nic = None if base.nic_bandwidth_bps is None else base.nic_bandwidth_bps * nic_scale
+    return NocProfile(name, levels, base.energy, prov, base.port_spread, measured, ops, nic)
 
 
 def _ports(level: Level, n: int) -> Level:

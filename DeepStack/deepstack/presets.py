@@ -119,7 +119,7 @@ def scaled_profile(
     name: str | None = None,
 ) -> NocProfile:
     """Multiply every hop latency by ``latency_scale`` and each level's link and centre bandwidths
-    by its scale (DeepStack ``make_scaled_profile``, §13)."""
+    by its scale (DeepStack ``make_scaled_profile``, §13); per-device NICs scale with L2."""
     scales = (l3_bandwidth_scale, l2_bandwidth_scale, l1_bandwidth_scale)
     if latency_scale < 0 or any(s <= 0 for s in scales):
         raise ProfileError("scale", "latency scale must be >= 0 and bandwidth scales > 0")
@@ -139,6 +139,7 @@ def scaled_profile(
         name or f"{base.name}-scaled",
         levels,  # type: ignore[arg-type]
         {**base.provenance, "scaled_from": base.name},
+        nic_scale=l2_bandwidth_scale,
     )
 
 

@@ -28,8 +28,10 @@ _TOP_OPTIONAL = (
     "energy_pj_per_bit",
     "measured_allreduce",
     "measured_collectives",
+    "nic_gbytes_per_s",
 )
 _LEVEL_REQUIRED = ("kind", "shape", "hop_latency_ns", "link_bandwidth_gbytes_per_s")
+NIC_KEY = "nic_gbytes_per_s"  # per-device NIC bandwidth, decimal GB/s (NocProfile)
 _CENTRE_KEYS = ("switch_center_in_gbytes_per_s", "switch_center_out_gbytes_per_s")
 # Plausible physical ranges (bounds of what the model is meant for, not measured values): a link
 # from 1 MB/s to 1 PB/s (a switch centre up to 1,000× that, the aggregate of many ports), a hop
@@ -60,7 +62,10 @@ class NocProfile:
     ``measured_allreduce``: all-reduce times measured inside one L1 switch, used for the groups
     they match (``deepstack.measured``); None prices every collective from the links.
     ``measured_collectives``: the same for all-gather, reduce-scatter and all-to-all
-    (``deepstack.measured_ops``)."""
+    (``deepstack.measured_ops``).
+    ``nic_bandwidth_bps``: per-device NIC (bytes/s, all-switch profiles only): a flow between
+    devices of different L1 switches also loads its source's NIC-out and its destination's NIC-in
+    link (one NIC per device, rail-optimised fabric; ``deepstack.switch_loads``); None: no NICs."""
 
     name: str
     levels: tuple[Level, Level, Level]
@@ -69,6 +74,11 @@ class NocProfile:
     port_spread: str = "even"
     measured_allreduce: MeasuredAllReduce | None = None
     measured_collectives: MeasuredCollectives | None = None
+    nic_bandwidth_bps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.nic_bandwidth_bps is not None and not self.all_switch:
+            raise ProfileError(NIC_KEY, "per-device NIC links need a profile of switch levels")
 
     @property
     def num_devices(self) -> int:
@@ -91,6 +101,8 @@ class NocProfile:
             }
         if self.measured_collectives is not None:
             out["measured_collectives"] = self.measured_collectives.describe()
+        if self.nic_bandwidth_bps is not None:
+            out[NIC_KEY] = self.nic_bandwidth_bps / 1e9
         return out
 
     def _describe(self) -> dict[str, Any]:
@@ -145,6 +157,8 @@ class NocProfile:
             out["measured_allreduce"] = self.measured_allreduce.to_dict()
         if self.measured_collectives is not None:
             out["measured_collectives"] = self.measured_collectives.to_dict()
+        if self.nic_bandwidth_bps is not None:
+            out[NIC_KEY] = _tidy(self.nic_bandwidth_bps / 1e9)
         return out
 
 
@@ -295,10 +309,15 @@ def profile_from_dict(raw: Any, provenance_extra: dict[str, Any] | None = None) 
     if raw.get("measured_collectives") is not None:
         l1 = levels[2]
         ops = parse_measured_collectives(raw["measured_collectives"], l1.kind, l1.size)
+    nic = None
+    if raw.get(NIC_KEY) is not None:
+        nic = _number(raw[NIC_KEY], NIC_KEY)
+        _in_range(nic, NIC_KEY, BANDWIDTH_GBS_RANGE)
+        nic *= 1e9
     prov = dict(provenance)
     if provenance_extra:
         prov.update(provenance_extra)
-    return NocProfile(name, levels, energy, prov, port_spread, measured, ops)  # type: ignore[arg-type]
+    return NocProfile(name, levels, energy, prov, port_spread, measured, ops, nic)  # type: ignore[arg-type]
 
 
 def _builtin_dir():

@@ -39,6 +39,7 @@ class Router:
         self.sizes = tuple(lv.size for lv in self.levels)
         self.num_devices = profile.num_devices
         self.all_switch = profile.all_switch
+        self.nic_bps = profile.nic_bandwidth_bps  # per-device NIC links (all-switch only)
         self.paper_compat = paper_compat
         self._inner_switch = self.levels[2].kind == "switch"
         self._epb = (
@@ -65,6 +66,7 @@ class Router:
         self._end_arrays: tuple[np.ndarray, ...] | None = None
         self._ends: dict[int, tuple[tuple[int, ...], float, tuple[int, ...], float]] = {}
         self._split = None
+        self._nic_ids: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def split(self):
@@ -298,11 +300,40 @@ class Router:
             _, _, last, lat2 = self.ends(dst)
             _, mid, lat1 = self.middles[self.middle(src, dst)]  # lat1 includes the first hop
             ids, latency = list(first) + mid + list(last), lat1 + lat2
+            if self.nic_bps is not None:
+                out, into = self.nic_arrays()
+                ids += [int(out[src]), int(into[dst])]
         else:
             ids, latency = self._steps(self.states(src, dst))
         result = (np.asarray(ids, dtype=np.int32), latency)
         self._chains[key] = result
         return result
+
+    def nic_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per device: (NIC-out link id, NIC-in link id); only for a profile with per-device NICs
+        (every flow leaving its L1 switch loads both, ``deepstack.switch_loads``)."""
+        if self._nic_ids is None:
+            from .switch_loads import nic_key
+
+            keys = np.arange(self.num_devices) % self.sizes[2] if self.paper_compat else None
+            ids = []
+            for direction in ("up", "down"):
+                ids.append(
+                    np.array(
+                        [
+                            self._link(
+                                nic_key(direction, int(u if keys is None else keys[u])),
+                                self.nic_bps,
+                                1,
+                                0.0,
+                            )
+                            for u in range(self.num_devices)
+                        ],
+                        dtype=np.int64,
+                    )
+                )
+            self._nic_ids = (ids[0], ids[1])
+        return self._nic_ids
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(capacity bytes/s, energy pJ/bit) per interned link id."""
@@ -327,6 +358,9 @@ class Router:
         name = ("L3", "L2", "L1")[self.link_level[idx]]
         if key[0] == "centre":
             return f"{name} switch-centre self-loop at {key[1]}"
+        if key[0] == "nic":
+            side = "out of" if key[1] == "up" else "into"
+            return f"NIC {side} device {key[2]}"
         return f"{name} link {key[1]} -> {key[2]}"
 
     @property

@@ -193,6 +193,10 @@ def _switch_fast_path(
         first[cross] = mid_lat
         parts_ids.append(mid_ids)
         parts_w.append(mid_w)
+        if router.nic_bps is not None:  # every flow leaving its L1 switch crosses two NICs
+            out, into = router.nic_arrays()
+            parts_ids += [out[s_dev[cross]], into[d_dev[cross]]]
+            parts_w += [wsum[cross], wsum[cross]]
     hops = first + down_lat[d_dev]
     ids = np.concatenate(parts_ids)
     weights = np.concatenate(parts_w)

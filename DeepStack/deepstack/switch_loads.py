@@ -9,6 +9,12 @@ link of ``dst``'s node; for ℓ = L3 also the L3 up/down links of both pods. Its
 ``2·h1 (+ 2·h2 (+ 2·h3))``. So a stage's link loads are sums of flow weights per port, computed
 with ``bincount`` over the flows — or, for a complete exchange (all-to-all) inside rank groups,
 from how many group members share a node and a pod, without listing the g² pairs.
+
+A profile with per-device NICs (``NocProfile.nic_bandwidth_bps``) adds one NIC-out link per
+source device and one NIC-in link per destination device, loaded by every flow that leaves its
+L1 switch (ℓ ≤ L2), at the NIC bandwidth and no extra hop latency or energy (the bytes' energy is
+already on the L1 and L2 links they cross): a device's traffic leaving its node is capped at its
+own NIC's rate however few devices of the node send.
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ class LevelLoads:
     ``up[level]`` / ``down[level]``: load per link key of that level (index = the key); keys
     are device / node / pod numbers (default identity) or the port number inside the instance
     (``paper_compat``). ``flows``: (src, dst) entries with weight (distinct pairs for every
-    pattern the collectives build); ``hop``: longest chain latency (s).
+    pattern the collectives build); ``hop``: longest chain latency (s). ``nic``: (NIC-out,
+    NIC-in) load per L1 key when the profile has per-device NICs, else None.
     """
 
     up: tuple[np.ndarray, np.ndarray, np.ndarray]
     down: tuple[np.ndarray, np.ndarray, np.ndarray]
     hop: float
     flows: int
+    nic: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _chain_latency(levels, outermost: int) -> float:
@@ -103,7 +111,10 @@ def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     if n_pod:
         present.append(L3)
     hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
-    return LevelLoads(up, down, hop, len(src))  # type: ignore[arg-type]
+    nic = None
+    if router.nic_bps is not None:
+        nic = (np.bincount(ks[2], w2, sizes[2]), np.bincount(kd[2], w2, sizes[2]))
+    return LevelLoads(up, down, hop, len(src), nic)  # type: ignore[arg-type]
 
 
 def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
@@ -136,7 +147,11 @@ def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
     if (in_pod < g).any():
         present.append(L3)
     hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
-    return LevelLoads(up, up, hop, n_groups * g * (g - 1))  # type: ignore[arg-type]
+    nic = None
+    if router.nic_bps is not None:
+        out = np.bincount(keys[2], per_level[1], sizes[2])
+        nic = (out, out)
+    return LevelLoads(up, up, hop, n_groups * g * (g - 1), nic)  # type: ignore[arg-type]
 
 
 def link_key(router: Router, level: int, direction: str, key: int) -> tuple:
@@ -163,34 +178,45 @@ def top_links(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(link ids, load, capacity) of the links within rounding of the busiest load/capacity,
     one per distinct (load, capacity), plus the energy per unit payload (pJ)."""
-    caps = [lv.link_bandwidth_bps for lv in router.levels]
     epb = router._epb
     energy = 0.0
-    best = 0.0
+    # (level, direction, loads per key, capacity, pJ/bit, NIC?) of every kind of port link
+    kinds = []
     for level in range(3):
-        total = float(loads.up[level].sum() + loads.down[level].sum())
-        energy += total * 8.0 * epb[level]
-        for arr in (loads.up[level], loads.down[level]):
-            if len(arr):
-                best = max(best, float(arr.max()) / caps[level])
+        cap = router.levels[level].link_bandwidth_bps
+        energy += float(loads.up[level].sum() + loads.down[level].sum()) * 8.0 * epb[level]
+        for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
+            kinds.append((level, direction, arr, cap, epb[level], False))
+    if loads.nic is not None:  # NIC links: no energy of their own (module docstring)
+        nic = router.nic_bps
+        kinds += [
+            (L2, "up", loads.nic[0], nic, 0.0, True),
+            (L2, "down", loads.nic[1], nic, 0.0, True),
+        ]
+    best = max((float(k[2].max()) / k[3] for k in kinds if len(k[2])), default=0.0)
     if best <= 0.0:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), energy
-    chosen: dict[tuple[float, float], int] = {}
-    for level in range(3):
-        for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
-            floor = best * (1 - 1e-9) * caps[level]
-            if not len(arr) or arr.max() < floor * (1 - 1e-12):
+    chosen: dict[tuple[float, float], tuple[bool, int]] = {}
+    for level, direction, arr, cap, pj, is_nic in kinds:
+        floor = best * (1 - 1e-9) * cap
+        if not len(arr) or arr.max() < floor * (1 - 1e-12):
+            continue
+        hit = np.flatnonzero(arr / cap >= best * (1 - 1e-9))
+        for load in np.unique(arr[hit]).tolist():
+            if (load, cap) in chosen:
                 continue
-            hit = np.flatnonzero(arr / caps[level] >= best * (1 - 1e-9))
-            for load in np.unique(arr[hit]).tolist():
-                if (load, caps[level]) in chosen:
-                    continue
-                key = int(hit[np.flatnonzero(arr[hit] == load)[0]])
-                chosen[(load, caps[level])] = router._link(
-                    link_key(router, level, direction, key), caps[level], level, epb[level]
-                )
+            key = int(hit[np.flatnonzero(arr[hit] == load)[0]])
+            name = nic_key(direction, key) if is_nic else link_key(router, level, direction, key)
+            chosen[(load, cap)] = (is_nic, router._link(name, cap, level, pj))
+    # on a tie the first link is named: a shared port link before a NIC
     order = sorted(chosen.items(), key=lambda kv: kv[1])
-    ids = np.array([i for _, i in order], dtype=np.int64)
+    ids = np.array([i for _, (_, i) in order], dtype=np.int64)
     mult = np.array([k[0] for k, _ in order])
     cap = np.array([k[1] for k, _ in order])
     return ids, mult, cap, energy
+
+
+def nic_key(direction: str, key: int) -> tuple:
+    """The router's interned key of the NIC-out (``up``) or NIC-in (``down``) link of the device
+    whose L1 link key is ``key``."""
+    return ("nic", direction, key)

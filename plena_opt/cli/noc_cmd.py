@@ -43,6 +43,11 @@ def describe_text(profile: deepstack.NocProfile) -> str:
         if lv.centre_in_bps is not None:
             line += f" (centre {_num(lv.centre_in_bps / 1e9)}/{_num(lv.centre_out_bps / 1e9)} GB/s)"
         lines.append(line)
+    if profile.nic_bandwidth_bps is not None:
+        lines.append(
+            f"  NIC: {_num(profile.nic_bandwidth_bps / 1e9)} GB/s per device "
+            "(caps each device's traffic leaving its L1 switch)"
+        )
     e = profile.energy
     lines.append(
         "  energy: not modelled (no energy_pj_per_bit)"
