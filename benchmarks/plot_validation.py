@@ -13,8 +13,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from plena_opt.validate import run_scorecard  # noqa: E402
+
+
+def _tick(value: float, _pos: int) -> str:
+    """A log-axis tick in plain numbers: 0.2, 5, 1,000, 20,000."""
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
 def main(out: str = "docs/validation.png") -> int:
@@ -48,6 +54,10 @@ def main(out: str = "docs/validation.png") -> int:
             )
         overall = card.overall(ds)
         ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
+        for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 labels in plain numbers (minor labels collided)
+            axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(_tick))
+            axis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{title}\nall {overall.points} points: MAPE {overall.mape:.1f} %", fontsize=9)
         ax.set_xlabel("measured")
         ax.set_ylabel("predicted (plena-opt)")
