@@ -96,10 +96,14 @@ def test_ep_dispatch_is_the_all_to_all_of_each_ranks_buffer() -> None:
     table = net.profile.measured_collectives.table("all_to_all", 8)
     assert cost.algorithm == "measured"
     assert cost.seconds == pytest.approx(table.seconds_at(per_rank), rel=1e-9)
-    # the routed path (few tokens) keeps the links
-    few = net.ep_all_to_all(ep8, bytes_per_token=14336, num_experts=256, top_k=8,
-                            micro_batch=1, seq=64)  # fmt: skip
-    assert few.algorithm == "routed"
+    # the routed path (few tokens) takes the table too, at its busiest rank's bytes (8 tokens x 7
+    # remote ranks x 14336 B, as the uniform size S = V·8/7); the links alone price it routed
+    kw = {"bytes_per_token": 14336, "num_experts": 256, "top_k": 8, "micro_batch": 1, "seq": 64}
+    few = net.ep_all_to_all(ep8, **kw)
+    assert few.algorithm == "measured"
+    assert few.seconds == pytest.approx(table.seconds_at(8 * 7 * 14336 * 8 / 7), rel=1e-12)
+    plain = Network(profile_from_dict({**net.profile.to_dict(), "measured_collectives": None}))
+    assert plain.ep_all_to_all(ep8, **kw).algorithm == "routed"
 
 
 def test_groups_off_one_switch_keep_the_links_and_first_devices_trims() -> None:

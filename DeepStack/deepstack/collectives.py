@@ -7,8 +7,8 @@ the buffer an all-reduce reduces, the input a reduce-scatter splits, the output 
 assembles. Per-pair payloads are truncated to integers like the reference's uint64 traffic matrix.
 
 A GPU node profile's measured tables (``deepstack.measured``, ``deepstack.measured_ops``) price
-the all-reduce, all-gather, reduce-scatter, all-to-all and uniform EP all-to-all of groups they
-match; the routed EP path (below ``EP_ESTIMATE_TOKENS``) keeps the links.
+the all-reduce, all-gather, reduce-scatter, all-to-all and EP all-to-all (uniform and routed) of
+groups they match; every other group keeps the links.
 
 The result types live in :mod:`deepstack.collective_costs`, the stage patterns in
 :mod:`deepstack.stage_patterns`, the routed EP dispatch in :mod:`deepstack.ep_dispatch`; they are
@@ -63,6 +63,7 @@ class Network:
         self.router = Router(self.profile, paper_compat=paper_compat)
         self._stages = StagePatterns(self.router)
         self._patterns = self._stages.memo
+        self._routed_busiest: dict[tuple, int] = {}  # routed EP key -> busiest rank's copies
         self._has_energy = self.profile.energy is not None
 
     # ------------------------------------------------------------------ evaluation
@@ -196,7 +197,7 @@ class Network:
         return table if bool(np.all(switch == switch[:, :1])) else None
 
     def _or_measured(
-        self, modelled: CollectiveCost, scheme: ParallelScheme, dim: str, g: int, op: str, x: int
+        self, modelled: CollectiveCost, scheme: ParallelScheme, dim: str, g: int, op: str, x: float
     ) -> CollectiveCost:
         """``modelled``, or the measured ``op`` time at ``x`` bytes per device when tabulated."""
         table = self._measured_table(scheme, dim, g, op)
@@ -318,6 +319,14 @@ class Network:
         routed from ``rows`` ([tokens, ≥top_k] expert ids; default the balanced rows), EP group n
         uses token window ``n mod (dp·sp)``, each token sends one copy per distinct remote rank
         ``floor(e·ep/num_experts)``. ``ep == 1`` costs nothing.
+
+        Where the profile measured the all-to-all of these groups (``_or_measured``: a tabulated
+        group size, every group inside one L1 switch), both branches take the measured time. The
+        uniform one at its send buffer ``per_pair·ep``; the routed one at the uniform size that
+        puts the busiest rank's bytes on its links: an all-to-all ends when its largest rank does,
+        and a uniform one of nccl-tests size S moves S·(ep−1)/ep off each rank (its own chunk
+        stays), so V remote bytes sent or received by the busiest rank price as S = V·ep/(ep−1)
+        (equal to the uniform branch's size for balanced rows).
         """
         self._check(scheme)
         ep = scheme.ep
@@ -337,10 +346,16 @@ class Network:
         key = (scheme.sizes(), "ep_routed", num_experts, top_k, total, hash(active.tobytes()))
         pat = self._patterns.get(key)
         if pat is None:
-            pat = routed_pattern(self.router, scheme, active, num_experts)
+            pat, self._routed_busiest[key] = routed_pattern(
+                self.router, scheme, active, num_experts
+            )
             self._patterns[key] = pat
         cand = Candidate([(pat, lambda _x: int(bytes_per_token))])
-        return self._select({"routed": cand}, 1, ("routed",))
+        modelled = self._select({"routed": cand}, 1, ("routed",))
+        busiest = self._routed_busiest[key] * int(bytes_per_token)
+        if busiest <= 0:
+            return modelled
+        return self._or_measured(modelled, scheme, "ep", ep, "all_to_all", busiest * ep / (ep - 1))
 
     # ------------------------------------------------------------------ introspection
     def cache_info(self) -> dict[str, int]:

@@ -71,10 +71,14 @@ def _slot_counts(dst_rank: np.ndarray, ep: int) -> np.ndarray:
 
 def routed_pattern(
     router: Router, scheme: ParallelScheme, active: np.ndarray, num_experts: int
-) -> StagePattern:
+) -> tuple[StagePattern, int]:
     """Token counts per (src, dst) EP rank from routing rows ``active`` ([tokens, top_k] expert
     ids): EP group n uses token window ``n mod (dp·sp)``; expert e lives on rank
-    ``floor(e·ep/num_experts)`` (network-model §8.2)."""
+    ``floor(e·ep/num_experts)`` (network-model §8.2).
+
+    Returns the pattern and the busiest rank's token copies: the most any rank of any EP group
+    sends to, or receives from, the other ranks of its group (the volume an all-to-all that
+    ends with its largest rank is timed by)."""
     ep = scheme.ep
     total = active.shape[0]
     slots = scheme.dp * scheme.sp
@@ -86,6 +90,10 @@ def routed_pattern(
         per_slot.append(_slot_counts(dst_rank[start:end], ep) if start < end else None)
     g = groups(scheme, "ep")
     src_l, dst_l, w_l = [], [], []
+    used = [c for c in per_slot[: g.shape[0]] if c is not None]  # group n uses slot n mod slots
+    busiest = max(
+        (max(int(c.sum(axis=1).max()), int(c.sum(axis=0).max())) for c in used), default=0
+    )
     ii, jj = np.meshgrid(np.arange(ep), np.arange(ep), indexing="ij")
     for gi in range(g.shape[0]):
         counts = per_slot[gi % slots]
@@ -95,5 +103,8 @@ def routed_pattern(
         dst_l.append(g[gi][jj].ravel())
         w_l.append(counts.ravel())
     if not src_l:
-        return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0))
-    return StagePattern(router, np.concatenate(src_l), np.concatenate(dst_l), np.concatenate(w_l))
+        return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0)), 0
+    pattern = StagePattern(
+        router, np.concatenate(src_l), np.concatenate(dst_l), np.concatenate(w_l)
+    )
+    return pattern, busiest
