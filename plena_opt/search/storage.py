@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+import weakref
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,12 @@ MAX_RETRY = 3
 
 _log = logging.getLogger(__name__)
 _OPEN: dict[str, optuna.storages.BaseStorage] = {}
-_BACKENDS: dict[int, BatchingJournalBackend] = {}
+# Journal files opened here, by their storage object: weak keys, because a storage dropped from
+# ``_OPEN`` is collected and an ``id()`` key could then name a new storage (an in-memory one
+# picked up a damaged file's backend this way in a test run).
+_BACKENDS: weakref.WeakKeyDictionary[optuna.storages.BaseStorage, BatchingJournalBackend] = (
+    weakref.WeakKeyDictionary()
+)
 _OPEN_LOCK = threading.Lock()
 
 
@@ -97,12 +103,12 @@ def open_storage(
 
 def is_batched(storage: optuna.storages.BaseStorage) -> bool:
     """Whether ``storage`` is a journal file opened here (``batch_writes`` holds its lock)."""
-    return id(storage) in _BACKENDS
+    return storage in _BACKENDS
 
 
 def journal_backend(storage: optuna.storages.BaseStorage) -> BatchingJournalBackend | None:
     """The journal file under ``storage`` when it is one opened here, else None."""
-    return _BACKENDS.get(id(storage))
+    return _BACKENDS.get(storage)
 
 
 def batch_writes(storage: optuna.storages.BaseStorage) -> Any:
@@ -110,14 +116,14 @@ def batch_writes(storage: optuna.storages.BaseStorage) -> Any:
 
     Keep it short (it holds the journal lock: other writers wait). Other stores: no effect.
     """
-    backend = _BACKENDS.get(id(storage))
+    backend = _BACKENDS.get(storage)
     return backend.batch() if backend is not None else nullcontext()
 
 
 def committed_view(storage: optuna.storages.BaseStorage) -> Any:
     """Context in which reads of a journal store see only records already on disk (it waits
     for this process's batches in progress). Other stores: no effect."""
-    backend = _BACKENDS.get(id(storage))
+    backend = _BACKENDS.get(storage)
     return backend.committed_view() if backend is not None else nullcontext()
 
 
@@ -218,7 +224,7 @@ def _open(url: str, heartbeat_s: float | None = None) -> optuna.storages.BaseSto
         storage = JournalStorage(backend)
     except Exception as exc:
         raise PlenaInputError("storage", f"--storage {url!r}: cannot open ({exc})") from exc
-    _BACKENDS[id(storage)] = backend
+    _BACKENDS[storage] = backend
     return storage
 
 
