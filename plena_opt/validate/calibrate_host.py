@@ -1,11 +1,16 @@
 """The GPU chips' ``eager_host`` constants: the host time per op from the kernel data, the host
 time per Triton call fitted on fig09's eager-mode decode rows.
 
-``seconds_per_op`` is measured at kernel level: the kernel table's ``vllm_eager`` custom
-all-reduce rows time a loop of eager calls of one vLLM custom op, and at messages of ≤ 64 KiB
-the call takes 20.8 µs on the B200 server (21.1 µs H200, 23.8 µs H100, 8 GPUs) whatever the GPU
-kernel's own time (7.5 µs B200, 4.6 µs H100 in the ``vllm_graph`` rows): the loop is host bound,
-so the per-call time is the host's dispatch time of one op (``kernel_seconds_per_op``).
+``seconds_per_op`` comes from kernel-level data: the kernel table's ``vllm_eager`` custom
+all-reduce rows time, with CUDA events and no synchronisation inside, a Python loop of
+``tensor_model_parallel_all_reduce(x.clone())`` (AIConfigurator ``collector/collect_all_reduce.py``,
+eager branch), and at messages of ≤ 64 KiB an iteration takes 20.8 µs on the B200 server
+(21.1 µs H200, 23.8 µs H100; 8 GPUs), flat in message size and the same on GPUs whose kernel
+takes 4.6 µs (H100) or 7.5 µs (B200) in the ``vllm_graph`` rows: the loop is host bound and the
+iteration time is host time (``kernel_seconds_per_op``). Taking one iteration as the host time
+of one eager op of a model forward is the assumption: the iteration is one vLLM custom op
+through its Python wrapper plus a light ATen ``clone``, as a model op is an ATen / custom op
+plus its module's Python.
 fig09's CSVs carry, next to the CUDA-graph runs the scorecard compares with, the same runs with
 ``--enforce-eager`` (``Eager_Mode = True``; not scored). At batch 1 an eager decode step is host
 bound: 1 / ``User Decode Speed`` is 19.9 ms (Llama-3.1-70B) … 113.5 ms (DeepSeek-V3) against
