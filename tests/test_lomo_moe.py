@@ -17,8 +17,7 @@ def _kernels():
 def test_model_shapes_are_in_the_kernel_table():
     rows = read_rows(_kernels() / "b200_sxm_moe_vllm-0.19.0.csv.gz")
     shapes = {
-        tuple(int(r[c]) for c in ("hidden_size", "inter_size", "topk", "num_experts"))
-        for r in rows
+        tuple(int(r[c]) for c in ("hidden_size", "inter_size", "topk", "num_experts")) for r in rows
     }
     assert set(MOE_MODEL_SHAPES.values()) <= shapes
 

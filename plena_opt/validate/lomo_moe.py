@@ -6,11 +6,12 @@ Two fits do: the fused-MoE curves (kernel data holding the MoE models' layer sha
 balanced fused-MoE row of the kernel table (``calibrate.moe_fits``), and the table holds the
 layer shapes of Qwen3-235B-A22B and DeepSeek-V3 among others. Holding a model out refits both
 curves without the rows of that model's layer shape (hidden, expert inter size, top-k, experts;
-every TP size) and scores the model's fig09 points with the refitted chip. The GEMM and
-attention curves are fitted on generic shape grids, not on model shapes; ``eager_host.seconds_per_op`` is the kernel table's
-eager all-reduce loop (no model in it). The Triton constant is refitted without the model's
-eager row too (the dense models launch no Triton kernel, so holding them out changes nothing
-they are scored on). Run ``python -m plena_opt.validate.lomo_moe [../shared/data/kernels]``.
+every TP size), refits the Triton constant without the model's eager row, and scores the
+model's fig09 points with the refitted chip. The GEMM and attention curves are fitted on
+generic shape grids, not on model shapes, and ``eager_host.seconds_per_op`` is the kernel
+table's eager all-reduce loop (no model in it); the dense models launch no Triton kernel, so
+holding them out changes nothing they are scored on.
+Run ``python -m plena_opt.validate.lomo_moe [../shared/data/kernels]``.
 """
 
 from __future__ import annotations
