@@ -7,6 +7,7 @@ import csv
 import json
 
 import pytest
+from conftest import require_shared
 
 from plena_opt.chip import load_chip
 from plena_opt.errors import PlenaInputError, PlenaTypeError
@@ -135,19 +136,61 @@ def test_eager_host_needs_sources_and_known_keys(tmp_path):
     assert load_chip(str(path)).eager_host is None
 
 
-def test_shipped_eager_host_is_the_fit_on_the_eager_rows():
-    from plena_opt.validate.calibrate_host import fit_eager_host
+def test_shipped_eager_host_per_op_is_the_kernel_measurement_and_triton_the_fit():
+    """``seconds_per_op`` is each server's eager custom-op call time from the kernel table (no
+    end-to-end fit); ``seconds_per_triton_op`` the one-parameter fit on the eager rows."""
+    from plena_opt.validate.calibrate_host import (
+        HOST_SYSTEM,
+        fit_eager_host,
+        kernel_seconds_per_op,
+    )
 
-    fit = fit_eager_host()
-    for name in ("b200", "b300", "h100-sxm", "h200-sxm", "mi300x", "mi325x"):
+    kernels = require_shared() / "data" / "kernels"
+    fit = fit_eager_host(kernel_seconds_per_op(kernels))
+    for name, system in HOST_SYSTEM.items():
         eh = load_chip(name).eager_host
-        assert eh.seconds_per_op.value == pytest.approx(fit.seconds_per_op, rel=2e-3), name
+        a = kernel_seconds_per_op(kernels, system)
+        assert eh.seconds_per_op.value == pytest.approx(a, rel=2e-3), name
         assert eh.seconds_per_triton_op.value == pytest.approx(
             fit.seconds_per_triton_op, rel=2e-3
         ), name
         assert eh.cuda_graph_max_tokens.value == 512
     assert all(abs(e) < 0.15 for e in fit.errors.values())
+    # the dense models launch no Triton kernel: kernel data alone predicts their eager steps
+    for dense in ("llama-3.1-70b", "llama-3.1-405b"):
+        assert abs(fit.errors[dense]) < 0.03
+        assert fit.held_out[dense] == fit.errors[dense]
     assert set(fit.held_out) == set(FIG09)
+
+
+def test_eager_custom_op_calls_are_host_bound_on_every_server():
+    """The eager all-reduce call takes 20-24 us on H100, H200 and B200 at every small size while
+    the same kernel in a graph takes 4-9 us: the per-call time is the host's, not the GPU's."""
+    from plena_opt.validate.calibrate import read_rows
+    from plena_opt.validate.calibrate_host import HOST_BOUND_MAX_BYTES, kernel_seconds_per_op
+
+    kernels = require_shared() / "data" / "kernels"
+    for system in ("h100_sxm", "h200_sxm", "b200_sxm"):
+        a = kernel_seconds_per_op(kernels, system)
+        assert 18e-6 < a < 26e-6, system
+        rows = read_rows(kernels / f"{system}_custom_allreduce_vllm-0.19.0.csv.gz")
+        eager = [
+            float(r["latency"]) * 1e-3
+            for r in rows
+            if r["backend"] == "vllm_eager"
+            and r["num_gpus"] == "8"
+            and int(r["message_size"]) * 2 <= HOST_BOUND_MAX_BYTES
+        ]
+        assert max(eager) < 1.1 * a and min(eager) > 0.9 * a, system  # flat in message size
+    with pytest.raises(ValueError, match="host bound"):
+        import plena_opt.validate.calibrate_host as ch
+
+        old = ch.HOST_BOUND_MAX_BYTES
+        ch.HOST_BOUND_MAX_BYTES = 1 << 30  # the GB-size rows are GPU bound
+        try:
+            kernel_seconds_per_op(kernels, "b200_sxm")
+        finally:
+            ch.HOST_BOUND_MAX_BYTES = old
 
 
 def _prefill(tokens: int) -> float:

@@ -181,10 +181,12 @@ def _attention_fit(folder: Path, system: str, phase: str, peak: float, bw: float
 # blocks, the format DeepSeek-V3 ships; computed at the fp8 rate).
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
 MOE_MAX_TOKENS = 1024  # the decode operating range: tokens per step ≤ the largest batch
+MOE_SHAPE = ("hidden_size", "inter_size", "topk", "num_experts")  # a model's MoE layer shape
 
 
 def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
-             prefill: bool = False) -> dict[str, Fit]:  # fmt: skip
+             prefill: bool = False, exclude: frozenset = frozenset()
+             ) -> dict[str, Fit]:  # fmt: skip
     """Fused-MoE layer curves (vLLM ``fused_moe``), balanced routing, no expert parallelism, on
     the decode range (tokens ≤ ``MOE_MAX_TOKENS``) or, with ``prefill``, on the prefill range
     (tokens ≥ ``MOE_MAX_TOKENS``; the kernel changes regime there and the decode fit is 1.6-3x
@@ -192,7 +194,8 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
     top-k sum: ``seconds_per_pair``) is fitted too.
 
     Bytes = the experts hit (``min(local experts, tokens·top-k)``, balanced) × their gate/up/down
-    weights + token activations; FLOPs = 2 · tokens·top-k · 3 · hidden · inter / tp."""
+    weights + token activations; FLOPs = 2 · tokens·top-k · 3 · hidden · inter / tp.
+    ``exclude``: (hidden, inter, top-k, experts) layer shapes left out (leave-one-model-out)."""
     path = folder / f"{system}_moe_vllm-0.19.0.csv.gz"
     if not path.exists():
         return {}
@@ -202,6 +205,7 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
         if r["kernel_source"] == "vllm_fused_moe"
         and r["distribution"] == "balanced"
         and r["moe_ep_size"] == "1"
+        and tuple(int(r[c]) for c in MOE_SHAPE) not in exclude
         and (
             int(r["num_tokens"]) >= MOE_MAX_TOKENS
             if prefill
