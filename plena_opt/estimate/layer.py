@@ -155,6 +155,8 @@ def _attention_cycles(
         np.ceil(tiles, out=tiles)
         tiles *= per_tile
         return tiles
+    if len(kv) == 1:  # the prefill point: one length, no need to find the distinct ones
+        return np.array([float(p.flash_attention(*args, q, int(kv[0]), d.b_dev, mode))])
     uniq, inverse = np.unique(kv, return_inverse=True)
     vals = np.array([p.flash_attention(*args, q, int(a), d.b_dev, mode) for a in uniq], dtype=float)
     return vals[inverse]

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
+from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost
 from plena_opt.estimate.decode_checks import failed_pieces
 from plena_opt.estimate.decode_steps import DecodeGrid
@@ -70,7 +70,7 @@ class PassResult:
     def transfer_seconds(self) -> float:
         return self.transfer.seconds
 
-    @cached_property
+    @cached
     def layers_per_kind(self) -> list[int]:
         """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
         kinds = tuple(self.layer)
@@ -80,7 +80,7 @@ class PassResult:
             hit = self.row_groups[key] = [sum(c.get(k, 0) for c in self.counts) for k in kinds]
         return hit
 
-    @cached_property
+    @cached
     def _comm_totals(self) -> dict[LayerKind, float]:
         return {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
 
@@ -107,7 +107,7 @@ class PassResult:
             signs.append(self.feedback_period - self.stage_period)
         return failed_pieces(grid, signs, self.stage_rows[0])
 
-    @cached_property
+    @cached
     def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
 
@@ -134,14 +134,14 @@ class PassResult:
         rows, index, _ = self.stage_rows
         return rows[index, step]
 
-    @cached_property
+    @cached
     def stage_period(self) -> np.ndarray:
         """Per step: slowest stage + one boundary transfer (s, the reference's period)."""
         rows = self.stage_rows[0]
         slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
         return slowest + self.transfer.seconds
 
-    @cached_property
+    @cached
     def feedback_period(self) -> np.ndarray:
         """Per step: (Σ stages + pp transfers) / micro-batches in flight (s): with fewer
         micro-batches than stages each one's next token waits for its own trip round the
@@ -150,7 +150,7 @@ class PassResult:
         pp = len(self.stage_layers)
         return (mult @ rows + pp * self.transfer.seconds) / max(self.in_flight, 1)
 
-    @cached_property
+    @cached
     def period(self) -> np.ndarray:
         """Per step: the decode period (s): slowest stage + one boundary transfer, or the token
         loop's bound when fewer micro-batches than stages are in flight."""

@@ -10,10 +10,10 @@ in comm overlap, prices each layer kind once per shard and point set (the caches
 from __future__ import annotations
 
 from collections.abc import Hashable
-from functools import cached_property
 
 import numpy as np
 
+from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext
 from plena_opt.estimate.decode_checks import failed_pieces
@@ -224,13 +224,13 @@ class PlanPasses:
             )
         return emb, lm
 
-    @cached_property
+    @cached
     def prefill(self) -> PassResult:
         q = self.shard.q_prefill
         kv = np.array([float(self.ctx.workload.input_seq_len)])
         return self._run_pass("prefill", q, kv, ONE_STEP, ())
 
-    @cached_property
+    @cached
     def decode(self) -> PassResult:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
