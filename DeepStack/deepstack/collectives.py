@@ -137,9 +137,11 @@ class Network:
     def _prepare(self, scheme: ParallelScheme, dim: str, nbytes: int) -> tuple[str, int, int]:
         dim = check_dim(dim)
         self._check(scheme)
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer | float):
+        if type(nbytes) is not int and (
+            isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer | float)
+        ):
             raise ProfileError("nbytes", "nbytes must be a number of bytes")
-        return dim, scheme.size(dim), int(nbytes)
+        return dim, getattr(scheme, dim), int(nbytes)
 
     def _collective(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
         """``op`` of ``nbytes`` per device over every ``dim`` group; a measured table of those

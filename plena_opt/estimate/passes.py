@@ -123,10 +123,19 @@ class PassResult:
         distinct, index, mult = groups
         rows = np.empty((len(distinct), self.steps.points))
         for r, (counts, stage) in enumerate(distinct):
-            row = weighted_sum(counts, combined)
+            row = rows[r]  # Σ wᵢ·aᵢ (``weighted_sum``) written in place, then the extras
+            started = False
+            for w, a in zip(counts, combined, strict=True):
+                if w:
+                    if started:
+                        row += a * w
+                    else:
+                        np.multiply(a, w, out=row)
+                        started = True
+            if not started:
+                row.fill(0.0)
             for ex in self.extras.get(stage, ()):
-                row = row + ex.seconds
-            rows[r] = row
+                row += ex.seconds
         return rows, index, mult
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
