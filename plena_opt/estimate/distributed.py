@@ -54,7 +54,7 @@ class PlanCost(PlanPasses):
     # -- headline metrics -------------------------------------------------------------------
     @cached
     def decode_seconds(self) -> float:
-        return self.decode.steps.total(self.decode.period)
+        return self.decode.period_total
 
     @property
     def ttft_seconds(self) -> float:

@@ -210,10 +210,12 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     pp = plan.pp
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
-    mean_stage = float(mult @ (rows @ dec.steps.weights)) / dec.steps.steps / float(mult.sum())
-    stage_period = dec.steps.mean(dec.stage_period)
+    steps = dec.steps.steps
+    # Σ multiplicities = the number of stages (a small integer: the same float either way)
+    mean_stage = float(mult @ (rows @ dec.steps.weights)) / steps / float(len(dec.stage_layers))
+    stage_period = dec.stage_period_total / steps
     parts["pipeline_imbalance"] = stage_period - dec.transfer_seconds - mean_stage
     parts["pipeline_transfer"] = cost.decode.transfer_seconds
     if dec.in_flight:  # fewer micro-batches than stages: the wait for a micro-batch's own token
-        parts["pipeline_feedback"] = dec.steps.mean(dec.period) - stage_period
+        parts["pipeline_feedback"] = dec.period_total / steps - stage_period
     return parts

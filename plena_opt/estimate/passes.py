@@ -144,6 +144,19 @@ class PassResult:
         return rows[index, step]
 
     @cached
+    def period_total(self) -> float:
+        """Σ over the steps of ``period`` (s)."""
+        return self.steps.total(self.period)
+
+    @cached
+    def stage_period_total(self) -> float:
+        """Σ over the steps of ``stage_period`` (s; the same sum when nothing else bounds the
+        period)."""
+        if not self.in_flight:
+            return self.period_total
+        return self.steps.total(self.stage_period)
+
+    @cached
     def stage_period(self) -> np.ndarray:
         """Per step: slowest stage + one boundary transfer (s, the reference's period)."""
         rows = self.stage_rows[0]
