@@ -60,7 +60,9 @@ class PlanBase:
             range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
             for i in range(plan.pp)
         ]
+        self.stage_layers = [len(r) for r in self.stage_ranges]
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
+        self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``

@@ -120,6 +120,30 @@ class PlanPasses:
     ) -> PassResult:
         """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
         shared layer cache (None: a plan's own refined points, not cached)."""
+        pkey = (mode, points_key)
+        parts = self.base.pass_parts.get(pkey) if points_key is not None else None
+        if parts is None:  # the plans of one base (other comm overlap) share these pieces
+            parts = self._pass_parts(mode, q, kv, steps, points_key)
+            if points_key is not None:
+                self.base.pass_parts[pkey] = parts
+        layer_arrays, layer_comm, extras, transfer = parts
+        return PassResult(
+            self.base.stage_layers,
+            self.stage_kind_counts,
+            layer_arrays,
+            layer_comm,
+            extras,
+            transfer,
+            self.plan.comm_overlap == "full",
+            steps,
+            self.ctx.row_groups,
+            self.in_flight if mode == "decode" else 0,
+        )
+
+    def _pass_parts(
+        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
+    ) -> tuple[dict, dict, dict, Cost]:
+        """(layer arrays by kind, collectives by kind, extras by stage, transfer) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
         load = self.loads.get(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
@@ -162,19 +186,7 @@ class PlanPasses:
             )
             extras_cache[ekey] = cached
         extras, transfer = cached
-        result = PassResult(
-            [len(r) for r in self.stage_ranges],
-            self.stage_kind_counts,
-            layer_arrays,
-            layer_comm,
-            extras,
-            transfer,
-            plan.comm_overlap == "full",
-            steps,
-            ctx.row_groups,
-            self.in_flight if mode == "decode" else 0,
-        )
-        return result
+        return layer_arrays, layer_comm, extras, transfer
 
     @property
     def in_flight(self) -> int:

@@ -146,11 +146,11 @@ def _quantised_total(parts: Mapping[str, np.ndarray | float], memory: Memory) ->
     scalar = 0.0
     total = None
     for value in parts.values():
-        if np.ndim(value) == 0:
+        if not (isinstance(value, np.ndarray) and value.ndim):
             if value > 0:
                 scalar += memory.quantize_bytes(float(value))
             continue
-        q = memory.quantize_array(np.maximum(value, 0.0))
+        q = memory.quantize_array(np.maximum(value, 0.0), nonnegative=True)
         if total is None:
             total = q
         else:
