@@ -16,7 +16,12 @@ from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
+from plena_opt.estimate.distributed import (
+    DistributedEstimate,
+    EstimateContext,
+    PassResult,
+    PlanCost,
+)
 from plena_opt.estimate.gpu import gpu_energy_per_token
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
@@ -188,20 +193,13 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     full = plan.comm_overlap == "full"
     # Mean over steps of each kind's parts, then weighted by how many layers of each kind run.
     per_kind = dec.layers_per_kind
-    totals: dict[str, float] = {"compute": 0.0, "dram": 0.0}
-    for exs in dec.extras.values():
-        for ex in exs:
-            c, d = ex.split_means(policy)
-            totals["compute"] += c
-            totals["dram"] += d
+    compute, dram = _split_totals(dec, policy)
+    totals: dict[str, float] = {"compute": compute, "dram": dram}
     for n_layers, (kind, la) in zip(per_kind, dec.layer.items(), strict=True):
         if n_layers == 0:
             continue
-        c, d = la.split_means(policy)
-        totals["compute"] += n_layers * c
-        totals["dram"] += n_layers * d
         comm = dec.comm[kind]
-        csum = sum(x.seconds for x in comm.values())
+        csum = dec.comm_seconds(kind)
         if csum <= 0:
             continue
         mean_share = dec.steps.mean(np.maximum(csum - la.seconds, 0.0)) / csum if full else 1.0
@@ -219,3 +217,24 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     if dec.in_flight:  # fewer micro-batches than stages: the wait for a micro-batch's own token
         parts["pipeline_feedback"] = dec.period_total / steps - stage_period
     return parts
+
+
+def _split_totals(dec: PassResult, policy: str) -> tuple[float, float]:
+    """Σ of the mean compute and DRAM shares of the extras and every layer (s; the same for the
+    plans that differ only in comm overlap, so kept in the pass's shared memo)."""
+    key = ("split", policy)
+    hit = dec.shared.get(key)
+    if hit is None:
+        compute = dram = 0.0
+        for exs in dec.extras.values():
+            for ex in exs:
+                c, d = ex.split_means(policy)
+                compute += c
+                dram += d
+        for n_layers, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
+            if n_layers:
+                c, d = la.split_means(policy)
+                compute += n_layers * c
+                dram += n_layers * d
+        hit = dec.shared[key] = (compute, dram)
+    return hit

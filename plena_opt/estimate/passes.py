@@ -65,6 +65,9 @@ class PassResult:
     # A micro-batch's next token needs its last stage done, so the period is also bounded by
     # (Σ stages + pp·X) / in_flight (docs/deviations.md, "decode with fewer micro-batches").
     in_flight: int = 0
+    # Figures that depend on the pieces above but not on the overlap or in-flight count
+    # (field totals), shared by the passes of plans that differ only in comm overlap.
+    shared: dict = field(default_factory=dict)
 
     @property
     def transfer_seconds(self) -> float:
@@ -199,6 +202,13 @@ class PassResult:
 
     def total(self, name: str, first_step: bool = False) -> float | None:
         """A field summed over every stage and every step (or step 0 only)."""
+        key = ("total", name, first_step)
+        if key in self.shared:
+            return self.shared[key]
+        value = self.shared[key] = self._total(name, first_step)
+        return value
+
+    def _total(self, name: str, first_step: bool) -> float | None:
         priced = [ex for exs in self.extras.values() for ex in exs]
         weights = [1.0] * len(priced)
         priced += list(self.layer.values())

@@ -126,7 +126,7 @@ class PlanPasses:
             parts = self._pass_parts(mode, q, kv, steps, points_key)
             if points_key is not None:
                 self.base.pass_parts[pkey] = parts
-        layer_arrays, layer_comm, extras, transfer = parts
+        layer_arrays, layer_comm, extras, transfer, shared = parts
         return PassResult(
             self.base.stage_layers,
             self.stage_kind_counts,
@@ -138,12 +138,14 @@ class PlanPasses:
             steps,
             self.ctx.row_groups,
             self.in_flight if mode == "decode" else 0,
+            shared,
         )
 
     def _pass_parts(
         self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
-    ) -> tuple[dict, dict, dict, Cost]:
-        """(layer arrays by kind, collectives by kind, extras by stage, transfer) of one pass."""
+    ) -> tuple[dict, dict, dict, Cost, dict]:
+        """(layer arrays by kind, collectives by kind, extras by stage, transfer, a memo of the
+        figures that follow from them alone) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
         load = self.loads.get(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
@@ -186,7 +188,7 @@ class PlanPasses:
             )
             extras_cache[ekey] = cached
         extras, transfer = cached
-        return layer_arrays, layer_comm, extras, transfer
+        return layer_arrays, layer_comm, extras, transfer, {}
 
     @property
     def in_flight(self) -> int:
