@@ -155,6 +155,20 @@ def test_a_changed_figure_is_caught(recorded: dict) -> None:
         _close(want, got, "case")
 
 
+def test_a_layer_kind_pickles_without_its_hash() -> None:
+    """``LayerKind`` keeps its hash on the instance; another process hashes strings with another
+    seed, so a pickled kind must recompute it, never carry it."""
+    import pickle
+
+    from plena_opt.estimate.layer import LayerKind
+
+    kind = LayerKind("sliding_attention", True)
+    blob = pickle.dumps(kind)
+    assert b"_hash" not in blob
+    again = pickle.loads(blob)
+    assert again == kind and hash(again) == hash(kind) and {kind: 1}[again] == 1
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["--record"]:
     out = {name: compute(case) for name, case in CASES.items()}
     Path(sys.argv[2]).write_text(json.dumps(out, indent=None, separators=(",", ":")) + "\n")

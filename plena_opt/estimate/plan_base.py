@@ -63,6 +63,7 @@ class PlanBase:
         self.stage_layers = [len(r) for r in self.stage_ranges]
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
+        self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``

@@ -248,8 +248,10 @@ class PlanPasses:
     def decode(self) -> PassResult:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
-        grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
-        grid = self._layer_grid(grid)
+        grid = self.base.layer_grid  # the same for the plans that differ in comm overlap
+        if grid is None:
+            grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+            grid = self.base.layer_grid = self._layer_grid(grid)
         for tries in range(MAX_REFINES + 1):
             key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
