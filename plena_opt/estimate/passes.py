@@ -85,7 +85,11 @@ class PassResult:
 
     @cached
     def _comm_totals(self) -> dict[LayerKind, float]:
-        return {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
+        hit = self.shared.get("comm_totals")  # the same collectives for either comm overlap
+        if hit is None:
+            hit = {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
+            self.shared["comm_totals"] = hit
+        return hit
 
     def comm_seconds(self, kind: LayerKind) -> float:
         """Σ of one layer's collective times (s)."""
