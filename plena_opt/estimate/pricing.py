@@ -72,7 +72,8 @@ class StageArrays:
     @cached
     def memory_bound(self) -> np.ndarray:
         """Per point: whether DRAM time exceeds compute time (the roofline branch)."""
-        return np.broadcast_to(np.asarray(self._t_m > self._t_c), (self._n,))
+        bound = self._t_m > self._t_c
+        return bound if np.ndim(bound) else np.full(self._n, bool(bound))
 
     @cached
     def memory_bound_seconds(self) -> np.ndarray:
