@@ -122,12 +122,14 @@ class PassResult:
         stage is computed once (e.g. one row for four identical pipeline stages).
         """
         kinds = list(self.layer)
-        combined = [self.combined_seconds(k) for k in kinds]
         gkey = (len(self.counts), tuple(kinds), tuple(self.extras))
         groups = self.row_groups.get(gkey)
         if groups is None:
             groups = self.row_groups[gkey] = stage_groups(self.counts, kinds, self.extras)
         distinct, index, mult = groups
+        if self.steps.points == 1:
+            return self._point_rows(kinds, distinct), index, mult
+        combined = [self.combined_seconds(k) for k in kinds]
         rows = np.empty((len(distinct), self.steps.points))
         for r, (counts, stage) in enumerate(distinct):
             row = rows[r]  # Σ wᵢ·aᵢ (``weighted_sum``) written in place, then the extras
@@ -144,6 +146,26 @@ class PassResult:
             for ex in self.extras.get(stage, ()):
                 row += ex.seconds
         return rows, index, mult
+
+    def _point_rows(self, kinds: list[LayerKind], distinct: list) -> np.ndarray:
+        """``stage_rows`` of a one-point pass (the prefill) in Python floats: the same IEEE
+        operations in the same order as the array path, without an array call per term."""
+        comm = self._comm_totals
+        combined = []
+        for k in kinds:
+            la, c = float(self.layer[k].seconds[0]), comm[k]
+            combined.append(max(la, c) if self.full_overlap else la + c)
+        values = []
+        for counts, stage in distinct:
+            total = None
+            for w, a in zip(counts, combined, strict=True):
+                if w:
+                    total = a * w if total is None else total + a * w
+            total = 0.0 if total is None else total
+            for ex in self.extras.get(stage, ()):
+                total += float(ex.seconds[0])
+            values.append(total)
+        return np.array(values).reshape(-1, 1)
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
         """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
