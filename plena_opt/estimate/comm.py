@@ -66,7 +66,8 @@ class PricedNetwork:
     def __getattr__(self, name: str):
         return getattr(self.net, name)
 
-    def _layout(self, scheme: ParallelScheme, dim: str) -> int:
+    def layout(self, scheme: ParallelScheme, dim: str) -> int:
+        """A small id of the device groups of ``dim`` (equal groups, equal id)."""
         key = (scheme.sizes(), dim)
         lid = self._layouts.get(key)
         if lid is None:
@@ -79,7 +80,7 @@ class PricedNetwork:
         """Seconds and energy of ``op`` (``all_reduce``, ``all_gather``, ``p2p`` with
         ``dim="pp"``: the slowest boundary and the energy of all), memoised (callers pass legal
         schemes and integer byte counts)."""
-        key = (op, self._layout(scheme, dim), int(nbytes))
+        key = (op, self.layout(scheme, dim), int(nbytes))
         cost = self._costs.get(key)
         if cost is None:
             cost = self._costs[key] = Cost(*self.net.price(op, scheme, dim, nbytes))

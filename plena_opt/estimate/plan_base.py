@@ -68,7 +68,12 @@ class PlanBase:
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
         self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), next(_IDS))
-        self.comm_id = ids.setdefault((self.shard_id, self.dense, self.moe), next(_IDS))
+        if m.num_experts:  # EP dispatch reads the whole MoE scheme (its dp token windows)
+            comm = (self.shard_id, self.dense, self.moe)
+        else:  # a dense layer's collectives see only its tp and cp groups (dp, pp: other plans)
+            net = ctx.priced_net
+            comm = (self.shard_id, net.layout(self.dense, "tp"), net.layout(self.dense, "cp"))
+        self.comm_id = ids.setdefault(comm, next(_IDS))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
         if m.num_experts:
