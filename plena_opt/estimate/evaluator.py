@@ -202,7 +202,10 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
         csum = dec.comm_seconds(kind)
         if csum <= 0:
             continue
-        mean_share = dec.steps.mean(np.maximum(csum - la.seconds, 0.0)) / csum if full else 1.0
+        mean_share = 1.0
+        if full:  # the part of the collectives the layer's own time does not hide
+            exposed = csum - la.seconds
+            mean_share = dec.steps.mean(np.maximum(exposed, 0.0, out=exposed)) / csum
         for name, x in comm.items():
             totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
     pp = plan.pp
