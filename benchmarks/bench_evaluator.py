@@ -14,19 +14,26 @@ input 2048, output 1024, one core:
 * ``peak_rss_bytes``: peak resident memory of a child process that scores a 10,000-plan batch
   (the legal plans repeated) and keeps every result.
 
-``python benchmarks/bench_evaluator.py --json`` prints one JSON object.
+``python benchmarks/bench_evaluator.py --json`` prints one JSON object. ``--compare DIR
+[--repeats N]`` measures the plans/s figures of checkout DIR ("before") and of this one
+("after") in alternating child processes, N pairs, and prints every pair, the medians, their
+ratios and the load average before and after (``benchmarks/_compare.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+import _compare  # benchmarks/ is the script's folder
 from deepstack import load_noc_profile
 
 from plena_opt.estimate import Evaluator, Plan, Workload
@@ -97,10 +104,67 @@ def batch_peak_rss(n_plans: int = 10_000) -> int:
     return int(out.stdout.strip())
 
 
+RATE_KEYS = ("plans_per_second", "plans_per_cpu_second", "warm_plans_per_second")
+
+
+def rates() -> dict:
+    """The plans/s figures of ``plans_per_second`` (one child's row)."""
+    pps, n, warm_pps, _, cpu_pps, _ = plans_per_second()
+    return {
+        "plans_per_second": round(pps, 1),
+        "plans_per_cpu_second": round(cpu_pps, 1),
+        "warm_plans_per_second": round(warm_pps, 1),
+        "plans": n,
+    }
+
+
+def run_child(source: str | None) -> dict:
+    env = dict(os.environ)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"
+    with tempfile.TemporaryDirectory() as cwd:  # keep the checkout's cwd off sys.path
+        out = subprocess.run(
+            _compare.command(str(Path(__file__).resolve()), ["--child"]),
+            capture_output=True,
+            text=True,
+            env=_compare.env(source, env),
+            cwd=cwd,
+            check=True,
+            timeout=300,
+        )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare(source: str, repeats: int) -> dict:
+    """Alternating before/after children; medians and after/before ratios."""
+    load = [os.getloadavg()]
+    pairs = []
+    for _ in range(repeats):
+        pair = {"before": run_child(source), "after": run_child(None)}
+        pairs.append(pair)
+        print(json.dumps(pair), file=sys.stderr)
+    load.append(os.getloadavg())
+    med = {
+        side: {k: statistics.median(p[side][k] for p in pairs) for k in RATE_KEYS}
+        for side in ("before", "after")
+    }
+    ratios = {k: round(med["after"][k] / med["before"][k], 3) for k in RATE_KEYS}
+    return {"pairs": pairs, "median": med, "ratio": ratios, "loadavg": load}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--compare", help="also measure this checkout, as 'before'")
+    parser.add_argument("--repeats", type=int, default=5, help="before/after pairs (--compare)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(rates() | {"source": _compare.source_of()}))
+        return
+    if args.compare:
+        print(json.dumps(compare(args.compare, args.repeats)))
+        return
     pps, n, warm_pps, first_pps, cpu_pps, cpu_warm = plans_per_second()
     t16 = one_estimate_seconds(16)
     t32k = one_estimate_seconds(32768)

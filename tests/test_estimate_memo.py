@@ -11,7 +11,7 @@ import pytest
 from deepstack import Network, ParallelScheme, switch_noc
 
 from plena_opt.estimate import Evaluator, EvaluatorInputs, Plan, Workload
-from plena_opt.estimate.comm import PricedNetwork
+from plena_opt.estimate.comm import Cost, PricedNetwork
 from plena_opt.estimate.decode_steps import KV, ONE, StairSpec, _zone_pieces
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.memory import FixedBandwidthMemory, load_memory
@@ -72,9 +72,12 @@ def test_priced_network_equals_the_network() -> None:
     for tp, dp, pp in [(4, 4, 1), (4, 1, 4), (4, 2, 2), (2, 8, 1), (16, 1, 1)]:
         s = ParallelScheme(tp=tp, dp=dp, pp=pp)
         for nbytes in (1, 4096, 10**6):
-            assert priced.all_reduce(s, "tp", nbytes) == net.all_reduce(s, "tp", nbytes)
-            assert priced.all_gather(s, "tp", nbytes) == net.all_gather(s, "tp", nbytes)
-            assert priced.pipeline_p2p(s, nbytes) == net.pipeline_p2p(s, nbytes)
+            for op in ("all_reduce", "all_gather"):
+                full = getattr(net, op)(s, "tp", nbytes)
+                assert priced.price(op, s, "tp", nbytes) == Cost(full.seconds, full.noc_energy_pj)
+            p2p = net.pipeline_p2p(s, nbytes)
+            want = Cost(p2p.seconds, p2p.noc_energy_pj_all_boundaries)
+            assert priced.price("p2p", s, "pp", nbytes) == want
     # tp=4 groups are the same devices beside dp=4, pp=4 or dp=2·pp=2: one pricing per size
     keys = {k for k in priced._costs if k[0] == "all_reduce" and k[2] == 4096}
     assert len(keys) == 3  # tp=4, tp=2, tp=16 layouts

@@ -17,10 +17,18 @@ re-exported here.
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 import numpy as np
 
+from .algorithms import (
+    ALL_GATHER_ALGORITHMS,
+    ALL_REDUCE_ALGORITHMS,
+    BUILDERS,
+    Algorithm,
+    AlgorithmSet,
+    price,
+)
 from .collective_costs import (
     AlgorithmCost,
     BoundaryCost,
@@ -34,8 +42,7 @@ from .measured import MeasuredTable
 from .placement import ParallelScheme, check_dim
 from .profile import NocProfile, load_noc_profile
 from .routing import Router
-from .stage import StageCost
-from .stage_patterns import Candidate, StagePatterns, div, div_mul, full, is_pow2
+from .stage_patterns import StagePatterns
 
 __all__ = [
     "ALL_GATHER_ALGORITHMS",
@@ -47,9 +54,6 @@ __all__ = [
     "Network",
     "PipelineCost",
 ]
-
-ALL_REDUCE_ALGORITHMS = ("recursive_doubling", "ring", "rabenseifner", "double_tree", "all_to_all")
-ALL_GATHER_ALGORITHMS = ("ring", "recursive_doubling", "all_to_all")
 
 
 class Network:
@@ -64,11 +68,14 @@ class Network:
         self._stages = StagePatterns(self.router)
         self._patterns = self._stages.memo
         self._routed_busiest: dict[tuple, int] = {}  # routed EP key -> busiest rank's copies
+        self._sets: dict[tuple, AlgorithmSet] = {}  # (op, scheme sizes, dim) -> candidates
+        self._p2p: dict[tuple, tuple] = {}  # scheme sizes -> boundary patterns
+        self._num_devices = self.profile.num_devices
         self._has_energy = self.profile.energy is not None
 
     # ------------------------------------------------------------------ evaluation
     def _check(self, scheme: ParallelScheme) -> None:
-        if scheme.world_size != self.profile.num_devices:
+        if scheme.world_size != self._num_devices:
             raise ProfileError(
                 "scheme",
                 f"the scheme uses {scheme.world_size} devices but NoC profile "
@@ -78,44 +85,36 @@ class Network:
     def _zero(self) -> CollectiveCost:
         return CollectiveCost(0.0, 0.0, 0.0, None, 0.0 if self._has_energy else None, {}, None)
 
-    def _run(self, cand: Candidate, nbytes: int) -> tuple[AlgorithmCost, int | None, float]:
-        hop = link = energy = 0.0
-        busiest: int | None = None
-        worst = -1.0
-        for pattern, payload in cand.stages:
-            c: StageCost = pattern.cost(payload(nbytes))
-            hop += c.hop_seconds
-            link += c.link_seconds
-            energy += c.energy_pj
-            if c.busiest_link is not None and c.link_seconds > worst:
-                worst, busiest = c.link_seconds, c.busiest_link
-        hop *= cand.repeat
-        link *= cand.repeat
-        energy *= cand.repeat
-        return (
-            AlgorithmCost(hop, link, hop + link, energy if self._has_energy else None),
-            busiest,
-            worst,
-        )
+    def _algorithms(self, op: str, scheme: ParallelScheme, dim: str, g: int) -> AlgorithmSet:
+        """The candidates of ``op`` over the ``dim`` groups of ``scheme`` (assembled once: their
+        patterns are routed on first use, in the reference's order), with the measured table
+        that prices those groups, if any."""
+        key = (op, scheme.sizes(), dim)
+        algs = self._sets.get(key)
+        if algs is None:
+            algs = BUILDERS[op](self._stages, scheme, dim, g)
+            algs = replace(algs, measured=self._measured_table(scheme, dim, g, op))
+            self._sets[key] = algs
+        return algs
 
-    def _select(
-        self, cands: dict[str, Candidate | None], nbytes: int, allowed: tuple[str, ...]
-    ) -> CollectiveCost:
+    def _select(self, algs: AlgorithmSet, nbytes: int) -> CollectiveCost:
+        """Every candidate priced at ``nbytes``; the cheapest allowed one wins (first on ties)."""
         results: dict[str, AlgorithmCost | None] = {}
-        links: dict[str, int | None] = {}
-        best: str | None = None
-        for name, cand in cands.items():
-            if cand is None:
+        best: Algorithm | None = None
+        best_s = 0.0
+        link_id: int | None = None
+        energy = self._has_energy
+        for name, alg in algs.candidates:
+            if alg is None:
                 results[name] = None
                 continue
-            cost, busiest, _ = self._run(cand, nbytes)
-            results[name] = cost
-            links[name] = busiest
-            if name in allowed and (best is None or cost.seconds < results[best].seconds):
-                best = name
-        chosen = results[best]
-        link_id = links[best]
-        lost = max(p.unmodelled for p, _ in cands[best].stages) if cands[best].stages else 0
+            hop, link, e, busiest = price(alg, nbytes)
+            secs = hop + link
+            results[name] = AlgorithmCost(hop, link, secs, e if energy else None)
+            if name in algs.allowed and (best is None or secs < best_s):
+                best, best_s, link_id = alg, secs, busiest
+        chosen = results[best.name]
+        lost = best.unmodelled
         warnings = (
             (
                 f"{lost} loaded link(s) are not modelled by NoC profile {self.profile.name!r} "
@@ -128,7 +127,7 @@ class Network:
             chosen.hop_seconds,
             chosen.link_seconds,
             chosen.seconds,
-            best,
+            best.name,
             chosen.noc_energy_pj,
             results,
             None if link_id is None else self.router.describe_link(link_id),
@@ -138,9 +137,26 @@ class Network:
     def _prepare(self, scheme: ParallelScheme, dim: str, nbytes: int) -> tuple[str, int, int]:
         dim = check_dim(dim)
         self._check(scheme)
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer | float):
+        if type(nbytes) is not int and (
+            isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer | float)
+        ):
             raise ProfileError("nbytes", "nbytes must be a number of bytes")
-        return dim, scheme.size(dim), int(nbytes)
+        return dim, getattr(scheme, dim), int(nbytes)
+
+    def _collective(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
+        """``op`` of ``nbytes`` per device over every ``dim`` group; a measured table of those
+        groups prices it at its nccl-tests size (``nbytes``; the all-to-all's send buffer,
+        ``nbytes · g``)."""
+        dim, g, x = self._prepare(scheme, dim, nbytes)
+        if g <= 1 or x <= 0:
+            return self._zero()
+        algs = self._algorithms(op, scheme, dim, g)
+        modelled = self._select(algs, x)
+        if algs.measured is None:
+            return modelled
+        table = algs.measured
+        scale = g if op == "all_to_all" else 1
+        return measured_cost(modelled, table.seconds_at(x * scale), table.seconds[0])
 
     # ------------------------------------------------------------------ public API
     def all_reduce(self, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
@@ -150,33 +166,7 @@ class Network:
         one-shot all-to-all; the cheapest wins (first on ties). A group that is not a power of two
         uses the ring algorithm (the one-shot cost is still reported as a candidate).
         """
-        dim, g, x = self._prepare(scheme, dim, nbytes)
-        if g <= 1 or x <= 0:
-            return self._zero()
-        st = self._stages
-        pow2 = is_pow2(g)
-        logg = int(math.log2(g)) if pow2 else 0
-        cands: dict[str, Candidate | None] = {
-            "recursive_doubling": Candidate(
-                [(st.xor_stage(scheme, dim, g, k), full) for k in range(logg)]
-            )
-            if pow2
-            else None,
-            "ring": Candidate([(st.ring_stage(scheme, dim, g), div(g))], 2 * (g - 1)),
-            "rabenseifner": Candidate(
-                [(st.xor_stage(scheme, dim, g, k), div(1 << (k + 1))) for k in range(logg)],
-                2,
-            )
-            if pow2
-            else None,
-            "double_tree": Candidate([(p, div(2)) for p in st.tree_stages(scheme, dim, g)])
-            if pow2
-            else None,
-            "all_to_all": Candidate([(st.a2a_stage(scheme, dim, g), full)]),
-        }
-        allowed = ALL_REDUCE_ALGORITHMS if pow2 else ("ring",)
-        modelled = self._select(cands, x, allowed)
-        return self._or_measured(modelled, scheme, dim, g, "all_reduce", x)
+        return self._collective("all_reduce", scheme, dim, nbytes)
 
     def _measured_table(
         self, scheme: ParallelScheme, dim: str, g: int, op: str = "all_reduce"
@@ -210,53 +200,41 @@ class Network:
 
         Candidates in tie order: ring, recursive doubling (power-of-two groups only), direct.
         """
-        dim, g, x = self._prepare(scheme, dim, nbytes)
-        if g <= 1 or x <= 0:
-            return self._zero()
-        st = self._stages
-        pow2 = is_pow2(g)
-        logg = int(math.log2(g)) if pow2 else 0
-        cands: dict[str, Candidate | None] = {
-            "ring": Candidate([(st.ring_stage(scheme, dim, g), div(g))], g - 1),
-            "recursive_doubling": Candidate(
-                [(st.xor_stage(scheme, dim, g, k), div_mul(g, 1 << k)) for k in range(logg)]
-            )
-            if pow2
-            else None,
-            "all_to_all": Candidate([(st.a2a_stage(scheme, dim, g), div(g))]),
-        }
-        modelled = self._select(cands, x, ALL_GATHER_ALGORITHMS)
-        return self._or_measured(modelled, scheme, dim, g, "all_gather", x)
+        return self._collective("all_gather", scheme, dim, nbytes)
 
     def reduce_scatter(self, scheme: ParallelScheme, dim: str, nbytes: int) -> CollectiveCost:
         """Reduce-scatter of an ``nbytes`` input per device (§7.4): recursive halving (the first
         half of Rabenseifner) for power-of-two groups; otherwise the ring ((g−1) stages of X/g)."""
-        dim, g, x = self._prepare(scheme, dim, nbytes)
-        if g <= 1 or x <= 0:
-            return self._zero()
-        if is_pow2(g):
-            logg = int(math.log2(g))
-            cand = Candidate(
-                [
-                    (self._stages.xor_stage(scheme, dim, g, k), div(1 << (k + 1)))
-                    for k in range(logg)
-                ]
-            )
-            modelled = self._select({"recursive_halving": cand}, x, ("recursive_halving",))
-        else:
-            cand = Candidate([(self._stages.ring_stage(scheme, dim, g), div(g))], g - 1)
-            modelled = self._select({"ring": cand}, x, ("ring",))
-        return self._or_measured(modelled, scheme, dim, g, "reduce_scatter", x)
+        return self._collective("reduce_scatter", scheme, dim, nbytes)
 
     def all_to_all(self, scheme: ParallelScheme, dim: str, bytes_per_pair: int) -> CollectiveCost:
         """One-stage complete exchange: every ordered pair of every ``dim`` group sends
         ``bytes_per_pair`` (the uniform EP all-to-all shape of §8.2)."""
-        dim, g, x = self._prepare(scheme, dim, bytes_per_pair)
-        if g <= 1 or x <= 0:
-            return self._zero()
-        cand = Candidate([(self._stages.a2a_stage(scheme, dim, g), full)])
-        modelled = self._select({"all_to_all": cand}, x, ("all_to_all",))
-        return self._or_measured(modelled, scheme, dim, g, "all_to_all", x * g)
+        return self._collective("all_to_all", scheme, dim, bytes_per_pair)
+
+    def _boundaries(
+        self, scheme: ParallelScheme, x: int
+    ) -> tuple[list[tuple[float, float, float, float, int | None]], int, float]:
+        """Every stage boundary's (hop s, link s, seconds, energy pJ, busiest link id) at ``x``
+        bytes, the slowest one's index (first on ties) and the energy of them all (pJ)."""
+        key = scheme.sizes()
+        pats = self._p2p.get(key)
+        if pats is None:
+            pats = self._p2p[key] = tuple(
+                self._stages.pairs(scheme, "pp", f"p2p{i}", lambda i=i: [(1, i, i + 1)])
+                for i in range(scheme.pp - 1)
+            )
+        rows = []
+        best = 0
+        total_e = 0.0
+        for i, pat in enumerate(pats):
+            hop, link, e, busiest = pat.parts(x)
+            secs = hop + link
+            total_e += e
+            rows.append((hop, link, secs, e, busiest))
+            if secs > rows[best][2]:
+                best = i
+        return rows, best, total_e
 
     def pipeline_p2p(self, scheme: ParallelScheme, nbytes: int) -> PipelineCost:
         """Every rank of stage i sends ``nbytes`` to its counterpart in stage i+1; each boundary is
@@ -267,27 +245,15 @@ class Network:
             return PipelineCost(
                 0.0, 0.0, 0.0, None, zero_e, {}, None, noc_energy_pj_all_boundaries=zero_e
             )
-        bounds: list[BoundaryCost] = []
-        best: tuple[float, int, int | None] | None = None
-        total_e = 0.0
-        for i in range(pp - 1):
-            pat = self._stages.pairs(scheme, "pp", f"p2p{i}", lambda i=i: [(1, i, i + 1)])
-            c = pat.cost(x)
-            secs = c.hop_seconds + c.link_seconds
-            total_e += c.energy_pj
-            bounds.append(
-                BoundaryCost(
-                    i,
-                    c.hop_seconds,
-                    c.link_seconds,
-                    secs,
-                    c.energy_pj if self._has_energy else None,
-                )
-            )
-            if best is None or secs > best[0]:
-                best = (secs, i, c.busiest_link)
-        slow = bounds[best[1]]
-        energy = total_e if self._has_energy else None
+        rows, best, total_e = self._boundaries(scheme, x)
+        has_e = self._has_energy
+        bounds = tuple(
+            BoundaryCost(i, hop, link, secs, e if has_e else None)
+            for i, (hop, link, secs, e, _) in enumerate(rows)
+        )
+        slow = bounds[best]
+        link_id = rows[best][4]
+        energy = total_e if has_e else None
         return PipelineCost(
             slow.hop_seconds,
             slow.link_seconds,
@@ -295,10 +261,45 @@ class Network:
             "p2p",
             energy,
             {},
-            None if best[2] is None else self.router.describe_link(best[2]),
+            None if link_id is None else self.router.describe_link(link_id),
             noc_energy_pj_all_boundaries=energy,
-            boundaries=tuple(bounds),
+            boundaries=bounds,
         )
+
+    def price(
+        self, op: str, scheme: ParallelScheme, dim: str, nbytes: int
+    ) -> tuple[float, float | None]:
+        """(seconds, NoC energy pJ) of ``op`` without the report: what ``all_reduce``,
+        ``all_gather``, ``reduce_scatter`` or ``all_to_all`` (``op`` by name) give as ``seconds``
+        and ``noc_energy_pj``; for ``op="p2p"`` (``dim`` ignored) ``pipeline_p2p``'s slowest
+        boundary seconds and the energy of all boundaries. The same arithmetic in the same order
+        (equal to the last bit); the candidates that may not win are not priced."""
+        has_e = self._has_energy
+        if op == "p2p":
+            _, pp, x = self._prepare(scheme, "pp", nbytes)
+            if pp <= 1 or x <= 0:
+                return 0.0, 0.0 if has_e else None
+            rows, best, total_e = self._boundaries(scheme, x)
+            return rows[best][2], total_e if has_e else None
+        if op not in BUILDERS:
+            raise ProfileError("op", f"op must be one of {', '.join(BUILDERS)}, p2p (got {op!r})")
+        dim, g, x = self._prepare(scheme, dim, nbytes)
+        if g <= 1 or x <= 0:
+            return 0.0, 0.0 if has_e else None
+        algs = self._algorithms(op, scheme, dim, g)
+        best_s = best_e = 0.0
+        first = True
+        for name, alg in algs.candidates:
+            if alg is None or name not in algs.allowed:
+                continue
+            hop, link, e, _ = price(alg, x)
+            secs = hop + link
+            if first or secs < best_s:
+                best_s, best_e, first = secs, e, False
+        if algs.measured is not None:
+            scale = g if op == "all_to_all" else 1
+            best_s = algs.measured.seconds_at(x * scale)
+        return best_s, best_e if has_e else None
 
     def ep_all_to_all(
         self,
@@ -337,8 +338,9 @@ class Network:
             per_pair = uniform_bytes_per_pair(
                 scheme, micro_batch, seq, top_k, bytes_per_token, imbalance
             )
-            cand = Candidate([(self._stages.a2a_stage(scheme, "ep", ep), lambda _x: per_pair)])
-            modelled = self._select({"all_to_all": cand}, 1, ("all_to_all",))
+            pat = self._stages.a2a_stage(scheme, "ep", ep)
+            alg = Algorithm("all_to_all", ((pat, lambda _x: per_pair),))
+            modelled = self._select(AlgorithmSet((("all_to_all", alg),), ("all_to_all",)), 1)
             if per_pair <= 0:
                 return modelled
             return self._or_measured(modelled, scheme, "ep", ep, "all_to_all", per_pair * ep)
@@ -350,8 +352,8 @@ class Network:
                 self.router, scheme, active, num_experts
             )
             self._patterns[key] = pat
-        cand = Candidate([(pat, lambda _x: int(bytes_per_token))])
-        modelled = self._select({"routed": cand}, 1, ("routed",))
+        alg = Algorithm("routed", ((pat, lambda _x: int(bytes_per_token)),))
+        modelled = self._select(AlgorithmSet((("routed", alg),), ("routed",)), 1)
         busiest = self._routed_busiest[key] * int(bytes_per_token)
         if busiest <= 0:
             return modelled

@@ -46,7 +46,7 @@ class ParallelScheme:
     @property
     def world_size(self) -> int:
         """dp·pp·tp·cp·sp·ep devices."""
-        return math.prod(getattr(self, d) for d in DIMS)
+        return self.tp * self.ep * self.sp * self.cp * self.dp * self.pp
 
     def size(self, dim: str) -> int:
         """Group size of dimension ``dim``."""
@@ -59,6 +59,8 @@ class ParallelScheme:
 
 def check_dim(dim: str) -> str:
     """Validate a dimension name (``tp|ep|sp|cp|dp|pp``) and return it lower-cased."""
+    if dim in DIMS:  # the usual case: already a lower-case name
+        return dim
     d = str(dim).lower()
     if d not in DIMS:
         raise ProfileError("dim", f"dim must be one of {', '.join(DIMS)}; got {dim!r}")

@@ -33,7 +33,16 @@ ZERO_STAGE = StageCost(0.0, 0.0, 0.0, None)
 class StagePattern:
     """Flows ``src → dst`` with integer weights (bytes = weight · payload) routed on a Router."""
 
-    __slots__ = ("hop", "mult", "cap", "link_ids", "energy_per_unit", "flows", "unmodelled")
+    __slots__ = (
+        "hop",
+        "mult",
+        "cap",
+        "link_ids",
+        "energy_per_unit",
+        "flows",
+        "unmodelled",
+        "_one",
+    )
 
     def __init__(
         self,
@@ -62,6 +71,7 @@ class StagePattern:
             self.mult = self.cap = np.zeros(0)
             self.link_ids = np.zeros(0, dtype=np.int64)
             self.energy_per_unit = 0.0
+            self._one = None
             return
         s_dev, d_dev = key // n, key % n
         if router.inner_switch:
@@ -99,6 +109,7 @@ class StagePattern:
             pat.hop, pat.unmodelled, pat.energy_per_unit = 0.0, 0, 0.0
             pat.mult = pat.cap = np.zeros(0)
             pat.link_ids = np.zeros(0, dtype=np.int64)
+            pat._one = None
             return pat
         pat._finish(router, hop, mult)
         return pat
@@ -132,6 +143,7 @@ class StagePattern:
         self.link_ids = top
         self.mult = mult[top]
         self.cap = cap_all[top]
+        self._set_one()
 
     @classmethod
     def from_level_loads(cls, router: Router, loads: LevelLoads) -> StagePattern:
@@ -146,23 +158,35 @@ class StagePattern:
         self.unmodelled = 0
         self.hop = loads.hop
         self.link_ids, self.mult, self.cap, self.energy_per_unit = top_links(router, loads)
+        self._set_one()
+
+    def _set_one(self) -> None:
+        """Keep the busiest link as Python numbers when it is the only one (``parts``)."""
+        self._one = None
+        if len(self.mult) == 1:
+            self._one = (float(self.mult[0]), float(self.cap[0]), int(self.link_ids[0]))
 
     def cost(self, payload: int) -> StageCost:
         """Price the stage when each unit of weight carries ``payload`` bytes."""
         if payload <= 0 or not self.flows:
             return ZERO_STAGE
-        if len(self.mult) == 1:
-            link, busiest = (
-                float(self.mult[0]) * payload / float(self.cap[0]),
-                int(self.link_ids[0]),
-            )
-        elif len(self.mult):
+        return StageCost(*self.parts(payload))
+
+    def parts(self, payload: int) -> tuple[float, float, float, int | None]:
+        """``cost(payload)`` as a tuple (hop s, link s, energy pJ, busiest link id)."""
+        if payload <= 0 or not self.flows:
+            return 0.0, 0.0, 0.0, None
+        one = self._one
+        if one is not None:
+            mult, cap, link_id = one
+            return self.hop, mult * payload / cap, float(payload) * self.energy_per_unit, link_id
+        if len(self.mult):
             times = self.mult * float(payload) / self.cap
             i = int(np.argmax(times))
             link, busiest = float(times[i]), int(self.link_ids[i])
         else:
             link, busiest = 0.0, None
-        return StageCost(self.hop, link, float(payload) * self.energy_per_unit, busiest)
+        return self.hop, link, float(payload) * self.energy_per_unit, busiest
 
     @property
     def nbytes(self) -> int:

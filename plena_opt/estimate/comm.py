@@ -45,13 +45,14 @@ def _cost(c) -> Cost:
 
 
 class PricedNetwork:
-    """A ``Network`` whose all-reduce, all-gather and pipeline transfer prices are memoised per
-    evaluation context, keyed by the rank groups of the dimension and the byte count.
+    """A ``Network`` whose collective and pipeline-transfer prices (seconds, energy) are memoised
+    per evaluation context, keyed by the rank groups of the dimension and the byte count.
 
     A collective's cost depends on the scheme only through the device groups of its dimension
     (deepstack routes and prices every group of that layout), so plans whose schemes place those
     groups on the same devices (tp=8 beside dp=4 or beside pp=4) share one pricing per size.
-    Other calls go to the network unchanged.
+    ``price`` asks deepstack for the two figures only (``Network.price``), not the report with
+    every candidate; other calls go to the network unchanged.
     """
 
     def __init__(self, net: Network, memo: dict | None = None) -> None:
@@ -60,12 +61,13 @@ class PricedNetwork:
         memo = {} if memo is None else memo
         self._layouts: dict[tuple, int] = memo.setdefault("layouts", {})  # (sizes, dim) -> id
         self._ids: dict[tuple, int] = memo.setdefault("ids", {})  # (shape, bytes) -> id
-        self._costs: dict[tuple, object] = memo.setdefault("costs", {})
+        self._costs: dict[tuple, Cost] = memo.setdefault("costs", {})
 
     def __getattr__(self, name: str):
         return getattr(self.net, name)
 
-    def _layout(self, scheme: ParallelScheme, dim: str) -> int:
+    def layout(self, scheme: ParallelScheme, dim: str) -> int:
+        """A small id of the device groups of ``dim`` (equal groups, equal id)."""
         key = (scheme.sizes(), dim)
         lid = self._layouts.get(key)
         if lid is None:
@@ -74,32 +76,19 @@ class PricedNetwork:
             self._layouts[key] = lid
         return lid
 
-    def _memo(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int, price):
-        """The memoised price (callers pass legal schemes and integer byte counts)."""
-        key = (op, self._layout(scheme, dim), int(nbytes))
+    def price(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int) -> Cost:
+        """Seconds and energy of ``op`` (``all_reduce``, ``all_gather``, ``p2p`` with
+        ``dim="pp"``: the slowest boundary and the energy of all), memoised (callers pass legal
+        schemes and integer byte counts)."""
+        key = (op, self.layout(scheme, dim), int(nbytes))
         cost = self._costs.get(key)
         if cost is None:
-            cost = self._costs[key] = price()
+            cost = self._costs[key] = Cost(*self.net.price(op, scheme, dim, nbytes))
         return cost
-
-    def all_reduce(self, scheme: ParallelScheme, dim: str, nbytes: int):
-        return self._memo(
-            "all_reduce", scheme, dim, nbytes, lambda: self.net.all_reduce(scheme, dim, nbytes)
-        )
-
-    def all_gather(self, scheme: ParallelScheme, dim: str, nbytes: int):
-        return self._memo(
-            "all_gather", scheme, dim, nbytes, lambda: self.net.all_gather(scheme, dim, nbytes)
-        )
-
-    def pipeline_p2p(self, scheme: ParallelScheme, nbytes: int):
-        return self._memo(
-            "p2p", scheme, "pp", nbytes, lambda: self.net.pipeline_p2p(scheme, nbytes)
-        )
 
 
 def layer_collectives(
-    net: Network | PricedNetwork,
+    net: PricedNetwork,
     shape: LayerShape,
     kind: LayerKind,
     mode: str,
@@ -134,15 +123,15 @@ def layer_collectives(
                 e = None if prev.energy_pj is None else prev.energy_pj + (cost.energy_pj or 0)
                 out[name] = Cost(prev.seconds + cost.seconds, e)
 
-    tp_ar = _cost(net.all_reduce(dense, "tp", act)) if shape.tp > 1 else FREE
+    tp_ar = net.price("all_reduce", dense, "tp", act) if shape.tp > 1 else FREE
     add("tp_all_reduce", tp_ar)
     if cp > 1:
         if mode == "decode":
             nbytes = int(b * d.heads * m.head_dim * prec.activation_bytes)
-            add("cp_attention_combine", _cost(net.all_reduce(dense, "cp", nbytes)))
+            add("cp_attention_combine", net.price("all_reduce", dense, "cp", nbytes))
         else:
             nbytes = int(2 * b * input_seq_len * d.kv_heads * m.head_dim * prec.kv_write_bytes)
-            add("cp_kv_all_gather", _cost(net.all_gather(dense, "cp", nbytes)))
+            add("cp_kv_all_gather", net.price("all_gather", dense, "cp", nbytes))
     if not kind.moe:
         add("tp_all_reduce", tp_ar)
         return out
@@ -164,19 +153,16 @@ def layer_collectives(
         add("ep_dispatch", _cost(a2a))
     if d.tp_moe > 1:
         nbytes = int(load.pairs * h * prec.activation_bytes)
-        add("moe_tp_all_reduce", _cost(net.all_reduce(moe, "tp", nbytes)))
+        add("moe_tp_all_reduce", net.price("all_reduce", moe, "tp", nbytes))
     if d.ep_moe > 1:
         add("ep_combine", _cost(a2a))
     return out
 
 
-def pipeline_transfer(
-    net: Network | PricedNetwork, dense: ParallelScheme, shape: LayerShape, q: int
-) -> Cost:
+def pipeline_transfer(net: PricedNetwork, dense: ParallelScheme, shape: LayerShape, q: int) -> Cost:
     """Slowest stage-boundary transfer of one micro-batch's activations, and the energy of all
     boundaries (pJ). Zero when pp = 1."""
     if dense.pp <= 1:
         return FREE
     nbytes = int(shape.shard.b_dev * q * shape.model.hidden_size * shape.precision.activation_bytes)
-    p2p = net.pipeline_p2p(dense, nbytes)
-    return Cost(p2p.seconds, p2p.noc_energy_pj_all_boundaries)
+    return net.price("p2p", dense, "pp", nbytes)

@@ -11,12 +11,12 @@ footprints, NoC energy and warnings here.
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from functools import cached_property
 from math import ceil
 
 from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
+from plena_opt.estimate.cached import cached
 from plena_opt.estimate.context import EstimateContext, shared_network
 from plena_opt.estimate.layer import attention_weight_elements, dense_ffn_elements
 from plena_opt.estimate.passes import PassResult, weighted_sum
@@ -52,9 +52,9 @@ class PlanCost(PlanPasses):
     headline metrics, footprints, NoC energy, warnings and the reference report."""
 
     # -- headline metrics -------------------------------------------------------------------
-    @cached_property
+    @cached
     def decode_seconds(self) -> float:
-        return self.decode.steps.total(self.decode.period)
+        return self.decode.period_total
 
     @property
     def ttft_seconds(self) -> float:
@@ -78,15 +78,27 @@ class PlanCost(PlanPasses):
         return fp
 
     def _fullest_stage(self) -> tuple[float, float]:
+        """The first stage of the largest footprint (only the first stage of each distinct
+        layout is priced: stages of equal layer counts and tables hold equal bytes)."""
+        pp = self.plan.pp
+        key = ("footprint_stages", pp)
+        stages = self.ctx.row_groups.get(key)
+        if stages is None:
+            first: dict[tuple, int] = {}
+            for i, counts in enumerate(self.stage_kind_counts):
+                first.setdefault((tuple(counts.items()), i == 0, i == pp - 1), i)
+            stages = self.ctx.row_groups[key] = sorted(first.values())
         best = None
-        for wb, kb in self.stage_footprints():
+        for wb, kb in self.stage_footprints(stages=stages):
             if best is None or wb + kb > best[0] + best[1]:
                 best = (wb, kb)
         return best
 
-    def stage_footprints(self, b_dev: int | None = None) -> list[tuple[float, float]]:
-        """(weight bytes, KV bytes) of every pipeline stage on one device (§4.6), with
-        ``b_dev`` sequences per device (default: the plan's own)."""
+    def stage_footprints(
+        self, b_dev: int | None = None, stages: list[int] | None = None
+    ) -> list[tuple[float, float]]:
+        """(weight bytes, KV bytes) on one device of every pipeline stage, or of ``stages``
+        (indices) (§4.6), with ``b_dev`` sequences per device (default: the plan's own)."""
         ctx, d, m, plan = self.ctx, self.shard, self.ctx.model, self.plan
         b_dev = d.b_dev if b_dev is None else b_dev
         h, prec = m.hidden_size, ctx.precision
@@ -97,10 +109,11 @@ class PlanCost(PlanPasses):
         held = ceil((ctx.workload.input_seq_len + ctx.workload.output_seq_len) / plan.cp)
         shard = d if b_dev == d.b_dev else replace(d, b_dev=b_dev)
         out = []
-        for i, counts in enumerate(self.stage_kind_counts):
+        all_counts = self.stage_kind_counts
+        for i in range(len(all_counts)) if stages is None else stages:
             welem = 0
             kvelem = 0
-            for kind, n in counts.items():
+            for kind, n in all_counts[i].items():
                 welem += n * (attn + (moe_w if kind.moe else dense_w))
                 kvelem += n * kv_cache_elements(m, shard, kind, held)
             tables = 0
@@ -117,19 +130,23 @@ class PlanCost(PlanPasses):
         cap = self.ctx.memory.capacity_bytes
         return None if cap is None else sum(self.footprint) <= cap
 
-    @cached_property
+    @cached
     def noc_energy_pj_per_decode_token(self) -> float | None:
         """(Σ_layers Σ_collectives E / pp + E(p2p, all boundaries)) / micro, pJ (§4.8)."""
         if self.ctx.noc.energy is None:
             return None
         if self.plan.world_size == 1:
             return 0.0
-        comm = self.decode.comm
-        total = 0.0
-        for kind, count in self.ctx.kind_totals.items():
-            total += count * sum((c.energy_pj or 0.0) for c in comm[kind].values())
-        transfer = self.decode.transfer.energy_pj or 0.0
-        return (total / self.plan.pp + transfer) / self.shard.micro
+        shared = self.decode.shared  # the same for the plans that differ in comm overlap
+        hit = shared.get("noc_energy")
+        if hit is None:
+            comm = self.decode.comm
+            total = 0.0
+            for kind, count in self.ctx.kind_totals.items():
+                total += count * sum((c.energy_pj or 0.0) for c in comm[kind].values())
+            transfer = self.decode.transfer.energy_pj or 0.0
+            hit = shared["noc_energy"] = (total / self.plan.pp + transfer) / self.shard.micro
+        return hit
 
     def capacity_warning(self, single_chip: bool) -> str:
         """The reference's words for weights + KV cache over capacity (distributed and

@@ -16,7 +16,12 @@ from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.distributed import DistributedEstimate, EstimateContext, PlanCost
+from plena_opt.estimate.distributed import (
+    DistributedEstimate,
+    EstimateContext,
+    PassResult,
+    PlanCost,
+)
 from plena_opt.estimate.gpu import gpu_energy_per_token
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
@@ -188,32 +193,51 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     full = plan.comm_overlap == "full"
     # Mean over steps of each kind's parts, then weighted by how many layers of each kind run.
     per_kind = dec.layers_per_kind
-    totals: dict[str, float] = {"compute": 0.0, "dram": 0.0}
-    for exs in dec.extras.values():
-        for ex in exs:
-            c, d = ex.split_means(policy)
-            totals["compute"] += c
-            totals["dram"] += d
+    compute, dram = _split_totals(dec, policy)
+    totals: dict[str, float] = {"compute": compute, "dram": dram}
     for n_layers, (kind, la) in zip(per_kind, dec.layer.items(), strict=True):
         if n_layers == 0:
             continue
-        c, d = la.split_means(policy)
-        totals["compute"] += n_layers * c
-        totals["dram"] += n_layers * d
         comm = dec.comm[kind]
-        csum = sum(x.seconds for x in comm.values())
+        csum = dec.comm_seconds(kind)
         if csum <= 0:
             continue
-        mean_share = dec.steps.mean(np.maximum(csum - la.seconds, 0.0)) / csum if full else 1.0
+        mean_share = 1.0
+        if full:  # the part of the collectives the layer's own time does not hide
+            exposed = csum - la.seconds
+            mean_share = dec.steps.mean(np.maximum(exposed, 0.0, out=exposed)) / csum
         for name, x in comm.items():
             totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
     pp = plan.pp
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
-    mean_stage = float(mult @ (rows @ dec.steps.weights)) / dec.steps.steps / float(mult.sum())
-    stage_period = dec.steps.mean(dec.stage_period)
+    steps = dec.steps.steps
+    # Σ multiplicities = the number of stages (a small integer: the same float either way)
+    mean_stage = float(mult @ (rows @ dec.steps.weights)) / steps / float(len(dec.stage_layers))
+    stage_period = dec.stage_period_total / steps
     parts["pipeline_imbalance"] = stage_period - dec.transfer_seconds - mean_stage
     parts["pipeline_transfer"] = cost.decode.transfer_seconds
     if dec.in_flight:  # fewer micro-batches than stages: the wait for a micro-batch's own token
-        parts["pipeline_feedback"] = dec.steps.mean(dec.period) - stage_period
+        parts["pipeline_feedback"] = dec.period_total / steps - stage_period
     return parts
+
+
+def _split_totals(dec: PassResult, policy: str) -> tuple[float, float]:
+    """Σ of the mean compute and DRAM shares of the extras and every layer (s; the same for the
+    plans that differ only in comm overlap, so kept in the pass's shared memo)."""
+    key = ("split", policy)
+    hit = dec.shared.get(key)
+    if hit is None:
+        compute = dram = 0.0
+        for exs in dec.extras.values():
+            for ex in exs:
+                c, d = ex.split_means(policy)
+                compute += c
+                dram += d
+        for n_layers, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
+            if n_layers:
+                c, d = la.split_means(policy)
+                compute += n_layers * c
+                dram += n_layers * d
+        hit = dec.shared[key] = (compute, dram)
+    return hit

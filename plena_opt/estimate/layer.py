@@ -30,6 +30,16 @@ class LayerKind:
     attention: str  # full_attention / sliding_attention / chunked_attention
     moe: bool
 
+    def __post_init__(self) -> None:
+        # every memo key of a plan holds a kind: hash it once, not field by field each time
+        object.__setattr__(self, "_hash", hash((self.attention, self.moe)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:
+        return LayerKind, (self.attention, self.moe)  # str hashes differ between processes
+
     @property
     def sliding(self) -> bool:
         return self.attention == "sliding_attention"
@@ -155,6 +165,8 @@ def _attention_cycles(
         np.ceil(tiles, out=tiles)
         tiles *= per_tile
         return tiles
+    if len(kv) == 1:  # the prefill point: one length, no need to find the distinct ones
+        return np.array([float(p.flash_attention(*args, q, int(kv[0]), d.b_dev, mode))])
     uniq, inverse = np.unique(kv, return_inverse=True)
     vals = np.array([p.flash_attention(*args, q, int(a), d.b_dev, mode) for a in uniq], dtype=float)
     return vals[inverse]

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
+from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost
 from plena_opt.estimate.decode_checks import failed_pieces
 from plena_opt.estimate.decode_steps import DecodeGrid
@@ -65,12 +65,15 @@ class PassResult:
     # A micro-batch's next token needs its last stage done, so the period is also bounded by
     # (Σ stages + pp·X) / in_flight (docs/deviations.md, "decode with fewer micro-batches").
     in_flight: int = 0
+    # Figures that depend on the pieces above but not on the overlap or in-flight count
+    # (field totals), shared by the passes of plans that differ only in comm overlap.
+    shared: dict = field(default_factory=dict)
 
     @property
     def transfer_seconds(self) -> float:
         return self.transfer.seconds
 
-    @cached_property
+    @cached
     def layers_per_kind(self) -> list[int]:
         """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
         kinds = tuple(self.layer)
@@ -80,9 +83,13 @@ class PassResult:
             hit = self.row_groups[key] = [sum(c.get(k, 0) for c in self.counts) for k in kinds]
         return hit
 
-    @cached_property
+    @cached
     def _comm_totals(self) -> dict[LayerKind, float]:
-        return {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
+        hit = self.shared.get("comm_totals")  # the same collectives for either comm overlap
+        if hit is None:
+            hit = {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
+            self.shared["comm_totals"] = hit
+        return hit
 
     def comm_seconds(self, kind: LayerKind) -> float:
         """Σ of one layer's collective times (s)."""
@@ -107,7 +114,7 @@ class PassResult:
             signs.append(self.feedback_period - self.stage_period)
         return failed_pieces(grid, signs, self.stage_rows[0])
 
-    @cached_property
+    @cached
     def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
 
@@ -115,33 +122,77 @@ class PassResult:
         stage is computed once (e.g. one row for four identical pipeline stages).
         """
         kinds = list(self.layer)
-        combined = [self.combined_seconds(k) for k in kinds]
         gkey = (len(self.counts), tuple(kinds), tuple(self.extras))
         groups = self.row_groups.get(gkey)
         if groups is None:
             groups = self.row_groups[gkey] = stage_groups(self.counts, kinds, self.extras)
         distinct, index, mult = groups
+        if self.steps.points == 1:
+            return self._point_rows(kinds, distinct), index, mult
+        combined = [self.combined_seconds(k) for k in kinds]
         rows = np.empty((len(distinct), self.steps.points))
         for r, (counts, stage) in enumerate(distinct):
-            row = weighted_sum(counts, combined)
+            row = rows[r]  # Σ wᵢ·aᵢ (``weighted_sum``) written in place, then the extras
+            started = False
+            for w, a in zip(counts, combined, strict=True):
+                if w:
+                    if started:
+                        row += a * w
+                    else:
+                        np.multiply(a, w, out=row)
+                        started = True
+            if not started:
+                row.fill(0.0)
             for ex in self.extras.get(stage, ()):
-                row = row + ex.seconds
-            rows[r] = row
+                row += ex.seconds
         return rows, index, mult
+
+    def _point_rows(self, kinds: list[LayerKind], distinct: list) -> np.ndarray:
+        """``stage_rows`` of a one-point pass (the prefill) in Python floats: the same IEEE
+        operations in the same order as the array path, without an array call per term."""
+        comm = self._comm_totals
+        combined = []
+        for k in kinds:
+            la, c = float(self.layer[k].seconds[0]), comm[k]
+            combined.append(max(la, c) if self.full_overlap else la + c)
+        values = []
+        for counts, stage in distinct:
+            total = None
+            for w, a in zip(counts, combined, strict=True):
+                if w:
+                    total = a * w if total is None else total + a * w
+            total = 0.0 if total is None else total
+            for ex in self.extras.get(stage, ()):
+                total += float(ex.seconds[0])
+            values.append(total)
+        return np.array(values).reshape(-1, 1)
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
         """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
         rows, index, _ = self.stage_rows
         return rows[index, step]
 
-    @cached_property
+    @cached
+    def period_total(self) -> float:
+        """Σ over the steps of ``period`` (s)."""
+        return self.steps.total(self.period)
+
+    @cached
+    def stage_period_total(self) -> float:
+        """Σ over the steps of ``stage_period`` (s; the same sum when nothing else bounds the
+        period)."""
+        if not self.in_flight:
+            return self.period_total
+        return self.steps.total(self.stage_period)
+
+    @cached
     def stage_period(self) -> np.ndarray:
         """Per step: slowest stage + one boundary transfer (s, the reference's period)."""
         rows = self.stage_rows[0]
         slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
         return slowest + self.transfer.seconds
 
-    @cached_property
+    @cached
     def feedback_period(self) -> np.ndarray:
         """Per step: (Σ stages + pp transfers) / micro-batches in flight (s): with fewer
         micro-batches than stages each one's next token waits for its own trip round the
@@ -150,7 +201,7 @@ class PassResult:
         pp = len(self.stage_layers)
         return (mult @ rows + pp * self.transfer.seconds) / max(self.in_flight, 1)
 
-    @cached_property
+    @cached
     def period(self) -> np.ndarray:
         """Per step: the decode period (s): slowest stage + one boundary transfer, or the token
         loop's bound when fewer micro-batches than stages are in flight."""
@@ -177,6 +228,13 @@ class PassResult:
 
     def total(self, name: str, first_step: bool = False) -> float | None:
         """A field summed over every stage and every step (or step 0 only)."""
+        key = ("total", name, first_step)
+        if key in self.shared:
+            return self.shared[key]
+        value = self.shared[key] = self._total(name, first_step)
+        return value
+
+    def _total(self, name: str, first_step: bool) -> float | None:
         priced = [ex for exs in self.extras.values() for ex in exs]
         weights = [1.0] * len(priced)
         priced += list(self.layer.values())

@@ -60,12 +60,20 @@ class PlanBase:
             range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
             for i in range(plan.pp)
         ]
+        self.stage_layers = [len(r) for r in self.stage_ranges]
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
+        self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
+        self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
         self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), next(_IDS))
-        self.comm_id = ids.setdefault((self.shard_id, self.dense, self.moe), next(_IDS))
+        if m.num_experts:  # EP dispatch reads the whole MoE scheme (its dp token windows)
+            comm = (self.shard_id, self.dense, self.moe)
+        else:  # a dense layer's collectives see only its tp and cp groups (dp, pp: other plans)
+            net = ctx.priced_net
+            comm = (self.shard_id, net.layout(self.dense, "tp"), net.layout(self.dense, "cp"))
+        self.comm_id = ids.setdefault(comm, next(_IDS))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
         if m.num_experts:

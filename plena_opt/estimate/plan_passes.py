@@ -10,10 +10,10 @@ in comm overlap, prices each layer kind once per shard and point set (the caches
 from __future__ import annotations
 
 from collections.abc import Hashable
-from functools import cached_property
 
 import numpy as np
 
+from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext
 from plena_opt.estimate.decode_checks import failed_pieces
@@ -120,6 +120,32 @@ class PlanPasses:
     ) -> PassResult:
         """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
         shared layer cache (None: a plan's own refined points, not cached)."""
+        pkey = (mode, points_key)
+        parts = self.base.pass_parts.get(pkey) if points_key is not None else None
+        if parts is None:  # the plans of one base (other comm overlap) share these pieces
+            parts = self._pass_parts(mode, q, kv, steps, points_key)
+            if points_key is not None:
+                self.base.pass_parts[pkey] = parts
+        layer_arrays, layer_comm, extras, transfer, shared = parts
+        return PassResult(
+            self.base.stage_layers,
+            self.stage_kind_counts,
+            layer_arrays,
+            layer_comm,
+            extras,
+            transfer,
+            self.plan.comm_overlap == "full",
+            steps,
+            self.ctx.row_groups,
+            self.in_flight if mode == "decode" else 0,
+            shared,
+        )
+
+    def _pass_parts(
+        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
+    ) -> tuple[dict, dict, dict, Cost, dict]:
+        """(layer arrays by kind, collectives by kind, extras by stage, transfer, a memo of the
+        figures that follow from them alone) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
         load = self.loads.get(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
@@ -162,19 +188,7 @@ class PlanPasses:
             )
             extras_cache[ekey] = cached
         extras, transfer = cached
-        result = PassResult(
-            [len(r) for r in self.stage_ranges],
-            self.stage_kind_counts,
-            layer_arrays,
-            layer_comm,
-            extras,
-            transfer,
-            plan.comm_overlap == "full",
-            steps,
-            ctx.row_groups,
-            self.in_flight if mode == "decode" else 0,
-        )
-        return result
+        return layer_arrays, layer_comm, extras, transfer, {}
 
     @property
     def in_flight(self) -> int:
@@ -224,18 +238,20 @@ class PlanPasses:
             )
         return emb, lm
 
-    @cached_property
+    @cached
     def prefill(self) -> PassResult:
         q = self.shard.q_prefill
         kv = np.array([float(self.ctx.workload.input_seq_len)])
         return self._run_pass("prefill", q, kv, ONE_STEP, ())
 
-    @cached_property
+    @cached
     def decode(self) -> PassResult:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
-        grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
-        grid = self._layer_grid(grid)
+        grid = self.base.layer_grid  # the same for the plans that differ in comm overlap
+        if grid is None:
+            grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+            grid = self.base.layer_grid = self._layer_grid(grid)
         for tries in range(MAX_REFINES + 1):
             key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
+from plena_opt.estimate.cached import cached
 from plena_opt.memory import Memory
 
 
@@ -61,28 +61,29 @@ class StageArrays:
     def _full(self, x) -> np.ndarray:
         return np.full(self._n, float(x)) if np.ndim(x) == 0 else x
 
-    @cached_property
+    @cached
     def compute_seconds(self) -> np.ndarray:
         return self._full(self._t_c)
 
-    @cached_property
+    @cached
     def memory_seconds(self) -> np.ndarray:
         return self._full(self._t_m)
 
-    @cached_property
+    @cached
     def memory_bound(self) -> np.ndarray:
         """Per point: whether DRAM time exceeds compute time (the roofline branch)."""
-        return np.broadcast_to(np.asarray(self._t_m > self._t_c), (self._n,))
+        bound = self._t_m > self._t_c
+        return bound if np.ndim(bound) else np.full(self._n, bool(bound))
 
-    @cached_property
+    @cached
     def memory_bound_seconds(self) -> np.ndarray:
         return np.where(self.memory_bound, self.seconds, 0.0)
 
-    @cached_property
+    @cached
     def read_bytes(self) -> np.ndarray:
         return self._full(self._r)
 
-    @cached_property
+    @cached
     def write_bytes(self) -> np.ndarray:
         return self._full(self._w)
 
@@ -130,7 +131,7 @@ class StageArrays:
         values = getattr(self, name)
         return float(values[0]) if first_step else self.steps.total(values)
 
-    @cached_property
+    @cached
     def dram_energy_pj(self) -> np.ndarray | None:
         """DRAM energy is linear in the bytes: 8·(R·read_pJ + W·write_pJ) (§3.1)."""
         mem = self._memory
@@ -146,11 +147,11 @@ def _quantised_total(parts: Mapping[str, np.ndarray | float], memory: Memory) ->
     scalar = 0.0
     total = None
     for value in parts.values():
-        if np.ndim(value) == 0:
+        if not (isinstance(value, np.ndarray) and value.ndim):
             if value > 0:
                 scalar += memory.quantize_bytes(float(value))
             continue
-        q = memory.quantize_array(np.maximum(value, 0.0))
+        q = memory.quantize_array(np.maximum(value, 0.0), nonnegative=True)
         if total is None:
             total = q
         else:

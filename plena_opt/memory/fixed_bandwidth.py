@@ -133,8 +133,9 @@ class FixedBandwidthMemory:
             return float(num_bytes)
         return math.ceil(num_bytes / size) * float(size)
 
-    def quantize_array(self, num_bytes: np.ndarray) -> np.ndarray:
-        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64)."""
+    def quantize_array(self, num_bytes: np.ndarray, nonnegative: bool = False) -> np.ndarray:
+        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64);
+        ``nonnegative``: the caller knows no entry is negative (skips that check)."""
         values = np.asarray(num_bytes, dtype=np.float64)
         if self.transaction_bytes is None:
             return values.copy()
@@ -143,7 +144,9 @@ class FixedBandwidthMemory:
         out = values / size
         np.ceil(out, out=out)
         out *= size
-        return np.where(values < 0, values, out) if values.size and values.min() < 0 else out
+        if nonnegative or not values.size or values.min() >= 0:
+            return out
+        return np.where(values < 0, values, out)
 
     def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
         """DRAM access energy (pJ), or None without an energy model."""

@@ -24,8 +24,8 @@ class Memory(Protocol):
     def quantize_bytes(self, num_bytes: float) -> float:
         """One transfer (bytes) after transfer-granularity rounding."""
 
-    def quantize_array(self, num_bytes: np.ndarray) -> np.ndarray:
-        """Vectorised ``quantize_bytes``."""
+    def quantize_array(self, num_bytes: np.ndarray, nonnegative: bool = False) -> np.ndarray:
+        """Vectorised ``quantize_bytes`` (``nonnegative``: no entry is below zero)."""
 
     def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
         """Access energy (pJ), or None without an energy model."""

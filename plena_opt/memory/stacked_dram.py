@@ -189,8 +189,9 @@ class StackedDramModel:
             return float(num_bytes)
         return math.ceil(num_bytes / wave) * float(wave)
 
-    def quantize_array(self, num_bytes: np.ndarray) -> np.ndarray:
-        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64)."""
+    def quantize_array(self, num_bytes: np.ndarray, nonnegative: bool = False) -> np.ndarray:
+        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64);
+        ``nonnegative``: the caller knows no entry is negative (skips that check)."""
         values = np.asarray(num_bytes, dtype=np.float64)
         if self._wave is None:
             return values.copy()
@@ -199,7 +200,9 @@ class StackedDramModel:
         out = values / wave
         np.ceil(out, out=out)
         out *= wave
-        return np.where(values < 0, values, out) if values.size and values.min() < 0 else out
+        if nonnegative or not values.size or values.min() >= 0:
+            return out
+        return np.where(values < 0, values, out)
 
     def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
         """DRAM access energy (pJ), or None without an energy model."""
