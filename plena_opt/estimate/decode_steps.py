@@ -38,6 +38,7 @@ from plena_opt.estimate.pricing import StepWeights
 
 if TYPE_CHECKING:
     from plena_opt.estimate.decode_checks import CheckBlocks
+    from plena_opt.estimate.decode_runs import RunGrid
 
 FIT_TOL = 1e-9  # refuse a range whose point values do not fit its stairs (relative)
 SIGN_TOL = 1e-12  # a sign is fixed when the envelopes clear zero by this (relative to scale)
@@ -348,9 +349,14 @@ def _assemble(
     )
 
 
-def decode_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> DecodeGrid:
+def decode_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> DecodeGrid | RunGrid:
     """The base grid: step 0, the partial end KV lengths, then the inner KV lengths (each ``cp``
-    steps) cut at chunk starts and at the sliding window (below it: every KV length)."""
+    steps) cut at chunk starts and at the sliding window (below it: every KV length). A decode
+    built from kv and ``ceil(kv / MLEN)`` alone is a ``decode_runs.RunGrid`` instead."""
+    from plena_opt.estimate import decode_runs
+
+    if decode_runs.applies(spec):
+        return decode_runs.run_grid(input_len, steps, cp, spec)
     pieces: list[Piece] = []
     if steps > 1:
         u0, u1 = _kv_of(input_len, cp, 1) + 1, _kv_of(input_len, cp, steps - 1)
