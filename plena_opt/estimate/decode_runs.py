@@ -25,12 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import count, pairwise
-from math import ceil, floor
 
 import numpy as np
 
 from plena_opt.estimate import decode_steps as steps_mod
-from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, StairSpec, _kv_of, _weights_of
+from plena_opt.estimate.decode_steps import StairSpec, _kv_of, _weights_of
 from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
