@@ -128,28 +128,28 @@ def failed_spans(grid: RunGrid, signs: list[np.ndarray], rows: np.ndarray) -> di
     """``failed_pieces`` of a ``RunGrid``: every quantity judged at its blocks' corners."""
     b = grid.corners
     assert b is not None
-    n = len(b.piece)
-    base = np.vstack([*signs, rows]) if signs else rows
-    values = base[:, b.start :].reshape(len(base), n, 5)
-    strict = (np.arange(len(base)) < len(signs))[:, None]
+    n, ns, at = len(b.piece), len(signs), b.start
+    values = np.empty((ns + len(rows), 5 * n))
+    for i, s in enumerate(signs):
+        values[i] = s[at:]
+    values[ns:] = rows[:, at:]
+    values = values.reshape(len(values), n, 5)
     if len(rows) > 1:  # the largest stage at each block's middle stays ≥ every stage
-        part = values[len(signs) :]
+        part = values[ns:]
         top = np.argmax(part[:, :, 4], axis=0)
         values = np.concatenate([values, part[top, np.arange(n)][None] - part])
-        strict = np.vstack([strict, np.zeros((len(rows), 1), dtype=bool)])
     failed: dict[int, list[int]] = {}
     m = grid.spec.mlen
-    for c, cuts in _corner_cuts(values, strict, b, m).items():
+    for c, cuts in _corner_cuts(values, ns, b, m).items():
         sp = grid.pieces[int(b.piece[c])]
         failed.setdefault(int(b.piece[c]), []).extend(u for u in cuts if sp.u0 < u < sp.u1)
     return failed
 
 
-def _corner_cuts(
-    values: np.ndarray, strict: np.ndarray, b: Corners, m: int
-) -> dict[int, list[int]]:
-    """Per failed block (``values`` [Q, blocks, 5] at its points): the KV lengths to cut it at
-    (empty: a value is not affine there, halve it). A quantity zero at every point is ignored."""
+def _corner_cuts(values: np.ndarray, ns: int, b: Corners, m: int) -> dict[int, list[int]]:
+    """Per failed block (``values`` [Q, blocks, 5] at its points; the first ``ns`` quantities
+    must keep a strict sign, the others stay ≥ 0): the KV lengths to cut it at (empty: a value
+    is not affine there, halve it). A quantity zero at every point is ignored."""
     q, n, _ = values.shape
     corners = values[:, :, :4]
     lo, hi = corners.min(axis=2), corners.max(axis=2)
@@ -157,10 +157,14 @@ def _corner_cuts(
     tol = SIGN_TOL * scale
     resid = np.abs(values.reshape(q, 5 * n) @ b.residuals).reshape(q, n, 2).max(axis=2)
     fits = resid <= FIT_TOL * scale
-    fixed = np.where(strict, (lo > tol) | (hi < -tol), lo >= -tol)
-    bad = ~(fixed & fits) & (scale > 0.0)
-    if not bad.any():
+    ok = np.empty((q, n), dtype=bool)
+    np.greater(np.maximum(lo[:ns], -hi[:ns]), tol[:ns], out=ok[:ns])  # > tol or < −tol
+    np.greater_equal(lo[ns:], -tol[ns:], out=ok[ns:])
+    ok &= fits
+    ok |= scale == 0.0
+    if ok.all():
         return {}
+    bad = ~ok
     out: dict[int, list[int]] = {}
     for c in np.flatnonzero(bad.any(axis=0)):
         blk = (int(b.t0[c]), int(b.t1[c]), int(b.p0[c]), int(b.p1[c]))

@@ -176,24 +176,23 @@ def _corners(
     start: int, blocks: np.ndarray, owner: list[int], m: int, cp: int
 ) -> tuple[Corners, np.ndarray, np.ndarray]:
     """The blocks' layout, their points' KV lengths and weights (five points per block)."""
+    n = len(blocks)
     t0, t1, p0, p1 = blocks.T
     tm, pm = (t0 + t1) // 2, (p0 + p1) // 2
-    ts = np.stack([t0, t0, t1, t1, tm], axis=1)
-    ps = np.stack([p0, p1, p0, p1, pm], axis=1)
-    kv = (1 + m * ts + ps).astype(float).ravel()
-    corner = (cp * (t1 - t0 + 1) * (p1 - p0 + 1)).astype(float) / 4.0  # exact: integers / 4
-    w = np.stack([corner, corner, corner, corner, np.zeros(len(blocks))], axis=1).ravel()
-    ft = np.where(t1 > t0, (tm - t0) / np.maximum(t1 - t0, 1), 0.0)
-    fp = np.where(p1 > p0, (pm - p0) / np.maximum(p1 - p0, 1), 0.0)
+    kv = (m * np.array([t0, t0, t1, t1, tm]).T + np.array([p0, p1, p0, p1, pm]).T + 1).ravel()
+    corner = (cp * (t1 - t0 + 1) * (p1 - p0 + 1)) / 4.0  # exact: integers / 4
+    w = np.array([corner, corner, corner, corner, 0.0 * corner]).T.ravel()
+    ft = (tm - t0) / np.maximum(t1 - t0, 1)  # 0 for one period (tm = t0)
+    fp = (pm - p0) / np.maximum(p1 - p0, 1)
     # affine in (t, p) ⇔ v11 − v10 − v01 + v00 = 0 and mid = v00 + ft·(v10 − v00) + fp·(v01 − v00)
-    n = len(blocks)
-    per = np.zeros((n, 5, 2))
-    per[:, :, 0] = [1.0, -1.0, -1.0, 1.0, 0.0]
-    per[:, 0, 1], per[:, 1, 1], per[:, 2, 1], per[:, 4, 1] = ft + fp - 1.0, -fp, -ft, 1.0
-    residuals = np.zeros((n, 5, n, 2))
-    residuals[np.arange(n), :, np.arange(n), :] = per
-    residuals = residuals.reshape(5 * n, 2 * n)
-    return Corners(start, np.array(owner), t0, t1, p0, p1, residuals), kv, w
+    residuals = np.zeros((5 * n, 2 * n))
+    c = np.arange(n)
+    at = ((5 * c)[:, None] + np.arange(5)) * (2 * n) + (2 * c)[:, None]  # flat index, column 0
+    flat = residuals.reshape(-1)
+    flat[at] = [1.0, -1.0, -1.0, 1.0, 0.0]
+    flat[at + 1] = np.array([ft + fp - 1.0, -fp, -ft, 0.0 * ft, 0.0 * ft + 1.0]).T
+    corners = Corners(start, np.array(owner), t0, t1, p0, p1, residuals)
+    return corners, kv.astype(float), w
 
 
 def run_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> RunGrid:
