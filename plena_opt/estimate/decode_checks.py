@@ -155,7 +155,12 @@ def _corner_cuts(values: np.ndarray, ns: int, b: Corners, m: int) -> dict[int, l
     lo, hi = corners.min(axis=2), corners.max(axis=2)
     scale = np.maximum(hi, -lo)  # max |corner|
     tol = SIGN_TOL * scale
-    resid = np.abs(values.reshape(q, 5 * n) @ b.residuals).reshape(q, n, 2).max(axis=2)
+    if b.residuals is not None:
+        resid = np.abs(values.reshape(q, 5 * n) @ b.residuals).reshape(q, n, 2).max(axis=2)
+    else:  # many blocks: the same two residuals, block by block
+        v00, v01, v10, v11, mid = np.moveaxis(values, 2, 0)
+        dt, dp = v10 - v00, v01 - v00
+        resid = np.maximum(np.abs(v11 - v10 - dp), np.abs(mid - v00 - dt * b.ft - dp * b.fp))
     fits = resid <= FIT_TOL * scale
     ok = np.empty((q, n), dtype=bool)
     np.greater(np.maximum(lo[:ns], -hi[:ns]), tol[:ns], out=ok[:ns])  # > tol or < −tol

@@ -33,6 +33,7 @@ from plena_opt.estimate.decode_steps import StairSpec, _kv_of, _weights_of
 from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
+DENSE_BLOCKS = 64  # up to this many blocks the fit residuals are one (dense) matrix product
 RUN_CUTS = 2048  # a block switching in more periods than this is halved instead of cut per period
 _TOKENS = count(1)  # ``RunGrid.token`` ids (its own sequence: keys are tagged "runs" anyway)
 
@@ -68,7 +69,10 @@ class Corners:
     t1: np.ndarray
     p0: np.ndarray
     p1: np.ndarray
-    residuals: np.ndarray  # [5·C, 2·C]: point values → per block, two values 0 when affine
+    ft: np.ndarray  # (tm − t0) / (t1 − t0), 0 for one period
+    fp: np.ndarray  # (pm − p0) / (p1 − p0), 0 for one phase
+    # [5·C, 2·C]: point values → per block, two values 0 when affine (None above DENSE_BLOCKS)
+    residuals: np.ndarray | None
 
 
 def blocks_of(u0: int, u1: int, m: int) -> list[tuple[int, int, int, int]]:
@@ -155,7 +159,7 @@ def assemble(s: int, cp: int, n: int, spec: StairSpec, spans: list[Span], *, bas
             owner += [i] * len(got)
     corners = None
     if blocks:
-        corners, kv, w = _corners(sum(len(k) for k in kvs), np.array(blocks), owner, m, cp)
+        corners, kv, w = _corners(sum(len(k) for k in kvs), blocks, owner, m, cp)
         kvs.append(kv)
         ws.append(w)
     return RunGrid(
@@ -173,26 +177,38 @@ def assemble(s: int, cp: int, n: int, spec: StairSpec, spans: list[Span], *, bas
 
 
 def _corners(
-    start: int, blocks: np.ndarray, owner: list[int], m: int, cp: int
+    start: int, blocks: list[tuple[int, int, int, int]], owner: list[int], m: int, cp: int
 ) -> tuple[Corners, np.ndarray, np.ndarray]:
-    """The blocks' layout, their points' KV lengths and weights (five points per block)."""
+    """The blocks' layout, their points' KV lengths and weights (five points per block). Plain
+    Python per block: a grid has a few dozen blocks, fewer than numpy's per-call overhead."""
     n = len(blocks)
-    t0, t1, p0, p1 = blocks.T
-    tm, pm = (t0 + t1) // 2, (p0 + p1) // 2
-    kv = (m * np.array([t0, t0, t1, t1, tm]).T + np.array([p0, p1, p0, p1, pm]).T + 1).ravel()
-    corner = (cp * (t1 - t0 + 1) * (p1 - p0 + 1)) / 4.0  # exact: integers / 4
-    w = np.array([corner, corner, corner, corner, 0.0 * corner]).T.ravel()
-    ft = (tm - t0) / np.maximum(t1 - t0, 1)  # 0 for one period (tm = t0)
-    fp = (pm - p0) / np.maximum(p1 - p0, 1)
-    # affine in (t, p) ⇔ v11 − v10 − v01 + v00 = 0 and mid = v00 + ft·(v10 − v00) + fp·(v01 − v00)
-    residuals = np.zeros((5 * n, 2 * n))
-    c = np.arange(n)
-    at = ((5 * c)[:, None] + np.arange(5)) * (2 * n) + (2 * c)[:, None]  # flat index, column 0
-    flat = residuals.reshape(-1)
-    flat[at] = [1.0, -1.0, -1.0, 1.0, 0.0]
-    flat[at + 1] = np.array([ft + fp - 1.0, -fp, -ft, 0.0 * ft, 0.0 * ft + 1.0]).T
-    corners = Corners(start, np.array(owner), t0, t1, p0, p1, residuals)
-    return corners, kv.astype(float), w
+    kv: list[int] = []
+    w: list[float] = []
+    at: list[int] = []  # flat indices into the [5n, 2n] residual matrix
+    coef: list[float] = []
+    fts: list[float] = []
+    fps: list[float] = []
+    for c, (t0, t1, p0, p1) in enumerate(blocks):
+        tm, pm = (t0 + t1) // 2, (p0 + p1) // 2
+        kv += [1 + m * t0 + p0, 1 + m * t0 + p1, 1 + m * t1 + p0, 1 + m * t1 + p1, 1 + m * tm + pm]
+        corner = cp * (t1 - t0 + 1) * (p1 - p0 + 1) / 4.0  # exact: an integer / 4
+        w += [corner, corner, corner, corner, 0.0]
+        ft = (tm - t0) / (t1 - t0) if t1 > t0 else 0.0
+        fp = (pm - p0) / (p1 - p0) if p1 > p0 else 0.0
+        fts.append(ft)
+        fps.append(fp)
+        # affine in (t, p) ⇔ v11 − v10 − v01 + v00 = 0 and mid = v00 + ft·Δt + fp·Δp
+        row = 5 * c * 2 * n + 2 * c
+        at += [row + j * 2 * n for j in range(4)] + [row + j * 2 * n + 1 for j in (0, 1, 2, 4)]
+        coef += [1.0, -1.0, -1.0, 1.0, ft + fp - 1.0, -fp, -ft, 1.0]
+    residuals = None
+    if n <= DENSE_BLOCKS:
+        residuals = np.zeros((5 * n, 2 * n))
+        residuals.reshape(-1)[at] = coef
+    t0s, t1s, p0s, p1s = np.array(blocks, dtype=np.int64).T
+    ft_, fp_ = np.array(fts), np.array(fps)
+    corners = Corners(start, np.array(owner), t0s, t1s, p0s, p1s, ft_, fp_, residuals)
+    return corners, np.array(kv, dtype=float), np.array(w)
 
 
 def run_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> RunGrid:
