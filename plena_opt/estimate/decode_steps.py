@@ -22,6 +22,10 @@ kv; its sign is fixed on the range if they agree at both ends. Where they do not
 exactly where the envelopes cross zero (the uncertain zone's width depends on the slopes, not on
 the output length), the zone is halved while longer than ``ENUM_KV`` and priced point by point
 below that. So the number of points does not grow with the output length.
+
+Memory without a transfer quantum and models without chunked or sliding layers (only kv and the
+attention tiles vary) take ``decode_runs.RunGrid`` instead: blocks of equal-tile runs priced at
+their corners with closed-form weights, and checked exactly there (no fit, no SVD).
 """
 
 from __future__ import annotations
