@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_estimate_decode_steps import compressed, reference
 
 from plena_opt.estimate import Evaluator, Workload
-from plena_opt.estimate.decode_checks import failed_pieces
+from plena_opt.estimate.decode_checks import _few_band_cuts, _many_band_cuts, failed_pieces
 from plena_opt.estimate.decode_runs import RunGrid, Span, assemble, blocks_of, run_grid
 from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid, StairSpec
 from plena_opt.estimate.distributed import PlanCost
@@ -109,6 +109,25 @@ def test_checks_cut_where_a_sign_switches(s, n, m, root, drift) -> None:
     # points: a few per period in which the sign switches (about 1000 / |drift| of them)
     switching = min(n // m + 2, 1000 / max(abs(drift), 1e-9) + 3)
     assert len(grid.kv) <= 60 * switching + 100
+
+
+@given(
+    coef=st.tuples(st.floats(-1e3, 1e3), st.floats(-10, 10), st.floats(-1, 1)),
+    tol=st.floats(0, 1e-3),
+    t0=st.integers(0, 100),
+    nt=st.integers(0, 40),
+    p0=st.integers(0, 60),
+    np_=st.integers(0, 60),
+)
+def test_band_cuts_python_and_numpy_agree(coef, tol, t0, nt, p0, np_) -> None:
+    """The per-period cuts for a few periods (plain Python) equal the vectorised ones."""
+    m = 64
+    p1 = min(p0 + np_, m - 1)
+    blk = (t0, t0 + nt, p0, p1)
+    d = range(nt + 1)
+    few = _few_band_cuts(coef, tol, blk, m, d)
+    many = _many_band_cuts(coef, tol, blk, m, np.arange(nt + 1))
+    assert sorted(few) == sorted(many)
 
 
 def test_fixed_bandwidth_uses_runs_and_quanta_do_not() -> None:

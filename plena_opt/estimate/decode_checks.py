@@ -201,7 +201,21 @@ def band_cuts(
             return []
     if d1 - d0 >= RUN_CUTS:
         return [1 + m * (t0 + d) for d in (d0, (d0 + d1) // 2, d1 + 1)]
-    d = np.arange(d0, d1 + 1)
+    if d1 - d0 < 16:  # few periods: plain Python is cheaper than numpy's per-call overhead
+        return _few_band_cuts(coef, tol, blk, m, range(d0, d1 + 1))
+    return _many_band_cuts(coef, tol, blk, m, np.arange(d0, d1 + 1))
+
+
+def _many_band_cuts(
+    coef: tuple[float, float, float],
+    tol: float,
+    blk: tuple[int, int, int, int],
+    m: int,
+    d: np.ndarray,
+) -> list[int]:
+    """``band_cuts`` of the periods ``t0 + d``, vectorised."""
+    a, beta, gamma = coef
+    t0, _, p0, p1 = blk
     start = 1 + m * (t0 + d)
     parts = [start + p0, start + p1 + 1]
     if gamma != 0.0:
@@ -210,3 +224,26 @@ def band_cuts(
         band_hi = np.clip(np.ceil(np.maximum(e1, e2)) + 1, p0, p1 + 1)
         parts += [start + band_lo.astype(np.int64), start + band_hi.astype(np.int64)]
     return np.concatenate(parts).astype(np.int64).tolist()
+
+
+def _few_band_cuts(
+    coef: tuple[float, float, float],
+    tol: float,
+    blk: tuple[int, int, int, int],
+    m: int,
+    periods: range,
+) -> list[int]:
+    """``band_cuts`` for a few periods (the same cuts, one period at a time)."""
+    a, beta, gamma = coef
+    t0, _, p0, p1 = blk
+    out: list[int] = []
+    for d in periods:
+        start = 1 + m * (t0 + d)
+        out += [start + p0, start + p1 + 1]
+        if gamma != 0.0:
+            e1, e2 = p0 + (-tol - a - beta * d) / gamma, p0 + (tol - a - beta * d) / gamma
+            lo = min(max(min(e1, e2), p0 - 1.0), p1 + 2.0)  # clipped first: no inf to floor
+            hi = min(max(max(e1, e2), p0 - 1.0), p1 + 2.0)
+            out += [start + min(max(floor(lo), p0), p1 + 1)]
+            out += [start + min(max(ceil(hi) + 1, p0), p1 + 1)]
+    return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import count, pairwise
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,10 +49,9 @@ def applies(spec: StairSpec) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """KV lengths ``[u0, u1)``, each standing for ``cp`` steps; ``enumerated``: priced at every
-    KV length (else as blocks)."""
+    KV length (else as blocks). A tuple: grids are memoised by their spans (fast to hash)."""
 
     u0: int
     u1: int
