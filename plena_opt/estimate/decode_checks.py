@@ -196,6 +196,7 @@ def band_cuts(
     d0, d1 = 0, t1 - t0
     if beta != 0.0 and t1 > t0:  # periods d with a + β·d + [lo_p, hi_p] meeting [−tol, tol]
         x, y = (-tol - a - hi_p) / beta, (tol - a - lo_p) / beta
+        x, y = (min(max(v, -1.0), d1 + 1.0) for v in (x, y))  # no inf to floor (tiny β)
         d0, d1 = max(d0, floor(min(x, y))), min(d1, ceil(max(x, y)))
         if d0 > d1:
             return []

@@ -24,19 +24,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import count, pairwise
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
 
 from plena_opt.estimate import decode_steps as steps_mod
-from plena_opt.estimate.decode_steps import StairSpec, _kv_of, _weights_of
+from plena_opt.estimate.decode_steps import _TOKENS, StairSpec, _kv_of, _weights_of
 from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
 DENSE_BLOCKS = 64  # up to this many blocks the fit residuals are one (dense) matrix product
 RUN_CUTS = 2048  # a block switching in more periods than this is halved instead of cut per period
-_TOKENS = count(1)  # ``RunGrid.token`` ids (its own sequence: keys are tagged "runs" anyway)
 
 
 def applies(spec: StairSpec) -> bool:
@@ -113,7 +112,8 @@ class RunGrid:
 
     @cached_property
     def token(self) -> int:
-        """A small id of this grid object (a cheap cache key, as ``DecodeGrid.token``)."""
+        """A small id of this grid object (a cheap cache key; drawn from ``DecodeGrid``'s
+        sequence, so no two grids of either kind share one)."""
         return next(_TOKENS)
 
     @property
