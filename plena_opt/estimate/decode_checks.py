@@ -12,6 +12,7 @@ from math import ceil, floor
 
 import numpy as np
 
+from plena_opt.estimate.decode_runs import RUN_CUTS, Corners, RunGrid
 from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, Check, DecodeGrid
 
 
@@ -94,7 +95,7 @@ def _zones(values: np.ndarray, strict: np.ndarray, b: CheckBlocks) -> list[list[
 
 
 def failed_pieces(
-    grid: DecodeGrid, signs: list[np.ndarray], rows: np.ndarray
+    grid: DecodeGrid | RunGrid, signs: list[np.ndarray], rows: np.ndarray
 ) -> dict[int, list[int]]:
     """Compressed pieces where a branch may switch, with the KV lengths to cut them at.
 
@@ -104,6 +105,8 @@ def failed_pieces(
     """
     if not grid.checks:
         return {}
+    if isinstance(grid, RunGrid):
+        return failed_spans(grid, signs, rows)
     b = grid.blocks
     base = np.vstack([*signs, rows]) if signs else rows
     values = base[:, b.cols]
@@ -119,3 +122,129 @@ def failed_pieces(
         if zone is not None:
             failed[c.piece] = [u for u in zone if c.u0 < u < c.u1]
     return failed
+
+
+def failed_spans(grid: RunGrid, signs: list[np.ndarray], rows: np.ndarray) -> dict[int, list[int]]:
+    """``failed_pieces`` of a ``RunGrid``: every quantity judged at its blocks' corners."""
+    b = grid.corners
+    assert b is not None
+    n, ns, at = len(b.piece), len(signs), b.start
+    values = np.empty((ns + len(rows), 5 * n))
+    for i, s in enumerate(signs):
+        values[i] = s[at:]
+    values[ns:] = rows[:, at:]
+    values = values.reshape(len(values), n, 5)
+    if len(rows) > 1:  # the largest stage at each block's middle stays ≥ every stage
+        part = values[ns:]
+        top = np.argmax(part[:, :, 4], axis=0)
+        values = np.concatenate([values, part[top, np.arange(n)][None] - part])
+    failed: dict[int, list[int]] = {}
+    m = grid.spec.mlen
+    for c, cuts in _corner_cuts(values, ns, b, m).items():
+        sp = grid.pieces[int(b.piece[c])]
+        failed.setdefault(int(b.piece[c]), []).extend(u for u in cuts if sp.u0 < u < sp.u1)
+    return failed
+
+
+def _corner_cuts(values: np.ndarray, ns: int, b: Corners, m: int) -> dict[int, list[int]]:
+    """Per failed block (``values`` [Q, blocks, 5] at its points; the first ``ns`` quantities
+    must keep a strict sign, the others stay ≥ 0): the KV lengths to cut it at (empty: a value
+    is not affine there, halve it). A quantity zero at every point is ignored."""
+    q, n, _ = values.shape
+    corners = values[:, :, :4]
+    lo, hi = corners.min(axis=2), corners.max(axis=2)
+    scale = np.maximum(hi, -lo)  # max |corner|
+    tol = SIGN_TOL * scale
+    if b.residuals is not None:
+        resid = np.abs(values.reshape(q, 5 * n) @ b.residuals).reshape(q, n, 2).max(axis=2)
+    else:  # many blocks: the same two residuals, block by block
+        v00, v01, v10, v11, mid = np.moveaxis(values, 2, 0)
+        dt, dp = v10 - v00, v01 - v00
+        resid = np.maximum(np.abs(v11 - v10 - dp), np.abs(mid - v00 - dt * b.ft - dp * b.fp))
+    fits = resid <= FIT_TOL * scale
+    ok = np.empty((q, n), dtype=bool)
+    np.greater(np.maximum(lo[:ns], -hi[:ns]), tol[:ns], out=ok[:ns])  # > tol or < −tol
+    np.greater_equal(lo[ns:], -tol[ns:], out=ok[ns:])
+    ok &= fits
+    ok |= scale == 0.0
+    if ok.all():
+        return {}
+    bad = ~ok
+    out: dict[int, list[int]] = {}
+    for c in np.flatnonzero(bad.any(axis=0)):
+        blk = (int(b.t0[c]), int(b.t1[c]), int(b.p0[c]), int(b.p1[c]))
+        nt, np_ = max(blk[1] - blk[0], 1), max(blk[3] - blk[2], 1)
+        cuts: list[int] = []
+        for i in np.flatnonzero(bad[:, c] & fits[:, c]):
+            v00, v01, v10 = (float(x) for x in values[i, c, :3])
+            coef = (v00, (v10 - v00) / nt, (v01 - v00) / np_)
+            cuts += band_cuts(coef, float(tol[i, c]), blk, m)
+        out[int(c)] = cuts
+    return out
+
+
+def band_cuts(
+    coef: tuple[float, float, float], tol: float, blk: tuple[int, int, int, int], m: int
+) -> list[int]:
+    """Where to cut a block (t0, t1, p0, p1) on which ``f = a + β·(t − t0) + γ·(p − p0)`` meets
+    ``[−tol, tol]``: around every period whose phase range meets the band, and around the band
+    inside it (``kv = 1 + m·t + p``); more than ``RUN_CUTS`` such periods: their ends and middle."""
+    a, beta, gamma = coef
+    t0, t1, p0, p1 = blk
+    reach = gamma * (p1 - p0)
+    lo_p, hi_p = min(0.0, reach), max(0.0, reach)
+    d0, d1 = 0, t1 - t0
+    if beta != 0.0 and t1 > t0:  # periods d with a + β·d + [lo_p, hi_p] meeting [−tol, tol]
+        x, y = (-tol - a - hi_p) / beta, (tol - a - lo_p) / beta
+        x, y = (min(max(v, -1.0), d1 + 1.0) for v in (x, y))  # no inf to floor (tiny β)
+        d0, d1 = max(d0, floor(min(x, y))), min(d1, ceil(max(x, y)))
+        if d0 > d1:
+            return []
+    if d1 - d0 >= RUN_CUTS:
+        return [1 + m * (t0 + d) for d in (d0, (d0 + d1) // 2, d1 + 1)]
+    if d1 - d0 < 16:  # few periods: plain Python is cheaper than numpy's per-call overhead
+        return _few_band_cuts(coef, tol, blk, m, range(d0, d1 + 1))
+    return _many_band_cuts(coef, tol, blk, m, np.arange(d0, d1 + 1))
+
+
+def _many_band_cuts(
+    coef: tuple[float, float, float],
+    tol: float,
+    blk: tuple[int, int, int, int],
+    m: int,
+    d: np.ndarray,
+) -> list[int]:
+    """``band_cuts`` of the periods ``t0 + d``, vectorised."""
+    a, beta, gamma = coef
+    t0, _, p0, p1 = blk
+    start = 1 + m * (t0 + d)
+    parts = [start + p0, start + p1 + 1]
+    if gamma != 0.0:
+        e1, e2 = p0 + (-tol - a - beta * d) / gamma, p0 + (tol - a - beta * d) / gamma
+        band_lo = np.clip(np.floor(np.minimum(e1, e2)), p0, p1 + 1)
+        band_hi = np.clip(np.ceil(np.maximum(e1, e2)) + 1, p0, p1 + 1)
+        parts += [start + band_lo.astype(np.int64), start + band_hi.astype(np.int64)]
+    return np.concatenate(parts).astype(np.int64).tolist()
+
+
+def _few_band_cuts(
+    coef: tuple[float, float, float],
+    tol: float,
+    blk: tuple[int, int, int, int],
+    m: int,
+    periods: range,
+) -> list[int]:
+    """``band_cuts`` for a few periods (the same cuts, one period at a time)."""
+    a, beta, gamma = coef
+    t0, _, p0, p1 = blk
+    out: list[int] = []
+    for d in periods:
+        start = 1 + m * (t0 + d)
+        out += [start + p0, start + p1 + 1]
+        if gamma != 0.0:
+            e1, e2 = p0 + (-tol - a - beta * d) / gamma, p0 + (tol - a - beta * d) / gamma
+            lo = min(max(min(e1, e2), p0 - 1.0), p1 + 2.0)  # clipped first: no inf to floor
+            hi = min(max(max(e1, e2), p0 - 1.0), p1 + 2.0)
+            out += [start + min(max(floor(lo), p0), p1 + 1)]
+            out += [start + min(max(ceil(hi) + 1, p0), p1 + 1)]
+    return out

@@ -22,6 +22,10 @@ kv; its sign is fixed on the range if they agree at both ends. Where they do not
 exactly where the envelopes cross zero (the uncertain zone's width depends on the slopes, not on
 the output length), the zone is halved while longer than ``ENUM_KV`` and priced point by point
 below that. So the number of points does not grow with the output length.
+
+Memory without a transfer quantum and models without chunked or sliding layers (only kv and the
+attention tiles vary) take ``decode_runs.RunGrid`` instead: blocks of equal-tile runs priced at
+their corners with closed-form weights, and checked exactly there (no fit, no SVD).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from plena_opt.estimate.pricing import StepWeights
 
 if TYPE_CHECKING:
     from plena_opt.estimate.decode_checks import CheckBlocks
+    from plena_opt.estimate.decode_runs import RunGrid
 
 FIT_TOL = 1e-9  # refuse a range whose point values do not fit its stairs (relative)
 SIGN_TOL = 1e-12  # a sign is fixed when the envelopes clear zero by this (relative to scale)
@@ -348,9 +353,14 @@ def _assemble(
     )
 
 
-def decode_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> DecodeGrid:
+def decode_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> DecodeGrid | RunGrid:
     """The base grid: step 0, the partial end KV lengths, then the inner KV lengths (each ``cp``
-    steps) cut at chunk starts and at the sliding window (below it: every KV length)."""
+    steps) cut at chunk starts and at the sliding window (below it: every KV length). A decode
+    built from kv and ``ceil(kv / MLEN)`` alone is a ``decode_runs.RunGrid`` instead."""
+    from plena_opt.estimate import decode_runs
+
+    if decode_runs.applies(spec):
+        return decode_runs.run_grid(input_len, steps, cp, spec)
     pieces: list[Piece] = []
     if steps > 1:
         u0, u1 = _kv_of(input_len, cp, 1) + 1, _kv_of(input_len, cp, steps - 1)
