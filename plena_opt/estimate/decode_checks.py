@@ -220,7 +220,8 @@ def _many_band_cuts(
     start = 1 + m * (t0 + d)
     parts = [start + p0, start + p1 + 1]
     if gamma != 0.0:
-        e1, e2 = p0 + (-tol - a - beta * d) / gamma, p0 + (tol - a - beta * d) / gamma
+        with np.errstate(over="ignore"):  # a tiny slope puts the band past the block: clipped
+            e1, e2 = p0 + (-tol - a - beta * d) / gamma, p0 + (tol - a - beta * d) / gamma
         band_lo = np.clip(np.floor(np.minimum(e1, e2)), p0, p1 + 1)
         band_hi = np.clip(np.ceil(np.maximum(e1, e2)) + 1, p0, p1 + 1)
         parts += [start + band_lo.astype(np.int64), start + band_hi.astype(np.int64)]
