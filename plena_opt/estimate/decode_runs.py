@@ -70,7 +70,8 @@ class Corners:
     p1: np.ndarray
     ft: np.ndarray  # (tm − t0) / (t1 − t0), 0 for one period
     fp: np.ndarray  # (pm − p0) / (p1 − p0), 0 for one phase
-    # [5·C, 2·C]: point values → per block, two values 0 when affine (None above DENSE_BLOCKS)
+    # [5·C, 3·C]: point values → per block, two values 0 when affine (columns 2c, 2c + 1),
+    # then each block's sum of its four corners (column 2C + c); None above DENSE_BLOCKS
     residuals: np.ndarray | None
 
 
@@ -115,6 +116,11 @@ class RunGrid:
         """A small id of this grid object (a cheap cache key; drawn from ``DecodeGrid``'s
         sequence, so no two grids of either kind share one)."""
         return next(_TOKENS)
+
+    @cached_property
+    def layer_facts(self) -> dict:
+        """Memo of ``decode_plan_checks`` (facts about priced layers at these points)."""
+        return {}
 
     @property
     def key(self) -> tuple:
@@ -184,7 +190,7 @@ def _corners(
     n = len(blocks)
     kv: list[int] = []
     w: list[float] = []
-    at: list[int] = []  # flat indices into the [5n, 2n] residual matrix
+    at: list[int] = []  # flat indices into the [5n, 3n] residual matrix
     coef: list[float] = []
     fts: list[float] = []
     fps: list[float] = []
@@ -198,12 +204,14 @@ def _corners(
         fts.append(ft)
         fps.append(fp)
         # affine in (t, p) ⇔ v11 − v10 − v01 + v00 = 0 and mid = v00 + ft·Δt + fp·Δp
-        row = 5 * c * 2 * n + 2 * c
-        at += [row + j * 2 * n for j in range(4)] + [row + j * 2 * n + 1 for j in (0, 1, 2, 4)]
-        coef += [1.0, -1.0, -1.0, 1.0, ft + fp - 1.0, -fp, -ft, 1.0]
+        row, w3 = 5 * c * 3 * n, 3 * n
+        at += [row + j * w3 + 2 * c for j in range(4)]
+        at += [row + j * w3 + 2 * c + 1 for j in (0, 1, 2, 4)]
+        at += [row + j * w3 + 2 * n + c for j in range(4)]
+        coef += [1.0, -1.0, -1.0, 1.0, ft + fp - 1.0, -fp, -ft, 1.0, 1.0, 1.0, 1.0, 1.0]
     residuals = None
     if n <= DENSE_BLOCKS:
-        residuals = np.zeros((5 * n, 2 * n))
+        residuals = np.zeros((5 * n, 3 * n))
         residuals.reshape(-1)[at] = coef
     t0s, t1s, p0s, p1s = np.array(blocks, dtype=np.int64).T
     ft_, fp_ = np.array(fts), np.array(fps)
