@@ -23,7 +23,7 @@ depends on how many periods a branch switches in, not on the output length.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -182,6 +182,20 @@ def assemble(s: int, cp: int, n: int, spec: StairSpec, spans: list[Span], *, bas
     )
 
 
+@lru_cache(maxsize=256)
+def _residual_index(n: int) -> np.ndarray:
+    """Flat indices into the [5n, 3n] residual matrix of each block's twelve coefficients, in
+    ``_corners``' order (a function of the block count alone)."""
+    out: list[int] = []
+    w3 = 3 * n
+    for c in range(n):
+        row = 5 * c * w3
+        out += [row + j * w3 + 2 * c for j in range(4)]
+        out += [row + j * w3 + 2 * c + 1 for j in (0, 1, 2, 4)]
+        out += [row + j * w3 + 2 * n + c for j in range(4)]
+    return np.array(out, dtype=np.int64)
+
+
 def _corners(
     start: int, blocks: list[tuple[int, int, int, int]], owner: list[int], m: int, cp: int
 ) -> tuple[Corners, np.ndarray, np.ndarray]:
@@ -190,13 +204,13 @@ def _corners(
     n = len(blocks)
     kv: list[int] = []
     w: list[float] = []
-    at: list[int] = []  # flat indices into the [5n, 3n] residual matrix
-    coef: list[float] = []
+    coef: list[float] = []  # per block: the residuals' coefficients, then the corner sum's
     fts: list[float] = []
     fps: list[float] = []
-    for c, (t0, t1, p0, p1) in enumerate(blocks):
+    for t0, t1, p0, p1 in blocks:
         tm, pm = (t0 + t1) // 2, (p0 + p1) // 2
-        kv += [1 + m * t0 + p0, 1 + m * t0 + p1, 1 + m * t1 + p0, 1 + m * t1 + p1, 1 + m * tm + pm]
+        a, b = 1 + m * t0, 1 + m * t1
+        kv += [a + p0, a + p1, b + p0, b + p1, 1 + m * tm + pm]
         corner = cp * (t1 - t0 + 1) * (p1 - p0 + 1) / 4.0  # exact: an integer / 4
         w += [corner, corner, corner, corner, 0.0]
         ft = (tm - t0) / (t1 - t0) if t1 > t0 else 0.0
@@ -204,15 +218,11 @@ def _corners(
         fts.append(ft)
         fps.append(fp)
         # affine in (t, p) ⇔ v11 − v10 − v01 + v00 = 0 and mid = v00 + ft·Δt + fp·Δp
-        row, w3 = 5 * c * 3 * n, 3 * n
-        at += [row + j * w3 + 2 * c for j in range(4)]
-        at += [row + j * w3 + 2 * c + 1 for j in (0, 1, 2, 4)]
-        at += [row + j * w3 + 2 * n + c for j in range(4)]
         coef += [1.0, -1.0, -1.0, 1.0, ft + fp - 1.0, -fp, -ft, 1.0, 1.0, 1.0, 1.0, 1.0]
     residuals = None
     if n <= DENSE_BLOCKS:
         residuals = np.zeros((5 * n, 3 * n))
-        residuals.reshape(-1)[at] = coef
+        residuals.reshape(-1)[_residual_index(n)] = coef
     t0s, t1s, p0s, p1s = np.array(blocks, dtype=np.int64).T
     ft_, fp_ = np.array(fts), np.array(fps)
     corners = Corners(start, np.array(owner), t0s, t1s, p0s, p1s, ft_, fp_, residuals)
