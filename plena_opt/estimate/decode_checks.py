@@ -151,7 +151,7 @@ def corner_ok(values: np.ndarray, ns: int, b: Corners) -> tuple[np.ndarray, np.n
     quantities keep a strict sign, the others stay ≥ 0): (whether it holds there, whether it
     is affine there, the sign tolerance). A quantity zero at every corner holds."""
     q, n, _ = values.shape
-    c0, c1, c2, c3 = values[:, :, 0], values[:, :, 1], values[:, :, 2], values[:, :, 3]
+    c0, c1, c2, c3, _ = np.ascontiguousarray(values.transpose(2, 0, 1))  # contiguous: faster
     lo = np.minimum(np.minimum(c0, c1), np.minimum(c2, c3))
     hi = np.maximum(np.maximum(c0, c1), np.maximum(c2, c3))
     scale = np.maximum(hi, -lo)  # max |corner|

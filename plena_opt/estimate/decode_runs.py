@@ -35,6 +35,7 @@ from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
 DENSE_BLOCKS = 64  # up to this many blocks the fit residuals are one (dense) matrix product
+LIST_KV = 64  # enumerated spans up to this long are built as Python lists (no array call each)
 RUN_CUTS = 2048  # a block switching in more periods than this is halved instead of cut per period
 
 
@@ -146,28 +147,39 @@ class RunGrid:
 
 def assemble(s: int, cp: int, n: int, spec: StairSpec, spans: list[Span], *, base: bool) -> RunGrid:
     """The grid of ``spans`` (steps 1 … n−1 between the partial end KV lengths)."""
-    kvs: list[np.ndarray] = [np.array([float(_kv_of(s, cp, 0))])]
-    ws: list[np.ndarray] = [np.ones(1)]
+    kv: list[float] = [float(_kv_of(s, cp, 0))]
+    w: list[float] = [1.0]
     if n > 1:  # the partial KV lengths at both ends of steps 1 … n-1
         ends = sorted({_kv_of(s, cp, 1), _kv_of(s, cp, n - 1)})
-        kvs.append(np.array(ends, dtype=float))
-        ws.append(np.array([float(_weights_of(s, cp, n, v, 1)) for v in ends]))
+        kv += [float(v) for v in ends]
+        w += [float(_weights_of(s, cp, n, v, 1)) for v in ends]
+    kvs: list[np.ndarray] = []  # long enumerated spans
+    ws: list[np.ndarray] = []
     blocks: list[tuple[int, int, int, int]] = []
     owner: list[int] = []
-    m = spec.mlen
+    m, step = spec.mlen, float(cp)
     for i, sp in enumerate(spans):
-        if sp.enumerated:
-            kvs.append(np.arange(sp.u0, sp.u1, dtype=float))
-            ws.append(np.full(sp.u1 - sp.u0, float(cp)))
-        else:
+        if not sp.enumerated:
             got = blocks_of(sp.u0, sp.u1, m)
             blocks += got
             owner += [i] * len(got)
+        elif sp.u1 - sp.u0 <= LIST_KV or kvs:  # short: Python floats; after a long one: arrays
+            if kvs:
+                kvs.append(np.arange(sp.u0, sp.u1, dtype=float))
+                ws.append(np.full(sp.u1 - sp.u0, step))
+            else:
+                kv += [float(u) for u in range(sp.u0, sp.u1)]
+                w += [step] * (sp.u1 - sp.u0)
+        else:
+            kvs += [np.array(kv), np.arange(sp.u0, sp.u1, dtype=float)]
+            ws += [np.array(w), np.full(sp.u1 - sp.u0, step)]
+    if not kvs:
+        kvs, ws = [np.array(kv)], [np.array(w)]
     corners = None
     if blocks:
-        corners, kv, w = _corners(sum(len(k) for k in kvs), blocks, owner, m, cp)
-        kvs.append(kv)
-        ws.append(w)
+        corners, ckv, cw = _corners(sum(len(k) for k in kvs), blocks, owner, m, cp)
+        kvs.append(ckv)
+        ws.append(cw)
     return RunGrid(
         s,
         cp,
