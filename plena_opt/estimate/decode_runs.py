@@ -23,7 +23,7 @@ depends on how many periods a branch switches in, not on the output length.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -35,6 +35,7 @@ from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
 DENSE_BLOCKS = 64  # up to this many blocks the fit residuals are one (dense) matrix product
+LIST_KV = 64  # enumerated spans up to this long are built as Python lists (no array call each)
 RUN_CUTS = 2048  # a block switching in more periods than this is halved instead of cut per period
 
 
@@ -70,7 +71,8 @@ class Corners:
     p1: np.ndarray
     ft: np.ndarray  # (tm − t0) / (t1 − t0), 0 for one period
     fp: np.ndarray  # (pm − p0) / (p1 − p0), 0 for one phase
-    # [5·C, 2·C]: point values → per block, two values 0 when affine (None above DENSE_BLOCKS)
+    # [5·C, 3·C]: point values → per block, two values 0 when affine (columns 2c, 2c + 1),
+    # then each block's sum of its four corners (column 2C + c); None above DENSE_BLOCKS
     residuals: np.ndarray | None
 
 
@@ -116,6 +118,11 @@ class RunGrid:
         sequence, so no two grids of either kind share one)."""
         return next(_TOKENS)
 
+    @cached_property
+    def layer_facts(self) -> dict:
+        """Memo of ``decode_plan_checks`` (facts about priced layers at these points)."""
+        return {}
+
     @property
     def key(self) -> tuple:
         """Hashable identity of the point set (cache key)."""
@@ -140,28 +147,39 @@ class RunGrid:
 
 def assemble(s: int, cp: int, n: int, spec: StairSpec, spans: list[Span], *, base: bool) -> RunGrid:
     """The grid of ``spans`` (steps 1 … n−1 between the partial end KV lengths)."""
-    kvs: list[np.ndarray] = [np.array([float(_kv_of(s, cp, 0))])]
-    ws: list[np.ndarray] = [np.ones(1)]
+    kv: list[float] = [float(_kv_of(s, cp, 0))]
+    w: list[float] = [1.0]
     if n > 1:  # the partial KV lengths at both ends of steps 1 … n-1
         ends = sorted({_kv_of(s, cp, 1), _kv_of(s, cp, n - 1)})
-        kvs.append(np.array(ends, dtype=float))
-        ws.append(np.array([float(_weights_of(s, cp, n, v, 1)) for v in ends]))
+        kv += [float(v) for v in ends]
+        w += [float(_weights_of(s, cp, n, v, 1)) for v in ends]
+    kvs: list[np.ndarray] = []  # long enumerated spans
+    ws: list[np.ndarray] = []
     blocks: list[tuple[int, int, int, int]] = []
     owner: list[int] = []
-    m = spec.mlen
+    m, step = spec.mlen, float(cp)
     for i, sp in enumerate(spans):
-        if sp.enumerated:
-            kvs.append(np.arange(sp.u0, sp.u1, dtype=float))
-            ws.append(np.full(sp.u1 - sp.u0, float(cp)))
-        else:
+        if not sp.enumerated:
             got = blocks_of(sp.u0, sp.u1, m)
             blocks += got
             owner += [i] * len(got)
+        elif sp.u1 - sp.u0 <= LIST_KV or kvs:  # short: Python floats; after a long one: arrays
+            if kvs:
+                kvs.append(np.arange(sp.u0, sp.u1, dtype=float))
+                ws.append(np.full(sp.u1 - sp.u0, step))
+            else:
+                kv += [float(u) for u in range(sp.u0, sp.u1)]
+                w += [step] * (sp.u1 - sp.u0)
+        else:
+            kvs += [np.array(kv), np.arange(sp.u0, sp.u1, dtype=float)]
+            ws += [np.array(w), np.full(sp.u1 - sp.u0, step)]
+    if not kvs:
+        kvs, ws = [np.array(kv)], [np.array(w)]
     corners = None
     if blocks:
-        corners, kv, w = _corners(sum(len(k) for k in kvs), blocks, owner, m, cp)
-        kvs.append(kv)
-        ws.append(w)
+        corners, ckv, cw = _corners(sum(len(k) for k in kvs), blocks, owner, m, cp)
+        kvs.append(ckv)
+        ws.append(cw)
     return RunGrid(
         s,
         cp,
@@ -176,6 +194,20 @@ def assemble(s: int, cp: int, n: int, spec: StairSpec, spans: list[Span], *, bas
     )
 
 
+@lru_cache(maxsize=256)
+def _residual_index(n: int) -> np.ndarray:
+    """Flat indices into the [5n, 3n] residual matrix of each block's twelve coefficients, in
+    ``_corners``' order (a function of the block count alone)."""
+    out: list[int] = []
+    w3 = 3 * n
+    for c in range(n):
+        row = 5 * c * w3
+        out += [row + j * w3 + 2 * c for j in range(4)]
+        out += [row + j * w3 + 2 * c + 1 for j in (0, 1, 2, 4)]
+        out += [row + j * w3 + 2 * n + c for j in range(4)]
+    return np.array(out, dtype=np.int64)
+
+
 def _corners(
     start: int, blocks: list[tuple[int, int, int, int]], owner: list[int], m: int, cp: int
 ) -> tuple[Corners, np.ndarray, np.ndarray]:
@@ -184,13 +216,13 @@ def _corners(
     n = len(blocks)
     kv: list[int] = []
     w: list[float] = []
-    at: list[int] = []  # flat indices into the [5n, 2n] residual matrix
-    coef: list[float] = []
+    coef: list[float] = []  # per block: the residuals' coefficients, then the corner sum's
     fts: list[float] = []
     fps: list[float] = []
-    for c, (t0, t1, p0, p1) in enumerate(blocks):
+    for t0, t1, p0, p1 in blocks:
         tm, pm = (t0 + t1) // 2, (p0 + p1) // 2
-        kv += [1 + m * t0 + p0, 1 + m * t0 + p1, 1 + m * t1 + p0, 1 + m * t1 + p1, 1 + m * tm + pm]
+        a, b = 1 + m * t0, 1 + m * t1
+        kv += [a + p0, a + p1, b + p0, b + p1, 1 + m * tm + pm]
         corner = cp * (t1 - t0 + 1) * (p1 - p0 + 1) / 4.0  # exact: an integer / 4
         w += [corner, corner, corner, corner, 0.0]
         ft = (tm - t0) / (t1 - t0) if t1 > t0 else 0.0
@@ -198,13 +230,11 @@ def _corners(
         fts.append(ft)
         fps.append(fp)
         # affine in (t, p) ⇔ v11 − v10 − v01 + v00 = 0 and mid = v00 + ft·Δt + fp·Δp
-        row = 5 * c * 2 * n + 2 * c
-        at += [row + j * 2 * n for j in range(4)] + [row + j * 2 * n + 1 for j in (0, 1, 2, 4)]
-        coef += [1.0, -1.0, -1.0, 1.0, ft + fp - 1.0, -fp, -ft, 1.0]
+        coef += [1.0, -1.0, -1.0, 1.0, ft + fp - 1.0, -fp, -ft, 1.0, 1.0, 1.0, 1.0, 1.0]
     residuals = None
     if n <= DENSE_BLOCKS:
-        residuals = np.zeros((5 * n, 2 * n))
-        residuals.reshape(-1)[at] = coef
+        residuals = np.zeros((5 * n, 3 * n))
+        residuals.reshape(-1)[_residual_index(n)] = coef
     t0s, t1s, p0s, p1s = np.array(blocks, dtype=np.int64).T
     ft_, fp_ = np.array(fts), np.array(fps)
     corners = Corners(start, np.array(owner), t0s, t1s, p0s, p1s, ft_, fp_, residuals)

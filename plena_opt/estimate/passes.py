@@ -16,6 +16,7 @@ import numpy as np
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost
 from plena_opt.estimate.decode_checks import failed_pieces
+from plena_opt.estimate.decode_plan_checks import plan_checks_hold
 from plena_opt.estimate.decode_steps import DecodeGrid
 from plena_opt.estimate.layer import LayerKind
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
@@ -104,6 +105,9 @@ class PassResult:
     def failed_checks(self, grid: DecodeGrid) -> dict[int, list[int]]:
         """Compressed pieces of ``grid`` where a branch may switch, with where to cut them."""
         if not grid.checks:
+            return {}
+        comm = self._comm_totals if self.full_overlap else None  # the same answer, from memos:
+        if not self.in_flight and plan_checks_hold(grid, self.layer, comm, self.stage_rows[0]):
             return {}
         signs = []
         for kind, la in self.layer.items():

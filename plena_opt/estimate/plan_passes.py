@@ -16,7 +16,7 @@ import numpy as np
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext
-from plena_opt.estimate.decode_checks import failed_pieces
+from plena_opt.estimate.decode_plan_checks import layer_checks
 from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid
 from plena_opt.estimate.layer import LayerKind, decode_kv_read_bytes, layer_cycles, layer_traffic
 from plena_opt.estimate.passes import PassResult
@@ -94,13 +94,11 @@ class PlanPasses:
         for tries in range(MAX_REFINES):
             if not grid.checks:
                 break
-            signs = []
-            for kind in self.distinct_kinds:
-                la = self._layer(
-                    kind, "decode", 1, grid.kv, grid.weights, grid.token, ctx.layer_cache
-                )
-                signs.append(la.memory_seconds - la.compute_seconds)
-            failed = failed_pieces(grid, signs, np.zeros((0, len(grid.kv))))
+            layers = [
+                self._layer(k, "decode", 1, grid.kv, grid.weights, grid.token, ctx.layer_cache)
+                for k in self.distinct_kinds
+            ]
+            failed = layer_checks(grid, layers)  # keeps the layers' facts for the plan checks
             if not failed:
                 break
             grid = self._refined(grid, failed, tries == MAX_REFINES - 1)
