@@ -149,20 +149,11 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     """Compact metrics of a priced plan."""
     ctx, plan = cost.ctx, cost.plan
     out = ctx.workload.output_seq_len
-    decode = cost.decode
-    micro = cost.shard.micro
-    # DRAM energy of the whole decode: every device of a stage does that stage's work.
-    per_stage_devices = plan.world_size / plan.pp
-    dram = decode.total("dram_energy_pj")
-    if dram is not None:
-        dram *= per_stage_devices / (micro * out)
-    noc = cost.noc_energy_pj_per_decode_token
-    energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+    energy, wb, kb, fits, warnings = _base_metrics(cost)
     if ctx.gpu is not None:  # GPU: board power over the decode, plus any NoC energy
-        energy = gpu_energy_per_token(cost) + (noc or 0.0) * PJ
+        energy = gpu_energy_per_token(cost) + (cost.noc_energy_pj_per_decode_token or 0.0) * PJ
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
-    wb, kb = cost.footprint
     return PlanMetrics(
         plan=plan,
         ttft_seconds=cost.ttft_seconds,
@@ -171,12 +162,32 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
         energy_per_token_joules=energy,
         weight_bytes_per_device=wb,
         kv_cache_bytes_per_device=kb,
-        fits_in_memory=cost.fits_in_memory,
+        fits_in_memory=fits,
         bottleneck=bottleneck,
         decode_step_seconds=cost.decode_seconds / out,
         attribution=attribution,
-        warnings=tuple(cost.warnings),
+        warnings=warnings,
     )
+
+
+def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:
+    """(PLENA energy per token (J), weight and KV bytes per device, fits, warnings): the same
+    for the plans that differ only in comm overlap, so kept in the decode pass's shared memo."""
+    shared = cost.decode.shared
+    hit = shared.get("base_metrics")
+    if hit is None:
+        plan, decode = cost.plan, cost.decode
+        # DRAM energy of the whole decode: every device of a stage does that stage's work.
+        per_stage_devices = plan.world_size / plan.pp
+        dram = decode.total("dram_energy_pj")
+        if dram is not None:
+            dram *= per_stage_devices / (cost.shard.micro * cost.ctx.workload.output_seq_len)
+        noc = cost.noc_energy_pj_per_decode_token
+        energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+        wb, kb = cost.footprint
+        hit = (energy, wb, kb, cost.fits_in_memory, tuple(cost.warnings))
+        shared["base_metrics"] = hit
+    return hit
 
 
 def decode_attribution(cost: PlanCost) -> dict[str, float]:
