@@ -144,8 +144,11 @@ class PassResult:
         if self.steps.points == 1:
             return np.array(self._point_values).reshape(-1, 1), index, mult
         combined = [self.combined_seconds(k) for k in self.layer]
-        rows = np.empty((len(distinct), self.steps.points))
         extras = self.extras
+        if len(distinct) == 1 and len(combined) == 1 and distinct[0][1] not in extras:
+            w = distinct[0][0][0]  # one stage layout of one kind: w·a, the same product
+            return (combined[0] * w if w else np.zeros(self.steps.points))[None], index, mult
+        rows = np.empty((len(distinct), self.steps.points))
         for r, (counts, stage) in enumerate(distinct):
             row = rows[r]  # Σ wᵢ·aᵢ (``weighted_sum``) written in place, then the extras
             started = False
