@@ -149,20 +149,11 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     """Compact metrics of a priced plan."""
     ctx, plan = cost.ctx, cost.plan
     out = ctx.workload.output_seq_len
-    decode = cost.decode
-    micro = cost.shard.micro
-    # DRAM energy of the whole decode: every device of a stage does that stage's work.
-    per_stage_devices = plan.world_size / plan.pp
-    dram = decode.total("dram_energy_pj")
-    if dram is not None:
-        dram *= per_stage_devices / (micro * out)
-    noc = cost.noc_energy_pj_per_decode_token
-    energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+    energy, wb, kb, fits, warnings = _base_metrics(cost)
     if ctx.gpu is not None:  # GPU: board power over the decode, plus any NoC energy
-        energy = gpu_energy_per_token(cost) + (noc or 0.0) * PJ
+        energy = gpu_energy_per_token(cost) + (cost.noc_energy_pj_per_decode_token or 0.0) * PJ
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
-    wb, kb = cost.footprint
     return PlanMetrics(
         plan=plan,
         ttft_seconds=cost.ttft_seconds,
@@ -171,12 +162,32 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
         energy_per_token_joules=energy,
         weight_bytes_per_device=wb,
         kv_cache_bytes_per_device=kb,
-        fits_in_memory=cost.fits_in_memory,
+        fits_in_memory=fits,
         bottleneck=bottleneck,
         decode_step_seconds=cost.decode_seconds / out,
         attribution=attribution,
-        warnings=tuple(cost.warnings),
+        warnings=warnings,
     )
+
+
+def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:
+    """(PLENA energy per token (J), weight and KV bytes per device, fits, warnings): the same
+    for the plans that differ only in comm overlap, so kept in the decode pass's shared memo."""
+    shared = cost.decode.shared
+    hit = shared.get("base_metrics")
+    if hit is None:
+        plan, decode = cost.plan, cost.decode
+        # DRAM energy of the whole decode: every device of a stage does that stage's work.
+        per_stage_devices = plan.world_size / plan.pp
+        dram = decode.total("dram_energy_pj")
+        if dram is not None:
+            dram *= per_stage_devices / (cost.shard.micro * cost.ctx.workload.output_seq_len)
+        noc = cost.noc_energy_pj_per_decode_token
+        energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+        wb, kb = cost.footprint
+        hit = (energy, wb, kb, cost.fits_in_memory, tuple(cost.warnings))
+        shared["base_metrics"] = hit
+    return hit
 
 
 def decode_attribution(cost: PlanCost) -> dict[str, float]:
@@ -187,57 +198,66 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     compute, shared in proportion). Over stages: the mean stage's parts, plus
     ``pipeline_imbalance`` = slowest − mean stage, plus ``pipeline_transfer``.
     """
-    ctx, plan = cost.ctx, cost.plan
-    policy = ctx.workload.overlap_policy
     dec = cost.decode
-    full = plan.comm_overlap == "full"
-    # Mean over steps of each kind's parts, then weighted by how many layers of each kind run.
-    per_kind = dec.layers_per_kind
-    compute, dram = _split_totals(dec, policy)
+    compute, dram, comm_parts = _shared_parts(dec, cost.ctx.workload.overlap_policy)
     totals: dict[str, float] = {"compute": compute, "dram": dram}
-    for n_layers, (kind, la) in zip(per_kind, dec.layer.items(), strict=True):
-        if n_layers == 0:
-            continue
-        comm = dec.comm[kind]
-        csum = dec.comm_seconds(kind)
-        if csum <= 0:
-            continue
+    weights = dec.steps.weights
+    steps = dec.steps.steps
+    full = cost.plan.comm_overlap == "full"
+    for seconds, csum, named in comm_parts:
         mean_share = 1.0
         if full:  # the part of the collectives the layer's own time does not hide
-            exposed = csum - la.seconds
-            mean_share = dec.steps.mean(np.maximum(exposed, 0.0, out=exposed)) / csum
-        for name, x in comm.items():
-            totals[name] = totals.get(name, 0.0) + n_layers * x.seconds * mean_share
-    pp = plan.pp
+            exposed = csum - seconds
+            mean_share = float(weights @ np.maximum(exposed, 0.0, out=exposed)) / steps / csum
+        for name, x in named:
+            totals[name] = totals.get(name, 0.0) + x * mean_share
+    pp = cost.plan.pp
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
-    steps = dec.steps.steps
     # Σ multiplicities = the number of stages (a small integer: the same float either way)
-    mean_stage = float(mult @ (rows @ dec.steps.weights)) / steps / float(len(dec.stage_layers))
+    per_row = rows @ weights
+    m = dec._groups[3]
+    total = m[0] * float(per_row[0]) if len(m) == 1 else float(mult @ per_row)
+    mean_stage = total / steps / float(len(dec.stage_layers))
     stage_period = dec.stage_period_total / steps
-    parts["pipeline_imbalance"] = stage_period - dec.transfer_seconds - mean_stage
-    parts["pipeline_transfer"] = cost.decode.transfer_seconds
+    transfer = dec.transfer.seconds
+    parts["pipeline_imbalance"] = stage_period - transfer - mean_stage
+    parts["pipeline_transfer"] = transfer
     if dec.in_flight:  # fewer micro-batches than stages: the wait for a micro-batch's own token
         parts["pipeline_feedback"] = dec.period_total / steps - stage_period
     return parts
 
 
-def _split_totals(dec: PassResult, policy: str) -> tuple[float, float]:
-    """Σ of the mean compute and DRAM shares of the extras and every layer (s; the same for the
-    plans that differ only in comm overlap, so kept in the pass's shared memo)."""
-    key = ("split", policy)
+def _shared_parts(dec: PassResult, policy: str) -> tuple[float, float, list]:
+    """(Σ compute share, Σ DRAM share, per layer kind with collectives: (its seconds per point,
+    Σ of its collectives, [(collective, layers × its seconds)])): the same for the plans that
+    differ only in comm overlap, so kept in the pass's shared memo."""
+    key = ("attribution", policy)
     hit = dec.shared.get(key)
     if hit is None:
-        compute = dram = 0.0
-        for exs in dec.extras.values():
-            for ex in exs:
-                c, d = ex.split_means(policy)
-                compute += c
-                dram += d
-        for n_layers, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
-            if n_layers:
-                c, d = la.split_means(policy)
-                compute += n_layers * c
-                dram += n_layers * d
-        hit = dec.shared[key] = (compute, dram)
+        compute, dram = _split_totals(dec, policy)
+        comm_parts = []
+        for n_layers, (kind, la) in zip(dec.layers_per_kind, dec.layer.items(), strict=True):
+            csum = dec.comm_seconds(kind)
+            if n_layers == 0 or csum <= 0:
+                continue
+            named = [(name, n_layers * x.seconds) for name, x in dec.comm[kind].items()]
+            comm_parts.append((la.seconds, csum, named))
+        hit = dec.shared[key] = (compute, dram, comm_parts)
     return hit
+
+
+def _split_totals(dec: PassResult, policy: str) -> tuple[float, float]:
+    """Σ of the mean compute and DRAM shares of the extras and every layer (s)."""
+    compute = dram = 0.0
+    for exs in dec.extras.values():
+        for ex in exs:
+            c, d = ex.split_means(policy)
+            compute += c
+            dram += d
+    for n_layers, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
+        if n_layers:
+            c, d = la.split_means(policy)
+            compute += n_layers * c
+            dram += n_layers * d
+    return compute, dram

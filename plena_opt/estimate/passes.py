@@ -119,21 +119,35 @@ class PassResult:
         return failed_pieces(grid, signs, self.stage_rows[0])
 
     @cached
+    def _groups(self) -> tuple[list, np.ndarray, np.ndarray, list[float]]:
+        """``stage_groups`` of this pass plus the multiplicities as Python floats (kept in the
+        pieces' memo, so the plans of one base look them up once)."""
+        hit = self.shared.get("groups")
+        if hit is None:
+            kinds = tuple(self.layer)
+            gkey = (len(self.counts), kinds, tuple(self.extras))
+            hit = self.row_groups.get(gkey)
+            if hit is None:
+                distinct, index, mult = stage_groups(self.counts, list(kinds), self.extras)
+                hit = self.row_groups[gkey] = (distinct, index, mult, mult.tolist())
+            self.shared["groups"] = hit
+        return hit
+
+    @cached
     def stage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct stage-time rows [U, steps], each stage's row index, and row multiplicities.
 
         Stages with the same layer counts and no extras take the same time, so each distinct
         stage is computed once (e.g. one row for four identical pipeline stages).
         """
-        kinds = list(self.layer)
-        gkey = (len(self.counts), tuple(kinds), tuple(self.extras))
-        groups = self.row_groups.get(gkey)
-        if groups is None:
-            groups = self.row_groups[gkey] = stage_groups(self.counts, kinds, self.extras)
-        distinct, index, mult = groups
+        distinct, index, mult, _ = self._groups
         if self.steps.points == 1:
-            return self._point_rows(kinds, distinct), index, mult
-        combined = [self.combined_seconds(k) for k in kinds]
+            return np.array(self._point_values).reshape(-1, 1), index, mult
+        combined = [self.combined_seconds(k) for k in self.layer]
+        extras = self.extras
+        if len(distinct) == 1 and len(combined) == 1 and distinct[0][1] not in extras:
+            w = distinct[0][0][0]  # one stage layout of one kind: w·a, the same product
+            return (combined[0] * w if w else np.zeros(self.steps.points))[None], index, mult
         rows = np.empty((len(distinct), self.steps.points))
         for r, (counts, stage) in enumerate(distinct):
             row = rows[r]  # Σ wᵢ·aᵢ (``weighted_sum``) written in place, then the extras
@@ -147,29 +161,35 @@ class PassResult:
                         started = True
             if not started:
                 row.fill(0.0)
-            for ex in self.extras.get(stage, ()):
-                row += ex.seconds
+            if stage in extras:
+                for ex in extras[stage]:
+                    row += ex.seconds
         return rows, index, mult
 
-    def _point_rows(self, kinds: list[LayerKind], distinct: list) -> np.ndarray:
-        """``stage_rows`` of a one-point pass (the prefill) in Python floats: the same IEEE
-        operations in the same order as the array path, without an array call per term."""
+    @cached
+    def _point_values(self) -> list[float]:
+        """Each distinct stage's seconds of a one-point pass (the prefill) in Python floats: the
+        same IEEE operations in the same order as the array path, without an array call per
+        term."""
         comm = self._comm_totals
+        full = self.full_overlap
         combined = []
-        for k in kinds:
-            la, c = float(self.layer[k].seconds[0]), comm[k]
-            combined.append(max(la, c) if self.full_overlap else la + c)
+        for k, st in self.layer.items():
+            la, c = float(st.seconds[0]), comm[k]
+            combined.append((la if la >= c else c) if full else la + c)
         values = []
-        for counts, stage in distinct:
+        extras = self.extras
+        for counts, stage in self._groups[0]:
             total = None
             for w, a in zip(counts, combined, strict=True):
                 if w:
                     total = a * w if total is None else total + a * w
             total = 0.0 if total is None else total
-            for ex in self.extras.get(stage, ()):
-                total += float(ex.seconds[0])
+            if stage in extras:
+                for ex in extras[stage]:
+                    total += float(ex.seconds[0])
             values.append(total)
-        return np.array(values).reshape(-1, 1)
+        return values
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
         """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
@@ -215,9 +235,13 @@ class PassResult:
 
     def latency_at(self, step: int) -> float:
         """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""
-        rows, _, mult = self.stage_rows
         pp = len(self.stage_layers)
-        return float(mult @ rows[:, step]) + (pp - 1) * self.transfer.seconds
+        mult = self._groups[3]
+        if step == 0 and len(mult) == 1:  # one distinct stage: its time × pp (one product)
+            first = self._point_values[0] if self.steps.points == 1 else self.stage_rows[0][0, 0]
+            return float(mult[0] * first) + (pp - 1) * self.transfer.seconds
+        rows, _, mult_arr = self.stage_rows
+        return float(mult_arr @ rows[:, step]) + (pp - 1) * self.transfer.seconds
 
     def stage_field(self, stage: int, name: str, step: int) -> float | None:
         """A priced field of one stage at one step (extras first, then layers by kind)."""
