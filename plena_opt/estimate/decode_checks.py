@@ -8,6 +8,7 @@ costs one set of array operations instead of one per piece.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from math import ceil, floor
 
 import numpy as np
@@ -60,6 +61,12 @@ class CheckBlocks:
             np.array([c.u0 for c in checks]),
             np.array([c.u1 for c in checks]),
         )
+
+    @cached_property
+    def row_test(self) -> np.ndarray:
+        """[K + P, P]: point values → every check's basis coefficients, then the fit residual
+        at each point (``decode_grid_checks.row_holds``)."""
+        return np.vstack([self.pinv, self.matrix @ self.pinv - np.eye(len(self.cols))])
 
 
 def _zones(values: np.ndarray, strict: np.ndarray, b: CheckBlocks) -> list[list[int] | None]:

@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from plena_opt.estimate.decode_checks import corner_ok, failed_pieces, residuals
+from plena_opt.estimate.decode_grid_checks import grid_checks_hold
 from plena_opt.estimate.decode_runs import Corners, RunGrid
-from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL
+from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, DecodeGrid
 
 EPS = 2.0**-52
 ROUNDING = 64 * EPS  # allowance for rounding between two float evaluations of one residual
@@ -32,7 +33,11 @@ def plan_checks_hold(grid: object, layer: Mapping, comm: Mapping | None, rows: n
     """True only if ``failed_pieces(grid, signs, rows)`` finds nothing, where ``signs`` are each
     layer's ``memory_seconds − compute_seconds`` and, with ``comm`` (one layer's collective
     seconds by kind, full overlap), ``comm − seconds``; False: run the full check."""
-    if not isinstance(grid, RunGrid) or len(rows) != 1:
+    if len(rows) != 1:
+        return False
+    if isinstance(grid, DecodeGrid):
+        return grid_checks_hold(grid, layer, comm, rows[0])
+    if not isinstance(grid, RunGrid):
         return False
     b = grid.corners
     if b is None or b.residuals is None:

@@ -191,6 +191,11 @@ class DecodeGrid:
         one object, as ``EstimateContext`` memoises them)."""
         return next(_TOKENS)
 
+    @cached_property
+    def layer_facts(self) -> dict:
+        """Memo of ``decode_grid_checks`` (facts about priced layers at these points)."""
+        return {}
+
     @property
     def key(self) -> tuple:
         """Hashable identity of the point set (cache key)."""

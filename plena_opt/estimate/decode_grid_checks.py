@@ -1,0 +1,110 @@
+"""A plan's decode checks on a stair-compressed ``DecodeGrid`` from memoised layer facts.
+
+The counterpart of ``decode_plan_checks`` for the grids of memory with a transfer quantum (and
+chunked or sliding layers): ``decode_checks.failed_pieces`` recovers each quantity's stair
+coefficients at every compressed piece's points, bounds it between two affine envelopes and
+asks that the sign keep clear of zero and the fit residual stay small. The priced layers are
+shared by the plans of a shard, so per layer object the envelopes of its seconds (lowest and
+highest over every piece), its largest fit residual and whether its roofline sign holds are
+computed once and kept on the grid; a plan's comm sign ``comm − seconds`` then holds where the
+constant clears those envelopes, and its single stage row is judged with one matrix product.
+
+Each test is a sufficient condition for ``failed_pieces`` finding nothing, with margins (half
+the tolerances, a rounding allowance) for the differently ordered float arithmetic; where one
+does not hold the caller runs the full check, so the grids and metrics are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from plena_opt.estimate.decode_checks import CheckBlocks
+from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, DecodeGrid
+
+MARGIN = 0.5  # share of a tolerance the fast tests may use
+SLACK = 1e-13  # rounding allowance (relative) between two evaluations of one envelope
+
+
+def grid_checks_hold(
+    grid: DecodeGrid, layer: Mapping, comm: Mapping | None, row: np.ndarray
+) -> bool:
+    """True only if ``failed_pieces(grid, signs, row[None])`` finds nothing (``signs``: each
+    layer's roofline sign and, with ``comm``, ``comm − seconds``); False: run the full check."""
+    b = grid.blocks
+    for kind, la in layer.items():
+        roof, lo, hi, resid = _facts(grid, b, la)
+        if not roof or (comm is not None and not _clears(comm[kind], lo, hi, resid)):
+            return False
+    return row_holds(row, b)
+
+
+def envelopes(values: np.ndarray, b: CheckBlocks) -> tuple[np.ndarray, ...]:
+    """Per quantity (rows of ``values`` [Q, grid points]) and check: the largest |value| at its
+    points, the largest fit residual, the lowest and the highest envelope value (as
+    ``decode_checks._zones`` computes them)."""
+    v = values[:, b.cols]
+    scale = np.maximum.reduceat(np.abs(v), b.col_starts, axis=1)
+    coef = v @ b.pinv.T
+    resid = np.maximum.reduceat(np.abs(coef @ b.matrix.T - v), b.col_starts, axis=1)
+    gap = np.add.reduceat(np.abs(coef) * b.is_ceil, b.k_starts, axis=1)
+    lo0 = np.add.reduceat(coef * b.lo + np.minimum(coef, 0.0) * b.is_ceil, b.k_starts, axis=1)
+    lo1 = lo0 + np.add.reduceat(coef * b.slope, b.k_starts, axis=1) * (b.u1 - 1 - b.u0)
+    return scale, resid, np.minimum(lo0, lo1), np.maximum(lo0, lo1) + gap
+
+
+def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, float]:
+    """(the roofline sign clears zero and fits on every piece with margin, the lowest and
+    highest envelope of ``la.seconds``, its largest fit residual), memoised per layer object."""
+    hit = grid.layer_facts.get(id(la))
+    if hit is not None and hit[0] is la:  # the object is kept with its facts: ids stay unique
+        return hit[1]
+    scale, resid, lo, hi = envelopes(
+        np.vstack([la.memory_seconds - la.compute_seconds, la.seconds]), b
+    )
+    tol = SIGN_TOL * scale[0]
+    clear = (lo[0] > 2.0 * tol + SLACK * scale[0]) | (hi[0] < -2.0 * tol - SLACK * scale[0])
+    fits = resid[0] <= MARGIN * FIT_TOL * scale[0]
+    roof = bool(np.all((clear & fits) | (scale[0] == 0.0)))
+    facts = (roof, float(lo[1].min()), float(hi[1].max()), float(resid[1].max()))
+    grid.layer_facts[id(la)] = (la, facts)
+    return facts
+
+
+def _clears(c: float, lo: float, hi: float, resid: float) -> bool:
+    """Whether ``c − seconds`` keeps a strict sign and fits on every piece (sufficient): the
+    constant clears the envelopes [lo, hi] by twice the sign tolerance of the largest value,
+    and the residual stays below half the fit tolerance of the smallest."""
+    if c - hi > 0.0:
+        gap, far = c - hi, c - lo
+    elif lo - c > 0.0:
+        gap, far = lo - c, hi - c
+    else:
+        return False
+    slack = SLACK * (abs(c) + max(abs(lo), abs(hi)) + resid)
+    gap -= slack + resid
+    return gap > 2.0 * SIGN_TOL * (far + resid + slack) and resid + slack <= MARGIN * FIT_TOL * gap
+
+
+def row_holds(row: np.ndarray, b: CheckBlocks) -> bool:
+    """Whether one stage row stays ≥ 0 and fits on every piece (sufficient): per check, its
+    lower envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance."""
+    v = row[b.cols]
+    y = (b.row_test @ v).tolist()
+    vs = np.abs(v).tolist()
+    k_total = len(b.lo)
+    k_ends = [*b.k_starts.tolist()[1:], k_total]
+    c_ends = [*b.col_starts.tolist()[1:], len(vs)]
+    for ci, (k0, k1, p0, p1) in enumerate(
+        zip(b.k_starts.tolist(), k_ends, b.col_starts.tolist(), c_ends, strict=True)
+    ):
+        scale = max(vs[p0:p1])
+        resid = max(map(abs, y[k_total + p0 : k_total + p1]))
+        lo0 = y[k0] + sum(min(x, 0.0) for x in y[k0 + 2 : k1])
+        lo1 = lo0 + y[k0 + 1] * float(b.slope[k0 + 1]) * float(b.u1[ci] - 1 - b.u0[ci])
+        if not min(lo0, lo1) >= -MARGIN * SIGN_TOL * scale:
+            return False
+        if not resid <= MARGIN * FIT_TOL * scale:
+            return False
+    return True
