@@ -63,10 +63,19 @@ class CheckBlocks:
         )
 
     @cached_property
-    def row_test(self) -> np.ndarray:
-        """[K + P, P]: point values → every check's basis coefficients, then the fit residual
-        at each point (``decode_grid_checks.row_holds``)."""
-        return np.vstack([self.pinv, self.matrix @ self.pinv - np.eye(len(self.cols))])
+    def row_test(self) -> tuple[np.ndarray, tuple[tuple[int, int, int, int, float], ...]]:
+        """``decode_grid_checks.row_holds``' operator [K + P, P] (point values → every check's
+        basis coefficients, then the fit residual at each point) and, per check, where its
+        coefficients and points start and end, and its slope term's factor ``(u1−1−u0)/(u1−u0)``."""
+        op = np.vstack([self.pinv, self.matrix @ self.pinv - np.eye(len(self.cols))])
+        k, p = len(self.lo), len(self.cols)
+        ks, ps = self.k_starts.tolist(), self.col_starts.tolist()
+        u0, u1 = self.u0.tolist(), self.u1.tolist()
+        parts = tuple(
+            (k0, k1, k + p0, k + p1, (b - 1 - a) / (b - a))
+            for k0, k1, p0, p1, a, b in zip(ks, [*ks[1:], k], ps, [*ps[1:], p], u0, u1, strict=True)
+        )
+        return op, parts
 
 
 def _zones(values: np.ndarray, strict: np.ndarray, b: CheckBlocks) -> list[list[int] | None]:

@@ -16,7 +16,7 @@ does not hold the caller runs the full check, so the grids and metrics are uncha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -54,19 +54,41 @@ def envelopes(values: np.ndarray, b: CheckBlocks) -> tuple[np.ndarray, ...]:
     return scale, resid, np.minimum(lo0, lo1), np.maximum(lo0, lo1) + gap
 
 
+def layers_hold(grid: DecodeGrid, layers: Sequence) -> bool:
+    """True only if ``failed_pieces(grid, roofline signs of layers, no rows)`` finds nothing;
+    then each layer's facts are kept for ``grid_checks_hold``. False: run the full check."""
+    n = len(layers)
+    signs = [la.memory_seconds - la.compute_seconds for la in layers]
+    scale, resid, lo, hi = envelopes(
+        np.vstack([*signs, *(la.seconds for la in layers)]), grid.blocks
+    )
+    if not _roof(scale[:n], resid[:n], lo[:n], hi[:n]).all():
+        return False
+    los, his = lo[n:].min(axis=1).tolist(), hi[n:].max(axis=1).tolist()
+    for la, facts in zip(
+        layers, zip(los, his, resid[n:].max(axis=1).tolist(), strict=True), strict=True
+    ):
+        grid.layer_facts[id(la)] = (la, (True, *facts))
+    return True
+
+
+def _roof(scale: np.ndarray, resid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per sign row (``envelopes`` [Q, checks]): whether it clears zero by twice the sign
+    tolerance and fits within half the fit tolerance on every check (or is zero there)."""
+    margin = (2.0 * SIGN_TOL + SLACK) * scale
+    ok = ((lo > margin) | (hi < -margin)) & (resid <= MARGIN * FIT_TOL * scale)
+    return np.all(ok | (scale == 0.0), axis=1)
+
+
 def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, float]:
     """(the roofline sign clears zero and fits on every piece with margin, the lowest and
     highest envelope of ``la.seconds``, its largest fit residual), memoised per layer object."""
     hit = grid.layer_facts.get(id(la))
     if hit is not None and hit[0] is la:  # the object is kept with its facts: ids stay unique
         return hit[1]
-    scale, resid, lo, hi = envelopes(
-        np.vstack([la.memory_seconds - la.compute_seconds, la.seconds]), b
-    )
-    tol = SIGN_TOL * scale[0]
-    clear = (lo[0] > 2.0 * tol + SLACK * scale[0]) | (hi[0] < -2.0 * tol - SLACK * scale[0])
-    fits = resid[0] <= MARGIN * FIT_TOL * scale[0]
-    roof = bool(np.all((clear & fits) | (scale[0] == 0.0)))
+    sign = la.memory_seconds - la.compute_seconds
+    scale, resid, lo, hi = envelopes(np.vstack([sign, la.seconds]), b)
+    roof = bool(_roof(scale[:1], resid[:1], lo[:1], hi[:1])[0])
     facts = (roof, float(lo[1].min()), float(hi[1].max()), float(resid[1].max()))
     grid.layer_facts[id(la)] = (la, facts)
     return facts
@@ -90,21 +112,19 @@ def _clears(c: float, lo: float, hi: float, resid: float) -> bool:
 def row_holds(row: np.ndarray, b: CheckBlocks) -> bool:
     """Whether one stage row stays ≥ 0 and fits on every piece (sufficient): per check, its
     lower envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance."""
+    op, parts = b.row_test
     v = row[b.cols]
-    y = (b.row_test @ v).tolist()
+    y = (op @ v).tolist()
     vs = np.abs(v).tolist()
-    k_total = len(b.lo)
-    k_ends = [*b.k_starts.tolist()[1:], k_total]
-    c_ends = [*b.col_starts.tolist()[1:], len(vs)]
-    for ci, (k0, k1, p0, p1) in enumerate(
-        zip(b.k_starts.tolist(), k_ends, b.col_starts.tolist(), c_ends, strict=True)
-    ):
-        scale = max(vs[p0:p1])
-        resid = max(map(abs, y[k_total + p0 : k_total + p1]))
-        lo0 = y[k0] + sum(min(x, 0.0) for x in y[k0 + 2 : k1])
-        lo1 = lo0 + y[k0 + 1] * float(b.slope[k0 + 1]) * float(b.u1[ci] - 1 - b.u0[ci])
-        if not min(lo0, lo1) >= -MARGIN * SIGN_TOL * scale:
-            return False
-        if not resid <= MARGIN * FIT_TOL * scale:
+    k = len(y) - len(vs)
+    for k0, k1, r0, r1, factor in parts:
+        scale = max(vs[r0 - k : r1 - k])
+        lo0 = y[k0]
+        for x in y[k0 + 2 : k1]:
+            if x < 0.0:
+                lo0 += x
+        lo = min(lo0, lo0 + y[k0 + 1] * factor)
+        resid = max(max(y[r0:r1]), -min(y[r0:r1]))
+        if not (lo >= -MARGIN * SIGN_TOL * scale and resid <= MARGIN * FIT_TOL * scale):
             return False
     return True
