@@ -8,13 +8,13 @@ costs one set of array operations instead of one per piece.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from math import ceil, floor
 
 import numpy as np
 
 from plena_opt.estimate.decode_runs import RUN_CUTS, Corners, RunGrid
-from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, Check, DecodeGrid
+from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, Check, DecodeGrid, Piece, _compress
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +76,17 @@ class CheckBlocks:
             for k0, k1, p0, p1, a, b in zip(ks, [*ks[1:], k], ps, [*ps[1:], p], u0, u1, strict=True)
         )
         return op, parts
+
+
+@lru_cache(maxsize=1024)
+def one_check_blocks(piece: Piece, cp: int, start: int) -> CheckBlocks:
+    """The ``CheckBlocks`` of a grid whose only check is compressed ``piece`` with its points
+    from grid index ``start`` (a function of these alone: ``decode_steps._compress``)."""
+    comp = _compress(piece, cp)
+    assert comp is not None  # the grid holds a check of it
+    kv, _, mat, pinv = comp
+    span = slice(start, start + len(kv))
+    return CheckBlocks.of((Check(0, span, mat, pinv, piece.stairs, piece.u0, piece.u1),))
 
 
 def _zones(values: np.ndarray, strict: np.ndarray, b: CheckBlocks) -> list[list[int] | None]:

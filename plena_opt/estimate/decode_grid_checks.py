@@ -40,18 +40,31 @@ def grid_checks_hold(
     return row_holds(row, b)
 
 
-def envelopes(values: np.ndarray, b: CheckBlocks) -> tuple[np.ndarray, ...]:
-    """Per quantity (rows of ``values`` [Q, grid points]) and check: the largest |value| at its
-    points, the largest fit residual, the lowest and the highest envelope value (as
-    ``decode_checks._zones`` computes them)."""
+def envelopes(values: np.ndarray, b: CheckBlocks) -> list[list[tuple[float, float, float, float]]]:
+    """Per quantity (rows of ``values`` [Q, grid points]) and check: (the largest |value| at
+    its points, the largest fit residual, the lowest and the highest envelope value), as
+    ``decode_checks._zones`` bounds them; plain Python on one product (a few dozen numbers)."""
+    op, parts = b.row_test
     v = values[:, b.cols]
-    scale = np.maximum.reduceat(np.abs(v), b.col_starts, axis=1)
-    coef = v @ b.pinv.T
-    resid = np.maximum.reduceat(np.abs(coef @ b.matrix.T - v), b.col_starts, axis=1)
-    gap = np.add.reduceat(np.abs(coef) * b.is_ceil, b.k_starts, axis=1)
-    lo0 = np.add.reduceat(coef * b.lo + np.minimum(coef, 0.0) * b.is_ceil, b.k_starts, axis=1)
-    lo1 = lo0 + np.add.reduceat(coef * b.slope, b.k_starts, axis=1) * (b.u1 - 1 - b.u0)
-    return scale, resid, np.minimum(lo0, lo1), np.maximum(lo0, lo1) + gap
+    ys = (v @ op.T).tolist()
+    out = []
+    for y, vs in zip(ys, np.abs(v).tolist(), strict=True):
+        k = len(y) - len(vs)
+        row = []
+        for k0, k1, r0, r1, factor in parts:
+            lo0, gap = y[k0], 0.0
+            for x in y[k0 + 2 : k1]:  # each stair's excess in [0, 1): its coefficient's range
+                if x < 0.0:
+                    lo0 += x
+                    gap -= x
+                else:
+                    gap += x
+            lo1 = lo0 + y[k0 + 1] * factor
+            r = y[r0:r1]
+            resid = max(max(r), -min(r))
+            row.append((max(vs[r0 - k : r1 - k]), resid, min(lo0, lo1), max(lo0, lo1) + gap))
+        out.append(row)
+    return out
 
 
 def layers_hold(grid: DecodeGrid, layers: Sequence) -> bool:
@@ -59,25 +72,28 @@ def layers_hold(grid: DecodeGrid, layers: Sequence) -> bool:
     then each layer's facts are kept for ``grid_checks_hold``. False: run the full check."""
     n = len(layers)
     signs = [la.memory_seconds - la.compute_seconds for la in layers]
-    scale, resid, lo, hi = envelopes(
-        np.vstack([*signs, *(la.seconds for la in layers)]), grid.blocks
-    )
-    if not _roof(scale[:n], resid[:n], lo[:n], hi[:n]).all():
+    env = envelopes(np.vstack([*signs, *(la.seconds for la in layers)]), grid.blocks)
+    if not all(_roof(e) for e in env[:n]):
         return False
-    los, his = lo[n:].min(axis=1).tolist(), hi[n:].max(axis=1).tolist()
-    for la, facts in zip(
-        layers, zip(los, his, resid[n:].max(axis=1).tolist(), strict=True), strict=True
-    ):
-        grid.layer_facts[id(la)] = (la, (True, *facts))
+    for la, e in zip(layers, env[n:], strict=True):
+        grid.layer_facts[id(la)] = (la, (True, *_extremes(e)))
     return True
 
 
-def _roof(scale: np.ndarray, resid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per sign row (``envelopes`` [Q, checks]): whether it clears zero by twice the sign
-    tolerance and fits within half the fit tolerance on every check (or is zero there)."""
-    margin = (2.0 * SIGN_TOL + SLACK) * scale
-    ok = ((lo > margin) | (hi < -margin)) & (resid <= MARGIN * FIT_TOL * scale)
-    return np.all(ok | (scale == 0.0), axis=1)
+def _roof(env: list[tuple[float, float, float, float]]) -> bool:
+    """Whether a sign (``envelopes`` of one quantity) clears zero by twice the sign tolerance
+    and fits within half the fit tolerance on every check (or is zero there)."""
+    for scale, resid, lo, hi in env:
+        margin = (2.0 * SIGN_TOL + SLACK) * scale
+        clear = lo > margin or hi < -margin
+        if scale != 0.0 and not (clear and resid <= MARGIN * FIT_TOL * scale):
+            return False
+    return True
+
+
+def _extremes(env: list[tuple[float, float, float, float]]) -> tuple[float, float, float]:
+    """The lowest and highest envelope over every check and the largest fit residual."""
+    return min(e[2] for e in env), max(e[3] for e in env), max(e[1] for e in env)
 
 
 def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, float]:
@@ -86,10 +102,8 @@ def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, fl
     hit = grid.layer_facts.get(id(la))
     if hit is not None and hit[0] is la:  # the object is kept with its facts: ids stay unique
         return hit[1]
-    sign = la.memory_seconds - la.compute_seconds
-    scale, resid, lo, hi = envelopes(np.vstack([sign, la.seconds]), b)
-    roof = bool(_roof(scale[:1], resid[:1], lo[:1], hi[:1])[0])
-    facts = (roof, float(lo[1].min()), float(hi[1].max()), float(resid[1].max()))
+    sign, seconds = envelopes(np.vstack([la.memory_seconds - la.compute_seconds, la.seconds]), b)
+    facts = (_roof(sign), *_extremes(seconds))
     grid.layer_facts[id(la)] = (la, facts)
     return facts
 
@@ -112,19 +126,7 @@ def _clears(c: float, lo: float, hi: float, resid: float) -> bool:
 def row_holds(row: np.ndarray, b: CheckBlocks) -> bool:
     """Whether one stage row stays ≥ 0 and fits on every piece (sufficient): per check, its
     lower envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance."""
-    op, parts = b.row_test
-    v = row[b.cols]
-    y = (op @ v).tolist()
-    vs = np.abs(v).tolist()
-    k = len(y) - len(vs)
-    for k0, k1, r0, r1, factor in parts:
-        scale = max(vs[r0 - k : r1 - k])
-        lo0 = y[k0]
-        for x in y[k0 + 2 : k1]:
-            if x < 0.0:
-                lo0 += x
-        lo = min(lo0, lo0 + y[k0 + 1] * factor)
-        resid = max(max(y[r0:r1]), -min(y[r0:r1]))
+    for scale, resid, lo, _ in envelopes(row[None, :], b)[0]:
         if not (lo >= -MARGIN * SIGN_TOL * scale and resid <= MARGIN * FIT_TOL * scale):
             return False
     return True
