@@ -52,7 +52,7 @@ def _layer(kv: np.ndarray, mem: tuple, comp: tuple) -> Layer:
 coef = st.tuples(st.floats(1e-6, 1e-3), st.floats(0, 1e-9), st.floats(0, 1e-9))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     mem=coef,
     comp=coef,
@@ -62,28 +62,32 @@ coef = st.tuples(st.floats(1e-6, 1e-3), st.floats(0, 1e-9), st.floats(0, 1e-9))
     n=st.integers(3_000, 500_000),
     overlap=st.booleans(),
     bend=st.booleans(),
+    stages=st.lists(st.tuples(st.integers(1, 80), st.floats(0.0, 2e-3)), max_size=3),
 )
-def test_fast_checks_imply_the_full_check(mem, comp, comm, extra, count, n, overlap, bend):
+def test_fast_checks_imply_the_full_check(mem, comp, comm, extra, count, n, overlap, bend, stages):
     """Whenever the fast path says the plan's checks hold, the full check finds no failure
-    (random roofline signs, comm times, stage rows; ``bend``: a row not made of the stairs)."""
+    (random roofline signs, comm times, stage rows; ``bend``: a row not made of the stairs;
+    ``stages``: more stage rows, of other layer counts and constant extras)."""
     grid = _grid(n)
     la = _layer(grid.kv, mem, comp)
     comb = np.maximum(la.seconds, comm) if overlap else la.seconds + comm
     row = count * comb + extra
     if bend:
         row = row + 1e-6 * np.sqrt(grid.kv)
+    rows = np.vstack([row, *(k * comb + e for k, e in stages)])
     signs = [la.memory_seconds - la.compute_seconds]
     if overlap:
         signs.append(comm - la.seconds)
     comm_map = {"k": comm} if overlap else None
-    if plan_checks_hold(grid, {"k": la}, comm_map, row[None, :]):
-        assert failed_pieces(grid, signs, row[None, :]) == {}
+    if plan_checks_hold(grid, {"k": la}, comm_map, rows):
+        assert failed_pieces(grid, signs, rows) == {}
 
 
 def test_fast_checks_hold_in_the_plain_case_and_refuse_the_rest() -> None:
-    """Memory-bound everywhere, comm far from the layer, one row made of the stairs: the fast
-    path holds; comm inside the layer's range, a row not made of the stairs, a compute-bound
-    switch inside the decode, or two rows: it does not (the caller runs the full check)."""
+    """Memory-bound everywhere, comm far from the layer, rows made of the stairs that keep
+    their order: the fast path holds; comm inside the layer's range, a row not made of the
+    stairs, a compute-bound switch inside the decode, or two rows that cross: it does not (the
+    caller runs the full check)."""
     grid = _grid()
     la = _layer(grid.kv, (1e-4, 1e-9, 1e-10), (1e-5, 0.0, 1e-9))
     row = (3 * la.seconds + 1e-5)[None, :]
@@ -94,7 +98,12 @@ def test_fast_checks_hold_in_the_plain_case_and_refuse_the_rest() -> None:
     mid = float(np.median(la.seconds))
     assert not plan_checks_hold(grid, {"k": la}, {"k": mid}, row)
     assert not plan_checks_hold(grid, {"k": la}, None, row + 1e-6 * np.sqrt(grid.kv))
-    assert not plan_checks_hold(grid, {"k": la}, None, np.vstack([row, row]))
+    two = np.vstack([row, 2 * row])  # the larger stays the larger: holds
+    assert plan_checks_hold(grid, {"k": la}, None, two)
+    assert failed_pieces(grid, [la.memory_seconds - la.compute_seconds], two) == {}
+    cross = np.vstack([row, np.full_like(row, float(np.median(row)))])  # the rows cross
+    assert not plan_checks_hold(grid, {"k": la}, None, cross)
+    assert failed_pieces(grid, [la.memory_seconds - la.compute_seconds], cross) != {}
     switch = _layer(grid.kv, (1e-4, 1e-9, 0.0), (0.0, 0.0, 1e-5))  # compute-bound from 13 tiles
     signs = [switch.memory_seconds - switch.compute_seconds]
     assert failed_pieces(grid, signs, (2 * switch.seconds)[None, :]) != {}

@@ -64,7 +64,7 @@ class CheckBlocks:
 
     @cached_property
     def row_test(self) -> tuple[np.ndarray, tuple[tuple[int, int, int, int, float], ...]]:
-        """``decode_grid_checks.row_holds``' operator [K + P, P] (point values → every check's
+        """``decode_grid_checks.rows_hold``' operator [K + P, P] (point values → every check's
         basis coefficients, then the fit residual at each point) and, per check, where its
         coefficients and points start and end, and its slope term's factor ``(u1−1−u0)/(u1−u0)``."""
         op = np.vstack([self.pinv, self.matrix @ self.pinv - np.eye(len(self.cols))])

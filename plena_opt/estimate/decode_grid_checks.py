@@ -28,16 +28,16 @@ SLACK = 1e-13  # rounding allowance (relative) between two evaluations of one en
 
 
 def grid_checks_hold(
-    grid: DecodeGrid, layer: Mapping, comm: Mapping | None, row: np.ndarray
+    grid: DecodeGrid, layer: Mapping, comm: Mapping | None, rows: np.ndarray
 ) -> bool:
-    """True only if ``failed_pieces(grid, signs, row[None])`` finds nothing (``signs``: each
-    layer's roofline sign and, with ``comm``, ``comm − seconds``); False: run the full check."""
+    """True only if ``failed_pieces(grid, signs, rows)`` finds nothing (``signs``: each layer's
+    roofline sign and, with ``comm``, ``comm − seconds``); False: run the full check."""
     b = grid.blocks
     for kind, la in layer.items():
         roof, lo, hi, resid = _facts(grid, b, la)
         if not roof or (comm is not None and not _clears(comm[kind], lo, hi, resid)):
             return False
-    return row_holds(row, b)
+    return rows_hold(rows, b)
 
 
 def envelopes(values: np.ndarray, b: CheckBlocks) -> list[list[tuple[float, float, float, float]]]:
@@ -123,10 +123,17 @@ def _clears(c: float, lo: float, hi: float, resid: float) -> bool:
     return gap > 2.0 * SIGN_TOL * (far + resid + slack) and resid + slack <= MARGIN * FIT_TOL * gap
 
 
-def row_holds(row: np.ndarray, b: CheckBlocks) -> bool:
-    """Whether one stage row stays ≥ 0 and fits on every piece (sufficient): per check, its
-    lower envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance."""
-    for scale, resid, lo, _ in envelopes(row[None, :], b)[0]:
-        if not (lo >= -MARGIN * SIGN_TOL * scale and resid <= MARGIN * FIT_TOL * scale):
+def rows_hold(rows: np.ndarray, b: CheckBlocks) -> bool:
+    """Whether the stage rows [U, points] stay ≥ 0 and fit on every piece, and (U > 1, one
+    check) the largest at the check's middle point stays ≥ every row: per quantity, its lower
+    envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance (sufficient)."""
+    if len(rows) > 1:
+        if len(b.u0) != 1:
             return False
+        top = int(np.argmax(rows[:, int(b.mids[0])]))  # as ``failed_pieces`` picks it
+        rows = np.vstack([rows, rows[top] - rows])
+    for env in envelopes(rows, b):
+        for scale, resid, lo, _ in env:
+            if not (lo >= -MARGIN * SIGN_TOL * scale and resid <= MARGIN * FIT_TOL * scale):
+                return False
     return True

@@ -33,11 +33,9 @@ def plan_checks_hold(grid: object, layer: Mapping, comm: Mapping | None, rows: n
     """True only if ``failed_pieces(grid, signs, rows)`` finds nothing, where ``signs`` are each
     layer's ``memory_seconds − compute_seconds`` and, with ``comm`` (one layer's collective
     seconds by kind, full overlap), ``comm − seconds``; False: run the full check."""
-    if len(rows) != 1:
-        return False
     if isinstance(grid, DecodeGrid):
-        return grid_checks_hold(grid, layer, comm, rows[0])
-    if not isinstance(grid, RunGrid):
+        return grid_checks_hold(grid, layer, comm, rows)
+    if not isinstance(grid, RunGrid) or len(rows) != 1:
         return False
     b = grid.corners
     if b is None or b.residuals is None:
