@@ -77,6 +77,15 @@ class CheckBlocks:
         )
         return op, parts
 
+    @cached_property
+    def rounding(self) -> float:
+        """A bound, relative to a quantity's largest |value|, on how far two float evaluations
+        of its coefficients, residuals or envelopes (``_zones`` and ``decode_grid_checks``) can
+        differ: 4·(K + 1)·P·ε times the operator's largest absolute row sum, at least 1e-13."""
+        op = self.row_test[0]
+        gain = float(np.abs(op).sum(axis=1).max())
+        return max(1e-13, 4.0 * (len(self.lo) + 1) * len(self.cols) * 2.0**-52 * gain)
+
 
 @lru_cache(maxsize=1024)
 def one_check_blocks(piece: Piece, cp: int, start: int) -> CheckBlocks:

@@ -24,7 +24,6 @@ from plena_opt.estimate.decode_checks import CheckBlocks
 from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, DecodeGrid
 
 MARGIN = 0.5  # share of a tolerance the fast tests may use
-SLACK = 1e-13  # rounding allowance (relative) between two evaluations of one envelope
 
 
 def grid_checks_hold(
@@ -35,7 +34,7 @@ def grid_checks_hold(
     b = grid.blocks
     for kind, la in layer.items():
         roof, lo, hi, resid = _facts(grid, b, la)
-        if not roof or (comm is not None and not _clears(comm[kind], lo, hi, resid)):
+        if not roof or (comm is not None and not _clears(comm[kind], lo, hi, resid, b.rounding)):
             return False
     return rows_hold(rows, b)
 
@@ -73,20 +72,21 @@ def layers_hold(grid: DecodeGrid, layers: Sequence) -> bool:
     n = len(layers)
     signs = [la.memory_seconds - la.compute_seconds for la in layers]
     env = envelopes(np.vstack([*signs, *(la.seconds for la in layers)]), grid.blocks)
-    if not all(_roof(e) for e in env[:n]):
+    if not all(_roof(e, grid.blocks.rounding) for e in env[:n]):
         return False
     for la, e in zip(layers, env[n:], strict=True):
         grid.layer_facts[id(la)] = (la, (True, *_extremes(e)))
     return True
 
 
-def _roof(env: list[tuple[float, float, float, float]]) -> bool:
+def _roof(env: list[tuple[float, float, float, float]], rounding: float) -> bool:
     """Whether a sign (``envelopes`` of one quantity) clears zero by twice the sign tolerance
-    and fits within half the fit tolerance on every check (or is zero there)."""
+    and fits within half the fit tolerance on every check (or is zero there), with
+    ``rounding`` (relative, ``CheckBlocks.rounding``) to spare."""
     for scale, resid, lo, hi in env:
-        margin = (2.0 * SIGN_TOL + SLACK) * scale
+        margin = (2.0 * SIGN_TOL + rounding) * scale
         clear = lo > margin or hi < -margin
-        if scale != 0.0 and not (clear and resid <= MARGIN * FIT_TOL * scale):
+        if scale != 0.0 and not (clear and resid + rounding * scale <= MARGIN * FIT_TOL * scale):
             return False
     return True
 
@@ -103,22 +103,23 @@ def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, fl
     if hit is not None and hit[0] is la:  # the object is kept with its facts: ids stay unique
         return hit[1]
     sign, seconds = envelopes(np.vstack([la.memory_seconds - la.compute_seconds, la.seconds]), b)
-    facts = (_roof(sign), *_extremes(seconds))
+    facts = (_roof(sign, b.rounding), *_extremes(seconds))
     grid.layer_facts[id(la)] = (la, facts)
     return facts
 
 
-def _clears(c: float, lo: float, hi: float, resid: float) -> bool:
+def _clears(c: float, lo: float, hi: float, resid: float, rounding: float) -> bool:
     """Whether ``c − seconds`` keeps a strict sign and fits on every piece (sufficient): the
     constant clears the envelopes [lo, hi] by twice the sign tolerance of the largest value,
-    and the residual stays below half the fit tolerance of the smallest."""
+    and the residual stays below half the fit tolerance of the smallest, with ``rounding``
+    (relative, ``CheckBlocks.rounding``) of every value to spare."""
     if c - hi > 0.0:
         gap, far = c - hi, c - lo
     elif lo - c > 0.0:
         gap, far = lo - c, hi - c
     else:
         return False
-    slack = SLACK * (abs(c) + max(abs(lo), abs(hi)) + resid)
+    slack = rounding * (abs(c) + max(abs(lo), abs(hi)) + resid)
     gap -= slack + resid
     return gap > 2.0 * SIGN_TOL * (far + resid + slack) and resid + slack <= MARGIN * FIT_TOL * gap
 
@@ -126,14 +127,18 @@ def _clears(c: float, lo: float, hi: float, resid: float) -> bool:
 def rows_hold(rows: np.ndarray, b: CheckBlocks) -> bool:
     """Whether the stage rows [U, points] stay ≥ 0 and fit on every piece, and (U > 1, one
     check) the largest at the check's middle point stays ≥ every row: per quantity, its lower
-    envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance (sufficient)."""
+    envelope ≥ −half the sign tolerance and its residual ≤ half the fit tolerance, with
+    ``CheckBlocks.rounding`` to spare (sufficient)."""
     if len(rows) > 1:
         if len(b.u0) != 1:
             return False
         top = int(np.argmax(rows[:, int(b.mids[0])]))  # as ``failed_pieces`` picks it
         rows = np.vstack([rows, rows[top] - rows])
+    r = b.rounding
     for env in envelopes(rows, b):
         for scale, resid, lo, _ in env:
-            if not (lo >= -MARGIN * SIGN_TOL * scale and resid <= MARGIN * FIT_TOL * scale):
+            if not (
+                lo >= (r - MARGIN * SIGN_TOL) * scale and resid <= (MARGIN * FIT_TOL - r) * scale
+            ):
                 return False
     return True
