@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from plena_opt.estimate.decode_checks import corner_ok, failed_pieces, residuals
+from plena_opt.estimate.decode_grid_checks import grid_checks_hold, layers_hold
 from plena_opt.estimate.decode_runs import Corners, RunGrid
-from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL
+from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, DecodeGrid
 
 EPS = 2.0**-52
 ROUNDING = 64 * EPS  # allowance for rounding between two float evaluations of one residual
@@ -32,6 +33,8 @@ def plan_checks_hold(grid: object, layer: Mapping, comm: Mapping | None, rows: n
     """True only if ``failed_pieces(grid, signs, rows)`` finds nothing, where ``signs`` are each
     layer's ``memory_seconds − compute_seconds`` and, with ``comm`` (one layer's collective
     seconds by kind, full overlap), ``comm − seconds``; False: run the full check."""
+    if isinstance(grid, DecodeGrid):
+        return grid_checks_hold(grid, layer, comm, rows)
     if not isinstance(grid, RunGrid) or len(rows) != 1:
         return False
     b = grid.corners
@@ -47,6 +50,8 @@ def plan_checks_hold(grid: object, layer: Mapping, comm: Mapping | None, rows: n
 def layer_checks(grid: object, layers: Sequence) -> dict[int, list[int]]:
     """``failed_pieces`` of the layers' roofline signs alone (a layer's own grid); where they
     hold on a ``RunGrid``, each layer's facts are kept for ``plan_checks_hold``."""
+    if isinstance(grid, DecodeGrid) and grid.checks and layers_hold(grid, layers):
+        return {}
     signs = [la.memory_seconds - la.compute_seconds for la in layers]
     failed = failed_pieces(grid, signs, np.zeros((0, len(grid.kv))))
     if not failed and isinstance(grid, RunGrid):

@@ -180,9 +180,13 @@ class DecodeGrid:
 
     @cached_property
     def blocks(self) -> CheckBlocks:
-        """The checks side by side (``failed_pieces`` judges them all at once)."""
-        from plena_opt.estimate.decode_checks import CheckBlocks
+        """The checks side by side (``failed_pieces`` judges them all at once); one check's
+        are shared by every grid with that compressed piece at that place (memoised)."""
+        from plena_opt.estimate.decode_checks import CheckBlocks, one_check_blocks
 
+        if len(self.checks) == 1:
+            c = self.checks[0]
+            return one_check_blocks(self.pieces[c.piece], self.cp, c.span.start)
         return CheckBlocks.of(self.checks)
 
     @cached_property
@@ -190,6 +194,11 @@ class DecodeGrid:
         """A small id of this grid object (a cheap cache key; equal grids of one context are
         one object, as ``EstimateContext`` memoises them)."""
         return next(_TOKENS)
+
+    @cached_property
+    def layer_facts(self) -> dict:
+        """Memo of ``decode_grid_checks`` (facts about priced layers at these points)."""
+        return {}
 
     @property
     def key(self) -> tuple:
