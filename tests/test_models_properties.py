@@ -58,3 +58,14 @@ def test_configs_parse_or_name_a_field(base: str, patch: dict) -> None:
     counts = count_parameters(spec)
     assert 0 < counts.active <= counts.total
     assert sum(architecture(spec)["layers_by_kind"].values()) == spec.num_layers
+
+
+def test_short_bounds_nested_values() -> None:
+    """A dict of lists of long strings (each level within reprlib's limits) echoes ≤ 120 chars;
+    before the cut it gave ≈ 700 and a fuzzed config error reached 501 characters."""
+    from plena_opt.models.limits import MAX_SHORT_CHARS, short
+
+    value = {k: ["x" * 300] * 6 for k in ("alpha", "beta", "gamma", "delta", "eps")}
+    assert len(short(value)) <= MAX_SHORT_CHARS
+    assert short(value).endswith("...")
+    assert short(7) == "7"

@@ -41,6 +41,7 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "layer_index": (0, 4095),
 }
 MAX_NAME_CHARS = 200  # model names and model_type strings
+MAX_SHORT_CHARS = 120  # one echoed value in an error message
 MAX_NESTING = 64  # JSON nesting depth accepted in a model config file
 
 _SHORT = reprlib.Repr()
@@ -52,8 +53,12 @@ _SHORT.maxlevel = 2
 
 
 def short(value: Any) -> str:
-    """A bounded ``repr`` for error messages (never recurses deeply, never echoes megabytes)."""
-    return _SHORT.repr(value)
+    """A bounded ``repr`` for error messages (never recurses deeply, never echoes megabytes).
+
+    reprlib bounds each level (4 items of 40 characters) but not their product: a dict of lists
+    of strings still gave ≈ 700 characters, so the whole text is cut at ``MAX_SHORT_CHARS``."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= MAX_SHORT_CHARS else text[: MAX_SHORT_CHARS - 3] + "..."
 
 
 def bounded(value: Any, field: str, limit: str | None = None) -> int:
