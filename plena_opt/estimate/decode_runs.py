@@ -23,14 +23,14 @@ depends on how many periods a branch switches in, not on the output length.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
 
 from plena_opt.estimate import decode_steps as steps_mod
-from plena_opt.estimate.decode_steps import _TOKENS, StairSpec, _kv_of, _weights_of
+from plena_opt.estimate.decode_steps import GridMemo, StairSpec, _kv_of, _weights_of
 from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
@@ -96,7 +96,7 @@ def blocks_of(u0: int, u1: int, m: int) -> list[tuple[int, int, int, int]]:
 
 
 @dataclass(frozen=True, eq=False)
-class RunGrid:
+class RunGrid(GridMemo):
     """Evaluation points (KV lengths) with the number of decode steps each stands for: point 0 is
     step 0 alone (the first-token reports), then the partial KV lengths at both ends, the
     enumerated spans' KV lengths, then five points per block (``Corners``)."""
@@ -111,17 +111,6 @@ class RunGrid:
     checks: tuple[int, ...]  # per block: the span it belongs to (empty: nothing to check)
     corners: Corners | None
     base: bool = True
-
-    @cached_property
-    def token(self) -> int:
-        """A small id of this grid object (a cheap cache key; drawn from ``DecodeGrid``'s
-        sequence, so no two grids of either kind share one)."""
-        return next(_TOKENS)
-
-    @cached_property
-    def layer_facts(self) -> dict:
-        """Memo of ``decode_plan_checks`` (facts about priced layers at these points)."""
-        return {}
 
     @property
     def key(self) -> tuple:

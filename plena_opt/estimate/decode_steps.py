@@ -160,8 +160,24 @@ class Check:
         return lo, slope, excess
 
 
+class GridMemo:
+    """What both grid kinds (``DecodeGrid``, ``decode_runs.RunGrid``) keep per grid object."""
+
+    @cached_property
+    def token(self) -> int:
+        """A small id of this grid object (a cheap cache key; one sequence for both kinds, and
+        equal grids of one context are one object, as ``EstimateContext`` memoises them)."""
+        return next(_TOKENS)
+
+    @cached_property
+    def layer_facts(self) -> dict:
+        """Memo of ``decode_plan_checks`` / ``decode_grid_checks`` (facts about priced layers
+        at these points)."""
+        return {}
+
+
 @dataclass(frozen=True)
-class DecodeGrid:
+class DecodeGrid(GridMemo):
     """Evaluation points (KV lengths) with the number of decode steps each stands for.
 
     Point 0 is step 0 alone (the first-token reports); then the partial KV lengths at the ends,
@@ -188,17 +204,6 @@ class DecodeGrid:
             c = self.checks[0]
             return one_check_blocks(self.pieces[c.piece], self.cp, c.span.start)
         return CheckBlocks.of(self.checks)
-
-    @cached_property
-    def token(self) -> int:
-        """A small id of this grid object (a cheap cache key; equal grids of one context are
-        one object, as ``EstimateContext`` memoises them)."""
-        return next(_TOKENS)
-
-    @cached_property
-    def layer_facts(self) -> dict:
-        """Memo of ``decode_grid_checks`` (facts about priced layers at these points)."""
-        return {}
 
     @property
     def key(self) -> tuple:
