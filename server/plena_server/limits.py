@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import grpc
 from pydantic import BaseModel, ConfigDict, Field
 
+from plena_opt.bounds import MAX_SAMPLES
 from plena_opt.stop import StopToken
 from plena_server.errors import RpcAbort, ServerLimitError
 
@@ -28,7 +29,7 @@ class ServerLimits(BaseModel):
     )
     max_devices: int = Field(4096, ge=1, description="devices in a NoC profile")
     max_trials: int = Field(20000, ge=1, description="trials per search request")
-    max_samples: int = Field(100_000, ge=1, description="Monte Carlo samples per plan")
+    max_samples: int = Field(MAX_SAMPLES, ge=1, description="Monte Carlo samples per plan")
     max_recheck_top_k: int = Field(16, ge=0, description="re-checked front plans per search")
     max_inline_json_bytes: int = Field(1 * MIB, ge=1, description="inline config/profile size")
     max_message_bytes: int = Field(16 * MIB, ge=MIB, description="gRPC send/receive limit")
