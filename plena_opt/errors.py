@@ -1,4 +1,5 @@
-"""User-input errors shared by every layer (CLI: exit 2; gRPC: INVALID_ARGUMENT / NOT_FOUND).
+"""User-input errors shared by every layer (CLI: exit 2; gRPC: INVALID_ARGUMENT / NOT_FOUND /
+FAILED_PRECONDITION for a damaged study store).
 
 Messages are bounded: whatever a request carries, an error message echoes at most
 :data:`MAX_ECHO` characters of one input (:func:`echo`), lists at most :data:`MAX_NAMES` valid
@@ -67,6 +68,12 @@ class PlenaInputError(ValueError):
 
 class PlenaTypeError(PlenaInputError, TypeError):
     """A value of the wrong type (e.g. a float where an integer is required)."""
+
+
+class PlenaStoreError(PlenaInputError):
+    """A well-formed request whose study store cannot be used as it is (a damaged journal, a
+    file that is not a journal): CLI ``error: …`` exit 2, gRPC FAILED_PRECONDITION. The message
+    says what was found and the command that repairs it."""
 
 
 class PlenaNotFoundError(PlenaInputError, LookupError):

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from plena_opt import api, jsonio
-from plena_opt.bounds import MAX_SAMPLES, MAX_TOP_K, check_count
 from plena_opt.api.recheck import render_recheck
+from plena_opt.bounds import MAX_SAMPLES, MAX_TOP_K, check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
     UNITS_EPILOG,
