@@ -84,3 +84,9 @@ class PlenaNotFoundError(PlenaInputError, LookupError):
 def not_found(field: str, what: str, name: str, known: Iterable[str]) -> PlenaNotFoundError:
     """``unknown <what> '<name>'; known: a, b, … (N more)`` with the input and the list capped."""
     return PlenaNotFoundError(field, f"unknown {what} {echo(name)}; known: {name_list(known)}")
+
+
+class PlenaRunError(RuntimeError):
+    """Work that could not be finished, through no fault of the input (worker processes that
+    died before a study was complete): CLI ``error: …`` exit 1, no traceback. The message says
+    what is missing and how to resume."""

@@ -128,7 +128,22 @@ def search_with_workers(request: Any, args: argparse.Namespace) -> Any:
         )
         return None
     info, reports = api.run_local_workers(request, n, store_plans=store_plans)
+    report_dead_workers(reports, n)
     if not quiet:
         scored = sum(r["plans_scored"] for r in reports)
         print(f"{n} workers scored {scored} plans of {info.legal_points}", file=sys.stderr)
     return request.model_copy(update={"sampler": "exhaustive", "study": info.study})
+
+
+def report_dead_workers(reports: list[dict], n: int) -> None:
+    """A warning on stderr per local worker process that died while the others finished."""
+    from plena_opt.api.workers import died
+
+    dead = [r for r in reports if r.get("exit_code")]
+    for r in dead:
+        print(
+            f"warning: worker {r['worker']} of {n} {died(r['exit_code'])} (exit code "
+            f"{r['exit_code']}); the other {n - len(dead)} finished the study (every chunk "
+            "scored, a dead worker's chunk retried)",
+            file=sys.stderr,
+        )
