@@ -137,6 +137,8 @@ def handle_dashboard(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         print(f"optuna-dashboard on {url} (Ctrl-C to stop)", flush=True)
 
+    if not 0 <= args.port <= 65535:
+        raise PlenaInputError("port", "--port must be between 0 and 65535")
     try:
         run_dashboard(args.storage, host=args.host, port=args.port, announce=announce)
     except KeyboardInterrupt:
