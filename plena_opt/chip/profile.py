@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from plena_opt import jsonio
+import plena_opt.jsonio as jsonio
 from plena_opt.bounds import Bytes, ranged, strip_value_error
 from plena_opt.chip.expression import ExpressionError, evaluate
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError, echo, name_list

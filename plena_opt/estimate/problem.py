@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from plena_opt import jsonio
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError
 from plena_opt.vocabulary import OverlapPolicy
 

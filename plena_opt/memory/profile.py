@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError
 
-from plena_opt import jsonio
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError, echo, name_list
 from plena_opt.memory._validation import Name, PositiveInt, PositiveNumber, StrictModel, input_error
 from plena_opt.memory.config import (

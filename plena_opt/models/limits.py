@@ -10,7 +10,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-from plena_opt import jsonio
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 
 # field (canonical name) → (minimum, maximum), inclusive.

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from plena_opt import jsonio
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.problem import InlineDocument, ProblemSpec
 

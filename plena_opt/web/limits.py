@@ -4,7 +4,7 @@ one is refused with HTTP 422 naming the field."""
 
 from __future__ import annotations
 
-from plena_opt import bounds
+import plena_opt.bounds as bounds
 
 MIB = 1024 * 1024
 
