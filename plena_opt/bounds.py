@@ -9,19 +9,45 @@ ranges are wide enough for any built or announced device and are not fitted to d
 * clocks 1 MHz – 100 GHz: DRAM interface and logic clocks are 0.1–10 GHz.
 * capacity 1 byte – 16 EiB (2**64 bytes), the 64-bit address space.
 * energy 0 – 10,000 pJ/bit: DRAM access costs a few pJ/bit, off-package links tens.
+
+It also holds the request sizes every front end (CLI, gRPC server, web app) bounds the same way
+(``MAX_SAMPLES`` …): the work one request may ask for, so that no command, RPC or HTTP call runs
+for hours or allocates gigabytes because of a typo. :func:`check_count` / :func:`check_seconds`
+refuse a value outside them naming the flag and the range.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
+
+from plena_opt.errors import PlenaInputError
 
 MAX_BANDWIDTH_BYTES_PER_S = 1e17
 MIN_BANDWIDTH_BYTES_PER_S = 1e6
 MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e6, 1e11
 MAX_BYTES = 2**64
 MAX_PJ_PER_BIT = 1e4
+# Request sizes shared by every front end (a server's configurable limits default to these).
+#: Monte Carlo samples per simulated plan (a 100,000-sample p99 is stable to ~0.1 %).
+MAX_SAMPLES = 100_000
+#: Ops of one training schedule (pp × vpp × micro-batches × 4 op types at most); building and
+#: simulating one takes about 1.5 KB per op (server/plena_server/simulate_job.py).
+MAX_SCHEDULE_OPS = 200_000
+#: Op types per (stage, micro-batch, chunk) a schedule may hold (ZB: F, B, I, W).
+SCHEDULE_OPS_PER_SLOT = 4
+#: Decode steps in one simulated serving window.
+MAX_WINDOW_STEPS = 1024
+#: Ops × samples one simulation request may ask for.
+MAX_WORK = 200_000_000
+#: New plans one search may score (the sampler budget ``trials``).
+MAX_TRIALS = 1_000_000
+#: Plans of a search's front re-checked by simulation, or exported as launch files.
+MAX_TOP_K = 1000
+#: A search's time budget, seconds (30 days: a longer one is a typo, not a plan).
+MAX_SEARCH_SECONDS = 30 * 24 * 3600.0
 #: Prefix pydantic puts before a ``ValueError`` raised in a validator (stripped from messages).
 VALUE_ERROR_PREFIX = "Value error, "
 
@@ -29,6 +55,29 @@ VALUE_ERROR_PREFIX = "Value error, "
 def range_rule(lo: float, hi: float, unit: str = "") -> str:
     """``must be between <lo> and <hi> <unit>`` (the text every range error uses)."""
     return f"must be between {lo:g} and {hi:g}{' ' + unit if unit else ''}"
+
+
+def check_count(value: int, field: str, flag: str, lo: int, hi: int) -> int:
+    """``value`` if ``lo <= value <= hi``, else :class:`PlenaInputError` ``<flag> must be between
+    lo and hi, got value`` (the number echoed shortened)."""
+    if lo <= value <= hi:
+        return value
+    raise PlenaInputError(field, f"{flag} must be between {lo:,} and {hi:,}, got {_short(value)}")
+
+
+def check_seconds(value: float | None, field: str, flag: str, hi: float) -> float | None:
+    """``value`` (seconds; None passes) if finite and ``0 < value <= hi``, else
+    :class:`PlenaInputError` with the range."""
+    if value is None or (math.isfinite(value) and 0 < value <= hi):
+        return value
+    raise PlenaInputError(
+        field, f"{flag} must be a number of seconds above 0 and at most {hi:,.0f}, got {value!r}"
+    )
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}… ({len(text)} digits)"
 
 
 def _checker(lo: float, hi: float, unit: str, also: tuple[float, ...]) -> Any:

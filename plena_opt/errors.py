@@ -1,4 +1,5 @@
-"""User-input errors shared by every layer (CLI: exit 2; gRPC: INVALID_ARGUMENT / NOT_FOUND).
+"""User-input errors shared by every layer (CLI: exit 2; gRPC: INVALID_ARGUMENT / NOT_FOUND /
+FAILED_PRECONDITION for a damaged study store).
 
 Messages are bounded: whatever a request carries, an error message echoes at most
 :data:`MAX_ECHO` characters of one input (:func:`echo`), lists at most :data:`MAX_NAMES` valid
@@ -69,6 +70,12 @@ class PlenaTypeError(PlenaInputError, TypeError):
     """A value of the wrong type (e.g. a float where an integer is required)."""
 
 
+class PlenaStoreError(PlenaInputError):
+    """A well-formed request whose study store cannot be used as it is (a damaged journal, a
+    file that is not a journal): CLI ``error: …`` exit 2, gRPC FAILED_PRECONDITION. The message
+    says what was found and the command that repairs it."""
+
+
 class PlenaNotFoundError(PlenaInputError, LookupError):
     """An unknown name (model, profile, study); the message lists the valid ones
     (:func:`name_list`)."""
@@ -77,3 +84,9 @@ class PlenaNotFoundError(PlenaInputError, LookupError):
 def not_found(field: str, what: str, name: str, known: Iterable[str]) -> PlenaNotFoundError:
     """``unknown <what> '<name>'; known: a, b, … (N more)`` with the input and the list capped."""
     return PlenaNotFoundError(field, f"unknown {what} {echo(name)}; known: {name_list(known)}")
+
+
+class PlenaRunError(RuntimeError):
+    """Work that could not be finished, through no fault of the input (worker processes that
+    died before a study was complete): CLI ``error: …`` exit 1, no traceback. The message says
+    what is missing and how to resume."""

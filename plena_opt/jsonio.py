@@ -5,6 +5,11 @@ strict readers. :func:`dumps` refuses them (``allow_nan=False``); a non-finite n
 input outside the modelled range slipped through, so it becomes a :class:`PlenaInputError`
 naming the document path of the first such value (CLI exit 2, gRPC INVALID_ARGUMENT), never a
 traceback or an ``inf`` in the output.
+
+:func:`load_document` is the reading side for every JSON file a user names (profiles, design
+spaces): a file that is not UTF-8, not JSON, or nested deeper than :data:`MAX_NESTING` levels is
+a :class:`PlenaInputError` naming the field, never a ``UnicodeDecodeError`` or a
+``RecursionError``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,41 @@ from collections.abc import Mapping
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
+
+#: JSON nesting depth accepted in a document a user gives (profiles nest 3-4 levels).
+MAX_NESTING = 64
+
+
+def nesting_depth_exceeds(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` (parsed JSON) nests deeper than ``limit`` (iterative: cannot overflow)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def load_document(data: bytes | str, field: str, what: str) -> Any:
+    """Parse the JSON document ``data`` read from a user's file; ``what`` names it in messages
+    (``memory profile 'x.json'``). Not UTF-8, not JSON or nested deeper than
+    :data:`MAX_NESTING`: :class:`PlenaInputError` on ``field``."""
+    too_deep = PlenaInputError(field, f"{what} is nested deeper than {MAX_NESTING} levels")
+    try:
+        doc = json.loads(data)
+    except UnicodeDecodeError:
+        raise PlenaInputError(field, f"{what} is not UTF-8 text (a binary file?)") from None
+    except json.JSONDecodeError as exc:
+        raise PlenaInputError(field, f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise too_deep from None
+    if nesting_depth_exceeds(doc):
+        raise too_deep
+    return doc
 
 
 def non_finite_path(obj: Any, path: str = "$") -> str | None:

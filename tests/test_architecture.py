@@ -30,7 +30,7 @@ LAYER = {
     "plena_opt.vocabulary": 1,
     "plena_opt.lazy": 1,
     "plena_opt.stop": 1,  # deadline/cancel token of long work (simulation, re-check, server)
-    "plena_opt.bounds": 1,  # plausible ranges of physical inputs (memory and chip profiles)
+    "plena_opt.bounds": 1,  # ranges of physical inputs and request sizes (every front end)
     "plena_opt.jsonio": 1,  # strict JSON output (no non-finite numbers)
     "plena_opt.chip": 2,
     "plena_opt.memory": 2,
@@ -50,6 +50,7 @@ LAYER = {
 ALLOWED = {
     ("plena_opt.memory", "plena_opt.chip"),  # a memory's clock scale reads the chip clock
     ("plena_opt.jsonio", "plena_opt.errors"),  # a non-finite number is a PlenaInputError
+    ("plena_opt.bounds", "plena_opt.errors"),  # a request size out of range is a PlenaInputError
     ("plena_opt.cli", "plena_client"),  # remote mode of the CLI uses the client library
     ("plena_opt.cli", "plena_server"),  # `plena-opt serve` starts the server
     ("plena_opt.cli", "plena_opt.web"),  # `plena-opt ui` starts the web app

@@ -174,7 +174,7 @@ def test_unknown_name_lists_profiles() -> None:
     [
         (None, "cannot read"),
         ("{not json", "not valid JSON"),
-        (b"\xff\xfe\x00", "not valid JSON"),
+        (b"\xff\xfe\x00", "is not UTF-8 text"),
         ("[1, 2]", "JSON object"),
     ],
 )

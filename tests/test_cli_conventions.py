@@ -278,4 +278,4 @@ def test_studies_with_server_lists_what_local_mode_lists(tmp_path, capsys) -> No
         code, remote_text, _ = run(capsys, "studies", "--server", server.target)
         assert remote_text == local_text
     code, _, err = run(capsys, "studies", "--server", server.target)  # the server is gone
-    assert code == 1 and err.startswith("error: ")
+    assert code == 2 and err.startswith("error: ")  # --server names no server (issue 29)

@@ -434,8 +434,8 @@ def test_search_and_simulate_commands_accept_server(server, capsys):
     sched = ["--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--durations", "F=1,B=2"]
     assert main(["simulate", *sched, "--server", server.target, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["makespan"] == pytest.approx(33.0)
-    # An unreachable server is not bad input: exit 1 with the gRPC status, no traceback.
-    assert main(["search", *argv, "--server", "127.0.0.1:1"]) == 1
+    # An unreachable server: --server names no server; exit 2 with the gRPC status, no traceback.
+    assert main(["search", *argv, "--server", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "UNAVAILABLE" in err and "Traceback" not in err
 

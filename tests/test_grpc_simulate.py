@@ -382,8 +382,8 @@ def test_base_ms_is_per_stage_for_interleaved(client):
     ("flags", "needle"),
     [
         (["--seed", "-3"], "error: --seed must be 0 <= seed < 2**32"),
-        (["--max-window-steps", "0"], "error: --max-window-steps must be >= 1"),
-        (["--max-window-steps", "-4"], "error: --max-window-steps must be >= 1"),
+        (["--max-window-steps", "0"], "error: --max-window-steps must be between 1 and 1,024"),
+        (["--max-window-steps", "-4"], "error: --max-window-steps must be between 1 and 1,024"),
     ],
 )
 def test_remote_cli_applies_the_same_flag_rules(server, flags, needle):

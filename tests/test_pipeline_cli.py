@@ -195,4 +195,4 @@ def test_interleaved_durations_are_per_stage_in_the_summary(capsys) -> None:
 def test_max_window_steps_below_one_exits_2(steps, capsys) -> None:
     """Rule: --max-window-steps >= 1 (0 or negative silently became 1)."""
     assert main(["simulate", *PLAN_ARGS, "--max-window-steps", steps]) == 2
-    assert "--max-window-steps must be >= 1" in capsys.readouterr().err
+    assert "--max-window-steps must be between 1 and 1,024" in capsys.readouterr().err

@@ -377,6 +377,10 @@ def load_noc_profile(source: str | Path | dict[str, Any] | NocProfile) -> NocPro
 def _from_bytes(data: bytes, path: str) -> NocProfile:
     try:
         raw = json.loads(data)
+    except UnicodeDecodeError:
+        raise ProfileError(
+            "profile", f"NoC profile {path!r} is not UTF-8 text (a binary file?)"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ProfileError("profile", f"NoC profile {path!r} is not valid JSON: {exc}") from exc
     except RecursionError:

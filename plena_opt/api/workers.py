@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
+import signal
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from plena_opt.errors import PlenaInputError
+from plena_opt.errors import PlenaInputError, PlenaRunError
 
 if TYPE_CHECKING:
     from plena_opt.search.codesign import CodesignResult
@@ -61,11 +62,15 @@ def run_worker(
     )
 
 
-def _worker_main(url: str, study: str, heartbeat_s: float | None, throttle_s: float, q) -> None:
+def _worker_main(
+    url: str, study: str, heartbeat_s: float | None, throttle_s: float, q, number: int
+) -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    q.put(asdict(run_worker(url, study, heartbeat_s, throttle_s)))
+    report = run_worker(url, study, heartbeat_s, throttle_s)
+    report.worker = number
+    q.put(asdict(report))
 
 
 def run_local_workers(
@@ -87,22 +92,56 @@ def run_local_workers(
 def _spawn(
     url: str | None, study: str, n: int, heartbeat_s: float | None, throttle_s: float
 ) -> list[dict]:
-    """Run ``n`` local worker processes on ``study`` to the end; one report (a dict) each."""
+    """Run ``n`` local worker processes on ``study`` to the end; one report (a dict) each. A
+    worker that died has a report with its ``exit_code``; when the others did not finish the
+    study, :class:`PlenaRunError`."""
     ctx = _context()
     q = ctx.Queue()
     procs = [
-        ctx.Process(target=_worker_main, args=(url, study, heartbeat_s, throttle_s, q), daemon=True)
-        for _ in range(n)
+        ctx.Process(
+            target=_worker_main, args=(url, study, heartbeat_s, throttle_s, q, i + 1), daemon=True
+        )
+        for i in range(n)
     ]
     for p in procs:
         p.start()
     for p in procs:
         p.join()
     reports = [q.get(timeout=10) for p in procs if p.exitcode == 0]
-    failed = [p.exitcode for p in procs if p.exitcode != 0]
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {n} workers failed (exit codes {failed})")
-    return reports
+    dead = {i + 1: p.exitcode or 0 for i, p in enumerate(procs) if p.exitcode != 0}
+    if dead:
+        _check_complete(url, study, n, dead)
+    from plena_opt.search.workers import WorkerReport
+
+    lost = [asdict(WorkerReport(study, exit_code=c, worker=i)) for i, c in dead.items()]
+    return sorted(reports + lost, key=lambda r: r["worker"])
+
+
+def died(exit_code: int) -> str:
+    """How a worker process ended: ``killed by SIGKILL`` (a negative exit code is the signal),
+    else ``exited with status N``."""
+    if exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+    return f"exited with status {exit_code}"
+
+
+def _check_complete(url: str | None, study: str, n: int, dead: dict[int, int]) -> None:
+    """After worker processes ``dead`` (number → exit code) died: return when the survivors
+    finished every chunk of ``study`` (a dead worker's chunk goes stale and is retried), else
+    :class:`PlenaRunError` saying what is missing and how to resume."""
+    from plena_opt.search.workers import queue_done
+
+    done, total = queue_done(str(url), study)
+    if done == total:
+        return
+    which = ", ".join(f"worker {i} of {n} {died(code)}" for i, code in dead.items())
+    raise PlenaRunError(
+        f"study {study!r} is incomplete: {done} of {total} chunks scored ({which}); resume it "
+        f"with: plena-opt worker --storage {url} --study {study} (or run the same search again)"
+    )
 
 
 def _context() -> multiprocessing.context.BaseContext:

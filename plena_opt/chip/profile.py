@@ -8,7 +8,6 @@ built-in one (``base``, default ``plena-default``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from functools import cache
@@ -18,6 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+import plena_opt.jsonio as jsonio
 from plena_opt.bounds import Bytes, ranged, strip_value_error
 from plena_opt.chip.expression import ExpressionError, evaluate
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError, echo, name_list
@@ -191,10 +191,7 @@ def _read_json(path: Path, what: str, field: str = "chip") -> dict[str, Any]:
         text = path.read_bytes()
     except OSError as exc:
         raise PlenaInputError(field, f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PlenaInputError(field, f"{what} {str(path)!r} is not valid JSON: {exc}") from None
+    data = jsonio.load_document(text, field, f"{what} {str(path)!r}")
     if not isinstance(data, dict):
         raise PlenaTypeError(field, f"{what} {str(path)!r} must hold a JSON object")
     return data
@@ -223,6 +220,13 @@ def _merge(overrides: Mapping[str, Any]) -> dict[str, Any]:
             unknown[0],
             f"chip profile: unknown key(s) {', '.join(unknown)}; "
             f"allowed: {', '.join(_PROFILE_KEYS)}",
+        )
+    if not any(key in overrides for key in ("base", *_MERGED_SECTIONS)):
+        raise PlenaInputError(
+            "chip",
+            "chip profile names no base and overrides nothing: give 'base' (a built-in "
+            f"profile such as {DEFAULT_CHIP}) or 'config', 'latency' or 'instructions' (an "
+            "empty profile is not priced as the default chip)",
         )
     base_name = overrides.get("base", DEFAULT_CHIP)
     if not isinstance(base_name, str):

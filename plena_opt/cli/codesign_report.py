@@ -78,6 +78,9 @@ def _with_workers(args: argparse.Namespace, request: Any) -> int:
     res, reports = api.run_codesign_workers(
         request, args.design_space, args.workers, max_cost=args.max_cost
     )
+    from plena_opt.cli.worker_cmd import report_dead_workers
+
+    report_dead_workers(reports, args.workers)
     if not args.quiet:
         done = sum(r["chunks"] for r in reports)
         print(f"{args.workers} workers scored {done} hardware points", file=sys.stderr)

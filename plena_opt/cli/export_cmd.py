@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from plena_opt.bounds import check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.plan import MAX_WORKLOAD
 from plena_opt.export.launch import FORMATS, export_plan, parse_point_key
 
 
@@ -51,8 +53,9 @@ def configs(args: argparse.Namespace) -> list[Any]:
     """One launch per engine and pool (prefill, decode) the arguments name."""
     if not 0 < args.memory_fraction <= 1:
         raise PlenaInputError("memory_fraction", "--memory-fraction must be in (0, 1]")
-    if args.input_seq < 1 or args.output_seq < 1:
-        raise PlenaInputError("input_seq", "--input-seq and --output-seq must be positive")
+    # the bounds of a workload the estimator prices (plena_opt.estimate.plan.MAX_WORKLOAD)
+    check_count(args.input_seq, "input_seq", "--input-seq", 1, MAX_WORKLOAD["input_seq_len"])
+    check_count(args.output_seq, "output_seq", "--output-seq", 1, MAX_WORKLOAD["output_seq_len"])
     pools = [(args.plan, None)] if args.decode_plan is None else [
         (args.plan, "prefill"), (args.decode_plan, "decode")
     ]  # fmt: skip

@@ -3,8 +3,9 @@
 Each subcommand lives in its own module exposing ``register(subparsers)`` (listed in
 ``plena_opt.cli.commands``); the module's parser sets ``func`` (``args -> int`` exit code). User
 errors (:class:`PlenaInputError`, argparse errors) print ``error: …`` and exit 2 without a
-traceback; an unknown flag, subcommand, choice or catalog name gets a did-you-mean. A closed
-stdout (``plena-opt … | head``) ends the command quietly with exit status 141 (128 + SIGPIPE).
+traceback; work left unfinished (:class:`PlenaRunError`) prints ``error: …`` and exits 1. An
+unknown flag, subcommand, choice or catalog name gets a did-you-mean. A closed stdout
+(``plena-opt … | head``) ends the command quietly with exit status 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from plena_opt.cli.conventions import (
     suggest_in_message,
     unknown_flag_hint,
 )
-from plena_opt.errors import PlenaInputError
+from plena_opt.errors import PlenaInputError, PlenaRunError
 
 DESCRIPTION = "Choose parallelism plans for LLM serving on PLENA accelerator clusters."
 EPILOG = (
@@ -106,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except PlenaInputError as exc:
         print(f"error: {suggest_in_message(error_text(exc))}", file=sys.stderr)
         return 2
+    except PlenaRunError as exc:  # work left unfinished (not bad input): exit 1
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:  # an unreadable input or unwritable output file named by the user
         where = f": {exc.filename}" if exc.filename else ""
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from plena_opt import api, jsonio
 from plena_opt.api.recheck import render_recheck
+from plena_opt.bounds import MAX_SAMPLES, MAX_TOP_K, check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
     UNITS_EPILOG,
@@ -119,8 +120,6 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise PlenaInputError(
                 "plot", f"--plot {args.plot}: use one of .{', .'.join(PLOT_FORMATS)}"
             )
-    if getattr(args, "export_top", 1) < 1:
-        raise PlenaInputError("export_top", "--export-top must be at least 1")
     if args.trace_dir is not None:
         folder = Path(args.trace_dir)
         try:
@@ -244,7 +243,15 @@ def finish_output(
         print("\n".join(steps), file=sys.stderr if args.json else sys.stdout)
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """The count flags within the bounds every front end shares (``plena_opt.bounds``)."""
+    check_count(args.recheck, "recheck", "--recheck", 0, MAX_TOP_K)
+    check_count(args.samples, "samples", "--samples", 0, MAX_SAMPLES)
+    check_count(args.export_top, "export_top", "--export-top", 1, MAX_TOP_K)
+
+
 def handle(args: argparse.Namespace) -> int:
+    check_counts(args)
     if args.server and args.csv_all:
         raise PlenaInputError(
             "csv_all", "--csv-all needs a local search (a server returns the front, not every plan)"

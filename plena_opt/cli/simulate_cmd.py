@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from plena_opt import api, jsonio
+from plena_opt.bounds import MAX_SAMPLES, MAX_SCHEDULE_OPS, MAX_WINDOW_STEPS, check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
     UNITS_EPILOG,
@@ -35,7 +36,7 @@ from plena_opt.simulator.engine import (
     write_trace,
 )
 from plena_opt.simulator.report import render_schedule
-from plena_opt.simulator.scheduler import SCHEDULES, schedule_op_types
+from plena_opt.simulator.scheduler import SCHEDULES, check_schedule_shape, schedule_op_types
 
 
 def parse_durations(
@@ -157,14 +158,16 @@ def write_traces(path: str, traces: dict[str, dict]) -> list[str]:
 
 def _check_args(args: argparse.Namespace) -> None:
     """Flag rules shared by local and remote mode (the server applies the same ones)."""
-    if args.samples < 0:
-        raise PlenaInputError("samples", "--samples must be >= 0")
+    check_count(args.samples, "samples", "--samples", 0, MAX_SAMPLES)
     check_seed(args.seed, "seed", "--seed")
-    if args.max_window_steps < 1:
-        raise PlenaInputError(
-            "max_window_steps",
-            f"--max-window-steps must be >= 1 (decode steps), got {args.max_window_steps}",
-        )
+    check_count(
+        args.max_window_steps, "max_window_steps", "--max-window-steps", 1, MAX_WINDOW_STEPS
+    )
+    if args.schedule:  # sized before anything is built (the server's bound)
+        check_schedule_shape(args.pp, args.microbatches, args.vpp)
+    else:
+        for flag in ("vpp", "microbatches"):
+            check_count(getattr(args, flag), flag, f"--{flag}", 1, MAX_SCHEDULE_OPS)
     if args.durations is not None and args.schedule:
         parse_durations(args.durations, args.schedule, bool(args.simulate_comm))
     if args.server and args.simulate_comm is not None:
@@ -190,9 +193,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_schedule(args: argparse.Namespace, noise: NoiseSpec) -> int:
     comm = bool(args.simulate_comm)
-    plan = api.build_schedule(
-        args.schedule, args.pp, args.microbatches, args.vpp, simulate_comm=comm
-    )
     if args.durations is None:
         raise PlenaInputError(
             "durations",
@@ -200,6 +200,9 @@ def _run_schedule(args: argparse.Namespace, noise: NoiseSpec) -> int:
             f"{','.join(schedule_op_types(args.schedule, comm))})",
         )
     stage_ms = parse_durations(args.durations, args.schedule, comm)
+    plan = api.build_schedule(
+        args.schedule, args.pp, args.microbatches, args.vpp, simulate_comm=comm
+    )
     sim = api.simulate_schedule(
         plan, stage_ms, noise=noise, samples=args.samples, seed=args.seed, simulate_comm=comm
     )

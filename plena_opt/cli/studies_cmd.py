@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,13 @@ from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.dashboard import run_dashboard
 from plena_opt.search.journal import salvage_journal, scan_journal
-from plena_opt.search.storage import DEFAULT_STORAGE, list_studies, open_storage, storage_exists
+from plena_opt.search.storage import (
+    DEFAULT_STORAGE,
+    list_studies,
+    open_storage,
+    storage_exists,
+    torn_tail_note,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -84,6 +91,19 @@ def handle_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list_local(storage: str | None) -> list[dict]:
+    """The studies of a local store, read only: a journal's torn tail is left in place and
+    reported on stderr with the command that repairs it (a listing never changes the store)."""
+    if not storage_exists(storage):
+        return []
+    rows = list_studies(open_storage(storage, repair=False))
+    url = storage or DEFAULT_STORAGE
+    note = None if "://" in url else torn_tail_note(url)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+    return rows
+
+
 def handle_studies(args: argparse.Namespace) -> int:
     if args.action == "repair":
         return handle_repair(args)
@@ -95,7 +115,7 @@ def handle_studies(args: argparse.Namespace) -> int:
             return 1
         where = f"the store of server {args.server}"
     else:
-        rows = list_studies(open_storage(args.storage)) if storage_exists(args.storage) else []
+        rows = _list_local(args.storage)
         where = args.storage or DEFAULT_STORAGE
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -117,6 +137,8 @@ def handle_dashboard(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         print(f"optuna-dashboard on {url} (Ctrl-C to stop)", flush=True)
 
+    if not 0 <= args.port <= 65535:
+        raise PlenaInputError("port", "--port must be between 0 and 65535")
     try:
         run_dashboard(args.storage, host=args.host, port=args.port, announce=announce)
     except KeyboardInterrupt:

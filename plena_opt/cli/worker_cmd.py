@@ -19,6 +19,12 @@ from plena_opt.cli.commands import help_of
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.errors import PlenaInputError
 
+# A chunk is stale after 3 silent heartbeats: beyond an hour a dead worker's chunk would wait
+# half a day. The throttle is a benchmark's stand-in for a slower evaluator (a minute per plan
+# at most).
+MAX_HEARTBEAT_S = 3600.0
+MAX_THROTTLE_MS = 60_000.0
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("worker", help=help_of("worker"), description=__doc__.splitlines()[0])
@@ -79,10 +85,14 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.storage is None:
         raise PlenaInputError("storage", f"--storage is required (or set ${ENV_STORAGE})")
-    if args.heartbeat is not None and args.heartbeat < 1:
-        raise PlenaInputError("heartbeat", "--heartbeat must be at least 1 s")
-    if args.throttle_ms < 0:
-        raise PlenaInputError("throttle_ms", "--throttle-ms must be at least 0")
+    if args.heartbeat is not None and not 1 <= args.heartbeat <= MAX_HEARTBEAT_S:
+        raise PlenaInputError(
+            "heartbeat", f"--heartbeat must be between 1 and {MAX_HEARTBEAT_S:g} s"
+        )
+    if not 0 <= args.throttle_ms <= MAX_THROTTLE_MS:  # nan fails both comparisons
+        raise PlenaInputError(
+            "throttle_ms", f"--throttle-ms must be between 0 and {MAX_THROTTLE_MS:g} ms"
+        )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rep = api.run_worker(args.storage, args.study, args.heartbeat, args.throttle_ms / 1000)
     if args.json:
@@ -128,7 +138,22 @@ def search_with_workers(request: Any, args: argparse.Namespace) -> Any:
         )
         return None
     info, reports = api.run_local_workers(request, n, store_plans=store_plans)
+    report_dead_workers(reports, n)
     if not quiet:
         scored = sum(r["plans_scored"] for r in reports)
         print(f"{n} workers scored {scored} plans of {info.legal_points}", file=sys.stderr)
     return request.model_copy(update={"sampler": "exhaustive", "study": info.study})
+
+
+def report_dead_workers(reports: list[dict], n: int) -> None:
+    """A warning on stderr per local worker process that died while the others finished."""
+    from plena_opt.api.workers import died
+
+    dead = [r for r in reports if r.get("exit_code")]
+    for r in dead:
+        print(
+            f"warning: worker {r['worker']} of {n} {died(r['exit_code'])} (exit code "
+            f"{r['exit_code']}); the other {n - len(dead)} finished the study (every chunk "
+            "scored, a dead worker's chunk retried)",
+            file=sys.stderr,
+        )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError
 from plena_opt.vocabulary import OverlapPolicy
 
@@ -133,8 +134,8 @@ def names_gpu_chip(source: Source | None) -> bool:
     if path.suffix.lower() != ".json" or not path.is_file():
         return False
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = jsonio.load_document(path.read_bytes(), "chip", "chip profile")
+    except (OSError, PlenaInputError):
         return False
     return isinstance(doc, dict) and doc.get("kind") == "gpu"
 

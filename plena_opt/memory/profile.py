@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError
 
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError, echo, name_list
 from plena_opt.memory._validation import Name, PositiveInt, PositiveNumber, StrictModel, input_error
 from plena_opt.memory.config import (
@@ -135,12 +136,7 @@ def _stamped(memory: MemoryProfile, raw: bytes, path: str) -> MemoryProfile:
 
 
 def _from_bytes(raw: bytes, path: str) -> MemoryProfile:
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlenaInputError(
-            "profile", f"memory profile {path} is not valid JSON: {exc}"
-        ) from None
+    data = jsonio.load_document(raw, "profile", f"memory profile {path}")
     return _stamped(memory_from_dict(data), raw, path)
 
 

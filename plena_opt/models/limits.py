@@ -10,6 +10,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 
 # field (canonical name) → (minimum, maximum), inclusive.
@@ -42,7 +43,7 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
 }
 MAX_NAME_CHARS = 200  # model names and model_type strings
 MAX_SHORT_CHARS = 120  # one echoed value in an error message
-MAX_NESTING = 64  # JSON nesting depth accepted in a model config file
+MAX_NESTING = jsonio.MAX_NESTING  # JSON nesting depth accepted in a model config file
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40

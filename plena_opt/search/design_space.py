@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+import plena_opt.jsonio as jsonio
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.problem import InlineDocument, ProblemSpec
 
@@ -171,12 +171,13 @@ def _document(kind: str, source: Any, knob: str) -> dict:
     if source is None:
         raise PlenaInputError("design_space", f"knob {knob!r}: the problem has no {kind} profile")
     path = Path(str(source))
+    what = f"knob {knob!r}: {kind} profile {str(source)!r}"
     if path.is_file():
-        return json.loads(path.read_text())
+        return jsonio.load_document(path.read_bytes(), "design_space", what)
     folder = resources.files(DOCUMENT_KINDS[kind])
     for name in (f"{source}.json", f"{str(source).replace('-', '_')}.json"):
         if folder.joinpath(name).is_file():
-            return json.loads(folder.joinpath(name).read_text())
+            return jsonio.load_document(folder.joinpath(name).read_bytes(), "design_space", what)
     raise PlenaInputError(
         "design_space",
         f"knob {knob!r}: {kind} profile {source!r} is not a JSON file or a shipped profile "
@@ -210,23 +211,38 @@ def shipped_design_spaces() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
+def _parse(data: bytes, toml: bool, what: str) -> Any:
+    """A design-space document (JSON or TOML); not UTF-8, malformed or too deep: input error."""
+    if not toml:
+        return jsonio.load_document(data, "design_space", what)
+    too_deep = f"{what} is nested deeper than {jsonio.MAX_NESTING} levels"
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PlenaInputError("design_space", f"{what} is not UTF-8 text") from None
+    except RecursionError:
+        raise PlenaInputError("design_space", too_deep) from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError
+        raise PlenaInputError("design_space", f"{what}: {exc}") from None
+    if jsonio.nesting_depth_exceeds(doc):
+        raise PlenaInputError("design_space", too_deep)
+    return doc
+
+
 def load_design_space(source: str) -> DesignSpace:
     """A design space from a ``.json``/``.toml`` file or a shipped name; errors name the field."""
     path = Path(source)
     if path.is_file():
-        text, toml = path.read_text(), path.suffix.lower() == ".toml"
+        text, toml = path.read_bytes(), path.suffix.lower() == ".toml"
     elif source in shipped_design_spaces():
-        text, toml = resources.files(SHIPPED).joinpath(f"{source}.json").read_text(), False
+        text, toml = resources.files(SHIPPED).joinpath(f"{source}.json").read_bytes(), False
     else:
         raise PlenaInputError(
             "design_space",
             f"--design-space {source!r} is not a file or a shipped design space "
             f"({', '.join(shipped_design_spaces())})",
         )
-    try:
-        data = tomllib.loads(text) if toml else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise PlenaInputError("design_space", f"--design-space {source}: {exc}") from None
+    data = _parse(text, toml, f"--design-space {source}")
     try:
         return DesignSpace.model_validate(data)
     except ValidationError as exc:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from plena_opt.bounds import MAX_SEARCH_SECONDS, MAX_TRIALS
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.vocabulary import Percentile, Sampler, ServingMode, ServingSampler
 
 MEMORY_STORAGE = ":memory:"
+# Upper bound of an SLA: a TTFT or TPOT of 1e9 ms (11.6 days) or a decode rate of 1e9 tokens/s
+# per sequence constrains nothing a real deployment meets; a larger value is a typo.
+MAX_SLA = 1e9
 # Serving options that change what the study's trials hold (constraints, batches); the
 # percentile and the serving comparison are judged after the search and leave the study as is.
 SERVING_DEFAULTS = {
@@ -17,6 +21,13 @@ SERVING_DEFAULTS = {
     "auto_batch": False,
     "precisions": None,
 }
+
+
+def _in_range(v: float | None, hi: float, what: str) -> float | None:
+    """``v`` if None or ``0 < v <= hi`` (so finite); else a ValueError saying the range."""
+    if v is not None and not 0 < v <= hi:
+        raise ValueError(f"must be {what} above 0 and at most {hi:,.0f}, got {v!r}")
+    return v
 
 
 class SearchRequest(BaseModel):
@@ -31,17 +42,18 @@ class SearchRequest(BaseModel):
     hypervolume ratio of a sampled front (None: only when the space is small).
     """
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=True)
+    model_config = ConfigDict(extra="forbid", use_enum_values=True, allow_inf_nan=False)
 
     problem: ProblemSpec = Field(default_factory=ProblemSpec)
     batch_sizes: list[int] | None = None
     objectives: list[str] = Field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
-    max_ttft_ms: float | None = Field(default=None, gt=0)
-    min_tps_per_seq: float | None = Field(default=None, gt=0)
+    # ranges checked by the validators below, which say them (inf and nan included)
+    max_ttft_ms: float | None = Field(default=None, allow_inf_nan=True)
+    min_tps_per_seq: float | None = Field(default=None, allow_inf_nan=True)
     sampler: Sampler = Sampler.AUTO
-    trials: int = Field(default=200, ge=1)
-    timeout: float | None = Field(default=None, gt=0)
-    deadline: float | None = Field(default=None, gt=0)
+    trials: int = 200
+    timeout: float | None = Field(default=None, allow_inf_nan=True)
+    deadline: float | None = Field(default=None, allow_inf_nan=True)
     seed: int | None = Field(default=None, ge=0, lt=2**32)
     study: str | None = None
     storage: str | None = None
@@ -50,7 +62,7 @@ class SearchRequest(BaseModel):
     # Serving (issue 16): TPOT SLA (ms per output token), the percentile the re-check judges the
     # SLA at, the memory budget (fraction of capacity, like vLLM's gpu_memory_utilization),
     # ``auto_batch`` (search batches up to each plan's KV-capacity bound) and the serving mode.
-    max_tpot_ms: float | None = Field(default=None, gt=0)
+    max_tpot_ms: float | None = Field(default=None, allow_inf_nan=True)
     percentile: Percentile = Percentile.P50
     memory_fraction: float | None = Field(default=None, gt=0, le=1)
     auto_batch: bool = False
@@ -61,6 +73,23 @@ class SearchRequest(BaseModel):
     # Precision as a knob: the weight/activation formats searched with the plan (each a
     # ``plena_opt.chip.precision.FORMATS`` name the chip supports); None: ``problem.precision``.
     precisions: list[str] | None = Field(default=None, max_length=6)
+
+    @field_validator("trials")
+    @classmethod
+    def _trials(cls, v: int) -> int:
+        if not 1 <= v <= MAX_TRIALS:
+            raise ValueError(f"trials must be between 1 and {MAX_TRIALS:,}, got {v}")
+        return v
+
+    @field_validator("timeout", "deadline")
+    @classmethod
+    def _seconds(cls, v: float | None) -> float | None:
+        return _in_range(v, MAX_SEARCH_SECONDS, "a number of seconds")
+
+    @field_validator("max_ttft_ms", "min_tps_per_seq", "max_tpot_ms")
+    @classmethod
+    def _sla(cls, v: float | None) -> float | None:
+        return _in_range(v, MAX_SLA, "a finite number")
 
     @field_validator("precisions")
     @classmethod

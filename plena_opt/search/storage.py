@@ -35,10 +35,12 @@ from plena_opt.search.storage_repair import (
     check_journal,
     clear_stale_journal_lock,
     fail_stale_trials,
+    torn_tail_note,
 )
 
 # Re-exported: callers and tests import the store's care from here.
 __all__ = [
+    "torn_tail_note",
     "DEFAULT_STORAGE",
     "LOCK_GRACE_SECONDS",
     "LOCK_SUFFIX",
@@ -78,9 +80,12 @@ _OPEN_LOCK = threading.Lock()
 
 
 def open_storage(
-    url: str | None = None, heartbeat_s: float | None = None
+    url: str | None = None, heartbeat_s: float | None = None, *, repair: bool = True
 ) -> optuna.storages.BaseStorage:
     """The study store named by ``url`` (None → default journal), created if needed.
+
+    ``repair=False`` (read-only commands: listing) leaves a journal's torn tail in place (its
+    reader stops before it; :func:`torn_tail_note` says what is there); a writer repairs it.
 
     ``heartbeat_s`` (RDB URLs only; workers, ``plena_opt.search.workers``): Optuna heartbeats
     every that many seconds, a RUNNING trial silent for ``HEARTBEAT_GRACE`` periods is stale, and
@@ -97,7 +102,7 @@ def open_storage(
     with _OPEN_LOCK:
         storage = _OPEN.get(key)
         if storage is None:
-            storage = _OPEN[key] = _open(url, heartbeat_s)
+            storage = _OPEN[key] = _open(url, heartbeat_s, repair)
     return storage
 
 
@@ -183,7 +188,9 @@ def _rdb_storage(url: str, heartbeat_s: float | None) -> RDBStorage:
         return RDBStorage(sqlalchemy_url(url), **kwargs)
 
 
-def _open(url: str, heartbeat_s: float | None = None) -> optuna.storages.BaseStorage:
+def _open(
+    url: str, heartbeat_s: float | None = None, repair: bool = True
+) -> optuna.storages.BaseStorage:
     from plena_opt.search import grpc_proxy
 
     if grpc_proxy.is_grpc(url):  # Optuna's gRPC storage proxy (workers, issue 17)
@@ -214,7 +221,7 @@ def _open(url: str, heartbeat_s: float | None = None) -> optuna.storages.BaseSto
     if path.exists():
         check_journal(path)  # before anything is written to it
     lock = RepairingJournalLock(str(path), grace_period=LOCK_GRACE_SECONDS)
-    if path.exists():
+    if path.exists() and repair:
         try:
             lock.repair()  # logs a warning saying what was dropped, if anything
         except OSError as exc:  # e.g. a read-only folder: reading still works, appends repair

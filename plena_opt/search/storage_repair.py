@@ -27,7 +27,7 @@ import optuna
 from optuna.storages.journal import JournalFileSymlinkLock
 from optuna.trial import TrialState
 
-from plena_opt.errors import PlenaInputError
+from plena_opt.errors import PlenaInputError, PlenaStoreError
 from plena_opt.search.journal import RECORD_PREFIX, scan_journal
 
 # A journal lock older than this (s) is stale: its holder died (e.g. kill -9) mid-append.
@@ -44,8 +44,8 @@ STALE_TRIAL_SECONDS = 600.0
 _log = logging.getLogger("plena_opt.search.storage")
 
 
-def _not_a_journal(path: Path, why: str) -> PlenaInputError:
-    return PlenaInputError(
+def _not_a_journal(path: Path, why: str) -> PlenaStoreError:
+    return PlenaStoreError(
         "storage",
         f"--storage {str(path)!r} is not an Optuna journal file ({why}); nothing was written "
         "to it. Pass a new or empty file, an existing plena-opt journal, or an RDB URL",
@@ -75,7 +75,7 @@ def check_journal(path: Path) -> None:
     if scan.damage:
         found = "; ".join(d.describe() for d in scan.damage[:3])
         more = f" (and {len(scan.damage) - 3} more)" if len(scan.damage) > 3 else ""
-        raise PlenaInputError(
+        raise PlenaStoreError(
             "storage",
             f"journal {str(path)!r} is damaged: {found}{more}. Nothing was written to it. Salvage "
             f"every intact record into a new file with: plena-opt studies repair --storage "
@@ -116,14 +116,12 @@ class RepairingJournalLock(JournalFileSymlinkLock):
         return self.notes[-1] if len(self.notes) > before else None
 
 
-def _cut_torn_tail(path: str, chunk: int = 1 << 16) -> str | None:
-    """Truncate ``path`` to just after its last newline (caller holds the journal lock).
-
-    Returns a note on the dropped bytes, or None when the file is empty or ends in a newline.
-    Refuses (``PlenaInputError``) to drop a tail that does not look like a journal record.
-    """
+def torn_tail(path: str | Path, chunk: int = 1 << 16) -> tuple[int, int] | None:
+    """``(keep, size)`` when ``path`` ends in a torn record (bytes ``keep..size`` after its last
+    newline), else None (no file, empty, or ending in a newline). Reads only the tail.
+    Refuses (:class:`PlenaStoreError`) a tail that does not look like a journal record."""
     try:
-        f = open(path, "rb")  # read-only until a repair is needed (a read-only store still lists)
+        f = open(path, "rb")
     except FileNotFoundError:
         return None
     with f:
@@ -146,6 +144,33 @@ def _cut_torn_tail(path: str, chunk: int = 1 << 16) -> str | None:
         tail = f.read()
     if not _is_torn_record(tail):
         raise _not_a_journal(Path(path), "its last line is not a journal record")
+    return keep, size
+
+
+def torn_tail_note(path: str | Path) -> str | None:
+    """What a read-only command says of a torn tail it leaves in place (None: there is none)."""
+    span = torn_tail(path)
+    if span is None:
+        return None
+    keep, size = span
+    return (
+        f"journal {str(path)!r} ends in an incomplete record ({size - keep} bytes at offset "
+        f"{keep}) left by a writer that stopped mid-append; it was left as it is (listing only "
+        "reads). The next search on this store drops it; or salvage every intact record into a "
+        f"new file with: plena-opt studies repair --storage {path} --output {path}.repaired"
+    )
+
+
+def _cut_torn_tail(path: str) -> str | None:
+    """Truncate ``path`` to just after its last newline (caller holds the journal lock).
+
+    Returns a note on the dropped bytes, or None when the file is empty or ends in a newline.
+    Refuses (``PlenaStoreError``) to drop a tail that does not look like a journal record.
+    """
+    span = torn_tail(path)  # read-only until a repair is needed (a read-only store still lists)
+    if span is None:
+        return None
+    keep, size = span
     with open(path, "r+b") as f:
         f.truncate(keep)
         f.flush()

@@ -175,11 +175,14 @@ class WorkerReport:
     retry finishes them), CPU seconds in the evaluator (``score_cpu_s``) and before its first
     claim (``setup_cpu_s``: loading the queue, the space, the stored plans), seconds from its
     first claim to its last chunk done (``busy_s``), seconds it ran, CPU seconds it used, its
-    peak resident memory (MiB; 0 where the OS does not say)."""
+    peak resident memory (MiB; 0 where the OS does not say); ``exit_code`` is non-zero for a
+    local worker process that died (its report then holds nothing else)."""
 
     study: str
     chunks: int = 0
     reclaimed: int = 0
+    worker: int = 0  # number of a local worker process (1..N), 0 for one started on its own
+    exit_code: int = 0  # a local worker process that died: its exit code (-9: SIGKILL)
     plans_scored: int = 0
     plans_stored: int = 0
     stale_failed: int = 0
@@ -344,3 +347,14 @@ def queue_progress(url: str, study: str) -> dict[str, int]:
     for t in queue.get_trials(deepcopy=False):
         out[t.state.name.lower()] = out.get(t.state.name.lower(), 0) + 1
     return out
+
+
+def queue_done(url: str, study: str) -> tuple[int, int]:
+    """``(done, total)`` work items of ``study``'s queue: chunks (or hardware points) with a
+    COMPLETE trial, of all those queued (a stale chunk's retry counts once, with its chunk)."""
+    queue, _ = load_queue(url, study)
+    items: dict[str, bool] = {}
+    for t in queue.get_trials(deepcopy=False):
+        key = repr(sorted(t.params.items()))
+        items[key] = items.get(key, False) or t.state == TrialState.COMPLETE
+    return sum(items.values()), len(items)

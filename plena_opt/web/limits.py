@@ -4,16 +4,18 @@ one is refused with HTTP 422 naming the field."""
 
 from __future__ import annotations
 
+import plena_opt.bounds as bounds
+
 MIB = 1024 * 1024
 
 #: Request body (the gRPC server's ``max_inline_json_bytes``).
 MAX_BODY_BYTES = 1 * MIB
 #: Monte Carlo samples per simulation (``ServerLimits.max_samples``).
-MAX_SAMPLES = 100_000
+MAX_SAMPLES = bounds.MAX_SAMPLES
 #: Ops × samples per request (``simulate_job.MAX_WORK``).
-MAX_WORK = 200_000_000
+MAX_WORK = bounds.MAX_WORK
 #: Decode steps of a serving window (``simulate_job.MAX_WINDOW_STEPS``).
-MAX_WINDOW_STEPS = 1024
+MAX_WINDOW_STEPS = bounds.MAX_WINDOW_STEPS
 #: Ops of one simulated plan sent to the page. Lower than the server's 200,000 training ops
 #: because every op travels to the browser three times (deterministic, p50, p99 timelines):
 #: 65,536 ops are about 20 MB of JSON.

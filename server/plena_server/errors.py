@@ -1,6 +1,7 @@
 """Map user-input errors to gRPC status codes (service-conventions §2.5).
 
-``PlenaNotFoundError`` → NOT_FOUND; ``PlenaInputError``, ``deepstack.errors.ProfileError`` and
+``PlenaNotFoundError`` → NOT_FOUND; ``PlenaStoreError`` (a damaged study store) →
+FAILED_PRECONDITION; ``PlenaInputError``, ``deepstack.errors.ProfileError`` and
 pydantic ``ValidationError`` → INVALID_ARGUMENT with a ``google.rpc.BadRequest`` field violation;
 ``ServerLimitError`` and ``MemoryError`` → RESOURCE_EXHAUSTED. Anything else is a server bug:
 INTERNAL, logged. Every message is capped (``plena_opt.errors.clip``): it travels in a header.
@@ -18,7 +19,13 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from plena_opt.errors import MAX_MESSAGE, PlenaInputError, PlenaNotFoundError, clip
+from plena_opt.errors import (
+    MAX_MESSAGE,
+    PlenaInputError,
+    PlenaNotFoundError,
+    PlenaStoreError,
+    clip,
+)
 
 log = logging.getLogger("plena_server")
 
@@ -80,6 +87,8 @@ def status_for(exc: BaseException) -> grpc.Status | None:
 
     if isinstance(exc, PlenaNotFoundError):
         return _status(code_pb2.NOT_FOUND, str(exc), exc.field)
+    if isinstance(exc, PlenaStoreError):  # the request is fine; the server's store is not
+        return _status(code_pb2.FAILED_PRECONDITION, str(exc), exc.field)
     if isinstance(exc, PlenaInputError | ProfileError):
         return _status(code_pb2.INVALID_ARGUMENT, str(exc), getattr(exc, "field", "") or "request")
     if isinstance(exc, ValidationError):

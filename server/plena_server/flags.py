@@ -78,12 +78,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from plena_server.app import serve
-    from plena_server.limits import ServerLimits
+    from plena_server.limits import MAX_CONCURRENT, ServerLimits
 
     if not 0 <= args.port <= 65535:
         raise PlenaInputError("port", "--port must be between 0 and 65535")
-    if args.workers < 1:
-        raise PlenaInputError("workers", "--workers must be greater than zero")
+    if not 1 <= args.workers <= MAX_CONCURRENT:
+        raise PlenaInputError("workers", f"--workers must be between 1 and {MAX_CONCURRENT}")
     try:
         limits = ServerLimits(
             max_concurrent_searches=args.max_searches,

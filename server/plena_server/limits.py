@@ -10,10 +10,13 @@ from collections.abc import Iterator
 import grpc
 from pydantic import BaseModel, ConfigDict, Field
 
+from plena_opt.bounds import MAX_SAMPLES
 from plena_opt.stop import StopToken
 from plena_server.errors import RpcAbort, ServerLimitError
 
 MIB = 1024 * 1024
+MAX_CONCURRENT = 1024
+MAX_GRACE_SECONDS = 3600.0
 
 
 class ServerLimits(BaseModel):
@@ -21,20 +24,28 @@ class ServerLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_concurrent_searches: int = Field(4, ge=1, description="searches running at once")
-    max_concurrent_simulates: int = Field(4, ge=1, description="Simulates running at once")
+    # Upper bounds of the operator's settings: more runs at once than MAX_CONCURRENT, or a drain
+    # longer than MAX_GRACE_SECONDS, is a typo (each search holds a process pool and memory).
+    max_concurrent_searches: int = Field(
+        4, ge=1, le=MAX_CONCURRENT, description="searches running at once"
+    )
+    max_concurrent_simulates: int = Field(
+        4, ge=1, le=MAX_CONCURRENT, description="Simulates running at once"
+    )
     max_simulate_bytes: int = Field(
         1024 * MIB, ge=MIB, description="estimated working memory of one Simulate, bytes"
     )
     max_devices: int = Field(4096, ge=1, description="devices in a NoC profile")
     max_trials: int = Field(20000, ge=1, description="trials per search request")
-    max_samples: int = Field(100_000, ge=1, description="Monte Carlo samples per plan")
+    max_samples: int = Field(MAX_SAMPLES, ge=1, description="Monte Carlo samples per plan")
     max_recheck_top_k: int = Field(16, ge=0, description="re-checked front plans per search")
     max_inline_json_bytes: int = Field(1 * MIB, ge=1, description="inline config/profile size")
     max_message_bytes: int = Field(16 * MIB, ge=MIB, description="gRPC send/receive limit")
     max_trace_bytes: int = Field(12 * MIB, ge=0, description="compressed trace bytes per reply")
     max_deadline_seconds: float = Field(3600.0, gt=0, description="longest search budget, s")
-    grace_seconds: float = Field(5.0, ge=0, description="SIGTERM drain period, s")
+    grace_seconds: float = Field(
+        5.0, ge=0, le=MAX_GRACE_SECONDS, description="SIGTERM drain period, s"
+    )
 
 
 class SimulationSlots:

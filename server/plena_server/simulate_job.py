@@ -17,7 +17,7 @@ import grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import pack_trace
 
-from plena_opt import api, jsonio
+from plena_opt import api, bounds, jsonio
 from plena_opt.api.wire import distribution, serving_to_proto
 from plena_opt.errors import PlenaInputError
 from plena_opt.stop import StopToken
@@ -27,9 +27,10 @@ from plena_server.limits import MIB
 
 DEFAULT_NOISE = "sigma=0.05"  # the CLI's --noise default
 DEFAULT_SAMPLES = 1000
-MAX_WINDOW_STEPS = 1024
-MAX_TRAINING_OPS = 200_000  # ops in one training plan
-MAX_WORK = 200_000_000  # ops × samples per request
+# The request sizes every front end shares (plena_opt.bounds).
+MAX_WINDOW_STEPS = bounds.MAX_WINDOW_STEPS
+MAX_TRAINING_OPS = bounds.MAX_SCHEDULE_OPS  # ops in one training plan
+MAX_WORK = bounds.MAX_WORK  # ops × samples per request
 # Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
 # binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,
 # dependency graph and level layout (measured: 100,000 ops of 1F1B take about 1.5 KB per op
@@ -128,7 +129,7 @@ def _training(
     for name, v in (("pp_size", pp), ("vpp_size", vpp), ("microbatches", m)):
         if v < 1:
             raise PlenaInputError(f"training.{name}", f"training.{name} must be greater than zero")
-    if pp * vpp * m * 4 > MAX_TRAINING_OPS:
+    if pp * vpp * m * bounds.SCHEDULE_OPS_PER_SLOT > MAX_TRAINING_OPS:
         raise ServerLimitError(
             "training", f"the schedule has more ops than the server limit of {MAX_TRAINING_OPS}"
         )

@@ -1,7 +1,8 @@
 """Remote mode: the client session, its error behaviour and the streamed search.
 
-Server errors become ``PlenaInputError`` (INVALID_ARGUMENT / NOT_FOUND …: ``error: …``, exit 2);
-an unreachable or failing server is ``RemoteUnavailable`` (the command prints it, exits 1).
+Server errors become ``PlenaInputError`` (INVALID_ARGUMENT / NOT_FOUND …: ``error: …``, exit 2),
+and so does an unreachable server (UNAVAILABLE: the ``--server`` flag names no running server);
+a failing server is ``RemoteUnavailable`` (the command prints it, exits 1).
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def rpc_errors() -> Iterator[None]:
             field = _FLAG_OF_FIELD.get(leaf, leaf)
             cls = PlenaNotFoundError if exc.code == grpc.StatusCode.NOT_FOUND else PlenaInputError
             raise cls(field, exc.message) from None
+        if exc.code == grpc.StatusCode.UNAVAILABLE:  # nothing serves at --server: fix the flag
+            raise PlenaInputError(
+                "server",
+                f"--server: cannot reach a plena-opt server ({exc}); start one with "
+                "plena-opt serve or give the right HOST:PORT",
+            ) from None
         raise RemoteUnavailable(f"server error: {exc}") from None
 
 

@@ -5,6 +5,7 @@ Never imports the simulator (design rule 2).
 
 from __future__ import annotations
 
+from plena_opt.bounds import MAX_SCHEDULE_OPS, SCHEDULE_OPS_PER_SLOT
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.simulator.scheduler.bigmac import unified_bigmac_vpp
 from plena_opt.simulator.scheduler.comm import (
@@ -24,6 +25,7 @@ from plena_opt.simulator.scheduler.ops import (
     Op,
     OpKind,
     PipelinePlan,
+    check_positive_int,
     chunk_letter,
 )
 from plena_opt.simulator.scheduler.training import gpipe, interleaved_1f1b, one_f_one_b, zb_h1
@@ -46,6 +48,22 @@ def schedule_op_types(name: str, simulate_comm: bool = False) -> tuple[str, ...]
     return base + TRAINING_COMM_OP_TYPES if simulate_comm and base else base
 
 
+def check_schedule_shape(pp: int, microbatches: int, vpp: int = 1) -> None:
+    """Refuse a schedule shape before building it: each size >= 1 and at most
+    ``MAX_SCHEDULE_OPS`` ops (``pp × vpp × microbatches ×`` :data:`SCHEDULE_OPS_PER_SLOT`, the
+    bound every front end shares), so a typo never builds a schedule of millions of ops."""
+    for name, value in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
+        check_positive_int(name, value)
+    ops = pp * vpp * microbatches * SCHEDULE_OPS_PER_SLOT
+    if ops > MAX_SCHEDULE_OPS:
+        raise PlenaInputError(
+            "pp",
+            f"the schedule is too large: pp × vpp × microbatches × {SCHEDULE_OPS_PER_SLOT} = "
+            f"{ops:,} ops (pp={pp}, vpp={vpp}, microbatches={microbatches}) is above the limit "
+            f"of {MAX_SCHEDULE_OPS:,} ops per schedule",
+        )
+
+
 def build_schedule(
     name: str, pp: int, microbatches: int, vpp: int = 1, simulate_comm: bool = False
 ) -> PipelinePlan:
@@ -53,12 +71,14 @@ def build_schedule(
     plan carries explicit point-to-point sends (:func:`with_training_p2p`).
 
     Raises :class:`PlenaNotFoundError` for an unknown name and :class:`PlenaInputError` for an
-    impossible shape (``vpp`` on a schedule without chunks, too few micro-batches for VPP).
+    impossible or too large shape (``vpp`` on a schedule without chunks, too few micro-batches for
+    VPP, :func:`check_schedule_shape`).
     """
     if name not in SCHEDULES:
         raise PlenaNotFoundError(
             "schedule", f"unknown schedule {name!r}; valid: {', '.join(SCHEDULES)}"
         )
+    check_schedule_shape(pp, microbatches, vpp)
     if name in ("interleaved-1f1b", "bigmac-vpp"):
         fn = interleaved_1f1b if name == "interleaved-1f1b" else unified_bigmac_vpp
         plan = fn(pp, vpp, microbatches)
@@ -84,6 +104,7 @@ __all__ = [
     "OpKind",
     "PipelinePlan",
     "build_schedule",
+    "check_schedule_shape",
     "chunk_letter",
     "gpipe",
     "interleaved_1f1b",
