@@ -353,9 +353,10 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
 
 def noise_of(request: pb.SimulateRequest | pb.SearchOptions, default: str) -> Any:
     """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
+    from plena_opt.api.limits import check_noise
     from plena_opt.api.wire import noise_from_proto
     from plena_opt.simulator.engine import parse_noise
 
     if not request.HasField("noise"):
         return parse_noise(default)
-    return noise_from_proto(request.noise)
+    return check_noise(noise_from_proto(request.noise))
