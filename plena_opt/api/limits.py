@@ -63,6 +63,12 @@ MAX_SIMULATION_BYTES = 1024 * MIB
 #: draws a 4096 × experts Dirichlet and multinomial (float64, int64), about 96 KiB per expert.
 MAX_MOE_EXPERTS = 1024
 MAX_MOE_TOKENS = 1 << 24
+#: MoE noise Dirichlet concentration (above about 1e6 every expert's share is equal to float
+#: precision) and the straggler slow-down factor (a rank 100× slower is a failed rank, not noise).
+MAX_MOE_ALPHA = 1e6
+MAX_STRAGGLER_FACTOR = 100.0
+#: Characters of an inline model's display name.
+MAX_DISPLAY_NAME = 128
 
 # Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
 # binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,
@@ -87,12 +93,20 @@ class LimitError(Exception):
 
 def check_noise(spec: Any, field: str = "noise") -> Any:
     """A validated ``NoiseSpec`` within the request bounds (MoE experts, tokens and op types)."""
+    st = getattr(spec, "straggler", None)
+    if st is not None and st.factor_high > MAX_STRAGGLER_FACTOR:
+        name = f"{field}.straggler.factor_high"
+        raise LimitError(name, f"{name} must be at most {MAX_STRAGGLER_FACTOR:g}")
     moe = getattr(spec, "moe", None)
     if moe is None:
         return spec
-    for name, top in (("experts", MAX_MOE_EXPERTS), ("tokens", MAX_MOE_TOKENS)):
+    for name, top in (
+        ("experts", MAX_MOE_EXPERTS),
+        ("tokens", MAX_MOE_TOKENS),
+        ("alpha", MAX_MOE_ALPHA),
+    ):
         if getattr(moe, name) > top:
-            raise LimitError(f"{field}.moe.{name}", f"{field}.moe.{name} must be at most {top}")
+            raise LimitError(f"{field}.moe.{name}", f"{field}.moe.{name} must be at most {top:g}")
     types = moe.op_types or []
     if len(types) > MAX_DURATION_KEYS or any(len(t) > MAX_NAME_CHARS for t in types):
         raise LimitError(

@@ -16,6 +16,7 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.api import limits as bounds
 from plena_opt.errors import (
     MAX_ECHO,
     PlenaInputError,
@@ -130,7 +131,7 @@ def _exists(name: str) -> bool:
         return True
 
 
-MAX_DISPLAY_NAME = 128  # characters of an inline model's display name
+MAX_DISPLAY_NAME = bounds.MAX_DISPLAY_NAME  # characters of an inline model's display name
 
 
 def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.model") -> Any:
