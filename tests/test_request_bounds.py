@@ -138,7 +138,7 @@ def test_web_refuses_moe_noise_above_the_bound(path, moe, field):
 
     from plena_opt.web.app import create_app
 
-    client = TestClient(create_app(storage=None))
+    client = TestClient(create_app(storage=None), base_url="http://127.0.0.1")
     body = {"mode": "training", "samples": 10, "noise": {"moe": moe}}
     r = client.post(path, json=body)
     assert r.status_code == 422, r.text
@@ -151,7 +151,7 @@ def test_web_accepts_moe_noise_at_the_bound():
 
     from plena_opt.web.app import create_app
 
-    client = TestClient(create_app(storage=None))
+    client = TestClient(create_app(storage=None), base_url="http://127.0.0.1")
     moe = {"experts": limits.MAX_MOE_EXPERTS, "tokens": 64, "top_k": 2, "ep": 4}
     body = {"mode": "training", "samples": 4, "noise": {"moe": moe}}
     r = client.post("/api/simulate", json=body)

@@ -2,7 +2,11 @@
 
 Errors: a request that breaks a rule (pydantic validation, or a ``PlenaInputError`` from the
 product) is HTTP 422 with ``detail[0].loc`` naming the field and ``field`` = the dotted name; an
-unknown study is 404; a body above :data:`~plena_opt.web.limits.MAX_BODY_BYTES` is 413. The
+unknown study is 404; a body above :data:`~plena_opt.web.limits.MAX_BODY_BYTES` is 413; a
+simulation while the running ones hold :data:`~plena_opt.web.limits.MAX_CONCURRENT_SIMULATIONS`
+slots or their estimated bytes is 503 with ``Retry-After``. A ``Host`` that is not loopback, the
+bound address or an ``--allowed-host`` is 400; a missing or wrong token (``--auth-token-file``)
+is 401 (:mod:`plena_opt.web.guard`). The
 handlers are plain ``def``: Starlette runs them in its thread pool, so a simulation never blocks
 the event loop.
 """
@@ -12,15 +16,17 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.web import limits, schemas, service, views
+from plena_opt.web import guard, limits, schemas, service, views
 
 STATIC = Path(__file__).parent / "static"
 
@@ -96,10 +102,25 @@ def _error(status: int, field: str, msg: str) -> JSONResponse:
     )
 
 
-def create_app(storage: str | None = None) -> FastAPI:
-    """The app; ``storage`` is the study store the studies tab reads (None: the default)."""
+def create_app(
+    storage: str | None = None,
+    *,
+    bound_host: str | None = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+    auth_token: str | None = None,
+) -> FastAPI:
+    """The app; ``storage`` is the study store the studies tab reads (None: the default).
+
+    It answers only ``Host`` names of loopback, ``bound_host`` (the address it is served on)
+    and ``allowed_hosts`` (HTTP 400 otherwise); with ``auth_token`` every request needs it
+    (HTTP 401 otherwise; :mod:`plena_opt.web.guard`)."""
     app = FastAPI(title="plena-opt ui", docs_url="/api/docs", openapi_url="/api/openapi.json")
     _add_body_cap(app)
+    if auth_token is not None:
+        app.add_middleware(guard.TokenAuth, token=auth_token)
+    # added last, so it runs first: a rebound name is refused before anything else
+    hosts = guard.allowed_hosts(bound_host, allowed_hosts)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)
     _add_error_handlers(app)
     _add_simulation_routes(app, _Results(limits.RESULT_CACHE), limits.WorkSlots())
     _add_study_routes(app, storage)
