@@ -160,22 +160,27 @@ def add_server_arg(
         "--token-file",
         default=None,
         metavar="FILE",
-        help="send the bearer token in FILE (default: $PLENA_OPT_TOKEN when set)",
+        help="send the bearer token in FILE (default: $PLENA_OPT_TOKEN when set, else none)",
     )
     g.add_argument(
         "--server-ca",
         default=None,
         metavar="FILE",
-        help="connect with TLS, trusting the server certificate's CA in FILE (PEM)",
+        help="connect with TLS, trusting the server certificate's CA in FILE (PEM; default: "
+        "plaintext, or the system's CAs with --client-cert)",
     )
     g.add_argument(
         "--client-cert",
         default=None,
         metavar="FILE",
-        help="client certificate chain for mutual TLS (PEM; with --client-key; implies TLS)",
+        help="client certificate chain for mutual TLS (PEM; with --client-key; implies TLS; "
+        "default: none)",
     )
     g.add_argument(
-        "--client-key", default=None, metavar="FILE", help="private key of --client-cert (PEM)"
+        "--client-key",
+        default=None,
+        metavar="FILE",
+        help="private key of --client-cert (PEM; default: none)",
     )
 
 

@@ -38,14 +38,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="also answer requests whose Host is NAME (repeatable; '*.example.com' for its "
         "subdomains). Only loopback names and the bound address are answered by default, so a "
-        "web page on a rebound DNS name cannot reach the app (other hosts: HTTP 400)",
+        "web page on a rebound DNS name cannot reach the app (other hosts: HTTP 400; default: "
+        "none)",
     )
     p.add_argument(
         "--auth-token-file",
         default=None,
         metavar="FILE",
         help="require this token on every request: 'Authorization: Bearer TOKEN', or the "
-        "browser's login prompt with TOKEN as password (HTTP 401 otherwise)",
+        "browser's login prompt with TOKEN as password (HTTP 401 otherwise; default: none, "
+        "open to anyone who reaches the port)",
     )
     p.set_defaults(func=run, storage=env_default(ENV_STORAGE))
 

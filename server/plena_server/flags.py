@@ -54,14 +54,14 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="PEM CA certificates: require a client certificate signed by one (mutual TLS; "
-        "needs --tls-cert/--tls-key)",
+        "needs --tls-cert/--tls-key; default: none)",
     )
     p.add_argument(
         "--auth-token-file",
         default=None,
         metavar="FILE",
         help="require 'authorization: Bearer TOKEN' (TOKEN: the file's content) on every RPC "
-        "but the health check (UNAUTHENTICATED otherwise)",
+        "but the health check (UNAUTHENTICATED otherwise; default: none)",
     )
     p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
 
