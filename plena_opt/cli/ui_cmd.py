@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="also answer requests whose Host is NAME (repeatable; '*.example.com' for its "
         "subdomains). Only loopback names and the bound address are answered by default, so a "
-        "web page on a rebound DNS name cannot reach the app (other hosts: HTTP 400; default: "
-        "none)",
+        "web page on a rebound DNS name cannot reach the app (other hosts: HTTP 400). With "
+        "--host 0.0.0.0 give the names or addresses clients use (default: none)",
     )
     p.add_argument(
         "--auth-token-file",
