@@ -221,3 +221,16 @@ def test_grpc_and_web_share_one_set_of_bounds():
     assert s.max_concurrent_simulates == web.MAX_CONCURRENT_SIMULATIONS
     assert s.max_simulate_bytes == web.MAX_SIMULATION_BYTES
     assert MAX_WINDOW_STEPS == web.MAX_WINDOW_STEPS and MAX_TRAINING_OPS == limits.MAX_TRAINING_OPS
+
+
+def test_web_refuses_a_straggler_factor_above_the_bound():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from plena_opt.web.app import create_app
+
+    client = TestClient(create_app(storage=None), base_url="http://127.0.0.1")
+    noise = {"straggler": {"probability": 0.1, "factor_high": limits.MAX_STRAGGLER_FACTOR * 10}}
+    r = client.post("/api/simulate", json={"mode": "training", "samples": 10, "noise": noise})
+    assert r.status_code == 422 and r.json()["field"] == "noise.straggler.factor_high"
+    assert r.json()["detail"][0]["msg"] == "noise.straggler.factor_high must be at most 100"

@@ -106,7 +106,8 @@ def check_noise(spec: Any, field: str = "noise") -> Any:
         ("alpha", MAX_MOE_ALPHA),
     ):
         if getattr(moe, name) > top:
-            raise LimitError(f"{field}.moe.{name}", f"{field}.moe.{name} must be at most {top:g}")
+            shown = f"{top:g}" if isinstance(top, float) else str(top)
+            raise LimitError(f"{field}.moe.{name}", f"{field}.moe.{name} must be at most {shown}")
     types = moe.op_types or []
     if len(types) > MAX_DURATION_KEYS or any(len(t) > MAX_NAME_CHARS for t in types):
         raise LimitError(

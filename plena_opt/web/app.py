@@ -180,7 +180,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(limits.LimitError)
     async def over_limit(_: Request, exc: limits.LimitError) -> JSONResponse:
         if not exc.busy:  # above a bound: the request can never run
-            return _error(422, exc.field, f"{exc.field}: {exc}")
+            text = str(exc)
+            return _error(
+                422, exc.field, text if text.startswith(exc.field) else f"{exc.field}: {text}"
+            )
         response = _error(503, exc.field, str(exc))
         response.headers["Retry-After"] = "1"
         return response
