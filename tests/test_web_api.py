@@ -20,7 +20,7 @@ from plena_opt.web.views import REASON_TEXT  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    return TestClient(create_app(storage=None))
+    return TestClient(create_app(storage=None), base_url="http://127.0.0.1")
 
 
 def _training(schedule="1f1b", pp=4, vpp=1, m=8, durations=None, **kw) -> dict:
@@ -198,7 +198,7 @@ def test_studies_and_front(tmp_path) -> None:
     argv += ["--input-seq", "256", "--output-seq", "8", "--sampler", "exhaustive", "--quiet"]
     argv += ["--storage", str(store), "--study", "web", "--recheck", "0", "--max-ttft-ms", "300"]
     assert main(argv) == 0
-    c = TestClient(create_app(storage=str(store)))
+    c = TestClient(create_app(storage=str(store)), base_url="http://127.0.0.1")
     studies = c.get("/api/studies").json()
     assert [s["name"] for s in studies] == ["web"]
     front = c.get("/api/studies/web/front").json()
@@ -210,7 +210,9 @@ def test_studies_and_front(tmp_path) -> None:
     assert front["problem"]["model"] == "gpt-oss-20b"
     assert front["not_in_form"] == []  # a built-in problem opens in the simulator
     assert c.get("/api/studies/nope/front").status_code == 404
-    empty = TestClient(create_app(storage=str(tmp_path / "absent.log")))
+    empty = TestClient(
+        create_app(storage=str(tmp_path / "absent.log")), base_url="http://127.0.0.1"
+    )
     assert empty.get("/api/studies").json() == []
     assert not (tmp_path / "absent.log").exists()
 
@@ -252,7 +254,11 @@ def test_a_precision_study_shows_each_plans_precision(tmp_path) -> None:
     argv = ["search", "--model", "llama-3.2-1b", "--chip", "h200-sxm", "--noc", "hgx-h200x8"]
     argv += ["--precisions", "bf16,fp8", "--quiet", "--recheck", "0", "--storage", str(store)]
     assert main([*argv, "--study", "prec"]) == 0
-    front = TestClient(create_app(storage=str(store))).get("/api/studies/prec/front").json()
+    front = (
+        TestClient(create_app(storage=str(store)), base_url="http://127.0.0.1")
+        .get("/api/studies/prec/front")
+        .json()
+    )
     assert {t["plan"]["precision"] for t in front["trials"]} == {"bf16", "fp8"}
     assert all(t["label"].endswith(t["plan"]["precision"]) for t in front["trials"])
     assert "precision" in front["not_in_form"]

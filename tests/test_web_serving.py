@@ -42,7 +42,7 @@ def store(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def client(store) -> TestClient:
-    return TestClient(create_app(storage=store))
+    return TestClient(create_app(storage=store), base_url="http://127.0.0.1")
 
 
 def _stored(store: str, name: str):
@@ -150,7 +150,9 @@ def test_errors_and_caps(client, monkeypatch, tmp_path) -> None:
     assert r.status_code == 422 and r.json()["field"] == "name"
     monkeypatch.setattr(limits, "MAX_FRONT_TRIALS", 3)
     assert len(client.get("/api/studies/so-serving/serving").json()["trials"]) == 3
-    empty = TestClient(create_app(storage=str(tmp_path / "absent.log")))
+    empty = TestClient(
+        create_app(storage=str(tmp_path / "absent.log")), base_url="http://127.0.0.1"
+    )
     assert empty.get("/api/studies/sv-serving/serving").status_code == 404
     assert not (tmp_path / "absent.log").exists()
 
@@ -165,7 +167,11 @@ def test_plan_study_view_follows_the_sla(client, tmp_path) -> None:
     plain = str(tmp_path / "p.log")
     argv = ["search", "--model", "llama-3.2-1b", "--noc", "illustrative_gpu_node_8", "--quiet"]
     assert main([*argv, "--recheck", "0", "--storage", plain, "--study", "plain"]) == 0
-    g = TestClient(create_app(storage=plain)).get("/api/studies/plain/front").json()
+    g = (
+        TestClient(create_app(storage=plain), base_url="http://127.0.0.1")
+        .get("/api/studies/plain/front")
+        .json()
+    )
     assert g["view"] == "ttft-tps" and g["sla_constraints"] == []
 
 

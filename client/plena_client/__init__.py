@@ -9,9 +9,12 @@ from plena_client.client import (
     profile_source,
     system_spec,
 )
+from plena_client.credentials import TOKEN_ENV, Credentials
 from plena_client.errors import PlenaRpcError
 
 __all__ = [
+    "TOKEN_ENV",
+    "Credentials",
     "PlenaClient",
     "PlenaRpcError",
     "channel_options",

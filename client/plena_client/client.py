@@ -3,7 +3,8 @@
 Every call carries a deadline (``timeout`` seconds; defaults below). Only the read-only,
 idempotent RPCs (ListModels, ListProfiles, GetStudy, Estimate, Simulate) are retried, and only on
 UNAVAILABLE, by gRPC's own retry policy (service config); Search/StreamSearch/CancelSearch are
-never retried because a repeated search would add trials to the study.
+never retried because a repeated search would add trials to the study. ``credentials`` (a
+bearer token, TLS, a client certificate) reach a shared server (:mod:`plena_client.credentials`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
+from plena_client.credentials import Credentials
 from plena_client.errors import PlenaRpcError
 
 SERVICE = "plena_opt.v1.PlenaOpt"
@@ -107,11 +109,15 @@ class PlenaClient:
         timeout: float = DEFAULT_TIMEOUT_S,
         search_timeout: float = DEFAULT_SEARCH_TIMEOUT_S,
         channel: grpc.Channel | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.search_timeout = search_timeout
-        self._channel = channel or grpc.insecure_channel(target, options=channel_options())
+        # None: no TLS, the token of $PLENA_OPT_TOKEN if set
+        self.credentials = credentials if credentials is not None else Credentials.load()
+        self._metadata = self.credentials.metadata()
+        self._channel = channel or self.credentials.channel(target, channel_options())
         self._stub = pb_grpc.PlenaOptStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
@@ -126,7 +132,9 @@ class PlenaClient:
 
     def _call(self, method: str, request: Any, timeout: float | None) -> Any:
         try:
-            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+            return getattr(self._stub, method)(
+                request, timeout=timeout or self.timeout, metadata=self._metadata
+            )
         except grpc.RpcError as exc:
             raise PlenaRpcError.from_rpc_error(exc) from None
 
@@ -136,7 +144,9 @@ class PlenaClient:
         """Health status name of ``service`` ("" = the whole server), e.g. "SERVING"."""
         try:
             reply = self._health.Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=timeout or self.timeout
+                health_pb2.HealthCheckRequest(service=service),
+                timeout=timeout or self.timeout,
+                metadata=self._metadata,
             )
         except grpc.RpcError as exc:
             raise PlenaRpcError.from_rpc_error(exc) from None
@@ -197,7 +207,9 @@ class PlenaClient:
 
     def stream_search_call(self, request: pb.SearchRequest, timeout: float | None = None) -> Any:
         """The raw streaming call (iterable of events with ``cancel()``)."""
-        return self._stub.StreamSearch(request, timeout=timeout or self.search_timeout)
+        return self._stub.StreamSearch(
+            request, timeout=timeout or self.search_timeout, metadata=self._metadata
+        )
 
     def cancel_search(self, study_name: str, timeout: float | None = None) -> bool:
         reply = self._call("CancelSearch", pb.CancelSearchRequest(study_name=study_name), timeout)

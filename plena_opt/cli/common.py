@@ -155,6 +155,33 @@ def add_server_arg(
         help=f"{help}; port 50051 when omitted (default: ${ENV_SERVER}, else run locally)",
     )
     parser.set_defaults(server=_env_server())
+    g = parser.add_argument_group("shared-server credentials (with --server)")
+    g.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="send the bearer token in FILE (default: $PLENA_OPT_TOKEN when set, else none)",
+    )
+    g.add_argument(
+        "--server-ca",
+        default=None,
+        metavar="FILE",
+        help="connect with TLS, trusting the server certificate's CA in FILE (PEM; default: "
+        "plaintext, or the system's CAs with --client-cert)",
+    )
+    g.add_argument(
+        "--client-cert",
+        default=None,
+        metavar="FILE",
+        help="client certificate chain for mutual TLS (PEM; with --client-key; implies TLS; "
+        "default: none)",
+    )
+    g.add_argument(
+        "--client-key",
+        default=None,
+        metavar="FILE",
+        help="private key of --client-cert (PEM; default: none)",
+    )
 
 
 def _env_server() -> str | None:

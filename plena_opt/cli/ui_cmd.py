@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ui",
         help=help_of("ui"),
         description="Serve the simulator's web UI: timelines of every op and why it waited, "
-        "Monte Carlo statistics, traces and the studies in the store. Binds loopback by default.",
+        "Monte Carlo statistics, traces and the studies in the store. Binds loopback by default "
+        "and answers only loopback Host names, the bound address and --allowed-host names.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="TCP port (0 = any free port)")
@@ -30,12 +31,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"(default: ${ENV_STORAGE}, else ./plena-opt-studies.log)",
     )
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (repeatable; '*.example.com' for its "
+        "subdomains). Only loopback names and the bound address are answered by default, so a "
+        "web page on a rebound DNS name cannot reach the app (other hosts: HTTP 400). With "
+        "--host 0.0.0.0 give the names or addresses clients use (default: none)",
+    )
+    p.add_argument(
+        "--auth-token-file",
+        default=None,
+        metavar="FILE",
+        help="require this token on every request: 'Authorization: Bearer TOKEN', or the "
+        "browser's login prompt with TOKEN as password (HTTP 401 otherwise; default: none, "
+        "open to anyone who reaches the port)",
+    )
     p.set_defaults(func=run, storage=env_default(ENV_STORAGE))
 
 
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise PlenaInputError("port", "--port must be between 0 and 65535")
+    from plena_opt.api.access import read_token_file
+
+    token = read_token_file(args.auth_token_file) if args.auth_token_file else None
     try:
         import uvicorn
 
@@ -60,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
                 webbrowser.open(url)
 
-    config = uvicorn.Config(
-        create_app(args.storage), host=args.host, port=args.port, log_level="warning"
+    app = create_app(
+        args.storage, bound_host=args.host, allowed_hosts=args.allowed_host, auth_token=token
     )
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = _Server(config)
     try:
         server.run()

@@ -2,7 +2,11 @@
 
 Errors: a request that breaks a rule (pydantic validation, or a ``PlenaInputError`` from the
 product) is HTTP 422 with ``detail[0].loc`` naming the field and ``field`` = the dotted name; an
-unknown study is 404; a body above :data:`~plena_opt.web.limits.MAX_BODY_BYTES` is 413. The
+unknown study is 404; a body above :data:`~plena_opt.web.limits.MAX_BODY_BYTES` is 413; a
+simulation while the running ones hold :data:`~plena_opt.web.limits.MAX_CONCURRENT_SIMULATIONS`
+slots or their estimated bytes is 503 with ``Retry-After``. A ``Host`` that is not loopback, the
+bound address or an ``--allowed-host`` is 400; a missing or wrong token (``--auth-token-file``)
+is 401 (:mod:`plena_opt.web.guard`). The
 handlers are plain ``def``: Starlette runs them in its thread pool, so a simulation never blocks
 the event loop.
 """
@@ -12,15 +16,17 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.web import limits, schemas, service, views
+from plena_opt.web import guard, limits, schemas, service, views
 
 STATIC = Path(__file__).parent / "static"
 
@@ -51,38 +57,41 @@ def _key(req: schemas.SimulateIn) -> str:
     return hashlib.sha256(data.model_dump_json().encode()).hexdigest()[:16]
 
 
-def _run(req: schemas.SimulateIn) -> service.SimRun:
+def _work(req: schemas.SimulateIn) -> tuple[object, int]:
+    """The request's validated noise and the estimated bytes of its simulation (the gRPC
+    server's estimator); 422 naming ``samples`` (or the noise field) above a bound."""
     noise = service.check_noise(req.noise)
     if req.mode == "training":
         t = req.training
         n_ops = t.pp * t.vpp * t.microbatches * (3 if t.schedule == "zb-h1" else 2)
-        _check_work(n_ops, req.samples)
-        return service.run_training(
-            t.schedule,
-            t.pp,
-            t.vpp,
-            t.microbatches,
-            t.durations_ms,
-            noise,
-            req.samples,
-            req.seed,
-            req.comm,
-            limits.MAX_OPS,
-        )
-    s = req.serving
-    m = s.batch_size  # micro-batches <= batch
-    _check_work(min(m, s.pp) * s.pp * (s.max_window_steps + 2) * 3, req.samples)
-    problem = service.ServingProblem(**s.model_dump(exclude={"durations_ms"}))
-    return service.run_serving(problem, s.durations_ms, noise, req.samples, req.seed, req.comm)
+        limits.check_op_samples(n_ops, req.samples)
+        service.check_training_size(t.pp, t.vpp, t.microbatches, limits.MAX_OPS)
+    else:
+        s = req.serving
+        n_ops = min(s.batch_size, s.pp) * s.pp * (s.max_window_steps + 2) * 3  # m <= batch
+    return noise, limits.check_work(n_ops, req.samples, noise)
 
 
-def _check_work(n_ops: int, samples: int) -> None:
-    if n_ops * max(samples, 1) > limits.MAX_WORK:
-        raise PlenaInputError(
-            "samples",
-            f"samples: about {n_ops} ops × {samples} samples is above the limit "
-            f"{limits.MAX_WORK:,} op-samples per request",
-        )
+def _run(req: schemas.SimulateIn, slots: limits.WorkSlots) -> service.SimRun:
+    noise, need = _work(req)
+    with slots.slot(need):  # 503 when the running simulations hold the count or the bytes
+        if req.mode == "training":
+            t = req.training
+            return service.run_training(
+                t.schedule,
+                t.pp,
+                t.vpp,
+                t.microbatches,
+                t.durations_ms,
+                noise,
+                req.samples,
+                req.seed,
+                req.comm,
+                limits.MAX_OPS,
+            )
+        s = req.serving
+        problem = service.ServingProblem(**s.model_dump(exclude={"durations_ms"}))
+        return service.run_serving(problem, s.durations_ms, noise, req.samples, req.seed, req.comm)
 
 
 def _error(status: int, field: str, msg: str) -> JSONResponse:
@@ -93,12 +102,27 @@ def _error(status: int, field: str, msg: str) -> JSONResponse:
     )
 
 
-def create_app(storage: str | None = None) -> FastAPI:
-    """The app; ``storage`` is the study store the studies tab reads (None: the default)."""
+def create_app(
+    storage: str | None = None,
+    *,
+    bound_host: str | None = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+    auth_token: str | None = None,
+) -> FastAPI:
+    """The app; ``storage`` is the study store the studies tab reads (None: the default).
+
+    It answers only ``Host`` names of loopback, ``bound_host`` (the address it is served on)
+    and ``allowed_hosts`` (HTTP 400 otherwise); with ``auth_token`` every request needs it
+    (HTTP 401 otherwise; :mod:`plena_opt.web.guard`)."""
     app = FastAPI(title="plena-opt ui", docs_url="/api/docs", openapi_url="/api/openapi.json")
     _add_body_cap(app)
+    if auth_token is not None:
+        app.add_middleware(guard.TokenAuth, token=auth_token)
+    # added last, so it runs first: a rebound name is refused before anything else
+    hosts = guard.allowed_hosts(bound_host, allowed_hosts)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)
     _add_error_handlers(app)
-    _add_simulation_routes(app, _Results(limits.RESULT_CACHE))
+    _add_simulation_routes(app, _Results(limits.RESULT_CACHE), limits.WorkSlots())
     _add_study_routes(app, storage)
 
     @app.get("/", include_in_schema=False)
@@ -153,8 +177,19 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def bad_input(_: Request, exc: PlenaInputError) -> JSONResponse:
         return _error(422, exc.field or "", str(exc))
 
+    @app.exception_handler(limits.LimitError)
+    async def over_limit(_: Request, exc: limits.LimitError) -> JSONResponse:
+        if not exc.busy:  # above a bound: the request can never run
+            text = str(exc)
+            return _error(
+                422, exc.field, text if text.startswith(exc.field) else f"{exc.field}: {text}"
+            )
+        response = _error(503, exc.field, str(exc))
+        response.headers["Retry-After"] = "1"
+        return response
 
-def _add_simulation_routes(app: FastAPI, results: _Results) -> None:
+
+def _add_simulation_routes(app: FastAPI, results: _Results, slots: limits.WorkSlots) -> None:
     """``/api/catalog``, ``/api/simulate``, ``/api/trace`` (from the cached run) and
     ``/api/estimate``."""
 
@@ -165,14 +200,14 @@ def _add_simulation_routes(app: FastAPI, results: _Results) -> None:
     @app.post("/api/simulate", response_model=schemas.SimulateOut)
     def simulate(req: schemas.SimulateIn) -> schemas.SimulateOut:
         key = _key(req)
-        run = results.get(key) or _run(req)
+        run = results.get(key) or _run(req, slots)
         results.put(key, run)
         return views.simulate_out(run, key)
 
     @app.post("/api/trace")
     def trace(req: schemas.TraceIn) -> JSONResponse:
         key = _key(req)
-        run = results.get(key) or _run(req)
+        run = results.get(key) or _run(req, slots)
         results.put(key, run)
         name = f"plena-opt-{run.mode}-{req.sample}.json"
         return JSONResponse(

@@ -1,40 +1,65 @@
-"""Bounds on every size a web API request can carry, the same figures as the gRPC server's
-(``server/plena_server/limits.py`` and ``simulate_job.py``) where both have one; a request above
-one is refused with HTTP 422 naming the field."""
+"""Bounds on every size a web API request can carry: the shared request bounds of every front
+end (:mod:`plena_opt.api.limits`, the gRPC server's too) under the names the web app uses; a
+request above one is refused with HTTP 422 naming the field."""
 
 from __future__ import annotations
 
-import plena_opt.bounds as bounds
+from plena_opt.api.limits import (
+    MAX_BATCH,
+    MAX_BODY_BYTES,
+    MAX_CONCURRENT_SIMULATIONS,
+    MAX_DEVICES,
+    MAX_DURATION_KEYS,
+    MAX_MICROBATCHES,
+    MAX_NAME_CHARS,
+    MAX_NOISE_CHARS,
+    MAX_PP,
+    MAX_SAMPLES,
+    MAX_SEQ,
+    MAX_SIMULATION_BYTES,
+    MAX_TRIALS,
+    MAX_VIEW_OPS,
+    MAX_VPP,
+    MAX_WINDOW_STEPS,
+    MAX_WORK,
+    MIB,
+    LimitError,
+    WorkSlots,
+    check_op_samples,
+    check_work,
+)
 
-MIB = 1024 * 1024
+__all__ = [
+    "MAX_BATCH",
+    "MAX_BODY_BYTES",
+    "MAX_CONCURRENT_SIMULATIONS",
+    "MAX_DEGREE",
+    "MAX_DURATION_KEYS",
+    "MAX_FRONT_TRIALS",
+    "MAX_MICROBATCHES",
+    "MAX_NAME_CHARS",
+    "MAX_NOISE_CHARS",
+    "MAX_OPS",
+    "MAX_PP",
+    "MAX_SAMPLES",
+    "MAX_SEQ",
+    "MAX_SIMULATION_BYTES",
+    "MAX_VPP",
+    "MAX_WINDOW_STEPS",
+    "MAX_WORK",
+    "MIB",
+    "RESULT_CACHE",
+    "LimitError",
+    "WorkSlots",
+    "check_op_samples",
+    "check_work",
+]
 
-#: Request body (the gRPC server's ``max_inline_json_bytes``).
-MAX_BODY_BYTES = 1 * MIB
-#: Monte Carlo samples per simulation (``ServerLimits.max_samples``).
-MAX_SAMPLES = bounds.MAX_SAMPLES
-#: Ops × samples per request (``simulate_job.MAX_WORK``).
-MAX_WORK = bounds.MAX_WORK
-#: Decode steps of a serving window (``simulate_job.MAX_WINDOW_STEPS``).
-MAX_WINDOW_STEPS = bounds.MAX_WINDOW_STEPS
-#: Ops of one simulated plan sent to the page. Lower than the server's 200,000 training ops
-#: because every op travels to the browser three times (deterministic, p50, p99 timelines):
-#: 65,536 ops are about 20 MB of JSON.
-MAX_OPS = 65_536
-#: Pipeline ranks, virtual chunks and micro-batches of a training schedule.
-MAX_PP = 256
-MAX_VPP = 64
-MAX_MICROBATCHES = 8192
-#: Parallel degrees of a serving plan (the server's ``max_devices``).
-MAX_DEGREE = 4096
-#: Op-type keys in one ``durations_ms`` map (a pp=256 serving plan has 3·256 + 2).
-MAX_DURATION_KEYS = 1024
-#: Length of a name (model, NoC, memory, study) or a noise text.
-MAX_NAME_CHARS = 256
-MAX_NOISE_CHARS = 4096
-#: Sequence lengths and batch of a serving workload.
-MAX_SEQ = 1 << 20
-MAX_BATCH = 1 << 16
+#: Ops of one simulated plan sent to the page.
+MAX_OPS = MAX_VIEW_OPS
+#: Parallel degrees of a serving plan (devices of a NoC profile).
+MAX_DEGREE = MAX_DEVICES
 #: Trials drawn in a study's front.
-MAX_FRONT_TRIALS = 20_000
+MAX_FRONT_TRIALS = MAX_TRIALS
 #: Simulation results kept for the trace download (least recently used dropped first).
 RESULT_CACHE = 8

@@ -7,9 +7,11 @@ service NOT_SERVING and the server keeps answering (health says NOT_SERVING, new
 Simulates are UNAVAILABLE) while running searches, re-checks and Simulates stop and reply with
 what is done (``stop_reason = "shutdown"``); then ``server.stop`` waits out the rest of the grace.
 
-Security: there is no authentication. The server binds loopback by default; ``tls`` (a
-certificate chain and private key in PEM, grpcio's own ``ssl_server_credentials``) encrypts the
-connection for serving beyond loopback — put access control in front of it.
+Security: the server binds loopback by default. ``tls`` (a certificate chain and private key in
+PEM, grpcio's own ``ssl_server_credentials``) encrypts the connection; with ``client_ca`` it also
+requires a client certificate signed by that CA (mutual TLS; a client without one fails the
+handshake). ``auth_token`` requires ``authorization: Bearer <token>`` on every RPC but health
+(:mod:`plena_server.auth`). Without either, anyone who reaches the port may use the server.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_server.auth import TokenInterceptor
 from plena_server.errors import safe_deserializer
 from plena_server.limits import ServerLimits
 from plena_server.service import SERVICE_NAME, PlenaOptServicer
@@ -96,15 +99,23 @@ REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """PEM files for TLS: the certificate chain and its private key."""
+    """PEM files for TLS: the certificate chain and its private key; ``client_ca``: the CA
+    certificates a client's certificate must be signed by (mutual TLS; None: no client
+    certificate asked)."""
 
     cert: Path
     key: Path
+    client_ca: Path | None = None
 
     def credentials(self) -> grpc.ServerCredentials:
         """grpcio's server credentials (raises ``OSError`` for an unreadable file)."""
         chain, key = Path(self.cert).read_bytes(), Path(self.key).read_bytes()
-        return grpc.ssl_server_credentials([(key, chain)])
+        if self.client_ca is None:
+            return grpc.ssl_server_credentials([(key, chain)])
+        ca = Path(self.client_ca).read_bytes()
+        return grpc.ssl_server_credentials(
+            [(key, chain)], root_certificates=ca, require_client_auth=True
+        )
 
 
 def enable_reflection(server: grpc.Server, services: tuple[str, ...]) -> None:
@@ -182,9 +193,10 @@ def start_server(
     *,
     reflection_on: bool = True,
     tls: TlsFiles | None = None,
+    auth_token: str | None = None,
 ) -> RunningServer:
     """Build and start the server on ``host:port`` (port 0 = any free port); reflection unless
-    ``reflection_on`` is False; TLS with ``tls``."""
+    ``reflection_on`` is False; TLS with ``tls``; the bearer token ``auth_token`` required."""
     limits = limits or ServerLimits()
     preload()
     clear_stale_journal_lock(storage)
@@ -194,7 +206,8 @@ def start_server(
         max_workers=workers + limits.max_concurrent_searches + limits.max_concurrent_simulates,
         thread_name_prefix="plena-rpc",
     )
-    server = grpc.server(pool, options=channel_options(limits))
+    interceptors = [TokenInterceptor(auth_token)] if auth_token else []
+    server = grpc.server(pool, options=channel_options(limits), interceptors=interceptors)
     servicer = PlenaOptServicer(limits, storage)
     add_servicer(servicer, server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
@@ -223,11 +236,19 @@ def serve(
     *,
     reflection_on: bool = True,
     tls: TlsFiles | None = None,
+    auth_token: str | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT, then drain gracefully; returns the exit code (0)."""
     limits = limits or ServerLimits()
     running = start_server(
-        host, port, storage, workers, limits, reflection_on=reflection_on, tls=tls
+        host,
+        port,
+        storage,
+        workers,
+        limits,
+        reflection_on=reflection_on,
+        tls=tls,
+        auth_token=auth_token,
     )
     stop = threading.Event()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.api import limits as bounds
 from plena_opt.errors import (
     MAX_ECHO,
     PlenaInputError,
@@ -130,7 +131,7 @@ def _exists(name: str) -> bool:
         return True
 
 
-MAX_DISPLAY_NAME = 128  # characters of an inline model's display name
+MAX_DISPLAY_NAME = bounds.MAX_DISPLAY_NAME  # characters of an inline model's display name
 
 
 def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.model") -> Any:
@@ -353,9 +354,10 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
 
 def noise_of(request: pb.SimulateRequest | pb.SearchOptions, default: str) -> Any:
     """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
+    from plena_opt.api.limits import check_noise
     from plena_opt.api.wire import noise_from_proto
     from plena_opt.simulator.engine import parse_noise
 
     if not request.HasField("noise"):
         return parse_noise(default)
-    return noise_from_proto(request.noise)
+    return check_noise(noise_from_proto(request.noise))

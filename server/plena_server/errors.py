@@ -19,6 +19,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from plena_opt.api.limits import LimitError
 from plena_opt.errors import (
     MAX_MESSAGE,
     PlenaInputError,
@@ -37,12 +38,9 @@ except ImportError:  # pragma: no cover - only while deepstack lacks errors.py
         field = ""
 
 
-class ServerLimitError(Exception):
-    """A request exceeds a server limit or the server is at capacity (RESOURCE_EXHAUSTED)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+# A request exceeds a limit or the server is at capacity (RESOURCE_EXHAUSTED): the one error of
+# the shared request bounds (``plena_opt.api.limits``), which the web app also raises.
+ServerLimitError = LimitError
 
 
 class Unimplemented(Exception):

@@ -8,20 +8,21 @@ import os
 import socket
 from pathlib import Path
 
+from plena_opt.api.access import read_token_file
 from plena_opt.errors import PlenaInputError
 
 STORAGE_ENV = "PLENA_OPT_STORAGE"  # the CLI's too (plena_opt.cli.conventions.ENV_STORAGE)
 
 DESCRIPTION = (
-    "Serve the plena_opt.v1.PlenaOpt gRPC API. There is no authentication: it binds to "
-    "loopback by default; to serve beyond it use --tls-cert/--tls-key and your own access "
-    "control."
+    "Serve the plena_opt.v1.PlenaOpt gRPC API. It binds to loopback by default and has no "
+    "authentication unless asked: to serve beyond loopback use --tls-cert/--tls-key and "
+    "--tls-client-ca (client certificates) and/or --auth-token-file (a bearer token)."
 )
 
 
 def add_serve_args(p: argparse.ArgumentParser) -> None:
     """``--host --port --storage --workers --max-searches --max-simulates --grace
-    --no-reflection --tls-cert --tls-key``; sets ``func``."""
+    --no-reflection --tls-cert --tls-key --tls-client-ca --auth-token-file``; sets ``func``."""
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=50051, help="TCP port (0 = any free port)")
     p.add_argument(
@@ -48,6 +49,20 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
         help="PEM certificate chain: serve TLS (with --tls-key; default: none, plaintext)",
     )
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert (default: none)")
+    p.add_argument(
+        "--tls-client-ca",
+        default=None,
+        metavar="FILE",
+        help="PEM CA certificates: require a client certificate signed by one (mutual TLS; "
+        "needs --tls-cert/--tls-key; default: none)",
+    )
+    p.add_argument(
+        "--auth-token-file",
+        default=None,
+        metavar="FILE",
+        help="require 'authorization: Bearer TOKEN' (TOKEN: the file's content) on every RPC "
+        "but the health check (UNAUTHENTICATED otherwise; default: none)",
+    )
     p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
 
 
@@ -61,11 +76,14 @@ _FLAGS = {
 def _tls(args: argparse.Namespace) -> object:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise PlenaInputError("tls", "--tls-cert and --tls-key go together")
+    ca = getattr(args, "tls_client_ca", None)
+    if ca and not args.tls_cert:
+        raise PlenaInputError("tls_client_ca", "--tls-client-ca needs --tls-cert and --tls-key")
     if not args.tls_cert:
         return None
     from plena_server.app import TlsFiles
 
-    tls = TlsFiles(Path(args.tls_cert), Path(args.tls_key))
+    tls = TlsFiles(Path(args.tls_cert), Path(args.tls_key), Path(ca) if ca else None)
     try:
         tls.credentials()
     except OSError as exc:
@@ -94,6 +112,8 @@ def run_serve(args: argparse.Namespace) -> int:
         loc = str(exc.errors()[0]["loc"][0])
         raise PlenaInputError(loc, f"{_FLAGS[loc]}: {exc.errors()[0]['msg']}") from exc
     tls = _tls(args)
+    token_file = getattr(args, "auth_token_file", None)
+    token = read_token_file(token_file) if token_file else None
     _check_port_free(args.host, args.port)
     try:
         return serve(
@@ -104,6 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
             limits,
             reflection_on=args.reflection,
             tls=tls,
+            auth_token=token,
         )
     except OSError as exc:
         raise PlenaInputError("port", f"cannot serve on {args.host}:{args.port}: {exc}") from exc

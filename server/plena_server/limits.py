@@ -10,39 +10,54 @@ from collections.abc import Iterator
 import grpc
 from pydantic import BaseModel, ConfigDict, Field
 
-from plena_opt.bounds import MAX_SAMPLES
+from plena_opt.api import limits as bounds
+from plena_opt.api.limits import MIB
 from plena_opt.stop import StopToken
 from plena_server.errors import RpcAbort, ServerLimitError
 
-MIB = 1024 * 1024
+__all__ = ["MIB", "ServerLimits", "SimulationSlots"]
+
+# Upper bounds of the operator's settings: more runs at once than MAX_CONCURRENT, or a drain
+# longer than MAX_GRACE_SECONDS, is a typo (each search holds a process pool and memory).
 MAX_CONCURRENT = 1024
 MAX_GRACE_SECONDS = 3600.0
 
 
 class ServerLimits(BaseModel):
-    """Upper bounds enforced on every request; exceeding one is RESOURCE_EXHAUSTED."""
+    """Upper bounds enforced on every request; exceeding one is RESOURCE_EXHAUSTED. The
+    defaults are the shared request bounds (:mod:`plena_opt.api.limits`), the web app's too."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # Upper bounds of the operator's settings: more runs at once than MAX_CONCURRENT, or a drain
-    # longer than MAX_GRACE_SECONDS, is a typo (each search holds a process pool and memory).
     max_concurrent_searches: int = Field(
         4, ge=1, le=MAX_CONCURRENT, description="searches running at once"
     )
     max_concurrent_simulates: int = Field(
-        4, ge=1, le=MAX_CONCURRENT, description="Simulates running at once"
+        bounds.MAX_CONCURRENT_SIMULATIONS, ge=1, le=MAX_CONCURRENT, description="Simulates running at once"
     )
     max_simulate_bytes: int = Field(
-        1024 * MIB, ge=MIB, description="estimated working memory of one Simulate, bytes"
+        bounds.MAX_SIMULATION_BYTES,
+        ge=MIB,
+        description="estimated working memory of one Simulate, bytes",
     )
-    max_devices: int = Field(4096, ge=1, description="devices in a NoC profile")
-    max_trials: int = Field(20000, ge=1, description="trials per search request")
-    max_samples: int = Field(MAX_SAMPLES, ge=1, description="Monte Carlo samples per plan")
-    max_recheck_top_k: int = Field(16, ge=0, description="re-checked front plans per search")
-    max_inline_json_bytes: int = Field(1 * MIB, ge=1, description="inline config/profile size")
-    max_message_bytes: int = Field(16 * MIB, ge=MIB, description="gRPC send/receive limit")
-    max_trace_bytes: int = Field(12 * MIB, ge=0, description="compressed trace bytes per reply")
-    max_deadline_seconds: float = Field(3600.0, gt=0, description="longest search budget, s")
+    max_devices: int = Field(bounds.MAX_DEVICES, ge=1, description="devices in a NoC profile")
+    max_trials: int = Field(bounds.MAX_TRIALS, ge=1, description="trials per search request")
+    max_samples: int = Field(bounds.MAX_SAMPLES, ge=1, description="Monte Carlo samples per plan")
+    max_recheck_top_k: int = Field(
+        bounds.MAX_RECHECK_TOP_K, ge=0, description="re-checked front plans per search"
+    )
+    max_inline_json_bytes: int = Field(
+        bounds.MAX_BODY_BYTES, ge=1, description="inline config/profile size"
+    )
+    max_message_bytes: int = Field(
+        bounds.MAX_MESSAGE_BYTES, ge=MIB, description="gRPC send/receive limit"
+    )
+    max_trace_bytes: int = Field(
+        bounds.MAX_TRACE_BYTES, ge=0, description="compressed trace bytes per reply"
+    )
+    max_deadline_seconds: float = Field(
+        bounds.MAX_DEADLINE_SECONDS, gt=0, description="longest search budget, s"
+    )
     grace_seconds: float = Field(
         5.0, ge=0, le=MAX_GRACE_SECONDS, description="SIGTERM drain period, s"
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.api import limits as bounds
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.plan import DEFAULT_MEMORY, Workload
 from plena_opt.estimate.problem import (
@@ -24,7 +25,7 @@ from plena_server import convert
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
 
-MAX_BATCH_SIZES = 64
+MAX_BATCH_SIZES = bounds.MAX_BATCH_SIZES
 _STUDY_NAME = re.compile(r"[A-Za-z0-9._:@+-]{1,128}")
 _OPTION_OF_FIELD = {
     "batch_sizes": "batch_sizes",
@@ -210,6 +211,8 @@ def recheck_noise(o: pb.SearchOptions) -> NoiseSpec:
         return convert.noise_of(o, DEFAULT_NOISE)
     except PlenaInputError as exc:
         raise type(exc)(f"options.{exc.field}", exc.rule) from exc
+    except ServerLimitError as exc:
+        raise ServerLimitError(f"options.{exc.field}", f"options.{exc}") from exc
 
 
 def search_field(exc: PlenaInputError) -> PlenaInputError:

@@ -25,6 +25,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import pack_trace, trace_chunks
 
 from plena_opt import api, jsonio
+from plena_opt.api import limits as bounds
 from plena_opt.api.recheck import DEFAULT_SAMPLES
 from plena_opt.api.serving_wire import decisions_to_proto
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
@@ -38,7 +39,7 @@ from plena_server.registry import StopSignal
 from plena_server.search_request import recheck_noise, search_field, search_request
 from plena_server.studies import fail_stale_trials, fallback_result
 
-MAX_BATCH_SIZES = 64
+MAX_BATCH_SIZES = bounds.MAX_BATCH_SIZES
 # Answer from the study when less than this share of the deadline (0.5–3 s) is left.
 ANSWER_RESERVE_SHARE = 0.05
 # Seconds between the re-check's deadline and that answer: building and packing the result.

@@ -17,26 +17,18 @@ import grpc
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import pack_trace
 
-from plena_opt import api, bounds, jsonio
+from plena_opt import api, jsonio
+from plena_opt.api import limits as bounds
 from plena_opt.api.wire import distribution, serving_to_proto
 from plena_opt.errors import PlenaInputError
 from plena_opt.stop import StopToken
 from plena_server import convert
 from plena_server.errors import ServerLimitError
-from plena_server.limits import MIB
 
 DEFAULT_NOISE = "sigma=0.05"  # the CLI's --noise default
 DEFAULT_SAMPLES = 1000
-# The request sizes every front end shares (plena_opt.bounds).
 MAX_WINDOW_STEPS = bounds.MAX_WINDOW_STEPS
-MAX_TRAINING_OPS = bounds.MAX_SCHEDULE_OPS  # ops in one training plan
-MAX_WORK = bounds.MAX_WORK  # ops × samples per request
-# Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
-# binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,
-# dependency graph and level layout (measured: 100,000 ops of 1F1B take about 1.5 KB per op
-# besides the block buffers; 2 KiB leaves a margin).
-GRAPH_BYTES_PER_OP = 2048
-BLOCK_BYTES_PER_SAMPLE = 9
+MAX_TRAINING_OPS = bounds.MAX_TRAINING_OPS  # ops in one training plan
 _TRAINING_FIELDS = {
     "durations": "training.base_ms",
     "pp": "training.pp_size",
@@ -129,7 +121,7 @@ def _training(
     for name, v in (("pp_size", pp), ("vpp_size", vpp), ("microbatches", m)):
         if v < 1:
             raise PlenaInputError(f"training.{name}", f"training.{name} must be greater than zero")
-    if pp * vpp * m * bounds.SCHEDULE_OPS_PER_SLOT > MAX_TRAINING_OPS:
+    if pp * vpp * m * 4 > MAX_TRAINING_OPS:
         raise ServerLimitError(
             "training", f"the schedule has more ops than the server limit of {MAX_TRAINING_OPS}"
         )
@@ -139,7 +131,7 @@ def _training(
         # the CLI's --durations rules: schedule op types only, finite, 0 <= ms <= MAX_DURATION
         stage_ms = check_schedule_durations(t.schedule, dict(t.base_ms))
         plan = api.build_schedule(t.schedule, pp, m, vpp)
-        _check_work(plan.n_ops, samples, limits)
+        _check_work(plan.n_ops, samples, noise, limits)
         # base_ms is per pipeline stage; each of the vpp chunk ops takes F/v (spec §1.3)
         sim = api.simulate_schedule(
             plan, stage_ms, noise=noise, samples=samples, seed=seed, stop=token
@@ -185,21 +177,9 @@ def _training_field(exc: PlenaInputError) -> PlenaInputError:
     return exc
 
 
-def _check_work(n_ops: int, samples: int, limits: Any) -> None:
-    if n_ops * max(samples, 1) > MAX_WORK:
-        raise ServerLimitError(
-            "samples", f"{n_ops} ops × {samples} samples is above the server limit {MAX_WORK}"
-        )
-    from plena_opt.simulator.engine.noise import SAMPLE_BLOCK
-
-    block = min(max(samples, 0), SAMPLE_BLOCK)
-    need = (n_ops + 1) * (block * BLOCK_BYTES_PER_SAMPLE + GRAPH_BYTES_PER_OP)
-    if need > limits.max_simulate_bytes:
-        raise ServerLimitError(
-            "samples",
-            f"{n_ops} ops × {block} samples per block need about {need // MIB} MiB, above the "
-            f"server limit of {limits.max_simulate_bytes // MIB} MiB per simulation",
-        )
+def _check_work(n_ops: int, samples: int, noise: Any, limits: Any) -> None:
+    """The shared estimate of a simulation's work and memory (``api.limits.check_work``)."""
+    bounds.check_work(n_ops, samples, noise, limits.max_simulate_bytes)
 
 
 def _inference(
@@ -223,7 +203,7 @@ def _inference(
     def check_work(times: Any) -> None:
         # ops of the largest of the three windows: p stages × (m micro-batches × steps + prefill)
         ops = times.pp * times.micro_batches * (times.decode_steps + 2) * 3
-        _check_work(ops, samples, servicer.limits)
+        _check_work(ops, samples, noise, servicer.limits)
 
     try:
         sim = api.simulate_plan(

@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 from plena_client.client import PlenaClient
+from plena_client.credentials import Credentials
 from plena_client.errors import PlenaRpcError
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import unpack_trace
@@ -60,6 +61,12 @@ def rpc_errors() -> Iterator[None]:
     try:
         yield
     except PlenaRpcError as exc:
+        if exc.code == grpc.StatusCode.UNAUTHENTICATED:
+            raise PlenaInputError(
+                "token_file",
+                "the server refused the credentials (UNAUTHENTICATED): give its token with "
+                "--token-file or $PLENA_OPT_TOKEN",
+            ) from None
         if exc.code in USER_ERRORS:
             leaf = (exc.field or "server").rsplit(".", 1)[-1]
             field = _FLAG_OF_FIELD.get(leaf, leaf)
@@ -76,7 +83,40 @@ def rpc_errors() -> Iterator[None]:
 
 def client_of(args: argparse.Namespace) -> PlenaClient:
     timeout = getattr(args, "server_timeout", None)
-    return PlenaClient(args.server, **({"timeout": timeout} if timeout else {}))
+    return PlenaClient(
+        args.server, credentials=credentials_of(args), **({"timeout": timeout} if timeout else {})
+    )
+
+
+_CREDENTIAL_FLAGS = {
+    "token_file": "--token-file",
+    "root_ca": "--server-ca",
+    "client_cert": "--client-cert",
+    "client_key": "--client-key",
+}
+
+
+def credentials_of(args: argparse.Namespace) -> Credentials:
+    """The token (``--token-file``, else ``$PLENA_OPT_TOKEN``) and TLS files of ``--server``;
+    ``PlenaInputError`` naming the flag for an unreadable file or a lone cert/key."""
+    files = {
+        "token_file": getattr(args, "token_file", None),
+        "root_ca": getattr(args, "server_ca", None),
+        "client_cert": getattr(args, "client_cert", None),
+        "client_key": getattr(args, "client_key", None),
+    }
+    if bool(files["client_cert"]) != bool(files["client_key"]):
+        raise PlenaInputError("client_cert", "--client-cert and --client-key go together")
+    for name, path in files.items():
+        if path is not None:
+            try:
+                Path(path).read_bytes()
+            except OSError as exc:
+                flag = _CREDENTIAL_FLAGS[name]
+                raise PlenaInputError(
+                    flag[2:].replace("-", "_"), f"{flag}: cannot read {path}: {exc.strerror}"
+                ) from None
+    return Credentials.load(**files)
 
 
 def fail(exc: RemoteUnavailable) -> int:

@@ -24,7 +24,13 @@ from plena_opt.simulator.engine import (
 )
 from plena_opt.simulator.scheduler import SCHEDULES
 from plena_opt.web.service.catalog import catalog
-from plena_opt.web.service.runs import SimRun, check_noise, run_training, trace_of
+from plena_opt.web.service.runs import (
+    SimRun,
+    check_noise,
+    check_training_size,
+    run_training,
+    trace_of,
+)
 from plena_opt.web.service.serving import ServingProblem, estimate_serving, run_serving
 from plena_opt.web.service.studies import (
     FORM_FIELDS,
@@ -45,6 +51,7 @@ __all__ = [
     "Timeline",
     "catalog",
     "check_noise",
+    "check_training_size",
     "estimate_serving",
     "list_studies",
     "not_in_form",

@@ -48,6 +48,16 @@ def prefixed(exc: PlenaInputError, prefix: str) -> PlenaInputError:
     return cls(full, str(exc))
 
 
+def check_training_size(pp: int, vpp: int, microbatches: int, max_ops: int) -> None:
+    """Refuse a schedule above the ``max_ops`` ops the page draws, before building it."""
+    if pp * vpp * microbatches * 2 > max_ops:  # every schedule has >= 2 ops per (rank, chunk, mb)
+        raise PlenaInputError(
+            "training.microbatches",
+            f"pp·vpp·microbatches·2 = {pp * vpp * microbatches * 2} ops is above the {max_ops} "
+            "ops the UI draws (fewer micro-batches or ranks)",
+        )
+
+
 def run_training(
     schedule: str,
     pp: int,
@@ -61,12 +71,7 @@ def run_training(
     max_ops: int,
 ) -> SimRun:
     """Simulate a training schedule (``durations_ms`` per pipeline stage; chunk ops take F/v)."""
-    if pp * vpp * microbatches * 2 > max_ops:  # every schedule has >= 2 ops per (rank, chunk, mb)
-        raise PlenaInputError(
-            "training.microbatches",
-            f"pp·vpp·microbatches·2 = {pp * vpp * microbatches * 2} ops is above the {max_ops} "
-            "ops the UI draws (fewer micro-batches or ranks)",
-        )
+    check_training_size(pp, vpp, microbatches, max_ops)
     from plena_opt import api
 
     try:
@@ -108,5 +113,8 @@ def trace_of(run: SimRun, sample: str) -> dict[str, Any]:
 
 
 def check_noise(noise: Any) -> Any:
-    """A validated noise spec (errors name ``noise.<field>``)."""
-    return parse_noise(noise)
+    """A validated noise spec within the shared request bounds (errors name
+    ``noise.<field>``)."""
+    from plena_opt.api.limits import check_noise as within_bounds
+
+    return within_bounds(parse_noise(noise))
