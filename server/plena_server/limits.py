@@ -33,7 +33,10 @@ class ServerLimits(BaseModel):
         4, ge=1, le=MAX_CONCURRENT, description="searches running at once"
     )
     max_concurrent_simulates: int = Field(
-        bounds.MAX_CONCURRENT_SIMULATIONS, ge=1, le=MAX_CONCURRENT, description="Simulates running at once"
+        bounds.MAX_CONCURRENT_SIMULATIONS,
+        ge=1,
+        le=MAX_CONCURRENT,
+        description="Simulates running at once",
     )
     max_simulate_bytes: int = Field(
         bounds.MAX_SIMULATION_BYTES,
