@@ -29,16 +29,17 @@ WRITE_POINTS, WRITE_SECONDS = 1024, 0.5
 # PLAN_CPU_SECONDS: the evaluator's CPU time per plan, fresh evaluator, every legal plan of the
 # default workload (NoC routes already built: both modes pay routing alike). Measured by
 # ``python benchmarks/bench_growth.py --plan-cost`` on 2026-12-06, the 2-core development VM at
-# load 4–6 (other sessions running): llama-3.1-70b and qwen3-235b-a22b on the bench_scale switch
-# hierarchy of 32, 512 and 8,192 devices, median of the six rows (details in
-# benchmarks/README.md, "Growth of the default search").
-PLAN_CPU_SECONDS = 0.00025
+# load 2.3 (other sessions running): llama-3.1-70b and qwen3-235b-a22b on the bench_scale switch
+# hierarchy of 32, 512 and 8,192 devices (112–1,344 plans), rows 0.124–0.225 ms, median of the
+# six rows 0.216 ms (benchmarks/README.md, "Growth of the default search").
+PLAN_CPU_SECONDS = 0.00022
 # TPE_CPU_SECONDS_PER_TRIAL: the sampler's own CPU time per budgeted trial beyond scoring its plan
 # (ask, tell, the proposals it repeats or makes illegal, refinement bookkeeping), multivariate
 # TPE with constant liar as ``samplers.make_sampler`` builds it, 200-trial budget. Measured by
-# ``python benchmarks/bench_growth.py --tpe-overhead`` on 2026-12-06, same VM and load:
-# llama-3.1-70b, 1,024 devices, 4 batch sizes (1,968 plans), seeds 0–2, median.
-TPE_CPU_SECONDS_PER_TRIAL = 0.0085
+# ``python benchmarks/bench_growth.py --tpe-overhead`` on 2026-12-06, same VM, load 2.3:
+# llama-3.1-70b, 1,024 devices, 4 batch sizes (1,968 plans), seeds 0–2: 3.2, 5.6, 4.0 ms,
+# median 4.0 ms (before issue 26 repeats were told as trials: 8.4 ms wall at load 1).
+TPE_CPU_SECONDS_PER_TRIAL = 0.0040
 
 
 def sampler_cost_model(req: SearchRequest, unscored: int, space: int) -> tuple[float, float]:
