@@ -243,6 +243,8 @@ def main() -> None:
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="fewer sizes (see the module doc)")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated catalog names")
+    ap.add_argument("--devices", help="comma-separated device counts (default: see module doc)")
+    ap.add_argument("--layers", help="comma-separated layer counts ('' for none)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per row")
     ap.add_argument("--tpe-overhead", action="store_true", help="measure TPE's cost per trial")
     ap.add_argument("--plan-cost", action="store_true", help="measure the evaluator per plan")
@@ -257,6 +259,10 @@ def main() -> None:
     models = args.models.split(",")
     devs = QUICK_DEVICES if args.quick else DEVICES
     lays = QUICK_LAYERS if args.quick else LAYERS
+    if args.devices is not None:
+        devs = tuple(int(x) for x in args.devices.split(",") if x)
+    if args.layers is not None:
+        lays = tuple(int(x) for x in args.layers.split(",") if x)
     by_dev = [run_child(m, n, None, args.timeout) for m in models for n in devs]
     layer_models = models[:1] if args.quick else models
     by_layer = [run_child(m, LAYER_DEVICES, k, args.timeout) for m in layer_models for k in lays]

@@ -44,20 +44,23 @@ def test_same_sampler_and_front_under_a_10x_slow_clock(monkeypatch, trials: int)
         slow = _search(trials)
     assert slow == normal
     exhaustive_s, sampler_s = modes.sampler_cost_model(
-        SearchRequest(trials=trials, compare_exact=False), 2592, 2592
+        SearchRequest(trials=trials, compare_exact=False), 2592, 2592, 256
     )
     assert normal[0] == ("exhaustive" if exhaustive_s <= sampler_s else "tpe")
 
 
 def test_choice_follows_counts() -> None:
     req = SearchRequest(trials=200, compare_exact=False)
-    cheap, dear = modes.sampler_cost_model(req, 300, 300)
+    cheap, dear = modes.sampler_cost_model(req, 300, 300, 256)
     assert cheap < dear  # 300 plans: scoring them all beats 200 TPE trials
-    big_e, big_s = modes.sampler_cost_model(req, 100_000, 100_000)
+    big_e, big_s = modes.sampler_cost_model(req, 100_000, 100_000, 256)
     assert big_e > big_s
     # a sampled front rated by scoring the rest anyway: exhaustive is never dearer
-    e, s = modes.sampler_cost_model(SearchRequest(trials=200), 5_000, 5_000)
+    e, s = modes.sampler_cost_model(SearchRequest(trials=200), 5_000, 5_000, 256)
     assert e <= s
+    # 1,730 plans on 65,536 devices: each plan's routing makes the 200-trial sampler cheaper
+    e, s = modes.sampler_cost_model(SearchRequest(trials=200), 1_730, 1_730, 65_536)
+    assert s < e
 
 
 def _sampler_study(monkeypatch) -> list:

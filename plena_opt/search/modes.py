@@ -33,6 +33,14 @@ WRITE_POINTS, WRITE_SECONDS = 1024, 0.5
 # hierarchy of 32, 512 and 8,192 devices (112–1,344 plans), rows 0.124–0.225 ms, median of the
 # six rows 0.216 ms (benchmarks/README.md, "Growth of the default search").
 PLAN_CPU_SECONDS = 0.00022
+# ROUTE_CPU_SECONDS_PER_DEVICE: what a plan costs beyond that on a cold process at large device
+# counts, per device (NoC routing of its collective groups, paid once per pattern; a search
+# scores each plan once, so it pays it per plan). Fitted on the default-search rows of
+# ``python benchmarks/bench_growth.py`` (2026-12-06, load 1.9–2.1, exhaustive everywhere, re-check
+# CPU subtracted), CPU per plan over devices at 8,192, 32,768 and 65,536 devices:
+# llama-3.1-70b 0.24, 0.13, 0.13 µs, qwen3-235b-a22b 0.39, 0.34, 0.35 µs per device; 0.25 µs taken
+# between the two models (median 0.29). Negligible below ~1,000 devices (≤ 0.25 ms a plan).
+ROUTE_CPU_SECONDS_PER_DEVICE = 0.25e-6
 # TPE_CPU_SECONDS_PER_TRIAL: the sampler's own CPU time per budgeted trial beyond scoring its plan
 # (ask, tell, the proposals it repeats or makes illegal, refinement bookkeeping), multivariate
 # TPE with constant liar as ``samplers.make_sampler`` builds it, 200-trial budget. Measured by
@@ -42,27 +50,36 @@ PLAN_CPU_SECONDS = 0.00022
 TPE_CPU_SECONDS_PER_TRIAL = 0.0040
 
 
-def sampler_cost_model(req: SearchRequest, unscored: int, space: int) -> tuple[float, float]:
+def plan_cpu_seconds(devices: int) -> float:
+    """Modelled CPU seconds to score one plan on ``devices`` devices (constants above)."""
+    return PLAN_CPU_SECONDS + ROUTE_CPU_SECONDS_PER_DEVICE * devices
+
+
+def sampler_cost_model(
+    req: SearchRequest, unscored: int, space: int, devices: int
+) -> tuple[float, float]:
     """(exhaustive, sampler) CPU seconds ``auto`` compares for a space of ``space`` legal plans
-    of which ``unscored`` are not scored yet: scoring every one of them, against the sampler's
-    budget (``trials`` plans, each scored plus ``TPE_CPU_SECONDS_PER_TRIAL``) plus, when the
-    result would then score the rest of the space to rate the sampled front (``compare_exact``,
-    by default when that costs at most ``auto_budget_s``), scoring that rest too."""
+    on ``devices`` devices of which ``unscored`` are not scored yet: scoring every one of them,
+    against the sampler's budget (``trials`` plans, each scored plus
+    ``TPE_CPU_SECONDS_PER_TRIAL``) plus, when the result would then score the rest of the space
+    to rate the sampled front (``compare_exact``, by default when that costs at most
+    ``auto_budget_s``), scoring that rest too."""
+    per_plan = plan_cpu_seconds(devices)
     budget = min(req.trials, unscored)
-    exhaustive = unscored * PLAN_CPU_SECONDS
-    sampler = budget * (PLAN_CPU_SECONDS + TPE_CPU_SECONDS_PER_TRIAL)
-    if compares_exact(req, unscored - budget, space):
-        sampler += (unscored - budget) * PLAN_CPU_SECONDS
+    exhaustive = unscored * per_plan
+    sampler = budget * (per_plan + TPE_CPU_SECONDS_PER_TRIAL)
+    if compares_exact(req, unscored - budget, space, devices):
+        sampler += (unscored - budget) * per_plan
     return exhaustive, sampler
 
 
-def compares_exact(req: SearchRequest, rest: int, space: int) -> bool:
+def compares_exact(req: SearchRequest, rest: int, space: int, devices: int) -> bool:
     """Whether a sampled search scores the ``rest`` of the space to rate its front: as asked
     (``compare_exact``), else when the space has at most ``EXACT_COMPARE_LIMIT`` plans and
-    pricing the rest costs at most ``auto_budget_s`` by ``PLAN_CPU_SECONDS`` (counts only)."""
+    pricing the rest costs at most ``auto_budget_s`` by ``plan_cpu_seconds`` (counts only)."""
     if req.compare_exact is not None:
         return req.compare_exact
-    return space <= EXACT_COMPARE_LIMIT and rest * PLAN_CPU_SECONDS <= req.auto_budget_s
+    return space <= EXACT_COMPARE_LIMIT and rest * plan_cpu_seconds(devices) <= req.auto_budget_s
 
 
 def choose_sampler(s: _Search, todo: list[Point]) -> str:
@@ -73,7 +90,9 @@ def choose_sampler(s: _Search, todo: list[Point]) -> str:
         return name
     if len(todo) <= s.req.trials:
         return "exhaustive"
-    exhaustive_s, sampler_s = sampler_cost_model(s.req, len(todo), len(s.space))
+    exhaustive_s, sampler_s = sampler_cost_model(
+        s.req, len(todo), len(s.space), s.space.num_devices
+    )
     return "exhaustive" if exhaustive_s <= sampler_s else "tpe"
 
 

@@ -48,7 +48,8 @@ def _rate_front(
     size, hypervolume, the ratio, front recall and IGD (``plena_opt.search.quality``)."""
     request = s.req
     result_extra: dict[str, Any] = {}
-    compare = compares_exact(request, len(s.space) - len(s.cache), len(s.space))
+    rest = len(s.space) - len(s.cache)
+    compare = compares_exact(request, rest, len(s.space), s.space.num_devices)
     norm: Normaliser | None = None
     hv_norm = "evaluated-feasible-points"
     if complete:
