@@ -85,10 +85,12 @@ def test_neighbour_order_tries_the_step_kinds_that_reached_the_front_first() -> 
     assert sorted(order) == sorted(kinds)
 
 
-def _missed(monkeypatch, share: float, seed: int) -> tuple[set[str], set[str], object]:
+def _missed(
+    monkeypatch, share: float, seed: int, trials: int = 120
+) -> tuple[set[str], set[str], object]:
     monkeypatch.setattr(sampled, "SAMPLER_SHARE", share)
     factory, calls = fake_factory(devices=256)
-    req = SearchRequest(storage=":memory:", batch_sizes=[4, 16, 64], sampler="tpe", trials=172,
+    req = SearchRequest(storage=":memory:", batch_sizes=[4, 16, 64], sampler="tpe", trials=trials,
                         seed=seed)  # fmt: skip
     res = run_search(req, evaluator_factory=factory)
     exact = run_search(
@@ -100,15 +102,17 @@ def _missed(monkeypatch, share: float, seed: int) -> tuple[set[str], set[str], o
 
 
 def test_refinement_recovers_front_plans_the_sampler_alone_misses(monkeypatch) -> None:
-    # 576 legal points, exact front of 15, budget 172 (30 %), seed 1: TPE alone (the whole budget
-    # to the sampler, as before the refinement) misses front plans; sampler + refinement finds them
+    # 576 legal points, exact front of 15, budget 120 (21 %), seed 1: TPE alone (the whole budget
+    # to the sampler, as before the refinement) misses front plans on Optuna 4 and 5; sampler +
+    # refinement finds them. (At 30 % TPE alone now finds the whole front: a repeat is replaced
+    # by the unscored plan nearest it, issue 26.)
     missed_alone, exact, alone = _missed(monkeypatch, 1.0, seed=1)
     assert missed_alone, "the sampler alone finds the whole front here: the test proves nothing"
     missed, _, refined = _missed(monkeypatch, 0.5, seed=1)
     assert not missed & missed_alone  # every plan the sampler missed is recovered
     assert refined.front_recall > alone.front_recall
     assert refined.front_recall == len(exact - missed) / len(exact)
-    assert alone.evaluated == refined.evaluated == 172
+    assert alone.evaluated == refined.evaluated == 120
 
 
 @pytest.mark.parametrize("sampler", ["tpe", "nsga2"])

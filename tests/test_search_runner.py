@@ -173,8 +173,8 @@ def test_should_stop_keeps_finished_trials_and_marks_partial() -> None:
         polls["n"] += 1
         return polls["n"] > 20
 
-    req = SearchRequest(
-        storage=":memory:", study="p", batch_sizes=[4, 64], sampler="tpe", trials=500, seed=0
+    req = SearchRequest(  # 132 legal plans: a budget below it keeps the sampler asking
+        storage=":memory:", study="p", batch_sizes=[4, 64], sampler="tpe", trials=100, seed=0
     )
     res = run_search(req, evaluator_factory=factory, should_stop=stop)
     assert res.partial and res.stop_reason == "cancelled"

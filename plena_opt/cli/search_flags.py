@@ -98,7 +98,8 @@ def _add_sla_flags(g: Any) -> None:
         choices=SAMPLERS,
         default="auto",
         help="tpe, nsga2, gp (needs torch), exhaustive (score every legal plan), or auto "
-        "(default): exhaustive whenever scoring every plan costs less than --trials TPE trials",
+        "(default): exhaustive whenever scoring every plan costs less than --trials TPE trials "
+        "by a fixed CPU cost model (from counts, never timed: same choice on any machine)",
     )
 
 

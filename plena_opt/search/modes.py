@@ -1,5 +1,6 @@
-"""How a search spends its budget: resolve ``auto``, score every plan (exhaustive), or run a
-sampler (``plena_opt.search.sampled``); and score the rest of the space for the exact front."""
+"""How a search spends its budget: resolve ``auto`` (from counts), score every plan (exhaustive),
+or run a sampler (``plena_opt.search.sampled``); and score the rest of the space for the exact
+front."""
 
 from __future__ import annotations
 
@@ -10,47 +11,95 @@ from plena_opt.search.record import Record
 from plena_opt.search.space import Point
 
 if TYPE_CHECKING:
+    from plena_opt.search.request import SearchRequest
     from plena_opt.search.session import _Search
+
+# A sampled front is rated against the exact one only for spaces up to this many plans.
+EXACT_COMPARE_LIMIT = 20_000
 
 EXHAUSTIVE_CHUNK = 128
 # Scored plans are written once this many are waiting or this much time passed (s): one journal
-# append and fsync per write; a crash redoes at most that much scoring on resume.
+# append and fsync per write; a crash redoes at most that much scoring on resume. (When the
+# writes happen, not what is scored or found.)
 WRITE_POINTS, WRITE_SECONDS = 1024, 0.5
-# TPE's own cost per budgeted trial (s), beyond scoring its plan: suggestions (including the
-# repeated and illegal ones a new plan takes) and telling them. Measured 2026-12-01 on the 2-core
-# box (load 1), multivariate TPE, in-memory sampler study, 2,048-point space (4 batch sizes,
-# 1,024 devices, tests' fake evaluator): 300 new plans in 512 asks, 2.53 s → 8.4 ms per trial.
-# ``auto`` prices the sampler's budget with it against scoring every remaining plan.
-TPE_SECONDS_PER_TRIAL = 0.0084
+
+# ``auto`` decides from counts and these two CPU-time constants, never from a clock (issue 26):
+# the same request picks the same sampler, and finds the same front, on any machine at any load.
+#
+# PLAN_CPU_SECONDS: the evaluator's CPU time per plan, fresh evaluator, every legal plan of the
+# default workload (NoC routes already built: both modes pay routing alike). Measured by
+# ``python benchmarks/bench_growth.py --plan-cost`` on 2026-12-06, the 2-core development VM at
+# load 2.3 (other sessions running): llama-3.1-70b and qwen3-235b-a22b on the bench_scale switch
+# hierarchy of 32, 512 and 8,192 devices (112–1,344 plans), rows 0.124–0.225 ms, median of the
+# six rows 0.216 ms (benchmarks/README.md, "Growth of the default search").
+PLAN_CPU_SECONDS = 0.00022
+# ROUTE_CPU_SECONDS_PER_DEVICE: what a plan costs beyond that on a cold process at large device
+# counts, per device (NoC routing of its collective groups, paid once per pattern; a search
+# scores each plan once, so it pays it per plan). Fitted on the default-search rows of
+# ``python benchmarks/bench_growth.py`` (2026-12-06, load 1.9–2.1, exhaustive everywhere, re-check
+# CPU subtracted), CPU per plan over devices at 8,192, 32,768 and 65,536 devices:
+# llama-3.1-70b 0.24, 0.13, 0.13 µs, qwen3-235b-a22b 0.39, 0.34, 0.35 µs per device; 0.25 µs taken
+# between the two models (median 0.29). Negligible below ~1,000 devices (≤ 0.25 ms a plan).
+ROUTE_CPU_SECONDS_PER_DEVICE = 0.25e-6
+# TPE_CPU_SECONDS_PER_TRIAL: the sampler's own CPU time per budgeted trial beyond scoring its plan
+# (ask, tell, the proposals it repeats or makes illegal, refinement bookkeeping), multivariate
+# TPE with constant liar as ``samplers.make_sampler`` builds it, 200-trial budget. Measured by
+# ``python benchmarks/bench_growth.py --tpe-overhead`` on 2026-12-06, same VM, load 2.3:
+# llama-3.1-70b, 1,024 devices, 4 batch sizes (1,968 plans), seeds 0–2: 3.2, 5.6, 4.0 ms,
+# median 4.0 ms (before issue 26 repeats were told as trials: 8.4 ms wall at load 1).
+TPE_CPU_SECONDS_PER_TRIAL = 0.0040
 
 
-def choose_sampler(s: _Search, todo: list[Point]) -> tuple[str, list[Record]]:
-    """Resolve ``auto``: exhaustive whenever scoring every remaining plan costs less than
-    the sampler's budget (``trials`` trials of TPE, each its plan's score plus the sampler's
-    own ``TPE_SECONDS_PER_TRIAL``), else TPE. The probe's points count as scored."""
+def plan_cpu_seconds(devices: int) -> float:
+    """Modelled CPU seconds to score one plan on ``devices`` devices (constants above)."""
+    return PLAN_CPU_SECONDS + ROUTE_CPU_SECONDS_PER_DEVICE * devices
+
+
+def sampler_cost_model(
+    req: SearchRequest, unscored: int, space: int, devices: int
+) -> tuple[float, float]:
+    """(exhaustive, sampler) CPU seconds ``auto`` compares for a space of ``space`` legal plans
+    on ``devices`` devices of which ``unscored`` are not scored yet: scoring every one of them,
+    against the sampler's budget (``trials`` plans, each scored plus
+    ``TPE_CPU_SECONDS_PER_TRIAL``) plus, when the result would then score the rest of the space
+    to rate the sampled front (``compare_exact``, by default when that costs at most
+    ``auto_budget_s``), scoring that rest too."""
+    per_plan = plan_cpu_seconds(devices)
+    budget = min(req.trials, unscored)
+    exhaustive = unscored * per_plan
+    sampler = budget * (per_plan + TPE_CPU_SECONDS_PER_TRIAL)
+    if compares_exact(req, unscored - budget, space, devices):
+        sampler += (unscored - budget) * per_plan
+    return exhaustive, sampler
+
+
+def compares_exact(req: SearchRequest, rest: int, space: int, devices: int) -> bool:
+    """Whether a sampled search scores the ``rest`` of the space to rate its front: as asked
+    (``compare_exact``), else when the space has at most ``EXACT_COMPARE_LIMIT`` plans and
+    pricing the rest costs at most ``auto_budget_s`` by ``plan_cpu_seconds`` (counts only)."""
+    if req.compare_exact is not None:
+        return req.compare_exact
+    return space <= EXACT_COMPARE_LIMIT and rest * plan_cpu_seconds(devices) <= req.auto_budget_s
+
+
+def choose_sampler(s: _Search, todo: list[Point]) -> str:
+    """Resolve ``auto`` from counts (``sampler_cost_model``): exhaustive when the unscored plans
+    fit the budget or scoring all of them costs no more than the sampler would, else TPE."""
     name = s.req.sampler
     if name != "auto":
-        return name, []
+        return name
     if len(todo) <= s.req.trials:
-        return "exhaustive", []
-    first = todo[0]
-    probe = [p for p in todo if (p.batch_size, p.precision) == (first.batch_size, first.precision)][
-        :16
-    ]
-    t = time.perf_counter()
-    recs = s.score(probe)
-    per_point = (time.perf_counter() - t) / max(len(probe), 1)
-    exhaustive_s = per_point * (len(todo) - len(probe))
-    sampler_s = (s.req.trials - len(probe)) * (per_point + TPE_SECONDS_PER_TRIAL)
-    return ("exhaustive" if exhaustive_s <= sampler_s else "tpe"), recs
+        return "exhaustive"
+    exhaustive_s, sampler_s = sampler_cost_model(
+        s.req, len(todo), len(s.space), s.space.num_devices
+    )
+    return "exhaustive" if exhaustive_s <= sampler_s else "tpe"
 
 
-def run_exhaustive(s: _Search, todo: list[Point], scored: list[Record]) -> None:
-    """Score every plan of ``todo`` in chunks (after the ``scored`` probe), storing batches as
-    they fill; stops between chunks when ``s.check_stop()`` says so."""
-    if scored:
-        s.add_records(scored)
-    total, done = len(todo), len(scored)
+def run_exhaustive(s: _Search, todo: list[Point]) -> None:
+    """Score every plan of ``todo`` in chunks, storing batches as they fill; stops between
+    chunks when ``s.check_stop()`` says so."""
+    total, done = len(todo), 0
     pending: list[Record] = []
     last = time.perf_counter()
     try:
@@ -78,12 +127,10 @@ def _exhaustive_loop(
             s.report("exhaustive", done, total)
 
 
-def run_sampled(s: _Search, sampler_name: str, scored: list[Record]) -> None:
+def run_sampled(s: _Search, sampler_name: str) -> None:
     """Run the sampler ``sampler_name`` over the search (``plena_opt.search.sampled``)."""
     from plena_opt.search.sampled import SampledRun
 
-    if scored:  # probe points of ``auto``: already scored, keep them
-        s.add_records(scored)
     SampledRun(s, sampler_name).run()
 
 

@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from plena_opt.search.hypervolume import Normaliser
-from plena_opt.search.modes import choose_sampler, exact_records, run_exhaustive, run_sampled
+from plena_opt.search.modes import (
+    choose_sampler,
+    compares_exact,
+    exact_records,
+    run_exhaustive,
+    run_sampled,
+)
 from plena_opt.search.progress import Progress, ProgressFn
 from plena_opt.search.quality import front_quality
 from plena_opt.search.record import Record
@@ -28,8 +34,6 @@ from plena_opt.search.session import EvaluatorFactory, _Search, default_study_na
 from plena_opt.search.trials import trials_completed
 
 __all__ = ["EvaluatorFactory", "Progress", "ProgressFn", "default_study_name", "run_search"]
-
-EXACT_COMPARE_LIMIT = 20_000
 
 
 def _rate_front(
@@ -44,13 +48,8 @@ def _rate_front(
     size, hypervolume, the ratio, front recall and IGD (``plena_opt.search.quality``)."""
     request = s.req
     result_extra: dict[str, Any] = {}
-    compare = request.compare_exact
-    if compare is None:  # only when scoring the rest of the space is cheap
-        rest = len(s.space) - len(s.cache)
-        compare = (
-            len(s.space) <= EXACT_COMPARE_LIMIT
-            and rest * s.seconds_per_point() <= request.auto_budget_s
-        )
+    rest = len(s.space) - len(s.cache)
+    compare = compares_exact(request, rest, len(s.space), s.space.num_devices)
     norm: Normaliser | None = None
     hv_norm = "evaluated-feasible-points"
     if complete:
@@ -102,11 +101,11 @@ def run_search(
     s = _Search(request, factory, progress, should_stop)
     study = s.open_study()
     todo = [p for p in s.space.points if p.key not in s.cache]
-    sampler_name, probe = choose_sampler(s, todo)
+    sampler_name = choose_sampler(s, todo)
     if sampler_name == "exhaustive":
-        run_exhaustive(s, todo, probe)
+        run_exhaustive(s, todo)
     else:
-        run_sampled(s, sampler_name, probe)
+        run_sampled(s, sampler_name)
     complete = len(s.cache) >= len(s.space)
     partial = s.stop_reason in ("cancelled", "deadline") or (
         sampler_name == "exhaustive" and not complete

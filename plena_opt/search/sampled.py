@@ -3,8 +3,10 @@
 The sampler works on its own in-memory study (the *sampler study*): every suggestion is told
 there — a new plan with its values and constraints (infeasible plans stay COMPLETE there, so TPE
 and NSGA-II both see their constraint values), an illegal one as PRUNED with every constraint
-violated, a repeat with the values already known. Only distinct scored plans reach the stored
-study (``plena_opt.search.trials``), so repeats and illegal suggestions never inflate it.
+violated, a repeat (a plan already scored) as FAIL, which no sampler learns from, so a plan's
+values are in the sampler's history once and repeats do not pull the sampler back to it. Only
+distinct scored plans reach the stored study (``plena_opt.search.trials``), so repeats and
+illegal suggestions never inflate it, and no plan is scored twice.
 
 The budget (``trials`` new plans scored, a hard limit) is spent in phases: the sampler first
 scores ``SAMPLER_SHARE`` of it, then the local refinement (``plena_opt.search.refine``) scores the
@@ -15,9 +17,12 @@ front it knows but misses plans one discrete step from it (qwen3-235b-a22b on 1,
 14 front plans with 10 % of the evaluations; benchmarks/README_search.md).
 
 The run stops when the budget is spent, when every legal plan is scored (the distinct plans ran
-out), or on stop/deadline. After ``STALE_STREAK`` suggestions in a row that bring no new plan, an
-unscored legal plan (seeded random choice) is enqueued, so a sampler that keeps repeating itself
-still spends its budget on distinct plans.
+out), or on stop/deadline. Ask until new, bounded: after ``STALE_STREAK`` suggestions in a row
+that bring no new plan, the unscored legal plan nearest the last suggestion (``nearest_unscored``)
+is enqueued, so every new plan costs at most ``STALE_STREAK + 1`` asks. Once the unscored plans
+are no more than the budget left, they are scored in one pass (``enumerate_rest``) instead of
+being asked for one by one (a space just above the budget made TPE repeat itself 1,781 times for
+200 new plans, issue 26).
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ from plena_opt.search.samplers import make_sampler
 
 if TYPE_CHECKING:
     from plena_opt.search.session import _Search
+    from plena_opt.search.space import Point
 
-STALE_STREAK = 32
+STALE_STREAK = 1
 FLUSH_POINTS = 64
 FLUSH_SECONDS = 0.5
 # Share of the budget the sampler spends before the first refinement; after each refinement the
@@ -67,6 +73,7 @@ class SampledRun:
         self.last_flush = time.perf_counter()
         self.refined = 0  # plans scored by the local refinement
         self.credit = MoveCredit()
+        self._features: np.ndarray | None = None
         self.teach(list(search.cache.values()))
 
     def teach(self, recs: list[Record]) -> None:
@@ -95,11 +102,45 @@ class SampledRun:
         self.last_flush = now
         self.teach(self.s.add_records(recs))
 
-    def _unscored(self) -> dict | None:
-        todo = [p for p in self.s.space.points if p.key not in self.s.cache]
-        if not todo:
+    def nearest_unscored(self, params: dict | None) -> dict | None:
+        """The params of the unscored legal plan nearest ``params`` (L1 over log₂ of tp, ep,
+        dp, pp, cp and the index of every other choice; first in space order among equals), a
+        seeded random one without ``params``; None when every plan is scored."""
+        space, cache = self.s.space, self.s.cache
+        idx = [i for i, p in enumerate(space.points) if p.key not in cache]
+        if not idx:
             return None
-        return self.s.space.params(todo[int(self.rng.integers(len(todo)))])
+        if params is None:
+            return space.params(space.points[idx[int(self.rng.integers(len(idx)))]])
+        if self._features is None:
+            self._features = np.array([_features(self.dists, p) for p in space.points])
+        tp, ep, pp, cp = (int(params[d]) for d in ("tp", "ep", "pp", "cp"))
+        dp = space.num_devices / (tp * ep * pp * cp)
+        target = _feature_row(self.dists, (tp, ep, dp, pp, cp), params)
+        dist = np.abs(self._features[idx] - target).sum(axis=1)
+        return space.params(space.points[idx[int(np.argmin(dist))]])
+
+    def enumerate_rest(self) -> None:
+        """Score every unscored legal plan (grouped by batch size and precision) and tell the
+        sampler study; the space is then exhausted."""
+        s = self.s
+        for batch, prec in s.groups():
+            todo = [
+                p
+                for p in s.space.points
+                if p.batch_size == batch and p.precision == prec and p.key not in s.cache
+            ]
+            for i in range(0, len(todo), FLUSH_POINTS):
+                s.stop_reason = s.check_stop()
+                if s.stop_reason:
+                    return
+                recs = s.score(todo[i : i + FLUSH_POINTS])
+                for rec in recs:
+                    s.cache[rec.point.key] = rec
+                self.pending.extend(recs)
+                self.teach(recs)
+                self.flush()
+                s.report("enumerate", s.evaluated, s.req.trials)
 
     def run(self) -> None:
         """Alternate sampler phases and local refinement until the budget is spent (module doc)."""
@@ -123,21 +164,26 @@ class SampledRun:
             self.flush(force=True)
 
     def sample(self, target: int) -> None:
-        """Ask the sampler until ``target`` plans were scored in all (or the space ran out)."""
+        """Ask the sampler until ``target`` plans were scored in all (or the space ran out);
+        once the unscored plans fit the budget left, score them all (``enumerate_rest``)."""
         s = self.s
         names = s.constraints.names()
-        stale = 0
+        stale, last = 0, None
         while s.evaluated < target and len(s.cache) < len(s.space):
             s.stop_reason = s.check_stop()
             if s.stop_reason:
                 return
+            if len(s.space) - len(s.cache) <= s.req.trials - s.evaluated:
+                self.enumerate_rest()
+                return
             if stale >= STALE_STREAK:
-                params = self._unscored()
+                params = self.nearest_unscored(last)
                 if params is None:
                     break
                 self.study.enqueue_trial(params)
                 stale = 0
             trial = self.study.ask(self.dists)
+            last = trial.params
             point, why = s.space.point_from_params(trial.params)
             if point is None:
                 s.adapter.record(trial, dict.fromkeys(names, 1.0))
@@ -146,14 +192,15 @@ class SampledRun:
                 stale += 1
                 continue
             rec = s.cache.get(point.key)
-            if rec is None:
-                rec = s.score([point])[0]
-                s.cache[point.key] = rec
-                self.pending.append(rec)
-                stale = 0
-            else:
+            if rec is not None:  # a repeat: not scored, not stored, not learnt from again
+                self.study.tell(trial, state=TrialState.FAIL)
                 s.repeats += 1
                 stale += 1
+                continue
+            rec = s.score([point])[0]
+            s.cache[point.key] = rec
+            self.pending.append(rec)
+            stale = 0
             s.adapter.record(trial, rec.constraints)
             if rec.valid:
                 self.study.tell(trial, list(rec.values))
@@ -192,3 +239,19 @@ class SampledRun:
             self.refined += len(todo)
             self.flush()
             s.report("refine", s.evaluated, s.req.trials)
+
+
+def _feature_row(dists: dict, dims: tuple, values: dict) -> np.ndarray:
+    """log₂ of (tp, ep, dp, pp, cp), then the index of each other choice among its values."""
+    logs = [math.log2(max(float(v), 1e-9)) for v in dims]
+    extra = [
+        float(dist.choices.index(values[name])) if values.get(name) in dist.choices else 0.0
+        for name, dist in dists.items()
+        if name not in ("tp", "ep", "pp", "cp")
+    ]
+    return np.array(logs + extra)
+
+
+def _features(dists: dict, point: Point) -> np.ndarray:
+    p = point.plan
+    return _feature_row(dists, (p.tp, p.ep, p.dp, p.pp, p.cp), point.to_dict())

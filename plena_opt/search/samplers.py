@@ -2,7 +2,8 @@
 
 ``tpe``: multivariate TPE (constraint-aware), ``nsga2``: NSGA-II, ``gp``: GP with log-EHVI (small
 budgets), ``exhaustive``: no sampler, every legal plan is scored through the batch API. ``auto``
-is resolved by the runner (exhaustive when the legal space fits the budget, else ``tpe``).
+is resolved by the runner from counts (``modes.choose_sampler``: exhaustive when scoring the
+legal space costs no more than the budget's TPE trials by a CPU cost model, else ``tpe``).
 """
 
 from __future__ import annotations

@@ -92,7 +92,6 @@ class _Search:
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}
         self.evaluated = self.pruned = self.repeats = 0
-        self.score_seconds = 0.0
         self.trials_told = 0
         self.stop_reason: str | None = None
         self._last_progress = 0.0
@@ -124,9 +123,7 @@ class _Search:
         if not points:
             return []
         ev = self.evaluator(points[0].batch_size, points[0].precision)
-        t = time.perf_counter()
         metrics = ev.evaluate_batch([p.plan for p in points])
-        self.score_seconds += time.perf_counter() - t
         self.evaluated += len(points)
         recs = [
             Record.build(
@@ -150,10 +147,6 @@ class _Search:
     def groups(self) -> list[tuple[int, str | None]]:
         """The (batch size, precision) groups of the space, each priced by one evaluator."""
         return [(b, p) for p in self.space.precisions for b in self.batches]
-
-    def seconds_per_point(self) -> float:
-        """Mean evaluator time per scored point so far (s)."""
-        return self.score_seconds / max(self.evaluated, 1)
 
     # -- study -------------------------------------------------------------------------------
     def open_study(self) -> optuna.Study:

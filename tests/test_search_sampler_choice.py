@@ -1,0 +1,107 @@
+"""Issue 26: ``auto`` decides from counts (same sampler and front under a 10× slow clock), and a
+sampler never spends a trial on a plan it already scored."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from optuna.trial import TrialState
+from test_search_fakes import fake_factory
+
+from plena_opt.search import modes, sampled
+from plena_opt.search.request import SearchRequest
+from plena_opt.search.runner import run_search
+
+# 324 legal plans × 8 batch sizes = 2,592 plans on the fake MoE evaluator (256 devices).
+BATCHES = [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def _slow_clocks(monkeypatch, factor: float = 10.0) -> None:
+    """Every clock the search could read runs ``factor`` × slow: each interval reads longer."""
+    for name in ("perf_counter", "process_time", "monotonic"):
+        real = getattr(time, name)
+        base = real()
+        monkeypatch.setattr(time, name, lambda r=real, b=base: b + factor * (r() - b))
+
+
+def _search(trials: int) -> tuple[str, list[str], int]:
+    factory, _ = fake_factory(devices=256, experts=8)
+    res = run_search(
+        SearchRequest(
+            storage=":memory:", batch_sizes=BATCHES, trials=trials, seed=0, compare_exact=False
+        ),  # fmt: skip
+        evaluator_factory=factory,
+    )
+    return res.sampler, sorted(e.label for e in res.front), res.evaluated
+
+
+@pytest.mark.parametrize("trials", [20, 50])
+def test_same_sampler_and_front_under_a_10x_slow_clock(monkeypatch, trials: int) -> None:
+    normal = _search(trials)
+    with monkeypatch.context() as m:
+        _slow_clocks(m)
+        slow = _search(trials)
+    assert slow == normal
+    exhaustive_s, sampler_s = modes.sampler_cost_model(
+        SearchRequest(trials=trials, compare_exact=False), 2592, 2592, 256
+    )
+    assert normal[0] == ("exhaustive" if exhaustive_s <= sampler_s else "tpe")
+
+
+def test_choice_follows_counts() -> None:
+    req = SearchRequest(trials=200, compare_exact=False)
+    cheap, dear = modes.sampler_cost_model(req, 300, 300, 256)
+    assert cheap < dear  # 300 plans: scoring them all beats 200 TPE trials
+    big_e, big_s = modes.sampler_cost_model(req, 100_000, 100_000, 256)
+    assert big_e > big_s
+    # a sampled front rated by scoring the rest anyway: exhaustive is never dearer
+    e, s = modes.sampler_cost_model(SearchRequest(trials=200), 5_000, 5_000, 256)
+    assert e <= s
+    # 1,730 plans on 65,536 devices: each plan's routing makes the 200-trial sampler cheaper
+    e, s = modes.sampler_cost_model(SearchRequest(trials=200), 1_730, 1_730, 65_536)
+    assert s < e
+
+
+def _sampler_study(monkeypatch) -> list:
+    studies: list = []
+    real_init = sampled.SampledRun.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        studies.append(self.study)
+
+    monkeypatch.setattr(sampled.SampledRun, "__init__", init)
+    return studies
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "nsga2"])
+def test_space_just_above_the_budget_has_no_repeated_trials(monkeypatch, sampler) -> None:
+    studies = _sampler_study(monkeypatch)
+    factory, calls = fake_factory(devices=256, experts=8)  # 324 legal plans
+    res = run_search(
+        SearchRequest(
+            storage=":memory:", sampler=sampler, trials=300, seed=0, compare_exact=False
+        ),  # fmt: skip
+        evaluator_factory=factory,
+    )
+    assert res.legal_points == 324 and res.evaluated == 300
+    assert len(calls) == len(set(calls)) == 300  # every plan scored at most once
+    told = [t for t in studies[0].trials if t.state == TrialState.COMPLETE]
+    keys = [tuple(sorted(t.params.items())) for t in told]
+    assert len(keys) == len(set(keys))  # no plan's values twice in the sampler's history
+    # ask until new, bounded: at most STALE_STREAK stale asks before each new plan
+    assert res.repeats + res.pruned_illegal <= sampled.STALE_STREAK * res.evaluated
+
+
+def test_budget_above_the_space_enumerates_the_rest_and_stops() -> None:
+    factory, calls = fake_factory(devices=256, experts=8)
+    res = run_search(
+        SearchRequest(
+            storage=":memory:", sampler="tpe", trials=400, seed=0, compare_exact=False
+        ),  # fmt: skip
+        evaluator_factory=factory,
+    )
+    assert res.evaluated == len(calls) == len(set(calls)) == res.legal_points == 324
+    assert res.repeats == 0 and not res.partial
+    assert any("every one of the" in w for w in res.warnings)
