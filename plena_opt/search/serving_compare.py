@@ -72,6 +72,10 @@ def compare_serving(
             "goodput_tps_per_device": entries[0]["tps_per_device"] if entries else None,
             "goodput_plan": entries[0]["label"] if entries else None,
         }
+        if not entries and not space.stopped():
+            from plena_opt.search.serving_empty import empty_reason
+
+            doc[k]["empty_reason"] = empty_reason(space, k, pts.evaluated)
     if sampler == "optuna" and "disaggregated" in sets:
         doc[SCORED_KEY] = scored_deployments(space, sets["disaggregated"])
     if space.stopped():
@@ -157,6 +161,9 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
             f"{mode}: {len(m['front'])} front plans of {m['feasible']} feasible "
             f"({m['evaluated']} scored), hypervolume {m['hypervolume']:.4f}"
         )
+        if m.get("empty_reason"):
+            lines.append(f"  warning: no {mode} deployment: {m['empty_reason']}")
+            continue
         lines.append(
             f"  {'deployment':<52}{'devices':>8}{'TTFT ms':>10}{'TPOT ms':>10}{'tok/s/dev':>11}"
         )
