@@ -9,6 +9,7 @@ from typing import Any
 
 from plena_opt.jsonio import dumps as strict_json
 from plena_opt.search.hypervolume import REFERENCE
+from plena_opt.search.misses import miss_text
 from plena_opt.search.result import FrontEntry, SearchResult
 
 CSV_FIELDS = (
@@ -138,6 +139,9 @@ def render_text(result: SearchResult) -> str:
         )
     if result.infeasible:
         out.append("infeasible: " + ", ".join(f"{k} {v}" for k, v in result.infeasible.items()))
+        out.extend(miss_text(k, m) for k, m in result.nearest_miss.items())
+    if not result.front:
+        out.append(f"warning: empty front: {no_front_message(result)}")
     if result.partial:
         out.append(f"partial result: search stopped ({result.stop_reason})")
     elif result.stop_reason:
@@ -182,6 +186,7 @@ def result_document(result: SearchResult) -> dict:
     doc["front"] = [_si(e) for e in doc["front"]]
     if doc.get("best_infeasible"):
         doc["best_infeasible"] = _si(doc["best_infeasible"])
+    doc["empty_reason"] = None if result.front else no_front_message(result)
     return doc
 
 
