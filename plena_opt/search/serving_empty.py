@@ -88,6 +88,9 @@ def _formats_that_fit(space: Any, w: WorkerFigures, fmt: str, cap: float | None)
     per = table[fmt].weight
     out = []
     for name, b in sorted(table.items(), key=lambda kv: -kv[1].weight):
-        if b.weight < per and w.weight_bytes_per_device * b.weight / per + w.kv_bytes_per_device <= cap:
+        if (
+            b.weight < per
+            and w.weight_bytes_per_device * b.weight / per + w.kv_bytes_per_device <= cap
+        ):
             out.append(name)
     return out
