@@ -38,7 +38,7 @@ from plena_opt.search.output import (
 )
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
-from plena_opt.search.serving import render_goodput
+from plena_opt.search.serving import BASIS_MONTE_CARLO, render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
 from plena_opt.simulator.engine import parse_noise
 
@@ -206,6 +206,7 @@ def write_outputs(
     if args.json:
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
+        doc["recheck_basis"] = BASIS_MONTE_CARLO
         doc["recommendation"] = None if rec is None else rec.to_dict()
         print(jsonio.dumps(doc, indent=2))
     else:
