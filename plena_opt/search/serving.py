@@ -30,6 +30,7 @@ from plena_opt.search.space import Point
 BASIS_STATIC = "model, static batch"
 BASIS_UNDER_LOAD = "model, under load"
 BASIS_MONTE_CARLO = "Monte Carlo re-check"
+PERCENTILE_BASIS = f"{BASIS_MONTE_CARLO} (TTFT, TPOT); tokens/s/device {BASIS_STATIC}"
 
 
 class CapacityCache:
@@ -187,8 +188,7 @@ def goodput(
         doc["goodput_at_percentile"] = None if top is None else top.tps_per_device
         doc["goodput_at_percentile_plan"] = None if top is None else top.label
         doc["verdicts"] = [v.to_dict() for v in verdicts]
-        doc["goodput_at_percentile_basis"] = f"{BASIS_MONTE_CARLO} (TTFT, TPOT); tokens/s/device "
-        doc["goodput_at_percentile_basis"] += BASIS_STATIC
+        doc["goodput_at_percentile_basis"] = PERCENTILE_BASIS
     return doc
 
 
