@@ -174,3 +174,17 @@ def test_an_empty_front_says_why_in_text_and_json(capsys):
     out = capsys.readouterr().out
     assert "warning: empty front: no plan meets the constraints" in out
     assert "nearest miss on max_ttft" in out
+
+
+def test_an_empty_disaggregated_front_on_a_gpu_names_a_format_the_chip_runs(capsys):
+    """A 405B model in bf16 fills 8 H200s; no pool of 4 holds it: fp8 (which Hopper runs, unlike
+    mxfp8) is the fix named, and it works."""
+    argv = ["search", "--model", "llama-3.1-405b", "--chip", "h200-sxm", "--noc", "hgx-h200x8",
+            "--batch-sizes", "8", "--input-seq", "256", "--output-seq", "8", *SERVING,
+            "--serving", "disaggregated", "--storage", ":memory:", "--quiet"]  # fmt: skip
+    rc, doc, _ = _json(capsys, argv)
+    why = doc["serving"]["comparison"]["disaggregated"]["empty_reason"]
+    assert "at bf16" in why and why.endswith("try --precision fp8") and "mxfp8" not in why
+    assert doc["serving"]["comparison"]["disaggregated"]["front"] == []
+    rc, doc, _ = _json(capsys, [*argv, "--precision", "fp8"])
+    assert doc["serving"]["comparison"]["disaggregated"]["front"]

@@ -81,8 +81,12 @@ def _workload_format(space: Any) -> str:
 
 
 def _formats_that_fit(space: Any, w: WorkerFigures, fmt: str, cap: float | None) -> list[str]:
-    """Formats whose weights (scaled by bytes per element; KV unchanged) make ``w`` fit."""
+    """Formats the chip runs whose weights (scaled by bytes per element; KV unchanged) make
+    ``w`` fit, largest first (the least precision given up)."""
     table = _bytes_table(space)
+    offered = getattr(space.inputs.chip, "formats", None)  # a GPU: the formats it runs
+    if offered is not None:
+        table = {k: v for k, v in table.items() if k in offered or k == fmt}
     if cap is None or fmt not in table:
         return []
     per = table[fmt].weight
