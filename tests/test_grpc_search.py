@@ -566,3 +566,10 @@ def test_remote_serving_document_is_si_and_equals_local(server, client, tmp_path
     front = typed["comparison"]["disaggregated"]["front"]
     assert front and all("kv_transfer_seconds" in e and "ttft_seconds" in e for e in front)
     assert "ttft_ms" not in json.dumps(typed) and "tpot_ms" not in json.dumps(typed)
+    # the recommendation (issue 25): the same locally, in the remote CLI and in the typed reply
+    assert remote["recommendation"] == local["recommendation"] is not None
+    rec = reply.recommendation
+    assert rec.kind == local["recommendation"]["kind"] and rec.key == local["recommendation"]["key"]
+    assert rec.export_command == local["recommendation"]["export_command"]
+    assert rec.basis == local["recommendation"]["figures"]["basis"]
+    assert rec.tps_per_device == local["recommendation"]["figures"]["tps_per_device"]

@@ -15,6 +15,8 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
 * ``decide_serving(result, checks, request, problem)`` — goodput at the SLA and the
   aggregated/disaggregated serving comparison of a finished search.
+* ``recommend(result, request)`` — the one deployment a finished search recommends
+  (``Recommendation``: aggregated plan or disaggregated pools, the export key, the figures, why).
 * ``simulate_plan(problem, plan)`` — serving simulation of one plan (``ServingSimulation``);
   ``simulate_schedule(schedule, stage_ms)`` — a training schedule (``ScheduleSimulation``).
 
@@ -45,6 +47,8 @@ _EXPORTS = {
     "load_problem": "plena_opt.api.problems",
     "names_gpu_chip": "plena_opt.estimate.problem",
     "recheck_front": "plena_opt.api.recheck",
+    "recommend": "plena_opt.api.recommendation",
+    "Recommendation": "plena_opt.api.recommendation",
     "render_recheck": "plena_opt.api.recheck",
     "prepare_workers": "plena_opt.api.workers",
     "run_local_workers": "plena_opt.api.workers",

@@ -87,7 +87,8 @@ def render_recheck(result: SearchResult, checks: list[Any], samples: int, noise:
     lines = [
         f"Monte Carlo re-check of the top {len(checks)} plans ({samples} samples, noise {noise};"
         " * = rank changes under noise; p99 slow = TTFT's slow tail, p1 slow = TPS's):",
-        f"{'plan':<{w}}{'TTFT ms':>10}{'p50':>10}{'p99 slow':>10}{'TPS':>10}{'p50':>10}"
+        "(TTFT ms and TPS: model, static batch; p50/p99/p1: Monte Carlo samples)",
+        f"{'plan':<{w}}{'TTFT ms':>10}{'MC p50':>10}{'p99 slow':>10}{'TPS':>10}{'MC p50':>10}"
         f"{'p1 slow':>10}",
     ]
     for entry, rc in pairs:

@@ -14,6 +14,8 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.search.serving import BASIS_STATIC, BASIS_UNDER_LOAD, PERCENTILE_BASIS
+
 _DIMS = ("tp", "ep", "dp", "pp", "cp")
 _PLAN_TEXT = ("moe_tp_mode", "comm_overlap")
 _FIGURES = ("ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user")
@@ -102,6 +104,8 @@ def _mode_to(m: Mapping[str, Any], out: pb.ServingModeFront) -> None:
         if m.get("goodput_tps_per_device") is not None:
             out.goodput_tps_per_device = float(m["goodput_tps_per_device"])
             out.goodput_plan = m["goodput_plan"]
+        if m.get("empty_reason"):
+            out.empty_reason = m["empty_reason"]
 
 
 def _mode_from(msg: pb.ServingModeFront, counts: bool = True) -> dict[str, Any]:
@@ -111,6 +115,8 @@ def _mode_from(msg: pb.ServingModeFront, counts: bool = True) -> dict[str, Any]:
         g = _opt(msg, "goodput_tps_per_device")
         doc["goodput_tps_per_device"] = g
         doc["goodput_plan"] = None if g is None else msg.goodput_plan
+        if msg.HasField("empty_reason"):
+            doc["empty_reason"] = msg.empty_reason
     return doc
 
 
@@ -139,6 +145,7 @@ def comparison_from_proto(msg: pb.ServingComparison) -> dict[str, Any]:
         "objectives": list(msg.objectives),
         "sla": _sla_from(msg.sla),
         "sampler": msg.sampler,
+        "figures_basis": BASIS_UNDER_LOAD,  # a constant: what the comparison's figures are
     }
     for mode in ("aggregated", "disaggregated"):
         if msg.HasField(mode):
@@ -206,6 +213,7 @@ def decisions_from_proto(msg: pb.ServingDecisions) -> dict[str, Any]:
         g = _opt(msg, "goodput_tps_per_device")
         doc["goodput_tps_per_device"] = g
         doc["goodput_plan"] = None if g is None else msg.goodput_plan
+        doc["goodput_basis"] = BASIS_STATIC
         if msg.verdicts:
             gp = _opt(msg, "goodput_at_percentile_tps_per_device")
             doc["goodput_at_percentile"] = gp
@@ -213,6 +221,22 @@ def decisions_from_proto(msg: pb.ServingDecisions) -> dict[str, Any]:
                 None if gp is None else msg.goodput_at_percentile_plan
             )
             doc["verdicts"] = [_verdict_from(v) for v in msg.verdicts]
+            doc["goodput_at_percentile_basis"] = PERCENTILE_BASIS
     if msg.HasField("comparison"):
         doc["comparison"] = comparison_from_proto(msg.comparison)
     return doc
+
+
+def recommendation_to_proto(rec: Any, out: pb.Recommendation) -> None:
+    """Fill ``out`` from a ``plena_opt.api.recommendation.Recommendation``."""
+    out.SetInParent()
+    out.kind, out.key, out.label, out.basis = rec.kind, rec.key, rec.label, rec.basis
+    out.reason, out.export_command = rec.reason, rec.export_command()
+    if rec.decode_key is not None:
+        out.decode_key = rec.decode_key
+    for name in ("tps_per_device", "ttft_seconds", "tpot_seconds"):
+        if getattr(rec, name) is not None:
+            setattr(out, name, float(getattr(rec, name)))
+    for name in ("devices", "prefill_workers", "decode_workers"):
+        if getattr(rec, name) is not None:
+            setattr(out, name, int(getattr(rec, name)))

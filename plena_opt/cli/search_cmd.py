@@ -39,7 +39,7 @@ from plena_opt.search.output import (
 )
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
-from plena_opt.search.serving import render_goodput
+from plena_opt.search.serving import BASIS_MONTE_CARLO, render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
 from plena_opt.simulator.engine import parse_noise
 
@@ -199,17 +199,21 @@ def write_outputs(
 ) -> None:
     """Print the result (``--json``: with the re-check documents) and the serving decisions,
     write ``--csv``, ``--csv-all``, ``--plot`` and ``--export-dir``, then say what was written and
-    how to go on; local and remote mode both end here, so their output is the same."""
+    how to go on, ending with the one recommendation (``api.recommend``); local and remote mode
+    both end here, so their output is the same."""
+    rec = api.recommend(result, request_from_args(args)) if result.front or result.serving else None
     if args.json:
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
+        doc["recheck_basis"] = BASIS_MONTE_CARLO
+        doc["recommendation"] = None if rec is None else rec.to_dict()
         print(jsonio.dumps(doc, indent=2))
     else:
         print(render_text(result))
         if checks:
             print(render_recheck(result, checks, args.samples, args.noise))
         emit_serving(result)
-    finish_output(args, result, checks, title)
+    finish_output(args, result, checks, title, rec)
 
 
 def write_files(
@@ -234,11 +238,16 @@ def write_files(
 
 
 def finish_output(
-    args: argparse.Namespace, result: SearchResult, checks: list[Any], title: str | None = None
+    args: argparse.Namespace,
+    result: SearchResult,
+    checks: list[Any],
+    title: str | None = None,
+    rec: Any = None,
 ) -> None:
-    """Write the output files, then say what was written and how to go on: on stdout after the
-    text, on stderr after ``--json`` (stdout stays one document)."""
-    steps = next_steps(args, result, write_files(args, result, checks, title))
+    """Write the output files, then say what was written and how to go on (the recommendation
+    ``rec`` last): on stdout after the text, on stderr after ``--json`` (stdout stays one
+    document)."""
+    steps = next_steps(args, result, write_files(args, result, checks, title), rec)
     if steps:
         print("\n".join(steps), file=sys.stderr if args.json else sys.stdout)
 

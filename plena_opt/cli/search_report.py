@@ -91,26 +91,43 @@ def plan_flags(plan: dict[str, Any]) -> list[str]:
     return out + (["--precision", str(plan["precision"])] if plan.get("precision") else [])
 
 
-def next_steps(args: argparse.Namespace, result: SearchResult, written: list[str]) -> list[str]:
-    """Lines after the result: the files written and the commands to go on with."""
+def next_steps(
+    args: argparse.Namespace, result: SearchResult, written: list[str], rec: Any = None
+) -> list[str]:
+    """Lines after the result: the files written, the dashboard, then the one recommendation
+    (``plena_opt.api.recommend``) with the commands to go on with, or why there is none."""
     lines = []
     if written:
         lines.append("wrote: " + "; ".join(written))
-    if result.front:
-        best = result.front[0]
+    if result.storage != ":memory:":
+        lines.append(
+            f"dashboard:  plena-opt dashboard --storage {shlex.quote(result.storage)}"
+            f"  (study {result.study_name})"
+        )
+    if rec is None:
+        lines.append(f"no recommendation: {empty_reason(result)}")
+        return lines
+    lines.append(rec.to_text())
+    if rec.kind == "aggregated":
         base = workload_flags(args)
         base = [x for i, x in enumerate(base) if not (x == "--batch-size" or
                 (i and base[i - 1] == "--batch-size"))]  # fmt: skip
-        flags = shlex.join(base + plan_flags(best.plan))
-        lines.append(f"chosen plan (highest TPS on the front): {best.label}")
+        flags = shlex.join(base + plan_flags(rec.plan))
         lines.append(f"  estimate it:  plena-opt estimate {flags}")
         lines.append(f"  simulate it:  plena-opt simulate {flags}")
-    if result.storage != ":memory:":
-        lines.append(
-            f"  dashboard:    plena-opt dashboard --storage {shlex.quote(result.storage)}"
-            f"  (study {result.study_name})"
-        )
     return lines
+
+
+def empty_reason(result: SearchResult) -> str:
+    """Why a search ends without a recommendation: the empty front's reason, else the
+    serving comparison's."""
+    from plena_opt.search.output import no_front_message
+
+    if not result.front:
+        return no_front_message(result)
+    cmp = result.serving.get("comparison") or {}
+    reasons = [cmp[m].get("empty_reason") for m in ("aggregated", "disaggregated") if m in cmp]
+    return "; ".join(r for r in reasons if r) or "the serving comparison has no deployment"
 
 
 def plot_title(request: Any) -> str:

@@ -106,6 +106,8 @@ class WorkerFigures:
     kv_bytes_per_micro: int  # prompt KV of one micro-batch, all layers, bytes
     max_batch: int | None = None  # KV-capacity bound at the asked memory fraction (None: none)
     precision: str | None = None  # the searched weight/activation format (None: the workload's)
+    weight_bytes_per_device: float = 0.0  # weights of the fullest stage on one device, bytes
+    kv_bytes_per_device: float = 0.0  # KV cache of the fullest stage on one device, bytes
 
     @property
     def fits(self) -> bool | None:
@@ -166,6 +168,8 @@ def worker_from_cost(cost: PlanCost, memory_fraction: float | None = None) -> Wo
         energy_per_token_j=m.energy_per_token_joules,
         fits_in_memory=cost.fits_in_memory,
         kv_bytes_per_micro=micro * kv_bytes_per_sequence(cost.ctx),
+        weight_bytes_per_device=float(cost.footprint[0]),
+        kv_bytes_per_device=float(cost.footprint[1]),
         max_batch=None
         if memory_fraction is None
         else capacity_bound(cost, memory_fraction).max_batch,

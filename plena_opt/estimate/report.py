@@ -18,7 +18,7 @@ def _ms(x: float) -> str:
 
 
 def _footprint_line(weights: float, kv: float, capacity: float | None, fits: bool | None) -> str:
-    state = "not modeled" if fits is None else ("fits" if fits else "exceeds")
+    state = "not modeled" if fits is None else ("fits" if fits else "DOES NOT FIT")
     cap = "" if capacity is None else f" of {capacity / GIB:.2f} GiB"
     return f"{weights / GIB:.3f} GiB weights + {kv / GIB:.3f} GiB KV per device{cap} ({state})"
 
@@ -182,17 +182,49 @@ def render_single_chip(est: dict) -> str:
     return "\n".join(lines)
 
 
+def does_not_fit(est: dict) -> str | None:
+    """Why the estimated plan does not fit its devices' memory (None: it fits or memory is not
+    modelled), from a distributed or single-chip estimate document (bytes per device)."""
+    if est.get("fits_in_memory") is not False:
+        return None
+    weights = est.get("weight_bytes_per_device", est.get("weight_footprint_bytes", 0.0))
+    kv = est.get("kv_cache_bytes_per_device", est.get("kv_cache_footprint_bytes", 0.0))
+    cap = est.get("memory_capacity_bytes")
+    of = "" if cap is None else f" of {cap / GIB:,.1f} GiB"
+    return (
+        f"the plan does not fit: it needs {(weights + kv) / GIB:,.1f} GiB per device "
+        f"({weights / GIB:,.1f} GiB weights + {kv / GIB:,.1f} GiB KV){of}; the figures below "
+        "assume memory it does not have (spread it over more devices, a smaller --precision, a "
+        "smaller --batch-size or a shorter context)"
+    )
+
+
+def _with_fit(doc: dict) -> dict:
+    """``doc`` with the top-level ``fits`` (bool or null) and ``does_not_fit`` (reason or null)
+    first, so a reader cannot miss them."""
+    return {"fits": doc.get("fits_in_memory"), "does_not_fit": does_not_fit(doc), **doc}
+
+
+def _fit_first(text: str, est: dict) -> str:
+    reason = does_not_fit(est)
+    return text if reason is None else f"DOES NOT FIT: {reason}\n\n{text}"
+
+
 def estimate_output(est: dict, metrics: PlanMetrics, *, as_json: bool) -> str:
     """What ``plena-opt estimate`` prints for a distributed estimate (local or remote mode):
-    the reference JSON plus energy per token and the decode-step attribution, or the text."""
+    the reference JSON plus energy per token and the decode-step attribution, or the text; a plan
+    that does not fit says so first (text) and in ``fits``/``does_not_fit`` (JSON)."""
     if not as_json:
-        return render_distributed(est, metrics)
-    doc = dict(est)
+        return _fit_first(render_distributed(est, metrics), est)
+    doc = _with_fit(est)
     doc["energy_per_token_joules"] = metrics.energy_per_token_joules
     doc["decode_attribution_seconds"] = metrics.attribution
     return strict_json(doc, indent=2)
 
 
 def single_chip_output(est: dict, *, as_json: bool) -> str:
-    """What ``plena-opt estimate`` prints for a single-chip estimate."""
-    return strict_json(est, indent=2) if as_json else render_single_chip(est)
+    """What ``plena-opt estimate`` prints for a single-chip estimate (a plan that does not fit
+    says so first, as ``estimate_output``)."""
+    if as_json:
+        return strict_json(_with_fit(est), indent=2)
+    return _fit_first(render_single_chip(est), est)

@@ -9,7 +9,9 @@ from typing import Any
 
 from plena_opt.jsonio import dumps as strict_json
 from plena_opt.search.hypervolume import REFERENCE
+from plena_opt.search.misses import miss_text
 from plena_opt.search.result import FrontEntry, SearchResult
+from plena_opt.search.serving import BASIS_STATIC
 
 CSV_FIELDS = (
     "label",
@@ -114,7 +116,7 @@ def render_text(result: SearchResult) -> str:
         f"constraints: {', '.join(result.constraints)}",
     ]
     if result.front:
-        out.append(f"Pareto front ({len(result.front)} plans, by TPS):")
+        out.append(f"Pareto front ({len(result.front)} plans, by TPS; figures: {BASIS_STATIC}):")
         out.append(front_table(result.front))
     if result.hypervolume is not None:
         k = len(result.objectives)
@@ -138,6 +140,9 @@ def render_text(result: SearchResult) -> str:
         )
     if result.infeasible:
         out.append("infeasible: " + ", ".join(f"{k} {v}" for k, v in result.infeasible.items()))
+        out.extend(miss_text(k, m) for k, m in result.nearest_miss.items())
+    if not result.front:
+        out.append(f"warning: empty front: {no_front_message(result)}")
     if result.partial:
         out.append(f"partial result: search stopped ({result.stop_reason})")
     elif result.stop_reason:
@@ -182,6 +187,8 @@ def result_document(result: SearchResult) -> dict:
     doc["front"] = [_si(e) for e in doc["front"]]
     if doc.get("best_infeasible"):
         doc["best_infeasible"] = _si(doc["best_infeasible"])
+    doc["empty_reason"] = None if result.front else no_front_message(result)
+    doc["figures_basis"] = BASIS_STATIC  # the front's figures (the serving comparison's differ)
     return doc
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from plena_opt.search.misses import NearestMiss
+
 
 class FrontEntry(BaseModel):
     """One scored plan. Times in ms, rates in tokens/s, energy in J/token, memory in bytes."""
@@ -82,6 +84,8 @@ class SearchResult(BaseModel):
     stop_reason: str | None = None
     best_infeasible: FrontEntry | None = None
     infeasible: dict[str, int] = Field(default_factory=dict)
+    # per constraint broken: the plan closest to meeting it, its value vs the limit (issue 25)
+    nearest_miss: dict[str, NearestMiss] = Field(default_factory=dict)
     elapsed_s: float = 0.0
     warnings: list[str] = Field(default_factory=list)
     # Serving (issue 16): the SLA and its percentile, goodput (the best tokens/s/device of a

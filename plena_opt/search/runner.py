@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from plena_opt.search.hypervolume import Normaliser
+from plena_opt.search.misses import infeasible_summary
 from plena_opt.search.modes import (
     choose_sampler,
     compares_exact,
@@ -115,10 +116,7 @@ def run_search(
     recs = list(s.cache.values())
     front = s.front_records(recs)
     result_extra, hv, hv_norm = _rate_front(s, front, recs, complete, partial, sampler_name)
-    infeasible: dict[str, int] = {}
-    for r in recs:
-        for k in s.constraints.violated(r.constraints):
-            infeasible[k] = infeasible.get(k, 0) + 1
+    infeasible, nearest = infeasible_summary(recs, s.constraints)
     best_infeasible: FrontEntry | None = None
     if not front:
         valid = [r for r in recs if r.valid]
@@ -148,6 +146,7 @@ def run_search(
         stop_reason=s.stop_reason,
         best_infeasible=best_infeasible,
         infeasible=infeasible,
+        nearest_miss=nearest,
         elapsed_s=time.perf_counter() - s.t0,
         warnings=s.warnings,
         scored=[r.entry() for r in recs],

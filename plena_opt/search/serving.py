@@ -23,6 +23,15 @@ from plena_opt.estimate.capacity import (
 from plena_opt.search.result import FrontEntry, SearchResult
 from plena_opt.search.space import Point
 
+# What a figure is, in every table header and JSON document that shows one (issue 25): the
+# search's analytic figures (one static batch, no arrivals), the serving comparison's steady state
+# under load (prefills interrupt decoding; disaggregated pools rate-matched), the Monte Carlo
+# re-check (noisy simulation of the plan, a percentile of its samples).
+BASIS_STATIC = "model, static batch"
+BASIS_UNDER_LOAD = "model, under load"
+BASIS_MONTE_CARLO = "Monte Carlo re-check"
+PERCENTILE_BASIS = f"{BASIS_MONTE_CARLO} (TTFT, TPOT); tokens/s/device {BASIS_STATIC}"
+
 
 class CapacityCache:
     """Capacity bounds of plan shapes at the request's memory fraction."""
@@ -165,6 +174,7 @@ def goodput(
     percentile (None without a re-check). The plans giving each are named.
     """
     doc: dict[str, Any] = {"percentile": request.percentile, "sla": sla_dict(request)}
+    doc["goodput_basis"] = BASIS_STATIC
     best = max(
         (e for e in result.front if e.tps_per_device is not None),
         key=lambda e: e.tps_per_device,
@@ -178,6 +188,7 @@ def goodput(
         doc["goodput_at_percentile"] = None if top is None else top.tps_per_device
         doc["goodput_at_percentile_plan"] = None if top is None else top.label
         doc["verdicts"] = [v.to_dict() for v in verdicts]
+        doc["goodput_at_percentile_basis"] = PERCENTILE_BASIS
     return doc
 
 
@@ -213,20 +224,20 @@ def render_goodput(doc: dict[str, Any]) -> str:
     g = doc.get("goodput_tps_per_device")
     if g is not None:
         lines.append(
-            f"goodput (SLA {sla}): {g:.2f} tokens/s/device, analytic static batch "
-            f"({doc['goodput_plan']})"
+            f"goodput (SLA {sla}): {g:.2f} tokens/s/device ({BASIS_STATIC}; {doc['goodput_plan']})"
         )
     if "verdicts" in doc:
         gp = doc.get("goodput_at_percentile")
         pct = doc["percentile"]
         lines.append(
-            f"goodput at {pct} of the re-check: "
+            f"goodput at {pct} of the {BASIS_MONTE_CARLO} (TTFT, TPOT; tokens/s/device "
+            f"{BASIS_STATIC}): "
             + (f"{gp:.2f} tokens/s/device ({doc['goodput_at_percentile_plan']})" if gp else "none")
         )
         for v in doc["verdicts"]:
             mark = "meets" if v["meets_sla"] else "misses"
             lines.append(
-                f"    {v['label']}: TTFT {pct} {v['ttft_seconds'] * 1e3:.2f} ms, TPOT {pct} "
-                f"{v['tpot_seconds'] * 1e3:.3f} ms -> {mark} the SLA"
+                f"    {v['label']}: Monte Carlo TTFT {pct} {v['ttft_seconds'] * 1e3:.2f} ms, "
+                f"TPOT {pct} {v['tpot_seconds'] * 1e3:.3f} ms -> {mark} the SLA"
             )
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from plena_opt.search.disaggregated import (
     feasible_front,
 )
 from plena_opt.search.hypervolume import Normaliser
+from plena_opt.search.serving import BASIS_UNDER_LOAD
 
 ROLE_FRONT_ABOVE = 256  # devices above which ``auto`` pairs only role-front workers
 
@@ -58,6 +59,7 @@ def compare_serving(
         sets["disaggregated"] = space.disaggregated_points(sampler, objectives)
     fronts = {k: front_of(p, objectives) for k, p in sets.items()}
     doc: dict[str, Any] = {"objectives": list(objectives), "sla": space.sla, "sampler": sampler}
+    doc["figures_basis"] = BASIS_UNDER_LOAD
     allpts = [sets[k].minimised(objectives)[fronts[k]] for k in sets if len(fronts[k])]
     norm = Normaliser.from_points(np.concatenate(allpts)) if allpts else None
     for k, pts in sets.items():
@@ -72,6 +74,10 @@ def compare_serving(
             "goodput_tps_per_device": entries[0]["tps_per_device"] if entries else None,
             "goodput_plan": entries[0]["label"] if entries else None,
         }
+        if not entries and not space.stopped():
+            from plena_opt.search.serving_empty import empty_reason
+
+            doc[k]["empty_reason"] = empty_reason(space, k, pts.evaluated)
     if sampler == "optuna" and "disaggregated" in sets:
         doc[SCORED_KEY] = scored_deployments(space, sets["disaggregated"])
     if space.stopped():
@@ -146,8 +152,10 @@ def verdict(doc: dict[str, Any]) -> str:
 
 def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
     """Text: each mode's front (best goodput first) and the verdict."""
+    basis = doc.get("figures_basis", BASIS_UNDER_LOAD)
     lines = [
-        f"serving fronts (objectives {', '.join(doc['objectives'])}; sampler {doc['sampler']})"
+        f"serving fronts ({basis}: prefills interrupt decoding, pools rate-matched; objectives "
+        f"{', '.join(doc['objectives'])}; sampler {doc['sampler']})"
     ]
     for mode in ("aggregated", "disaggregated"):
         if mode not in doc:
@@ -157,6 +165,9 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
             f"{mode}: {len(m['front'])} front plans of {m['feasible']} feasible "
             f"({m['evaluated']} scored), hypervolume {m['hypervolume']:.4f}"
         )
+        if m.get("empty_reason"):
+            lines.append(f"  warning: no {mode} deployment: {m['empty_reason']}")
+            continue
         lines.append(
             f"  {'deployment':<52}{'devices':>8}{'TTFT ms':>10}{'TPOT ms':>10}{'tok/s/dev':>11}"
         )

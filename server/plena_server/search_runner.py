@@ -27,7 +27,7 @@ from plena_proto.traces import pack_trace, trace_chunks
 from plena_opt import api, jsonio
 from plena_opt.api import limits as bounds
 from plena_opt.api.recheck import DEFAULT_SAMPLES
-from plena_opt.api.serving_wire import decisions_to_proto
+from plena_opt.api.serving_wire import decisions_to_proto, recommendation_to_proto
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
 from plena_opt.errors import PlenaInputError
 from plena_opt.search.result import SearchResult
@@ -170,6 +170,9 @@ class Recheck:
             decisions_to_proto(result.serving, out.serving)
         except PlenaInputError as exc:
             out.warnings.append(f"serving figures not sent: {exc}")
+        rec = api.recommend(result, self.job.request)
+        if rec is not None:
+            recommendation_to_proto(rec, out.recommendation)
 
     def _pack(self, checks: list[Any], out: pb.SearchResult, emit_trace: Any) -> None:
         used = 0

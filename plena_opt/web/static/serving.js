@@ -41,7 +41,7 @@ function table(s, mode) {
   if (!rows.length) return "";
   const m = s.modes.find((x) => x.mode === mode);
   return `<h4><i class="dot ${SHORT[mode]}"></i>${mode} front <span class="muted">${rows.length} of ${m.n_trials} deployments · ${m.n_meeting_sla} meet the SLA</span></h4>
-    <table class="front-table serving-table" data-mode="${mode}"><thead><tr><th>deployment</th><th>TTFT ms</th><th>TPOT ms</th><th>tokens/s/device</th><th>tokens/s/user</th><th>pools</th></tr></thead><tbody>
+    <table class="front-table serving-table" data-mode="${mode}"><thead><tr><th>deployment <span class="muted">(model, under load)</span></th><th>TTFT ms</th><th>TPOT ms</th><th>tokens/s/device</th><th>tokens/s/user</th><th>pools</th></tr></thead><tbody>
     ${rows.map(([t, i]) => `<tr data-open="${i}"><td><a href="#">${esc(t.label)}</a></td><td>${ms(t.ttft_seconds)}</td><td>${ms(t.tpot_seconds)}</td><td>${fmt(t.tps_per_device)}</td><td>${fmt(t.tps_per_user)}</td><td>${pools(t)}</td></tr>`).join("")}
     </tbody></table>`;
 }

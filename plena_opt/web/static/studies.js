@@ -69,7 +69,7 @@ async function showFront(name, onOpen) {
     <div class="front-legend"><span><i style="background:var(--accent)"></i>on the front (${esc(f.metric_names.join(", "))})</span>
       <span><i style="background:#8fb0ea"></i>feasible</span><span><i style="background:#c9cdd4"></i>infeasible</span></div>
     <div id="front-note" class="muted"></div>
-    <table class="front-table"><thead><tr><th>front plan</th><th>TTFT ms</th><th>tokens/s</th><th>tokens/s/device</th><th>tokens/s/user</th><th>J/token</th></tr></thead><tbody>
+    <table class="front-table"><thead><tr><th>front plan <span class="muted">(model, static batch)</span></th><th>TTFT ms</th><th>tokens/s</th><th>tokens/s/device</th><th>tokens/s/user</th><th>J/token</th></tr></thead><tbody>
     ${front.map((t) => `<tr data-open="${f.trials.indexOf(t)}"><td><a href="#">${esc(t.label)}</a></td><td>${fmt(t.ttft_ms)}</td><td>${fmt(t.tps)}</td><td>${t.tps_per_device == null ? "-" : fmt(t.tps_per_device)}</td><td>${fmt(t.tps_per_user)}</td><td>${t.energy_j_per_token == null ? "-" : fmt(t.energy_j_per_token)}</td></tr>`).join("")}
     </tbody></table>`;
   for (const tr of box.querySelectorAll("tr[data-open]")) {

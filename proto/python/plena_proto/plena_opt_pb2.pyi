@@ -335,7 +335,7 @@ class RecheckResult(_message.Message):
     def __init__(self, plan_index: _Optional[int] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., ttft_deterministic_seconds: _Optional[float] = ..., tps_deterministic: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json", "serving_json", "serving")
+    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json", "serving_json", "serving", "recommendation")
     STUDY_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -351,6 +351,7 @@ class SearchResult(_message.Message):
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     SERVING_JSON_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    RECOMMENDATION_FIELD_NUMBER: _ClassVar[int]
     study_name: str
     partial: bool
     stop_reason: str
@@ -366,7 +367,38 @@ class SearchResult(_message.Message):
     result_json: str
     serving_json: str
     serving: ServingDecisions
-    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ...) -> None: ...
+    recommendation: Recommendation
+    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ..., recommendation: _Optional[_Union[Recommendation, _Mapping]] = ...) -> None: ...
+
+class Recommendation(_message.Message):
+    __slots__ = ("kind", "key", "decode_key", "label", "basis", "tps_per_device", "ttft_seconds", "tpot_seconds", "devices", "prefill_workers", "decode_workers", "reason", "export_command")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DECODE_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    key: str
+    decode_key: str
+    label: str
+    basis: str
+    tps_per_device: float
+    ttft_seconds: float
+    tpot_seconds: float
+    devices: int
+    prefill_workers: int
+    decode_workers: int
+    reason: str
+    export_command: str
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., decode_key: _Optional[str] = ..., label: _Optional[str] = ..., basis: _Optional[str] = ..., tps_per_device: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., devices: _Optional[int] = ..., prefill_workers: _Optional[int] = ..., decode_workers: _Optional[int] = ..., reason: _Optional[str] = ..., export_command: _Optional[str] = ...) -> None: ...
 
 class ServingSla(_message.Message):
     __slots__ = ("max_ttft_seconds", "max_tpot_seconds", "min_tps_per_seq")
@@ -449,20 +481,22 @@ class ServingDeployment(_message.Message):
     def __init__(self, serving: _Optional[str] = ..., label: _Optional[str] = ..., plan: _Optional[_Union[ServingPlan, _Mapping]] = ..., prefill: _Optional[_Union[ServingPlan, _Mapping]] = ..., decode: _Optional[_Union[ServingPlan, _Mapping]] = ..., devices: _Optional[int] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., tps_per_user: _Optional[float] = ..., energy_j_per_token: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., interference_seconds_per_token: _Optional[float] = ...) -> None: ...
 
 class ServingModeFront(_message.Message):
-    __slots__ = ("front", "evaluated", "feasible", "hypervolume", "goodput_tps_per_device", "goodput_plan")
+    __slots__ = ("front", "evaluated", "feasible", "hypervolume", "goodput_tps_per_device", "goodput_plan", "empty_reason")
     FRONT_FIELD_NUMBER: _ClassVar[int]
     EVALUATED_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_FIELD_NUMBER: _ClassVar[int]
     HYPERVOLUME_FIELD_NUMBER: _ClassVar[int]
     GOODPUT_TPS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
     GOODPUT_PLAN_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
     front: _containers.RepeatedCompositeFieldContainer[ServingDeployment]
     evaluated: int
     feasible: int
     hypervolume: float
     goodput_tps_per_device: float
     goodput_plan: str
-    def __init__(self, front: _Optional[_Iterable[_Union[ServingDeployment, _Mapping]]] = ..., evaluated: _Optional[int] = ..., feasible: _Optional[int] = ..., hypervolume: _Optional[float] = ..., goodput_tps_per_device: _Optional[float] = ..., goodput_plan: _Optional[str] = ...) -> None: ...
+    empty_reason: str
+    def __init__(self, front: _Optional[_Iterable[_Union[ServingDeployment, _Mapping]]] = ..., evaluated: _Optional[int] = ..., feasible: _Optional[int] = ..., hypervolume: _Optional[float] = ..., goodput_tps_per_device: _Optional[float] = ..., goodput_plan: _Optional[str] = ..., empty_reason: _Optional[str] = ...) -> None: ...
 
 class ServingComparison(_message.Message):
     __slots__ = ("objectives", "sla", "sampler", "batch_sizes", "aggregated", "disaggregated", "both", "verdict", "elapsed_seconds", "study_name", "partial", "stop_reason")
