@@ -29,19 +29,33 @@ def register(subparsers: Any) -> None:
         help="plan key (tp8-ep1-dp1-pp4-cp1-replace-none-b16) or deployment key "
         "(2P:KEY+3D:KEY), as search prints them; or --study/--trial",
     )
-    p.add_argument("--decode-plan", default=None, help="disaggregated: the decode pool's key "
-                   "(PLAN is then the prefill pool's; one worker each)")  # fmt: skip
+    p.add_argument(
+        "--decode-plan",
+        default=None,
+        help="disaggregated: the decode pool's key "
+        "(PLAN is then the prefill pool's; one worker each)",
+    )
     p.add_argument("--study", default=None, help="export trial --trial of this stored study")
     p.add_argument("--trial", type=int, default=None, help="trial number (with --study)")
-    p.add_argument("--storage", default=None, help="study store (with --study; default ./"
-                   "plena-opt.log or $PLENA_OPT_STORAGE)")  # fmt: skip
-    p.add_argument("--format", choices=FORMATS, default="json",
-                   help="json: every engine's bundle as JSON; an engine: its shell scripts")  # fmt: skip
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="study store (with --study; default ./plena-opt.log or $PLENA_OPT_STORAGE)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="json",
+        help="json: every engine's bundle as JSON; an engine: its shell scripts",
+    )
     p.add_argument("--model", default=None, help="catalog model (its Hugging Face id is loaded)")
     p.add_argument("--model-path", default=None, help="model directory the engines load")
     p.add_argument("--engine-model", default=None, help="model id the engines load (overrides)")
-    p.add_argument("--precision", default=None,
-                   help="weight/activation format (default: the key's -fp8… suffix)")  # fmt: skip
+    p.add_argument(
+        "--precision",
+        default=None,
+        help="weight/activation format (default: the key's -fp8… suffix)",
+    )
     p.add_argument("--kv-precision", default=None, help="KV-cache format (default: checkpoint's)")
     p.add_argument("--input-seq", type=int, default=None, help="prompt tokens (default 2048)")
     p.add_argument("--output-seq", type=int, default=None, help="output tokens (default 1024)")

@@ -67,8 +67,13 @@ def deployment_bundle(engine: str, key: str, spec: ExportSpec) -> list[LaunchCon
     for role, k, n in (("prefill", pkey, x), ("decode", dkey, y)):
         plan, batch, prec = parse_point_key(k)
         batches[role] = batch
-        servers = BUILDERS[engine](plan, batch, replace(spec, precision=prec or spec.precision),
-                                   role, ports.get(role, ports["serve"]))  # fmt: skip
+        servers = BUILDERS[engine](
+            plan,
+            batch,
+            replace(spec, precision=prec or spec.precision),
+            role,
+            ports.get(role, ports["serve"]),
+        )
         if any(s.refused for s in servers):
             return servers
         note = f"run {n} instance(s) of this command, on hosts {role}-0 … {role}-{n - 1}"

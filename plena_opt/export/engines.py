@@ -69,8 +69,10 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
             "node"
         )
     if nodes is None:
-        bad.append(f"a server of {replicas * size} devices does not fill whole nodes of "
-                   f"{spec.gpus_per_node}")  # fmt: skip
+        bad.append(
+            f"a server of {replicas * size} devices does not fill whole nodes of "
+            f"{spec.gpus_per_node}"
+        )
     if bad or fbad:
         return _refuse("vllm", role, bad + fbad)
     argv = [a.format(model=spec.model) for a in eng["command"]]
@@ -96,8 +98,14 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
         if size > spec.gpus_per_node:  # one replica over nodes
             extra = [f["nnodes"], str(nodes), f["node_rank"], str(k), f["master_addr"], HEAD_IP]
         else:  # whole replicas on each node
-            extra = [f["dp_local"], str(per_node), f["dp_address"], HEAD_IP,
-                     f["dp_rpc_port"], str(eng["ports"]["dp_rpc"])]  # fmt: skip
+            extra = [
+                f["dp_local"],
+                str(per_node),
+                f["dp_address"],
+                HEAD_IP,
+                f["dp_rpc_port"],
+                str(eng["ports"]["dp_rpc"]),
+            ]
             if k > 0:
                 extra += [f["dp_start_rank"], str(k * per_node)]
         if k > 0:
@@ -140,8 +148,7 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     fmt, notes, fbad = _formats("sglang", spec.precision, spec)
     total = plan.world_size
     if total > spec.gpus_per_node and total % spec.gpus_per_node:
-        bad.append(f"a server of {total} devices does not fill whole nodes of "
-                   f"{spec.gpus_per_node}")  # fmt: skip
+        bad.append(f"a server of {total} devices does not fill whole nodes of {spec.gpus_per_node}")
     if bad or fbad:
         return _refuse("sglang", role, bad + fbad)
     argv = [a.format(model=spec.model) for a in eng["command"]]
@@ -170,8 +177,13 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         return [LaunchConfig("sglang", role, argv, notes)]
     addr = f"{HEAD_IP}:{eng['ports']['dist_init']}"
     return [
-        LaunchConfig("sglang", role, argv + [f["nnodes"], str(nodes), f["node_rank"], str(k),
-                                             f["dist_init_addr"], addr], notes, node=k)  # fmt: skip
+        LaunchConfig(
+            "sglang",
+            role,
+            argv + [f["nnodes"], str(nodes), f["node_rank"], str(k), f["dist_init_addr"], addr],
+            notes,
+            node=k,
+        )
         for k in range(nodes)
     ]
 
@@ -181,18 +193,26 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     f, eng = ENGINES["trtllm"]["flags"], ENGINES["trtllm"]
     bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
     if plan.ep > 1:
-        bad.append("ep > 1: trtllm-serve's --ep_size splits experts inside the TP group; the "
-                   "plan's expert groups beside tp are not mapped")  # fmt: skip
+        bad.append(
+            "ep > 1: trtllm-serve's --ep_size splits experts inside the TP group; the "
+            "plan's expert groups beside tp are not mapped"
+        )
     if plan.cp > 1:
-        bad.append("cp > 1: which trtllm-serve cp_config type (cp_type) matches the priced "
-                   "context parallelism was not verified for this version")  # fmt: skip
+        bad.append(
+            "cp > 1: which trtllm-serve cp_config type (cp_type) matches the priced "
+            "context parallelism was not verified for this version"
+        )
     if role in ("prefill", "decode"):
-        bad.append("disaggregated serving (trtllm-serve disaggregated with a cache "
-                   "transceiver per server) is not written by this version")  # fmt: skip
+        bad.append(
+            "disaggregated serving (trtllm-serve disaggregated with a cache "
+            "transceiver per server) is not written by this version"
+        )
     size = plan.tp * plan.pp
     if size > spec.gpus_per_node:
-        bad.append(f"a replica of {size} devices spans nodes: trtllm-serve then needs an MPI "
-                   "or Slurm launch (trtllm-llmapi-launch), not written here")  # fmt: skip
+        bad.append(
+            f"a replica of {size} devices spans nodes: trtllm-serve then needs an MPI "
+            "or Slurm launch (trtllm-llmapi-launch), not written here"
+        )
     _, notes, fbad = _formats("trtllm", spec.precision, spec)
     if bad or fbad:
         return _refuse("trtllm", role, bad + fbad)
@@ -205,11 +225,15 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", f["port"], str(port)]
     argv += [f["extra"], eng["extra_file"]]
-    notes.append("--kv_cache_free_gpu_memory_fraction is the share of the memory left after "
-                 "the weights, not of the whole device (vLLM's --gpu-memory-utilization)")  # fmt: skip
+    notes.append(
+        "--kv_cache_free_gpu_memory_fraction is the share of the memory left after "
+        "the weights, not of the whole device (vLLM's --gpu-memory-utilization)"
+    )
     if replicas > 1:
-        notes.append(f"run {replicas} instances of this command ({size} GPUs each) behind one "
-                     "load balancer: the plan's replicas")  # fmt: skip
+        notes.append(
+            f"run {replicas} instances of this command ({size} GPUs each) behind one "
+            "load balancer: the plan's replicas"
+        )
     return [LaunchConfig("trtllm", role, argv, notes, files={eng["extra_file"]: "\n".join(yaml)})]
 
 
