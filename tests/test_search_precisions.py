@@ -218,7 +218,7 @@ def test_serving_comparison_searches_the_formats_one_per_deployment(tmp_path, ca
         assert t.params[key] in ("bf16", "fp8")
     e0 = dis[0]
     launch = json.loads((tmp_path / "ex" / "disaggregated0" / "launch.json").read_text())
-    vllm = [c for c in launch if c["engine"] == "vllm"]
+    vllm = [c for c in launch if c["engine"] == "vllm" and c["role"] in ("prefill", "decode")]
     assert len(vllm) == 2
     for c in vllm:
         assert ("--quantization" in c["argv"]) == (e0["prefill"]["precision"] == "fp8")

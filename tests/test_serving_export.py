@@ -262,3 +262,14 @@ def test_serving_document_is_si_and_the_study_carries_constraints(tmp_path, caps
         assert t.system_attrs["constraints"] == pytest.approx(want, rel=1e-12)
         assert t.system_attrs["constraints:max_tpot"] == pytest.approx(want[1], rel=1e-12)
         assert all(c <= 0 for c in t.system_attrs["constraints"])  # front plans meet the SLA
+
+
+def test_every_real_catalog_model_has_its_hugging_face_id():
+    from plena_opt.api import engine_model
+    from plena_opt.models.catalog import list_models, model_info
+
+    for name in list_models():
+        if model_info(name).get("origin") == "fixture":
+            continue
+        org, _, repo = engine_model(name, None).partition("/")
+        assert org and repo, name
