@@ -57,3 +57,11 @@ def test_export_a_stored_trial_by_study_and_number(tmp_path, capsys):
     assert main(["export", "--study", "st", "--trial", "9999", "--storage", store]) == 2
     assert "--trial 9999" in capsys.readouterr().err
     assert main(["export", "--study", "nope", "--trial", "0", "--storage", store]) == 2
+
+
+def test_search_export_dir_needs_a_real_model_id(tmp_path, capsys):
+    argv = ["search", "--model", "fictional-24-head", "--noc", "illustrative_gpu_node_8",
+            "--storage", ":memory:", "--export-dir", str(tmp_path / "ex")]  # fmt: skip
+    assert main(argv) == 2
+    assert "Hugging Face id" in capsys.readouterr().err
+    assert not (tmp_path / "ex").exists()

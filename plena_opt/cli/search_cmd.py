@@ -121,6 +121,8 @@ def check_outputs(args: argparse.Namespace) -> None:
             )
     if getattr(args, "export_top", 1) < 1:
         raise PlenaInputError("export_top", "--export-top must be at least 1")
+    if getattr(args, "export_dir", None):
+        export_model(args)  # before searching: the launch files need the real model id
     if args.trace_dir is not None:
         folder = Path(args.trace_dir)
         try:
@@ -172,20 +174,25 @@ def emit_serving(result: SearchResult) -> None:
         print(render_comparison(result.serving["comparison"]))
 
 
+def export_model(args: argparse.Namespace) -> str:
+    """The model id the launch files load: --engine-model, --model-path or the catalog id."""
+    from plena_opt.api import engine_model
+    from plena_opt.cli.common import DEFAULT_MODEL
+
+    return args.engine_model or engine_model(
+        None if args.model_path else (args.model or DEFAULT_MODEL), args.model_path
+    )
+
+
 def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]:
     """``--export-dir``: launch files of the top plans; what was written (for the report)."""
     if not getattr(args, "export_dir", None):
         return []
-    from plena_opt.api import engine_model
-    from plena_opt.cli.common import DEFAULT_MODEL
     from plena_opt.export import ExportSpec
     from plena_opt.export.files import write_exports
 
-    model = args.engine_model or engine_model(
-        None if args.model_path else (args.model or DEFAULT_MODEL), args.model_path
-    )
     spec = ExportSpec(
-        model=model,
+        model=export_model(args),
         input_len=args.input_seq,
         output_len=args.output_seq,
         memory_fraction=args.memory_fraction or 0.9,
