@@ -144,15 +144,24 @@ def test_bad_precisions_are_refused_naming_the_field(flags, words, capsys):
 
 def test_export_writes_quantization_and_kv_cache_dtype(capsys):
     key = "tp8-ep1-dp1-pp1-cp1-replace-none-b16-fp8"
-    assert main(["export", key, "--format", "json", "--kv-precision", "fp8"]) == 0
-    docs = {c["engine"]: c for c in json.loads(capsys.readouterr().out)}
-    assert docs["vllm"]["argv"][-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
-    assert docs["sglang"]["argv"][-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8_e4m3"]
-    assert main(["export", key.replace("fp8", "fp4"), "--format", "json"]) == 0
-    docs = {c["engine"]: c for c in json.loads(capsys.readouterr().out)}
+    m = ["--model", "llama-3.1-8b"]
+    assert main(["export", key, "--format", "json", "--kv-precision", "fp8", *m]) == 0
+    docs = {c["engine"]: c for c in json.loads(capsys.readouterr().out) if c["role"] == "serve"}
+
+    def pairs(argv):
+        return list(zip(argv, argv[1:], strict=False))
+
+    assert {("--quantization", "fp8"), ("--kv-cache-dtype", "fp8")} <= set(
+        pairs(docs["vllm"]["argv"])
+    )
+    assert {("--quantization", "fp8"), ("--kv-cache-dtype", "fp8_e4m3")} <= set(
+        pairs(docs["sglang"]["argv"])
+    )
+    assert main(["export", key.replace("fp8", "fp4"), "--format", "json", *m]) == 0
+    docs = {c["engine"]: c for c in json.loads(capsys.readouterr().out) if c["role"] == "serve"}
     assert "--quantization" not in docs["vllm"]["argv"]
-    assert any("fp4" in c for c in docs["vllm"]["cannot_express"])
-    assert main(["export", key.replace("fp8", "fp9")]) == 2
+    assert any("fp4" in c for c in docs["vllm"]["notes"])  # a pre-quantized checkpoint
+    assert main(["export", key.replace("fp8", "fp9"), *m]) == 2
     assert "unknown precision 'fp9'" in capsys.readouterr().err
 
 
@@ -209,7 +218,7 @@ def test_serving_comparison_searches_the_formats_one_per_deployment(tmp_path, ca
         assert t.params[key] in ("bf16", "fp8")
     e0 = dis[0]
     launch = json.loads((tmp_path / "ex" / "disaggregated0" / "launch.json").read_text())
-    vllm = [c for c in launch if c["engine"] == "vllm"]
+    vllm = [c for c in launch if c["engine"] == "vllm" and c["role"] in ("prefill", "decode")]
     assert len(vllm) == 2
     for c in vllm:
         assert ("--quantization" in c["argv"]) == (e0["prefill"]["precision"] == "fp8")

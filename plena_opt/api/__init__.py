@@ -17,6 +17,8 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
   aggregated/disaggregated serving comparison of a finished search.
 * ``recommend(result, request)`` — the one deployment a finished search recommends
   (``Recommendation``: aggregated plan or disaggregated pools, the export key, the figures, why).
+* ``stored_trial(storage, study, number)`` / ``engine_model(model, model_path)`` — the key,
+  problem and engine model id of a stored trial, for its launch bundle (``plena_opt.export``).
 * ``simulate_plan(problem, plan)`` — serving simulation of one plan (``ServingSimulation``);
   ``simulate_schedule(schedule, stage_ms)`` — a training schedule (``ScheduleSimulation``).
 
@@ -41,6 +43,7 @@ _EXPORTS = {
     "Workload": "plena_opt.estimate.plan",
     "build_schedule": "plena_opt.api.simulations",
     "decide_serving": "plena_opt.api.serving",
+    "engine_model": "plena_opt.api.exports",
     "enumerate_plans": "plena_opt.api.problems",
     "estimate_plan": "plena_opt.api.estimates",
     "estimate_single_chip": "plena_opt.api.estimates",
@@ -59,6 +62,7 @@ _EXPORTS = {
     "search_plans": "plena_opt.api.searches",
     "simulate_plan": "plena_opt.api.simulations",
     "simulate_schedule": "plena_opt.api.simulations",
+    "stored_trial": "plena_opt.api.exports",
 }
 
 __all__ = sorted(_EXPORTS)

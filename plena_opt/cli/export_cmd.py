@@ -1,9 +1,16 @@
-"""``plena-opt export``: the vLLM / SGLang launch arguments (or JSON) of a plan."""
+"""``plena-opt export``: the launch bundle of a plan, a deployment or a stored trial.
+
+A bundle is, per engine (vLLM, SGLang, TensorRT-LLM), the server commands (one per node when a
+server spans nodes), the router of a disaggregated deployment and the benchmark that measures
+the workload the plan was priced for. An engine that cannot run the plan as priced is refused
+with the reasons; no command is written for it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,97 +18,132 @@ from plena_opt.bounds import check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.plan import MAX_WORKLOAD
-from plena_opt.export.launch import FORMATS, export_plan, parse_point_key
+
+FORMATS = ("vllm", "sglang", "trtllm", "json")
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("export", help=help_of("export"), description=__doc__)
-    p.add_argument("plan", help="plan key, e.g. tp8-ep1-dp1-pp4-cp1-replace-none-b16")
+    p.add_argument(
+        "plan",
+        nargs="?",
+        default=None,
+        help="plan key (tp8-ep1-dp1-pp4-cp1-replace-none-b16) or deployment key "
+        "(2P:KEY+3D:KEY), as search prints them; or --study/--trial",
+    )
     p.add_argument(
         "--decode-plan",
         default=None,
-        help="disaggregated: the decode pool's key; PLAN is then the prefill pool's "
-        "(default: one aggregated pool)",
+        help="disaggregated: the decode pool's key "
+        "(PLAN is then the prefill pool's; one worker each)",
+    )
+    p.add_argument("--study", default=None, help="export trial --trial of this stored study")
+    p.add_argument("--trial", type=int, default=None, help="trial number (with --study)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="study store (with --study; default ./plena-opt.log or $PLENA_OPT_STORAGE)",
     )
     p.add_argument(
         "--format",
         choices=FORMATS,
         default="json",
-        help="json: every engine's launch as JSON; an engine name: its shell command line",
+        help="json: every engine's bundle as JSON; an engine: its shell scripts",
     )
+    p.add_argument("--model", default=None, help="catalog model (its Hugging Face id is loaded)")
+    p.add_argument("--model-path", default=None, help="model directory the engines load")
+    p.add_argument("--engine-model", default=None, help="model id the engines load (overrides)")
     p.add_argument(
         "--precision",
         default=None,
-        help="weight/activation format (default: the key's -fp8… suffix, else the checkpoint's)",
+        help="weight/activation format (default: the key's -fp8… suffix)",
     )
-    p.add_argument(
-        "--kv-precision", default=None, help="KV-cache format (default: the checkpoint's)"
-    )
-    p.add_argument("--engine-model", default="MODEL", help="model id the engine loads")
-    p.add_argument("--input-seq", type=int, default=2048, help="prompt length, tokens")
-    p.add_argument("--output-seq", type=int, default=1024, help="generated tokens")
+    p.add_argument("--kv-precision", default=None, help="KV-cache format (default: checkpoint's)")
+    p.add_argument("--input-seq", type=int, default=None, help="prompt tokens (default 2048)")
+    p.add_argument("--output-seq", type=int, default=None, help="output tokens (default 1024)")
     p.add_argument("--memory-fraction", type=float, default=0.9, help="memory budget, (0, 1]")
-    p.add_argument(
-        "--out-dir",
-        default=None,
-        help="write one file per pool into this folder (default: print to stdout)",
-    )
+    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    p.add_argument("--out-dir", default=None, help="write the bundle's files into this folder")
     p.set_defaults(func=handle)
 
 
-def configs(args: argparse.Namespace) -> list[Any]:
-    """One launch per engine and pool (prefill, decode) the arguments name."""
-    if not 0 < args.memory_fraction <= 1:
-        raise PlenaInputError("memory_fraction", "--memory-fraction must be in (0, 1]")
-    # the bounds of a workload the estimator prices (plena_opt.estimate.plan.MAX_WORKLOAD)
-    check_count(args.input_seq, "input_seq", "--input-seq", 1, MAX_WORKLOAD["input_seq_len"])
-    check_count(args.output_seq, "output_seq", "--output-seq", 1, MAX_WORKLOAD["output_seq_len"])
-    pools = [(args.plan, None)] if args.decode_plan is None else [
-        (args.plan, "prefill"), (args.decode_plan, "decode")
-    ]  # fmt: skip
-    engines = ("vllm", "sglang") if args.format == "json" else (args.format,)
+def _key_and_problem(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The key to export and the stored problem it came from (empty without --study)."""
+    if args.study is None:
+        if args.trial is not None:
+            raise PlenaInputError("trial", "--trial needs --study")
+        if args.plan is None:
+            raise PlenaInputError("plan", "give a plan key, or --study NAME --trial N")
+        if args.decode_plan is not None:
+            return f"1P:{args.plan}+1D:{args.decode_plan}", {}
+        return args.plan, {}
+    if args.trial is None or args.plan is not None:
+        raise PlenaInputError("trial", "--study takes --trial N and no plan key")
+    from plena_opt.api import stored_trial
+    from plena_opt.cli.conventions import ENV_STORAGE
+    from plena_opt.search.storage import DEFAULT_STORAGE
+
+    storage = args.storage or os.environ.get(ENV_STORAGE) or DEFAULT_STORAGE
+    t = stored_trial(storage, args.study, args.trial)
+    return t.key, t.problem
+
+
+def spec_of(args: argparse.Namespace, problem: dict[str, Any]) -> Any:
+    """The bundle's shared settings: flags first, then the stored problem, then defaults."""
+    from plena_opt.api import engine_model
     from plena_opt.chip.precision import check_format
+    from plena_opt.export import ExportSpec
 
     for name in ("precision", "kv_precision"):
-        if getattr(args, name, None) is not None:
+        if getattr(args, name) is not None:
             check_format(getattr(args, name), name)
-    out = []
-    for key, role in pools:
-        plan, batch, key_prec = parse_point_key(key)
-        for engine in engines:
-            out.append(
-                export_plan(
-                    engine,
-                    plan,
-                    batch,
-                    model=args.engine_model,
-                    max_len=args.input_seq + args.output_seq,
-                    memory_fraction=args.memory_fraction,
-                    role=role,
-                    precision=getattr(args, "precision", None) or key_prec,
-                    kv_precision=getattr(args, "kv_precision", None),
-                )
-            )
-    return out
+    # the bounds of a workload the estimator prices (plena_opt.estimate.plan.MAX_WORKLOAD)
+    for name, key in (("input_seq", "input_seq_len"), ("output_seq", "output_seq_len")):
+        if getattr(args, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            check_count(getattr(args, name), name, flag, 1, MAX_WORKLOAD[key])
+    check_count(args.gpus_per_node, "gpus_per_node", "--gpus-per-node", 1, 1024)
+    if args.engine_model:
+        model = args.engine_model
+    elif args.model or args.model_path:
+        model = engine_model(args.model, args.model_path)
+    else:
+        model = engine_model(problem.get("model"), problem.get("model_path"))
+    return ExportSpec(
+        model=model,
+        input_len=args.input_seq or problem.get("input_seq") or 2048,
+        output_len=args.output_seq or problem.get("output_seq") or 1024,
+        memory_fraction=args.memory_fraction,
+        gpus_per_node=args.gpus_per_node,
+        precision=args.precision or problem.get("precision"),
+        kv_precision=args.kv_precision or problem.get("kv_precision"),
+    )
+
+
+def configs(args: argparse.Namespace) -> list[Any]:
+    """Every command of the bundle, per engine the format names."""
+    from plena_opt.export import ENGINE_NAMES, bundle
+
+    key, problem = _key_and_problem(args)
+    engines = ENGINE_NAMES if args.format == "json" else (args.format,)
+    return bundle(key, spec_of(args, problem), engines)
 
 
 def handle(args: argparse.Namespace) -> int:
     launches = configs(args)
-    if args.format == "json":
-        text = json.dumps([c.to_dict() for c in launches], indent=2)
-        files = {"launch.json": text + "\n"}
+    if args.format != "json" and all(c.refused for c in launches):
+        reasons = "; ".join(r for c in launches for r in c.refused)
+        raise PlenaInputError("plan", f"{args.format} cannot run this plan as priced: {reasons}")
+    if args.out_dir is not None:
+        from plena_opt.export.files import write_bundle
+
+        try:
+            paths = write_bundle(Path(args.out_dir), launches)
+        except OSError as exc:
+            raise PlenaInputError("out_dir", f"--out-dir {args.out_dir}: {exc.strerror}") from None
+        print("\n".join(paths))
+    elif args.format == "json":
+        print(json.dumps([c.to_dict() for c in launches], indent=2))
     else:
-        text = "\n".join(c.script() for c in launches)
-        files = {f"{c.engine}-{c.role or 'serve'}.sh": c.script() for c in launches}
-    if args.out_dir is None:
-        print(text)
-        return 0
-    folder = Path(args.out_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, body in files.items():
-            (folder / name).write_text(body)
-    except OSError as exc:
-        raise PlenaInputError("out_dir", f"--out-dir {args.out_dir}: {exc.strerror}") from None
-    print("\n".join(str(folder / n) for n in files))
+        print("\n".join(c.script() for c in launches))
     return 0

@@ -120,6 +120,8 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise PlenaInputError(
                 "plot", f"--plot {args.plot}: use one of .{', .'.join(PLOT_FORMATS)}"
             )
+    if getattr(args, "export_dir", None):
+        export_model(args)  # before searching: the launch files need the real model id
     if args.trace_dir is not None:
         folder = Path(args.trace_dir)
         try:
@@ -171,22 +173,32 @@ def emit_serving(result: SearchResult) -> None:
         print(render_comparison(result.serving["comparison"]))
 
 
+def export_model(args: argparse.Namespace) -> str:
+    """The model id the launch files load: --engine-model, --model-path or the catalog id."""
+    from plena_opt.api import engine_model
+    from plena_opt.cli.common import DEFAULT_MODEL
+
+    return args.engine_model or engine_model(
+        None if args.model_path else (args.model or DEFAULT_MODEL), args.model_path
+    )
+
+
 def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]:
     """``--export-dir``: launch files of the top plans; what was written (for the report)."""
     if not getattr(args, "export_dir", None):
         return []
+    from plena_opt.export import ExportSpec
     from plena_opt.export.files import write_exports
 
-    paths = write_exports(
-        result,
-        args.export_dir,
-        top_k=args.export_top,
-        model=args.engine_model,
-        max_len=args.input_seq + args.output_seq,
+    spec = ExportSpec(
+        model=export_model(args),
+        input_len=args.input_seq,
+        output_len=args.output_seq,
         memory_fraction=args.memory_fraction or 0.9,
         precision=getattr(args, "precision", None),
         kv_precision=getattr(args, "kv_precision", None),
     )
+    paths = write_exports(result, args.export_dir, top_k=args.export_top, spec=spec)
     return [f"{len(paths)} launch files under {args.export_dir}"]
 
 

@@ -232,5 +232,8 @@ def _add_output_flags(o: Any) -> None:
     )
     o.add_argument("--export-top", type=int, default=5, metavar="K", help="plans to export")
     o.add_argument(
-        "--engine-model", default="MODEL", help="model id written into exported launch files"
+        "--engine-model",
+        default=None,
+        help="model id written into exported launch files (default: the catalog model's "
+        "Hugging Face id, or --model-path)",
     )

@@ -1,5 +1,25 @@
-"""Launch configurations for serving engines (vLLM, SGLang) from a plan (issue 16)."""
+"""Launch bundles for serving engines (vLLM, SGLang, TensorRT-LLM) from a plan (issues 16, 25)."""
 
-from plena_opt.export.launch import ENGINES, LaunchConfig, export_plan, parse_plan_key
+from plena_opt.export.bundle import bundle, deployment_bundle, plan_bundle
+from plena_opt.export.launch import (
+    ENGINE_NAMES,
+    ENGINES,
+    ExportSpec,
+    LaunchConfig,
+    parse_deployment_key,
+    parse_plan_key,
+    parse_point_key,
+)
 
-__all__ = ["ENGINES", "LaunchConfig", "export_plan", "parse_plan_key"]
+__all__ = [
+    "ENGINES",
+    "ENGINE_NAMES",
+    "ExportSpec",
+    "LaunchConfig",
+    "bundle",
+    "deployment_bundle",
+    "parse_deployment_key",
+    "parse_plan_key",
+    "parse_point_key",
+    "plan_bundle",
+]

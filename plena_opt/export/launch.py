@@ -1,11 +1,10 @@
-"""A plan as the arguments a team types to launch it (``plena-opt export``).
+"""A plan as the commands a team types to launch and measure it (``plena-opt export``).
 
-The flag names live in one data file, ``engines.json``, with the engine version and the
-documentation page each mapping was written for. A plan feature an engine cannot express (CP,
-``keep`` mode, …) is listed under ``cannot_express`` and no flag is written for it. A plan's
-``precision`` (weights and activations) becomes ``--quantization`` and its KV format
-``--kv-cache-dtype`` where the engine has a value for it (fp8); bf16 is the checkpoint's own dtype
-and writes nothing; any other format is listed under ``cannot_express``.
+The flag names live in one data file, ``engines.json``, with the engine version and the source
+file each mapping was read from. A plan an engine cannot run as priced (``keep`` mode, a
+parallel split the engine lacks, a KV format it cannot store) is *refused* for that engine: no
+command is written, the reasons are (``LaunchConfig.refused``). The per-engine arguments are in
+``engines.py``; a whole bundle (servers, router, benchmark) is assembled in ``bundle.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from importlib import resources
-from math import ceil
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
@@ -24,10 +22,13 @@ from plena_opt.estimate.plan import Plan
 ENGINES: dict[str, dict[str, Any]] = json.loads(
     resources.files("plena_opt.export").joinpath("engines.json").read_text()
 )
-FORMATS = ("vllm", "sglang", "json")
+ENGINE_NAMES = ("vllm", "sglang", "trtllm")
+FORMATS = (*ENGINE_NAMES, "json")
+HEAD_IP = "$HEAD_IP"  # the first node's address, a shell variable the scripts require
 _KEY = re.compile(
     r"^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(replace|keep)-(none|full)-b(\d+)(?:-(\w+))?$"
 )
+_DEPLOYMENT = re.compile(r"^(\d+)P:([^+]+)\+(\d+)D:(.+)$")
 
 
 def parse_plan_key(text: str) -> tuple[Plan, int]:
@@ -44,7 +45,7 @@ def parse_point_key(text: str) -> tuple[Plan, int, str | None]:
         raise PlenaInputError(
             "plan",
             f"plan {text!r} must look like tp8-ep1-dp1-pp4-cp1-replace-none-b16 (the "
-            "point_key of a search trial)",
+            "point_key of a search trial) or 2P:KEY+3D:KEY (a disaggregated deployment)",
         )
     tp, ep, dp, pp, cp = (int(m.group(i)) for i in range(1, 6))
     prec = m.group(9)
@@ -58,110 +59,107 @@ def parse_point_key(text: str) -> tuple[Plan, int, str | None]:
     return Plan(tp, ep, dp, pp, cp, m.group(6), m.group(7)), int(m.group(8)), prec
 
 
+def parse_deployment_key(text: str) -> tuple[int, str, int, str] | None:
+    """``2P:KEY+3D:KEY`` → (prefill workers, prefill key, decode workers, decode key); None for
+    a plain plan key. Both keys are checked."""
+    m = _DEPLOYMENT.match(text.strip())
+    if m is None:
+        return None
+    x, pkey, y, dkey = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
+    if x < 1 or y < 1:
+        raise PlenaInputError("plan", f"deployment {text!r}: worker counts must be at least 1")
+    parse_point_key(pkey)
+    parse_point_key(dkey)
+    return x, pkey, y, dkey
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """What every command of a bundle shares: the model id the engine loads, the workload the
+    plan was priced for (tokens), the memory budget (share of device memory) and node size."""
+
+    model: str
+    input_len: int
+    output_len: int
+    memory_fraction: float = 0.9
+    gpus_per_node: int = 8
+    precision: str | None = None
+    kv_precision: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model or self.model == "MODEL":
+            raise PlenaInputError(
+                "model",
+                "the exported commands need the real model id: --model NAME (a catalog model "
+                "with a Hugging Face id), --model-path DIR or --engine-model ID",
+            )
+        if self.input_len < 1 or self.output_len < 1:
+            raise PlenaInputError("input_seq", "--input-seq and --output-seq must be positive")
+        if not 0 < self.memory_fraction <= 1:
+            raise PlenaInputError("memory_fraction", "--memory-fraction must be in (0, 1]")
+        if self.gpus_per_node < 1:
+            raise PlenaInputError("gpus_per_node", "--gpus-per-node must be at least 1")
+
+    @property
+    def max_len(self) -> int:
+        return self.input_len + self.output_len
+
+
+def _quote(arg: str) -> str:
+    """Shell quoting that leaves ``$HEAD_IP`` to the shell."""
+    if HEAD_IP in arg and re.fullmatch(r"[\w$.:/-]+", arg):
+        return f'"{arg}"'
+    return shlex.quote(arg)
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
-    """One engine launch: the argument vector, what it cannot express, and notes."""
+    """One command of a bundle (``role``: serve, prefill, decode, router or bench; ``node``:
+    its node when one server spans nodes), or the reasons the engine cannot run the plan as
+    priced (``refused``: then ``argv`` is empty). ``files``: files the command reads (name →
+    text), written beside it."""
 
     engine: str
-    role: str | None
+    role: str
     argv: list[str]
-    cannot_express: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    node: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """File stem: ``vllm-serve``, ``sglang-prefill-node1``, …"""
+        return f"{self.engine}-{self.role}" + ("" if self.node is None else f"-node{self.node}")
+
+    @property
+    def command(self) -> str:
+        return " ".join(_quote(a) for a in self.argv)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
             "role": self.role,
+            "node": self.node,
             "argv": self.argv,
-            "command": shlex.join(self.argv),
-            "cannot_express": self.cannot_express,
+            "command": self.command,
+            "refused": self.refused,
             "notes": self.notes,
+            "files": self.files,
         }
 
     def script(self) -> str:
-        """A shell script: the command, then what it leaves out as comments."""
+        """A shell script: the files it reads, then the command (a refusal: the reasons)."""
         spec = ENGINES[self.engine]
-        lines = ["#!/bin/sh", f"# {spec['written_for']} ({spec['source']})"]
-        lines += [f"# NOT EXPRESSED: {c}" for c in self.cannot_express]
+        lines = ["#!/bin/sh", f"# {spec['written_for']}", f"# flags from: {spec['source']}"]
+        if self.refused:
+            lines.append(f"# REFUSED: {self.engine} cannot run this plan as priced:")
+            lines += [f"#   {r}" for r in self.refused]
+            return "\n".join([*lines, "exit 1"]) + "\n"
         lines += [f"# note: {n}" for n in self.notes]
-        lines.append(shlex.join(self.argv))
+        if any(HEAD_IP in a for a in self.argv):
+            lines.append(': "${HEAD_IP:?set HEAD_IP to the first node\'s address}"')
+        for name, text in self.files.items():
+            lines += [f"cat > {shlex.quote(name)} <<'EOF'", text.rstrip("\n"), "EOF"]
+        lines.append(self.command)
         return "\n".join(lines) + "\n"
-
-
-def _missing(engine: str, plan: Plan) -> list[str]:
-    bad = ENGINES[engine]["cannot_express"]
-    out = []
-    if plan.cp > 1:
-        out.append(bad["cp"])
-    if plan.moe_tp_mode == "keep" and plan.tp > 1:
-        out.append(bad["keep"])
-    if engine == "vllm" and plan.ep > 1 and plan.dp > 1:
-        out.append(bad["ep_with_dp"])
-    if engine == "sglang" and plan.ep > 1:
-        out.append(bad["ep"])
-    return out
-
-
-def _precision_args(
-    engine: str, precision: str | None, kv_precision: str | None
-) -> tuple[list[str], list[str]]:
-    """(arguments, what cannot be expressed) for the weight and KV formats."""
-    spec = ENGINES[engine]["precision"]
-    argv: list[str] = []
-    missing: list[str] = []
-    for fmt, table, flag, other in (
-        (precision, "quantization", "quantization_flag", "other_formats"),
-        (kv_precision, "kv_cache_dtype", "kv_cache_dtype_flag", "other_kv_formats"),
-    ):
-        if fmt is None or fmt == "bf16":
-            continue
-        if fmt in spec[table]:
-            argv += [spec[flag], spec[table][fmt]]
-        else:
-            missing.append(spec[other].format(format=fmt))
-    return argv, missing
-
-
-def export_plan(
-    engine: str,
-    plan: Plan,
-    batch: int,
-    *,
-    model: str,
-    max_len: int,
-    memory_fraction: float = 0.9,
-    role: str | None = None,
-    workers: int | None = None,
-    precision: str | None = None,
-    kv_precision: str | None = None,
-) -> LaunchConfig:
-    """The launch of ``plan`` serving ``batch`` sequences of up to ``max_len`` tokens, weights
-    and activations in ``precision`` and the KV cache in ``kv_precision`` (None: the engine's
-    default, the checkpoint's dtype)."""
-    if engine not in ENGINES:
-        raise PlenaInputError("format", f"format must be one of {', '.join(FORMATS)}")
-    spec, flags = ENGINES[engine], ENGINES[engine]["flags"]
-    argv = [a.format(model=model) for a in spec["command"]]
-    replicas = plan.dp * plan.ep
-    argv += [flags["tp"], str(plan.tp)]
-    if plan.pp > 1:
-        argv += [flags["pp"], str(plan.pp)]
-    if replicas > 1:
-        argv += [flags["dp"], str(replicas)]
-    if plan.ep > 1 and "expert_parallel" in flags:
-        argv.append(flags["expert_parallel"])
-    seqs = ceil(batch / replicas) if spec["max_seqs_per"] == "replica" else batch
-    argv += [flags["max_seqs"], str(seqs), flags["max_len"], str(max_len)]
-    argv += [flags["memory_fraction"], f"{memory_fraction:g}"]
-    prec_argv, prec_missing = _precision_args(engine, precision, kv_precision)
-    argv += prec_argv
-    notes = []
-    if plan.comm_overlap == "full":
-        notes.append("comm_overlap full is the engine's own scheduling; no argument")
-    if role is not None:
-        if spec["disaggregation_flag"]:
-            argv += [spec["disaggregation_flag"], role]
-        notes.append(spec["disaggregation_note"])
-    if workers is not None:
-        notes.append(f"run {workers} instance(s) of this command (the rate-matched pool)")
-    return LaunchConfig(engine, role, argv, _missing(engine, plan) + prec_missing, notes)

@@ -37,6 +37,7 @@ CSV_FIELDS = (
     "max_batch",
     "capacity_bound",
     "precision",
+    "key",
 )
 
 
@@ -71,6 +72,7 @@ def front_table(entries: list[FrontEntry]) -> str:
         "GiB/dev",
         "max batch",
         "bottleneck",
+        "key (plena-opt export KEY)",
     )
     rows = [
         (
@@ -85,6 +87,7 @@ def front_table(entries: list[FrontEntry]) -> str:
             _gib(e.memory_bytes_per_device),
             _max_batch(e),
             e.bottleneck or "-",
+            e.key,
         )
         for e in entries
     ]
@@ -92,7 +95,7 @@ def front_table(entries: list[FrontEntry]) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = [
         "  ".join(
-            c.ljust(w) if i in (0, last) else c.rjust(w)
+            c.ljust(w) if i in (0, last - 1, last) else c.rjust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in [head, *rows]

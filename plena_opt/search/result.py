@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from plena_opt.search.misses import NearestMiss
 
@@ -32,6 +32,14 @@ class FrontEntry(BaseModel):
     tps_per_device: float | None = None
     max_batch: int | None = None
     capacity_bound: bool | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def key(self) -> str:
+        """The key ``plena-opt export`` takes (``tp8-ep1-dp1-pp4-cp1-replace-none-b16``)."""
+        from plena_opt.search.space import Point
+
+        return Point.from_dict(self.plan).key
 
     @property
     def tpot_ms(self) -> float:

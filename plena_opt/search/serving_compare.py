@@ -170,11 +170,12 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
             continue
         lines.append(
             f"  {'deployment':<52}{'devices':>8}{'TTFT ms':>10}{'TPOT ms':>10}{'tok/s/dev':>11}"
+            "  key (plena-opt export KEY)"
         )
         for e in m["front"][:limit]:
             lines.append(
                 f"  {e['label'][:52]:<52}{e['devices']:>8}{e['ttft_seconds'] * 1e3:>10.1f}"
-                f"{e['tpot_seconds'] * 1e3:>10.2f}{e['tps_per_device']:>11.2f}"
+                f"{e['tpot_seconds'] * 1e3:>10.2f}{e['tps_per_device']:>11.2f}  {e['key']}"
             )
         if len(m["front"]) > limit:
             lines.append(f"  ... {len(m['front']) - limit} more (--json for all)")

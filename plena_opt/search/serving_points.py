@@ -106,8 +106,12 @@ def sla_mask(a: dict[str, np.ndarray], sla: dict) -> np.ndarray:
 
 
 # -- descriptions of deployments (JSON-ready, SI) --------------------------------------------
+def _point(w: WorkerFigures) -> Point:
+    return Point(w.plan, w.batch, w.precision)
+
+
 def _plan_doc(w: WorkerFigures) -> dict:
-    return Point(w.plan, w.batch, w.precision).to_dict()
+    return _point(w).to_dict()
 
 
 def _worker_label(w: WorkerFigures) -> str:
@@ -119,6 +123,7 @@ def agg_doc(w: WorkerFigures, f: ServingFigures) -> dict:
     return {
         "serving": "aggregated",
         "label": _worker_label(w),
+        "key": _point(w).key,
         "plan": _plan_doc(w),
         "devices": f.devices,
         "interference_seconds_per_token": f.interference_s_per_token,
@@ -130,6 +135,7 @@ def pair_doc(p: WorkerFigures, d: WorkerFigures, x: int, y: int, xs: float, a, k
     return {
         "serving": "disaggregated",
         "label": f"{x}P[{_worker_label(p)}] {y}D[{_worker_label(d)}]",
+        "key": f"{x}P:{_point(p).key}+{y}D:{_point(d).key}",
         "prefill": {**_plan_doc(p), "workers": x},
         "decode": {**_plan_doc(d), "workers": y},
         "devices": x * p.devices + y * d.devices,

@@ -1,0 +1,240 @@
+"""One server of a plan per engine: vLLM, SGLang, TensorRT-LLM ``trtllm-serve``.
+
+Each builder returns the server's command per node, or one refused ``LaunchConfig`` naming why
+the engine cannot run the plan as priced. Mappings (flag names in ``engines.json``):
+
+- replicas: the plan's ``dp·ep`` copies of the ``tp·pp·cp`` model (``ep`` splits the MoE
+  experts over the replicas, ``replace`` mode);
+- context parallelism ``cp``: vLLM ``--prefill-context-parallel-size cp`` (more ranks) with
+  ``--decode-context-parallel-size cp`` (the decode KV sharded over the same ranks); SGLang
+  ``--attn-cp-size cp`` inside a TP group of ``tp·cp`` ranks (``--enable-prefill-cp``);
+- a server larger than a node: vLLM ``--nnodes/--node-rank/--master-addr`` (one replica over
+  nodes) or ``--data-parallel-size-local/--data-parallel-address`` (whole replicas per node);
+  SGLang ``--nnodes/--node-rank/--dist-init-addr`` on every node.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from plena_opt.estimate.plan import Plan
+from plena_opt.export.launch import ENGINES, HEAD_IP, ExportSpec, LaunchConfig
+
+KEEP = "moe_tp_mode keep (experts tensor-parallel inside expert groups) has no engine argument"
+
+
+def _refuse(engine: str, role: str, reasons: list[str]) -> list[LaunchConfig]:
+    return [LaunchConfig(engine, role, [], refused=reasons)]
+
+
+def _formats(engine: str, precision: str | None, spec: ExportSpec) -> tuple[list, list, list]:
+    """(arguments, notes, refusals) for the weight and KV formats."""
+    table = ENGINES[engine]["precision"]
+    argv: list[str] = []
+    notes: list[str] = []
+    bad: list[str] = []
+    if precision not in (None, "bf16"):
+        if precision in table.get("quantization", {}):
+            argv += [table["quantization_flag"], table["quantization"][precision]]
+        else:
+            notes.append(
+                f"weights in {precision}: serve a checkpoint already quantized to {precision} "
+                "(the engine reads its quantization config); no online quantization flag"
+            )
+    kv = spec.kv_precision
+    if kv not in (None, "bf16"):
+        if kv in table.get("kv_cache_dtype", {}) and "kv_cache_dtype_flag" in table:
+            argv += [table["kv_cache_dtype_flag"], table["kv_cache_dtype"][kv]]
+        elif kv not in table.get("kv_cache_dtype", {}):
+            bad.append(f"a {kv} KV cache has no KV-cache dtype in {engine}")
+    return argv, notes, bad
+
+
+def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
+    """``vllm serve`` of the plan, one command per node."""
+    f, eng = ENGINES["vllm"]["flags"], ENGINES["vllm"]
+    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
+    if plan.ep > 1 and plan.dp > 1:
+        bad.append(
+            "with --enable-expert-parallel the experts span every tp x dp rank; a plan with "
+            "dp > 1 and ep > 1 keeps dp replicas of each expert group"
+        )
+    fmt, notes, fbad = _formats("vllm", spec.precision, spec)
+    replicas, size = plan.dp * plan.ep, plan.tp * plan.pp * plan.cp
+    nodes, per_node = _layout(replicas, size, spec.gpus_per_node)
+    if nodes is not None and nodes > 1 and size > spec.gpus_per_node and replicas > 1:
+        bad.append(
+            f"{replicas} replicas of {size} devices each over nodes of {spec.gpus_per_node}: "
+            "vLLM's multi-node modes take either one replica over nodes or whole replicas per "
+            "node"
+        )
+    if nodes is None:
+        bad.append(
+            f"a server of {replicas * size} devices does not fill whole nodes of "
+            f"{spec.gpus_per_node}"
+        )
+    if bad or fbad:
+        return _refuse("vllm", role, bad + fbad)
+    argv = [a.format(model=spec.model) for a in eng["command"]]
+    argv += [f["tp"], str(plan.tp)]
+    if plan.pp > 1:
+        argv += [f["pp"], str(plan.pp)]
+    if plan.cp > 1:
+        argv += [f["prefill_cp"], str(plan.cp), f["decode_cp"], str(plan.cp)]
+    if replicas > 1:
+        argv += [f["dp"], str(replicas)]
+    if plan.ep > 1:
+        argv.append(f["expert_parallel"])
+    argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
+    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
+    if role in ("prefill", "decode"):
+        argv += [f["kv_transfer"], _json(eng["kv_connector"])]
+    if plan.comm_overlap == "full":
+        notes.append("comm_overlap full is the engine's own scheduling; no argument")
+    if nodes == 1:
+        return [LaunchConfig("vllm", role, argv, notes)]
+    out = []
+    for k in range(nodes):
+        if size > spec.gpus_per_node:  # one replica over nodes
+            extra = [f["nnodes"], str(nodes), f["node_rank"], str(k), f["master_addr"], HEAD_IP]
+        else:  # whole replicas on each node
+            extra = [
+                f["dp_local"],
+                str(per_node),
+                f["dp_address"],
+                HEAD_IP,
+                f["dp_rpc_port"],
+                str(eng["ports"]["dp_rpc"]),
+            ]
+            if k > 0:
+                extra += [f["dp_start_rank"], str(k * per_node)]
+        if k > 0:
+            extra.append(f["headless"])
+        out.append(LaunchConfig("vllm", role, argv + extra, notes, node=k))
+    return out
+
+
+def _layout(replicas: int, size: int, gpn: int) -> tuple[int | None, int]:
+    """(nodes, replicas per node) of ``replicas`` × ``size`` devices on nodes of ``gpn``;
+    nodes None when they do not fill whole nodes."""
+    total = replicas * size
+    if total <= gpn:
+        return 1, replicas
+    if total % gpn:
+        return None, 0
+    if size > gpn:
+        return (total // gpn if size % gpn == 0 else None), 1
+    if gpn % size:
+        return None, 0
+    return total // gpn, gpn // size
+
+
+def _json(doc: dict) -> str:
+    import json
+
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
+    """``python -m sglang.launch_server`` of the plan, one command per node."""
+    f, eng = ENGINES["sglang"]["flags"], ENGINES["sglang"]
+    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
+    if plan.ep > 1:
+        bad.append(
+            "ep > 1: SGLang's --ep-size splits the experts inside the TP group (ep-size <= "
+            "tp-size), while the plan's expert groups sit beside tp as separate replicas; "
+            "not the priced layout"
+        )
+    fmt, notes, fbad = _formats("sglang", spec.precision, spec)
+    total = plan.world_size
+    if total > spec.gpus_per_node and total % spec.gpus_per_node:
+        bad.append(f"a server of {total} devices does not fill whole nodes of {spec.gpus_per_node}")
+    if bad or fbad:
+        return _refuse("sglang", role, bad + fbad)
+    argv = [a.format(model=spec.model) for a in eng["command"]]
+    argv += [f["tp"], str(plan.tp * plan.cp)]
+    if plan.cp > 1:
+        argv += [f["attn_cp"], str(plan.cp), f["prefill_cp"]]
+        notes.append(
+            f"differs from the priced plan: SGLang keeps the MLP tensor-parallel over all "
+            f"{plan.tp * plan.cp} ranks of the TP group (weights split tp*cp ways, not "
+            "replicated over the cp groups)"
+        )
+    if plan.pp > 1:
+        argv += [f["pp"], str(plan.pp)]
+    if plan.dp > 1:
+        argv += [f["dp"], str(plan.dp)]
+    argv += [f["max_seqs"], str(batch), f["max_len"], str(spec.max_len)]
+    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
+    if role in ("prefill", "decode"):
+        argv += [f["disaggregation"], role, f["transfer_backend"], eng["transfer_backend"]]
+        if role == "prefill":
+            argv += [f["bootstrap_port"], str(eng["ports"]["bootstrap"])]
+    if plan.comm_overlap == "full":
+        notes.append("comm_overlap full is the engine's own scheduling; no argument")
+    nodes = max(1, total // spec.gpus_per_node) if total > spec.gpus_per_node else 1
+    if nodes == 1:
+        return [LaunchConfig("sglang", role, argv, notes)]
+    addr = f"{HEAD_IP}:{eng['ports']['dist_init']}"
+    return [
+        LaunchConfig(
+            "sglang",
+            role,
+            argv + [f["nnodes"], str(nodes), f["node_rank"], str(k), f["dist_init_addr"], addr],
+            notes,
+            node=k,
+        )
+        for k in range(nodes)
+    ]
+
+
+def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
+    """``trtllm-serve`` of one replica (run ``dp·ep`` of them) with its extra options YAML."""
+    f, eng = ENGINES["trtllm"]["flags"], ENGINES["trtllm"]
+    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
+    if plan.ep > 1:
+        bad.append(
+            "ep > 1: trtllm-serve's --ep_size splits experts inside the TP group; the "
+            "plan's expert groups beside tp are not mapped"
+        )
+    if plan.cp > 1:
+        bad.append(
+            "cp > 1: which trtllm-serve cp_config type (cp_type) matches the priced "
+            "context parallelism was not verified for this version"
+        )
+    if role in ("prefill", "decode"):
+        bad.append(
+            "disaggregated serving (trtllm-serve disaggregated with a cache "
+            "transceiver per server) is not written by this version"
+        )
+    size = plan.tp * plan.pp
+    if size > spec.gpus_per_node:
+        bad.append(
+            f"a replica of {size} devices spans nodes: trtllm-serve then needs an MPI "
+            "or Slurm launch (trtllm-llmapi-launch), not written here"
+        )
+    _, notes, fbad = _formats("trtllm", spec.precision, spec)
+    if bad or fbad:
+        return _refuse("trtllm", role, bad + fbad)
+    yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {spec.memory_fraction:g}"]
+    if spec.kv_precision in eng["precision"]["kv_cache_dtype"]:
+        yaml.append(f"  dtype: {eng['precision']['kv_cache_dtype'][spec.kv_precision]}")
+    replicas = plan.dp * plan.ep
+    argv = [a.format(model=spec.model) for a in eng["command"]]
+    argv += [f["tp"], str(plan.tp), f["pp"], str(plan.pp)]
+    argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
+    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", f["port"], str(port)]
+    argv += [f["extra"], eng["extra_file"]]
+    notes.append(
+        "--kv_cache_free_gpu_memory_fraction is the share of the memory left after "
+        "the weights, not of the whole device (vLLM's --gpu-memory-utilization)"
+    )
+    if replicas > 1:
+        notes.append(
+            f"run {replicas} instances of this command ({size} GPUs each) behind one "
+            "load balancer: the plan's replicas"
+        )
+    return [LaunchConfig("trtllm", role, argv, notes, files={eng["extra_file"]: "\n".join(yaml)})]
+
+
+BUILDERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}
