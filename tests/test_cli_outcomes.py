@@ -4,6 +4,7 @@ figures, one recommendation per search, and a reason for every empty result."""
 from __future__ import annotations
 
 import json
+import re
 
 from plena_opt.cli.main import main
 
@@ -67,10 +68,12 @@ def test_the_recommendation_follows_the_serving_verdict(capsys):
     import shlex
 
     argv = shlex.split(rec["export_command"])
-    assert argv[:2] == ["plena-opt", "export"] and "--decode-plan" in argv
+    # the deployment key with its pools' worker counts, and the searched model (its real id)
+    assert argv[:2] == ["plena-opt", "export"] and re.fullmatch(r"\d+P:\S+\+\d+D:\S+", argv[2])
+    assert argv[3:5] == ["--model", "llama-3.2-1b"]
     assert main(argv[1:]) == 0
     launches = json.loads(capsys.readouterr().out)
-    assert {c["role"] for c in launches} == {"prefill", "decode"}
+    assert {"prefill", "decode"} <= {c["role"] for c in launches}  # plus router and benchmark
 
 
 def test_without_a_comparison_the_recommendation_follows_the_sla(capsys):

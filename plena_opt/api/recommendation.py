@@ -60,12 +60,15 @@ class Recommendation:
     input_seq: int | None = None
     output_seq: int | None = None
     plan: dict[str, Any] | None = None  # aggregated: the plan (``Point.to_dict``), else None
+    model_args: tuple[str, ...] = ()  # ``--model NAME`` or ``--model-path DIR`` the export loads
 
     def export_command(self) -> str:
         """The ``plena-opt export`` line that writes its launch arguments."""
-        cmd = ["plena-opt", "export", self.key]
-        if self.decode_key is not None:
-            cmd += ["--decode-plan", self.decode_key]
+        key = self.key
+        if self.decode_key is not None:  # the deployment key, with its worker counts
+            pw, dw = self.prefill_workers or 1, self.decode_workers or 1
+            key = f"{pw}P:{self.key}+{dw}D:{self.decode_key}"
+        cmd = ["plena-opt", "export", key, *self.model_args]
         if self.input_seq is not None and self.output_seq is not None:
             cmd += ["--input-seq", str(self.input_seq), "--output-seq", str(self.output_seq)]
         return shlex.join(cmd)
@@ -115,7 +118,11 @@ def _key(plan: dict[str, Any]) -> str:
 def recommend(result: SearchResult, request: Any) -> Recommendation | None:
     """The recommendation of a finished search (module docstring)."""
     cmp = result.serving.get("comparison") or {}
-    seqs = {"input_seq": request.problem.input_seq, "output_seq": request.problem.output_seq}
+    seqs = {
+        "input_seq": request.problem.input_seq,
+        "output_seq": request.problem.output_seq,
+        "model_args": _model_args(request.problem),
+    }
     if cmp and not cmp.get("partial"):
         mode, why = _favoured(cmp)
         if mode is not None:
@@ -128,6 +135,15 @@ def recommend(result: SearchResult, request: Any) -> Recommendation | None:
             note = f"no disaggregated deployment ({reason}); the aggregated plan: "
             return _with_reason(rec, note + rec.reason)
     return _from_front(result, request, seqs)
+
+
+def _model_args(problem: Any) -> tuple[str, ...]:
+    """The flags that name the searched model to ``plena-opt export`` (its real model id)."""
+    if getattr(problem, "model_path", None):
+        return ("--model-path", str(problem.model_path))
+    if getattr(problem, "model", None):
+        return ("--model", str(problem.model))
+    return ()
 
 
 def _favoured(cmp: dict[str, Any]) -> tuple[str | None, str]:

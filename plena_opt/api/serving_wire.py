@@ -15,6 +15,7 @@ from typing import Any
 from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.search.serving import BASIS_STATIC, BASIS_UNDER_LOAD, PERCENTILE_BASIS
+from plena_opt.search.space import Point
 
 _DIMS = ("tp", "ep", "dp", "pp", "cp")
 _PLAN_TEXT = ("moe_tp_mode", "comm_overlap")
@@ -78,12 +79,25 @@ def _deployment_to(e: Mapping[str, Any], out: pb.ServingDeployment) -> None:
         setattr(out, role, float(e[role]))
 
 
+def _plan_key(plan: Mapping[str, Any]) -> str:
+    return Point.from_dict({k: v for k, v in plan.items() if k != "workers"}).key
+
+
+def _deployment_key(doc: Mapping[str, Any]) -> str:
+    """The key ``plena-opt export`` takes (``search.serving_points``'s form)."""
+    if doc["serving"] == "aggregated":
+        return _plan_key(doc["plan"])
+    p, d = doc["prefill"], doc["decode"]
+    return f"{p.get('workers', 1)}P:{_plan_key(p)}+{d.get('workers', 1)}D:{_plan_key(d)}"
+
+
 def _deployment_from(msg: pb.ServingDeployment) -> dict[str, Any]:
     doc: dict[str, Any] = {"serving": msg.serving, "label": msg.label}
     if msg.serving == "aggregated":
         doc["plan"] = _plan_from(msg.plan)
     else:
         doc["prefill"], doc["decode"] = _plan_from(msg.prefill), _plan_from(msg.decode)
+    doc["key"] = _deployment_key(doc)  # derived from the plans, so not sent
     doc["devices"] = msg.devices
     role = _ROLE_FIGURE[msg.serving]
     if msg.HasField(role):
