@@ -84,7 +84,9 @@ def test_the_config_can_say_the_mlp_is_gated() -> None:
     assert spec.gated_mlp
 
 
-@pytest.mark.parametrize(("model_type", "gated"), [("llama", True), ("qwen3", True),
-                                                   ("starcoder2", False), ("nemotron", False)])
+@pytest.mark.parametrize(
+    ("model_type", "gated"),
+    [("llama", True), ("qwen3", True), ("starcoder2", False), ("nemotron", False)],
+)
 def test_documented_families_keep_their_mlp_kind(model_type: str, gated: bool) -> None:
     assert ModelSpec.from_hf_config({**BASE, "model_type": model_type}, "m").gated_mlp is gated
