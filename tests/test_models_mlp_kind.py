@@ -90,3 +90,37 @@ def test_the_config_can_say_the_mlp_is_gated() -> None:
 )
 def test_documented_families_keep_their_mlp_kind(model_type: str, gated: bool) -> None:
     assert ModelSpec.from_hf_config({**BASE, "model_type": model_type}, "m").gated_mlp is gated
+
+
+# microsoft/Phi-3.5-MoE-instruct config.json (model card values): sliding_window equals
+# max_position_embeddings (131072), so no layer ever drops a key.
+PHI35_MOE: dict[str, Any] = {
+    "model_type": "phimoe",
+    "hidden_size": 4096,
+    "intermediate_size": 6400,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 16,
+    "num_experts_per_tok": 2,
+    "vocab_size": 32064,
+    "max_position_embeddings": 131072,
+    "sliding_window": 131072,
+    "tie_word_embeddings": False,
+}
+
+
+@pytest.mark.parametrize("window", [131072, 262144])
+def test_a_window_covering_the_whole_context_is_full_attention(window: int) -> None:
+    spec = ModelSpec.from_hf_config({**PHI35_MOE, "sliding_window": window}, "phi-3.5-moe")
+    assert spec.sliding_window == 0 and spec.sliding_layers == 0
+    assert spec.num_experts == 16 and spec.top_k == 2 and spec.gated_mlp
+
+
+def test_a_window_shorter_than_the_context_is_still_read_or_refused() -> None:
+    with pytest.raises(PlenaInputError) as err:  # phimoe names no rule for which layers slide
+        ModelSpec.from_hf_config({**PHI35_MOE, "sliding_window": 4096}, "m")
+    assert err.value.field == "sliding_window"
+    with pytest.raises(PlenaInputError) as err:
+        ModelSpec.from_hf_config({**PHI35_MOE, "max_position_embeddings": 0}, "m")
+    assert err.value.field == "max_position_embeddings"

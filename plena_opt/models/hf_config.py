@@ -232,6 +232,9 @@ def _layers(cfg: dict[str, Any], model_type: str, sizes: dict[str, Any]) -> dict
     """Layer runs (attention × MLP type), the window and the chunk size."""
     layers, experts = sizes["num_layers"], sizes["num_experts"]
     window = bounded(_get(cfg, "sliding_window", 0), "sliding_window")
+    context = _get(cfg, "max_position_embeddings")
+    if window and context is not None and window >= bounded(context, "max_position_embeddings"):
+        window = 0  # a window covering the whole context is no window (Phi-3.5-MoE: both 131072)
     chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
     attn = attention_types(cfg, model_type, layers, window)
     mlps = mlp_types(cfg, experts, layers)
