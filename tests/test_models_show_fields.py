@@ -44,3 +44,24 @@ def test_a_moe_model_keeps_its_expert_fields(capsys: pytest.CaptureFixture[str])
     assert doc["moe_intermediate_size"] == 768 and "num_shared_experts" not in doc
     mla = json.loads(_show(capsys, "deepseek-v3", "--json"))
     assert mla["kv_lora_rank"] == 512 and mla["num_shared_experts"] == 1
+
+
+@pytest.mark.parametrize("leaf", ["Qwen2.5-72B-Instruct", "Qwen2.5-72B-Instruct/config.json"])
+def test_a_study_is_named_as_models_show_names_the_model(tmp_path, capsys, leaf: str) -> None:
+    """``…/Qwen2.5-72B-Instruct`` was studied as ``qwen2-…`` (``Path.stem`` cut ``.5-72B…``)."""
+    from plena_opt.estimate.problem import ProblemSpec
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.runner import default_study_name
+
+    folder = tmp_path / "Qwen2.5-72B-Instruct"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "vocab_size": 152064}))  # fmt: skip
+    path = str(tmp_path / leaf)
+    assert main(["models", "show", "--model-path", path, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["name"]
+    request = SearchRequest(problem=ProblemSpec(model=None, model_path=path, noc="hgx-h200x8"))
+    assert shown == "Qwen2.5-72B-Instruct"
+    assert default_study_name(request).startswith(shown + "-hgx-h200x8-")
