@@ -121,3 +121,21 @@ def test_memory_bound_gemms_are_priced_on_their_own_fit(system: str, chip: str) 
                   / (float(r["latency"]) * 1e-3)
                   for r in rows if r["gemm_dtype"] == dtype and int(r["m"]) <= 16]  # fmt: skip
         assert ratios and abs(float(np.median(ratios)) - 1) < 0.15, (chip, fmt)
+
+
+def test_an_fp8_plan_all_reduces_bf16_activations() -> None:
+    """vLLM all-reduces each layer's bf16 output whatever the weight format: an fp8 TP plan moves
+    the same all-reduce bytes as a bf16 one (it was half, and at Llama-3.1-70B TP 8 batch 64 on
+    B200 landed in a slower bucket of the measured table, pricing fp8 below bf16)."""
+    runs = {p: _metrics("b200", "llama-3.1-70b", p, 8, 8) for p in ("bf16", "fp8")}
+    assert runs["fp8"].attribution["tp_all_reduce"] == pytest.approx(
+        runs["bf16"].attribution["tp_all_reduce"], rel=1e-9
+    )
+    c = load_chip("b200")
+    wl = {"batch_size": 64, "input_seq_len": 1024, "output_seq_len": 256}
+    tps = {}
+    for p in ("bf16", "fp8"):
+        ev = Evaluator(load_model("llama-3.1-70b"), load_noc_profile("hgx-b200x8"), gpu_memory(c),
+                       Workload(**wl, precision=p), c)  # fmt: skip
+        tps[p] = ev.evaluate(Plan(tp=8)).tps
+    assert tps["fp8"] >= tps["bf16"]
