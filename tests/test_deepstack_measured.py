@@ -21,7 +21,9 @@ def test_hgx_profiles_ship_the_measured_tables_with_their_source() -> None:
         m = load_noc_profile(name).measured_allreduce
         assert m is not None and "custom_allreduce" in m.source and "nccl" in m.source
         assert [t.devices for t in m.tables] == [2, 4, 8]
-    assert load_noc_profile("hgx-b300x8").measured_allreduce is None  # no B300 table ships
+    # no B300 table ships: HGX B300 has the same NVLink 5 NVSwitch fabric, so B200's table
+    b300 = load_noc_profile("hgx-b300x8").measured_allreduce
+    assert b300 == load_noc_profile("hgx-b200x8").measured_allreduce
     assert load_noc_profile("illustrative_gpu_node_8").measured_allreduce is None
 
 

@@ -36,6 +36,13 @@ GPU_BYTES: dict[str, FormatBytes] = {
     "int4": FormatBytes(4.125 / 8, 2.0),
 }
 
+# Bytes per element of the activations a GPU engine's tensor-parallel all-reduces carry, whatever
+# the weight format: vLLM and TensorRT-LLM write each W8A8 / NVFP4 GEMM's output in bf16 and
+# all-reduce that (vLLM ``tensor_model_parallel_all_reduce`` on the layer output). Pricing an fp8
+# plan's all-reduce at 1 byte put B200 fp8 decode of Llama-3.1-70B at TP 8, batch 64, below bf16
+# (a 512 KiB all-reduce in the measured table's 26 us bucket, 1 MiB at 16.7 us; issue 24).
+GPU_REDUCE_BYTES = 2.0
+
 PLENA_BYTES: dict[str, FormatBytes] = {
     "bf16": FormatBytes(2.0, 2.0),
     "fp8": FormatBytes(1.0, 1.0),

@@ -11,7 +11,7 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.memory import HbmStoragePrecision
 from plena_opt.models import ModelSpec, list_models, load_model, model_info
 from plena_opt.models.params import count_parameters
-from plena_opt.models.summary import architecture
+from plena_opt.models.summary import architecture, show_fields
 
 _COLUMNS = (
     ("name", "name"),
@@ -138,6 +138,7 @@ def _show_handler(args: argparse.Namespace) -> int:
         arch["attention"]["kv_elements_per_token_per_layer"] * kv_bytes
     )
     detail.update(arch)
+    detail = show_fields(detail, spec)
     if getattr(args, "json", False):
         print(jsonio.dumps(detail, indent=2))
         return 0

@@ -102,16 +102,20 @@ def layer_collectives(
     rows: np.ndarray | None,
     micro: int,
     shared_with_experts: bool = False,
+    reduce_bytes: float | None = None,
 ) -> dict[str, Cost]:
     """Every collective of one layer on one device, by reference name (zero-cost ones omitted).
 
     ``shared_with_experts``: the shared experts' partial sums ride in the routed experts' TP
     all-reduce instead of their own (vLLM builds ``shared_experts`` with ``reduce_results=False``
     and its fused MoE all-reduces the sum once, ``vllm/model_executor/models/deepseek_v2.py``
-    ``DeepseekV2MoE``); used for GPU chips. The PLENA reference prices a separate one."""
+    ``DeepseekV2MoE``); used for GPU chips. The PLENA reference prices a separate one.
+    ``reduce_bytes``: bytes per element the TP all-reduces carry (GPU chips: bf16 whatever the
+    weight format, ``chip.precision.GPU_REDUCE_BYTES``); None: the precision's activations."""
     m, d, prec = shape.model, shape.shard, shape.precision
     h, b = m.hidden_size, d.b_dev
-    act = int(b * q * h * prec.activation_bytes)
+    reduced = prec.activation_bytes if reduce_bytes is None else reduce_bytes
+    act = int(b * q * h * reduced)
     out: dict[str, Cost] = {}
 
     def add(name: str, cost: Cost) -> None:
@@ -152,7 +156,7 @@ def layer_collectives(
         )
         add("ep_dispatch", _cost(a2a))
     if d.tp_moe > 1:
-        nbytes = int(load.pairs * h * prec.activation_bytes)
+        nbytes = int(load.pairs * h * reduced)
         add("moe_tp_all_reduce", net.price("all_reduce", moe, "tp", nbytes))
     if d.ep_moe > 1:
         add("ep_combine", _cost(a2a))

@@ -13,6 +13,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from plena_opt.chip.precision import GPU_REDUCE_BYTES
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext
@@ -173,6 +174,7 @@ class PlanPasses:
                     rows=self._rows,
                     micro=self.shard.micro,
                     shared_with_experts=ctx.gpu is not None,
+                    reduce_bytes=GPU_REDUCE_BYTES if ctx.gpu is not None else None,
                 )
                 ctx.comm_cache[ckey] = comm
             layer_comm[kind] = comm

@@ -85,13 +85,16 @@ def _builtin_spec(name: str) -> ModelSpec:
     return ModelSpec.from_hf_config(builtin_config(name), name)
 
 
-def _name_from_path(path: Path) -> str:
-    """``…/Llama-3.1-8B/config.json`` → ``Llama-3.1-8B``; ``my-model.json`` → ``my-model``."""
+def model_name_from_path(path: str | Path) -> str:
+    """The name a model read from ``path`` goes by (``models show``, study names):
+    ``…/Llama-3.1-8B/config.json`` → ``Llama-3.1-8B``; ``my-model.json`` → ``my-model``; a folder
+    ``…/Qwen2.5-72B`` → ``Qwen2.5-72B`` (its dots are not a file suffix)."""
+    path = Path(path)
     if path.is_dir():
         return path.resolve().name or "model"
     if path.name == "config.json" and path.parent.name:
         return path.parent.name
-    return path.stem
+    return path.stem if path.suffix.lower() == ".json" else path.name or "model"
 
 
 def load_model(name: str | None = None, path: str | Path | None = None) -> ModelSpec:
@@ -102,7 +105,7 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
     """
     if path is not None:
         path = Path(path)
-        return ModelSpec.from_hf_config(read_config_file(path), name or _name_from_path(path))
+        return ModelSpec.from_hf_config(read_config_file(path), name or model_name_from_path(path))
     if name is None:
         raise PlenaInputError("model", "give a built-in model name or a --model-path config file")
     if not isinstance(name, str):

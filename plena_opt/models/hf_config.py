@@ -136,7 +136,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         raise PlenaInputError("name", f"a model name must be at most {MAX_NAME_CHARS} characters")
     check_depth(cfg)
     cfg, notes = hf.unwrap(cfg)
-    model_type = hf.model_type_of(cfg)
+    cfg, model_type = hf.resolve_alias(cfg, hf.model_type_of(cfg))
     cfg = hf.canonical(cfg, model_type)
     hf.refuse_unmodelled(cfg, model_type)
     _reject_reference_shared(cfg, name)
@@ -150,6 +150,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         )
     sizes = _sizes(cfg, model_type, name)
     layers = _layers(cfg, model_type, sizes)
+    gated = hf.gated_mlp(cfg, model_type)
     parallel = model_type in hf.PARALLEL_BLOCK or (
         model_type == "falcon"
         and (hf.flag(cfg, "parallel_attn", True) or hf.flag(cfg, "new_decoder_architecture", False))
@@ -170,7 +171,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         **sizes,
         **layers,
         "tie_word_embeddings": hf.flag(cfg, "tie_word_embeddings", hf.tied_default(model_type)),
-        "gated_mlp": model_type not in hf.NON_GATED_MLP,
+        "gated_mlp": gated,
         "parallel_block": parallel,
         "qk_norm": hf.flag(cfg, "use_qk_norm", model_type in hf.QK_NORM),
         "norms_per_layer": norms,
@@ -231,6 +232,9 @@ def _layers(cfg: dict[str, Any], model_type: str, sizes: dict[str, Any]) -> dict
     """Layer runs (attention × MLP type), the window and the chunk size."""
     layers, experts = sizes["num_layers"], sizes["num_experts"]
     window = bounded(_get(cfg, "sliding_window", 0), "sliding_window")
+    context = _get(cfg, "max_position_embeddings")
+    if window and context is not None and window >= bounded(context, "max_position_embeddings"):
+        window = 0  # a window covering the whole context is no window (Phi-3.5-MoE: both 131072)
     chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
     attn = attention_types(cfg, model_type, layers, window)
     mlps = mlp_types(cfg, experts, layers)

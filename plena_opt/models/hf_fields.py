@@ -14,8 +14,36 @@ from plena_opt.models.limits import MAX_NAME_CHARS, short
 TIED_BY_DEFAULT = frozenset(
     {"gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2", "falcon", "cohere", "cohere2"}
 )
-# Two-matrix (up, activation, down) MLPs instead of gated SwiGLU/GeGLU.
-NON_GATED_MLP = frozenset({"starcoder2", "falcon", "gpt_neox", "phi", "gptj"})
+# Two-matrix (up, activation, down) MLPs instead of gated SwiGLU/GeGLU (transformers: the
+# family's MLP has no gate projection; Nemotron-4 and Arcee use squared ReLU).
+NON_GATED_MLP = frozenset(
+    {"starcoder2", "falcon", "gpt_neox", "phi", "gptj", "nemotron", "arcee", "gpt_bigcode"}
+)
+# Gated (gate · act(up), down: three matrices) MLPs, from each family's transformers modeling
+# code (``gate_proj``/``up_proj``/``down_proj`` or a fused ``gate_up_proj``; MoE experts alike).
+GATED_MLP = frozenset(
+    {
+        "llama", "llama4", "llama4_text", "mistral", "mistral3", "ministral", "mixtral",
+        "qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_vl",
+        "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "gemma", "gemma2", "gemma3",
+        "gemma3_text", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_vl",
+        "phi3", "phimoe", "olmo", "olmo2", "olmo3", "olmoe", "granite", "granitemoe",
+        "granitemoeshared", "internlm2", "internlm3", "chatglm", "glm", "glm4", "glm4_moe",
+        "baichuan", "exaone", "exaone4", "minicpm", "minicpm3", "ernie4_5", "ernie4_5_moe",
+        "gpt_oss", "dbrx", "smollm3", "hunyuan_v1_dense", "hunyuan_v1_moe", "minimax_m2",
+        "mimo", "stablelm", "helium", "dots1", "bailing_moe", "seed_oss", "yi",
+    }
+)  # fmt: skip
+# Activation names that are themselves gated (``hidden_act: swiglu``): the config says it.
+GATED_ACTIVATIONS = ("glu",)
+# Falcon's original remote-code ``model_type`` spellings: Falcon-40B/180B ("RefinedWeb": grouped
+# KV heads ``n_head_kv``, ``ln_attn`` + ``ln_mlp``, transformers' ``new_decoder_architecture``)
+# and Falcon-7B ("RefinedWebModel": multi-query, one norm); tiiuae/falcon-40b and falcon-7b
+# ``modelling_RW.py``.
+TYPE_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "RefinedWeb": ("falcon", {"new_decoder_architecture": True}),
+    "RefinedWebModel": ("falcon", {}),
+}
 # Attention and MLP read the same normalised input and are added in parallel.
 PARALLEL_BLOCK = frozenset({"gpt_neox", "phi", "gptj", "cohere", "cohere2"})
 # Four RMSNorms per layer (pre/post attention, pre/post feed-forward).
@@ -125,6 +153,39 @@ def model_type_of(cfg: dict[str, Any]) -> str:
     if len(value) > MAX_NAME_CHARS:
         raise PlenaInputError("model_type", f"model_type must be at most {MAX_NAME_CHARS} chars")
     return value
+
+
+def resolve_alias(cfg: dict[str, Any], model_type: str) -> tuple[dict[str, Any], str]:
+    """``(cfg, model_type)`` with an older spelling of a family's ``model_type`` mapped to the
+    transformers one (and the fields that spelling implies, where the config omits them)."""
+    if model_type not in TYPE_ALIASES:
+        return cfg, model_type
+    name, implied = TYPE_ALIASES[model_type]
+    out = dict(cfg)
+    for key, value in implied.items():
+        if out.get(key) is None:
+            out[key] = value
+    return out, name
+
+
+def gated_mlp(cfg: dict[str, Any], model_type: str) -> bool:
+    """Whether the dense/expert MLP is gated (3 matrices) or two-matrix, from the family's
+    documented architecture or the config's activation; refuses naming ``model_type`` when
+    neither says it. A config without ``model_type`` is the reference's (Llama) layout."""
+    if model_type in NON_GATED_MLP:
+        return False
+    if model_type in GATED_MLP or model_type == "unknown":
+        return True
+    for key in ("hidden_act", "hidden_activation", "activation_function"):
+        act = cfg.get(key)
+        if isinstance(act, str) and act.lower().endswith(GATED_ACTIVATIONS):
+            return True
+    raise PlenaInputError(
+        "model_type",
+        f"model_type: {short(model_type)}: whether its MLP is gated (3 matrices) or two-matrix "
+        "is not modelled for this architecture and the config does not say it (hidden_act "
+        "*glu); give a config of a supported family",
+    )
 
 
 def unwrap(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -29,6 +29,7 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "n_shared_experts": (0, 1024),
     "sliding_window": (0, (1 << 31) - 1),
     "attention_chunk_size": (0, (1 << 31) - 1),
+    "max_position_embeddings": (1, (1 << 31) - 1),
     "q_lora_rank": (0, 1 << 16),
     "kv_lora_rank": (1, 1 << 16),
     "qk_rope_head_dim": (0, 1 << 14),

@@ -95,3 +95,43 @@ def architecture(spec: ModelSpec) -> dict[str, Any]:
         "parameters_active": counts.active,
         "not_modelled": list(spec.not_modelled),
     }
+
+
+# ``models show`` merges the spec, the catalog row and ``architecture``: the spec's spellings of
+# fields the row also carries are dropped (one name per quantity: ``layers``, ``heads``,
+# ``kv_heads``, ``experts_per_token``, ``family``, ``mlp``, ``parallel_attention_mlp``,
+# ``attention``), and so are the fields of features the model
+# does not have (experts on a dense model, MLA ranks without MLA, a window no layer uses).
+SHOW_DUPLICATES = (
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "top_k",
+    "pricing_family",
+    "gated_mlp",
+    "parallel_block",
+    "attention_kind",
+)  # = mlp, parallel_…, attention
+MOE_FIELDS = ("moe_intermediate_size", "num_experts", "experts_per_token", "moe_layers",
+              "shared_expert_intermediate_size", "num_shared_experts", "shared_expert_gate",
+              "experts")  # fmt: skip
+SHARED_FIELDS = ("shared_expert_intermediate_size", "num_shared_experts", "shared_expert_gate")
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+SLIDING_FIELDS = ("sliding_window", "sliding_layers")
+CHUNK_FIELDS = ("attention_chunk_size", "chunked_layers")
+
+
+def show_fields(detail: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
+    """``detail`` without duplicate spellings and without the fields of absent features."""
+    drop = set(SHOW_DUPLICATES)
+    if not spec.num_experts:
+        drop.update(MOE_FIELDS)
+    if not spec.shared_expert_intermediate_size and not spec.num_shared_experts:
+        drop.update(SHARED_FIELDS)
+    if not spec.is_mla:
+        drop.update(MLA_FIELDS)
+    if not spec.sliding_layers:
+        drop.update(SLIDING_FIELDS)
+    if not spec.chunked_layers:
+        drop.update(CHUNK_FIELDS)
+    return {k: v for k, v in detail.items() if k not in drop}

@@ -19,6 +19,7 @@ import optuna
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.interface import PlanEvaluator
+from plena_opt.models.catalog import model_name_from_path
 from plena_opt.search.constraint_adapter import ConstraintAdapter
 from plena_opt.search.hypervolume import Normaliser
 from plena_opt.search.objectives import Constraints, Objective, parse_objectives
@@ -52,7 +53,7 @@ def _fingerprint(request: SearchRequest) -> str:
 def default_study_name(request: SearchRequest) -> str:
     """``<model>-<noc>-<digest>``: the same search (problem, batches, objectives, SLAs) resumes."""
     p = request.problem.identity()
-    model = Path(p["model_path"]).stem if p["model_path"] else str(p["model"])
+    model = model_name_from_path(p["model_path"]) if p["model_path"] else str(p["model"])
     return f"{model}-{Path(p['noc']).stem}-{_fingerprint(request)[:8]}"
 
 

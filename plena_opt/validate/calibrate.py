@@ -271,6 +271,7 @@ def _sourced_curve(fit: Fit) -> dict:
 def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
     """Fit every system in ``folder``; with ``write`` update the built-in profile JSON files."""
     from plena_opt.chip.gpu.profile import profiles_dir
+    from plena_opt.validate.calibrate_gemm import DECODE_MAX_M, gemm_decode_fits
 
     fits: dict[str, dict[str, Fit]] = {}
     profs = {s: json.loads((profiles_dir() / f"{c}.json").read_text()) for s, c in SYSTEMS.items()}
@@ -284,6 +285,7 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
         peaks = {k: v["value"] for k, v in prof["peak_flops"].items()}
         bw = specs[system][1]
         g = gemm_fits(folder, system, peaks, bw)
+        gd = gemm_decode_fits(folder, system, peaks, bw, g)
         a = attention_fits(folder, system, specs)
         mo = moe_fits(folder, system, peaks, bw)
         mp = moe_fits(folder, system, peaks, bw, prefill=True)
@@ -294,6 +296,7 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
             mp = moe_fits(folder, other, op, specs[other][1], prefill=True)
         fits[chip] = {
             **{f"gemm.{k}": v for k, v in g.items()},
+            **{f"gemm_decode.{k}": v for k, v in gd.items()},
             **{f"attention_{k}": v for k, v in a.items()},
             **{f"moe.{k}": v for k, v in mo.items()},
             **{f"moe_prefill.{k}": v for k, v in mp.items()},
@@ -303,6 +306,8 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
             prof["moe_prefill"] = {k: _sourced_curve(v) for k, v in mp.items()}
             for fmt, fit in g.items():
                 prof["gemm"][fmt] = _sourced_curve(fit)
+            prof["gemm_decode"] = {k: _sourced_curve(v) for k, v in gd.items()}
+            prof["gemm_decode_max_tokens"] = DECODE_MAX_M
             prof["attention_decode"] = _sourced_curve(a["decode"])
             prof["attention_prefill"] = _sourced_curve(a["prefill"])
             bf = g["bf16"]
@@ -321,7 +326,8 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
 
 # Chips without a kernel table: their curves are the named chip's fit, marked as transferred.
 TRANSFER = {"mi325x": "h200-sxm", "mi300x": "h200-sxm", "b300": "b200"}
-TRANSFERRED = ("gemm", "moe", "moe_prefill", "attention_decode", "attention_prefill", "overheads")
+TRANSFERRED = ("gemm", "gemm_decode", "moe", "moe_prefill", "attention_decode",
+               "attention_prefill", "overheads")  # fmt: skip
 
 
 def _mark(node, note: str):
@@ -342,9 +348,12 @@ def transfer_profiles() -> None:
         donor = json.loads((profiles_dir() / f"{src}.json").read_text())
         note = f"no public kernel table for {chip} ships with the project; {src} value: "
         for key in TRANSFERRED:
-            prof[key] = _mark(donor[key], note)
+            prof[key] = _mark(donor.get(key, {}), note)
         prof["overheads"]["step_seconds"] = donor["overheads"]["step_seconds"]
-        prof["gemm"] = {k: v for k, v in prof["gemm"].items() if k in prof["peak_flops"]}
+        for key in ("gemm", "gemm_decode"):
+            prof[key] = {k: v for k, v in prof[key].items() if k in prof["peak_flops"]}
+        if "gemm_decode_max_tokens" in donor:
+            prof["gemm_decode_max_tokens"] = donor["gemm_decode_max_tokens"]
         path.write_text(json.dumps(prof, indent=2) + "\n")
 
 

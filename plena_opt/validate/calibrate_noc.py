@@ -227,15 +227,21 @@ def node_provenance(folder: Path, system: str, desc: str, links, ar_fit: NocFit)
 B300 = (
     "hgx-b300x8",
     "NVIDIA HGX B300 8-GPU, NVLink 5 + NVSwitch (1.8 TB/s bidirectional per GPU, "
-    "https://acecloud.ai/blog/nvidia-hgx-b300): the same NVLink 5 fabric as HGX B200, so hop "
-    "latency and link bandwidth are the hgx-b200x8 fit (no B300 collective table ships with the "
-    "project). NVIDIA HGX B200 8-GPU, NVLink 5 + NVSwitch",
+    "https://acecloud.ai/blog/nvidia-hgx-b300): the same NVLink 5 fabric and NVSwitch as HGX "
+    "B200, so hop latency, link bandwidth and the measured collective tables are hgx-b200x8's "
+    "(no B300 collective table ships with the project). NVIDIA HGX B200 8-GPU, NVLink 5 + "
+    "NVSwitch",
+)
+B300_TABLES = (
+    "priced from measured_allreduce for 2/4/8 GPUs: hgx-b200x8's table (the same NVLink 5 "
+    "NVSwitch fabric; no B300 all-reduce table ships). Pricing it from the links instead made "
+    "every TP plan on HGX B300 slower than the same plan on HGX B200"
 )
 
 
 def write_profiles(folder: Path, out_dir: Path) -> dict:
     """Fit every HGX node's links and write ``<name>.json`` NoC profiles into ``out_dir``
-    (HGX B300 takes the B200 links and no table); returns the link fits by profile name."""
+    (HGX B300 takes the B200 links and tables); returns the link fits by profile name."""
     from plena_opt.validate.calibrate_links import fit_links
 
     fits = {}
@@ -251,9 +257,12 @@ def write_profiles(folder: Path, out_dir: Path) -> dict:
         if system == "b200_sxm":
             prov = {k: v for k, v in prov.items() if k != "measured_collectives_bus_bandwidth"}
             prov["source"] = prov["source"].replace(desc, B300[1], 1)
-            prov["all_reduce"] = "priced from the links (no B300 all-reduce table ships)"
+            prov["all_reduce"] = B300_TABLES
             link = round(links.link_bandwidth_bps, -6)
-            b300 = node_profile(B300[0], links.hop_latency_s, link, 8, prov)
+            b300 = node_profile(
+                B300[0], links.hop_latency_s, link, 8, prov,
+                measured_table(folder, system), collectives_table(folder, system),
+            )  # fmt: skip
             (out_dir / f"{B300[0]}.json").write_text(json.dumps(b300.to_dict(), indent=2) + "\n")
     return fits
 

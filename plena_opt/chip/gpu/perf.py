@@ -51,6 +51,9 @@ class GpuPerfModel:
         self.attn_peak = chip.peak_flops["bf16"].value  # attention runs in bf16
         self.bw = bandwidth_bytes_per_s or chip.hbm.bandwidth_bytes_per_s.value
         self.gemm_curve = chip.gemm[self.compute_format]
+        # memory-bound row counts: the decode-range fit where the chip has one
+        self.gemm_decode_curve = chip.gemm_decode.get(self.compute_format, self.gemm_curve)
+        self.gemm_decode_max = chip.gemm_decode_max_tokens
         self.wb, self.ab, self.kvb = weight_bytes, act_bytes, kv_bytes
         self.kernel_s = chip.overheads.kernel_seconds.value
         self.step_s = chip.overheads.step_seconds.value
@@ -63,8 +66,12 @@ class GpuPerfModel:
         flops = 2.0 * m * n * k
         reads = n * k * self.wb + m * k * self.ab
         writes = m * n * self.ab
-        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self.gemm_curve)
+        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self._gemm_curve(m))
         return KernelTime(t, flops, reads, writes, bool(cb))
+
+    def _gemm_curve(self, m: float) -> GemmCurve:
+        """The GEMM curve for ``m`` rows: the decode-range fit up to ``gemm_decode_max_tokens``."""
+        return self.gemm_decode_curve if m <= self.gemm_decode_max else self.gemm_curve
 
     def grouped_gemm(self, tokens_per_group: float, groups: int, n: int, k: int) -> KernelTime:
         """A fused MoE GEMM over ``groups`` active experts of ``tokens_per_group`` tokens each:
@@ -75,7 +82,7 @@ class GpuPerfModel:
         flops = 2.0 * m * n * k
         reads = groups * n * k * self.wb + m * k * self.ab
         writes = m * n * self.ab
-        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self.gemm_curve)
+        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self._gemm_curve(m))
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def fused_moe(

@@ -149,6 +149,10 @@ class GpuChipProfile(BaseModel):
     kv_formats: list[str]
     hbm: Hbm
     gemm: dict[str, GemmCurve]  # per compute format
+    # the same GEMMs on decode row counts (m ≤ ``gemm_decode_max_tokens``, memory-bound), per
+    # format, where the full-range fit misprices them (``plena_opt.validate.calibrate``)
+    gemm_decode: dict[str, GemmCurve] = Field(default_factory=dict)
+    gemm_decode_max_tokens: int = Field(default=128, ge=1, le=1 << 20)
     moe: dict[str, MoeCurve] = Field(default_factory=dict)  # fused MoE layer, per format
     # the same layer on prefill token counts (above the ``moe`` fit's range), per format
     moe_prefill: dict[str, MoeCurve] = Field(default_factory=dict)
@@ -173,6 +177,11 @@ class GpuChipProfile(BaseModel):
                 )
             if compute not in self.gemm:
                 raise PlenaInputError(f"gemm.{compute}", f"gemm.{compute} curve is required")
+        for fmt in self.gemm_decode:
+            if fmt not in self.gemm:
+                raise PlenaInputError(
+                    f"gemm_decode.{fmt}", f"gemm_decode.{fmt} needs a gemm.{fmt} curve"
+                )
         for fmt in self.kv_formats:
             if fmt not in GPU_FORMATS:
                 raise PlenaInputError("kv_formats", f"unknown KV format {fmt!r}")

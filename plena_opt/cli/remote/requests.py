@@ -23,12 +23,12 @@ def _is_path(value: str) -> bool:
 
 
 def _model_name_from_path(path: Path) -> str:
-    # Same naming as plena_opt.models.load_model(path=...): the folder of a config.json, else stem.
+    # Same naming as plena_opt.models.load_model(path=...) (catalog.model_name_from_path).
     if path.is_dir():
         return path.resolve().name
     if path.name == "config.json" and path.parent.name:
         return path.parent.name
-    return path.stem
+    return path.stem if path.suffix.lower() == ".json" else path.name
 
 
 def _read(path: str, field: str) -> str:
