@@ -25,7 +25,7 @@ from plena_opt.estimate.distributed import (
 from plena_opt.estimate.gpu import gpu_energy_per_token
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
-from plena_opt.memory import Memory
+from plena_opt.memory import DEFAULT_MEMORY_ENERGY, Memory
 from plena_opt.models import ModelSpec
 
 PJ = 1e-12  # joules per picojoule
@@ -88,6 +88,11 @@ class Evaluator:
     @property
     def workload(self) -> Workload:
         return self.ctx.workload
+
+    @property
+    def chip_name(self) -> str:
+        """The chip profile's name (the key of its price in a price file)."""
+        return self.ctx.chip.name
 
     @property
     def num_devices(self) -> int:
@@ -171,7 +176,8 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
 
 
 def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:
-    """(PLENA energy per token (J), weight and KV bytes per device, fits, warnings): the same
+    """(PLENA energy per token (J): DRAM, with ``DEFAULT_MEMORY_ENERGY`` where the memory has no
+    energy figure, + NoC; weight and KV bytes per device, fits, warnings): the same
     for the plans that differ only in comm overlap, so kept in the decode pass's shared memo."""
     shared = cost.decode.shared
     hit = shared.get("base_metrics")
@@ -180,10 +186,14 @@ def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | No
         # DRAM energy of the whole decode: every device of a stage does that stage's work.
         per_stage_devices = plan.world_size / plan.pp
         dram = decode.total("dram_energy_pj")
+        if dram is None and cost.ctx.gpu is None:  # no energy figure: the cited HBM default
+            dram = DEFAULT_MEMORY_ENERGY.energy_pj(
+                decode.total("read_bytes"), decode.total("write_bytes")
+            )
+        energy = None  # a GPU prices energy from its board power (metrics_of)
         if dram is not None:
             dram *= per_stage_devices / (cost.shard.micro * cost.ctx.workload.output_seq_len)
-        noc = cost.noc_energy_pj_per_decode_token
-        energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+            energy = (dram + (cost.noc_energy_pj_per_decode_token or 0.0)) * PJ
         wb, kb = cost.footprint
         hit = (energy, wb, kb, cost.fits_in_memory, tuple(cost.warnings))
         shared["base_metrics"] = hit
