@@ -72,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
                 raise PlenaInputError(
                     "burst_ttft", "--burst-ttft is computed locally; run it without --server"
                 )
+            if args.prices is not None:
+                raise PlenaInputError(
+                    "prices", "--prices is computed locally; run it without --server"
+                )
             return remote_estimate(args)
         return _run_local(args, plan)
 

@@ -75,7 +75,7 @@ class Prices(_Strict):
 def _input_error(exc: ValidationError, origin: str) -> PlenaInputError:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "prices"
-    return PlenaInputError(f"prices.{where}", f"{origin}: {where}: {err['msg']}")
+    return PlenaInputError(f"prices.{where}", f"{origin}: {err['msg']}")
 
 
 def parse_prices(doc: Any, origin: str = "prices") -> Prices:

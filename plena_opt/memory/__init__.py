@@ -4,8 +4,8 @@ Analytic-model §3. Bandwidths in B/s, capacities and traffic in bytes, energy i
 """
 
 from plena_opt.memory.config import (
-    BufferingPolicy,
     DEFAULT_MEMORY_ENERGY,
+    BufferingPolicy,
     DramEnergyConfig,
     DramTimingConfig,
     StackedDramConfig,

@@ -112,6 +112,11 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         raise PlenaInputError(
             "storage", "--storage names a local store; with --server the server's store is used"
         )
+    for flag in ("prices", "max_cost_per_mtok"):
+        if getattr(args, flag, None) is not None:
+            raise PlenaInputError(
+                flag, f"--{flag.replace('_', '-')} is computed locally; run it without --server"
+            )
     o = pb.SearchOptions(
         trials=args.trials,
         sampler=args.sampler,
