@@ -316,3 +316,51 @@ def test_search_cost_objective_on_an_unpriced_chip_is_refused(capsys):
     )
     err = capsys.readouterr().err
     assert code == 2 and "objectives" in err and "plena-default" in err and "--prices" in err
+
+
+def _powered_chip(tmp_path, busy: float, idle: float) -> str:
+    path = tmp_path / f"plena-{busy}-{idle}.json"
+    doc = {
+        "base": "plena-default",
+        "name": "plena-powered",
+        "power": {"busy_watts": busy, "idle_watts": idle, "source": "test figure"},
+    }
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_a_plena_chip_with_a_power_figure_prices_its_compute(tmp_path, capsys):
+    """Busy = idle = P: every device draws P for the whole decode, so the energy grows by
+    P · devices / tokens/s exactly. Busy 2P / idle P adds P over the compute seconds only."""
+    base = load_problem(**FIXED).evaluator()
+    flat = load_problem(**FIXED, chip=_powered_chip(tmp_path, 50.0, 50.0)).evaluator()
+    peaky = load_problem(**FIXED, chip=_powered_chip(tmp_path, 100.0, 50.0)).evaluator()
+    for plan in (Plan(tp=8), Plan(dp=8), Plan(tp=2, pp=4)):
+        m0, m1, m2 = base.evaluate(plan), flat.evaluate(plan), peaky.evaluate(plan)
+        added = m1.energy_per_token_joules - m0.energy_per_token_joules
+        assert added == pytest.approx(50.0 * 8 / m0.tps, rel=1e-9)
+        extra = m2.energy_per_token_joules - m1.energy_per_token_joules
+        assert 0 < extra <= 50.0 * 8 / m0.tps
+    code = main(
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--noc",
+            "illustrative_gpu_node_8",
+            "--memory",
+            "fictional_fixed_bandwidth",
+            "--chip",
+            _powered_chip(tmp_path, 100.0, 50.0),
+            "--tp",
+            "8",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "compute at the chip's busy/idle watts" in out
+
+
+def test_a_bad_plena_power_figure_names_the_field(tmp_path):
+    with pytest.raises(PlenaInputError) as info:
+        load_problem(**FIXED, chip=_powered_chip(tmp_path, 10.0, 20.0))
+    assert info.value.field == "power.idle_watts"

@@ -52,7 +52,11 @@ def estimate_plan(
     ev = evaluator_of(problem)
     estimate, metrics = ev.estimate_with_metrics(plan)
     cost = plan_cost(metrics, ev.workload, ev.chip_name, prices or load_prices())
-    return PlanEstimate("distributed", estimate.to_dict(), metrics, cost)
+    doc = estimate.to_dict()
+    power = getattr(ev.ctx.chip, "power", None)
+    if ev.ctx.gpu is None and power is not None:  # a PLENA chip's compute power (issue 30)
+        doc["chip_power"] = power.model_dump()
+    return PlanEstimate("distributed", doc, metrics, cost)
 
 
 def estimate_single_chip(problem: EvaluatorInputs, plan: Plan | None = None) -> PlanEstimate:

@@ -157,6 +157,8 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     energy, wb, kb, fits, warnings = _base_metrics(cost)
     if ctx.gpu is not None:  # GPU: board power over the decode, plus any NoC energy
         energy = gpu_energy_per_token(cost) + (cost.noc_energy_pj_per_decode_token or 0.0) * PJ
+    elif ctx.chip.power is not None and energy is not None:  # PLENA with a power figure
+        energy += plena_compute_energy_per_token(cost)
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
     return PlanMetrics(
@@ -173,6 +175,17 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
         attribution=attribution,
         warnings=warnings,
     )
+
+
+def plena_compute_energy_per_token(cost: PlanCost) -> float:
+    """Joules per generated token of a PLENA chip's compute (its profile's ``power``): every
+    device draws ``busy_watts`` over its stage's compute seconds and ``idle_watts`` for the rest
+    of the decode (DRAM and NoC energy are priced apart, per bit)."""
+    pw, plan = cost.ctx.chip.power, cost.plan
+    busy_dev = cost.decode.total("compute_seconds") * plan.world_size / plan.pp
+    idle_dev = max(cost.decode_seconds * plan.world_size - busy_dev, 0.0)
+    joules = busy_dev * pw.busy_watts + idle_dev * pw.idle_watts
+    return joules / (cost.shard.micro * cost.ctx.workload.output_seq_len)
 
 
 def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:

@@ -120,7 +120,10 @@ def _metrics_lines(est: dict, metrics: PlanMetrics) -> list[str]:
         dram = f"DRAM at the default {DEFAULT_MEMORY_PJ_PER_BIT} pJ/bit (HBM2, O'Connor 2017)"
     noc_known = est["noc_energy_pj_per_decode_token"] is not None
     note = dram + (" + NoC" if noc_known else "; NoC not modelled")
-    note += "; compute not modelled (no power figure in the PLENA profile)"
+    if est.get("chip_power"):
+        note += " + compute at the chip's busy/idle watts"
+    else:
+        note += "; compute not modelled (no power figure in the PLENA profile)"
     parts = ["NoC"] if noc_known else []
     if est.get("chip"):  # a GPU: energy from the board power model
         note = "board power: busy/idle watts" + (" + NoC" if "NoC" in parts else "")
