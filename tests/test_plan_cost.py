@@ -364,3 +364,57 @@ def test_a_bad_plena_power_figure_names_the_field(tmp_path):
     with pytest.raises(PlenaInputError) as info:
         load_problem(**FIXED, chip=_powered_chip(tmp_path, 10.0, 20.0))
     assert info.value.field == "power.idle_watts"
+
+
+def test_search_csv_and_table_carry_the_cost_columns(tmp_path, capsys):
+    import csv
+
+    path = tmp_path / "front.csv"
+    code = main(
+        [
+            "search",
+            "--model",
+            "llama-3.1-8b",
+            "--noc",
+            "hgx-h200x8",
+            "--chip",
+            "h200-sxm",
+            "--output-seq",
+            "64",
+            "--storage",
+            ":memory:",
+            "--sampler",
+            "exhaustive",
+            "--recheck",
+            "0",
+            "--csv",
+            str(path),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "$/Mtok" in out and "W/dev" in out
+    rows = list(csv.DictReader(path.open()))
+    assert rows and all(float(r["usd_per_million_output_tokens"]) > 0 for r in rows)
+    assert all(float(r["power_watts_per_device"]) > 0 for r in rows)
+
+
+def test_search_with_a_bad_price_file_exits_2(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    path.write_text("{not json")
+    code = main(
+        [
+            "search",
+            "--model",
+            "llama-3.1-8b",
+            "--noc",
+            "hgx-h200x8",
+            "--chip",
+            "h200-sxm",
+            "--storage",
+            ":memory:",
+            "--prices",
+            str(path),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "prices" in err and "JSON" in err
