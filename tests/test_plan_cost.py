@@ -418,3 +418,25 @@ def test_search_with_a_bad_price_file_exits_2(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and "prices" in err and "JSON" in err
+
+
+def test_serving_deployments_carry_their_cost(capsys):
+    """Aggregated and disaggregated deployments: $/Mtok = 10^6 · ($/h / 3600 / tokens/s per
+    device + J/token · PUE · $/kWh / 3.6e6), the prefill inside the steady-state rate."""
+    code, doc = _search(capsys, "--serving", "both")
+    assert code == 0
+    cmp = doc["serving"]["comparison"]
+    prices = load_prices()
+    h, site = prices.chips["h200-sxm"].usd_per_gpu_hour, prices.site
+    for mode in ("aggregated", "disaggregated", "both"):
+        assert cmp[mode]["front"]
+        for e in cmp[mode]["front"]:
+            want = 1e6 * (
+                h / 3600 / e["tps_per_device"]
+                + e["energy_j_per_token"] * site.pue * site.usd_per_kwh / 3.6e6
+            )
+            assert e["usd_per_million_output_tokens"] == pytest.approx(want, rel=1e-12)
+            assert e["power_watts_per_device"] == pytest.approx(
+                e["energy_j_per_token"] * e["tps_per_device"]
+            )
+            assert e["usd_per_million_input_tokens"] is None

@@ -165,6 +165,26 @@ def cost_figures(
     return CostFigures(out, inp, per_kw, power, note)
 
 
+def deployment_cost(
+    tps_per_device: float, energy_j_per_token: float | None, chip: str, prices: Prices
+) -> CostFigures:
+    """A serving deployment's cost from its steady-state tokens/s per device (its prefill time,
+    or prefill pool, is inside that rate, so the output figure is all-in and no input figure is
+    given) and its energy per token as the serving figures give it (the decode's: the serving
+    model leaves prefill energy out, ``estimate.disaggregated``)."""
+    e = None if energy_j_per_token is None or math.isnan(energy_j_per_token) else energy_j_per_token
+    c = cost_figures(
+        chip,
+        prices,
+        devices=1,
+        tps=tps_per_device,
+        ttft_seconds=math.nan,
+        energy_j_per_token=e,
+        prompt_tokens=0.0,
+    )
+    return c
+
+
 def plan_cost(metrics: Any, workload: Any, chip: str, prices: Prices) -> CostFigures:
     """``cost_figures`` of a ``PlanMetrics`` under ``workload`` (prompt tokens of one
     micro-batch: ``ceil(batch / pp) · input_seq_len``)."""

@@ -419,7 +419,7 @@ class ServingPlan(_message.Message):
     def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., batch_size: _Optional[int] = ..., precision: _Optional[str] = ..., workers: _Optional[int] = ...) -> None: ...
 
 class ServingDeployment(_message.Message):
-    __slots__ = ("serving", "label", "plan", "prefill", "decode", "devices", "ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token", "kv_transfer_seconds", "interference_seconds_per_token")
+    __slots__ = ("serving", "label", "plan", "prefill", "decode", "devices", "ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token", "kv_transfer_seconds", "interference_seconds_per_token", "has_cost", "usd_per_million_output_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
     SERVING_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
@@ -433,6 +433,11 @@ class ServingDeployment(_message.Message):
     ENERGY_J_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     INTERFERENCE_SECONDS_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HAS_COST_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
+    POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    COST_NOTE_FIELD_NUMBER: _ClassVar[int]
     serving: str
     label: str
     plan: ServingPlan
@@ -446,7 +451,12 @@ class ServingDeployment(_message.Message):
     energy_j_per_token: float
     kv_transfer_seconds: float
     interference_seconds_per_token: float
-    def __init__(self, serving: _Optional[str] = ..., label: _Optional[str] = ..., plan: _Optional[_Union[ServingPlan, _Mapping]] = ..., prefill: _Optional[_Union[ServingPlan, _Mapping]] = ..., decode: _Optional[_Union[ServingPlan, _Mapping]] = ..., devices: _Optional[int] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., tps_per_user: _Optional[float] = ..., energy_j_per_token: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., interference_seconds_per_token: _Optional[float] = ...) -> None: ...
+    has_cost: bool
+    usd_per_million_output_tokens: float
+    tps_per_kilowatt: float
+    power_watts_per_device: float
+    cost_note: str
+    def __init__(self, serving: _Optional[str] = ..., label: _Optional[str] = ..., plan: _Optional[_Union[ServingPlan, _Mapping]] = ..., prefill: _Optional[_Union[ServingPlan, _Mapping]] = ..., decode: _Optional[_Union[ServingPlan, _Mapping]] = ..., devices: _Optional[int] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., tps_per_user: _Optional[float] = ..., energy_j_per_token: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., interference_seconds_per_token: _Optional[float] = ..., has_cost: _Optional[bool] = ..., usd_per_million_output_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ...) -> None: ...
 
 class ServingModeFront(_message.Message):
     __slots__ = ("front", "evaluated", "feasible", "hypervolume", "goodput_tps_per_device", "goodput_plan")
