@@ -440,3 +440,36 @@ def test_serving_deployments_carry_their_cost(capsys):
                 e["energy_j_per_token"] * e["tps_per_device"]
             )
             assert e["usd_per_million_input_tokens"] is None
+
+
+def test_the_wire_carries_a_front_entry_cost_and_the_two_cost_lists_agree():
+    from plena_opt.api import wire
+    from plena_opt.estimate.cost import COST_FIELDS
+    from plena_opt.search.result import FrontEntry
+
+    assert wire.COST_FIELDS == COST_FIELDS
+    e = FrontEntry(
+        plan={"tp": 8, "batch_size": 4},
+        label="tp8",
+        ttft_ms=10.0,
+        tps=100.0,
+        tps_per_sequence=25.0,
+        energy_j_per_token=1.0,
+        weight_bytes_per_device=1.0,
+        kv_cache_bytes_per_device=1.0,
+        memory_bytes_per_device=2.0,
+        fits_in_memory=True,
+        bottleneck="dram",
+        usd_per_million_output_tokens=3.5,
+        usd_per_million_input_tokens=0.25,
+        tps_per_kilowatt=1000.0,
+        power_watts_per_device=12.5,
+    )
+    msg = wire.front_entry_to_proto(e)
+    assert (
+        msg.usd_per_million_output_tokens,
+        msg.usd_per_million_input_tokens,
+        msg.tps_per_kilowatt,
+        msg.power_watts_per_device,
+    ) == (3.5, 0.25, 1000.0, 12.5)
+    assert not msg.HasField("cost_note")

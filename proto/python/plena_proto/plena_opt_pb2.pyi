@@ -165,7 +165,7 @@ class NamedValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,11 @@ class PlanMetrics(_message.Message):
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BOUND_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
+    POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    COST_NOTE_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
     tps: float
@@ -206,7 +211,12 @@ class PlanMetrics(_message.Message):
     max_batch: int
     capacity_bound: bool
     precision: str
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ...) -> None: ...
+    usd_per_million_output_tokens: float
+    usd_per_million_input_tokens: float
+    tps_per_kilowatt: float
+    power_watts_per_device: float
+    cost_note: str
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
