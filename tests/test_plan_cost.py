@@ -473,3 +473,16 @@ def test_the_wire_carries_a_front_entry_cost_and_the_two_cost_lists_agree():
         msg.power_watts_per_device,
     ) == (3.5, 0.25, 1000.0, 12.5)
     assert not msg.HasField("cost_note")
+
+
+def test_data_parallel_no_longer_wins_energy_for_free():
+    """Before issue 30 dp8 scored 0 J/token (no collectives: NoC energy 0, memory not counted)
+    and won the energy objective. Now each dp replica reads its own copy of the weights per
+    step, 8× the bytes of tp8 for the same tokens, and tp8 uses less energy."""
+    ev = load_problem(**FIXED).evaluator()
+    metrics = ev.evaluate_batch(ev.legal_plans())
+    best = min(metrics, key=lambda m: m.energy_per_token_joules)
+    assert best.plan.dp < 8
+    dp8 = ev.evaluate(Plan(dp=8)).energy_per_token_joules
+    tp8 = ev.evaluate(Plan(tp=8)).energy_per_token_joules
+    assert dp8 > tp8 > 0
