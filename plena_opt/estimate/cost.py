@@ -173,7 +173,7 @@ def deployment_cost(
     given) and its energy per token as the serving figures give it (the decode's: the serving
     model leaves prefill energy out, ``estimate.disaggregated``)."""
     e = None if energy_j_per_token is None or math.isnan(energy_j_per_token) else energy_j_per_token
-    c = cost_figures(
+    return cost_figures(
         chip,
         prices,
         devices=1,
@@ -182,7 +182,6 @@ def deployment_cost(
         energy_j_per_token=e,
         prompt_tokens=0.0,
     )
-    return c
 
 
 def plan_cost(metrics: Any, workload: Any, chip: str, prices: Prices) -> CostFigures:

@@ -124,9 +124,8 @@ def _metrics_lines(est: dict, metrics: PlanMetrics) -> list[str]:
         note += " + compute at the chip's busy/idle watts"
     else:
         note += "; compute not modelled (no power figure in the PLENA profile)"
-    parts = ["NoC"] if noc_known else []
     if est.get("chip"):  # a GPU: energy from the board power model
-        note = "board power: busy/idle watts" + (" + NoC" if "NoC" in parts else "")
+        note = "board power: busy/idle watts" + (" + NoC" if noc_known else "")
     lines.append(
         f"{'Energy':<16}"
         + ("not modelled" if e is None else f"{e:.6g} J per generated token ({note})")
