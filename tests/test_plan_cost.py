@@ -486,3 +486,30 @@ def test_data_parallel_no_longer_wins_energy_for_free():
     dp8 = ev.evaluate(Plan(dp=8)).energy_per_token_joules
     tp8 = ev.evaluate(Plan(tp=8)).energy_per_token_joules
     assert dp8 > tp8 > 0
+
+
+def test_the_cost_sla_travels_through_the_proto_request(tmp_path):
+    import argparse
+
+    from plena_server.limits import ServerLimits
+    from plena_server.search_request import search_request
+
+    from plena_opt.cli import search_cmd
+    from plena_opt.cli.remote import search_request_from_args
+
+    parser = argparse.ArgumentParser()
+    search_cmd.register(parser.add_subparsers())
+    gpu = ["--model", "llama-3.1-8b", "--noc", "hgx-h200x8", "--chip", "h200-sxm"]
+    args = parser.parse_args(["search", *gpu, "--max-cost-per-mtok", "1.5"])
+    msg = search_request_from_args(args)
+    assert msg.options.max_cost_per_mtok == 1.5
+    req, _ = search_request(msg, str(tmp_path / "s.log"), ServerLimits())
+    assert req.max_cost_per_mtok == 1.5
+    msg.options.max_cost_per_mtok = -1.0
+    with pytest.raises(PlenaInputError, match="options.max_cost_per_mtok"):
+        search_request(msg, str(tmp_path / "s.log"), ServerLimits())
+    # the price file is the server's: a local one is refused naming the flag
+    args = parser.parse_args(["search", *gpu, "--prices", "p.json"])
+    with pytest.raises(PlenaInputError) as info:
+        search_request_from_args(args)
+    assert info.value.field == "prices"

@@ -271,7 +271,7 @@ class Trace(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ..., plan_index: _Optional[int] = ..., compression: _Optional[str] = ..., format: _Optional[str] = ..., uncompressed_bytes: _Optional[int] = ..., compressed_bytes: _Optional[int] = ..., chunks: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class SearchOptions(_message.Message):
-    __slots__ = ("trials", "seed", "sampler", "objectives", "study_name", "batch_sizes", "max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "compare_exact", "auto_budget_seconds", "recheck_top_k", "mc_samples", "noise", "include_traces", "max_trace_bytes", "max_tpot_ms", "percentile", "memory_fraction", "auto_batch_sizes", "serving", "precisions", "serving_sampler")
+    __slots__ = ("trials", "seed", "sampler", "objectives", "study_name", "batch_sizes", "max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "compare_exact", "auto_budget_seconds", "recheck_top_k", "mc_samples", "noise", "include_traces", "max_trace_bytes", "max_tpot_ms", "percentile", "memory_fraction", "auto_batch_sizes", "serving", "precisions", "serving_sampler", "max_cost_per_mtok")
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     SAMPLER_FIELD_NUMBER: _ClassVar[int]
@@ -295,6 +295,7 @@ class SearchOptions(_message.Message):
     SERVING_FIELD_NUMBER: _ClassVar[int]
     PRECISIONS_FIELD_NUMBER: _ClassVar[int]
     SERVING_SAMPLER_FIELD_NUMBER: _ClassVar[int]
+    MAX_COST_PER_MTOK_FIELD_NUMBER: _ClassVar[int]
     trials: int
     seed: int
     sampler: str
@@ -318,7 +319,8 @@ class SearchOptions(_message.Message):
     serving: str
     precisions: _containers.RepeatedScalarFieldContainer[str]
     serving_sampler: str
-    def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ..., precisions: _Optional[_Iterable[str]] = ..., serving_sampler: _Optional[str] = ...) -> None: ...
+    max_cost_per_mtok: float
+    def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ..., precisions: _Optional[_Iterable[str]] = ..., serving_sampler: _Optional[str] = ..., max_cost_per_mtok: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("system", "workload", "options")
