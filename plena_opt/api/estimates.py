@@ -10,6 +10,7 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.jsonio import dumps as strict_json
 
 if TYPE_CHECKING:
+    from plena_opt.estimate.cost import CostFigures, Prices
     from plena_opt.estimate.evaluator import Evaluator, PlanMetrics
     from plena_opt.estimate.plan import Plan
     from plena_opt.estimate.problem import EvaluatorInputs
@@ -19,11 +20,13 @@ if TYPE_CHECKING:
 class PlanEstimate:
     """One plan priced. ``document`` is the reference JSON document (``estimate --json``; SI:
     seconds, tokens/s, bytes, pJ); ``metrics`` the headline ``PlanMetrics`` (seconds, tokens/s,
-    J/token, bytes per device; None for the single-chip estimate)."""
+    J/token, bytes per device; None for the single-chip estimate); ``cost`` its dollars per
+    million tokens, tokens/s per kW and power per device (``estimate.cost``; None: not priced)."""
 
     mode: Literal["distributed", "single_chip"]
     document: dict[str, Any]
     metrics: PlanMetrics | None = None
+    cost: CostFigures | None = None
 
     def to_json(self) -> str:
         """The document as compact JSON (what the gRPC ``estimate_json`` field carries)."""
@@ -36,13 +39,24 @@ class PlanEstimate:
         if self.mode == "single_chip":
             return single_chip_output(self.document, as_json=as_json)
         assert self.metrics is not None
-        return estimate_output(self.document, self.metrics, as_json=as_json)
+        return estimate_output(self.document, self.metrics, as_json=as_json, cost=self.cost)
 
 
-def estimate_plan(problem: EvaluatorInputs | Evaluator, plan: Plan) -> PlanEstimate:
-    """The distributed estimate of ``plan`` and its metrics, from one pricing."""
-    estimate, metrics = evaluator_of(problem).estimate_with_metrics(plan)
-    return PlanEstimate("distributed", estimate.to_dict(), metrics)
+def estimate_plan(
+    problem: EvaluatorInputs | Evaluator, plan: Plan, prices: Prices | None = None
+) -> PlanEstimate:
+    """The distributed estimate of ``plan``, its metrics and its cost (``prices``: a loaded
+    price file; None: the shipped defaults), from one pricing."""
+    from plena_opt.estimate.cost import load_prices, plan_cost
+
+    ev = evaluator_of(problem)
+    estimate, metrics = ev.estimate_with_metrics(plan)
+    cost = plan_cost(metrics, ev.workload, ev.chip_name, prices or load_prices())
+    doc = estimate.to_dict()
+    power = getattr(ev.ctx.chip, "power", None)
+    if ev.ctx.gpu is None and power is not None:  # a PLENA chip's compute power (issue 30)
+        doc["chip_power"] = power.model_dump()
+    return PlanEstimate("distributed", doc, metrics, cost)
 
 
 def estimate_single_chip(problem: EvaluatorInputs, plan: Plan | None = None) -> PlanEstimate:

@@ -25,6 +25,8 @@ _ROLE_FIGURE = {
     "disaggregated": "kv_transfer_seconds",
 }
 _SLA = ("max_ttft_seconds", "max_tpot_seconds", "min_tps_per_seq")
+# A priced deployment's cost fields (its ``usd_per_million_input_tokens`` is always None).
+_COST = ("usd_per_million_output_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
 
 
 def _opt(msg: Any, name: str) -> Any:
@@ -77,6 +79,11 @@ def _deployment_to(e: Mapping[str, Any], out: pb.ServingDeployment) -> None:
     role = _ROLE_FIGURE[e["serving"]]
     if role in e:
         setattr(out, role, float(e[role]))
+    if "usd_per_million_output_tokens" in e:  # priced (``estimate.cost.deployment_cost``)
+        out.has_cost = True
+        for k in _COST:
+            if e.get(k) is not None:
+                setattr(out, k, e[k])
 
 
 def _plan_key(plan: Mapping[str, Any]) -> str:
@@ -105,6 +112,9 @@ def _deployment_from(msg: pb.ServingDeployment) -> dict[str, Any]:
     doc.update({k: getattr(msg, k) for k in _FIGURES})
     energy = _opt(msg, "energy_j_per_token")
     doc["energy_j_per_token"] = math.nan if energy is None else energy
+    if msg.has_cost:
+        doc.update({k: _opt(msg, k) for k in _COST})
+        doc["usd_per_million_input_tokens"] = None  # a deployment's is inside the output figure
     return doc
 
 

@@ -17,6 +17,14 @@ if TYPE_CHECKING:
     from plena_opt.simulator.engine import NoiseSpec, QuantileStats, RecheckResult
 
 PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
+# ``estimate.cost.COST_FIELDS`` (named here so the wire does not import the cost module)
+COST_FIELDS = (
+    "usd_per_million_output_tokens",
+    "usd_per_million_input_tokens",
+    "tps_per_kilowatt",
+    "power_watts_per_device",
+    "cost_note",
+)
 
 
 def plan_to_proto(plan: Plan | Mapping[str, Any]) -> pb.Plan:
@@ -118,8 +126,8 @@ def summary_to_proto(
         msg.fits_in_memory = s["fits_in_memory"]
     if trial_number is not None:
         msg.trial_number = trial_number
-    for name in ("tps_per_device", "max_batch", "capacity_bound"):  # serving figures (issue 16)
-        if s.get(name) is not None:
+    for name in ("tps_per_device", "max_batch", "capacity_bound", *COST_FIELDS):
+        if s.get(name) is not None:  # serving figures (issue 16), cost and power (issue 30)
             setattr(msg, name, s[name])
     return msg
 

@@ -50,6 +50,7 @@ INSTRUCTIONS: tuple[str, ...] = (
 
 _PROFILE_KEYS = (
     "name", "base", "description", "provenance", "config", "latency", "instructions", "kind",
+    "power",
 )  # fmt: skip
 _MERGED_SECTIONS = ("config", "latency", "instructions")
 
@@ -109,6 +110,25 @@ class ChipLatency(BaseModel):
     SCALAR_INT_BASIC_CYCLES: LatencyCycles
 
 
+class ChipPower(BaseModel):
+    """Optional power of one PLENA chip (W): ``busy_watts`` while its compute units run,
+    ``idle_watts`` otherwise, with the ``source`` of both (synthesis report, measurement).
+    Memory access energy is the memory profile's (pJ/bit), so these exclude DRAM. No shipped
+    PLENA profile has one: without it PLENA compute energy is not modelled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    busy_watts: Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)]
+    idle_watts: Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]
+    source: Annotated[str, Field(min_length=1, max_length=500)]
+
+    @model_validator(mode="after")
+    def _idle_below_busy(self) -> ChipPower:
+        if self.idle_watts > self.busy_watts:
+            raise PlenaInputError("power.idle_watts", "power.idle_watts must not exceed busy_watts")
+        return self
+
+
 class ChipProfile(BaseModel):
     """A complete, validated chip profile; ``instruction_costs`` holds the evaluated table."""
 
@@ -120,6 +140,7 @@ class ChipProfile(BaseModel):
     config: ChipConfig
     latency: ChipLatency
     instructions: dict[str, Expression]
+    power: ChipPower | None = None
 
     _costs: dict[str, int] = PrivateAttr(default_factory=dict)
 
@@ -167,7 +188,8 @@ class ChipProfile(BaseModel):
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready summary: the profile values plus the evaluated instruction costs."""
-        return {**self.model_dump(), "instruction_costs": self.instruction_costs}
+        doc = self.model_dump(exclude={"power"} if self.power is None else None)
+        return {**doc, "instruction_costs": self.instruction_costs}
 
 
 def _profiles_dir() -> Path:
@@ -238,7 +260,7 @@ def _merge(overrides: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(patch, Mapping):
                 raise PlenaTypeError(section, f"chip profile {section} must be a JSON object")
             merged[section] = {**merged[section], **patch}
-    for key in ("description", "provenance"):
+    for key in ("description", "provenance", "power"):
         if key in overrides:
             merged[key] = overrides[key]
     merged["name"] = overrides.get("name", f"{base_name}+custom")

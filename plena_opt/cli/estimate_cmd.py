@@ -38,6 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_server_arg(p, "estimate on a plena-opt server (remote mode)")
     p.add_argument("--json", action="store_true", help="print the reference JSON document")
     p.add_argument(
+        "--prices",
+        metavar="FILE",
+        default=None,
+        help="price file (JSON: per chip usd_per_gpu_hour, site usd_per_kwh and pue, each "
+        "sourced and dated) for the cost fields; default: the shipped plena_opt/estimate/"
+        "prices.json",
+    )
+    p.add_argument(
         "--burst-ttft",
         type=int,
         nargs="?",
@@ -64,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
                 raise PlenaInputError(
                     "burst_ttft", "--burst-ttft is computed locally; run it without --server"
                 )
+            if args.prices is not None:
+                raise PlenaInputError(
+                    "prices", "--prices is computed locally; run it without --server"
+                )
             return remote_estimate(args)
         return _run_local(args, plan)
 
@@ -85,7 +97,9 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         result = api.estimate_single_chip(problem)
     else:
         problem = api.load_problem(problem_from_args(args))
-        result = api.estimate_plan(problem, plan)
+        from plena_opt.estimate.cost import load_prices
+
+        result = api.estimate_plan(problem, plan, load_prices(args.prices))
         if args.burst_ttft is not None:
             return _print_with_burst(args, problem, plan, result)
     if args.burst_ttft is not None:

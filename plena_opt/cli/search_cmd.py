@@ -100,6 +100,8 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
             serving=args.serving,
             serving_sampler=getattr(args, "serving_sampler", "auto"),
             precisions=precision_list(getattr(args, "precisions", None)),
+            max_cost_per_mtok=getattr(args, "max_cost_per_mtok", None),
+            prices=getattr(args, "prices", None),
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc

@@ -75,6 +75,21 @@ def _add_sla_flags(g: Any) -> None:
         help="SLA: time per output token at most, ms (1000 / per-sequence TPS; default: no limit)",
     )
     g.add_argument(
+        "--max-cost-per-mtok",
+        type=float,
+        default=None,
+        help="SLA: USD per million output tokens at most, from the price file (default: no "
+        "limit; needs a chip the price file prices)",
+    )
+    g.add_argument(
+        "--prices",
+        metavar="FILE",
+        default=None,
+        help="price file for the cost fields, the cost-per-mtok objective and "
+        "--max-cost-per-mtok (JSON: per chip usd_per_gpu_hour, site usd_per_kwh and pue; "
+        "default: the shipped plena_opt/estimate/prices.json)",
+    )
+    g.add_argument(
         "--percentile",
         choices=PERCENTILES,
         default="p50",

@@ -25,7 +25,7 @@ from plena_opt.estimate.distributed import (
 from plena_opt.estimate.gpu import gpu_energy_per_token
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
-from plena_opt.memory import Memory
+from plena_opt.memory import DEFAULT_MEMORY_ENERGY, Memory
 from plena_opt.models import ModelSpec
 
 PJ = 1e-12  # joules per picojoule
@@ -90,6 +90,11 @@ class Evaluator:
         return self.ctx.workload
 
     @property
+    def chip_name(self) -> str:
+        """The chip profile's name (the key of its price in a price file)."""
+        return self.ctx.chip.name
+
+    @property
     def num_devices(self) -> int:
         return self.ctx.noc.num_devices
 
@@ -152,6 +157,8 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     energy, wb, kb, fits, warnings = _base_metrics(cost)
     if ctx.gpu is not None:  # GPU: board power over the decode, plus any NoC energy
         energy = gpu_energy_per_token(cost) + (cost.noc_energy_pj_per_decode_token or 0.0) * PJ
+    elif ctx.chip.power is not None and energy is not None:  # PLENA with a power figure
+        energy += plena_compute_energy_per_token(cost)
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
     return PlanMetrics(
@@ -170,8 +177,20 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     )
 
 
+def plena_compute_energy_per_token(cost: PlanCost) -> float:
+    """Joules per generated token of a PLENA chip's compute (its profile's ``power``): every
+    device draws ``busy_watts`` over its stage's compute seconds and ``idle_watts`` for the rest
+    of the decode (DRAM and NoC energy are priced apart, per bit)."""
+    pw, plan = cost.ctx.chip.power, cost.plan
+    busy_dev = cost.decode.total("compute_seconds") * plan.world_size / plan.pp
+    idle_dev = max(cost.decode_seconds * plan.world_size - busy_dev, 0.0)
+    joules = busy_dev * pw.busy_watts + idle_dev * pw.idle_watts
+    return joules / (cost.shard.micro * cost.ctx.workload.output_seq_len)
+
+
 def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:
-    """(PLENA energy per token (J), weight and KV bytes per device, fits, warnings): the same
+    """(PLENA energy per token (J): DRAM, with ``DEFAULT_MEMORY_ENERGY`` where the memory has no
+    energy figure, + NoC; weight and KV bytes per device, fits, warnings): the same
     for the plans that differ only in comm overlap, so kept in the decode pass's shared memo."""
     shared = cost.decode.shared
     hit = shared.get("base_metrics")
@@ -180,10 +199,14 @@ def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | No
         # DRAM energy of the whole decode: every device of a stage does that stage's work.
         per_stage_devices = plan.world_size / plan.pp
         dram = decode.total("dram_energy_pj")
+        if dram is None and cost.ctx.gpu is None:  # no energy figure: the cited HBM default
+            dram = DEFAULT_MEMORY_ENERGY.energy_pj(
+                decode.total("read_bytes"), decode.total("write_bytes")
+            )
+        energy = None  # a GPU prices energy from its board power (metrics_of)
         if dram is not None:
             dram *= per_stage_devices / (cost.shard.micro * cost.ctx.workload.output_seq_len)
-        noc = cost.noc_energy_pj_per_decode_token
-        energy = None if dram is None and noc is None else ((dram or 0.0) + (noc or 0.0)) * PJ
+            energy = (dram + (cost.noc_energy_pj_per_decode_token or 0.0)) * PJ
         wb, kb = cost.footprint
         hit = (energy, wb, kb, cost.fits_in_memory, tuple(cost.warnings))
         shared["base_metrics"] = hit

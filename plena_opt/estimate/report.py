@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from plena_opt.jsonio import dumps as strict_json
+from plena_opt.memory.config import DEFAULT_MEMORY_PJ_PER_BIT
 
 if TYPE_CHECKING:
+    from plena_opt.estimate.cost import CostFigures
     from plena_opt.estimate.evaluator import PlanMetrics
 
 GB = 1e9  # bandwidths (GB/s) and DRAM traffic
@@ -113,18 +115,17 @@ def _metrics_lines(est: dict, metrics: PlanMetrics) -> list[str]:
     """Energy per generated token and the decode-step breakdown (from ``PlanMetrics``)."""
     lines = []
     e = metrics.energy_per_token_joules
-    parts = [
-        name
-        for name, known in (
-            ("DRAM", est["memory"].get("energy") is not None),
-            ("NoC", est["noc_energy_pj_per_decode_token"] is not None),
-        )
-        if known
-    ]
-    missing = {"DRAM", "NoC"} - set(parts)
-    note = " + ".join(parts) + (f"; {missing.pop()} not modelled" if missing else "")
+    dram = "DRAM"
+    if est["memory"].get("energy") is None:
+        dram = f"DRAM at the default {DEFAULT_MEMORY_PJ_PER_BIT} pJ/bit (HBM2, O'Connor 2017)"
+    noc_known = est["noc_energy_pj_per_decode_token"] is not None
+    note = dram + (" + NoC" if noc_known else "; NoC not modelled")
+    if est.get("chip_power"):
+        note += " + compute at the chip's busy/idle watts"
+    else:
+        note += "; compute not modelled (no power figure in the PLENA profile)"
     if est.get("chip"):  # a GPU: energy from the board power model
-        note = "board power: busy/idle watts" + (" + NoC" if "NoC" in parts else "")
+        note = "board power: busy/idle watts" + (" + NoC" if noc_known else "")
     lines.append(
         f"{'Energy':<16}"
         + ("not modelled" if e is None else f"{e:.6g} J per generated token ({note})")
@@ -210,16 +211,39 @@ def _fit_first(text: str, est: dict) -> str:
     return text if reason is None else f"DOES NOT FIT: {reason}\n\n{text}"
 
 
-def estimate_output(est: dict, metrics: PlanMetrics, *, as_json: bool) -> str:
+def estimate_output(
+    est: dict, metrics: PlanMetrics, *, as_json: bool, cost: CostFigures | None = None
+) -> str:
     """What ``plena-opt estimate`` prints for a distributed estimate (local or remote mode):
-    the reference JSON plus energy per token and the decode-step attribution, or the text; a plan
-    that does not fit says so first (text) and in ``fits``/``does_not_fit`` (JSON)."""
+    the reference JSON plus energy per token, the decode-step attribution and the cost fields
+    (``usd_per_million_output_tokens``, …; with ``cost``), or the text; a plan that does not fit
+    says so first (text) and in ``fits``/``does_not_fit`` (JSON)."""
     if not as_json:
-        return _fit_first(render_distributed(est, metrics), est)
+        text = render_distributed(est, metrics)
+        text = text if cost is None else text + "\n" + cost_line(cost)
+        return _fit_first(text, est)
     doc = _with_fit(est)
     doc["energy_per_token_joules"] = metrics.energy_per_token_joules
     doc["decode_attribution_seconds"] = metrics.attribution
+    if cost is not None:
+        doc.update(cost.to_dict())
     return strict_json(doc, indent=2)
+
+
+def cost_line(cost: CostFigures) -> str:
+    """One text line: $/Mtok output and input, tokens/s per kW, W per device (or why not)."""
+    power = cost.power_watts_per_device
+    watts = "power not modelled" if power is None else f"{power:.4g} W/device"
+    per_kw = "" if cost.tps_per_kilowatt is None else f", {cost.tps_per_kilowatt:.4g} tok/s/kW"
+    if cost.usd_per_million_output_tokens is None:
+        return f"{'Cost':<16}not priced ({cost.cost_note}); {watts}{per_kw}"
+    inp = cost.usd_per_million_input_tokens
+    inp_text = "" if inp is None else f", ${inp:.4g} per M input tokens"
+    note = "" if cost.cost_note is None else f" ({cost.cost_note})"
+    return (
+        f"{'Cost':<16}${cost.usd_per_million_output_tokens:.4g} per M output tokens{inp_text}; "
+        f"{watts}{per_kw}{note}"
+    )
 
 
 def single_chip_output(est: dict, *, as_json: bool) -> str:

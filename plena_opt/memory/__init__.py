@@ -4,6 +4,7 @@ Analytic-model §3. Bandwidths in B/s, capacities and traffic in bytes, energy i
 """
 
 from plena_opt.memory.config import (
+    DEFAULT_MEMORY_ENERGY,
     BufferingPolicy,
     DramEnergyConfig,
     DramTimingConfig,
@@ -43,6 +44,7 @@ from plena_opt.memory.stacked_dram import (
 
 __all__ = [
     "BufferingPolicy",
+    "DEFAULT_MEMORY_ENERGY",
     "DramEnergyConfig",
     "DramTimingConfig",
     "FixedBandwidthMemory",

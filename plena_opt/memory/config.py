@@ -278,3 +278,16 @@ class DramEnergyConfig(StrictModel):
     def to_dict(self) -> dict[str, float]:
         """``{"read_pj_per_bit", "write_pj_per_bit"}`` as in ``describe()``."""
         return {"read_pj_per_bit": self.read_pj_per_bit, "write_pj_per_bit": self.write_pj_per_bit}
+
+
+# Access energy of a memory whose profile gives none (a fixed-bandwidth memory without an
+# ``energy`` section): HBM2, "approximately 3.97 pJ/bit" to access a bit (activation 1.21 +
+# on-die movement 2.24 + I/O 0.30 pJ/bit, 28 nm DRAM model), O'Connor et al., "Fine-Grained
+# DRAM: Energy-Efficient DRAM for Extreme Bandwidth Systems", MICRO-50, 2017,
+# doi:10.1145/3123939.3124545. Used for the energy-per-token metric only (the reference report's
+# ``dram_energy_pj`` stays None, analytic-model §4.8); read and write alike (the paper gives one
+# figure per accessed bit).
+DEFAULT_MEMORY_PJ_PER_BIT = 3.97
+DEFAULT_MEMORY_ENERGY = DramEnergyConfig(
+    read_pj_per_bit=DEFAULT_MEMORY_PJ_PER_BIT, write_pj_per_bit=DEFAULT_MEMORY_PJ_PER_BIT
+)

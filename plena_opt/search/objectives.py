@@ -1,8 +1,9 @@
 """Search objectives and constraints over ``PlanMetrics`` (issue 5; service-conventions §1.1).
 
 Objectives: TTFT (ms, minimise), system decode tokens/s (maximise), energy per generated token (J,
-minimise), per-sequence decode tokens/s (maximise). Constraints are Optuna-style values: feasible
-when every value is ≤ 0 (``optuna/study/_constrained_optimization.py``); each is a relative excess.
+minimise), per-sequence decode tokens/s (maximise), USD per million output tokens (minimise).
+Constraints are Optuna-style values: feasible when every value is ≤ 0
+(``optuna/study/_constrained_optimization.py``); each is a relative excess.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ OBJECTIVES: dict[str, Objective] = {
     "tps-per-user": Objective(
         "tps-per-user", "tps_per_user", "maximize", lambda m: m.tps_per_sequence
     ),
+    # Cost (issue 30): USD per million output tokens from the price file (``estimate.cost``).
+    "cost-per-mtok": Objective(
+        "cost-per-mtok",
+        "usd_per_million_output_tokens",
+        "minimize",
+        lambda m: m.usd_per_million_output_tokens,
+    ),
 }
 DEFAULT_OBJECTIVES = ("ttft", "tps", "energy")
 
@@ -80,8 +88,9 @@ class Constraints:
     """Feasibility rules: the plan fits in memory, plus optional SLAs.
 
     ``capacity_bytes`` is the per-device memory capacity (None: unknown → only ``fits_in_memory``);
-    ``max_ttft_ms`` (ms), ``min_tps_per_seq`` (tokens/s per sequence) and ``max_tpot_ms`` (ms per
-    output token, 1000 / per-sequence TPS) are SLAs. ``memory_fraction`` (serving-engine style
+    ``max_ttft_ms`` (ms), ``min_tps_per_seq`` (tokens/s per sequence), ``max_tpot_ms`` (ms per
+    output token, 1000 / per-sequence TPS) and ``max_cost_per_mtok`` (USD per million output
+    tokens) are SLAs. ``memory_fraction`` (serving-engine style
     memory budget) judges memory by the plan's capacity-bound batch instead (``max_batch``:
     weights + KV + activations within the fraction of capacity, ``plena_opt.estimate.capacity``).
     """
@@ -91,6 +100,7 @@ class Constraints:
     min_tps_per_seq: float | None = None
     max_tpot_ms: float | None = None
     memory_fraction: float | None = None
+    max_cost_per_mtok: float | None = None
 
     def names(self) -> list[str]:
         names = ["memory"]
@@ -100,6 +110,8 @@ class Constraints:
             names.append("min_tps_per_seq")
         if self.max_tpot_ms is not None:
             names.append("max_tpot")
+        if self.max_cost_per_mtok is not None:
+            names.append("max_cost_per_mtok")
         return names
 
     def values(self, m: Any) -> dict[str, float]:
@@ -114,6 +126,10 @@ class Constraints:
         if self.max_tpot_ms is not None:
             tpot = 1e3 / m.tps_per_sequence if m.tps_per_sequence > 0 else math.inf
             out["max_tpot"] = (tpot - self.max_tpot_ms) / self.max_tpot_ms
+        if self.max_cost_per_mtok is not None:
+            usd = m.usd_per_million_output_tokens
+            usd = math.inf if usd is None else usd
+            out["max_cost_per_mtok"] = (usd - self.max_cost_per_mtok) / self.max_cost_per_mtok
         return out
 
     def _memory(self, m: Any) -> float:

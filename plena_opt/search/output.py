@@ -37,6 +37,10 @@ CSV_FIELDS = (
     "max_batch",
     "capacity_bound",
     "precision",
+    "usd_per_million_output_tokens",
+    "usd_per_million_input_tokens",
+    "tps_per_kilowatt",
+    "power_watts_per_device",
     "key",
 )
 
@@ -55,11 +59,20 @@ def _max_batch(e: FrontEntry) -> str:
     return f"{e.max_batch}{'*' if e.capacity_bound else ''}"
 
 
+def _cost_cells(e: FrontEntry | None) -> tuple[str, ...]:
+    """The cost columns' head (``e`` None) or cells: $/Mtok output, W per device."""
+    if e is None:
+        return ("$/Mtok", "W/dev")
+    usd, w = e.usd_per_million_output_tokens, e.power_watts_per_device
+    return ("-" if usd is None else f"{usd:.4g}", "-" if w is None else f"{w:.4g}")
+
+
 def front_table(entries: list[FrontEntry]) -> str:
     """Fixed-width table: plan, batch, precision (when searched), TTFT ms, TPS, TPS/seq,
-    TPS/dev, J/token, GiB/device, the capacity-bound batch (``*``: this batch is capacity-bound),
-    bottleneck."""
+    TPS/dev, J/token, $/Mtok output and W/device (when any plan has them), GiB/device, the
+    capacity-bound batch (``*``: this batch is capacity-bound), bottleneck."""
     with_prec = any("precision" in e.plan for e in entries)
+    with_cost = any(e.power_watts_per_device is not None for e in entries)
     head = (
         "plan",
         "batch",
@@ -69,6 +82,7 @@ def front_table(entries: list[FrontEntry]) -> str:
         "TPS/seq",
         "TPS/dev",
         "J/token",
+        *(_cost_cells(None) if with_cost else ()),
         "GiB/dev",
         "max batch",
         "bottleneck",
@@ -84,6 +98,7 @@ def front_table(entries: list[FrontEntry]) -> str:
             f"{e.tps_per_sequence:.2f}",
             "-" if e.tps_per_device is None else f"{e.tps_per_device:.2f}",
             _energy(e.energy_j_per_token),
+            *(_cost_cells(e) if with_cost else ()),
             _gib(e.memory_bytes_per_device),
             _max_batch(e),
             e.bottleneck or "-",

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from plena_opt.estimate.cost import COST_FIELDS
 from plena_opt.search.objectives import Constraints, Objective
 from plena_opt.search.result import FrontEntry
 from plena_opt.search.space import Point
@@ -58,6 +59,7 @@ class _MetricView:
         self.tps_per_device = math.nan if tpd is None else tpd
         self.max_batch = s.get("max_batch")
         self.batch_size = s.get("batch_size")
+        self.usd_per_million_output_tokens = s.get("usd_per_million_output_tokens")
 
 
 @dataclass
@@ -126,4 +128,5 @@ class Record:
             tps_per_device=s.get("tps_per_device"),
             max_batch=s.get("max_batch"),
             capacity_bound=s.get("capacity_bound"),
+            **{k: s.get(k) for k in COST_FIELDS},
         )

@@ -20,6 +20,8 @@ SERVING_DEFAULTS = {
     "memory_fraction": None,
     "auto_batch": False,
     "precisions": None,
+    "max_cost_per_mtok": None,
+    "prices": None,
 }
 
 
@@ -73,6 +75,10 @@ class SearchRequest(BaseModel):
     # Precision as a knob: the weight/activation formats searched with the plan (each a
     # ``plena_opt.chip.precision.FORMATS`` name the chip supports); None: ``problem.precision``.
     precisions: list[str] | None = Field(default=None, max_length=6)
+    # Cost (issue 30): the price file (a path; None: the shipped ``estimate/prices.json``) and
+    # the cost SLA, USD per million output tokens (``estimate.cost``).
+    prices: str | None = Field(default=None, min_length=1, max_length=4096)
+    max_cost_per_mtok: float | None = Field(default=None, gt=0)
 
     @field_validator("trials")
     @classmethod

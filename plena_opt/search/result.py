@@ -32,6 +32,13 @@ class FrontEntry(BaseModel):
     tps_per_device: float | None = None
     max_batch: int | None = None
     capacity_bound: bool | None = None
+    # Cost and power (issue 30, ``estimate.cost``): USD per million output / input tokens (None:
+    # the chip has no price; ``cost_note`` says why), decode tokens/s per kW, W per device.
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    tps_per_kilowatt: float | None = None
+    power_watts_per_device: float | None = None
+    cost_note: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from plena_opt.chip import DEFAULT_CHIP
+from plena_opt.estimate.cost import deployment_cost, load_prices
 from plena_opt.search.disaggregated import (
     FIGURES,
     Points,
@@ -228,4 +230,14 @@ def serving_comparison(
     sampler = sampler or request.serving_sampler
     doc = compare_serving(space, objectives, request.serving, sampler)
     doc["batch_sizes"] = batches
+    _add_costs(doc, getattr(inputs.chip, "name", DEFAULT_CHIP), getattr(request, "prices", None))
     return doc
+
+
+def _add_costs(doc: dict[str, Any], chip: str, prices_path: str | None) -> None:
+    """Each front deployment's cost and power fields (``estimate.cost.deployment_cost``)."""
+    prices = load_prices(prices_path)
+    for mode in ("aggregated", "disaggregated", "both"):
+        for e in (doc.get(mode) or {}).get("front", []):
+            cost = deployment_cost(e["tps_per_device"], e.get("energy_j_per_token"), chip, prices)
+            e.update(cost.to_dict())

@@ -18,6 +18,7 @@ import numpy as np
 import optuna
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.cost import load_prices, plan_cost
 from plena_opt.estimate.interface import PlanEvaluator
 from plena_opt.models.catalog import model_name_from_path
 from plena_opt.search.constraint_adapter import ConstraintAdapter
@@ -89,7 +90,11 @@ class _Search:
             request.min_tps_per_seq,
             request.max_tpot_ms,
             self.capacity.fraction if self.capacity.judges_memory else None,
+            request.max_cost_per_mtok,
         )
+        self.prices = load_prices(request.prices)
+        self.chip_name: str | None = getattr(ev0, "chip_name", None)
+        self._check_priced(request)
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}
         self.evaluated = self.pruned = self.repeats = 0
@@ -119,6 +124,24 @@ class _Search:
                 raise PlenaInputError("precisions", f"--precisions {prec}: {exc}") from exc
         return list(request.precisions)
 
+    def _check_priced(self, request: SearchRequest) -> None:
+        """A cost objective or SLA on a chip the price file does not price is refused."""
+        wants = "cost-per-mtok" in request.objectives or request.max_cost_per_mtok is not None
+        if wants and self.chip_name not in self.prices.chips:
+            field = "objectives" if "cost-per-mtok" in request.objectives else "max_cost_per_mtok"
+            raise PlenaInputError(
+                field,
+                f"cost per million tokens needs a price for chip {self.chip_name!r}; the price "
+                f"file lists {', '.join(sorted(self.prices.chips))}; give --prices FILE",
+            )
+
+    def _with_cost(self, ev: PlanEvaluator, m: object, summary: dict) -> dict:
+        """``summary`` plus the plan's cost and power fields (``estimate.cost``)."""
+        if self.chip_name is None:  # an evaluator without a chip (test fakes): not priced
+            return summary
+        cost = plan_cost(m, ev.workload, self.chip_name, self.prices)  # type: ignore[attr-defined]
+        return {**summary, **cost.to_dict()}
+
     def score(self, points: Sequence[Point]) -> list[Record]:
         """Score ``points`` (all one batch size and precision) through the batch API."""
         if not points:
@@ -129,7 +152,9 @@ class _Search:
         recs = [
             Record.build(
                 p,
-                self.capacity.summarise(ev, p, summarise_metrics(m), self.batches),
+                self.capacity.summarise(
+                    ev, p, self._with_cost(ev, m, summarise_metrics(m)), self.batches
+                ),
                 self.objectives,
                 self.constraints,
             )

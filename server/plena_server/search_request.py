@@ -114,6 +114,7 @@ def _check_options(o: pb.SearchOptions, limits: ServerLimits) -> None:
         "auto_budget_seconds",
         "max_tpot_ms",
         "memory_fraction",
+        "max_cost_per_mtok",
     ):
         v = _opt(o, name)
         if v is not None and not (math.isfinite(v) and v > 0):
@@ -142,6 +143,7 @@ def search_request(
         "compare_exact": _opt(o, "compare_exact"),
         "max_tpot_ms": _opt(o, "max_tpot_ms"),
         "memory_fraction": _opt(o, "memory_fraction"),
+        "max_cost_per_mtok": _opt(o, "max_cost_per_mtok"),
         "auto_batch": o.auto_batch_sizes,
         "precisions": list(o.precisions) or None,
     }

@@ -112,6 +112,10 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         raise PlenaInputError(
             "storage", "--storage names a local store; with --server the server's store is used"
         )
+    if getattr(args, "prices", None) is not None:
+        raise PlenaInputError(
+            "prices", "--prices is read locally; with --server the server's price file is used"
+        )
     o = pb.SearchOptions(
         trials=args.trials,
         sampler=args.sampler,
@@ -135,6 +139,7 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         ("mc_samples", "samples"),
         ("max_tpot_ms", "max_tpot_ms"),
         ("memory_fraction", "memory_fraction"),
+        ("max_cost_per_mtok", "max_cost_per_mtok"),
     ):
         value = getattr(args, flag, None)
         if value is not None:

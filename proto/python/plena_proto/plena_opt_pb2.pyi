@@ -165,7 +165,7 @@ class NamedValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,11 @@ class PlanMetrics(_message.Message):
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BOUND_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
+    POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    COST_NOTE_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
     tps: float
@@ -206,7 +211,12 @@ class PlanMetrics(_message.Message):
     max_batch: int
     capacity_bound: bool
     precision: str
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ...) -> None: ...
+    usd_per_million_output_tokens: float
+    usd_per_million_input_tokens: float
+    tps_per_kilowatt: float
+    power_watts_per_device: float
+    cost_note: str
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
@@ -261,7 +271,7 @@ class Trace(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ..., plan_index: _Optional[int] = ..., compression: _Optional[str] = ..., format: _Optional[str] = ..., uncompressed_bytes: _Optional[int] = ..., compressed_bytes: _Optional[int] = ..., chunks: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class SearchOptions(_message.Message):
-    __slots__ = ("trials", "seed", "sampler", "objectives", "study_name", "batch_sizes", "max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "compare_exact", "auto_budget_seconds", "recheck_top_k", "mc_samples", "noise", "include_traces", "max_trace_bytes", "max_tpot_ms", "percentile", "memory_fraction", "auto_batch_sizes", "serving", "precisions", "serving_sampler")
+    __slots__ = ("trials", "seed", "sampler", "objectives", "study_name", "batch_sizes", "max_ttft_ms", "min_tps_per_seq", "timeout_seconds", "compare_exact", "auto_budget_seconds", "recheck_top_k", "mc_samples", "noise", "include_traces", "max_trace_bytes", "max_tpot_ms", "percentile", "memory_fraction", "auto_batch_sizes", "serving", "precisions", "serving_sampler", "max_cost_per_mtok")
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     SAMPLER_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +295,7 @@ class SearchOptions(_message.Message):
     SERVING_FIELD_NUMBER: _ClassVar[int]
     PRECISIONS_FIELD_NUMBER: _ClassVar[int]
     SERVING_SAMPLER_FIELD_NUMBER: _ClassVar[int]
+    MAX_COST_PER_MTOK_FIELD_NUMBER: _ClassVar[int]
     trials: int
     seed: int
     sampler: str
@@ -308,7 +319,8 @@ class SearchOptions(_message.Message):
     serving: str
     precisions: _containers.RepeatedScalarFieldContainer[str]
     serving_sampler: str
-    def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ..., precisions: _Optional[_Iterable[str]] = ..., serving_sampler: _Optional[str] = ...) -> None: ...
+    max_cost_per_mtok: float
+    def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ..., precisions: _Optional[_Iterable[str]] = ..., serving_sampler: _Optional[str] = ..., max_cost_per_mtok: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("system", "workload", "options")
@@ -451,7 +463,7 @@ class ServingPlan(_message.Message):
     def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., batch_size: _Optional[int] = ..., precision: _Optional[str] = ..., workers: _Optional[int] = ...) -> None: ...
 
 class ServingDeployment(_message.Message):
-    __slots__ = ("serving", "label", "plan", "prefill", "decode", "devices", "ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token", "kv_transfer_seconds", "interference_seconds_per_token")
+    __slots__ = ("serving", "label", "plan", "prefill", "decode", "devices", "ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token", "kv_transfer_seconds", "interference_seconds_per_token", "has_cost", "usd_per_million_output_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
     SERVING_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
@@ -465,6 +477,11 @@ class ServingDeployment(_message.Message):
     ENERGY_J_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     INTERFERENCE_SECONDS_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HAS_COST_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
+    POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    COST_NOTE_FIELD_NUMBER: _ClassVar[int]
     serving: str
     label: str
     plan: ServingPlan
@@ -478,7 +495,12 @@ class ServingDeployment(_message.Message):
     energy_j_per_token: float
     kv_transfer_seconds: float
     interference_seconds_per_token: float
-    def __init__(self, serving: _Optional[str] = ..., label: _Optional[str] = ..., plan: _Optional[_Union[ServingPlan, _Mapping]] = ..., prefill: _Optional[_Union[ServingPlan, _Mapping]] = ..., decode: _Optional[_Union[ServingPlan, _Mapping]] = ..., devices: _Optional[int] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., tps_per_user: _Optional[float] = ..., energy_j_per_token: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., interference_seconds_per_token: _Optional[float] = ...) -> None: ...
+    has_cost: bool
+    usd_per_million_output_tokens: float
+    tps_per_kilowatt: float
+    power_watts_per_device: float
+    cost_note: str
+    def __init__(self, serving: _Optional[str] = ..., label: _Optional[str] = ..., plan: _Optional[_Union[ServingPlan, _Mapping]] = ..., prefill: _Optional[_Union[ServingPlan, _Mapping]] = ..., decode: _Optional[_Union[ServingPlan, _Mapping]] = ..., devices: _Optional[int] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., tps_per_user: _Optional[float] = ..., energy_j_per_token: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., interference_seconds_per_token: _Optional[float] = ..., has_cost: _Optional[bool] = ..., usd_per_million_output_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ...) -> None: ...
 
 class ServingModeFront(_message.Message):
     __slots__ = ("front", "evaluated", "feasible", "hypervolume", "goodput_tps_per_device", "goodput_plan", "empty_reason")
