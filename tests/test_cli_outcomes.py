@@ -191,3 +191,15 @@ def test_an_empty_disaggregated_front_on_a_gpu_names_a_format_the_chip_runs(caps
     assert doc["serving"]["comparison"]["disaggregated"]["front"] == []
     rc, doc, _ = _json(capsys, [*argv, "--precision", "fp8"])
     assert doc["serving"]["comparison"]["disaggregated"]["front"]
+
+
+def test_every_objective_has_a_front_figure_the_recommendation_can_pick_on() -> None:
+    """A new objective must be named in the recommendation's figure table too (else a search on it
+    cannot end with a recommendation)."""
+    from plena_opt.api.recommendation import _ENTRY_FIGURE
+    from plena_opt.search.objectives import OBJECTIVES
+    from plena_opt.search.result import FrontEntry
+
+    assert set(_ENTRY_FIGURE) == set(OBJECTIVES)
+    fields = FrontEntry.model_fields
+    assert all(attr in fields for attr, _ in _ENTRY_FIGURE.values())

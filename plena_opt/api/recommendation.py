@@ -36,6 +36,7 @@ _ENTRY_FIGURE = {  # objective key -> (FrontEntry attribute, larger is better)
     "tps-per-seq": ("tps_per_sequence", True),
     "ttft": ("ttft_ms", False),
     "energy": ("energy_j_per_token", False),
+    "cost-per-mtok": ("usd_per_million_output_tokens", False),
 }
 
 
