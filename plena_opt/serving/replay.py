@@ -118,7 +118,9 @@ def _metrics(arrival: list[float], first: list[float], finish: list[float], ids:
     ttft = [first[i] - arrival[i] for i in ids]
     e2e = [finish[i] - arrival[i] for i in ids]
     osl = wl.output_len
-    tpot = [(finish[i] - first[i]) / (o - 1) if o > 1 else 0.0 for i, o in zip(ids, outs)]
+    tpot = [
+        (finish[i] - first[i]) / (o - 1) if o > 1 else 0.0 for i, o in zip(ids, outs, strict=True)
+    ]
     mean_tpot = sum(tpot) / len(tpot)
     mean_e2e = sum(e2e) / len(e2e)
     x = wl.concurrency / mean_e2e  # Little's law: C clients, no think time

@@ -8,9 +8,9 @@ decoding. Seen from one request:
   ``p = (C − 1)·φ·isl / (osl − 1)`` prompt tokens per step (each finished request is replaced by
   a new prompt); a step carries prompt work in a share ``min(1, p / chunk)`` of the steps, each of
   ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step.
-* its prompt takes ``k = max(1, isl / room)`` steps of ``chunk + p`` prompt tokens (capped at the room)
-  beside the others' decodes, stretched by the wait for room when others' prompts fill a share
-  ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``).
+* its prompt takes ``k = max(1, isl / room)`` steps of ``chunk + p`` prompt tokens (capped at
+  the room) beside the others' decodes, stretched by the wait for room when others' prompts
+  fill a share ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``).
 
 ``φ`` is the root of ``φ = (osl − 1)·TPOT(φ) / E2E(φ)``, found by bisection (the right side falls
 as φ grows). Requests beyond ``max_running`` wait ``(C − R) / X`` more before their first token.
