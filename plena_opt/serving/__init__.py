@@ -7,6 +7,7 @@ discrete-event replay of the same scheduler, for percentiles and the re-check). 
 from the evaluator (``StepModel``). Sits above ``plena_opt.estimate``, below ``plena_opt.api``.
 """
 
+from plena_opt.serving.benchmark import PROMPTS_PER_CLIENT, benchmark_run
 from plena_opt.serving.engines import ENGINES, EngineModel, engine_model
 from plena_opt.serving.replay import replay_closed_loop
 from plena_opt.serving.steady import closed_loop
@@ -15,6 +16,8 @@ from plena_opt.serving.workload import ServingMetrics, ServingWorkload
 
 __all__ = [
     "ENGINES",
+    "PROMPTS_PER_CLIENT",
+    "benchmark_run",
     "EngineModel",
     "ServingMetrics",
     "ServingWorkload",
