@@ -136,3 +136,45 @@ def test_shipped_file_priced_fraction_and_reasons():
     assert s["rows"] == 1877 and s["priced"] == SHIPPED_PRICED
     assert all(r.reason for r in report.rows if r.status == "refused")
     assert all(r.ttft_ms and r.tpot_ms for r in report.rows if r.status == "priced")
+
+
+def _row(rid: str, system: str, ttft: float, mttft: float, tpot: float = 10.0,
+         mtpot: float = 10.0, backend: str = "vllm"):  # fmt: skip
+    from plena_opt.validate.serving_score import RowResult
+
+    return RowResult(rid, "priced", "", system, backend, "m", "agg", "8", ttft_ms=ttft,
+                     tpot_ms=tpot, measured_ttft_ms=mttft, measured_tpot_ms=mtpot)  # fmt: skip
+
+
+def test_fitted_overhead_is_the_mape_minimising_shift_and_never_negative():
+    from plena_opt.validate.serving_fit import apply, fit
+
+    rows = [_row("a", "h100_sxm", 50, 100), _row("b", "h100_sxm", 80, 130),
+            _row("c", "h100_sxm", 20, 300, tpot=12.0)]  # fmt: skip
+    c = fit(rows, "test")
+    assert c.ttft_overhead_seconds["vllm"] == pytest.approx(0.050)  # weighted median of m − p
+    assert c.host_step_seconds["vllm"] == 0.0  # TPOT over-predicted: no negative host time
+    shifted = apply(rows, c)
+    assert [r.ttft_ms for r in shifted] == [100, 130, 70]
+    assert fit([_row("d", "h100_sxm", 200, 100)], "t").ttft_overhead_seconds["vllm"] == 0.0
+
+
+def test_leave_one_gpu_out_scores_only_the_held_out_rows():
+    from plena_opt.validate.serving_fit import held_out
+    from plena_opt.validate.serving_score import ServingReport
+
+    rows = [_row("a", "h100_sxm", 50, 100), _row("b", "h100_sxm", 50, 100),
+            _row("c", "b200_sxm", 10, 20)]  # fmt: skip
+    by = {h.test: h for h in held_out(ServingReport(rows), lambda r: r.system)}
+    b200 = by["b200_sxm"]
+    assert b200.rows == 1 and b200.constants.ttft_overhead_seconds["vllm"] == pytest.approx(0.05)
+    assert b200.ttft_before == pytest.approx(50) and b200.ttft_after == pytest.approx(200)
+    assert by["h100_sxm"].constants.ttft_overhead_seconds["vllm"] == pytest.approx(0.01)
+
+
+def test_cli_cross_validation_json(results_csv, capsys):
+    argv = ["validate", "--measurements", str(results_csv), "--json", "--cross-validate"]
+    assert main(argv) == 0
+    cv = json.loads(capsys.readouterr().out)["cross_validation"]
+    assert {h["test"] for h in cv["gpu"]} == {"h100_sxm", "b200_sxm"}
+    assert all(h["constants_ms"] for h in cv["gpu"])

@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.csv",
         help="a serving results CSV to price row by row ('shipped': the packaged one)",
     )
+    p.add_argument(
+        "--cross-validate",
+        action="store_true",
+        help="with --measurements: fit the per-engine TTFT overhead and host time per step "
+        "leaving one GPU (then one model) out, and print the held-out MAPE before and after",
+    )
     p.set_defaults(func=run)
 
 
@@ -64,7 +70,10 @@ def _run_measurements(args: argparse.Namespace) -> int:
     path = shipped_serving_csv() if args.measurements == "shipped" else Path(args.measurements)
     report = score_serving(path)
     if args.json:
-        print(dumps(report.to_dict(), indent=2))
+        doc = report.to_dict()
+        if args.cross_validate:
+            doc["cross_validation"] = _cross_validation(report)
+        print(dumps(doc, indent=2))
         return 0
 
     def ms(v: float | None) -> str:
@@ -78,7 +87,32 @@ def _run_measurements(args: argparse.Namespace) -> int:
         line += f"{ms(r.tpot_ms)} {ms(r.measured_tpot_ms)}"
         print(line + (f"  {r.reason}" if r.reason else ""))
     _print_summary(report.summary())
+    if args.cross_validate:
+        print(f"\n{'held out':34} {'rows':>5} {'TTFT before':>11} {'after':>7} "
+              f"{'TPOT before':>11} {'after':>7}  fitted (ms)")  # fmt: skip
+        for split in _cross_validation(report).values():
+            for h in split:
+                print(f"{h['test'][:34]:34} {h['rows']:5d} {h['ttft_before']:11.1f} "
+                      f"{h['ttft_after']:7.1f} {h['tpot_before']:11.1f} {h['tpot_after']:7.1f}  "
+                      f"{h['constants_ms']}")  # fmt: skip
     return 0
+
+
+def _cross_validation(report: object) -> dict[str, list[dict]]:
+    from plena_opt.validate.serving_fit import cross_validate
+
+    out: dict[str, list[dict]] = {}
+    for split, held in cross_validate(report).items():  # type: ignore[arg-type]
+        out[split] = []
+        for h in held:
+            c = h.constants
+            fitted = {e: {"ttft_overhead": round(1e3 * c.ttft_overhead_seconds[e], 2),
+                          "host_step": round(1e3 * c.host_step_seconds[e], 3)}
+                      for e in c.ttft_overhead_seconds}  # fmt: skip
+            out[split].append({"test": h.test, "rows": h.rows, "ttft_before": h.ttft_before,
+                               "ttft_after": h.ttft_after, "tpot_before": h.tpot_before,
+                               "tpot_after": h.tpot_after, "constants_ms": fitted})  # fmt: skip
+    return out
 
 
 def _print_summary(s: dict) -> None:
