@@ -9,6 +9,7 @@ from the evaluator (``StepModel``). Sits above ``plena_opt.estimate``, below ``p
 
 from plena_opt.serving.benchmark import PROMPTS_PER_CLIENT, benchmark_run
 from plena_opt.serving.engines import ENGINES, EngineModel, engine_model
+from plena_opt.serving.open_loop import OpenLoopWorkload, open_loop, replay_open_loop
 from plena_opt.serving.replay import replay_closed_loop
 from plena_opt.serving.steady import closed_loop
 from plena_opt.serving.steps import StepModel
@@ -19,10 +20,13 @@ __all__ = [
     "PROMPTS_PER_CLIENT",
     "benchmark_run",
     "EngineModel",
+    "OpenLoopWorkload",
     "ServingMetrics",
     "ServingWorkload",
     "StepModel",
     "closed_loop",
     "engine_model",
+    "open_loop",
     "replay_closed_loop",
+    "replay_open_loop",
 ]
