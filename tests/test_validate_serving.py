@@ -178,3 +178,18 @@ def test_cli_cross_validation_json(results_csv, capsys):
     cv = json.loads(capsys.readouterr().out)["cross_validation"]
     assert {h["test"] for h in cv["gpu"]} == {"h100_sxm", "b200_sxm"}
     assert all(h["constants_ms"] for h in cv["gpu"])
+
+
+def test_spearman_and_tpot_ranking_within_groups():
+    from plena_opt.validate.serving_score import spearman, tpot_ranking
+
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486833)  # ties: mean ranks
+    assert spearman([1, 1], [1, 2]) is None
+    rows = [_row(f"r{i}", "h100_sxm", 1, 1, tpot=p, mtpot=m)
+            for i, (p, m) in enumerate([(1, 5), (2, 6), (3, 7), (3, 1)])]  # fmt: skip
+    rows += [_row("b", "b200_sxm", 1, 1, tpot=1, mtpot=1)]  # a group of one: not ranked
+    rk = tpot_ranking(rows)
+    assert rk["groups"] == 1 and rk["groups_rho_at_least_0_9"] == 0
+    assert rk["mean_rho"] == pytest.approx(spearman([1, 2, 3, 3], [5, 6, 7, 1]))

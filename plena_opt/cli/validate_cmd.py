@@ -130,5 +130,11 @@ def _print_summary(s: dict) -> None:
             ttft = f"{pct(m['ttft_mape']):>9} {pct(m['ttft_bias'])}"
             tpot = f"{pct(m['tpot_mape']):>9} {pct(m['tpot_bias'])}"
             print(f"{g:10} {k[:34]:34} {m['rows']:5d} {ttft} {tpot}")
+    for key, what in (("tpot_ranking", ""), ("tpot_ranking_same_concurrency", ", concurrency")):
+        rk = s[key]
+        if rk["groups"]:
+            print(f"TPOT ranking within (model, GPU, engine, lengths{what}): {rk['groups']} "
+                  f"groups, mean Spearman {rk['mean_rho']:.3f}, "
+                  f"{rk['groups_rho_at_least_0_9']} at >= 0.9")  # fmt: skip
     for reason, n in s["refusals"].items():
         print(f"refused {n:5d}  {reason}")

@@ -36,6 +36,8 @@ class RowResult:
     model: str
     mode: str
     concurrency: str
+    isl: str = ""
+    osl: str = ""
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
@@ -68,6 +70,8 @@ class ServingReport:
             if r.status == "refused":
                 reasons[r.reason] = reasons.get(r.reason, 0) + 1
         out["refusals"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+        out["tpot_ranking"] = tpot_ranking(priced)
+        out["tpot_ranking_same_concurrency"] = tpot_ranking(priced, same_concurrency=True)
         return out
 
     def to_dict(self) -> dict:
@@ -84,6 +88,48 @@ def _mape(rows: list[RowResult]) -> dict:
         out[f"{name}_mape"] = 100 * sum(map(abs, errs)) / len(errs) if errs else None
         out[f"{name}_bias"] = 100 * sum(errs) / len(errs) if errs else None
     return out
+
+
+def _ranks(values: list[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation (None when either side has no spread)."""
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    sy = sum((b - my) ** 2 for b in ry) ** 0.5
+    if not sx or not sy:
+        return None
+    return sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True)) / (sx * sy)
+
+
+def tpot_ranking(rows: list[RowResult], min_rows: int = 3, same_concurrency: bool = False) -> dict:
+    """Within each (model, GPU, engine, lengths[, concurrency]) group of at least ``min_rows``
+    measured rows: Spearman ρ between predicted and measured TPOT (how the configurations rank;
+    with ``same_concurrency`` only the plans and formats at one concurrency are ranked)."""
+    groups: dict[tuple, list[RowResult]] = {}
+    for r in rows:
+        if r.tpot_ms is not None and r.measured_tpot_ms:
+            key = (r.model, r.system, r.backend, r.isl, r.osl)
+            groups.setdefault(key + ((r.concurrency,) if same_concurrency else ()), []).append(r)
+    rhos = [spearman([r.tpot_ms for r in g], [r.measured_tpot_ms for r in g])  # type: ignore[misc]
+            for g in groups.values() if len(g) >= min_rows]  # fmt: skip
+    rhos = [x for x in rhos if x is not None]
+    return {"groups": len(rhos), "mean_rho": sum(rhos) / len(rhos) if rhos else None,
+            "groups_rho_at_least_0_9": sum(x >= 0.9 for x in rhos)}  # fmt: skip
 
 
 def shipped_serving_csv() -> Path:
@@ -106,7 +152,7 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
 
     base = dict(id=row.id, system=row.get("system"), backend=row.get("backend"),
                 model=row.get("model_path"), mode=row.get("mode"),
-                concurrency=row.get("concurrency"),
+                concurrency=row.get("concurrency"), isl=row.get("isl"), osl=row.get("osl"),
                 measured_ttft_ms=row.measured_ms("ttft_ms"),
                 measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
     try:
