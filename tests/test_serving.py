@@ -176,3 +176,14 @@ def test_open_loop_beyond_the_plans_rate_is_refused():
     with pytest.raises(PlenaInputError) as exc:
         OpenLoopWorkload(0, 1024, 128)
     assert exc.value.field == "request_rate"
+
+
+@pytest.mark.parametrize("c, isl, osl", [(4, 1024, 256), (64, 1024, 128), (32, 3000, 64)])
+def test_a_benchmark_run_agrees_with_the_replay_of_the_whole_run(c, isl, osl):
+    # the replay measured from the start burst over 10·C requests (InferenceX's protocol)
+    step = linear_step()
+    run = benchmark_run(step, ServingWorkload(c, isl, osl))
+    wl = ServingWorkload(c, isl, osl, range_ratio=0.5)
+    replay = replay_closed_loop(step, wl, measured=10 * c, warmup_waves=0)
+    assert run.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=TTFT_TOLERANCE)
+    assert run.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=TPOT_TOLERANCE)

@@ -27,13 +27,19 @@ MAX_REPLAY_STEPS = 2_000_000  # bounds one replay's loop
 WARMUP_WAVES = 4  # requests of the first 4·C are not measured (the burst and its echoes)
 
 
-def replay_closed_loop(step: StepModel, wl: ServingWorkload, measured: int | None = None,
-                       seed: int = 0) -> ServingMetrics:  # fmt: skip
-    """Replay until ``measured`` requests (default max(4·C, 64)) after the warm-up finish.
+def replay_closed_loop(
+    step: StepModel,
+    wl: ServingWorkload,
+    measured: int | None = None,
+    seed: int = 0,
+    warmup_waves: int = WARMUP_WAVES,
+) -> ServingMetrics:
+    """Replay until ``measured`` requests (default max(4·C, 64)) after the first
+    ``warmup_waves × C`` (0: a benchmark run measured from its start burst) finish.
     Lengths are drawn with ``random.Random(seed)`` when ``wl.range_ratio`` > 0."""
     c = wl.concurrency
     n_meas = measured if measured is not None else max(4 * c, 64)
-    total = WARMUP_WAVES * c + n_meas
+    total = warmup_waves * c + n_meas
     draw = _Lengths(wl, seed)
     eng = step.engine
     cap = eng.max_running or total
@@ -81,7 +87,7 @@ def replay_closed_loop(step: StepModel, wl: ServingWorkload, measured: int | Non
                 finish[r] = t
                 done += r < total
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
-    ids = range(WARMUP_WAVES * c, total)
+    ids = range(warmup_waves * c, total)
     return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus)
 
 
