@@ -193,3 +193,8 @@ def test_spearman_and_tpot_ranking_within_groups():
     rk = tpot_ranking(rows)
     assert rk["groups"] == 1 and rk["groups_rho_at_least_0_9"] == 0
     assert rk["mean_rho"] == pytest.approx(spearman([1, 2, 3, 3], [5, 6, 7, 1]))
+
+
+def test_cli_cross_validate_needs_measurements(capsys):
+    assert main(["validate", "--cross-validate"]) == 2
+    assert "--measurements" in capsys.readouterr().err

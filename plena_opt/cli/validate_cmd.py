@@ -39,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.measurements:
         return _run_measurements(args)
+    if args.cross_validate:
+        from plena_opt.errors import PlenaInputError
+
+        raise PlenaInputError("cross_validate", "--cross-validate needs --measurements FILE.csv")
     from plena_opt.validate import run_scorecard
 
     card = run_scorecard()
