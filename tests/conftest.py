@@ -1,8 +1,11 @@
-"""Shared test fixtures: the location of ../shared (specs, golden vectors, validation data).
+"""Shared test fixtures: the reference data the tests replay (specs, golden vectors, measurements).
 
-Outside CI a missing ``../shared`` skips the tests that read it. Under ``CI=true`` it is a failure:
-the golden replays must never pass by not running. ``PLENA_OPT_SHARED_DIR`` overrides the location
-(used by the test of this rule).
+The tests read ``tests/shared/``, a byte-identical copy of ``../shared/{golden,spec,data}`` kept in
+the repository, so ``python -m pytest`` passes in a clone with nothing beside it.
+``tests/test_shared_copy.py`` checks the copy equals ``../shared``; under ``CI=true`` that check
+fails when ``../shared`` is missing. ``PLENA_OPT_SHARED_DIR`` overrides the location the tests
+read (used by the test of the skip/fail rule): a missing one skips outside CI and fails under
+``CI=true``, so the golden replays never pass by not running.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PLENA_OPT_SHARED_DIR") or REPO.parent / "shared")
+SHARED = Path(os.environ.get("PLENA_OPT_SHARED_DIR") or REPO / "tests" / "shared")
+# The upstream ../shared the copy must equal (``PLENA_OPT_UPSTREAM_SHARED_DIR`` overrides it).
+UPSTREAM = Path(os.environ.get("PLENA_OPT_UPSTREAM_SHARED_DIR") or REPO.parent / "shared")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-MISSING = f"../shared is not beside the repository (looked in {SHARED})"
+MISSING = f"the reference data directory is missing (looked in {SHARED})"
 
 
 def require_shared() -> Path:
@@ -39,7 +44,7 @@ def shared_dir() -> Path:
 
 
 def load_golden(name: str) -> dict:
-    """Load ``../shared/golden/<name>.json`` (fails, never skips, under ``CI=true``)."""
+    """Load ``<SHARED>/golden/<name>.json`` (fails, never skips, under ``CI=true``)."""
     path = SHARED / "golden" / f"{name}.json"
     if not path.is_file() and IN_CI:
         raise FileNotFoundError(f"{path}: {MISSING}; under CI=true this is a failure")

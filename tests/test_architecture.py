@@ -38,7 +38,6 @@ LAYER = {
     "plena_opt.estimate": 3,
     "plena_opt.search": 4,
     "plena_opt.simulator": 4,
-    "plena_opt.pipeline": 4,  # deprecated shim of plena_opt.simulator (old top-level names)
     "plena_opt.export": 4,  # serving-engine launch arguments of a plan (reads estimate.plan)
     "plena_opt.serving": 4,  # serving under load: workload, engine scheduler, steady state, replay
     "plena_opt.api": 5,
@@ -55,7 +54,6 @@ ALLOWED = {
     ("plena_opt.cli", "plena_client"),  # remote mode of the CLI uses the client library
     ("plena_opt.cli", "plena_server"),  # `plena-opt serve` starts the server
     ("plena_opt.cli", "plena_opt.web"),  # `plena-opt ui` starts the web app
-    ("plena_opt.pipeline", "plena_opt.simulator"),  # the deprecated shim re-exports the simulator
 }
 PROTO_USERS = {"plena_opt.api", "plena_opt.cli", "plena_server", "plena_client"}
 
@@ -170,27 +168,10 @@ def test_an_allowed_import_passes(module, source):
     assert check_source(module, source) == []
 
 
-def test_the_deprecated_pipeline_shim_keeps_the_old_names_and_nothing_imports_it():
-    """``plena_opt.pipeline`` (renamed ``plena_opt.simulator``) re-exports the old top-level names
-    with a DeprecationWarning; no product module imports it."""
+def test_the_removed_pipeline_shim_is_gone():
+    """``plena_opt.pipeline`` (the simulator's old name) was deprecated for one version and removed:
+    importing it fails, so nothing can come to rely on it again."""
     import importlib
-    import sys
 
-    import plena_opt.simulator as sim
-
-    sys.modules.pop("plena_opt.pipeline", None)
-    with pytest.warns(DeprecationWarning, match="plena_opt.simulator"):
-        shim = importlib.import_module("plena_opt.pipeline")
-    assert shim.__all__ == sim.__all__
-    assert all(getattr(shim, name) is getattr(sim, name) for name in shim.__all__)
-    users = []
-    for module, path in product_modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and not node.level:
-                names = [node.module or ""]
-            if module != "plena_opt.pipeline" and any(
-                n == "plena_opt.pipeline" or n.startswith("plena_opt.pipeline.") for n in names
-            ):
-                users.append(module)
-    assert users == []
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("plena_opt.pipeline")
