@@ -39,6 +39,7 @@ LAYER = {
     "plena_opt.search": 4,
     "plena_opt.simulator": 4,
     "plena_opt.export": 4,  # serving-engine launch arguments of a plan (reads estimate.plan)
+    "plena_opt.serving": 4,  # serving under load: workload, engine scheduler, steady state, replay
     "plena_opt.api": 5,
     "plena_opt.validate": 5,  # the accuracy scorecard and calibration: a use case
     "plena_opt": 5,  # the package itself: the library API (re-exports the use cases)

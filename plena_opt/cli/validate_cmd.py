@@ -1,4 +1,5 @@
-"""``plena-opt validate``: the accuracy scorecard against the public measurements shipped."""
+"""``plena-opt validate``: the accuracy scorecard against the public measurements shipped, or
+``--measurements FILE.csv``: each row of a serving results file priced as it was deployed."""
 
 from __future__ import annotations
 
@@ -12,14 +13,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score the model against shipped public measurements (MAPE per dataset and model)",
         description="Price every public measurement the package ships (fig09: vLLM decode "
         "tokens/s on 8x B200, TP 8, 1k/1k, batch 1-512) and print, per dataset and per model, "
-        "the points, MAPE, signed bias and worst point. No constant is fitted on these points.",
+        "the points, MAPE, signed bias and worst point. No constant is fitted on these points. "
+        "With --measurements FILE.csv: price each row of a serving benchmark results file "
+        "(columns of the shipped data/serving/measured_serving_h100_b200.csv; 'shipped' names "
+        "that file) under its engine's scheduler at its concurrency, print predicted next to "
+        "measured TTFT/TPOT and MAPE by GPU, engine, model, mode and concurrency band; a row "
+        "that cannot be priced as deployed is refused with the reason.",
     )
     p.add_argument("--json", action="store_true", help="print the scorecard as JSON")
     p.add_argument("--points", action="store_true", help="also list every point")
+    p.add_argument(
+        "--measurements",
+        metavar="FILE.csv",
+        help="a serving results CSV to price row by row ('shipped': the packaged one)",
+    )
+    p.add_argument(
+        "--cross-validate",
+        action="store_true",
+        help="with --measurements: fit the per-engine TTFT overhead and host time per step "
+        "leaving one GPU (then one model) out, and print the held-out MAPE before and after",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.measurements:
+        return _run_measurements(args)
+    if args.cross_validate:
+        from plena_opt.errors import PlenaInputError
+
+        raise PlenaInputError("cross_validate", "--cross-validate needs --measurements FILE.csv")
     from plena_opt.validate import run_scorecard
 
     card = run_scorecard()
@@ -40,3 +63,82 @@ def run(args: argparse.Namespace) -> int:
             print(f"{p.dataset} {p.model} BS {p.batch_size}: measured {p.measured:.1f}, "
                   f"predicted {p.predicted:.1f} ({100 * p.error:+.1f} %)")  # fmt: skip
     return 0
+
+
+def _run_measurements(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from plena_opt.jsonio import dumps
+    from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+
+    path = shipped_serving_csv() if args.measurements == "shipped" else Path(args.measurements)
+    report = score_serving(path)
+    if args.json:
+        doc = report.to_dict()
+        if args.cross_validate:
+            doc["cross_validation"] = _cross_validation(report)
+        print(dumps(doc, indent=2))
+        return 0
+
+    def ms(v: float | None) -> str:
+        return f"{v:10.1f}" if v is not None else f"{'-':>10}"
+
+    print(
+        f"{'id':60} {'status':8} {'TTFT ms':>10} {'measured':>10} {'TPOT ms':>10} {'measured':>10}"
+    )
+    for r in report.rows:
+        line = f"{r.id[:60]:60} {r.status:8} {ms(r.ttft_ms)} {ms(r.measured_ttft_ms)} "
+        line += f"{ms(r.tpot_ms)} {ms(r.measured_tpot_ms)}"
+        print(line + (f"  {r.reason}" if r.reason else ""))
+    _print_summary(report.summary())
+    if args.cross_validate:
+        print(f"\n{'held out':34} {'rows':>5} {'TTFT before':>11} {'after':>7} "
+              f"{'TPOT before':>11} {'after':>7}  fitted (ms)")  # fmt: skip
+        for split in _cross_validation(report).values():
+            for h in split:
+                print(f"{h['test'][:34]:34} {h['rows']:5d} {h['ttft_before']:11.1f} "
+                      f"{h['ttft_after']:7.1f} {h['tpot_before']:11.1f} {h['tpot_after']:7.1f}  "
+                      f"{h['constants_ms']}")  # fmt: skip
+    return 0
+
+
+def _cross_validation(report: object) -> dict[str, list[dict]]:
+    from plena_opt.validate.serving_fit import cross_validate
+
+    out: dict[str, list[dict]] = {}
+    for split, held in cross_validate(report).items():  # type: ignore[arg-type]
+        out[split] = []
+        for h in held:
+            c = h.constants
+            fitted = {e: {"ttft_overhead": round(1e3 * c.ttft_overhead_seconds[e], 2),
+                          "host_step": round(1e3 * c.host_step_seconds[e], 3)}
+                      for e in c.ttft_overhead_seconds}  # fmt: skip
+            out[split].append({"test": h.test, "rows": h.rows, "ttft_before": h.ttft_before,
+                               "ttft_after": h.ttft_after, "tpot_before": h.tpot_before,
+                               "tpot_after": h.tpot_after, "constants_ms": fitted})  # fmt: skip
+    return out
+
+
+def _print_summary(s: dict) -> None:
+    def pct(v: float | None) -> str:
+        return f"{v:8.1f}" if v is not None else f"{'-':>8}"
+
+    print(f"\n{s['priced']} of {s['rows']} rows priced ({100 * s['priced_fraction']:.1f} %), "
+          f"{s['refused']} refused")  # fmt: skip
+    print(f"{'group':10} {'value':34} {'rows':>5} {'TTFT MAPE':>9} {'bias':>8} "
+          f"{'TPOT MAPE':>9} {'bias':>8}")  # fmt: skip
+    groups = [("all", {"": s["overall"]})]
+    groups += [(g, s[f"by_{g}"]) for g in ("system", "backend", "model", "mode", "band")]
+    for g, by in groups:
+        for k, m in by.items():
+            ttft = f"{pct(m['ttft_mape']):>9} {pct(m['ttft_bias'])}"
+            tpot = f"{pct(m['tpot_mape']):>9} {pct(m['tpot_bias'])}"
+            print(f"{g:10} {k[:34]:34} {m['rows']:5d} {ttft} {tpot}")
+    for key, what in (("tpot_ranking", ""), ("tpot_ranking_same_concurrency", ", concurrency")):
+        rk = s[key]
+        if rk["groups"]:
+            print(f"TPOT ranking within (model, GPU, engine, lengths{what}): {rk['groups']} "
+                  f"groups, mean Spearman {rk['mean_rho']:.3f}, "
+                  f"{rk['groups_rho_at_least_0_9']} at >= 0.9")  # fmt: skip
+    for reason, n in s["refusals"].items():
+        print(f"refused {n:5d}  {reason}")

@@ -1,0 +1,47 @@
+"""What a closed-loop benchmark run reports: a start burst, then the steady state.
+
+A run of ``prompts_per_client × C`` requests at concurrency ``C`` starts with its ``C`` clients
+sending together (warm-up requests, when the tool runs them, finish before the measured run
+starts its own burst), so the mean TTFT of the run is the burst's mean over its first ``C``
+requests and the steady state's over the rest. The burst is replayed through the engine's
+chunked-prefill scheduler (``estimate.gpu_queue.burst_ttft``, with the same step costs); TPOT and
+the throughputs are the steady state's. ``PROMPTS_PER_CLIENT`` is InferenceX's protocol
+(``benchmark_serving --num-prompts $((CONC * 10)) --max-concurrency $CONC``, after
+``--num-warmups $((2 * CONC))``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.serving.steady import closed_loop
+
+if TYPE_CHECKING:
+    from plena_opt.serving.steps import StepModel
+    from plena_opt.serving.workload import ServingMetrics, ServingWorkload
+
+PROMPTS_PER_CLIENT = 10
+MAX_PROMPTS_PER_CLIENT = 1 << 16
+
+
+def benchmark_run(step: StepModel, wl: ServingWorkload,
+                  prompts_per_client: int = PROMPTS_PER_CLIENT) -> ServingMetrics:  # fmt: skip
+    """Mean metrics of a benchmark run of ``prompts_per_client × concurrency`` requests."""
+    from plena_opt.estimate.gpu_queue import burst_ttft
+
+    if not 1 <= prompts_per_client <= MAX_PROMPTS_PER_CLIENT:
+        raise PlenaInputError("prompts_per_client", f"must be 1..{MAX_PROMPTS_PER_CLIENT}")
+    steady = closed_loop(step, wl)
+    eng = step.engine
+    c = wl.concurrency if eng.max_running is None else min(wl.concurrency, eng.max_running)
+    if eng.budget_tokens <= c:
+        return steady
+    burst = burst_ttft(c, wl.input_len, eng.budget_tokens, step.prefill_seconds,
+                       lambda n: step.decode_seconds(n) + eng.host_step_seconds)  # fmt: skip
+    first = burst.mean_seconds + (wl.concurrency - c) / steady.request_throughput_per_s
+    ttft = (first + (prompts_per_client - 1) * steady.ttft_seconds) / prompts_per_client
+    return replace(
+        steady, ttft_seconds=ttft, e2e_seconds=ttft + (steady.e2e_seconds - steady.ttft_seconds)
+    )

@@ -1,0 +1,87 @@
+"""The scheduler each serving engine runs a plan under, with its defaults (cited at each number).
+
+All three engines run continuous batching with chunked prefill: each step first gives one token
+to every running request that is decoding, then fills the rest of a per-step token budget with
+prompt tokens of waiting requests, first come first served (a longer prompt is split over steps).
+``max_running`` caps the requests admitted at once (the rest wait); decode batches larger than
+``cuda_graph_max_batch`` run without CUDA graphs and pay the eager host time of a forward.
+``host_step_seconds`` is a per-engine host cost per step (scheduling, sampling, detokenising
+outside the graph): a named constant, 0 until calibrated (see benchmarks/README_gpu.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from plena_opt.errors import PlenaInputError, not_found
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class EngineModel:
+    """One engine's scheduler settings. ``budget_tokens``: prompt + decode tokens per step;
+    ``max_running``: requests running at once (None: bounded only by the KV cache);
+    ``cuda_graph_max_batch``: largest decode batch replayed as a CUDA graph (None: every batch);
+    ``host_step_seconds``: host time added to every step (s)."""
+
+    name: str
+    budget_tokens: int
+    max_running: int | None
+    cuda_graph_max_batch: int | None
+    host_step_seconds: float = 0.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.budget_tokens < 2:
+            raise PlenaInputError("budget_tokens", f"must be at least 2; got {self.budget_tokens}")
+        if self.max_running is not None and self.max_running < 1:
+            raise PlenaInputError("max_running", f"must be at least 1; got {self.max_running}")
+        if not 0 <= self.host_step_seconds < 1:
+            raise PlenaInputError("host_step_seconds", "must be 0 to 1 s")
+
+
+def _vllm(gpu_memory_bytes: float) -> EngineModel:
+    # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (V1): on a GPU with >= 70 GiB that
+    # is not an A100, the OpenAI server defaults to max_num_batched_tokens 8192 and max_num_seqs
+    # 1024 (2048 / 256 on smaller GPUs). vllm/config/vllm.py: max_cudagraph_capture_size
+    # defaults to min(2 * max_num_seqs, 512).
+    big = gpu_memory_bytes >= 70 * GIB
+    seqs = 1024 if big else 256
+    return EngineModel("vllm", 8192 if big else 2048, seqs, min(2 * seqs, 512),
+                       source="vllm/engine/arg_utils.py get_batch_defaults; "
+                       "vllm/config/vllm.py max_cudagraph_capture_size")  # fmt: skip
+
+
+def _sglang(gpu_memory_bytes: float) -> EngineModel:
+    # sglang/srt/server_args.py (_handle_chunked_prefill_size): chunked_prefill_size 2048 below
+    # 35 GiB, 8192 below 160 GiB (H100, H200), 16384 above (B200); cuda_graph_max_bs 256 when
+    # tp < 4 else 512 on 80-160 GiB parts (taken as 512 here, the rows' TP is mostly >= 4);
+    # max_running_requests is sized from the KV pool when unset (None here).
+    gib = gpu_memory_bytes / GIB
+    budget = 2048 if gib < 35 else 8192 if gib < 160 else 16384
+    return EngineModel("sglang", budget, None, 512,
+                       source="sglang/srt/server_args.py chunked_prefill_size, "
+                       "cuda_graph_max_bs")  # fmt: skip
+
+
+def _trtllm(gpu_memory_bytes: float) -> EngineModel:
+    # tensorrt_llm/llmapi/llm_args.py (1.x, PyTorch backend): max_num_tokens 8192, max_batch_size
+    # 2048; the inflight batching scheduler mixes context chunks with generation steps under
+    # max_num_tokens (TensorRT-LLM docs, "Tuning Max Batch Size and Max Num Tokens").
+    # CudaGraphConfig.max_batch_size defaults to 0 and the rows do not record the graph sizes the
+    # deployments captured: every decode batch is priced as a graph replay (None).
+    del gpu_memory_bytes
+    return EngineModel("trtllm", 8192, 2048, None,
+                       source="tensorrt_llm/llmapi/llm_args.py max_num_tokens, "
+                       "max_batch_size")  # fmt: skip
+
+
+ENGINES = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
+
+
+def engine_model(name: str, gpu_memory_bytes: float, host_step_seconds: float = 0.0) -> EngineModel:
+    """The default scheduler of engine ``name`` on a GPU with ``gpu_memory_bytes`` of HBM."""
+    if name not in ENGINES:
+        raise not_found("engine", "engine", name, ENGINES)
+    return replace(ENGINES[name](gpu_memory_bytes), host_step_seconds=host_step_seconds)

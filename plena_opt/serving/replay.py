@@ -1,0 +1,148 @@
+"""Discrete-event replay of a continuous-batching engine under a closed-loop benchmark.
+
+``concurrency`` clients start together (the benchmark's first burst); whenever a request finishes,
+its client sends the next one at once (it joins the queue at the end of that step). Each step
+(``EngineModel``): every running request past its prompt gets one token; the rest of the token
+budget goes to prompt chunks of the admitted requests, then of waiting ones in arrival order, as
+long as fewer than ``max_running`` requests run. A request's first token comes at the end of the
+step that finishes its prompt (TTFT from its arrival); TPOT = (finish − first token) / (output − 1).
+The first ``WARMUP_WAVES × concurrency`` requests (the initial burst and its echoes) are not
+measured: the steady state is what ``steady.closed_loop`` models.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import TYPE_CHECKING
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.serving.workload import ServingMetrics, percentile
+
+if TYPE_CHECKING:
+    from plena_opt.serving.steps import StepModel
+    from plena_opt.serving.workload import ServingWorkload
+
+MAX_REPLAY_STEPS = 2_000_000  # bounds one replay's loop
+WARMUP_WAVES = 4  # requests of the first 4·C are not measured (the burst and its echoes)
+
+
+def replay_closed_loop(
+    step: StepModel,
+    wl: ServingWorkload,
+    measured: int | None = None,
+    seed: int = 0,
+    warmup_waves: int = WARMUP_WAVES,
+) -> ServingMetrics:
+    """Replay until ``measured`` requests (default max(4·C, 64)) after the first
+    ``warmup_waves × C`` (0: a benchmark run measured from its start burst) finish.
+    Lengths are drawn with ``random.Random(seed)`` when ``wl.range_ratio`` > 0."""
+    c = wl.concurrency
+    n_meas = measured if measured is not None else max(4 * c, 64)
+    total = warmup_waves * c + n_meas
+    draw = _Lengths(wl, seed)
+    eng = step.engine
+    cap = eng.max_running or total
+    if eng.budget_tokens <= min(c, cap):
+        raise PlenaInputError("budget_tokens", "the step budget must exceed the running requests")
+    arrival, first, finish = [0.0] * c, [0.0] * c, [0.0] * c
+    left_prompt = [draw(i)[0] for i in range(c)]
+    waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
+    prefilling: list[int] = []  # admitted, prompt not done
+    decoding: list[list[int]] = []  # [request, tokens still to generate]
+    t, steps, done = 0.0, 0, 0
+    while done < total:
+        steps += 1
+        if steps > MAX_REPLAY_STEPS:
+            raise PlenaInputError("concurrency", "the replay exceeds its step bound")
+        n = len(decoding)
+        room, tokens, firsts = eng.budget_tokens - n, 0, []
+        while waiting and len(prefilling) + n < cap:
+            prefilling.append(waiting.popleft())
+        for r in prefilling:
+            if room <= 0:
+                break
+            k = min(left_prompt[r], room)
+            left_prompt[r] -= k
+            room, tokens = room - k, tokens + k
+            if left_prompt[r] == 0:
+                firsts.append(r)
+        t += step.step_seconds(tokens, n)
+        still: list[list[int]] = []
+        for d in decoding:
+            d[1] -= 1
+            if d[1] > 0:
+                still.append(d)
+            else:
+                finish[d[0]] = t
+                done += d[0] < total
+                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+        decoding = still
+        for r in firsts:
+            prefilling.remove(r)
+            first[r] = t
+            if draw(r)[1] > 1:
+                decoding.append([r, draw(r)[1] - 1])
+            else:
+                finish[r] = t
+                done += r < total
+                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+    ids = range(warmup_waves * c, total)
+    return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus)
+
+
+class _Lengths:
+    """(input, output) tokens of request ``i``, drawn in request order from one seeded stream."""
+
+    def __init__(self, wl: ServingWorkload, seed: int) -> None:
+        self.wl, self.rng, self.drawn = wl, random.Random(seed), []  # type: list[tuple[int, int]]
+
+    def _one(self, length: int) -> int:
+        r = self.wl.range_ratio
+        if r == 0:
+            return length
+        return max(1, round(self.rng.uniform(length * (1 - r), length * (1 + r))))
+
+    def __call__(self, i: int) -> tuple[int, int]:
+        while len(self.drawn) <= i:
+            self.drawn.append((self._one(self.wl.input_len), self._one(self.wl.output_len)))
+        return self.drawn[i]
+
+
+def _arrive(arrival: list[float], first: list[float], finish: list[float], left: list[int],
+            waiting: deque[int], t: float, draw: _Lengths) -> None:  # fmt: skip
+    """A client's next request arrives at ``t``."""
+    left.append(draw(len(arrival))[0])
+    waiting.append(len(arrival))
+    arrival.append(t)
+    first.append(0.0)
+    finish.append(0.0)
+
+
+def _metrics(arrival: list[float], first: list[float], finish: list[float], ids: range,
+             outs: list[int], wl: ServingWorkload, gpus: int) -> ServingMetrics:  # fmt: skip
+    ttft = [first[i] - arrival[i] for i in ids]
+    e2e = [finish[i] - arrival[i] for i in ids]
+    osl = wl.output_len
+    tpot = [
+        (finish[i] - first[i]) / (o - 1) if o > 1 else 0.0 for i, o in zip(ids, outs, strict=True)
+    ]
+    mean_tpot = sum(tpot) / len(tpot)
+    mean_e2e = sum(e2e) / len(e2e)
+    x = wl.concurrency / mean_e2e  # Little's law: C clients, no think time
+    return ServingMetrics(
+        ttft_seconds=sum(ttft) / len(ttft),
+        tpot_seconds=mean_tpot,
+        e2e_seconds=mean_e2e,
+        request_throughput_per_s=x,
+        output_tps=x * osl,
+        output_tps_per_gpu=x * osl / gpus,
+        output_tps_per_user=1.0 / mean_tpot if mean_tpot > 0 else 0.0,
+        decode_batch=wl.concurrency * (osl - 1) * mean_tpot / mean_e2e,
+        ttft_p50_seconds=percentile(ttft, 50),
+        ttft_p90_seconds=percentile(ttft, 90),
+        ttft_p99_seconds=percentile(ttft, 99),
+        tpot_p50_seconds=percentile(tpot, 50),
+        tpot_p90_seconds=percentile(tpot, 90),
+        tpot_p99_seconds=percentile(tpot, 99),
+    )

@@ -1,0 +1,79 @@
+"""Closed-loop steady state of a continuous-batching engine: a fixed point, no replay.
+
+``C`` clients (at most ``max_running`` of them admitted; the rest wait) each cycle through TTFT then
+``osl − 1`` decode steps, so a request spends the share ``φ = (osl − 1)·TPOT / E2E`` of its cycle
+decoding. Seen from one request:
+
+* while it decodes, the others decode ``(C − 1)·φ`` on average, and their prompts bring
+  ``p = (C − 1)·φ·isl / (osl − 1)`` prompt tokens per step (each finished request is replaced by
+  a new prompt); a step carries prompt work in a share ``min(1, p / chunk)`` of the steps, each of
+  ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step.
+* its prompt takes ``k = max(1, isl / room)`` steps of ``chunk + p`` prompt tokens (capped at
+  the room) beside the others' decodes, stretched by the wait for room when others' prompts
+  fill a share ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``).
+
+``φ`` is the root of ``φ = (osl − 1)·TPOT(φ) / E2E(φ)``, found by bisection (the right side falls
+as φ grows). Requests beyond ``max_running`` wait ``(C − R) / X`` more before their first token.
+``replay.replay_closed_loop`` runs the same scheduler step by step; ``tests/test_serving.py``
+shows the two agree on the means.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plena_opt.serving.workload import ServingMetrics
+
+if TYPE_CHECKING:
+    from plena_opt.serving.steps import StepModel
+    from plena_opt.serving.workload import ServingWorkload
+
+BISECTION_STEPS = 40  # φ to 1e-12
+SATURATED_U = 0.999  # queue utilisation above which the wait is taken at this value
+
+
+def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
+    """(TTFT, TPOT) of one request when every client decodes a share ``phi`` of its cycle."""
+    isl, osl, budget = wl.input_len, wl.output_len, step.engine.budget_tokens
+    others = (c - 1) * phi
+    p = others * isl / (osl - 1) if osl > 1 else 0.0
+    room = max(1.0, budget - others)
+    chunk = min(float(isl), room)
+    share = min(1.0, p / chunk)
+    mixed = step.prefill_seconds(max(p, chunk)) if p > 0 else 0.0
+    tpot = step.decode_seconds(1 + others) + share * mixed + step.engine.host_step_seconds
+    k = max(1.0, isl / room)  # steps of its prompt (continuous: lengths vary around isl)
+    own = step.step_seconds(min(room, chunk + p), others)
+    u = min(SATURATED_U, p / room)
+    return k * own * (1 + u / (2 * (1 - u))), tpot
+
+
+def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
+    """Mean TTFT, TPOT, E2E and throughputs of ``wl`` on the engine and plan of ``step``."""
+    cap = step.engine.max_running
+    c = wl.concurrency if cap is None else min(wl.concurrency, cap)
+    osl = wl.output_len
+    lo, hi = 0.0, 1.0
+    for _ in range(BISECTION_STEPS):
+        phi = (lo + hi) / 2
+        ttft, tpot = _cycle(step, wl, c, phi)
+        if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
+            lo = phi
+        else:
+            hi = phi
+    ttft, tpot = _cycle(step, wl, c, (lo + hi) / 2)
+    e2e = ttft + (osl - 1) * tpot
+    x = c / e2e
+    if wl.concurrency > c:
+        ttft += (wl.concurrency - c) / x
+        e2e = ttft + (osl - 1) * tpot
+    return ServingMetrics(
+        ttft_seconds=ttft,
+        tpot_seconds=tpot,
+        e2e_seconds=e2e,
+        request_throughput_per_s=x,
+        output_tps=x * osl,
+        output_tps_per_gpu=x * osl / step.gpus,
+        output_tps_per_user=1.0 / tpot if tpot > 0 else 0.0,
+        decode_batch=c * (osl - 1) * tpot / (e2e - (wl.concurrency - c) / x),
+    )

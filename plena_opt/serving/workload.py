@@ -1,0 +1,68 @@
+"""A serving benchmark's workload (closed loop) and the metrics it reports."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from plena_opt.errors import PlenaInputError
+
+MAX_CONCURRENCY = 1 << 16  # clients a workload may name (bounds the replay)
+MAX_TOKENS = 1 << 20  # input or output tokens per request
+
+
+@dataclass(frozen=True)
+class ServingWorkload:
+    """``concurrency`` clients, each sending its next request of ``input_len`` prompt tokens and
+    ``output_len`` generated tokens as soon as its last one finishes (``vllm bench serve
+    --max-concurrency``, aiperf/genai-perf ``--concurrency``, InferenceX)."""
+
+    concurrency: int
+    input_len: int
+    output_len: int
+    # lengths drawn uniformly in [L·(1 − r), L·(1 + r)] (``vllm bench serve --random-range-ratio``
+    # in its symmetric form); the steady-state model uses the means, the replay draws them
+    range_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        r = self.range_ratio
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < 1:
+            raise PlenaInputError("range_ratio", f"range_ratio must be in [0, 1); got {r!r}")
+        for name, v, hi in (("concurrency", self.concurrency, MAX_CONCURRENCY),
+                            ("input_len", self.input_len, MAX_TOKENS),
+                            ("output_len", self.output_len, MAX_TOKENS)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+                raise PlenaInputError(name, f"{name} must be an integer 1..{hi}; got {v!r}")
+
+
+@dataclass(frozen=True)
+class ServingMetrics:
+    """What a serving benchmark reports, as its tools compute them (seconds, tokens/s).
+    ``tpot_seconds`` = (E2E − TTFT) / (output − 1) per request; means over requests; the
+    percentiles are None for the steady-state model (only the replay has a distribution)."""
+
+    ttft_seconds: float
+    tpot_seconds: float
+    e2e_seconds: float
+    request_throughput_per_s: float
+    output_tps: float
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    decode_batch: float  # mean requests decoding in a step
+    ttft_p50_seconds: float | None = None
+    ttft_p90_seconds: float | None = None
+    ttft_p99_seconds: float | None = None
+    tpot_p50_seconds: float | None = None
+    tpot_p90_seconds: float | None = None
+    tpot_p99_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank ``q``-th percentile (0–100) of ``values`` (non-empty)."""
+    s = sorted(values)
+    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]

@@ -1,0 +1,206 @@
+"""Rows of a serving benchmark results file, resolved to what the product prices, or refused.
+
+The schema is that of ``data/serving/measured_serving_h100_b200.csv`` (AIConfigurator's silicon
+sample columns; see ``../shared/data/validation/serving/README.md``). A row is priced only as it
+was deployed: its system, engine, checkpoint, formats and parallel split must each map to the
+product exactly, else the row is refused with the reason (never priced as a neighbour).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from plena_opt.errors import PlenaInputError
+
+# AIConfigurator system name -> (GPU chip profile, one-node NoC profile, GPUs per node)
+SYSTEMS = {
+    "h100_sxm": ("h100-sxm", "hgx-h100x8", 8),
+    "h200_sxm": ("h200-sxm", "hgx-h200x8", 8),
+    "b200_sxm": ("b200", "hgx-b200x8", 8),
+    "b300_sxm": ("b300", "hgx-b300x8", 8),
+}
+# Hugging Face id -> catalog entry. DeepSeek-R1 is a post-training of DeepSeek-V3-Base: its
+# config.json has the same architecture fields (DeepseekV3ForCausalLM, 61 layers, hidden 7168,
+# 256 routed experts, MLA), so it prices as the deepseek-v3 entry; the Instruct checkpoints share
+# their base model's config. The NVFP4 checkpoints are NVIDIA's quantisations of the same models.
+HF_MODELS = {
+    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-405B": "llama-3.1-405b",
+    "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b",
+    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "openai/gpt-oss-20b": "gpt-oss-20b",
+}
+# published quant mode -> product format ("fp8_block": 128x128 block scales, priced as block FP8
+# only on model types the evaluator prices that way, estimate.gpu.BLOCK_FP8_MODEL_TYPES)
+QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+MAX_ROWS = 100_000  # rows one file may hold
+MAX_FILE_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class ServingRow:
+    """One measured (or to-be-predicted) serving run, as the file names it."""
+
+    id: str
+    fields: dict[str, str]
+
+    def get(self, name: str) -> str:
+        return (self.fields.get(name) or "").strip()
+
+    def measured_ms(self, name: str) -> float | None:
+        v = self.get(name)
+        return float(v) if v else None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A row resolved: chip, NoC, catalog model, format, plan sizes and engine."""
+
+    chip: str
+    noc: str
+    gpus: int
+    model: str
+    precision: str
+    tp: int
+    ep: int
+    moe_tp_mode: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int
+
+
+class Refused(Exception):
+    """A row the product cannot price as deployed; the message is the reason."""
+
+
+def read_rows(path: Path) -> list[ServingRow]:
+    """The rows of a results CSV; bad files raise naming ``measurements``."""
+    if not path.is_file():
+        raise PlenaInputError("measurements", f"no such file: {path}")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise PlenaInputError("measurements", f"file is over {MAX_FILE_BYTES >> 20} MiB")
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        need = {"id", "backend", "model_path", "system", "mode", "isl", "osl", "concurrency"}
+        missing = need - set(reader.fieldnames or ())
+        if missing:
+            raise PlenaInputError("measurements", "missing columns: " + ", ".join(sorted(missing)))
+        rows = []
+        for i, r in enumerate(reader):
+            if i >= MAX_ROWS:
+                raise PlenaInputError("measurements", f"more than {MAX_ROWS} rows")
+            rows.append(
+                ServingRow(r.get("id") or f"row{i + 1}", {k: v or "" for k, v in r.items()})
+            )
+    return rows
+
+
+def _int(row: ServingRow, name: str, default: int | None = None) -> int:
+    v = row.get(name)
+    if not v:
+        if default is None:
+            raise Refused(f"{name} is empty")
+        return default
+    try:
+        n = int(float(v))
+    except ValueError:
+        raise Refused(f"{name} {v!r} is not a number") from None
+    if n < 1 or n != float(v):
+        raise Refused(f"{name} {v!r} is not a positive integer")
+    return n
+
+
+def resolve(row: ServingRow) -> Deployment:
+    """The deployment of ``row``; raises ``Refused`` with the reason."""
+    from plena_opt.serving import ENGINES
+
+    system = row.get("system")
+    if system not in SYSTEMS:
+        raise Refused(f"system {system!r} is not modelled (known: {', '.join(SYSTEMS)})")
+    engine = row.get("backend")
+    if engine not in ENGINES:
+        raise Refused(f"engine {engine!r} is not modelled (known: {', '.join(ENGINES)})")
+    hf = row.get("model_path")
+    if hf not in HF_MODELS:
+        raise Refused(f"model {hf!r} is not in the catalog")
+    if row.get("mode") == "disagg":
+        if not row.get("prefill_num_workers") or not row.get("decode_num_workers"):
+            raise Refused("deployment not fully specified: disagg row without worker counts")
+        raise Refused("disaggregated serving under load is not modelled yet")
+    if row.get("mode") != "agg":
+        raise Refused(f"mode {row.get('mode')!r} is not agg or disagg")
+    chip, noc, per_node = SYSTEMS[system]
+    model = HF_MODELS[hf]
+    fmt = _format(row, chip, model)
+    tp, ep, mode, gpus = _split(row, model)
+    conc, batch = _int(row, "concurrency"), row.get("batch_size")
+    if batch and conc != _int(row, "batch_size") * _int(row, "attention_dp_size", 1):
+        raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
+                      "attention DP of one worker (replicas not recorded)")  # fmt: skip
+    if gpus > per_node and gpus % per_node:
+        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
+    noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    return Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
+                      _int(row, "isl"), _int(row, "osl"), conc)  # fmt: skip
+
+
+def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
+    from plena_opt.chip import load_chip
+    from plena_opt.estimate.gpu import BLOCK_FP8_MODEL_TYPES
+    from plena_opt.models import load_model
+
+    model = load_model(model_name)
+    gemm = row.get("gemm_quant_mode")
+    modes = [gemm] + ([row.get("moe_quant_mode")] if model.num_experts else [])
+    fmts = []
+    for m in modes:
+        if m not in QUANT_MODES:
+            raise Refused(f"quant mode {m!r} is not modelled (known: {', '.join(QUANT_MODES)})")
+        if m == "fp8_block" and model.model_type not in BLOCK_FP8_MODEL_TYPES:
+            raise Refused(f"fp8_block weights on {model.model_type} are not modelled")
+        fmts.append(QUANT_MODES[m])
+    if len(set(fmts)) > 1:
+        raise Refused(f"GEMM and MoE formats differ ({' vs '.join(modes)}): one format per plan")
+    chip = load_chip(chip_name)
+    if fmts[0] not in chip.formats:  # type: ignore[union-attr]
+        raise Refused(f"{chip_name} has no {fmts[0]} tensor cores (weight-only 4-bit: issue 24)")
+    return fmts[0]
+
+
+def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int]:
+    """(plan tp, plan ep, moe_tp_mode, GPUs) of the row's attention and MoE sizes."""
+    from plena_opt.estimate.shard import moe_parallel
+    from plena_opt.models import load_model
+
+    tp, pp, dp = _int(row, "tp_size"), _int(row, "pp_size", 1), _int(row, "attention_dp_size", 1)
+    if pp != 1:
+        raise Refused("pipeline parallel serving is not modelled under load")
+    experts = load_model(model_name).num_experts
+    if not experts:
+        if dp != 1:
+            raise Refused("attention data parallelism on a dense model is not modelled")
+        return tp, 1, "replace", tp
+    mtp, mep = _int(row, "moe_tp_size"), _int(row, "moe_ep_size")
+    if mtp * mep != tp * dp:
+        raise Refused(f"size fields disagree: moe {mtp}x{mep} GPUs vs attention {tp}x{dp}")
+    for mode in ("keep", "replace"):
+        try:
+            if moe_parallel(tp, dp, experts, mode) == (mtp, mep):
+                return tp, dp, mode, tp * dp
+        except PlenaInputError:
+            continue
+    raise Refused(f"MoE tp {mtp} x ep {mep} under attention tp {tp} x dp {dp} is not expressible "
+                  "(experts keep the attention TP or fold it all into EP; issue 24)")  # fmt: skip

@@ -1,0 +1,193 @@
+"""``validate --measurements``: price each row of a serving results file under its workload.
+
+Each priced row runs the steady-state closed-loop model (``plena_opt.serving.closed_loop``) of its
+engine's default scheduler on its plan, with step times from the evaluator (MoE routing
+``power_law``, as the fig09 scorecard). Rows whose measured columns are empty are predicted only.
+The summary gives MAPE of TTFT and TPOT overall and by GPU, engine, model, mode and concurrency
+band. No constant is fitted on these rows (the engines' host time per step is 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from plena_opt.validate.serving_rows import Deployment, Refused, read_rows, resolve
+
+if TYPE_CHECKING:
+    from plena_opt.serving import ServingMetrics, StepModel
+    from plena_opt.validate.serving_rows import ServingRow
+
+BANDS = ((1, 1), (2, 8), (9, 32), (33, 128), (129, 1 << 30))
+GROUPS = ("system", "backend", "model", "mode", "band")
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One row: its status, the reason if refused, and predicted/measured ms where known."""
+
+    id: str
+    status: str  # "priced" | "refused"
+    reason: str
+    system: str
+    backend: str
+    model: str
+    mode: str
+    concurrency: str
+    isl: str = ""
+    osl: str = ""
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    output_tps_per_gpu: float | None = None
+    measured_ttft_ms: float | None = None
+    measured_tpot_ms: float | None = None
+
+    @property
+    def band(self) -> str:
+        c = int(self.concurrency) if self.concurrency.isdigit() else 0
+        lo, hi = next(((a, b) for a, b in BANDS if a <= c <= b), (0, 0))
+        return f"{lo}" if lo == hi else f"{lo}-{hi}" if hi < 1 << 30 else f">{lo - 1}"
+
+
+@dataclass
+class ServingReport:
+    rows: list[RowResult] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """Counts, priced fraction, and MAPE (%) of TTFT and TPOT overall and per group."""
+        priced = [r for r in self.rows if r.status == "priced"]
+        out: dict = {"rows": len(self.rows), "priced": len(priced),
+                     "priced_fraction": len(priced) / len(self.rows) if self.rows else 0.0,
+                     "refused": len(self.rows) - len(priced), "overall": _mape(priced)}  # fmt: skip
+        for g in GROUPS:
+            keys = sorted({getattr(r, g) for r in priced})
+            out[f"by_{g}"] = {k: _mape([r for r in priced if getattr(r, g) == k]) for k in keys}
+        reasons: dict[str, int] = {}
+        for r in self.rows:
+            if r.status == "refused":
+                reasons[r.reason] = reasons.get(r.reason, 0) + 1
+        out["refusals"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+        out["tpot_ranking"] = tpot_ranking(priced)
+        out["tpot_ranking_same_concurrency"] = tpot_ranking(priced, same_concurrency=True)
+        return out
+
+    def to_dict(self) -> dict:
+        return {"rows": [asdict(r) for r in self.rows], "summary": self.summary()}
+
+
+def _mape(rows: list[RowResult]) -> dict:
+    """MAPE (%) and signed bias (%) of TTFT and TPOT over rows with a measurement."""
+    out: dict = {"rows": len(rows)}
+    for name in ("ttft", "tpot"):
+        pairs = [(getattr(r, f"{name}_ms"), getattr(r, f"measured_{name}_ms")) for r in rows]
+        errs = [p / m - 1 for p, m in pairs if p is not None and m]
+        out[f"{name}_points"] = len(errs)
+        out[f"{name}_mape"] = 100 * sum(map(abs, errs)) / len(errs) if errs else None
+        out[f"{name}_bias"] = 100 * sum(errs) / len(errs) if errs else None
+    return out
+
+
+def _ranks(values: list[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation (None when either side has no spread)."""
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    sy = sum((b - my) ** 2 for b in ry) ** 0.5
+    if not sx or not sy:
+        return None
+    return sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True)) / (sx * sy)
+
+
+def tpot_ranking(rows: list[RowResult], min_rows: int = 3, same_concurrency: bool = False) -> dict:
+    """Within each (model, GPU, engine, lengths[, concurrency]) group of at least ``min_rows``
+    measured rows: Spearman ρ between predicted and measured TPOT (how the configurations rank;
+    with ``same_concurrency`` only the plans and formats at one concurrency are ranked)."""
+    groups: dict[tuple, list[RowResult]] = {}
+    for r in rows:
+        if r.tpot_ms is not None and r.measured_tpot_ms:
+            key = (r.model, r.system, r.backend, r.isl, r.osl)
+            groups.setdefault(key + ((r.concurrency,) if same_concurrency else ()), []).append(r)
+    rhos = [spearman([r.tpot_ms for r in g], [r.measured_tpot_ms for r in g])  # type: ignore[misc]
+            for g in groups.values() if len(g) >= min_rows]  # fmt: skip
+    rhos = [x for x in rhos if x is not None]
+    return {"groups": len(rhos), "mean_rho": sum(rhos) / len(rhos) if rhos else None,
+            "groups_rho_at_least_0_9": sum(x >= 0.9 for x in rhos)}  # fmt: skip
+
+
+def shipped_serving_csv() -> Path:
+    """The serving measurements the package ships (a copy of ../shared's)."""
+    base = resources.files("plena_opt.validate") / "data" / "serving"
+    return Path(str(base / "measured_serving_h100_b200.csv"))
+
+
+def score_serving(path: Path, host_step_seconds: dict[str, float] | None = None) -> ServingReport:
+    """Price every row of ``path``; ``host_step_seconds``: per-engine host time per step (s)."""
+    report, steps = ServingReport(), {}
+    for row in read_rows(path):
+        report.rows.append(_price_row(row, steps, host_step_seconds or {}))
+    return report
+
+
+def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResult:
+    from plena_opt.errors import PlenaInputError
+    from plena_opt.serving import ServingWorkload, benchmark_run
+
+    base = dict(id=row.id, system=row.get("system"), backend=row.get("backend"),
+                model=row.get("model_path"), mode=row.get("mode"),
+                concurrency=row.get("concurrency"), isl=row.get("isl"), osl=row.get("osl"),
+                measured_ttft_ms=row.measured_ms("ttft_ms"),
+                measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
+    try:
+        d = resolve(row)
+        key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
+               d.input_len, d.output_len)  # fmt: skip
+        if key not in steps:
+            steps[key] = step_model(d, host.get(d.engine, 0.0))
+        m: ServingMetrics = benchmark_run(steps[key], ServingWorkload(d.concurrency, d.input_len,
+                                                                    d.output_len))  # fmt: skip
+    except (Refused, PlenaInputError) as exc:
+        return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
+    return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
+                     tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
+                     output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
+
+
+def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
+    """The evaluator's step costs of a resolved deployment under its engine's scheduler."""
+    from deepstack import load_noc_profile
+    from deepstack.gpu_nodes import first_devices
+
+    from plena_opt.chip import load_chip
+    from plena_opt.estimate import Plan, Workload
+    from plena_opt.estimate.gpu import gpu_memory
+    from plena_opt.models import load_model
+    from plena_opt.serving import StepModel, engine_model
+
+    chip, model = load_chip(d.chip), load_model(d.model)
+    noc = load_noc_profile(d.noc)
+    if d.gpus < noc.num_devices:
+        noc = first_devices(noc, d.gpus)
+    routing = "power_law" if model.num_experts else "balanced"
+    wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
+                  precision=d.precision, routing=routing)  # fmt: skip
+    plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode)
+    eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
+    return StepModel.from_problem(model, noc, gpu_memory(chip), chip, wl, plan, eng)  # type: ignore[arg-type]
