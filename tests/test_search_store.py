@@ -311,8 +311,9 @@ def test_recheck_table_stretches_to_the_longest_label() -> None:
     check = SimpleNamespace(rank_changed=True, analytic_ttft_seconds=1.0, ttft_p50_seconds=1.0,
                             ttft_p99_seconds=1.2, analytic_tps=100.0, tps_p50=99.0, tps_p01=90.0,
                             serving=SimpleNamespace(causes=[]), trace_paths=[])  # fmt: skip
-    lines = render_recheck(res, [check, check], 10, "sigma=0.05").splitlines()[1:]
-    rows = [x for x in lines if not x.startswith(" ")]
+    lines = render_recheck(res, [check, check], 10, "sigma=0.05").splitlines()
+    assert lines[1].startswith("(TTFT ms and TPS: model, static batch")  # what each figure is
+    rows = [x for x in lines[2:] if not x.startswith(" ")]
     assert len({len(x) for x in rows}) == 1  # header and rows end at the same column
     assert rows[1].startswith(res.front[0].label + " *  ")
 
