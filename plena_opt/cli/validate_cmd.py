@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--measurements",
         metavar="FILE.csv",
-        help="a serving results CSV to price row by row ('shipped': the packaged one)",
+        help="a serving results CSV to price row by row ('shipped': the packaged one; "
+        "default: none, the scorecard)",
     )
     p.add_argument(
         "--cross-validate",
