@@ -98,9 +98,11 @@ class CapacityPlan:
             saving = 1 - c.usd_per_day / c.fixed_fleet_usd_per_day  # type: ignore[operator]
         return {
             "model": self.request.model,
-            "sla": {"max_ttft_ms": self.request.max_ttft_ms,
-                    "max_tpot_ms": self.request.max_tpot_ms,
-                    "percentile": self.request.percentile},  # fmt: skip
+            "sla": {
+                "max_ttft_ms": self.request.max_ttft_ms,
+                "max_tpot_ms": self.request.max_tpot_ms,
+                "percentile": self.request.percentile,
+            },  # fmt: skip
             "min_replicas": self.request.min_replicas,
             "scale_up_delay_min": self.request.scale_up_delay_min,
             "period_hours": self.period_hours,

@@ -122,8 +122,15 @@ def _curve(rows: list[dict], source: str) -> LoadCurve:
         raise _err(len(rows), "start_hour", f"must be below {period:g} (a day or a week)")
     ends = starts[1:] + [period]
     intervals = tuple(
-        LoadInterval(r["start_hour"], end - r["start_hour"], r["rate_per_s"], r["input_tokens"],
-                     r["output_tokens"], r["input_tokens_p90"], r["output_tokens_p90"])  # fmt: skip
+        LoadInterval(
+            r["start_hour"],
+            end - r["start_hour"],
+            r["rate_per_s"],
+            r["input_tokens"],
+            r["output_tokens"],
+            r["input_tokens_p90"],
+            r["output_tokens_p90"],
+        )  # fmt: skip
         for r, end in zip(rows, ends, strict=True)
     )
     return LoadCurve(intervals, period, source)
