@@ -22,8 +22,12 @@ from plena_opt.errors import PlenaInputError
 
 TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes tried; one HGX node holds 8 GPUs
 # GPU chip profile -> its one-node NoC profile (deepstack/profiles): the node a replica runs on
-NODE_PROFILES = {"h100-sxm": "hgx-h100x8", "h200-sxm": "hgx-h200x8", "b200": "hgx-b200x8",
-                 "b300": "hgx-b300x8"}  # fmt: skip
+NODE_PROFILES = {
+    "h100-sxm": "hgx-h100x8",
+    "h200-sxm": "hgx-h200x8",
+    "b200": "hgx-b200x8",
+    "b300": "hgx-b300x8",
+}
 MAX_GPU_TYPES = 8
 MAX_MIN_REPLICAS = 10_000
 MAX_DELAY_MIN = 720.0  # a scale-up delay of at most 12 h (below the shortest period, a day)
@@ -90,8 +94,9 @@ class CapacityPlan:
         for i, iv in enumerate(self.intervals):
             row = dict(iv)
             if c is not None:
-                row.update(deployment=c.name, replicas=c.replicas[i],
-                           gpus={c.gpu: c.replicas[i] * c.tp})  # fmt: skip
+                row.update(
+                    deployment=c.name, replicas=c.replicas[i], gpus={c.gpu: c.replicas[i] * c.tp}
+                )
             rows.append(row)
         saving = None
         if c is not None and c.fixed_fleet_usd_per_day:
@@ -102,7 +107,7 @@ class CapacityPlan:
                 "max_ttft_ms": self.request.max_ttft_ms,
                 "max_tpot_ms": self.request.max_tpot_ms,
                 "percentile": self.request.percentile,
-            },  # fmt: skip
+            },
             "min_replicas": self.request.min_replicas,
             "scale_up_delay_min": self.request.scale_up_delay_min,
             "period_hours": self.period_hours,
@@ -124,8 +129,9 @@ def _check(req: CapacityRequest) -> None:
         raise PlenaInputError("gpus", f"at most {MAX_GPU_TYPES} GPU types")
     for g in req.gpus:
         if g not in NODE_PROFILES:
-            raise PlenaInputError("gpus", f"no one-node profile for GPU {g[:32]!r}; known: "
-                                  f"{', '.join(NODE_PROFILES)}")  # fmt: skip
+            raise PlenaInputError(
+                "gpus", f"no one-node profile for GPU {g[:32]!r}; known: {', '.join(NODE_PROFILES)}"
+            )
     if req.max_ttft_ms is None and req.max_tpot_ms is None:
         raise PlenaInputError("sla", "give --max-ttft-ms, --max-tpot-ms or both")
     for name, v in (("max_ttft_ms", req.max_ttft_ms), ("max_tpot_ms", req.max_tpot_ms)):
@@ -149,8 +155,11 @@ def plan_capacity(req: CapacityRequest) -> CapacityPlan:
     curve = load_curve(req.load)
     prices = load_prices(req.prices)
     model = load_model(req.model)
-    sla = Sla(None if req.max_ttft_ms is None else req.max_ttft_ms / 1e3,
-              None if req.max_tpot_ms is None else req.max_tpot_ms / 1e3, req.percentile)  # fmt: skip
+    sla = Sla(
+        None if req.max_ttft_ms is None else req.max_ttft_ms / 1e3,
+        None if req.max_tpot_ms is None else req.max_tpot_ms / 1e3,
+        req.percentile,
+    )
     cands = []
     for gpu in dict.fromkeys(req.gpus):
         for tp in TP_SIZES:
@@ -164,13 +173,16 @@ def plan_capacity(req: CapacityRequest) -> CapacityPlan:
             cands.append(cand)
     ok = [c for c in cands if c.priced]
     chosen = min(ok, key=lambda c: (c.usd_per_day, c.tp, c.name)) if ok else None
-    intervals = [{"start_hour": iv.start_hour, "hours": iv.hours,
-                  "requests_per_second": iv.rate_per_s} for iv in curve.intervals]  # fmt: skip
+    intervals = [
+        {"start_hour": iv.start_hour, "hours": iv.hours, "requests_per_second": iv.rate_per_s}
+        for iv in curve.intervals
+    ]
     return CapacityPlan(req, intervals, curve.period_hours, cands, chosen)
 
 
-def _price_candidate(cand: Candidate, model: Any, curve: Any, sla: Any,
-                     req: CapacityRequest) -> None:  # fmt: skip
+def _price_candidate(
+    cand: Candidate, model: Any, curve: Any, sla: Any, req: CapacityRequest
+) -> None:
     from plena_opt.serving.fleet import fleet_costs, replicas_needed
     from plena_opt.serving.sla_rate import max_rate
 
@@ -185,8 +197,7 @@ def _price_candidate(cand: Candidate, model: Any, curve: Any, sla: Any,
         key = (isl, osl, tail)
         if key not in rates:
             step, max_seqs = step_for(isl, osl)
-            rates[key] = max_rate(step, isl, osl, sla, tail_input_len=tail,
-                                  max_sequences=max_seqs)  # fmt: skip
+            rates[key] = max_rate(step, isl, osl, sla, tail_input_len=tail, max_sequences=max_seqs)
         cand.max_rate_per_replica.append(rates[key])
     lam = [iv.rate_per_s for iv in curve.intervals]
     if all(mu <= 0 for mu in cand.max_rate_per_replica):
@@ -197,13 +208,22 @@ def _price_candidate(cand: Candidate, model: Any, curve: Any, sla: Any,
     except PlenaInputError as exc:
         cand.infeasible = exc.rule
         return
-    costs = fleet_costs([iv.start_hour for iv in curve.intervals], lam, cand.max_rate_per_replica,
-                        cand.replicas, period=curve.period_hours, gpus=cand.tp,
-                        usd_per_gpu_hour=cand.usd_per_gpu_hour,  # type: ignore[arg-type]
-                        delay_hours=req.scale_up_delay_min / 60)  # fmt: skip
+    costs = fleet_costs(
+        [iv.start_hour for iv in curve.intervals],
+        lam,
+        cand.max_rate_per_replica,
+        cand.replicas,
+        period=curve.period_hours,
+        gpus=cand.tp,
+        usd_per_gpu_hour=cand.usd_per_gpu_hour,  # type: ignore[arg-type]
+        delay_hours=req.scale_up_delay_min / 60,
+    )
     p, r, f = costs["planned"], costs["reactive"], costs["fixed"]
     cand.gpu_hours_per_day, cand.usd_per_day, cand.slo_attainment = (
-        p.gpu_hours_per_day, p.usd_per_day, p.slo_attainment)  # fmt: skip
+        p.gpu_hours_per_day,
+        p.usd_per_day,
+        p.slo_attainment,
+    )
     cand.fixed_fleet_usd_per_day, cand.fixed_fleet_replicas = f.usd_per_day, max(cand.replicas)
     cand.reactive_usd_per_day, cand.reactive_slo_attainment = r.usd_per_day, r.slo_attainment
 
@@ -234,8 +254,13 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
     routing = "power_law" if model.num_experts else "balanced"
 
     def workload(isl: int, osl: int) -> Any:
-        return Workload(batch_size=1, input_seq_len=isl, output_seq_len=osl,
-                        precision=req.precision, routing=routing)  # fmt: skip
+        return Workload(
+            batch_size=1,
+            input_seq_len=isl,
+            output_seq_len=osl,
+            precision=req.precision,
+            routing=routing,
+        )
 
     def bound(isl: int, osl: int) -> Any:
         ev = Evaluator(model, noc, memory, workload(isl, osl), chip)
@@ -247,8 +272,10 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
         cand.skipped = f"the model does not split at TP {cand.tp}: {exc}"
         return None
     if top.max_batch is not None and top.max_batch < 1:
-        cand.skipped = (f"weights ({top.weight_bytes / 2**30:.0f} GiB per GPU) leave no KV "
-                        f"cache for one sequence in {DEFAULT_MEMORY_FRACTION:.0%} of memory")  # fmt: skip
+        cand.skipped = (
+            f"weights ({top.weight_bytes / 2**30:.0f} GiB per GPU) leave no KV "
+            f"cache for one sequence in {DEFAULT_MEMORY_FRACTION:.0%} of memory"
+        )
         return None
     cache: dict[tuple[int, int], Any] = {}
 

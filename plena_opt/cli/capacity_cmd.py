@@ -21,24 +21,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "cheapest deployment meeting the SLA all day.",
     )
     p.add_argument("--model", required=True, help="built-in model name (see 'plena-opt models')")
-    p.add_argument("--load", required=True, help="load curve CSV: start_hour,requests_per_second,"
-                   "input_tokens,output_tokens[,input_tokens_p90,output_tokens_p90]")  # fmt: skip
+    p.add_argument(
+        "--load",
+        required=True,
+        help="load curve CSV: start_hour,requests_per_second,"
+        "input_tokens,output_tokens[,input_tokens_p90,output_tokens_p90]",
+    )
     p.add_argument("--gpus", default=DEFAULT_GPUS, help=f"GPU types (default: {DEFAULT_GPUS})")
     p.add_argument("--max-ttft-ms", type=float, help="TTFT bound at the percentile (ms)")
     p.add_argument("--max-tpot-ms", type=float, help="TPOT bound at the percentile (ms)")
-    p.add_argument("--percentile", choices=("p50", "p90", "p99"), default="p90",
-                   help="percentile the SLA holds at (default: p90)")  # fmt: skip
-    p.add_argument("--min-replicas", type=int, default=1, help="replicas kept at any load "
-                   "(default: 1)")  # fmt: skip
-    p.add_argument("--scale-up-delay-min", type=float, default=10.0,
-                   help="minutes from ordering a replica to its serving (default: 10)")  # fmt: skip
+    p.add_argument(
+        "--percentile",
+        choices=("p50", "p90", "p99"),
+        default="p90",
+        help="percentile the SLA holds at (default: p90)",
+    )
+    p.add_argument(
+        "--min-replicas", type=int, default=1, help="replicas kept at any load (default: 1)"
+    )
+    p.add_argument(
+        "--scale-up-delay-min",
+        type=float,
+        default=10.0,
+        help="minutes from ordering a replica to its serving (default: 10)",
+    )
     p.add_argument("--prices", help="price file (default: the shipped prices.json)")
-    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
-                   help="serving engine whose default scheduler is modelled (default: vllm)")  # fmt: skip
+    p.add_argument(
+        "--engine",
+        choices=("vllm", "sglang", "trtllm"),
+        default="vllm",
+        help="serving engine whose default scheduler is modelled (default: vllm)",
+    )
     p.add_argument("--precision", default="bf16", help="weights/compute format (default: bf16)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--plot", metavar="FILE.png", help="write replicas per interval per GPU "
-                   "type and cost per day to this PNG")  # fmt: skip
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="write replicas per interval per GPU type and cost per day to this PNG",
+    )
     p.set_defaults(func=_run)
 
 
@@ -48,11 +68,21 @@ def _run(args: argparse.Namespace) -> int:
     from plena_opt.errors import PlenaInputError
 
     gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
-    plan = plan_capacity(CapacityRequest(
-        model=args.model, load=args.load, gpus=gpus, max_ttft_ms=args.max_ttft_ms,
-        max_tpot_ms=args.max_tpot_ms, percentile=args.percentile,
-        min_replicas=args.min_replicas, scale_up_delay_min=args.scale_up_delay_min,
-        prices=args.prices, engine=args.engine, precision=args.precision))  # fmt: skip
+    plan = plan_capacity(
+        CapacityRequest(
+            model=args.model,
+            load=args.load,
+            gpus=gpus,
+            max_ttft_ms=args.max_ttft_ms,
+            max_tpot_ms=args.max_tpot_ms,
+            percentile=args.percentile,
+            min_replicas=args.min_replicas,
+            scale_up_delay_min=args.scale_up_delay_min,
+            prices=args.prices,
+            engine=args.engine,
+            precision=args.precision,
+        )
+    )
     if args.json:
         print(jsonio.dumps(plan.to_dict(), indent=2))
     else:
@@ -62,8 +92,11 @@ def _run(args: argparse.Namespace) -> int:
 
         write_plot(plan, args.plot)
     if plan.chosen is None:
-        raise PlenaInputError("sla", "no candidate deployment meets the SLA in every interval "
-                              "(each candidate's reason is listed above)")  # fmt: skip
+        raise PlenaInputError(
+            "sla",
+            "no candidate deployment meets the SLA in every interval "
+            "(each candidate's reason is listed above)",
+        )
     return 0
 
 
@@ -74,39 +107,53 @@ def _money(v: float | None) -> str:
 def render_text(plan: Any) -> str:
     """The candidates table and the chosen deployment's answer."""
     req = plan.request
-    sla = " and ".join(x for x in (
-        f"TTFT <= {req.max_ttft_ms:g} ms" if req.max_ttft_ms else "",
-        f"TPOT <= {req.max_tpot_ms:g} ms" if req.max_tpot_ms else "") if x)  # fmt: skip
-    lines = [f"{req.model}: {len(plan.intervals)} intervals over {plan.period_hours:g} h, "
-             f"SLA {req.percentile} {sla}, min {req.min_replicas} replica(s), scale-up delay "
-             f"{req.scale_up_delay_min:g} min", "",
-             f"{'candidate':<16} {'req/s/replica':>13} {'replicas':>9} {'GPU-h/day':>9} "
-             f"{'$/day':>8} {'fixed $/day':>11} {'reactive':>16}  note"]  # fmt: skip
+    sla = " and ".join(
+        x
+        for x in (
+            f"TTFT <= {req.max_ttft_ms:g} ms" if req.max_ttft_ms else "",
+            f"TPOT <= {req.max_tpot_ms:g} ms" if req.max_tpot_ms else "",
+        )
+        if x
+    )
+    lines = [
+        f"{req.model}: {len(plan.intervals)} intervals over {plan.period_hours:g} h, "
+        f"SLA {req.percentile} {sla}, min {req.min_replicas} replica(s), scale-up delay "
+        f"{req.scale_up_delay_min:g} min",
+        "",
+        f"{'candidate':<16} {'req/s/replica':>13} {'replicas':>9} {'GPU-h/day':>9} "
+        f"{'$/day':>8} {'fixed $/day':>11} {'reactive':>16}  note",
+    ]
     for c in plan.candidates:
         if not c.priced:
-            lines.append(f"{c.name:<16} {'':>13} {'':>9} {'':>9} {'':>8} {'':>11} {'':>16}  "
-                         f"{'skipped: ' + c.skipped if c.skipped else 'infeasible: ' + str(c.infeasible)}")  # fmt: skip
+            lines.append(
+                f"{c.name:<16} {'':>13} {'':>9} {'':>9} {'':>8} {'':>11} {'':>16}  "
+                f"{'skipped: ' + c.skipped if c.skipped else 'infeasible: ' + str(c.infeasible)}"
+            )
             continue
         mus = c.max_rate_per_replica
         reps = f"{min(c.replicas)}-{max(c.replicas)}"
         react = f"{_money(c.reactive_usd_per_day)} {100 * c.reactive_slo_attainment:.1f}%"
         mark = "<- cheapest" if c is plan.chosen else ""
-        lines.append(f"{c.name:<16} {min(mus):>13.2f} {reps:>9} {c.gpu_hours_per_day:>9.0f} "
-                     f"{_money(c.usd_per_day):>8} {_money(c.fixed_fleet_usd_per_day):>11} "
-                     f"{react:>16}  {mark}")  # fmt: skip
+        lines.append(
+            f"{c.name:<16} {min(mus):>13.2f} {reps:>9} {c.gpu_hours_per_day:>9.0f} "
+            f"{_money(c.usd_per_day):>8} {_money(c.fixed_fleet_usd_per_day):>11} "
+            f"{react:>16}  {mark}"
+        )
     c = plan.chosen
     lines.append("")
     if c is None:
         lines.append("no candidate meets the SLA in every interval")
         return "\n".join(lines)
     saving = 1 - c.usd_per_day / c.fixed_fleet_usd_per_day
-    lines += [f"cheapest: {c.name}, {min(c.replicas)}-{max(c.replicas)} replicas "
-              f"({min(c.replicas) * c.tp}-{max(c.replicas) * c.tp} GPUs), "
-              f"{c.gpu_hours_per_day:.0f} GPU-h/day, {_money(c.usd_per_day)}/day, SLO "
-              f"attainment {100 * c.slo_attainment:.0f}%; a fixed fleet of "
-              f"{c.fixed_fleet_replicas} replicas costs {_money(c.fixed_fleet_usd_per_day)}/day "
-              f"(scaling saves {100 * saving:.0f}%)",
-              "replicas per interval: " + " ".join(str(r) for r in c.replicas),
-              "(req/s/replica: the least over the intervals; reactive: $/day and SLO attainment "
-              "when replicas are ordered only as the load rises)"]  # fmt: skip
+    lines += [
+        f"cheapest: {c.name}, {min(c.replicas)}-{max(c.replicas)} replicas "
+        f"({min(c.replicas) * c.tp}-{max(c.replicas) * c.tp} GPUs), "
+        f"{c.gpu_hours_per_day:.0f} GPU-h/day, {_money(c.usd_per_day)}/day, SLO "
+        f"attainment {100 * c.slo_attainment:.0f}%; a fixed fleet of "
+        f"{c.fixed_fleet_replicas} replicas costs {_money(c.fixed_fleet_usd_per_day)}/day "
+        f"(scaling saves {100 * saving:.0f}%)",
+        "replicas per interval: " + " ".join(str(r) for r in c.replicas),
+        "(req/s/replica: the least over the intervals; reactive: $/day and SLO attainment "
+        "when replicas are ordered only as the load rises)",
+    ]
     return "\n".join(lines)

@@ -17,29 +17,50 @@ def write_plot(plan: Any, path: str) -> None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5))
     starts = [iv["start_hour"] for iv in plan.intervals]
     widths = [iv["hours"] for iv in plan.intervals]
-    top.bar(starts, [r * c.tp for r in c.replicas], width=widths, align="edge",
-            color="tab:blue", alpha=0.7, label=f"{c.gpu} GPUs ({c.name} replicas x {c.tp})")  # fmt: skip
+    top.bar(
+        starts,
+        [r * c.tp for r in c.replicas],
+        width=widths,
+        align="edge",
+        color="tab:blue",
+        alpha=0.7,
+        label=f"{c.gpu} GPUs ({c.name} replicas x {c.tp})",
+    )
     top.set_xlabel("hour")
     top.set_ylabel(f"{c.gpu} GPUs")
     top.set_xlim(0, plan.period_hours)
     rate_ax = top.twinx()
-    rate_ax.step(starts + [plan.period_hours],
-                 [iv["requests_per_second"] for iv in plan.intervals]
-                 + [plan.intervals[-1]["requests_per_second"]], where="post",
-                 color="tab:red", label="requests/s")  # fmt: skip
+    rate_ax.step(
+        starts + [plan.period_hours],
+        [iv["requests_per_second"] for iv in plan.intervals]
+        + [plan.intervals[-1]["requests_per_second"]],
+        where="post",
+        color="tab:red",
+        label="requests/s",
+    )
     rate_ax.set_ylabel("requests/s")
     rate_ax.set_ylim(bottom=0)
     h1, l1 = top.get_legend_handles_labels()
     h2, l2 = rate_ax.get_legend_handles_labels()
     top.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
-    top.set_title(f"{plan.request.model}: cheapest deployment {c.name}, "
-                  f"${c.usd_per_day:,.0f}/day", fontsize=10)  # fmt: skip
+    top.set_title(
+        f"{plan.request.model}: cheapest deployment {c.name}, ${c.usd_per_day:,.0f}/day",
+        fontsize=10,
+    )
     priced = [k for k in plan.candidates if k.priced]
     xs = range(len(priced))
-    bottom.bar([x - 0.2 for x in xs], [k.usd_per_day for k in priced], width=0.4,
-               label="scaled per interval")  # fmt: skip
-    bottom.bar([x + 0.2 for x in xs], [k.fixed_fleet_usd_per_day for k in priced], width=0.4,
-               label="fixed fleet for the peak")  # fmt: skip
+    bottom.bar(
+        [x - 0.2 for x in xs],
+        [k.usd_per_day for k in priced],
+        width=0.4,
+        label="scaled per interval",
+    )
+    bottom.bar(
+        [x + 0.2 for x in xs],
+        [k.fixed_fleet_usd_per_day for k in priced],
+        width=0.4,
+        label="fixed fleet for the peak",
+    )
     bottom.set_xticks(list(xs), [k.name for k in priced], rotation=30, ha="right", fontsize=8)
     bottom.set_ylabel("$ per day")
     bottom.set_yscale("log")

@@ -39,8 +39,9 @@ class FleetCost:
     slo_attainment: float
 
 
-def replicas_needed(rates: Sequence[float], per_replica: Sequence[float],
-                    min_replicas: int) -> list[int]:  # fmt: skip
+def replicas_needed(
+    rates: Sequence[float], per_replica: Sequence[float], min_replicas: int
+) -> list[int]:
     """``r_i`` per interval; raises naming ``sla`` when an interval with requests has a zero
     per-replica rate (the SLA cannot be met there by any number of replicas)."""
     out = []
@@ -83,9 +84,17 @@ def _segments(starts: Sequence[float], period: float, delay: float) -> list[floa
     return sorted(cuts)
 
 
-def fleet_costs(starts: Sequence[float], rates: Sequence[float], per_replica: Sequence[float],
-                replicas: Sequence[int], *, period: float, gpus: int, usd_per_gpu_hour: float,
-                delay_hours: float) -> dict[str, FleetCost]:  # fmt: skip
+def fleet_costs(
+    starts: Sequence[float],
+    rates: Sequence[float],
+    per_replica: Sequence[float],
+    replicas: Sequence[int],
+    *,
+    period: float,
+    gpus: int,
+    usd_per_gpu_hour: float,
+    delay_hours: float,
+) -> dict[str, FleetCost]:
     """``planned``, ``reactive`` and ``fixed`` (module docstring) for one deployment."""
     steps = _Steps(starts, replicas, period)
     rate_at = _Steps(starts, range(len(starts)), period)  # type: ignore[arg-type]

@@ -6,6 +6,9 @@ rate and the mean prompt / output lengths in tokens over the interval), optional
 Lines starting with ``#`` are comments. Rows start at hour 0 and their hours rise strictly; an
 interval lasts until the next row's start, the last one until the end of the period: 24 h when
 the last row starts before hour 24, else 168 h (a week; the last row must start before 168).
+``input_tokens_p90`` sets the prompt of the TTFT tail (``sla_rate``); ``output_tokens_p90`` is
+checked and kept but enters neither TTFT nor TPOT (a longer output moves neither the first token
+nor the mean gap between tokens at the step model's mean KV length).
 Every error names the row (1-based, comments and header not counted) and the column.
 """
 
@@ -82,8 +85,10 @@ def parse_load_curve(text: str, source: str = "load") -> LoadCurve:
             raise PlenaInputError(f"load.{col}", f"{source}: missing column {col!r}")
     extra = [h for h in header if h not in REQUIRED + OPTIONAL]
     if extra:
-        raise PlenaInputError(f"load.{extra[0][:32]}", f"{source}: unknown column; the columns "
-                              f"are {', '.join(REQUIRED + OPTIONAL)}")  # fmt: skip
+        raise PlenaInputError(
+            f"load.{extra[0][:32]}",
+            f"{source}: unknown column; the columns are {', '.join(REQUIRED + OPTIONAL)}",
+        )
     rows = []
     for i, rec in enumerate(reader, start=1):
         if i > MAX_LOAD_ROWS:
@@ -115,8 +120,11 @@ def _curve(rows: list[dict], source: str) -> LoadCurve:
         raise _err(1, "start_hour", f"the first interval must start at hour 0; got {starts[0]:g}")
     for i in range(1, len(starts)):
         if starts[i] <= starts[i - 1]:
-            raise _err(i + 1, "start_hour", f"hours must rise strictly; {starts[i]:g} follows "
-                       f"{starts[i - 1]:g}")  # fmt: skip
+            raise _err(
+                i + 1,
+                "start_hour",
+                f"hours must rise strictly; {starts[i]:g} follows {starts[i - 1]:g}",
+            )
     period = DAY_HOURS if starts[-1] < DAY_HOURS else WEEK_HOURS
     if starts[-1] >= period:
         raise _err(len(rows), "start_hour", f"must be below {period:g} (a day or a week)")
@@ -130,7 +138,7 @@ def _curve(rows: list[dict], source: str) -> LoadCurve:
             r["output_tokens"],
             r["input_tokens_p90"],
             r["output_tokens_p90"],
-        )  # fmt: skip
+        )
         for r, end in zip(rows, ends, strict=True)
     )
     return LoadCurve(intervals, period, source)

@@ -13,9 +13,9 @@ replica serves within an SLA there (a closed form on top of ``open_loop``'s stea
 * **TTFT.** A request first waits for the rest of the step in flight. Arrivals land in long
   steps more often (the inspection paradox): a share ``ρ = λ·S`` of the time goes to steps
   carrying a prompt (``S`` below), the rest to decode steps (TPOT), and the rest of a step is
-  uniform within it (``_residual`` solves for its ``q`` quantile). Its prompt then needs ``S = k·own`` (``open_loop``'s service at the mean
-  occupancy; the prompt at the tail length when the load file gives ``input_tokens_p90`` and
-  ``q ≥ 0.9``), after a wait for room behind other prompts that fill a share ``u`` of the budget.
+  uniform within it (``_residual`` solves for its ``q`` quantile). Its prompt then needs
+  ``S = k·own`` (``open_loop``'s service at the mean occupancy; the prompt at the tail length
+  when the load file gives ``input_tokens_p90`` and ``q ≥ 0.9``), after a wait for room behind other prompts that fill a share ``u`` of the budget.
   The wait's mean is the M/D/1 value ``W = S·u / (2(1 − u))`` (as ``open_loop``), and its tail is
   taken exponential (the heavy-traffic form of a single-server queue's wait, Kingman):
   ``P(wait > t) = u·exp(−t·u / W)``, so the ``q`` quantile is ``S / (2(1 − u)) · ln(u / (1 − q))``
@@ -72,8 +72,9 @@ class TailFigures:
     decoding: float
 
 
-def tail_figures(step: StepModel, wl: OpenLoopWorkload, percentile: str,
-                 tail_input_len: int | None = None) -> TailFigures:  # fmt: skip
+def tail_figures(
+    step: StepModel, wl: OpenLoopWorkload, percentile: str, tail_input_len: int | None = None
+) -> TailFigures:
     """TTFT and TPOT at ``percentile`` under ``wl`` (module docstring); raises naming
     ``request_rate`` when the plan cannot keep up."""
     q, z = QUANTILE[percentile], Z[percentile]
@@ -113,8 +114,15 @@ def meets(fig: TailFigures, sla: Sla) -> bool:
     )
 
 
-def _ok(step: StepModel, rate: float, isl: int, osl: int, sla: Sla, tail_isl: int | None,
-        max_sequences: int | None) -> bool:  # fmt: skip
+def _ok(
+    step: StepModel,
+    rate: float,
+    isl: int,
+    osl: int,
+    sla: Sla,
+    tail_isl: int | None,
+    max_sequences: int | None,
+) -> bool:
     try:
         fig = tail_figures(step, OpenLoopWorkload(rate, isl, osl), sla.percentile, tail_isl)
     except PlenaInputError:
@@ -123,8 +131,15 @@ def _ok(step: StepModel, rate: float, isl: int, osl: int, sla: Sla, tail_isl: in
     return meets(fig, sla) and (max_sequences is None or 1 + n_q <= max_sequences)
 
 
-def max_rate(step: StepModel, isl: int, osl: int, sla: Sla, *, tail_input_len: int | None = None,
-             max_sequences: int | None = None) -> float:  # fmt: skip
+def max_rate(
+    step: StepModel,
+    isl: int,
+    osl: int,
+    sla: Sla,
+    *,
+    tail_input_len: int | None = None,
+    max_sequences: int | None = None,
+) -> float:
     """The most requests/s (Poisson) one replica serves with ``sla`` met at its percentile
     (0.0: not even a trickle of requests meets it)."""
     lo, hi = 0.0, 1e-3
