@@ -15,7 +15,8 @@ replica serves within an SLA there (a closed form on top of ``open_loop``'s stea
   carrying a prompt (``S`` below), the rest to decode steps (TPOT), and the rest of a step is
   uniform within it (``_residual`` solves for its ``q`` quantile). Its prompt then needs
   ``S = k·own`` (``open_loop``'s service at the mean occupancy; the prompt at the tail length
-  when the load file gives ``input_tokens_p90`` and ``q ≥ 0.9``), after a wait for room behind other prompts that fill a share ``u`` of the budget.
+  when the load file gives ``input_tokens_p90`` and ``q ≥ 0.9``), after a wait for room behind
+  other prompts that fill a share ``u`` of the budget.
   The wait's mean is the M/D/1 value ``W = S·u / (2(1 − u))`` (as ``open_loop``), and its tail is
   taken exponential (the heavy-traffic form of a single-server queue's wait, Kingman):
   ``P(wait > t) = u·exp(−t·u / W)``, so the ``q`` quantile is ``S / (2(1 − u)) · ln(u / (1 − q))``
