@@ -235,3 +235,23 @@ def test_p90_tail_against_the_replay() -> None:
         fig, rep = tail_figures(step, load, "p90"), replay_open_loop(step, load)
         assert 0.70 <= fig.ttft_seconds / rep.ttft_p90_seconds <= 1.05
         assert 0.98 <= fig.tpot_seconds / rep.tpot_p90_seconds <= 1.25
+
+
+def test_mixed_is_never_dearer_than_one_deployment_and_serves_each_interval(
+    tmp_path: Path,
+) -> None:
+    rows = [f"{2 * i},{r},1024,256" for i, r in enumerate([3, 9, 17, 26, 41, 33, 12, 5])]
+    plan = _plan(_curve(tmp_path, rows), gpus=("h200-sxm", "b200"), mixed=True)
+    mix, singles = plan.mix, [c for c in plan.candidates if c.priced]
+    assert mix is not None and mix.priced and "exact" in mix.method
+    assert mix.usd_per_day <= min(c.usd_per_day for c in singles) + 1e-9  # delay 0
+    by_name = {c.name: c for c in singles}
+    for i, iv in enumerate(plan.intervals):
+        counts = mix.replicas_at(i)
+        served = sum(n * by_name[k].max_rate_per_replica[i] for k, n in counts.items())
+        assert served >= iv["requests_per_second"]
+        gpus = mix.gpus_at(i)
+        assert sum(gpus.values()) == sum(n * by_name[k].tp for k, n in counts.items())
+    assert plan.chosen is mix or plan.chosen.usd_per_day <= mix.usd_per_day
+    doc = plan.to_dict()
+    assert doc["mixed"]["usd_per_day"] == mix.usd_per_day

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plena_opt.api.capacity_mix import MixedCandidate
 from plena_opt.errors import PlenaInputError
 
 TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes tried; one HGX node holds 8 GPUs
@@ -48,6 +49,7 @@ class CapacityRequest:
     prices: str | Path | None = None
     engine: str = "vllm"
     precision: str = "bf16"
+    mixed: bool = False  # also price the per-interval cheapest mix of the candidates
 
 
 @dataclass
@@ -75,6 +77,15 @@ class Candidate:
     def priced(self) -> bool:
         return self.skipped is None and self.infeasible is None and self.usd_per_day is not None
 
+    def replicas_at(self, i: int) -> int:
+        return self.replicas[i]
+
+    def gpus_at(self, i: int) -> dict[str, int]:
+        return {self.gpu: self.replicas[i] * self.tp}
+
+    def total_replicas(self) -> list[int]:
+        return list(self.replicas)
+
 
 @dataclass
 class CapacityPlan:
@@ -85,7 +96,8 @@ class CapacityPlan:
     intervals: list[dict[str, float]]
     period_hours: float
     candidates: list[Candidate]
-    chosen: Candidate | None
+    chosen: Candidate | MixedCandidate | None
+    mix: MixedCandidate | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (names in issue 30)."""
@@ -94,9 +106,7 @@ class CapacityPlan:
         for i, iv in enumerate(self.intervals):
             row = dict(iv)
             if c is not None:
-                row.update(
-                    deployment=c.name, replicas=c.replicas[i], gpus={c.gpu: c.replicas[i] * c.tp}
-                )
+                row.update(deployment=c.name, replicas=c.replicas_at(i), gpus=c.gpus_at(i))
             rows.append(row)
         saving = None
         if c is not None and c.fixed_fleet_usd_per_day:
@@ -119,6 +129,7 @@ class CapacityPlan:
             "fixed_fleet_usd_per_day": None if c is None else c.fixed_fleet_usd_per_day,
             "saving_vs_fixed_fleet": saving,
             "candidates": [asdict(k) for k in self.candidates],
+            "mixed": None if self.mix is None else asdict(self.mix),
         }
 
 
@@ -171,13 +182,26 @@ def plan_capacity(req: CapacityRequest) -> CapacityPlan:
                 cand.usd_per_gpu_hour = price.usd_per_gpu_hour
                 _price_candidate(cand, model, curve, sla, req)
             cands.append(cand)
-    ok = [c for c in cands if c.priced]
-    chosen = min(ok, key=lambda c: (c.usd_per_day, c.tp, c.name)) if ok else None
+    ok: list[Candidate | MixedCandidate] = [c for c in cands if c.priced]
+    mix = None
+    if req.mixed:
+        from plena_opt.api.capacity_mix import price_mix
+
+        mix = price_mix(cands, curve, req.min_replicas, req.scale_up_delay_min)
+        ok += [mix] if mix.priced else []
+    # the cheapest; on a tie a single deployment before the mix, then fewer GPUs per replica
+    chosen = min(ok, key=_order) if ok else None
     intervals = [
         {"start_hour": iv.start_hour, "hours": iv.hours, "requests_per_second": iv.rate_per_s}
         for iv in curve.intervals
     ]
-    return CapacityPlan(req, intervals, curve.period_hours, cands, chosen)
+    return CapacityPlan(req, intervals, curve.period_hours, cands, chosen, mix)
+
+
+def _order(c: Candidate | MixedCandidate) -> tuple[float, int, str]:
+    if isinstance(c, Candidate):
+        return (round(c.usd_per_day, 9), c.tp, c.name)  # type: ignore[arg-type]
+    return (round(c.usd_per_day, 9), 1 << 30, c.name)  # type: ignore[arg-type]
 
 
 def _price_candidate(

@@ -6,8 +6,9 @@ from typing import Any
 
 
 def write_plot(plan: Any, path: str) -> None:
-    """Two panels (matplotlib, Agg): top, the chosen deployment's replicas per interval with the
-    request rate; bottom, $/day of every priced candidate, planned scaling against a fixed fleet."""
+    """Two panels (matplotlib, Agg): top, the chosen deployment's GPUs per interval stacked by
+    GPU type, with the request rate; bottom, $/day of every priced candidate, planned scaling
+    against a fixed fleet for the peak."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,17 +18,15 @@ def write_plot(plan: Any, path: str) -> None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5))
     starts = [iv["start_hour"] for iv in plan.intervals]
     widths = [iv["hours"] for iv in plan.intervals]
-    top.bar(
-        starts,
-        [r * c.tp for r in c.replicas],
-        width=widths,
-        align="edge",
-        color="tab:blue",
-        alpha=0.7,
-        label=f"{c.gpu} GPUs ({c.name} replicas x {c.tp})",
-    )
+    types = list(dict.fromkeys(t for i in range(len(starts)) for t in c.gpus_at(i)))
+    base = [0] * len(starts)
+    for t in types:
+        heights = [c.gpus_at(i).get(t, 0) for i in range(len(starts))]
+        top.bar(starts, heights, width=widths, bottom=base, align="edge", alpha=0.75,
+                label=f"{t} GPUs")  # fmt: skip
+        base = [b + h for b, h in zip(base, heights, strict=True)]
     top.set_xlabel("hour")
-    top.set_ylabel(f"{c.gpu} GPUs")
+    top.set_ylabel(f"GPUs ({c.name})")
     top.set_xlim(0, plan.period_hours)
     rate_ax = top.twinx()
     rate_ax.step(
@@ -48,6 +47,7 @@ def write_plot(plan: Any, path: str) -> None:
         fontsize=10,
     )
     priced = [k for k in plan.candidates if k.priced]
+    priced += [plan.mix] if plan.mix is not None and plan.mix.priced else []
     xs = range(len(priced))
     bottom.bar(
         [x - 0.2 for x in xs],

@@ -84,38 +84,67 @@ def _segments(starts: Sequence[float], period: float, delay: float) -> list[floa
     return sorted(cuts)
 
 
-def fleet_costs(
-    starts: Sequence[float],
-    rates: Sequence[float],
-    per_replica: Sequence[float],
-    replicas: Sequence[int],
-    *,
-    period: float,
-    gpus: int,
-    usd_per_gpu_hour: float,
-    delay_hours: float,
-) -> dict[str, FleetCost]:
+@dataclass(frozen=True)
+class Pool:
+    """Replicas of one deployment in a fleet: ``gpus`` each at ``usd_per_gpu_hour``, serving
+    ``per_replica[i]`` requests/s in interval ``i``, ``replicas[i]`` of them needed there."""
+
+    gpus: int
+    usd_per_gpu_hour: float
+    per_replica: Sequence[float]
+    replicas: Sequence[int]
+
+
+def fleet_costs(starts: Sequence[float], rates: Sequence[float], per_replica: Sequence[float],
+                replicas: Sequence[int], *, period: float, gpus: int, usd_per_gpu_hour: float,
+                delay_hours: float) -> dict[str, FleetCost]:  # fmt: skip
     """``planned``, ``reactive`` and ``fixed`` (module docstring) for one deployment."""
-    steps = _Steps(starts, replicas, period)
+    pool = Pool(gpus, usd_per_gpu_hour, per_replica, replicas)
+    return pool_costs(starts, rates, [pool], period=period, delay_hours=delay_hours)
+
+
+def pool_costs(starts: Sequence[float], rates: Sequence[float], pools: Sequence[Pool], *,
+               period: float, delay_hours: float) -> dict[str, FleetCost]:  # fmt: skip
+    """As ``fleet_costs`` for a fleet of several pools (a mix): each pool is planned, ordered
+    and released on its own; requests are split over the serving replicas in proportion to what
+    each serves (a split of a Poisson stream stays Poisson), so an interval meets the SLA while
+    ``Σ ready · per_replica ≥ rate``. The fixed fleet holds each pool's most replicas."""
+    steps = [_Steps(starts, p.replicas, period) for p in pools]
     rate_at = _Steps(starts, range(len(starts)), period)  # type: ignore[arg-type]
     days = period / 24.0
     cuts = _segments(starts, period, delay_hours)
-    planned = reactive = 0.0
-    served = total = 0.0
+    planned = reactive = served = total = 0.0
     for a, b in zip(cuts, cuts[1:], strict=False):
         mid, dur = (a + b) / 2, b - a
         i = rate_at.at(mid)
-        planned += dur * steps.over(mid, mid + delay_hours, max)
-        reactive += dur * steps.at(mid)
-        ready = steps.over(mid - delay_hours, mid, min) if delay_hours > 0 else steps.at(mid)
-        requests = rates[i] * dur
-        total += requests
-        served += requests if ready * per_replica[i] >= rates[i] * (1 - 1e-12) else 0.0
-    price = gpus * usd_per_gpu_hour / days
-    fixed_hours = max(replicas) * period
-    reactive_share = served / total if total > 0 else 1.0
+        capacity = 0.0
+        for p, st in zip(pools, steps, strict=True):
+            usd = p.gpus * p.usd_per_gpu_hour
+            planned += dur * usd * st.over(mid, mid + delay_hours, max)
+            reactive += dur * usd * st.at(mid)
+            ready = st.over(mid - delay_hours, mid, min) if delay_hours > 0 else st.at(mid)
+            capacity += ready * p.per_replica[i]
+        total += rates[i] * dur
+        served += rates[i] * dur if capacity >= rates[i] * (1 - 1e-12) else 0.0
+    fixed = sum(p.gpus * p.usd_per_gpu_hour * max(p.replicas) for p in pools) * period
+    share = served / total if total > 0 else 1.0
+    # GPU-hours: dollars / $ per GPU-hour of each pool, so price the hours per pool as well
+    hours = _gpu_hours(pools, steps, cuts, delay_hours)
     return {
-        "planned": FleetCost(gpus * planned / days, price * planned, 1.0),
-        "reactive": FleetCost(gpus * reactive / days, price * reactive, reactive_share),
-        "fixed": FleetCost(gpus * fixed_hours / days, price * fixed_hours, 1.0),
-    }
+        "planned": FleetCost(hours[0] / days, planned / days, 1.0),
+        "reactive": FleetCost(hours[1] / days, reactive / days, share),
+        "fixed": FleetCost(sum(p.gpus * max(p.replicas) for p in pools) * period / days,
+                           fixed / days, 1.0),
+    }  # fmt: skip
+
+
+def _gpu_hours(pools: Sequence[Pool], steps: Sequence[_Steps], cuts: Sequence[float],
+               delay_hours: float) -> tuple[float, float]:  # fmt: skip
+    """(planned, reactive) GPU-hours over the period."""
+    planned = reactive = 0.0
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        mid, dur = (a + b) / 2, b - a
+        for p, st in zip(pools, steps, strict=True):
+            planned += dur * p.gpus * st.over(mid, mid + delay_hours, max)
+            reactive += dur * p.gpus * st.at(mid)
+    return planned, reactive
