@@ -255,3 +255,23 @@ def test_mixed_is_never_dearer_than_one_deployment_and_serves_each_interval(
     assert plan.chosen is mix or plan.chosen.usd_per_day <= mix.usd_per_day
     doc = plan.to_dict()
     assert doc["mixed"]["usd_per_day"] == mix.usd_per_day
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--gpus", "a100", "--max-tpot-ms", "50"], "gpus: no one-node profile for GPU 'a100'"),
+        (["--gpus", "b200"], "sla: give --max-ttft-ms, --max-tpot-ms or both"),
+        (["--gpus", "b200", "--max-tpot-ms", "nan"], "max_tpot_ms"),
+        (["--gpus", "b200", "--max-tpot-ms", "50", "--min-replicas", "-1"], "min_replicas"),
+        (["--gpus", "b200", "--max-tpot-ms", "50", "--scale-up-delay-min", "1000"],
+         "scale_up_delay_min"),
+    ],
+)  # fmt: skip
+def test_bad_flags_exit_2_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], words: str
+) -> None:
+    path = _curve(tmp_path, ["0,1,1024,256"])
+    code, _, err = _cli(["capacity", "--model", "llama-3.1-70b", "--load", str(path), *extra],
+                        capsys)  # fmt: skip
+    assert code == 2 and err.startswith("error: ") and words in err
