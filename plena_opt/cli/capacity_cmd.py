@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="write replicas per interval per GPU type and cost per day to this PNG",
+        help="write GPUs per interval by GPU type and cost per day to this PNG (default: no plot)",
     )
     p.set_defaults(func=_run)
 
