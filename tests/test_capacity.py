@@ -262,6 +262,7 @@ def test_mixed_is_never_dearer_than_one_deployment_and_serves_each_interval(
     [
         (["--gpus", "a100", "--max-tpot-ms", "50"], "gpus: no one-node profile for GPU 'a100'"),
         (["--gpus", "b200"], "sla: give --max-ttft-ms, --max-tpot-ms or both"),
+        (["--gpus", "b200", "--max-tpot-ms", "50", "--precision", "fp5"], "--precision"),
         (["--gpus", "b200", "--max-tpot-ms", "nan"], "max_tpot_ms"),
         (["--gpus", "b200", "--max-tpot-ms", "50", "--min-replicas", "-1"], "min_replicas"),
         (["--gpus", "b200", "--max-tpot-ms", "50", "--scale-up-delay-min", "1000"],

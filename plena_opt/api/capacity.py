@@ -150,6 +150,9 @@ def _check(req: CapacityRequest) -> None:
             raise PlenaInputError(name, f"{name} must be in (0, 3600000] ms")
     if not 0 <= req.min_replicas <= MAX_MIN_REPLICAS:
         raise PlenaInputError("min_replicas", f"min_replicas must be 0..{MAX_MIN_REPLICAS}")
+    from plena_opt.estimate import Workload
+
+    Workload(precision=req.precision)  # an unknown format is refused naming --precision
     d = req.scale_up_delay_min
     if not (math.isfinite(d) and 0 <= d <= MAX_DELAY_MIN):
         raise PlenaInputError("scale_up_delay_min", f"must be 0..{MAX_DELAY_MIN:g} minutes")
@@ -254,7 +257,8 @@ def _price_candidate(
 
 def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int, int]) -> Any:
     """A function of the lengths giving (step model, KV sequences a replica holds), or None
-    with ``cand.skipped`` set when the model does not split at this TP or its weights leave no
+    with ``cand.skipped`` set when the plan is not priced at this TP (the model does not split,
+    the chip lacks the format) or its weights leave no
     room for one sequence of the curve's ``longest`` (prompt, output) lengths."""
     from deepstack import load_noc_profile
     from deepstack.gpu_nodes import first_devices
@@ -293,7 +297,7 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
     try:
         top = bound(*longest)
     except (PlenaInputError, ValueError) as exc:
-        cand.skipped = f"the model does not split at TP {cand.tp}: {exc}"
+        cand.skipped = f"not priced at TP {cand.tp}: {exc}"
         return None
     if top.max_batch is not None and top.max_batch < 1:
         cand.skipped = (
