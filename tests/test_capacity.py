@@ -276,3 +276,14 @@ def test_bad_flags_exit_2_naming_the_flag(
     code, _, err = _cli(["capacity", "--model", "llama-3.1-70b", "--load", str(path), *extra],
                         capsys)  # fmt: skip
     assert code == 2 and err.startswith("error: ") and words in err
+
+
+def test_a_higher_percentile_serves_fewer_requests_per_replica(tmp_path: Path) -> None:
+    path = _curve(tmp_path, ["0,10,1024,256"])
+    rates = [
+        next(
+            c for c in _plan(path, percentile=p).candidates if c.name == "b200 tp2"
+        ).max_rate_per_replica[0]
+        for p in ("p50", "p90", "p99")
+    ]
+    assert rates[0] > rates[1] > rates[2] > 0
