@@ -287,3 +287,18 @@ def test_a_higher_percentile_serves_fewer_requests_per_replica(tmp_path: Path) -
         for p in ("p50", "p90", "p99")
     ]
     assert rates[0] > rates[1] > rates[2] > 0
+
+
+def test_length_profiles_are_bounded_and_a_bom_is_read(tmp_path: Path) -> None:
+    from plena_opt.bounds import MAX_LOAD_LENGTH_PROFILES
+
+    rows = [f"{i * 0.25:g},1,{100 + i},10" for i in range(MAX_LOAD_LENGTH_PROFILES + 1)]
+    with pytest.raises(PlenaInputError) as err:
+        load_curve(_curve(tmp_path, rows))
+    assert err.value.field == f"load.row {MAX_LOAD_LENGTH_PROFILES + 1}.input_tokens"
+    assert "distinct length profiles" in err.value.rule
+    same = [f"{i * 0.25:g},1,100.2,10" for i in range(MAX_LOAD_LENGTH_PROFILES + 1)]
+    assert len(load_curve(_curve(tmp_path, same)).intervals) == MAX_LOAD_LENGTH_PROFILES + 1
+    bom = tmp_path / "bom.csv"
+    bom.write_text("\ufeff" + HEADER + "\n0,1,100,10\n")
+    assert load_curve(bom).intervals[0].rate_per_s == 1

@@ -211,6 +211,7 @@ def _price_candidate(
     cand: Candidate, model: Any, curve: Any, sla: Any, req: CapacityRequest
 ) -> None:
     from plena_opt.serving.fleet import fleet_costs, replicas_needed
+    from plena_opt.serving.load_curve import length_profile
     from plena_opt.serving.sla_rate import max_rate
 
     longest = max(curve.intervals, key=lambda iv: iv.input_tokens + iv.output_tokens)
@@ -219,9 +220,8 @@ def _price_candidate(
         return
     rates = {}
     for iv in curve.intervals:
-        isl, osl = max(1, round(iv.input_tokens)), max(1, round(iv.output_tokens))
-        tail = None if iv.input_tokens_p90 is None else max(1, round(iv.input_tokens_p90))
-        key = (isl, osl, tail)
+        key = length_profile(iv.input_tokens, iv.output_tokens, iv.input_tokens_p90)
+        isl, osl, tail = key
         if key not in rates:
             step, max_seqs = step_for(isl, osl)
             rates[key] = max_rate(step, isl, osl, sla, tail_input_len=tail, max_sequences=max_seqs)

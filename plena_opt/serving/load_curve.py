@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from plena_opt.bounds import MAX_LOAD_FILE_BYTES, MAX_LOAD_ROWS
+from plena_opt.bounds import MAX_LOAD_FILE_BYTES, MAX_LOAD_LENGTH_PROFILES, MAX_LOAD_ROWS
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.open_loop import MAX_RATE
 from plena_opt.serving.workload import MAX_TOKENS
@@ -74,6 +74,7 @@ def _number(text: str | None, row: int, column: str, lo: float, hi: float) -> fl
 
 def parse_load_curve(text: str, source: str = "load") -> LoadCurve:
     """The validated curve from CSV text (module docstring)."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark some spreadsheets write
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise PlenaInputError("load", f"{source}: no header row")
@@ -89,16 +90,27 @@ def parse_load_curve(text: str, source: str = "load") -> LoadCurve:
             f"load.{extra[0][:32]}",
             f"{source}: unknown column; the columns are {', '.join(REQUIRED + OPTIONAL)}",
         )
-    rows = []
+    rows, profiles = [], set()
     for i, rec in enumerate(reader, start=1):
         if i > MAX_LOAD_ROWS:
             raise _err(i, "start_hour", f"too many rows: at most {MAX_LOAD_ROWS}")
         if None in rec or any(rec.get(c) is None for c in header):
             raise _err(i, "start_hour", f"has {len(header)} columns in the header but not here")
         rows.append(_row(rec, i))
+        profiles.add(length_profile(rows[-1]["input_tokens"], rows[-1]["output_tokens"],
+                                    rows[-1]["input_tokens_p90"]))  # fmt: skip
+        if len(profiles) > MAX_LOAD_LENGTH_PROFILES:
+            raise _err(i, "input_tokens", f"more than {MAX_LOAD_LENGTH_PROFILES} distinct "
+                       "length profiles (input, output, input p90) in one file")  # fmt: skip
     if not rows:
         raise PlenaInputError("load", f"{source}: no intervals")
     return _curve(rows, source)
+
+
+def length_profile(isl: float, osl: float, isl_p90: float | None) -> tuple[int, int, int | None]:
+    """The whole-token lengths an interval is priced at (means rounded, at least 1)."""
+    tail = None if isl_p90 is None else max(1, round(isl_p90))
+    return max(1, round(isl)), max(1, round(osl)), tail
 
 
 def _row(rec: dict, i: int) -> dict[str, float | None]:
