@@ -65,14 +65,13 @@ class _Steps:
 
     def over(self, a: float, b: float, pick: type[max] | type[min]) -> int:
         """``pick`` (max or min) of the values on [a, b] (b − a below one period)."""
-        vals = [self.at(a)]
         k = math.floor(a / self.period)
         lo, hi = a - k * self.period, b - k * self.period
-        for shift in (0.0, self.period):
-            for s, v in zip(self.starts, self.values, strict=True):
-                if lo < s + shift <= hi:
-                    vals.append(v)
-        return pick(vals)
+        first = bisect.bisect_right(self.starts, lo)
+        vals = self.values[first : bisect.bisect_right(self.starts, hi)]
+        if hi >= self.period:  # the window runs into the next period
+            vals = vals + self.values[: bisect.bisect_right(self.starts, hi - self.period)]
+        return pick([self.at(a), *vals])
 
 
 def _segments(starts: Sequence[float], period: float, delay: float) -> list[float]:
