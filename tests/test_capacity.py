@@ -302,3 +302,22 @@ def test_length_profiles_are_bounded_and_a_bom_is_read(tmp_path: Path) -> None:
     bom = tmp_path / "bom.csv"
     bom.write_text("\ufeff" + HEADER + "\n0,1,100,10\n")
     assert load_curve(bom).intervals[0].rate_per_s == 1
+
+
+def test_window_max_and_min_wrap_around_the_period() -> None:
+    """``_Steps.over`` against sampling the step function at every start inside the window."""
+    import math
+    import random
+
+    from plena_opt.serving.fleet import _Steps
+
+    rng = random.Random(7)
+    for _ in range(200):
+        period = rng.choice([24, 168])
+        starts = sorted({0, *rng.sample(range(1, period), rng.randint(0, 10))})
+        steps = _Steps([float(s) for s in starts], [rng.randint(0, 9) for _ in starts], period)
+        a = rng.uniform(-48, 200)
+        b = a + rng.choice([0.0, 0.5, 1.0, 5.5, 23.9])
+        points = [a, *range(math.floor(a) + 1, math.floor(b) + 1)]
+        for pick in (max, min):
+            assert steps.over(a, b, pick) == pick(steps.at(t) for t in points)
