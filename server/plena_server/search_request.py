@@ -167,7 +167,8 @@ def search_request(
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
         field = "options." + _OPTION_OF_FIELD.get(loc, loc)
-        raise PlenaInputError(field, f"{field}: {err['msg']}") from exc
+        msg = err["msg"].removeprefix("Value error, ")
+        raise PlenaInputError(field, f"{field}: {msg}") from exc
     inputs = EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
     for prec in req.precisions or []:
         try:
