@@ -114,7 +114,10 @@ def create_app(
     It answers only ``Host`` names of loopback, ``bound_host`` (the address it is served on)
     and ``allowed_hosts`` (HTTP 400 otherwise); with ``auth_token`` every request needs it
     (HTTP 401 otherwise; :mod:`plena_opt.web.guard`)."""
-    app = FastAPI(title="plena-opt ui", docs_url="/api/docs", openapi_url="/api/openapi.json")
+    # no /docs or /redoc: FastAPI's pages load their scripts from a CDN (the app is offline)
+    app = FastAPI(
+        title="plena-opt ui", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json"
+    )
     _add_body_cap(app)
     if auth_token is not None:
         app.add_middleware(guard.TokenAuth, token=auth_token)
