@@ -11,7 +11,7 @@ _NAME = "a built-in name, else NOT_FOUND (never a path); whole message ≤ MAX_M
 _CHOICE = "one of a word list (plena_opt.vocabulary / the library's names), else refused"
 _FLAG = "a bool: no size"
 _SLA = "an SLA or cost cap: finite, 0 < value ≤ MAX_SLA (1e9)"
-_DEGREE = "a parallel degree: the plan's devices must equal the NoC's, ≤ MAX_DEVICES"
+_DEGREE = "a parallel degree: 1 ≤ d ≤ MAX_DEVICES; the plan's devices must equal the NoC's"
 _JSON = "inline JSON document ≤ MAX_BODY_BYTES (ServerLimits.max_inline_json_bytes)"
 
 PROTO_BOUNDS: dict[str, str] = {
@@ -39,9 +39,11 @@ PROTO_BOUNDS: dict[str, str] = {
     "SearchOptions.batch_sizes": "≤ MAX_BATCH_SIZES entries, each ≤ estimate.plan.MAX_WORKLOAD",
     "SearchOptions.max_ttft_ms": _SLA,
     "SearchOptions.min_tps_per_seq": _SLA,
-    "SearchOptions.timeout_seconds": "> 0; the run is cut at MAX_DEADLINE_SECONDS (its budget)",
+    "SearchOptions.timeout_seconds": "0 < s ≤ 30 days (plena_opt.bounds); the run is cut at "
+    "MAX_DEADLINE_SECONDS (its budget)",
     "SearchOptions.compare_exact": _FLAG,
-    "SearchOptions.auto_budget_seconds": "> 0; the run is cut at MAX_DEADLINE_SECONDS",
+    "SearchOptions.auto_budget_seconds": "0 < s ≤ 30 days (plena_opt.bounds); the run is cut at "
+    "MAX_DEADLINE_SECONDS",
     "SearchOptions.recheck_top_k": "0 ≤ k ≤ MAX_RECHECK_TOP_K",
     "SearchOptions.mc_samples": "1 ≤ n ≤ MAX_SAMPLES",
     "SearchOptions.include_traces": _FLAG,

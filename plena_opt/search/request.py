@@ -84,7 +84,7 @@ class SearchRequest(BaseModel):
             raise ValueError(f"trials must be between 1 and {MAX_TRIALS:,}, got {v}")
         return v
 
-    @field_validator("timeout", "deadline")
+    @field_validator("timeout", "deadline", "auto_budget_s")
     @classmethod
     def _seconds(cls, v: float | None) -> float | None:
         return _in_range(v, MAX_SEARCH_SECONDS, "a number of seconds")

@@ -12,7 +12,7 @@ from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.api import limits as bounds
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_MEMORY, Workload
+from plena_opt.estimate.plan import DEFAULT_MEMORY, MAX_WORKLOAD, Workload
 from plena_opt.estimate.problem import (
     EvaluatorInputs,
     InlineDocument,
@@ -97,6 +97,11 @@ def _check_options(o: pb.SearchOptions, limits: ServerLimits) -> None:
     if len(o.batch_sizes) > MAX_BATCH_SIZES:
         raise ServerLimitError(
             "options.batch_sizes", f"options.batch_sizes has more than {MAX_BATCH_SIZES} entries"
+        )
+    top = MAX_WORKLOAD["batch_size"]
+    if any(not 1 <= b <= top for b in o.batch_sizes):
+        raise PlenaInputError(
+            "options.batch_sizes", f"options.batch_sizes: each must be between 1 and {top:,}"
         )
     seed = _opt(o, "seed")
     if seed is not None and not 0 <= seed < 2**32:
