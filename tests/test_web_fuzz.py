@@ -346,7 +346,7 @@ def test_study_routes_refuse_or_miss_never_500(client, name):
     for kind in ("front", "serving"):
         r = client.get(f"/api/studies/{name}/{kind}")
         want = 422 if len(name) > limits.MAX_NAME_CHARS else 404
-        assert r.status_code in (want, 404), (name, r.status_code, r.text[:200])
+        assert r.status_code == want, (name, r.status_code, r.text[:200])
 
 
 def test_get_routes_and_wrong_methods(client):
@@ -362,3 +362,18 @@ def test_every_route_is_fuzzed():
     app = create_app(storage=None)
     routes = {r.path for r in app.routes if getattr(r, "methods", None)}
     assert routes == FUZZED
+
+
+@pytest.mark.parametrize(
+    "content",
+    [random.Random(29).randbytes(2000), b"\x00" * 100, b'{"op_code": 0, "worker_id": "x"}\n'],
+    ids=["random", "zeros", "truncated-op"],
+)
+def test_a_damaged_store_is_422_naming_storage_not_500(tmp_path, content):
+    store = tmp_path / "studies.log"
+    store.write_bytes(content)
+    c = TestClient(create_app(storage=str(store)), base_url="http://127.0.0.1")
+    for path in ("/api/studies", "/api/studies/x/front", "/api/studies/x/serving"):
+        r = c.get(path)
+        _refused(r, "storage")
+    assert store.read_bytes() == content  # the UI only reads the store
