@@ -48,6 +48,10 @@ MAX_TRIALS = 1_000_000
 MAX_TOP_K = 1000
 #: A search's time budget, seconds (30 days: a longer one is a typo, not a plan).
 MAX_SEARCH_SECONDS = 30 * 24 * 3600.0
+#: Upper bound of an SLA or cost cap (TTFT/TPOT ms, tokens/s per sequence, USD per million
+#: output tokens): 1e9 ms is 11.6 days, 1e9 USD/Mtok a thousand dollars a token; a larger value
+#: constrains nothing a real deployment meets and is a typo (not fitted).
+MAX_SLA = 1e9
 #: Prefix pydantic puts before a ``ValueError`` raised in a validator (stripped from messages).
 VALUE_ERROR_PREFIX = "Value error, "
 

@@ -208,6 +208,20 @@ def test_grpc_search_recheck_noise_is_bounded_too(grpc_client):
     assert info.value.field == "options.noise.moe.experts"
 
 
+@pytest.mark.parametrize("value", [limits.MAX_SLA * 10, 1e300, float("inf"), -1.0])
+def test_grpc_refuses_a_cost_cap_outside_the_sla_range(grpc_client, value):
+    from plena_client import system_spec
+
+    request = pb.SearchRequest(
+        system=system_spec("gpt-oss-20b", "illustrative_gpu_node_8"),
+        options=pb.SearchOptions(trials=1, max_cost_per_mtok=value),
+    )
+    with pytest.raises(PlenaRpcError) as info:
+        grpc_client.search(request, timeout=30)
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.field == "options.max_cost_per_mtok"
+
+
 def test_grpc_and_web_share_one_set_of_bounds():
     from plena_server.limits import ServerLimits
     from plena_server.simulate_job import MAX_TRAINING_OPS, MAX_WINDOW_STEPS
@@ -233,4 +247,6 @@ def test_web_refuses_a_straggler_factor_above_the_bound():
     noise = {"straggler": {"probability": 0.1, "factor_high": limits.MAX_STRAGGLER_FACTOR * 10}}
     r = client.post("/api/simulate", json={"mode": "training", "samples": 10, "noise": noise})
     assert r.status_code == 422 and r.json()["field"] == "noise.straggler.factor_high"
-    assert r.json()["detail"][0]["msg"] == "noise.straggler.factor_high must be at most 100"
+    assert r.json()["detail"][0]["msg"] == (
+        "noise.straggler.factor_high must be between 1 and 100, got 1000"
+    )

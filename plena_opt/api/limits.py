@@ -68,6 +68,8 @@ MAX_MOE_TOKENS = 1 << 24
 #: precision) and the straggler slow-down factor (a rank 100× slower is a failed rank, not noise).
 MAX_MOE_ALPHA = 1e6
 MAX_STRAGGLER_FACTOR = 100.0
+#: An SLA or cost cap of a search (ms, tokens/s, USD per million output tokens): finite, > 0.
+MAX_SLA = _bounds.MAX_SLA
 #: Characters of an inline model's display name.
 MAX_DISPLAY_NAME = 128
 
@@ -93,22 +95,24 @@ class LimitError(Exception):
 
 
 def check_noise(spec: Any, field: str = "noise") -> Any:
-    """A validated ``NoiseSpec`` within the request bounds (MoE experts, tokens and op types)."""
+    """A validated ``NoiseSpec`` within the request bounds (MoE experts, tokens, alpha and op
+    types, the straggler factor), else :class:`LimitError` naming ``<field>.…`` and the range.
+    Every front end calls this one (the CLI's ``--noise`` too)."""
     st = getattr(spec, "straggler", None)
     if st is not None and st.factor_high > MAX_STRAGGLER_FACTOR:
-        name = f"{field}.straggler.factor_high"
-        raise LimitError(name, f"{name} must be at most {MAX_STRAGGLER_FACTOR:g}")
+        _above(
+            f"{field}.straggler.factor_high", "between 1 and", MAX_STRAGGLER_FACTOR, st.factor_high
+        )
     moe = getattr(spec, "moe", None)
     if moe is None:
         return spec
-    for name, top in (
-        ("experts", MAX_MOE_EXPERTS),
-        ("tokens", MAX_MOE_TOKENS),
-        ("alpha", MAX_MOE_ALPHA),
+    for name, low, top in (
+        ("experts", "between 1 and", MAX_MOE_EXPERTS),
+        ("tokens", "between 1 and", MAX_MOE_TOKENS),
+        ("alpha", "above 0 and at most", MAX_MOE_ALPHA),
     ):
         if getattr(moe, name) > top:
-            shown = f"{top:g}" if isinstance(top, float) else str(top)
-            raise LimitError(f"{field}.moe.{name}", f"{field}.moe.{name} must be at most {shown}")
+            _above(f"{field}.moe.{name}", low, top, getattr(moe, name))
     types = moe.op_types or []
     if len(types) > MAX_DURATION_KEYS or any(len(t) > MAX_NAME_CHARS for t in types):
         raise LimitError(
@@ -117,6 +121,13 @@ def check_noise(spec: Any, field: str = "noise") -> Any:
             f"{MAX_NAME_CHARS} characters",
         )
     return spec
+
+
+def _above(name: str, low: str, top: float, value: float) -> None:
+    shown = f"{top:g}" if isinstance(top, float) else f"{top:,}"
+    got = f"{value:g}" if isinstance(value, float) else str(value)
+    got = got if len(got) <= 24 else f"{got[:12]}… ({len(got)} digits)"
+    raise LimitError(name, f"{name} must be {low} {shown}, got {got}")
 
 
 def simulation_bytes(n_ops: int, samples: int, noise: Any = None) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 _NAME = "a built-in name, else NOT_FOUND (never a path); whole message ≤ MAX_MESSAGE_BYTES"
 _CHOICE = "one of a word list (plena_opt.vocabulary / the library's names), else refused"
 _FLAG = "a bool: no size"
-_POSITIVE = "a threshold value: finite and > 0, no size"
-_DEGREE = "a parallel degree: the plan's devices must equal the NoC's, ≤ MAX_DEVICES"
+_SLA = "an SLA or cost cap: finite, 0 < value ≤ MAX_SLA (1e9)"
+_DEGREE = "a parallel degree: 1 ≤ d ≤ MAX_DEVICES; the plan's devices must equal the NoC's"
 _JSON = "inline JSON document ≤ MAX_BODY_BYTES (ServerLimits.max_inline_json_bytes)"
 
 PROTO_BOUNDS: dict[str, str] = {
@@ -37,22 +37,25 @@ PROTO_BOUNDS: dict[str, str] = {
     "SearchOptions.objectives": _CHOICE + "; no repeats, so at most the objective count",
     "SearchOptions.study_name": "1-128 characters of A-Z a-z 0-9 . _ : @ + -",
     "SearchOptions.batch_sizes": "≤ MAX_BATCH_SIZES entries, each ≤ estimate.plan.MAX_WORKLOAD",
-    "SearchOptions.max_ttft_ms": _POSITIVE,
-    "SearchOptions.min_tps_per_seq": _POSITIVE,
-    "SearchOptions.timeout_seconds": "> 0; the run is cut at MAX_DEADLINE_SECONDS (its budget)",
+    "SearchOptions.max_ttft_ms": _SLA,
+    "SearchOptions.min_tps_per_seq": _SLA,
+    "SearchOptions.timeout_seconds": "0 < s ≤ 30 days (plena_opt.bounds); the run is cut at "
+    "MAX_DEADLINE_SECONDS (its budget)",
     "SearchOptions.compare_exact": _FLAG,
-    "SearchOptions.auto_budget_seconds": "> 0; the run is cut at MAX_DEADLINE_SECONDS",
+    "SearchOptions.auto_budget_seconds": "0 < s ≤ 30 days (plena_opt.bounds); the run is cut at "
+    "MAX_DEADLINE_SECONDS",
     "SearchOptions.recheck_top_k": "0 ≤ k ≤ MAX_RECHECK_TOP_K",
     "SearchOptions.mc_samples": "1 ≤ n ≤ MAX_SAMPLES",
     "SearchOptions.include_traces": _FLAG,
     "SearchOptions.max_trace_bytes": "0 ≤ bytes ≤ MAX_TRACE_BYTES",
-    "SearchOptions.max_tpot_ms": _POSITIVE,
+    "SearchOptions.max_tpot_ms": _SLA,
     "SearchOptions.percentile": _CHOICE,
     "SearchOptions.memory_fraction": "0 < fraction ≤ 1",
     "SearchOptions.auto_batch_sizes": _FLAG,
     "SearchOptions.serving": _CHOICE,
     "SearchOptions.precisions": _CHOICE + "; at most 6, no repeats",
     "SearchOptions.serving_sampler": _CHOICE,
+    "SearchOptions.max_cost_per_mtok": _SLA + " USD per million output tokens",
     "NoiseSpec.version": "exactly 1",
     "NoiseSpec.jitter_sigma": "0 ≤ σ ≤ 2",
     "NoiseSpec.rank_sigma": "0 ≤ σ ≤ 2",

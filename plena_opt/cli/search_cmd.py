@@ -41,7 +41,6 @@ from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import SearchResult
 from plena_opt.search.serving import BASIS_MONTE_CARLO, render_goodput
 from plena_opt.search.storage import DEFAULT_STORAGE
-from plena_opt.simulator.engine import parse_noise
 
 
 def register(subparsers: Any) -> None:
@@ -148,7 +147,9 @@ def recheck_noise(args: argparse.Namespace):
             f"--percentile {args.percentile} judges the SLA on the Monte Carlo re-check; give "
             "--recheck K > 0 and --samples N > 0",
         )
-    return parse_noise(args.noise)
+    from plena_opt.cli.simulate_cmd import noise_from_flag
+
+    return noise_from_flag(args.noise)
 
 
 def check_serving_study(request: Any) -> None:

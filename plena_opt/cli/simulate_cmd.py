@@ -66,14 +66,24 @@ def parse_durations(
     return {k: check_duration(v, f"durations.{k}") for k, v in out.items()}
 
 
-def noise_from_flag(text: str | None) -> NoiseSpec:
-    """The ``--noise`` flag (key=value list or JSON) as a validated ``NoiseSpec``."""
+def noise_from_flag(text: str | None, flag: str = "--noise") -> NoiseSpec:
+    """The ``--noise`` flag (key=value list or JSON) as a validated ``NoiseSpec`` within the
+    request bounds every front end applies (``api.limits.check_noise``: MoE experts, tokens,
+    alpha, straggler factor); errors name the field and the range."""
+    from plena_opt.api.limits import LimitError, check_noise
+
     if text and text.strip().startswith("{"):
         try:
-            return parse_noise(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise PlenaInputError("noise", f"--noise is not valid JSON: {exc.msg}") from None
-    return parse_noise(text)
+            spec = parse_noise(json.loads(text))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise PlenaInputError("noise", f"{flag} is not valid JSON: {why}") from None
+    else:
+        spec = parse_noise(text)
+    try:
+        return check_noise(spec)
+    except LimitError as exc:
+        raise PlenaInputError(exc.field, f"{flag}: {exc}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:

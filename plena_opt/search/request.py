@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from plena_opt.bounds import MAX_SEARCH_SECONDS, MAX_TRIALS
+from plena_opt.bounds import MAX_SEARCH_SECONDS, MAX_SLA, MAX_TRIALS
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.vocabulary import Percentile, Sampler, ServingMode, ServingSampler
 
 MEMORY_STORAGE = ":memory:"
-# Upper bound of an SLA: a TTFT or TPOT of 1e9 ms (11.6 days) or a decode rate of 1e9 tokens/s
-# per sequence constrains nothing a real deployment meets; a larger value is a typo.
-MAX_SLA = 1e9
 # Serving options that change what the study's trials hold (constraints, batches); the
 # percentile and the serving comparison are judged after the search and leave the study as is.
 SERVING_DEFAULTS = {
@@ -78,7 +75,7 @@ class SearchRequest(BaseModel):
     # Cost (issue 30): the price file (a path; None: the shipped ``estimate/prices.json``) and
     # the cost SLA, USD per million output tokens (``estimate.cost``).
     prices: str | None = Field(default=None, min_length=1, max_length=4096)
-    max_cost_per_mtok: float | None = Field(default=None, gt=0)
+    max_cost_per_mtok: float | None = Field(default=None, allow_inf_nan=True)
 
     @field_validator("trials")
     @classmethod
@@ -87,12 +84,12 @@ class SearchRequest(BaseModel):
             raise ValueError(f"trials must be between 1 and {MAX_TRIALS:,}, got {v}")
         return v
 
-    @field_validator("timeout", "deadline")
+    @field_validator("timeout", "deadline", "auto_budget_s")
     @classmethod
     def _seconds(cls, v: float | None) -> float | None:
         return _in_range(v, MAX_SEARCH_SECONDS, "a number of seconds")
 
-    @field_validator("max_ttft_ms", "min_tps_per_seq", "max_tpot_ms")
+    @field_validator("max_ttft_ms", "min_tps_per_seq", "max_tpot_ms", "max_cost_per_mtok")
     @classmethod
     def _sla(cls, v: float | None) -> float | None:
         return _in_range(v, MAX_SLA, "a finite number")

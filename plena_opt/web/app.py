@@ -14,21 +14,26 @@ the event loop.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError, clip
 from plena_opt.web import guard, limits, schemas, service, views
 
 STATIC = Path(__file__).parent / "static"
+#: FastAPI's 400 detail for a body its JSON parser raised on (other than a decode error).
+_UNPARSED = "There was an error parsing the body"
 
 
 class _Results:
@@ -54,7 +59,8 @@ class _Results:
 
 def _key(req: schemas.SimulateIn) -> str:
     data = schemas.SimulateIn.model_validate(req.model_dump(exclude={"sample"}))
-    return hashlib.sha256(data.model_dump_json().encode()).hexdigest()[:16]
+    text = json.dumps(data.model_dump(), sort_keys=True, allow_nan=True)  # NaN is not null here
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _work(req: schemas.SimulateIn) -> tuple[object, int]:
@@ -72,8 +78,21 @@ def _work(req: schemas.SimulateIn) -> tuple[object, int]:
     return noise, limits.check_work(n_ops, req.samples, noise)
 
 
-def _run(req: schemas.SimulateIn, slots: limits.WorkSlots) -> service.SimRun:
+def _run(req: schemas.SimulateIn, slots: limits.WorkSlots, results: _Results) -> service.SimRun:
+    """The request's simulation: checked first (a cached run never stands in for a request that
+    breaks a rule), then the cached run or a new one in a slot."""
     noise, need = _work(req)
+    key = _key(req)
+    run = results.get(key)
+    if run is None:
+        run = _simulate(req, slots, noise, need)
+    results.put(key, run)
+    return run
+
+
+def _simulate(
+    req: schemas.SimulateIn, slots: limits.WorkSlots, noise: object, need: int
+) -> service.SimRun:
     with slots.slot(need):  # 503 when the running simulations hold the count or the bytes
         if req.mode == "training":
             t = req.training
@@ -114,7 +133,10 @@ def create_app(
     It answers only ``Host`` names of loopback, ``bound_host`` (the address it is served on)
     and ``allowed_hosts`` (HTTP 400 otherwise); with ``auth_token`` every request needs it
     (HTTP 401 otherwise; :mod:`plena_opt.web.guard`)."""
-    app = FastAPI(title="plena-opt ui", docs_url="/api/docs", openapi_url="/api/openapi.json")
+    # no /docs or /redoc: FastAPI's pages load their scripts from a CDN (the app is offline)
+    app = FastAPI(
+        title="plena-opt ui", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json"
+    )
     _add_body_cap(app)
     if auth_token is not None:
         app.add_middleware(guard.TokenAuth, token=auth_token)
@@ -168,6 +190,16 @@ def _add_error_handlers(app: FastAPI) -> None:
             status_code=422, content={"detail": detail, "field": field, "message": text}
         )
 
+    @app.exception_handler(HTTPException)
+    async def unreadable(request: Request, exc: HTTPException):
+        """A body FastAPI cannot parse (JSON nested past Python's recursion limit, an integer of
+        more than 4,300 digits) is bad input like any other: 422 naming ``body``, not 400."""
+        if exc.status_code != 400 or exc.detail != _UNPARSED:
+            return await http_exception_handler(request, exc)
+        cause = exc.__cause__
+        why = "nested too deeply" if isinstance(cause, RecursionError) else f"unreadable: {cause}"
+        return _error(422, "body", clip(f"body: the JSON document is {why}", 200))
+
     @app.exception_handler(PlenaNotFoundError)
     async def not_found(request: Request, exc: PlenaNotFoundError) -> JSONResponse:
         status = 404 if exc.field == "study" else 422
@@ -199,16 +231,12 @@ def _add_simulation_routes(app: FastAPI, results: _Results, slots: limits.WorkSl
 
     @app.post("/api/simulate", response_model=schemas.SimulateOut)
     def simulate(req: schemas.SimulateIn) -> schemas.SimulateOut:
-        key = _key(req)
-        run = results.get(key) or _run(req, slots)
-        results.put(key, run)
-        return views.simulate_out(run, key)
+        run = _run(req, slots, results)
+        return views.simulate_out(run, _key(req))
 
     @app.post("/api/trace")
     def trace(req: schemas.TraceIn) -> JSONResponse:
-        key = _key(req)
-        run = results.get(key) or _run(req, slots)
-        results.put(key, run)
+        run = _run(req, slots, results)
         name = f"plena-opt-{run.mode}-{req.sample}.json"
         return JSONResponse(
             service.trace_of(run, req.sample),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from plena_opt.web import limits
 
@@ -74,9 +74,14 @@ class SimulateIn(_In):
             self.training = TrainingIn()
         if self.mode == "serving" and self.serving is None:
             self.serving = ServingIn()
-        if isinstance(self.noise, str) and len(self.noise) > limits.MAX_NOISE_CHARS:
-            raise ValueError(f"noise: at most {limits.MAX_NOISE_CHARS} characters")
         return self
+
+    @field_validator("noise")
+    @classmethod
+    def _noise_text(cls, v: str | dict) -> str | dict:
+        if isinstance(v, str) and len(v) > limits.MAX_NOISE_CHARS:
+            raise ValueError(f"noise: at most {limits.MAX_NOISE_CHARS} characters")
+        return v
 
     @property
     def comm(self) -> bool:

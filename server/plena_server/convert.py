@@ -333,8 +333,17 @@ def plan_kwargs(p: pb.Plan) -> dict:
 
 
 def to_plan(p: pb.Plan, field: str = "plan") -> Any:
+    """The library ``Plan``; a degree above ``MAX_DEVICES`` (no NoC profile has more devices) is
+    refused naming ``<field>.<degree>`` before the plan is priced."""
     from plena_opt.estimate import Plan
 
+    for name, value in plan_kwargs(p).items():
+        if name in PLAN_DIMS and value > bounds.MAX_DEVICES:
+            raise PlenaInputError(
+                f"{field}.{name}",
+                f"{field}.{name} must be between 1 and {bounds.MAX_DEVICES:,} (the devices of "
+                f"a NoC profile), got {value}",
+            )
     try:
         return Plan(**plan_kwargs(p))
     except PlenaInputError as exc:

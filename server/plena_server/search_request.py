@@ -12,7 +12,7 @@ from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.api import limits as bounds
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_MEMORY, Workload
+from plena_opt.estimate.plan import DEFAULT_MEMORY, MAX_WORKLOAD, Workload
 from plena_opt.estimate.problem import (
     EvaluatorInputs,
     InlineDocument,
@@ -98,6 +98,11 @@ def _check_options(o: pb.SearchOptions, limits: ServerLimits) -> None:
         raise ServerLimitError(
             "options.batch_sizes", f"options.batch_sizes has more than {MAX_BATCH_SIZES} entries"
         )
+    top = MAX_WORKLOAD["batch_size"]
+    if any(not 1 <= b <= top for b in o.batch_sizes):
+        raise PlenaInputError(
+            "options.batch_sizes", f"options.batch_sizes: each must be between 1 and {top:,}"
+        )
     seed = _opt(o, "seed")
     if seed is not None and not 0 <= seed < 2**32:
         raise PlenaInputError("options.seed", "options.seed must be between 0 and 2**32 - 1")
@@ -167,7 +172,8 @@ def search_request(
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
         field = "options." + _OPTION_OF_FIELD.get(loc, loc)
-        raise PlenaInputError(field, f"{field}: {err['msg']}") from exc
+        msg = err["msg"].removeprefix("Value error, ")
+        raise PlenaInputError(field, f"{field}: {msg}") from exc
     inputs = EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
     for prec in req.precisions or []:
         try:

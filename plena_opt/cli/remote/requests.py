@@ -106,7 +106,7 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
     from plena_opt.cli.search_cmd import batch_list, precision_list
-    from plena_opt.simulator.engine import parse_noise
+    from plena_opt.cli.simulate_cmd import noise_from_flag
 
     if getattr(args, "storage", None):
         raise PlenaInputError(
@@ -145,7 +145,7 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         if value is not None:
             setattr(o, name, value)
     if getattr(args, "noise", None) is not None:
-        o.noise.CopyFrom(noise_to_proto(parse_noise(args.noise)))
+        o.noise.CopyFrom(noise_to_proto(noise_from_flag(args.noise)))
     return pb.SearchRequest(
         system=system_from_args(args), workload=workload_from_args(args), options=o
     )
