@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from plena_opt.search.record import Record
 from plena_opt.search.space import Point
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
 EXACT_COMPARE_LIMIT = 20_000
 
 EXHAUSTIVE_CHUNK = 128
+# Study user attribute holding the exact front a sampled search was rated against (``exact_front``).
+EXACT_FRONT_ATTR = "exact_front"
 # Scored plans are written once this many are waiting or this much time passed (s): one journal
 # append and fsync per write; a crash redoes at most that much scoring on resume. (When the
 # writes happen, not what is scored or found.)
@@ -60,17 +64,24 @@ def sampler_cost_model(
 ) -> tuple[float, float]:
     """(exhaustive, sampler) CPU seconds ``auto`` compares for a space of ``space`` legal plans
     on ``devices`` devices of which ``unscored`` are not scored yet: scoring every one of them,
-    against the sampler's budget (``trials`` plans, each scored plus
-    ``TPE_CPU_SECONDS_PER_TRIAL``) plus, when the result would then score the rest of the space
-    to rate the sampled front (``compare_exact``, by default when that costs at most
-    ``auto_budget_s``), scoring that rest too."""
+    against the sampler's budget left (``budget_left``: ``trials`` less the plans the study
+    holds, each scored plus ``TPE_CPU_SECONDS_PER_TRIAL``) plus, when the result would then
+    score the rest of the space to rate the sampled front (``compare_exact``, by default when
+    that costs at most ``auto_budget_s``), scoring that rest too."""
     per_plan = plan_cpu_seconds(devices)
-    budget = min(req.trials, unscored)
+    budget = budget_left(req, unscored, space)
     exhaustive = unscored * per_plan
     sampler = budget * (per_plan + TPE_CPU_SECONDS_PER_TRIAL)
     if compares_exact(req, unscored - budget, space, devices):
         sampler += (unscored - budget) * per_plan
     return exhaustive, sampler
+
+
+def budget_left(req: SearchRequest, unscored: int, space: int) -> int:
+    """New plans a sampler may still score: ``trials`` counts the distinct plans the study holds
+    in all (``space - unscored`` stored already, by this search or an earlier run of it), so a
+    re-run with the same ``trials`` scores nothing and a larger one scores the difference."""
+    return max(0, min(req.trials - (space - unscored), unscored))
 
 
 def compares_exact(req: SearchRequest, rest: int, space: int, devices: int) -> bool:
@@ -84,12 +95,16 @@ def compares_exact(req: SearchRequest, rest: int, space: int, devices: int) -> b
 
 def choose_sampler(s: _Search, todo: list[Point]) -> str:
     """Resolve ``auto`` from counts (``sampler_cost_model``): exhaustive when the unscored plans
-    fit the budget or scoring all of them costs no more than the sampler would, else TPE."""
+    fit the budget left (``budget_left``) or scoring all of them costs no more than the sampler
+    would, else TPE (which scores nothing when the study already holds ``trials`` plans)."""
     name = s.req.sampler
     if name != "auto":
         return name
-    if len(todo) <= s.req.trials:
+    left = budget_left(s.req, len(todo), len(s.space))
+    if len(todo) <= left:
         return "exhaustive"
+    if left == 0:  # the study holds ``trials`` plans: nothing to score, whatever the costs
+        return "tpe"
     exhaustive_s, sampler_s = sampler_cost_model(
         s.req, len(todo), len(s.space), s.space.num_devices
     )
@@ -146,3 +161,19 @@ def exact_records(s: _Search) -> list[Record]:
         for i in range(0, len(todo), EXHAUSTIVE_CHUNK):
             out.extend(s.score(todo[i : i + EXHAUSTIVE_CHUNK]))
     return out
+
+
+def exact_front(s: _Search) -> tuple[list[str], np.ndarray]:
+    """The exact front's plan keys and minimised objective values (one row a plan): read from
+    the study's ``EXACT_FRONT_ATTR`` when an earlier run of the same search (same fingerprint:
+    same space, objectives and SLAs) rated a front, else scored (``exact_records``, not stored as
+    trials) and kept there, so a resumed search never scores the rest of the space again."""
+    stored = s.study.user_attrs.get(EXACT_FRONT_ATTR)
+    if stored is not None:
+        return list(stored["keys"]), np.array(stored["minimised"], dtype=float)
+    front = s.front_records(exact_records(s))
+    keys = [r.point.key for r in front]
+    pts = np.array([r.minimised(s.objectives) for r in front], dtype=float)
+    if keys:
+        s.study.set_user_attr(EXACT_FRONT_ATTR, {"keys": keys, "minimised": pts.tolist()})
+    return keys, pts
