@@ -50,7 +50,7 @@ def _rate_front(
     request = s.req
     result_extra: dict[str, Any] = {}
     rest = len(s.space) - len(s.cache)
-    compare = compares_exact(request, rest, len(s.space), s.space.num_devices)
+    compare = compares_exact(request, rest, len(s.space), s.space.num_devices, s.chip_kind)
     norm: Normaliser | None = None
     hv_norm = "evaluated-feasible-points"
     exact_keys: list[str] = []
