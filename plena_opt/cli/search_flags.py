@@ -195,9 +195,11 @@ def _add_recheck_flags(r: Any) -> None:
     r.add_argument(
         "--recheck",
         type=int,
-        default=DEFAULT_RECHECK,
+        default=None,
         metavar="K",
-        help=f"re-check the top K front plans by simulation (0: off; default {DEFAULT_RECHECK})",
+        help=f"re-check the top K front plans by simulation (0: off; default: up to "
+        f"{DEFAULT_RECHECK}, as many as keep the re-check under 30%% of the search's CPU by a "
+        "fixed cost model)",
     )
     r.add_argument(
         "--samples",
