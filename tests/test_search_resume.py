@@ -112,3 +112,29 @@ def test_serving_optuna_counts_stored_deployments(tmp_path, monkeypatch):
     dis = [t for t in study.trials if t.params["serving"] == "disaggregated"]
     assert len(dis) == 55
     assert resumed == 40 and len(pairs) - resumed == 40 + 15
+
+
+def test_cli_tpe_rerun_prints_the_same_front_and_more_trials_add_the_difference(
+    tmp_path, monkeypatch, capsys
+):
+    import json
+
+    from test_cli_search import SMALL
+
+    from plena_opt.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["search", *SMALL, "--batch-sizes", "1,2,4,8,16,32,64", "--sampler", "tpe",
+            "--seed", "0", "--recheck", "0", "--json"]  # fmt: skip
+
+    def run(trials: int) -> dict:
+        assert main([*argv, "--trials", str(trials)]) == 0
+        return json.loads(capsys.readouterr().out.split("\nchosen plan")[0])
+
+    first = run(20)
+    assert first["evaluated"] == 20 < first["legal_points"]
+    again = run(20)
+    assert again["evaluated"] == 0 and again["reused"] == 20
+    assert again["front"] == first["front"]
+    more = run(30)
+    assert more["evaluated"] == 10 and more["reused"] == 20
