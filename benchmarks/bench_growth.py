@@ -197,6 +197,62 @@ def tpe_overhead(seeds: int = 3) -> dict:
     return {"rows": rows, "median_tpe_cpu_s_per_trial": per_trial[len(per_trial) // 2]}
 
 
+def recheck_cost(sizes: tuple[int, ...] = (32, 1024, 8192)) -> dict:
+    """The re-check's CPU per plan (``api.recheck``'s cost model): each of the top 5 front plans
+    of the default search (both models × ``sizes`` switch devices) is estimated and re-checked
+    with 0 samples with no window cached (``cold0``), again (``warm0``) and with 1,000 samples
+    (``warm1000``). Per plan: fixed = estimate + ``warm0`` of the plans of < 100 ops; per built
+    op = (``cold0`` − fixed) / built ops; per op and sample = (``warm1000`` − ``warm0``) /
+    (1,000 × sampled ops) (``simulator.engine.serving.recheck_ops``); medians over the plans of
+    ≥ 1,000 ops."""
+    import optuna
+    from bench_scale import switch_profile
+
+    from plena_opt import api
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.estimate.problem import InlineDocument, ProblemSpec
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.simulator.engine import serving
+    from plena_opt.simulator.engine.recheck import recheck_plans
+    from plena_opt.simulator.scheduler.inference import stage_times_from_estimate
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    rows = []
+    for model in MODELS:
+        for n in sizes:
+            noc = InlineDocument(document=switch_profile(n).to_dict(), name=f"switch-{n}")
+            spec = ProblemSpec(model=model, noc=noc)
+            problem = spec.load()
+            res = api.search_plans(SearchRequest(problem=spec, storage=":memory:"), problem)
+            for e in res.front[:5]:
+                serving._cache.clear()
+                t = [time.process_time()]
+                est = problem.evaluator(e.plan["batch_size"]).estimate(Plan.from_dict(e.plan))
+                doc = est.to_dict()
+                t.append(time.process_time())
+                for samples in (0, 0, 1000):
+                    recheck_plans([doc], samples=samples)
+                    t.append(time.process_time())
+                built, sampled = serving.recheck_ops(stage_times_from_estimate(doc, 64))
+                est_s, cold0, warm0, warm1000 = (b - a for a, b in zip(t, t[1:], strict=False))
+                rows.append({"model": model, "devices": n, "plan": e.label, "built_ops": built,
+                             "sampled_ops": sampled, "estimate_s": est_s, "cold0_s": cold0,
+                             "warm0_s": warm0, "warm1000_s": warm1000,
+                             "load": round(os.getloadavg()[0], 2)})  # fmt: skip
+                print(json.dumps(rows[-1]), file=sys.stderr)
+    small = sorted(r["estimate_s"] + r["warm0_s"] for r in rows if r["built_ops"] < 100)
+    fixed = small[len(small) // 2]
+    big = [r for r in rows if r["built_ops"] >= 1000]
+    per_op = sorted((r["estimate_s"] + r["cold0_s"] - fixed) / r["built_ops"] for r in big)
+    per_sample = sorted((r["warm1000_s"] - r["warm0_s"]) / (1000 * r["sampled_ops"]) for r in big)
+    return {
+        "rows": rows,
+        "fixed_cpu_s_per_plan": fixed,
+        "median_cpu_s_per_built_op": per_op[len(per_op) // 2] if per_op else None,
+        "median_cpu_s_per_op_sample": per_sample[len(per_sample) // 2] if per_sample else None,
+    }
+
+
 def run_child(model: str, devices: int, layers: int | None, timeout: float) -> dict:
     cmd = [sys.executable, str(Path(__file__)), "--child", model, str(devices), str(layers or 0)]
     try:
@@ -248,10 +304,14 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per row")
     ap.add_argument("--tpe-overhead", action="store_true", help="measure TPE's cost per trial")
     ap.add_argument("--plan-cost", action="store_true", help="measure the evaluator per plan")
+    ap.add_argument("--recheck-cost", action="store_true", help="measure the re-check per plan")
     args = ap.parse_args()
     if args.child:
         m, n, layers = args.child
         print(json.dumps(child(m, int(n), int(layers) or None)))
+        return
+    if args.recheck_cost:
+        print(json.dumps(recheck_cost(), indent=1))
         return
     if args.tpe_overhead or args.plan_cost:
         print(json.dumps(tpe_overhead() if args.tpe_overhead else plan_cost(), indent=1))

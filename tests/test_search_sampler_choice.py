@@ -7,7 +7,7 @@ import time
 
 import pytest
 from optuna.trial import TrialState
-from test_search_fakes import fake_factory
+from test_search_fakes import FakeEvaluator, fake_factory
 
 from plena_opt.search import modes, sampled
 from plena_opt.search.request import SearchRequest
@@ -105,3 +105,34 @@ def test_budget_above_the_space_enumerates_the_rest_and_stops() -> None:
     assert res.evaluated == len(calls) == len(set(calls)) == res.legal_points == 324
     assert res.repeats == 0 and not res.partial
     assert any("every one of the" in w for w in res.warnings)
+
+
+class _GpuFake(FakeEvaluator):
+    chip_kind = "gpu"
+
+
+def test_a_gpu_chip_is_priced_with_its_own_per_plan_constant() -> None:
+    """324 plans, 30 trials: at PLENA's per-plan cost scoring all of them is cheaper than 30 TPE
+    trials, at the GPU one (``GPU_PLAN_CPU_SECONDS``, 2.5× dearer) TPE is."""
+    assert modes.plan_cpu_seconds(256, "gpu") > modes.plan_cpu_seconds(256, "plena")
+    req = SearchRequest(storage=":memory:", trials=30, seed=0, compare_exact=False)
+    e, s = modes.sampler_cost_model(req, 324, 324, 256, "plena")
+    assert e <= s
+    e, s = modes.sampler_cost_model(req, 324, 324, 256, "gpu")
+    assert s < e
+    plena = run_search(req, evaluator_factory=fake_factory(devices=256, experts=8)[0])
+    gpu = run_search(
+        req, evaluator_factory=lambda b: _GpuFake(devices=256, experts=8, batch=b)
+    )  # fmt: skip
+    assert (plena.sampler, gpu.sampler) == ("exhaustive", "tpe")
+    assert gpu.evaluated == 30 and plena.evaluated == plena.legal_points == 324
+    with pytest.raises(ValueError, match="chip kind 'tpu'"):
+        modes.plan_cpu_seconds(8, "tpu")
+
+
+def test_the_evaluator_names_its_chip_kind() -> None:
+    from plena_opt.estimate.problem import ProblemSpec
+
+    gpu = ProblemSpec(model="llama-3.2-1b", noc="hgx-h200x8", chip="h200-sxm").load()
+    plena = ProblemSpec(model="llama-3.2-1b", noc="illustrative_gpu_node_8").load()
+    assert (gpu.evaluator().chip_kind, plena.evaluator().chip_kind) == ("gpu", "plena")

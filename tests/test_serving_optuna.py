@@ -100,7 +100,7 @@ def test_trials_are_stored_once_with_constraints_and_plan_params_and_resume(tmp_
         meets = t.user_attrs["tpot_seconds"] <= 6e-3
         assert (t.user_attrs["constraints"]["max_tpot"] <= 0) == meets
         assert "sampler_params" in t.user_attrs
-    second, _ = _run(_request(store))
+    second, _ = _run(_request(store).model_copy(update={"trials": 80}))
     assert second["disaggregated"]["evaluated"] == 40  # 40 new ones after the 40 stored
     study = optuna.load_study(study_name="o-serving", storage=open_storage(store))
     dis2 = [t for t in study.trials if t.params["serving"] == "disaggregated"]

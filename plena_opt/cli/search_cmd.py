@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from plena_opt import api, jsonio
-from plena_opt.api.recheck import render_recheck
+from plena_opt.api.recheck import default_top_k, render_recheck
 from plena_opt.bounds import MAX_SAMPLES, MAX_TOP_K, check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
@@ -137,7 +137,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 def recheck_noise(args: argparse.Namespace):
     """The re-check's settings, validated before the search starts."""
-    if args.recheck < 0:
+    if args.recheck is not None and args.recheck < 0:
         raise PlenaInputError("recheck", "--recheck must be at least 0 (0 turns it off)")
     if args.samples < 0:
         raise PlenaInputError("samples", "--samples must be at least 0")
@@ -226,7 +226,7 @@ def write_outputs(
     else:
         print(render_text(result))
         if checks:
-            print(render_recheck(result, checks, args.samples, args.noise))
+            print(render_recheck(result, checks, args.samples, args.noise, args.recheck))
         emit_serving(result)
     finish_output(args, result, checks, title, rec)
 
@@ -269,7 +269,8 @@ def finish_output(
 
 def check_counts(args: argparse.Namespace) -> None:
     """The count flags within the bounds every front end shares (``plena_opt.bounds``)."""
-    check_count(args.recheck, "recheck", "--recheck", 0, MAX_TOP_K)
+    if args.recheck is not None:  # None: sized by the cost model (``api.recheck``)
+        check_count(args.recheck, "recheck", "--recheck", 0, MAX_TOP_K)
     check_count(args.samples, "samples", "--samples", 0, MAX_SAMPLES)
     check_count(args.export_top, "export_top", "--export-top", 1, MAX_TOP_K)
 
@@ -322,12 +323,12 @@ def handle(args: argparse.Namespace) -> int:
             bar.close()
         if result.partial and result.stop_reason == "cancelled":
             result.stop_reason = "interrupted; every finished trial is saved in the study"
-        if args.recheck > 0 and result.front and not interrupted["flag"]:
+        if args.recheck != 0 and result.front and not interrupted["flag"]:
             try:
                 checks = api.recheck_front(
                     result,
                     problem,
-                    top_k=args.recheck,
+                    top_k=default_top_k(args.recheck, request),
                     samples=args.samples,
                     noise=noise,
                     seed=args.seed or 0,

@@ -106,7 +106,7 @@ def _add_sla_flags(g: Any) -> None:
         choices=SERVING_SAMPLERS,
         default="auto",
         help="how --serving searches the disaggregated deployments (optuna: at most --trials "
-        "new ones, resuming the <study>-serving study; default auto)",
+        "in all, resuming the <study>-serving study; default auto)",
     )
     g.add_argument(
         "--sampler",
@@ -124,8 +124,8 @@ def _add_sampler_flags(g: Any) -> None:
         "--trials",
         type=int,
         default=200,
-        help="budget of new plans a sampler scores (default 200); it stops earlier when every "
-        "legal plan is scored",
+        help="plans a sampler's study holds in all (default 200; a re-run of the same search "
+        "scores only what it lacks); it stops earlier when every legal plan is scored",
     )
     g.add_argument(
         "--timeout", type=float, default=None, help="stop after S seconds (default: no limit)"
@@ -195,9 +195,11 @@ def _add_recheck_flags(r: Any) -> None:
     r.add_argument(
         "--recheck",
         type=int,
-        default=DEFAULT_RECHECK,
+        default=None,
         metavar="K",
-        help=f"re-check the top K front plans by simulation (0: off; default {DEFAULT_RECHECK})",
+        help=f"re-check the top K front plans by simulation (0: off; default: up to "
+        f"{DEFAULT_RECHECK}, as many as keep the re-check under 30%% of the search's CPU by a "
+        "fixed cost model)",
     )
     r.add_argument(
         "--samples",

@@ -22,7 +22,7 @@ from plena_opt.estimate.distributed import (
     PassResult,
     PlanCost,
 )
-from plena_opt.estimate.gpu import gpu_energy_per_token
+from plena_opt.estimate.gpu import gpu_energy_per_token, is_gpu
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
 from plena_opt.memory import DEFAULT_MEMORY_ENERGY, Memory
@@ -93,6 +93,11 @@ class Evaluator:
     def chip_name(self) -> str:
         """The chip profile's name (the key of its price in a price file)."""
         return self.ctx.chip.name
+
+    @property
+    def chip_kind(self) -> str:
+        """``gpu`` for a GPU chip profile (``kind: gpu``), else ``plena``."""
+        return "gpu" if is_gpu(self.ctx.chip) else "plena"
 
     @property
     def num_devices(self) -> int:

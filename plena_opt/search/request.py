@@ -34,11 +34,13 @@ class SearchRequest(BaseModel):
 
     ``batch_sizes`` (sequences) replaces ``problem.batch_size`` by a searched list; ``objectives``
     are keys of ``OBJECTIVES``; ``max_ttft_ms`` (ms) / ``min_tps_per_seq`` (tokens/s) are SLAs;
-    ``trials`` caps new plan evaluations of a sampler; ``timeout`` and ``deadline`` (seconds from
-    the start) stop the search early (a deadline marks the result partial); ``storage`` is a journal
-    path, an RDB URL or ``":memory:"``; ``study`` names the study (default: derived from the
-    problem, so the same search resumes); ``compare_exact`` scores the whole space to report the
-    hypervolume ratio of a sampled front (None: only when the space is small).
+    ``trials`` caps the distinct plans a sampler's study holds in all (an earlier run of the same
+    search counts: a re-run with the same ``trials`` scores nothing, a larger one the difference);
+    ``timeout`` and ``deadline`` (seconds from the start) stop the search early (a deadline marks
+    the result partial); ``storage`` is a journal path, an RDB URL or ``":memory:"``; ``study``
+    names the study (default: derived from the problem, so the same search resumes);
+    ``compare_exact`` scores the whole space to report the hypervolume ratio of a sampled front
+    (None: only when the space is small).
     """
 
     model_config = ConfigDict(extra="forbid", use_enum_values=True, allow_inf_nan=False)
@@ -67,7 +69,7 @@ class SearchRequest(BaseModel):
     auto_batch: bool = False
     serving: ServingMode = ServingMode.AGGREGATED
     # How the ``serving`` comparison searches disaggregated deployments; ``optuna`` scores at
-    # most ``trials`` new deployments and resumes the ``<study>-serving`` study.
+    # most ``trials`` deployments in all and resumes the ``<study>-serving`` study.
     serving_sampler: ServingSampler = ServingSampler.AUTO
     # Precision as a knob: the weight/activation formats searched with the plan (each a
     # ``plena_opt.chip.precision.FORMATS`` name the chip supports); None: ``problem.precision``.

@@ -22,7 +22,7 @@ from plena_opt.search.misses import infeasible_summary
 from plena_opt.search.modes import (
     choose_sampler,
     compares_exact,
-    exact_records,
+    exact_front,
     run_exhaustive,
     run_sampled,
 )
@@ -50,29 +50,26 @@ def _rate_front(
     request = s.req
     result_extra: dict[str, Any] = {}
     rest = len(s.space) - len(s.cache)
-    compare = compares_exact(request, rest, len(s.space), s.space.num_devices)
+    compare = compares_exact(request, rest, len(s.space), s.space.num_devices, s.chip_kind)
     norm: Normaliser | None = None
     hv_norm = "evaluated-feasible-points"
+    exact_keys: list[str] = []
     if complete:
-        exact_front = front
-        result_extra["exact_front_size"] = len(front)
+        exact_keys = [r.point.key for r in front]
+        pts = np.array([r.minimised(s.objectives) for r in front])
     elif compare and sampler_name != "exhaustive" and not partial:
         s.report("exact front", 0, len(s.space), force=True)
-        exact_front = s.front_records(exact_records(s))
-        result_extra["exact_front_size"] = len(exact_front)
-    else:
-        exact_front = []
-    if exact_front:
-        pts = np.array([r.minimised(s.objectives) for r in exact_front])
+        exact_keys, pts = exact_front(s)
+    if complete or exact_keys:
+        result_extra["exact_front_size"] = len(exact_keys)
+    if exact_keys:
         norm = Normaliser.from_points(pts)
         hv_norm = "exact-front"
         result_extra["exact_hypervolume"] = norm.hypervolume(pts)
         found = np.array([r.minimised(s.objectives) for r in front]).reshape(
             len(front), pts.shape[1]
         )
-        q = front_quality(
-            found, [r.point.key for r in front], pts, [r.point.key for r in exact_front]
-        )
+        q = front_quality(found, [r.point.key for r in front], pts, exact_keys)
         result_extra.update(hv_ratio=q.hv_ratio, front_recall=q.front_recall, igd=q.igd)
     elif front:
         feas = [r for r in recs if r.feasible]

@@ -8,10 +8,12 @@ values are in the sampler's history once and repeats do not pull the sampler bac
 distinct scored plans reach the stored study (``plena_opt.search.trials``), so repeats and
 illegal suggestions never inflate it, and no plan is scored twice.
 
-The budget (``trials`` new plans scored, a hard limit) is spent in phases: the sampler first
-scores ``SAMPLER_SHARE`` of it, then the local refinement (``plena_opt.search.refine``) scores the
-unscored one-step neighbours of the current front, round after round, until no front plan has one
-left; the sampler then takes half of what remains, the new front is refined again, and so on.
+The budget (``trials`` distinct plans in the stored study, a hard limit: the plans an earlier run of
+the same search stored count, so this run scores ``modes.budget_left`` new ones) is spent in phases:
+the sampler first scores ``SAMPLER_SHARE`` of it, then the local refinement
+(``plena_opt.search.refine``) scores the unscored one-step neighbours of the current front, round
+after round, until no front plan has one left; the sampler then takes half of what remains, the new
+front is refined again, and so on.
 Refinement plans are told to the sampler study as well. Why: TPE spends its budget around the
 front it knows but misses plans one discrete step from it (qwen3-235b-a22b on 1,024 devices: 12 of
 14 front plans with 10 % of the evaluations; benchmarks/README_search.md).
@@ -36,6 +38,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import TrialState, create_trial
 
+from plena_opt.search.modes import budget_left
 from plena_opt.search.record import Record
 from plena_opt.search.refine import MoveCredit, neighbour_order
 from plena_opt.search.samplers import make_sampler
@@ -69,6 +72,9 @@ class SampledRun:
             sampler=make_sampler(sampler_name, req.seed, search.adapter, req.trials),
         )
         self.rng = np.random.default_rng(req.seed)
+        unscored = sum(1 for p in search.space.points if p.key not in search.cache)
+        # new plans this run may score: ``trials`` less the plans the study holds
+        self.limit = search.evaluated + budget_left(req, unscored, len(search.space))
         self.pending: list[Record] = []
         self.last_flush = time.perf_counter()
         self.refined = 0  # plans scored by the local refinement
@@ -140,22 +146,22 @@ class SampledRun:
                 self.pending.extend(recs)
                 self.teach(recs)
                 self.flush()
-                s.report("enumerate", s.evaluated, s.req.trials)
+                s.report("enumerate", s.evaluated, self.limit)
 
     def run(self) -> None:
         """Alternate sampler phases and local refinement until the budget is spent (module doc)."""
-        s, req = self.s, self.s.req
+        s, req, limit = self.s, self.s.req, self.limit
         try:
-            target = s.evaluated + math.ceil(SAMPLER_SHARE * (req.trials - s.evaluated))
-            while s.evaluated < req.trials and len(s.cache) < len(s.space):
+            target = s.evaluated + math.ceil(SAMPLER_SHARE * (limit - s.evaluated))
+            while s.evaluated < limit and len(s.cache) < len(s.space):
                 self.sample(max(target, s.evaluated + 1))
                 if s.stop_reason:
                     return
-                self.refine(req.trials)
+                self.refine(limit)
                 if s.stop_reason:
                     return
-                target = s.evaluated + math.ceil(0.5 * (req.trials - s.evaluated))
-            if len(s.cache) >= len(s.space) and s.evaluated < req.trials:
+                target = s.evaluated + math.ceil(0.5 * (limit - s.evaluated))
+            if len(s.cache) >= len(s.space) and len(s.cache) < req.trials:
                 s.warnings.append(
                     f"every one of the {len(s.space)} legal plans is scored; the sampler stopped "
                     f"before its budget of {req.trials} trials"
@@ -173,7 +179,7 @@ class SampledRun:
             s.stop_reason = s.check_stop()
             if s.stop_reason:
                 return
-            if len(s.space) - len(s.cache) <= s.req.trials - s.evaluated:
+            if len(s.space) - len(s.cache) <= self.limit - s.evaluated:
                 self.enumerate_rest()
                 return
             if stale >= STALE_STREAK:
@@ -207,7 +213,7 @@ class SampledRun:
             else:
                 self.study.tell(trial, state=TrialState.FAIL)
             self.flush()
-            s.report(self.name, s.evaluated, s.req.trials)
+            s.report(self.name, s.evaluated, self.limit)
 
     def refine(self, limit: int) -> None:
         """Score the unscored neighbours of the current front (``refine.neighbour_order``, the
@@ -238,7 +244,7 @@ class SampledRun:
                 self.credit.add(m.kind, m.point.key in on_front)
             self.refined += len(todo)
             self.flush()
-            s.report("refine", s.evaluated, s.req.trials)
+            s.report("refine", s.evaluated, self.limit)
 
 
 def _feature_row(dists: dict, dims: tuple, values: dict) -> np.ndarray:

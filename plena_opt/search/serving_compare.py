@@ -204,9 +204,10 @@ def serving_comparison(
     resolved as the search does), SLA and searched formats (``precisions``: both pools of a
     deployment in one format); objectives TTFT, tokens/s/device, tokens/s/user, plus
     energy when asked and the cluster and memory report it; ``sampler`` (None: the request's
-    ``serving_sampler``); ``optuna`` scores at most ``request.trials`` new deployments, after the
-    stored ones ``resume`` names (``serving_store.resume_params``). ``stop`` (a ``StopToken``)
-    is polled per worker priced and per chunk of pairs or trial (a partial document)."""
+    ``serving_sampler``); ``optuna`` scores deployments until ``request.trials`` are scored in all,
+    the stored ones ``resume`` names included (``serving_store.resume_params``). ``stop`` (a
+    ``StopToken``) is polled per worker priced and per chunk of pairs or trial (a partial
+    document)."""
     from plena_opt.search.serving import CapacityCache, sla_dict
 
     inputs = inputs if inputs is not None else request.problem.load()

@@ -89,10 +89,12 @@ def search_pairs(
     seeds: Sequence[dict[str, Any]] = (),
     stop: Any = None,
 ) -> OptunaPairs:
-    """Run the study until ``budget`` new deployments are scored (or 4 × budget trials, or
-    ``stop``). ``score(p, d) -> Points`` scores one pair; ``seeds`` are the sampler params of
-    deployments scored before (a resumed study): enqueued first, scored again (cheap), not
-    counted in the budget and not stored again."""
+    """Run the study until it holds ``budget`` distinct deployments in all, resumed ones included
+    (or 4 × ``budget`` trials this run, or ``stop``): a re-run with the same budget scores no new
+    deployment, a larger one scores the difference. ``score(p, d) -> Points`` scores one pair;
+    ``seeds`` are the sampler params of deployments scored before (a resumed study): enqueued first
+    and told to the sampler, their figures recombined from the priced workers (``pair_points``, no
+    plan evaluation), not stored again."""
     import optuna
 
     from plena_opt.search.constraint_adapter import ConstraintAdapter
@@ -130,7 +132,8 @@ def search_pairs(
         if _valid(choices, prm):
             study.enqueue_trial(prm)
             run(False)
-    while sum(out.new) < budget and out.suggested < 4 * budget:
+    left = max(0, budget - len(seen))  # new deployments this run may score
+    while sum(out.new) < left and out.suggested < 4 * budget:
         if stop is not None and stop.is_set():
             break
         out.suggested += 1

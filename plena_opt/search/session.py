@@ -94,6 +94,8 @@ class _Search:
         )
         self.prices = load_prices(request.prices)
         self.chip_name: str | None = getattr(ev0, "chip_name", None)
+        # what ``modes.plan_cpu_seconds`` prices a plan as (an evaluator without a chip: plena)
+        self.chip_kind: str = getattr(ev0, "chip_kind", "plena")
         self._check_priced(request)
         self.adapter = ConstraintAdapter()
         self.cache: dict[str, Record] = {}

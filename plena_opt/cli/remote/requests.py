@@ -103,6 +103,14 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
     return pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
 
 
+def _recheck_top_k(args: argparse.Namespace) -> int:
+    """``--recheck`` for the server (which re-checks exactly K): unset → ``DEFAULT_RECHECK``."""
+    from plena_opt.api.recheck import DEFAULT_RECHECK
+
+    k = getattr(args, "recheck", 0)
+    return DEFAULT_RECHECK if k is None else k
+
+
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
     from plena_opt.cli.search_cmd import batch_list, precision_list
@@ -122,7 +130,7 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         objectives=[k.strip() for k in args.objectives.split(",") if k.strip()],
         study_name=args.study or "",
         batch_sizes=batch_list(args.batch_sizes) or [],
-        recheck_top_k=getattr(args, "recheck", 0),
+        recheck_top_k=_recheck_top_k(args),
         include_traces=bool(getattr(args, "trace_dir", None)),
         percentile=getattr(args, "percentile", None) or "",
         serving=getattr(args, "serving", None) or "",

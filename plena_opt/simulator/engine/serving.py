@@ -171,6 +171,17 @@ def _window_steps(times: InferenceStageTimes, mode: str) -> tuple[int, int]:
     return min(steady, max(SHORT_MIN_STEPS, SHORT_WINDOW_OPS // per_step)), 1
 
 
+def recheck_ops(times: InferenceStageTimes, windows: str = "auto") -> tuple[int, int]:
+    """(ops of the windows a lean re-check of ``times`` builds and runs once — isolated, steady
+    and serving —, ops one of its Monte Carlo samples simulates — isolated and steady —): what
+    its CPU time grows with (``api.recheck``'s cost model). The isolated window is counted as
+    4 ops a stage (prefill, its hop, decode, its hop), an upper bound."""
+    steps, win_steps = _window_steps(times, windows)
+    per_step = _ops_per_step(times)
+    sampled = 4 * times.pp + steps * per_step
+    return sampled + 2 * times.pp * times.micro_batches + win_steps * per_step, sampled
+
+
 def simulate_serving(
     times: InferenceStageTimes,
     noise: NoiseSpec | Mapping | str | None = None,
