@@ -48,6 +48,14 @@ MAX_TRIALS = 1_000_000
 MAX_TOP_K = 1000
 #: A search's time budget, seconds (30 days: a longer one is a typo, not a plan).
 MAX_SEARCH_SECONDS = 30 * 24 * 3600.0
+#: Clients of a serving workload (``estimate --concurrency``): above every engine's default cap
+#: of running requests (vLLM 1024, SGLang/TensorRT-LLM 2048), so more only queue; the replay
+#: runs about 8·C requests.
+MAX_CONCURRENCY = 4096
+#: Poisson request rate of a serving workload, requests/s (``estimate --request-rate``).
+MAX_REQUEST_RATE = 10_000.0
+#: Tokens one serving replay may generate (requests × output tokens; ~10 s of replay).
+MAX_REPLAY_TOKENS = 20_000_000
 #: Prefix pydantic puts before a ``ValueError`` raised in a validator (stripped from messages).
 VALUE_ERROR_PREFIX = "Value error, "
 
