@@ -157,17 +157,22 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
                 measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
     try:
         d = resolve(row)
-        key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
-               d.input_len, d.output_len)  # fmt: skip
-        if key not in steps:
-            steps[key] = step_model(d, host.get(d.engine, 0.0))
-        m: ServingMetrics = benchmark_run(steps[key], ServingWorkload(d.concurrency, d.input_len,
-                                                                    d.output_len))  # fmt: skip
+        m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
+            d.concurrency, d.input_len, d.output_len))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
                      tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
                      output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
+
+
+def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel:
+    """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
+    key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
+           d.input_len, d.output_len)  # fmt: skip
+    if key not in steps:
+        steps[key] = step_model(d, host.get(d.engine, 0.0))
+    return steps[key]
 
 
 def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
