@@ -49,7 +49,15 @@ def target_from_flags(key: str | None, model: str | None, gpu: str | None,
                 f"a benchmark result file needs --{name} (or --bundle "
                 "DIR holding the deployment.json plena-opt export wrote)",
             )
-    catalog = {v: k for k, v in HF_MODELS.items()}
+    from plena_opt.export import parse_deployment_key, parse_point_key
+
+    try:
+        parse_deployment_key(key) or parse_point_key(key)  # type: ignore[arg-type]
+    except PlenaInputError as exc:
+        raise PlenaInputError("deployment", f"--deployment: {exc}") from None
+    catalog: dict[str, str] = {}
+    for hf_id, name in HF_MODELS.items():
+        catalog.setdefault(name, hf_id)  # the base checkpoint first
     if model in HF_MODELS:
         name, hf = HF_MODELS[model], model  # type: ignore[index]
     elif model in catalog:
