@@ -75,7 +75,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
         "sends its next request when its last one finishes, as vllm bench serve "
         "--max-concurrency), with --input-seq/--output-seq fixed lengths: TTFT, TPOT, ITL, E2E "
         "(mean, p50/p90/p99 of a replay; mean of the steady state), tokens/s per GPU and per "
-        "user (JSON key serving_under_load, SI)",
+        "user (JSON key serving_under_load, SI); default: none, the static batch only",
     )
     g.add_argument(
         "--request-rate",
@@ -83,7 +83,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="RATE",
         help=f"instead of --concurrency: Poisson arrivals at RATE requests/s, at most "
-        f"{MAX_REQUEST_RATE:,.0f}",
+        f"{MAX_REQUEST_RATE:,.0f} (default: none)",
     )
     g.add_argument(
         "--engine",

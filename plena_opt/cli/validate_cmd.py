@@ -25,21 +25,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--measurements",
         metavar="FILE.csv",
-        help="a serving results CSV to price row by row ('shipped': the packaged one)",
+        help="a serving results CSV to price row by row ('shipped': the packaged one), or a "
+        "benchmark result file with its deployment (default: none, the fig09 scorecard)",
     )
     g = p.add_argument_group(
         "benchmark result files (--measurements RESULT.json: vllm bench serve --save-result, "
         "SGLang bench_serving --output-file .jsonl) and the deployment they measured"
     )
-    g.add_argument("--deployment", metavar="KEY", help="the plan key as search prints it")
-    g.add_argument("--model", help="catalog model or Hugging Face id the engine served")
-    g.add_argument("--gpu", help="GPU as AIConfigurator names it (h100_sxm, ...) or a chip name")
-    g.add_argument("--engine", help="serving engine: vllm, sglang or trtllm")
+    g.add_argument(
+        "--deployment", metavar="KEY", help="the plan key as search prints it (default: none)"
+    )
+    g.add_argument(
+        "--model", help="catalog model or Hugging Face id the engine served (default: none)"
+    )
+    g.add_argument(
+        "--gpu",
+        help="GPU as AIConfigurator names it (h100_sxm, ...) or a chip name (default: none)",
+    )
+    g.add_argument(
+        "--engine",
+        help="serving engine: vllm, sglang or trtllm (default: the bundle's only engine)",
+    )
     g.add_argument(
         "--bundle",
         metavar="DIR",
         help="a folder plena-opt export --out-dir wrote: its deployment.json names the "
-        "deployment (the flags above fill or override its fields)",
+        "deployment (the flags above fill or override its fields; default: none)",
     )
     p.add_argument(
         "--cross-validate",
