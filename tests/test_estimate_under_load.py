@@ -185,3 +185,22 @@ def test_a_plan_the_serving_model_cannot_express_is_refused(capsys):
             "--tp", "4", "--pp", "2", "--concurrency", "8"]  # fmt: skip
     assert main(argv) == 2
     assert "--pp 2: serving under load models one engine instance" in capsys.readouterr().err
+
+
+def test_replay_itl_pools_every_gap_and_shows_the_prefill_stalls(llama8b):
+    m = replay_closed_loop(llama8b, ServingWorkload(32, 1024, 256))
+    # fixed lengths: every request has 255 gaps, so the pooled mean is the mean TPOT
+    assert m.itl_seconds == pytest.approx(m.tpot_seconds, rel=1e-9)
+    # most gaps are decode steps; the other groups' prompt steps are the slow tail
+    assert m.itl_p50_seconds == pytest.approx(llama8b.step_seconds(0, m.decode_batch), rel=0.2)
+    assert m.itl_p99_seconds > 5 * m.itl_p50_seconds
+    assert m.e2e_p50_seconds <= m.e2e_p90_seconds <= m.e2e_p99_seconds
+
+
+def test_weighted_percentile_is_nearest_rank_over_counts():
+    from plena_opt.serving.workload import percentile, weighted_percentile
+
+    pairs = [(3.0, 2), (1.0, 5), (10.0, 1), (7.0, 0)]
+    flat = [3.0] * 2 + [1.0] * 5 + [10.0]
+    for q in (1, 50, 62.5, 63, 90, 99, 100):
+        assert weighted_percentile(pairs, q) == percentile(flat, q)
