@@ -176,3 +176,53 @@ def test_a_result_file_without_a_usable_deployment_is_an_input_error(capsys, arg
     assert main(["validate", "--measurements", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and words in err
+
+
+def test_sglang_drawn_lengths_are_priced_spread_and_fixed_ones_in_lock_step(tmp_path):
+    from plena_opt.validate.bench_results import read_bench_runs
+
+    fixed, _ = read_bench_runs(SGLANG)  # random_range_ratio 1: SGLang's fixed lengths
+    assert fixed.range_ratio == 0.0
+    line = json.loads(SGLANG.read_text().splitlines()[0].replace("Infinity", "1e999"))
+    line["random_range_ratio"] = 0.8  # lengths in [0.8·L, L]
+    path = tmp_path / "drawn.jsonl"
+    path.write_text(json.dumps(line))  # Python writes Infinity back, as SGLang does
+    (drawn,) = read_bench_runs(path)
+    assert drawn.range_ratio == pytest.approx(0.2 / 1.8) and drawn.request_rate_per_s is None
+    line["random_range_ratio"] = 2
+    path.write_text(json.dumps(line))
+    with pytest.raises(Exception, match="random_range_ratio"):
+        read_bench_runs(path)
+
+
+def test_the_shipped_rows_are_priced_as_drawn_lengths(tmp_path):
+    # InferenceX draws lengths (RANDOM_RANGE_RATIO 0.8): its clients do not run in lock step
+    import csv
+
+    from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.validate.serving_rows import read_rows, resolve
+    from plena_opt.validate.serving_score import (
+        ROWS_RANGE_RATIO,
+        score_serving,
+        shipped_serving_csv,
+        step_model,
+    )
+
+    with open(shipped_serving_csv(), newline="") as fh:
+        reader = csv.DictReader(fh)
+        row = next(r for r in reader if r["backend"] == "trtllm" and r["mode"] == "agg"
+                   and r["model_path"].endswith("Llama-3.1-8B-Instruct")
+                   and r["concurrency"] == "8")  # fmt: skip
+        fields = reader.fieldnames
+    path = tmp_path / "one.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerow(row)
+    d = resolve(read_rows(path)[0])
+    step = step_model(d)
+    drawn = benchmark_run(step, ServingWorkload(8, d.input_len, d.output_len, ROWS_RANGE_RATIO))
+    fixed = benchmark_run(step, ServingWorkload(8, d.input_len, d.output_len))
+    (priced,) = score_serving(path).rows
+    assert priced.ttft_ms == pytest.approx(1e3 * drawn.ttft_seconds)
+    assert fixed.ttft_seconds > 1.1 * drawn.ttft_seconds  # lock step would price it otherwise

@@ -54,6 +54,11 @@ class BenchRun:
     completed: int
     ttft_ms: float
     tpot_ms: float
+    # lengths drawn around the means, as ``ServingWorkload.range_ratio`` (0: fixed): SGLang saves
+    # ``random_range_ratio`` r (lengths in [r·L, L]: ratio (1 − r) / (1 + r) about the mean);
+    # vllm bench serve does not save it: fixed, as the benchmark plena-opt export writes
+    # (``--random-range-ratio 0.0``)
+    range_ratio: float = 0.0
     itl_ms: float | None = None
     p99_ttft_ms: float | None = None
     p99_tpot_ms: float | None = None
@@ -108,7 +113,8 @@ def _run(doc: Any, rid: str) -> BenchRun:
     return BenchRun(
         rid, source, conc, _rate(doc, where), max(1, round(total_in / completed)),
         max(1, round(total_out / completed)), completed, _ms(doc, "mean_ttft_ms", where),
-        _ms(doc, "mean_tpot_ms", where), _ms(doc, "mean_itl_ms", where, need=False),
+        _ms(doc, "mean_tpot_ms", where),
+        _range_ratio(doc, source, where), _ms(doc, "mean_itl_ms", where, need=False),
         _ms(doc, "p99_ttft_ms", where, need=False), _ms(doc, "p99_tpot_ms", where, need=False),
     )  # fmt: skip
 
@@ -145,3 +151,13 @@ def _rate(doc: dict, where: str) -> float | None:
         raise PlenaInputError("request_rate", f"{where}: field 'request_rate' must be a rate "
                               f"above 0 or 'inf', got {str(v)[:32]!r}")  # fmt: skip
     return float(v)
+
+
+def _range_ratio(doc: dict, source: str, where: str) -> float:
+    if source != "sglang" or doc.get("dataset_name") != "random":
+        return 0.0
+    r = doc.get("random_range_ratio", 1.0)
+    if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r <= 1:
+        raise PlenaInputError("random_range_ratio", f"{where}: field 'random_range_ratio' must "
+                              f"be 0 to 1, got {str(r)[:32]!r}")  # fmt: skip
+    return (1 - r) / (1 + r)

@@ -120,7 +120,7 @@ def _price(run: BenchRun, t: BenchTarget, steps: dict, host: dict[str, float]) -
         step = cached_step(d, steps, host)
         if run.concurrency is not None:
             per_client = max(1, round(run.completed / run.concurrency))
-            wl = ServingWorkload(run.concurrency, run.input_len, run.output_len)
+            wl = ServingWorkload(run.concurrency, run.input_len, run.output_len, run.range_ratio)
             m = benchmark_run(step, wl, per_client)
         else:
             m = open_loop(

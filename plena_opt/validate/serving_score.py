@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from plena_opt.validate.serving_rows import ServingRow
 
 BANDS = ((1, 1), (2, 8), (9, 32), (33, 128), (129, 1 << 30))
+# The rows' prompt and output lengths are drawn, not fixed: InferenceX runs its benchmark with
+# RANDOM_RANGE_RATIO 0.8 (InferenceMAX README, "Benchmark Client Configuration": ``--dataset-name
+# random --random-range-ratio $RANDOM_RANGE_RATIO``). Drawn lengths keep the clients from running
+# in lock step (``serving.steady``), so the rows are priced in the spread regime, at the mean
+# lengths the row names (the steady state uses only the means and whether they are drawn).
+ROWS_RANGE_RATIO = 0.8
 GROUPS = ("system", "backend", "model", "mode", "band")
 
 
@@ -158,7 +164,7 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
     try:
         d = resolve(row)
         m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
-            d.concurrency, d.input_len, d.output_len))  # fmt: skip
+            d.concurrency, d.input_len, d.output_len, ROWS_RANGE_RATIO))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
