@@ -112,7 +112,7 @@ def test_estimate_json_has_the_serving_under_load_document(capsys):
     load = doc["serving_under_load"]
     assert load["workload"] == {"kind": "closed_loop", "concurrency": 32,
                                 "request_rate_per_s": None, "input_seq_len": 1024,
-                                "output_seq_len": 256, "lengths": "fixed"}  # fmt: skip
+                                "output_seq_len": 256, "range_ratio": 0.0}  # fmt: skip
     assert load["engine"]["name"] == "sglang" and load["engine"]["version"] == "0.5.23"
     assert load["engine"]["max_num_batched_tokens"] == 8192
     replay, steady = load["replay"], load["steady_state"]
@@ -163,6 +163,8 @@ def test_more_clients_raise_tpot_and_throughput():
         (["--concurrency", "4", "--engine-version", "0.6.0"], "version 0.34.0 only"),
         (["--concurrency", "4", "--request-rate", "1", "--server", "localhost:1"], "locally"),
         (["--concurrency", "4", "--burst-ttft"], "give one"),
+        (["--concurrency", "4", "--range-ratio", "1"], "--range-ratio must be at least 0"),
+        (["--concurrency", "4", "--range-ratio", "-0.1"], "--range-ratio must be at least 0"),
         (["--request-rate", "5000"], "request_rate"),  # beyond what the plan serves
     ],
 )  # fmt: skip
@@ -204,3 +206,17 @@ def test_weighted_percentile_is_nearest_rank_over_counts():
     flat = [3.0] * 2 + [1.0] * 5 + [10.0]
     for q in (1, 50, 62.5, 63, 90, 99, 100):
         assert weighted_percentile(pairs, q) == percentile(flat, q)
+
+
+def test_drawn_lengths_spread_the_clients(capsys):
+    assert main([*GPU, "--concurrency", "8", "--range-ratio", "0.5", "--json"]) == 0
+    drawn = json.loads(capsys.readouterr().out)["serving_under_load"]
+    assert drawn["workload"]["range_ratio"] == 0.5
+    assert main([*GPU, "--concurrency", "8", "--json"]) == 0
+    fixed = json.loads(capsys.readouterr().out)["serving_under_load"]
+    # eight fixed 1k prompts are prefilled together every cycle; drawn ones one by one
+    assert fixed["replay"]["ttft_seconds"]["mean"] > 2 * drawn["replay"]["ttft_seconds"]["mean"]
+    assert drawn["replay"]["ttft_seconds"]["p99"] > drawn["replay"]["ttft_seconds"]["p50"]
+    assert drawn["steady_state"]["ttft_seconds"] == pytest.approx(
+        drawn["replay"]["ttft_seconds"]["mean"], rel=0.2
+    )

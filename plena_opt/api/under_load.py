@@ -57,6 +57,7 @@ class UnderLoad:
     request_rate_per_s: float | None
     input_len: int
     output_len: int
+    range_ratio: float
     gpus: int
     replayed_requests: int
     ttft: Stats
@@ -81,7 +82,7 @@ class UnderLoad:
                 "request_rate_per_s": self.request_rate_per_s,
                 "input_seq_len": self.input_len,
                 "output_seq_len": self.output_len,
-                "lengths": "fixed",
+                "range_ratio": self.range_ratio,
             },
             "engine": {
                 "name": self.engine,
@@ -126,6 +127,8 @@ class UnderLoad:
         else:
             load = f"Poisson arrivals at {self.request_rate_per_s:g} requests/s"
         st = self.steady
+        r = self.range_ratio
+        lengths = f"drawn in ±{100 * r:g} %" if r else "fixed lengths"
         after = (
             "after the start burst and its echoes"
             if self.concurrency
@@ -140,7 +143,7 @@ class UnderLoad:
         lines = [
             "",
             f"Under load ({load}, {self.input_len} prompt + {self.output_len} output tokens "
-            "each, fixed lengths)",
+            f"each, {lengths})",
             f"  engine {self.engine} {self.engine_version}: chunked prefill "
             f"{self.budget_tokens} tokens/step, max running {running}, CUDA graphs up to batch "
             f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs",
@@ -164,8 +167,15 @@ class UnderLoad:
         return "\n".join(lines)
 
 
-def check_load(concurrency: int | None, request_rate: float | None) -> None:
-    """Exactly one of a concurrency (1..MAX_CONCURRENCY) or a rate (0, MAX_REQUEST_RATE]/s."""
+def check_load(
+    concurrency: int | None, request_rate: float | None, range_ratio: float = 0.0
+) -> None:
+    """Exactly one of a concurrency (1..MAX_CONCURRENCY) or a rate (0, MAX_REQUEST_RATE]/s;
+    a range ratio in [0, 1)."""
+    if not 0 <= range_ratio < 1:
+        raise PlenaInputError(
+            "range_ratio", f"--range-ratio must be at least 0 and below 1, got {range_ratio!r}"
+        )
     from plena_opt.bounds import check_count
 
     if concurrency is not None and request_rate is not None:
@@ -195,13 +205,16 @@ def serve_under_load(
     concurrency: int | None = None,
     request_rate: float | None = None,
     engine_version: str | None = None,
+    range_ratio: float = 0.0,
 ) -> UnderLoad:
     """``plan`` of ``problem`` (a GPU chip on a NoC) under the workload, priced by ``engine``'s
-    scheduler: replay and steady state. Bad input raises naming the field."""
+    scheduler: replay and steady state. ``range_ratio``: 0 fixed lengths, else each request's
+    lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
+    state uses the means). Bad input raises naming the field."""
     from plena_opt.serving import StepModel, engine_model
     from plena_opt.serving.engines import ENGINES, VERSIONS
 
-    check_load(concurrency, request_rate)
+    check_load(concurrency, request_rate, range_ratio)
     _check_target(problem, plan, engine, ENGINES)
     version = VERSIONS[engine] if engine_version is None else engine_version
     if version != VERSIONS[engine]:
@@ -213,7 +226,7 @@ def serve_under_load(
     wl = problem.workload
     measured = OPEN_LOOP_MEASURED if concurrency is None else max(4 * concurrency, 64)
     rounds = measured + (measured if concurrency is None else WARMUP_WAVES * concurrency)
-    if rounds * wl.output_seq_len > MAX_REPLAY_TOKENS:
+    if rounds * wl.output_seq_len * (1 + range_ratio) > MAX_REPLAY_TOKENS:
         raise PlenaInputError(
             "concurrency",
             f"the replay would generate {rounds:,} × "
@@ -225,7 +238,8 @@ def serve_under_load(
     step = StepModel.from_problem(
         problem.model, problem.noc, problem.memory, problem.chip, wl, plan, eng
     )
-    steady, replay = _run(step, wl.input_seq_len, wl.output_seq_len, concurrency, request_rate)
+    lengths = (wl.input_seq_len, wl.output_seq_len, range_ratio)
+    steady, replay = _run(step, lengths, concurrency, request_rate)
     return UnderLoad(
         engine,
         version,
@@ -238,6 +252,7 @@ def serve_under_load(
         request_rate,
         wl.input_seq_len,
         wl.output_seq_len,
+        range_ratio,
         plan.world_size,
         measured,
         *_stats(replay),
@@ -245,17 +260,17 @@ def serve_under_load(
         replay.output_tps_per_user,
         replay.request_throughput_per_s,
         steady,
-        _run_ttft(step, wl.input_seq_len, wl.output_seq_len, concurrency),
+        _run_ttft(step, lengths, concurrency),
     )
 
 
-def _run_ttft(step: Any, isl: int, osl: int, concurrency: int | None) -> float | None:
+def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | None) -> float | None:
     """Mean TTFT of a closed-loop benchmark run from its start burst (None: Poisson)."""
     from plena_opt.serving import ServingWorkload, benchmark_run
 
     if concurrency is None:
         return None
-    return benchmark_run(step, ServingWorkload(concurrency, isl, osl)).ttft_seconds
+    return benchmark_run(step, ServingWorkload(concurrency, *lengths)).ttft_seconds
 
 
 def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: dict) -> None:
@@ -284,7 +299,7 @@ def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: di
 
 
 def _run(
-    step: Any, isl: int, osl: int, concurrency: int | None, rate: float | None
+    step: Any, lengths: tuple[int, int, float], concurrency: int | None, rate: float | None
 ) -> tuple[ServingMetrics, ServingMetrics]:
     """(steady state, replay) of the closed loop or the Poisson workload."""
     from plena_opt.serving import (
@@ -297,9 +312,9 @@ def _run(
     )
 
     if concurrency is not None:
-        wl = ServingWorkload(concurrency, isl, osl)
+        wl = ServingWorkload(concurrency, *lengths)
         return closed_loop(step, wl), replay_closed_loop(step, wl, warmup_waves=WARMUP_WAVES)
-    owl = OpenLoopWorkload(float(rate), isl, osl)  # type: ignore[arg-type]
+    owl = OpenLoopWorkload(float(rate), *lengths)  # type: ignore[arg-type]
     return open_loop(step, owl), replay_open_loop(step, owl, measured=OPEN_LOOP_MEASURED)
 
 

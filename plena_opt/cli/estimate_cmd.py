@@ -86,6 +86,15 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
         f"{MAX_REQUEST_RATE:,.0f} (default: none)",
     )
     g.add_argument(
+        "--range-ratio",
+        type=float,
+        default=None,
+        metavar="R",
+        help="draw each request's lengths uniformly within ±R of --input-seq/--output-seq, "
+        "0 <= R < 1 (default: 0, fixed lengths: clients then stay in the lock-step groups of "
+        "the start burst)",
+    )
+    g.add_argument(
         "--engine",
         default=None,
         help="serving engine whose default scheduler runs the load: vllm (default), sglang or "
@@ -177,7 +186,7 @@ def _print_with_burst(args: argparse.Namespace, problem, plan: Plan, result) -> 
 def _wants_load(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, k, None) is not None
-        for k in ("concurrency", "request_rate", "engine", "engine_version")
+        for k in ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
     )
 
 
@@ -189,7 +198,7 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         raise PlenaInputError("burst_ttft", "--burst-ttft and --concurrency: give one")
     load = serve_under_load(
         problem, plan, args.engine or "vllm", args.concurrency, args.request_rate,
-        args.engine_version,
+        args.engine_version, args.range_ratio or 0.0,
     )  # fmt: skip
     if args.json:
         result.document["serving_under_load"] = load.to_dict()

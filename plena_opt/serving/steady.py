@@ -21,9 +21,11 @@ shows the two agree on the means.
 clients' cycles are spread over time (true when lengths are drawn). With fixed lengths they never
 spread: every decoding request gains one token per step, so requests whose prompts finished in the
 same step finish in the same step, and their clients' next requests arrive together — the start
-burst's grouping repeats for ever (the replay shows it; so does a real ``--random-range-ratio 0``
-run). The spread form then under-predicts TTFT 2–3× (Llama-3.1-8B, 1k/256, C=4: 38 ms against
-the replay's 94 ms: the four prompts are prefilled together in every cycle). ``_lockstep`` prices
+burst's grouping repeats for ever (the replay shows it; a real ``--random-range-ratio 0`` run
+keeps it up to its clients' round-trip jitter, which neither model has). Benchmarks that draw
+lengths (InferenceX: ``--random-range-ratio 0.8``) are in the spread regime. At fixed lengths
+the spread form under-predicts TTFT 2–3× (Llama-3.1-8B, 1k/256, C=4: 38 ms against the
+replay's 94 ms: the four prompts are prefilled together in every cycle). ``_lockstep`` prices
 that periodic regime instead: with ``room`` = budget − decoding requests,
 
 * ``isl ≤ room``: requests travel in groups of ``g = ⌊room / isl⌋`` (a request that would
