@@ -117,3 +117,11 @@ Bandwidth = ranged(MIN_BANDWIDTH_BYTES_PER_S, MAX_BANDWIDTH_BYTES_PER_S, "B/s")
 ClockHz = ranged(MIN_CLOCK_HZ, MAX_CLOCK_HZ, "Hz")
 Bytes = ranged(1, MAX_BYTES, "bytes", integer=True)
 PjPerBit = ranged(0, MAX_PJ_PER_BIT, "pJ/bit")
+
+# A load curve (``plena-opt capacity --load``): one row per interval. A week at 5-minute
+# intervals is 2,016 rows; the file may hold that many and no more (each row is priced).
+MAX_LOAD_ROWS = 2016
+MAX_LOAD_FILE_BYTES = 1 << 20
+# Distinct (input, output, input p90) length profiles in one load file: each is priced apart
+# (about 20 ms per candidate deployment on one core, 12 candidates: ~20 s at the bound).
+MAX_LOAD_LENGTH_PROFILES = 96

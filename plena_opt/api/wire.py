@@ -11,6 +11,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_opt.vocabulary import PLAN_DIMS
 
 if TYPE_CHECKING:
+    from plena_opt.estimate.cost import CostFigures
     from plena_opt.estimate.evaluator import PlanMetrics
     from plena_opt.estimate.plan import Plan
     from plena_opt.search.result import FrontEntry
@@ -48,8 +49,11 @@ def _num(value: Any) -> float:
     return float(value) if value is not None else 0.0
 
 
-def metrics_to_proto(m: PlanMetrics | Mapping[str, Any]) -> pb.PlanMetrics:
-    """``PlanMetrics`` (SI: seconds, tokens/s, J/token, bytes) or its ``to_dict()`` → proto."""
+def metrics_to_proto(
+    m: PlanMetrics | Mapping[str, Any], cost: CostFigures | None = None
+) -> pb.PlanMetrics:
+    """``PlanMetrics`` (SI: seconds, tokens/s, J/token, bytes) or its ``to_dict()`` → proto,
+    with the plan's ``cost`` figures when given."""
     d = m if isinstance(m, Mapping) else m.to_dict()
     msg = pb.PlanMetrics(
         plan=plan_to_proto(d["plan"]),
@@ -68,7 +72,19 @@ def metrics_to_proto(m: PlanMetrics | Mapping[str, Any]) -> pb.PlanMetrics:
         msg.energy_per_token_joules = float(d["energy_per_token_joules"])
     if d.get("fits_in_memory") is not None:
         msg.fits_in_memory = bool(d["fits_in_memory"])
+    for name, value in (cost.to_dict() if cost is not None else {}).items():
+        if value is not None:  # cost and power of the plan (issue 30)
+            setattr(msg, name, value)
     return msg
+
+
+def cost_from_proto(m: pb.PlanMetrics) -> CostFigures | None:
+    """The cost figures a ``PlanMetrics`` carries (None when it carries none)."""
+    from plena_opt.estimate.cost import CostFigures
+
+    if not any(m.HasField(name) for name in COST_FIELDS):
+        return None
+    return CostFigures(**{n: getattr(m, n) if m.HasField(n) else None for n in COST_FIELDS})
 
 
 def metrics_from_proto(m: pb.PlanMetrics) -> PlanMetrics:

@@ -48,6 +48,10 @@ COMMANDS: dict[str, Command] = {
         "plena_opt.cli.validate_cmd",
         "score the model against shipped public measurements (MAPE per dataset and model)",
     ),
+    "capacity": Command(
+        "plena_opt.cli.capacity_cmd",
+        "replicas and $ per day of the cheapest deployment serving a load curve within an SLA",
+    ),
     "ui": Command("plena_opt.cli.ui_cmd", "open the pipeline simulator's web UI (local web app)"),
 }
 

@@ -35,10 +35,14 @@ def register(subparsers: Any) -> None:
         "--decode-plan",
         default=None,
         help="disaggregated: the decode pool's key "
-        "(PLAN is then the prefill pool's; one worker each)",
+        "(PLAN is then the prefill pool's; one worker each; default: none)",
     )
-    p.add_argument("--study", default=None, help="export trial --trial of this stored study")
-    p.add_argument("--trial", type=int, default=None, help="trial number (with --study)")
+    p.add_argument(
+        "--study", default=None, help="export trial --trial of this stored study (default: none)"
+    )
+    p.add_argument(
+        "--trial", type=int, default=None, help="trial number (with --study; default: none)"
+    )
     p.add_argument(
         "--storage",
         default=None,
@@ -50,9 +54,15 @@ def register(subparsers: Any) -> None:
         default="json",
         help="json: every engine's bundle as JSON; an engine: its shell scripts",
     )
-    p.add_argument("--model", default=None, help="catalog model (its Hugging Face id is loaded)")
-    p.add_argument("--model-path", default=None, help="model directory the engines load")
-    p.add_argument("--engine-model", default=None, help="model id the engines load (overrides)")
+    p.add_argument(
+        "--model", default=None, help="catalog model (its Hugging Face id is loaded; default: none)"
+    )
+    p.add_argument(
+        "--model-path", default=None, help="model directory the engines load (default: none)"
+    )
+    p.add_argument(
+        "--engine-model", default=None, help="model id the engines load (overrides; default: none)"
+    )
     p.add_argument(
         "--precision",
         default=None,
@@ -63,7 +73,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output-seq", type=int, default=None, help="output tokens (default 1024)")
     p.add_argument("--memory-fraction", type=float, default=0.9, help="memory budget, (0, 1]")
     p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    p.add_argument("--out-dir", default=None, help="write the bundle's files into this folder")
+    p.add_argument(
+        "--out-dir",
+        default=None,
+        help="write the bundle's files into this folder (default: print them)",
+    )
     p.add_argument(
         "--gpu",
         default=None,

@@ -115,7 +115,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
         return pb.EstimateResponse(
-            metrics=metrics_to_proto(result.metrics),
+            metrics=metrics_to_proto(result.metrics, result.cost),
             estimate_json=result.to_json(),
             mode=result.mode,
             estimate=estimate_to_proto(result.mode, result.document),

@@ -44,7 +44,7 @@ __all__ = [
 def remote_estimate(args: argparse.Namespace) -> int:
     """``plena-opt estimate --server``: print what local mode prints."""
     from plena_opt.api.estimates import PlanEstimate
-    from plena_opt.api.wire import metrics_from_proto
+    from plena_opt.api.wire import cost_from_proto, metrics_from_proto
 
     request = estimate_request_from_args(args)
     try:
@@ -56,7 +56,8 @@ def remote_estimate(args: argparse.Namespace) -> int:
     if reply.mode == "single_chip":
         result = PlanEstimate("single_chip", doc)
     else:
-        result = PlanEstimate("distributed", doc, metrics_from_proto(reply.metrics))
+        metrics = metrics_from_proto(reply.metrics)
+        result = PlanEstimate("distributed", doc, metrics, cost_from_proto(reply.metrics))
     print(result.to_text(as_json=args.json))
     return 0
 
