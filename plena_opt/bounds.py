@@ -52,6 +52,14 @@ MAX_SEARCH_SECONDS = 30 * 24 * 3600.0
 #: output tokens): 1e9 ms is 11.6 days, 1e9 USD/Mtok a thousand dollars a token; a larger value
 #: constrains nothing a real deployment meets and is a typo (not fitted).
 MAX_SLA = 1e9
+#: Clients of a serving workload (``estimate --concurrency``): above every engine's default cap
+#: of running requests (vLLM 1024, SGLang/TensorRT-LLM 2048), so more only queue; the replay
+#: runs about 8·C requests.
+MAX_CONCURRENCY = 4096
+#: Poisson request rate of a serving workload, requests/s (``estimate --request-rate``).
+MAX_REQUEST_RATE = 10_000.0
+#: Tokens one serving replay may generate (requests × output tokens; ~10 s of replay).
+MAX_REPLAY_TOKENS = 20_000_000
 #: Prefix pydantic puts before a ``ValueError`` raised in a validator (stripped from messages).
 VALUE_ERROR_PREFIX = "Value error, "
 

@@ -88,6 +88,7 @@ def test_load_raises_tpot_and_throughput():
 
 # The steady state against the replay of the same scheduler (lengths drawn ±50 % so the clients
 # do not stay in lock-step): means agree within TTFT_TOLERANCE and TPOT_TOLERANCE (relative).
+# Fixed lengths (the lock-step regime) are checked in tests/test_estimate_under_load.py.
 TTFT_TOLERANCE, TPOT_TOLERANCE = 0.20, 0.10
 
 
@@ -95,7 +96,7 @@ TTFT_TOLERANCE, TPOT_TOLERANCE = 0.20, 0.10
                                          (32, 3000, 64)])  # fmt: skip
 def test_steady_state_agrees_with_the_replay_on_the_mean(c, isl, osl):
     step = linear_step()
-    steady = closed_loop(step, ServingWorkload(c, isl, osl))
+    steady = closed_loop(step, ServingWorkload(c, isl, osl, range_ratio=0.5))
     replay = replay_closed_loop(step, ServingWorkload(c, isl, osl, range_ratio=0.5))
     assert steady.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=TTFT_TOLERANCE)
     assert steady.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=TPOT_TOLERANCE)
@@ -117,7 +118,7 @@ def test_steady_state_agrees_with_the_replay_on_an_evaluated_plan():
     step = StepModel.from_problem(load_model("llama-3.1-8b"), noc, gpu_memory(chip), chip, wl,
                                   Plan(), engine_model("vllm", 80 * GIB))  # fmt: skip
     for c in (4, 32):
-        steady = closed_loop(step, ServingWorkload(c, 1024, 256))
+        steady = closed_loop(step, ServingWorkload(c, 1024, 256, range_ratio=0.5))
         replay = replay_closed_loop(step, ServingWorkload(c, 1024, 256, range_ratio=0.5))
         assert steady.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=TTFT_TOLERANCE)
         assert steady.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=TPOT_TOLERANCE)
@@ -182,8 +183,8 @@ def test_open_loop_beyond_the_plans_rate_is_refused():
 def test_a_benchmark_run_agrees_with_the_replay_of_the_whole_run(c, isl, osl):
     # the replay measured from the start burst over 10·C requests (InferenceX's protocol)
     step = linear_step()
-    run = benchmark_run(step, ServingWorkload(c, isl, osl))
     wl = ServingWorkload(c, isl, osl, range_ratio=0.5)
+    run = benchmark_run(step, wl)
     replay = replay_closed_loop(step, wl, measured=10 * c, warmup_waves=0)
     assert run.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=TTFT_TOLERANCE)
     assert run.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=TPOT_TOLERANCE)

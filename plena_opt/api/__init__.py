@@ -19,6 +19,8 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
   (``Recommendation``: aggregated plan or disaggregated pools, the export key, the figures, why).
 * ``stored_trial(storage, study, number)`` / ``engine_model(model, model_path)`` — the key,
   problem and engine model id of a stored trial, for its launch bundle (``plena_opt.export``).
+* ``serve_under_load(problem, plan, engine, concurrency | request_rate)`` — one plan under a
+  serving workload by an engine's scheduler: replay percentiles and steady-state means.
 * ``simulate_plan(problem, plan)`` — serving simulation of one plan (``ServingSimulation``);
   ``simulate_schedule(schedule, stage_ms)`` — a training schedule (``ScheduleSimulation``).
 
@@ -60,6 +62,8 @@ _EXPORTS = {
     "run_worker": "plena_opt.api.workers",
     "search_codesign": "plena_opt.api.codesign",
     "search_plans": "plena_opt.api.searches",
+    "serve_under_load": "plena_opt.api.under_load",
+    "UnderLoad": "plena_opt.api.under_load",
     "simulate_plan": "plena_opt.api.simulations",
     "simulate_schedule": "plena_opt.api.simulations",
     "stored_trial": "plena_opt.api.exports",

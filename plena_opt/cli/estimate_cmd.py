@@ -57,7 +57,55 @@ def register(sub: argparse._SubParsersAction) -> None:
         "max_num_batched_tokens) and print each request's first-token time (mean, p50/p90/p99, "
         "last; JSON key burst_ttft, seconds); local only",
     )
+    _add_load_args(p)
     p.set_defaults(func=run)
+
+
+def _add_load_args(p: argparse.ArgumentParser) -> None:
+    """Serving under load (GPU chips): the workload and the engine that schedules it."""
+    from plena_opt.bounds import MAX_CONCURRENCY, MAX_REQUEST_RATE
+
+    g = p.add_argument_group("serving under load (GPU chips; local only)")
+    g.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="C",
+        help=f"also price the plan under a closed loop of C clients, 1..{MAX_CONCURRENCY} (each "
+        "sends its next request when its last one finishes, as vllm bench serve "
+        "--max-concurrency), with --input-seq/--output-seq fixed lengths: TTFT, TPOT, ITL, E2E "
+        "(mean, p50/p90/p99 of a replay; mean of the steady state), tokens/s per GPU and per "
+        "user (JSON key serving_under_load, SI); default: none, the static batch only",
+    )
+    g.add_argument(
+        "--request-rate",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help=f"instead of --concurrency: Poisson arrivals at RATE requests/s, at most "
+        f"{MAX_REQUEST_RATE:,.0f} (default: none)",
+    )
+    g.add_argument(
+        "--range-ratio",
+        type=float,
+        default=None,
+        metavar="R",
+        help="draw each request's lengths uniformly within ±R of --input-seq/--output-seq, "
+        "0 <= R < 1 (default: 0, fixed lengths: clients then stay in the lock-step groups of "
+        "the start burst)",
+    )
+    g.add_argument(
+        "--engine",
+        default=None,
+        help="serving engine whose default scheduler runs the load: vllm (default), sglang or "
+        "trtllm; refused on PLENA chips (no engine targets them)",
+    )
+    g.add_argument(
+        "--engine-version",
+        default=None,
+        help="the engine version (default and only one modelled: vllm 0.34.0, sglang 0.5.23, "
+        "trtllm 00209af1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
             if args.burst_ttft is not None:
                 raise PlenaInputError(
                     "burst_ttft", "--burst-ttft is computed locally; run it without --server"
+                )
+            if _wants_load(args):
+                raise PlenaInputError(
+                    "concurrency", "serving under load is computed locally; run it without --server"
                 )
             if args.prices is not None:
                 raise PlenaInputError(
@@ -100,8 +152,12 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         from plena_opt.estimate.cost import load_prices
 
         result = api.estimate_plan(problem, plan, load_prices(args.prices))
+        if _wants_load(args):
+            return _print_under_load(args, problem, plan, result)
         if args.burst_ttft is not None:
             return _print_with_burst(args, problem, plan, result)
+    if _wants_load(args):
+        raise PlenaInputError("concurrency", "serving under load needs a GPU --chip on a --noc")
     if args.burst_ttft is not None:
         raise PlenaInputError("burst_ttft", "--burst-ttft needs a GPU chip on a --noc")
     print(result.to_text(as_json=args.json))
@@ -124,4 +180,30 @@ def _print_with_burst(args: argparse.Namespace, problem, plan: Plan, result) -> 
         f"{q.percentile_seconds(50) * 1e3:.1f} ms, p90 {q.percentile_seconds(90) * 1e3:.1f} ms, "
         f"p99 {q.percentile_seconds(99) * 1e3:.1f} ms, last {q.max_seconds * 1e3:.1f} ms"
     )
+    return 0
+
+
+def _wants_load(args: argparse.Namespace) -> bool:
+    return any(
+        getattr(args, k, None) is not None
+        for k in ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+    )
+
+
+def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> int:  # noqa: ANN001
+    """The estimate plus the plan under load (``serving_under_load`` key / a text block)."""
+    from plena_opt.api import serve_under_load
+
+    if args.burst_ttft is not None:
+        raise PlenaInputError("burst_ttft", "--burst-ttft and --concurrency: give one")
+    load = serve_under_load(
+        problem, plan, args.engine or "vllm", args.concurrency, args.request_rate,
+        args.engine_version, args.range_ratio or 0.0,
+    )  # fmt: skip
+    if args.json:
+        result.document["serving_under_load"] = load.to_dict()
+        print(result.to_text(as_json=True))
+        return 0
+    print(result.to_text())
+    print(load.to_text())
     return 0

@@ -78,6 +78,12 @@ def register(subparsers: Any) -> None:
         default=None,
         help="write the bundle's files into this folder (default: print them)",
     )
+    p.add_argument(
+        "--gpu",
+        default=None,
+        help="the GPU the bundle runs on (a chip name such as h100-sxm), recorded in --out-dir's "
+        "deployment.json for validate --bundle (default: the stored study's chip, else none)",
+    )
     p.set_defaults(func=handle)
 
 
@@ -136,15 +142,21 @@ def spec_of(args: argparse.Namespace, problem: dict[str, Any]) -> Any:
 
 def configs(args: argparse.Namespace) -> list[Any]:
     """Every command of the bundle, per engine the format names."""
+    return _configs(args)[0]
+
+
+def _configs(args: argparse.Namespace) -> tuple[list[Any], str, Any, dict[str, Any]]:
+    """(commands, key, spec, stored problem) of the bundle."""
     from plena_opt.export import ENGINE_NAMES, bundle
 
     key, problem = _key_and_problem(args)
     engines = ENGINE_NAMES if args.format == "json" else (args.format,)
-    return bundle(key, spec_of(args, problem), engines)
+    spec = spec_of(args, problem)
+    return bundle(key, spec, engines), key, spec, problem
 
 
 def handle(args: argparse.Namespace) -> int:
-    launches = configs(args)
+    launches, key, spec, problem = _configs(args)
     if args.format != "json" and all(c.refused for c in launches):
         reasons = "; ".join(r for c in launches for r in c.refused)
         raise PlenaInputError("plan", f"{args.format} cannot run this plan as priced: {reasons}")
@@ -153,6 +165,7 @@ def handle(args: argparse.Namespace) -> int:
 
         try:
             paths = write_bundle(Path(args.out_dir), launches)
+            paths.append(_write_deployment(args, key, spec, problem, launches))
         except OSError as exc:
             raise PlenaInputError("out_dir", f"--out-dir {args.out_dir}: {exc.strerror}") from None
         print("\n".join(paths))
@@ -161,3 +174,21 @@ def handle(args: argparse.Namespace) -> int:
     else:
         print("\n".join(c.script() for c in launches))
     return 0
+
+
+def _write_deployment(args: argparse.Namespace, key: str, spec: Any, problem: dict[str, Any],
+                      launches: list[Any]) -> str:  # fmt: skip
+    """The bundle's deployment.json (what validate --bundle reads)."""
+    from plena_opt.export.files import write_deployment
+
+    if args.gpu is not None:
+        from plena_opt.chip import load_chip
+
+        load_chip(args.gpu)  # an unknown chip: PlenaNotFoundError naming it
+    gpu = args.gpu or problem.get("chip")
+    if gpu is not None and not isinstance(gpu, str):
+        gpu = None  # an inline chip document: no name to record
+    model = args.model or problem.get("model")
+    return write_deployment(
+        Path(args.out_dir), key, spec, launches, model if isinstance(model, str) else None, gpu
+    )

@@ -25,8 +25,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--measurements",
         metavar="FILE.csv",
-        help="a serving results CSV to price row by row ('shipped': the packaged one; "
-        "default: none, the scorecard)",
+        help="a serving results CSV to price row by row ('shipped': the packaged one), or a "
+        "benchmark result file with its deployment (default: none, the fig09 scorecard)",
+    )
+    g = p.add_argument_group(
+        "benchmark result files (--measurements RESULT.json: vllm bench serve --save-result, "
+        "SGLang bench_serving --output-file .jsonl) and the deployment they measured"
+    )
+    g.add_argument(
+        "--deployment", metavar="KEY", help="the plan key as search prints it (default: none)"
+    )
+    g.add_argument(
+        "--model", help="catalog model or Hugging Face id the engine served (default: none)"
+    )
+    g.add_argument(
+        "--gpu",
+        help="GPU as AIConfigurator names it (h100_sxm, ...) or a chip name (default: none)",
+    )
+    g.add_argument(
+        "--engine",
+        help="serving engine: vllm, sglang or trtllm (default: the bundle's only engine)",
+    )
+    g.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="a folder plena-opt export --out-dir wrote: its deployment.json names the "
+        "deployment (the flags above fill or override its fields; default: none)",
     )
     p.add_argument(
         "--cross-validate",
@@ -73,7 +97,7 @@ def _run_measurements(args: argparse.Namespace) -> int:
     from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
 
     path = shipped_serving_csv() if args.measurements == "shipped" else Path(args.measurements)
-    report = score_serving(path)
+    report = _bench_report(args, path) or score_serving(path)
     if args.json:
         doc = report.to_dict()
         if args.cross_validate:
@@ -143,3 +167,24 @@ def _print_summary(s: dict) -> None:
                   f"{rk['groups_rho_at_least_0_9']} at >= 0.9")  # fmt: skip
     for reason, n in s["refusals"].items():
         print(f"refused {n:5d}  {reason}")
+
+
+def _bench_report(args: argparse.Namespace, path: object) -> object | None:
+    """The runs of a benchmark result file priced on the named deployment (None: a CSV)."""
+    from plena_opt.errors import PlenaInputError
+    from plena_opt.validate.bench_score import score_bench, target_from_bundle, target_from_flags
+
+    named = (args.deployment, args.model, args.gpu, args.engine)
+    if args.bundle is None and not any(named):
+        if path.is_file() and path.read_bytes()[:64].lstrip()[:1] in (b"{", b"["):  # type: ignore[attr-defined]
+            raise PlenaInputError("deployment", "a benchmark result file needs the deployment "
+                                  "it measured: --deployment KEY --model M --gpu G --engine E, "
+                                  "or --bundle DIR")  # fmt: skip
+        return None
+    if args.bundle is not None:
+        if args.deployment:
+            raise PlenaInputError("deployment", "--bundle names the deployment: drop --deployment")
+        target = target_from_bundle(args.bundle, args.model, args.gpu, args.engine)
+    else:
+        target = target_from_flags(*named)
+    return score_bench(path, target)  # type: ignore[arg-type]

@@ -30,6 +30,46 @@ def write_bundle(folder: Path, launches: list[LaunchConfig]) -> list[str]:
     return [*paths, str(doc)]
 
 
+def write_deployment(folder: Path, key: str, spec: ExportSpec, launches: list[LaunchConfig],
+                     catalog_model: str | None = None, gpu: str | None = None) -> str:  # fmt: skip
+    """``deployment.json``: what the bundle deploys and measures (the plan key, model, GPU,
+    formats, lengths, the engines that run it and their benchmark result files), read back by
+    ``plena-opt validate --measurements RESULT --bundle DIR``. ``gpu``: None when not known."""
+    from plena_opt.export.launch import parse_deployment_key, parse_point_key
+
+    run = sorted({c.engine for c in launches if not c.refused})
+    results = {}
+    for c in launches:
+        if c.role == "bench" and "--result-filename" in c.argv:
+            results[c.engine] = c.argv[c.argv.index("--result-filename") + 1]
+        elif c.role == "bench" and "--output-file" in c.argv:
+            results[c.engine] = c.argv[c.argv.index("--output-file") + 1]
+    split = parse_deployment_key(key)
+    batch = None if split else parse_point_key(key)[1]
+    doc = {
+        "kind": "plena-opt deployment",
+        "version": 1,
+        "key": key,
+        "disaggregated": split is not None,
+        "model": spec.model,
+        "catalog_model": catalog_model,
+        "gpu": gpu,
+        "precision": spec.precision,
+        "kv_precision": spec.kv_precision,
+        "input_seq_len": spec.input_len,
+        "output_seq_len": spec.output_len,
+        "concurrency": batch,
+        "gpus_per_node": spec.gpus_per_node,
+        "memory_fraction": spec.memory_fraction,
+        "engines": run,
+        "refused_engines": sorted({c.engine for c in launches if c.refused}),
+        "bench_result_files": results,
+    }
+    path = folder / "deployment.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return str(path)
+
+
 def write_exports(result: Any, folder: str | Path, *, top_k: int, spec: ExportSpec) -> list[str]:
     """Bundles of the first ``top_k`` front plans (``plan0``, …) and of the disaggregated
     front's deployments (``disaggregated0``, …); the paths written."""

@@ -78,6 +78,9 @@ def _trtllm(gpu_memory_bytes: float) -> EngineModel:
 
 
 ENGINES = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
+# The engine version whose defaults the builders above are: the versions the launch bundle is
+# written for (plena_opt/export/engines.json, its "version" and "source" per engine).
+VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23", "trtllm": "00209af1"}
 
 
 def engine_model(name: str, gpu_memory_bytes: float, host_step_seconds: float = 0.0) -> EngineModel:

@@ -107,6 +107,7 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
     prefilling: list[int] = []
     decoding: list[list[int]] = []
     t, nxt, done, steps = 0.0, 0, 0, 0
+    gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
     while done < total:
         steps += 1
         if steps > MAX_REPLAY_STEPS:
@@ -125,7 +126,9 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
             k = min(left[r], room)
             left[r], room, tokens = left[r] - k, room - k, tokens + k
             firsts += [r] if left[r] == 0 else []
-        t += step.step_seconds(tokens, n)
+        dt = step.step_seconds(tokens, n)
+        t += dt
+        gaps.append((dt, sum(d[0] >= measured for d in decoding)))
         for d in decoding:
             d[1] -= 1
             if d[1] == 0:
@@ -140,7 +143,7 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
                 finish[r], done = t, done + 1
     ids = range(measured, total)
     m = _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids],
-                 ServingWorkload(1, wl.input_len, wl.output_len), step.gpus)  # fmt: skip
+                 ServingWorkload(1, wl.input_len, wl.output_len), step.gpus, gaps)  # fmt: skip
     lam = wl.request_rate_per_s
     from dataclasses import replace
 

@@ -17,7 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.serving.workload import ServingMetrics, percentile
+from plena_opt.serving.workload import ServingMetrics, percentile, weighted_percentile
 
 if TYPE_CHECKING:
     from plena_opt.serving.steps import StepModel
@@ -51,6 +51,8 @@ def replay_closed_loop(
     prefilling: list[int] = []  # admitted, prompt not done
     decoding: list[list[int]] = []  # [request, tokens still to generate]
     t, steps, done = 0.0, 0, 0
+    gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
+    lo = warmup_waves * c
     while done < total:
         steps += 1
         if steps > MAX_REPLAY_STEPS:
@@ -67,8 +69,10 @@ def replay_closed_loop(
             room, tokens = room - k, tokens + k
             if left_prompt[r] == 0:
                 firsts.append(r)
-        t += step.step_seconds(tokens, n)
+        dt = step.step_seconds(tokens, n)
+        t += dt
         still: list[list[int]] = []
+        gaps.append((dt, sum(lo <= d[0] < total for d in decoding)))
         for d in decoding:
             d[1] -= 1
             if d[1] > 0:
@@ -87,8 +91,8 @@ def replay_closed_loop(
                 finish[r] = t
                 done += r < total
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
-    ids = range(warmup_waves * c, total)
-    return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus)
+    ids = range(lo, total)
+    return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps)
 
 
 class _Lengths:
@@ -120,7 +124,9 @@ def _arrive(arrival: list[float], first: list[float], finish: list[float], left:
 
 
 def _metrics(arrival: list[float], first: list[float], finish: list[float], ids: range,
-             outs: list[int], wl: ServingWorkload, gpus: int) -> ServingMetrics:  # fmt: skip
+             outs: list[int], wl: ServingWorkload, gpus: int,
+             gaps: list[tuple[float, int]] | None = None) -> ServingMetrics:  # fmt: skip
+    """The means and percentiles of requests ``ids``; ``gaps``: (inter-token seconds, count)."""
     ttft = [first[i] - arrival[i] for i in ids]
     e2e = [finish[i] - arrival[i] for i in ids]
     osl = wl.output_len
@@ -145,4 +151,19 @@ def _metrics(arrival: list[float], first: list[float], finish: list[float], ids:
         tpot_p50_seconds=percentile(tpot, 50),
         tpot_p90_seconds=percentile(tpot, 90),
         tpot_p99_seconds=percentile(tpot, 99),
+        e2e_p50_seconds=percentile(e2e, 50),
+        e2e_p90_seconds=percentile(e2e, 90),
+        e2e_p99_seconds=percentile(e2e, 99),
+        **_itl(gaps or []),
     )
+
+
+def _itl(gaps: list[tuple[float, int]]) -> dict[str, float]:
+    """Mean and percentiles of the pooled inter-token gaps (none: no fields)."""
+    count = sum(n for _, n in gaps)
+    if not count:
+        return {}
+    return {"itl_seconds": sum(v * n for v, n in gaps) / count,
+            "itl_p50_seconds": weighted_percentile(gaps, 50),
+            "itl_p90_seconds": weighted_percentile(gaps, 90),
+            "itl_p99_seconds": weighted_percentile(gaps, 99)}  # fmt: skip

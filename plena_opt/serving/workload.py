@@ -55,6 +55,15 @@ class ServingMetrics:
     tpot_p50_seconds: float | None = None
     tpot_p90_seconds: float | None = None
     tpot_p99_seconds: float | None = None
+    # the replay only: inter-token latency (every gap between two tokens of a request, pooled
+    # over requests, as vllm bench serve's ITL) and E2E percentiles
+    itl_seconds: float | None = None
+    itl_p50_seconds: float | None = None
+    itl_p90_seconds: float | None = None
+    itl_p99_seconds: float | None = None
+    e2e_p50_seconds: float | None = None
+    e2e_p90_seconds: float | None = None
+    e2e_p99_seconds: float | None = None
 
     def to_dict(self) -> dict[str, float | None]:
         from dataclasses import asdict
@@ -66,3 +75,16 @@ def percentile(values: list[float], q: float) -> float:
     """Nearest-rank ``q``-th percentile (0–100) of ``values`` (non-empty)."""
     s = sorted(values)
     return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
+
+
+def weighted_percentile(pairs: list[tuple[float, int]], q: float) -> float:
+    """Nearest-rank ``q``-th percentile (0–100) of values given as (value, count) pairs (the
+    counts summing to at least 1)."""
+    s = sorted(p for p in pairs if p[1] > 0)
+    rank = max(1, math.ceil(q / 100 * sum(n for _, n in s)))
+    seen = 0
+    for v, n in s:
+        seen += n
+        if seen >= rank:
+            return v
+    return s[-1][0]

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from plena_opt.validate.serving_rows import ServingRow
 
 BANDS = ((1, 1), (2, 8), (9, 32), (33, 128), (129, 1 << 30))
+# The rows' prompt and output lengths are drawn, not fixed: InferenceX runs its benchmark with
+# RANDOM_RANGE_RATIO 0.8 (InferenceMAX README, "Benchmark Client Configuration": ``--dataset-name
+# random --random-range-ratio $RANDOM_RANGE_RATIO``). Drawn lengths keep the clients from running
+# in lock step (``serving.steady``), so the rows are priced in the spread regime, at the mean
+# lengths the row names (the steady state uses only the means and whether they are drawn).
+ROWS_RANGE_RATIO = 0.8
 GROUPS = ("system", "backend", "model", "mode", "band")
 
 
@@ -157,17 +163,22 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
                 measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
     try:
         d = resolve(row)
-        key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
-               d.input_len, d.output_len)  # fmt: skip
-        if key not in steps:
-            steps[key] = step_model(d, host.get(d.engine, 0.0))
-        m: ServingMetrics = benchmark_run(steps[key], ServingWorkload(d.concurrency, d.input_len,
-                                                                    d.output_len))  # fmt: skip
+        m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
+            d.concurrency, d.input_len, d.output_len, ROWS_RANGE_RATIO))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
                      tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
                      output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
+
+
+def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel:
+    """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
+    key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
+           d.input_len, d.output_len)  # fmt: skip
+    if key not in steps:
+        steps[key] = step_model(d, host.get(d.engine, 0.0))
+    return steps[key]
 
 
 def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:

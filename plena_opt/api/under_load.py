@@ -1,0 +1,334 @@
+"""Use case: one plan served under load by a serving engine (``estimate --concurrency``).
+
+A closed loop of ``concurrency`` clients (``vllm bench serve --max-concurrency``) or a Poisson
+``request_rate`` (``--request-rate``), fixed prompt/output lengths (the problem's workload), run by
+the default scheduler of ``engine`` (``plena_opt.serving.engine_model``: chunked-prefill budget,
+running cap, CUDA-graph limit, each cited) at the one version those defaults are for. Two models
+of the same scheduler: the discrete-event replay (means and p50/p90/p99 of TTFT, TPOT, ITL, E2E
+over the requests after the start burst and its echoes) and the steady state (means only; what the
+search prices). GPU chips only: no engine targets PLENA chips and ``plena_opt.serving`` offers no
+generic one, so ``engine`` is refused there. Times in seconds, throughputs in tokens/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from plena_opt.bounds import MAX_CONCURRENCY, MAX_REPLAY_TOKENS, MAX_REQUEST_RATE
+from plena_opt.errors import PlenaInputError
+from plena_opt.serving.benchmark import PROMPTS_PER_CLIENT
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.serving import ServingMetrics
+
+WARMUP_WAVES = 4  # closed loop: the first 4·C requests (start burst and echoes) not measured
+OPEN_LOOP_MEASURED = 256  # Poisson: requests measured, after as many warm-up arrivals
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Mean and nearest-rank percentiles of one per-request metric (seconds)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True)
+class UnderLoad:
+    """A plan under a serving workload: the settings priced, the replay's distributions and the
+    steady state's means (seconds; ``*_tps*`` tokens/s; ``request_throughput`` requests/s)."""
+
+    engine: str
+    engine_version: str
+    budget_tokens: int
+    max_running: int | None
+    cuda_graph_max_batch: int | None
+    host_step_seconds: float
+    engine_source: str
+    concurrency: int | None
+    request_rate_per_s: float | None
+    input_len: int
+    output_len: int
+    range_ratio: float
+    gpus: int
+    replayed_requests: int
+    ttft: Stats
+    tpot: Stats
+    itl: Stats
+    e2e: Stats
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    request_throughput_per_s: float
+    steady: ServingMetrics
+    # closed loop: mean TTFT of a whole benchmark run of PROMPTS_PER_CLIENT·C requests measured
+    # from its start burst (``serving.benchmark_run``; what a bench run's "Mean TTFT" reports)
+    run_ttft_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``serving_under_load`` document of ``estimate --json`` (SI)."""
+        st = self.steady
+        return {
+            "workload": {
+                "kind": "closed_loop" if self.concurrency else "poisson",
+                "concurrency": self.concurrency,
+                "request_rate_per_s": self.request_rate_per_s,
+                "input_seq_len": self.input_len,
+                "output_seq_len": self.output_len,
+                "range_ratio": self.range_ratio,
+            },
+            "engine": {
+                "name": self.engine,
+                "version": self.engine_version,
+                "max_num_batched_tokens": self.budget_tokens,
+                "max_running_requests": self.max_running,
+                "cuda_graph_max_batch": self.cuda_graph_max_batch,
+                "host_step_seconds": self.host_step_seconds,
+                "source": self.engine_source,
+            },
+            "gpus": self.gpus,
+            "replay": {
+                "requests": self.replayed_requests,
+                "ttft_seconds": self.ttft.to_dict(),
+                "tpot_seconds": self.tpot.to_dict(),
+                "itl_seconds": self.itl.to_dict(),
+                "e2e_seconds": self.e2e.to_dict(),
+                "output_tps_per_gpu": self.output_tps_per_gpu,
+                "output_tps_per_user": self.output_tps_per_user,
+                "request_throughput_per_s": self.request_throughput_per_s,
+            },
+            "benchmark_run": None
+            if self.run_ttft_seconds is None
+            else {"prompts_per_client": PROMPTS_PER_CLIENT, "ttft_seconds": self.run_ttft_seconds},
+            "steady_state": {
+                "ttft_seconds": st.ttft_seconds,
+                "tpot_seconds": st.tpot_seconds,
+                "itl_seconds": st.tpot_seconds,  # every gap is one step: mean ITL = TPOT
+                "e2e_seconds": st.e2e_seconds,
+                "output_tps_per_gpu": st.output_tps_per_gpu,
+                "output_tps_per_user": st.output_tps_per_user,
+                "request_throughput_per_s": st.request_throughput_per_s,
+            },
+        }
+
+    def to_text(self) -> str:
+        """The block ``plena-opt estimate`` prints after the static-batch figures (ms)."""
+        graphs = self.cuda_graph_max_batch or "every"
+        running = self.max_running or "KV-bound"
+        if self.concurrency:
+            load = f"closed loop, {self.concurrency} concurrent clients"
+        else:
+            load = f"Poisson arrivals at {self.request_rate_per_s:g} requests/s"
+        st = self.steady
+        r = self.range_ratio
+        lengths = f"drawn in ±{100 * r:g} %" if r else "fixed lengths"
+        after = (
+            "after the start burst and its echoes"
+            if self.concurrency
+            else "after as many warm-up arrivals"
+        )
+        rows = [
+            ("TTFT", self.ttft, st.ttft_seconds),
+            ("TPOT", self.tpot, st.tpot_seconds),
+            ("ITL", self.itl, st.tpot_seconds),
+            ("E2E", self.e2e, st.e2e_seconds),
+        ]
+        lines = [
+            "",
+            f"Under load ({load}, {self.input_len} prompt + {self.output_len} output tokens "
+            f"each, {lengths})",
+            f"  engine {self.engine} {self.engine_version}: chunked prefill "
+            f"{self.budget_tokens} tokens/step, max running {running}, CUDA graphs up to batch "
+            f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs",
+            f"  replay of {self.replayed_requests} requests ({after}):",
+            f"  {'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}   steady-state mean",
+        ]
+        for name, s, mean in rows:
+            cells = "".join(f"{1e3 * v:10.1f}" for v in (s.mean, s.p50, s.p90, s.p99))
+            lines.append(f"  {name + ' ms':8}{cells}   {1e3 * mean:10.1f}")
+        lines.append(
+            f"  output tokens/s per GPU {self.output_tps_per_gpu:.1f} (steady "
+            f"{st.output_tps_per_gpu:.1f}), per user {self.output_tps_per_user:.1f} (steady "
+            f"{st.output_tps_per_user:.1f}); requests/s {self.request_throughput_per_s:.3f} "
+            f"(steady {st.request_throughput_per_s:.3f})"
+        )
+        if self.run_ttft_seconds is not None:
+            lines.append(
+                f"  a benchmark run of {PROMPTS_PER_CLIENT}×{self.concurrency} requests timed "
+                f"from its start burst: mean TTFT {1e3 * self.run_ttft_seconds:.1f} ms"
+            )
+        return "\n".join(lines)
+
+
+def check_load(
+    concurrency: int | None, request_rate: float | None, range_ratio: float = 0.0
+) -> None:
+    """Exactly one of a concurrency (1..MAX_CONCURRENCY) or a rate (0, MAX_REQUEST_RATE]/s;
+    a range ratio in [0, 1)."""
+    if not 0 <= range_ratio < 1:
+        raise PlenaInputError(
+            "range_ratio", f"--range-ratio must be at least 0 and below 1, got {range_ratio!r}"
+        )
+    from plena_opt.bounds import check_count
+
+    if concurrency is not None and request_rate is not None:
+        raise PlenaInputError(
+            "request_rate",
+            "give --concurrency or --request-rate, not both "
+            "(a rate with a concurrency cap is not modelled)",
+        )
+    if concurrency is None and request_rate is None:
+        raise PlenaInputError(
+            "concurrency", "serving under load needs --concurrency or --request-rate"
+        )
+    if concurrency is not None:
+        check_count(concurrency, "concurrency", "--concurrency", 1, MAX_CONCURRENCY)
+    if request_rate is not None and not 0 < request_rate <= MAX_REQUEST_RATE:
+        raise PlenaInputError(
+            "request_rate",
+            f"--request-rate must be above 0 and at most "
+            f"{MAX_REQUEST_RATE:,.0f} requests/s, got {request_rate!r}",
+        )
+
+
+def serve_under_load(
+    problem: EvaluatorInputs,
+    plan: Plan,
+    engine: str = "vllm",
+    concurrency: int | None = None,
+    request_rate: float | None = None,
+    engine_version: str | None = None,
+    range_ratio: float = 0.0,
+) -> UnderLoad:
+    """``plan`` of ``problem`` (a GPU chip on a NoC) under the workload, priced by ``engine``'s
+    scheduler: replay and steady state. ``range_ratio``: 0 fixed lengths, else each request's
+    lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
+    state uses the means). Bad input raises naming the field."""
+    from plena_opt.serving import StepModel, engine_model
+    from plena_opt.serving.engines import ENGINES, VERSIONS
+
+    check_load(concurrency, request_rate, range_ratio)
+    _check_target(problem, plan, engine, ENGINES)
+    version = VERSIONS[engine] if engine_version is None else engine_version
+    if version != VERSIONS[engine]:
+        raise PlenaInputError(
+            "engine_version",
+            f"the {engine} scheduler defaults are modelled "
+            f"for version {VERSIONS[engine]} only; got {version!r}",
+        )
+    wl = problem.workload
+    measured = OPEN_LOOP_MEASURED if concurrency is None else max(4 * concurrency, 64)
+    rounds = measured + (measured if concurrency is None else WARMUP_WAVES * concurrency)
+    if rounds * wl.output_seq_len * (1 + range_ratio) > MAX_REPLAY_TOKENS:
+        raise PlenaInputError(
+            "concurrency",
+            f"the replay would generate {rounds:,} × "
+            f"{wl.output_seq_len:,} tokens, over {MAX_REPLAY_TOKENS:,}: lower "
+            "--concurrency or --output-seq",
+        )
+    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
+    eng = engine_model(engine, hbm)
+    step = StepModel.from_problem(
+        problem.model, problem.noc, problem.memory, problem.chip, wl, plan, eng
+    )
+    lengths = (wl.input_seq_len, wl.output_seq_len, range_ratio)
+    steady, replay = _run(step, lengths, concurrency, request_rate)
+    return UnderLoad(
+        engine,
+        version,
+        eng.budget_tokens,
+        eng.max_running,
+        eng.cuda_graph_max_batch,
+        eng.host_step_seconds,
+        eng.source,
+        concurrency,
+        request_rate,
+        wl.input_seq_len,
+        wl.output_seq_len,
+        range_ratio,
+        plan.world_size,
+        measured,
+        *_stats(replay),
+        replay.output_tps_per_gpu,
+        replay.output_tps_per_user,
+        replay.request_throughput_per_s,
+        steady,
+        _run_ttft(step, lengths, concurrency),
+    )
+
+
+def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | None) -> float | None:
+    """Mean TTFT of a closed-loop benchmark run from its start burst (None: Poisson)."""
+    from plena_opt.serving import ServingWorkload, benchmark_run
+
+    if concurrency is None:
+        return None
+    return benchmark_run(step, ServingWorkload(concurrency, *lengths)).ttft_seconds
+
+
+def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: dict) -> None:
+    """A GPU chip on a NoC, a known engine, a plan the serving model expresses."""
+    from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.errors import not_found
+
+    if not isinstance(problem.chip, GpuChipProfile):
+        raise PlenaInputError(
+            "engine",
+            "no serving engine targets PLENA chips and "
+            "plena_opt.serving models no generic engine: serving under load "
+            "(--engine, --concurrency, --request-rate) needs a GPU --chip",
+        )
+    if problem.noc is None:
+        raise PlenaInputError("noc", "a GPU chip is priced on a node profile: give --noc")
+    if engine not in engines:
+        raise not_found("engine", "engine", engine, engines)
+    for dim in ("pp", "dp", "cp"):
+        if getattr(plan, dim) != 1:
+            raise PlenaInputError(
+                dim,
+                f"--{dim} {getattr(plan, dim)}: serving under load models "
+                "one engine instance of TP (and EP) only",
+            )
+
+
+def _run(
+    step: Any, lengths: tuple[int, int, float], concurrency: int | None, rate: float | None
+) -> tuple[ServingMetrics, ServingMetrics]:
+    """(steady state, replay) of the closed loop or the Poisson workload."""
+    from plena_opt.serving import (
+        OpenLoopWorkload,
+        ServingWorkload,
+        closed_loop,
+        open_loop,
+        replay_closed_loop,
+        replay_open_loop,
+    )
+
+    if concurrency is not None:
+        wl = ServingWorkload(concurrency, *lengths)
+        return closed_loop(step, wl), replay_closed_loop(step, wl, warmup_waves=WARMUP_WAVES)
+    owl = OpenLoopWorkload(float(rate), *lengths)  # type: ignore[arg-type]
+    return open_loop(step, owl), replay_open_loop(step, owl, measured=OPEN_LOOP_MEASURED)
+
+
+def _stats(m: ServingMetrics) -> tuple[Stats, Stats, Stats, Stats]:
+    """TTFT, TPOT, ITL and E2E of a replay."""
+
+    def of(name: str, mean: float) -> Stats:
+        p = [getattr(m, f"{name}_p{q}_seconds") for q in (50, 90, 99)]
+        return Stats(mean, *(v if v is not None else mean for v in p))
+
+    itl = m.itl_seconds if m.itl_seconds is not None else m.tpot_seconds
+    return (
+        of("ttft", m.ttft_seconds),
+        of("tpot", m.tpot_seconds),
+        of("itl", itl),
+        of("e2e", m.e2e_seconds),
+    )

@@ -1,0 +1,171 @@
+"""``validate --measurements RESULT.json`` with a deployment: each benchmark run priced as run.
+
+The deployment is what the runs measured: a plan key as ``search`` prints it (``--deployment
+KEY``) with ``--model``, ``--gpu`` and ``--engine``, or the ``deployment.json`` that ``plena-opt
+export --out-dir DIR`` writes beside the launch scripts (``--bundle DIR``; a flag given too fills
+or overrides its field). Each run (``bench_results``) brings its load and mean lengths: a closed
+loop (``max_concurrency`` with ``request_rate`` inf) is priced as a benchmark run of
+``completed / max_concurrency`` prompts per client (``serving.benchmark_run``: start burst and
+steady state), a Poisson rate without a concurrency cap by ``serving.open_loop``. A run or plan
+the product cannot express (a rate with a cap, every prompt at once, pipeline or context
+parallelism, a disaggregated key) is refused with the reason, as the CSV rows are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.validate.bench_results import BenchRun, read_bench_runs
+from plena_opt.validate.serving_rows import HF_MODELS, SYSTEMS, Deployment, Refused
+from plena_opt.validate.serving_score import RowResult, ServingReport, cached_step
+
+DEPLOYMENT_FILE = "deployment.json"  # written by plena_opt.export.files.write_deployment
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    """The deployment the runs measured: plan key, catalog model and its id, AIConfigurator
+    system name, engine, and the weight format (None: the key's suffix, else bf16)."""
+
+    key: str
+    model: str
+    model_id: str
+    system: str
+    engine: str
+    precision: str | None = None
+
+
+def target_from_flags(key: str | None, model: str | None, gpu: str | None,
+                      engine: str | None, precision: str | None = None) -> BenchTarget:  # fmt: skip
+    """Check and resolve the names given; a missing or unknown one raises naming its flag."""
+    from plena_opt.serving import ENGINES
+
+    for name, v in (("deployment", key), ("model", model), ("gpu", gpu), ("engine", engine)):
+        if not v:
+            raise PlenaInputError(
+                name,
+                f"a benchmark result file needs --{name} (or --bundle "
+                "DIR holding the deployment.json plena-opt export wrote)",
+            )
+    from plena_opt.export import parse_deployment_key, parse_point_key
+
+    try:
+        parse_deployment_key(key) or parse_point_key(key)  # type: ignore[arg-type]
+    except PlenaInputError as exc:
+        raise PlenaInputError("deployment", f"--deployment: {exc}") from None
+    catalog: dict[str, str] = {}
+    for hf_id, name in HF_MODELS.items():
+        catalog.setdefault(name, hf_id)  # the base checkpoint first
+    if model in HF_MODELS:
+        name, hf = HF_MODELS[model], model  # type: ignore[index]
+    elif model in catalog:
+        name, hf = model, catalog[model]
+    else:
+        raise PlenaInputError(
+            "model",
+            f"--model {model!r}: not a catalog model nor a Hugging "
+            f"Face id it prices (known: {', '.join(sorted(catalog))})",
+        )
+    chips = {v[0]: k for k, v in SYSTEMS.items()}
+    system = gpu if gpu in SYSTEMS else chips.get(gpu)  # type: ignore[arg-type]
+    if system is None:
+        raise PlenaInputError("gpu", f"--gpu {gpu!r} is not modelled (known: "
+                              f"{', '.join([*SYSTEMS, *chips])})")  # fmt: skip
+    if engine not in ENGINES:
+        raise PlenaInputError("engine", f"--engine {engine!r}: one of {', '.join(ENGINES)}")
+    return BenchTarget(key, name, hf, system, engine, precision)  # type: ignore[arg-type]
+
+
+def target_from_bundle(folder: str, model: str | None = None, gpu: str | None = None,
+                       engine: str | None = None) -> BenchTarget:  # fmt: skip
+    """The deployment ``plena-opt export`` described in ``folder/deployment.json``."""
+    from plena_opt.jsonio import load_document
+
+    path = Path(folder) / DEPLOYMENT_FILE
+    if not path.is_file():
+        raise PlenaInputError("bundle", f"--bundle {folder}: no {DEPLOYMENT_FILE} there "
+                              "(written by plena-opt export --out-dir)")  # fmt: skip
+    doc = load_document(path.read_bytes(), "bundle", f"{DEPLOYMENT_FILE} in {folder!r}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
+        raise PlenaInputError("bundle", f"{path}: field 'key' is missing")
+    engines = doc.get("engines") or []
+    if engine is None and len(engines) == 1:
+        engine = engines[0]
+    if engine is not None and engines and engine not in engines:
+        raise PlenaInputError("engine", f"--engine {engine}: the bundle runs {', '.join(engines)}")
+    return target_from_flags(doc["key"], model or doc.get("catalog_model") or doc.get("model"),
+                             gpu or doc.get("gpu"), engine, doc.get("precision"))  # fmt: skip
+
+
+def score_bench(path: Path, target: BenchTarget,
+                host_step_seconds: dict[str, float] | None = None) -> ServingReport:  # fmt: skip
+    """Price every run of the result file at ``path`` on ``target``."""
+    report, steps = ServingReport(), {}
+    for run in read_bench_runs(path):
+        report.rows.append(_price(run, target, steps, host_step_seconds or {}))
+    return report
+
+
+def _price(run: BenchRun, t: BenchTarget, steps: dict, host: dict[str, float]) -> RowResult:
+    from plena_opt.serving import OpenLoopWorkload, ServingWorkload, benchmark_run, open_loop
+
+    base = dict(id=run.id, system=t.system, backend=t.engine, model=t.model_id, mode="agg",
+                concurrency=str(run.concurrency or ""), isl=str(run.input_len),
+                osl=str(run.output_len), measured_ttft_ms=run.ttft_ms,
+                measured_tpot_ms=run.tpot_ms)  # fmt: skip
+    try:
+        d = deployment(t, run)
+        step = cached_step(d, steps, host)
+        if run.concurrency is not None:
+            per_client = max(1, round(run.completed / run.concurrency))
+            wl = ServingWorkload(run.concurrency, run.input_len, run.output_len, run.range_ratio)
+            m = benchmark_run(step, wl, per_client)
+        else:
+            m = open_loop(
+                step, OpenLoopWorkload(run.request_rate_per_s, run.input_len, run.output_len)
+            )  # type: ignore[arg-type]
+    except (Refused, PlenaInputError) as exc:
+        return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
+    return RowResult(
+        status="priced",
+        reason="",
+        ttft_ms=1e3 * m.ttft_seconds,
+        tpot_ms=1e3 * m.tpot_seconds,
+        e2e_ms=1e3 * m.e2e_seconds,
+        output_tps_per_gpu=m.output_tps_per_gpu,
+        **base,
+    )  # type: ignore[arg-type]
+
+
+def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
+    """The resolved deployment of one run; raises ``Refused`` with the reason."""
+    from plena_opt.chip import load_chip
+    from plena_opt.export import parse_deployment_key, parse_point_key
+    from plena_opt.models import load_model
+
+    if run.concurrency is not None and run.request_rate_per_s is not None:
+        raise Refused("a request rate with a concurrency cap is not modelled")
+    if run.concurrency is None and run.request_rate_per_s is None:
+        raise Refused("max_concurrency null and request_rate inf: every prompt sent at once")
+    if parse_deployment_key(t.key) is not None:
+        raise Refused("disaggregated serving under load is not modelled yet")
+    plan, _, key_precision = parse_point_key(t.key)
+    for dim in ("pp", "dp", "cp"):
+        if getattr(plan, dim) != 1:
+            raise Refused(f"{dim} {getattr(plan, dim)}: only one engine instance of TP/EP is "
+                          "modelled under load")  # fmt: skip
+    if plan.ep != 1 and not load_model(t.model).num_experts:
+        raise Refused("expert parallelism on a dense model")
+    chip_name, noc, per_node = SYSTEMS[t.system]
+    fmt = t.precision or key_precision or "bf16"
+    if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
+        raise Refused(f"{chip_name} has no {fmt} tensor cores")
+    gpus = plan.world_size
+    if gpus > per_node and gpus % per_node:
+        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
+    noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    return Deployment(chip_name, noc_name, gpus, t.model, fmt, plan.tp, plan.ep,
+                      plan.moe_tp_mode, t.engine, run.input_len, run.output_len,
+                      run.concurrency or 1)  # fmt: skip
