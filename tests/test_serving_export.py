@@ -126,8 +126,10 @@ def test_bad_key_and_cli(tmp_path, capsys):
     )
     assert rc == 0
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["launch.json", "sglang-bench.sh", "sglang-decode.sh", "sglang-prefill.sh",
-                     "sglang-router.sh"]  # fmt: skip
+    assert names == ["deployment.json", "launch.json", "sglang-bench.sh", "sglang-decode.sh",
+                     "sglang-prefill.sh", "sglang-router.sh"]  # fmt: skip
+    deployment = json.loads((tmp_path / "deployment.json").read_text())
+    assert deployment["disaggregated"] is True and deployment["model"] == "org/m"
     assert "--disaggregation-mode decode" in (tmp_path / "sglang-decode.sh").read_text()
     capsys.readouterr()
     assert main(["export", "tp2-ep2-dp1-pp1-cp1-replace-none-b8", "--format", "sglang",
