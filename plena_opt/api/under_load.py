@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from plena_opt.estimate.plan import Plan
     from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.serving import ServingMetrics
+    from plena_opt.serving.error_bars import ErrorBand
 
 WARMUP_WAVES = 4  # closed loop: the first 4·C requests (start burst and echoes) not measured
 OPEN_LOOP_MEASURED = 256  # Poisson: requests measured, after as many warm-up arrivals
@@ -71,6 +72,30 @@ class UnderLoad:
     # closed loop: mean TTFT of a whole benchmark run of PROMPTS_PER_CLIENT·C requests measured
     # from its start burst (``serving.benchmark_run``; what a bench run's "Mean TTFT" reports)
     run_ttft_seconds: float | None = None
+    # the measured spread of the model on the closest group of the shipped serving measurements
+    # (``validate.error_bars``); None: no group of that engine
+    error_band: ErrorBand | None = None
+
+    @property
+    def mean_ttft_seconds(self) -> float:
+        """The mean TTFT a benchmark reports: the whole run's (closed loop), else the replay's."""
+        return self.ttft.mean if self.run_ttft_seconds is None else self.run_ttft_seconds
+
+    def error_bars(self) -> dict[str, Any] | None:
+        """Interval of mean TTFT and mean TPOT (s) from the measured error (see ``to_dict``)."""
+        b = self.error_band
+        if b is None:
+            return None
+        ttft, tpot = self.mean_ttft_seconds, self.tpot.mean
+        return {
+            "level": b.level,
+            "group": b.group,
+            "group_rows": b.rows,
+            "ttft_mean_seconds_low": ttft * b.ttft_low,
+            "ttft_mean_seconds_high": ttft * b.ttft_high,
+            "tpot_mean_seconds_low": tpot * b.tpot_low,
+            "tpot_mean_seconds_high": tpot * b.tpot_high,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The ``serving_under_load`` document of ``estimate --json`` (SI)."""
@@ -107,6 +132,7 @@ class UnderLoad:
             "benchmark_run": None
             if self.run_ttft_seconds is None
             else {"prompts_per_client": PROMPTS_PER_CLIENT, "ttft_seconds": self.run_ttft_seconds},
+            "error_bars": self.error_bars(),
             "steady_state": {
                 "ttft_seconds": st.ttft_seconds,
                 "tpot_seconds": st.tpot_seconds,
@@ -163,6 +189,16 @@ class UnderLoad:
             lines.append(
                 f"  a benchmark run of {PROMPTS_PER_CLIENT}×{self.concurrency} requests timed "
                 f"from its start burst: mean TTFT {1e3 * self.run_ttft_seconds:.1f} ms"
+            )
+        bars = self.error_bars()
+        if bars is not None:
+            lines.append(
+                f"  {100 * bars['level']:g} % interval from measured error (group "
+                f"{bars['group']}, {bars['group_rows']} rows): mean TTFT "
+                f"{1e3 * bars['ttft_mean_seconds_low']:.1f}–"
+                f"{1e3 * bars['ttft_mean_seconds_high']:.1f} ms, mean TPOT "
+                f"{1e3 * bars['tpot_mean_seconds_low']:.1f}–"
+                f"{1e3 * bars['tpot_mean_seconds_high']:.1f} ms"
             )
         return "\n".join(lines)
 
@@ -261,7 +297,15 @@ def serve_under_load(
         replay.request_throughput_per_s,
         steady,
         _run_ttft(step, lengths, concurrency),
+        _error_band(engine, problem.chip.name, concurrency),
     )
+
+
+def _error_band(engine: str, gpu: str, concurrency: int | None) -> ErrorBand | None:
+    """The shipped interval of the closest measured group (``validate.error_bars``)."""
+    from plena_opt.serving.error_bars import band_of, load_table, lookup
+
+    return lookup(load_table(), engine, gpu, band_of(concurrency))
 
 
 def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | None) -> float | None:

@@ -14,13 +14,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from plena_opt.serving.error_bars import band_of
 from plena_opt.validate.serving_rows import Deployment, Refused, read_rows, resolve
 
 if TYPE_CHECKING:
     from plena_opt.serving import ServingMetrics, StepModel
     from plena_opt.validate.serving_rows import ServingRow
 
-BANDS = ((1, 1), (2, 8), (9, 32), (33, 128), (129, 1 << 30))
 # The rows' prompt and output lengths are drawn, not fixed: InferenceX runs its benchmark with
 # RANDOM_RANGE_RATIO 0.8 (InferenceMAX README, "Benchmark Client Configuration": ``--dataset-name
 # random --random-range-ratio $RANDOM_RANGE_RATIO``). Drawn lengths keep the clients from running
@@ -53,9 +53,7 @@ class RowResult:
 
     @property
     def band(self) -> str:
-        c = int(self.concurrency) if self.concurrency.isdigit() else 0
-        lo, hi = next(((a, b) for a, b in BANDS if a <= c <= b), (0, 0))
-        return f"{lo}" if lo == hi else f"{lo}-{hi}" if hi < 1 << 30 else f">{lo - 1}"
+        return band_of(int(self.concurrency) if self.concurrency.isdigit() else 0)
 
 
 @dataclass

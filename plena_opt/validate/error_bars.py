@@ -1,0 +1,83 @@
+"""Fit the error-bar table (``plena_opt.serving.error_bars``) from measured error.
+
+The table is computed once from the shipped serving measurements
+(``data/serving/measured_serving_h100_b200.csv``, priced by ``validate --measurements``) and
+shipped as ``plena_opt/serving/data/error_bars.json``; ``python -m
+plena_opt.validate.error_bars`` rewrites it. A test checks it equals a fresh computation and that a
+90 % interval fitted on half the rows covers >= 85 % of the other half.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from plena_opt.serving.error_bars import LEVEL, MIN_ROWS, TABLE, ErrorBand, group_keys
+
+if TYPE_CHECKING:
+    from plena_opt.validate.serving_score import RowResult
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default ``linear`` method) of a non-empty list."""
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def fit_error_table(rows: list[RowResult], level: float = LEVEL) -> dict[str, ErrorBand]:
+    """The interval of every group with at least :data:`MIN_ROWS` priced rows that carry both
+    measured means (rows of another status are skipped)."""
+    from plena_opt.validate.serving_rows import SYSTEMS
+
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r.status != "priced" or not (r.ttft_ms and r.tpot_ms):
+            continue
+        if not (r.measured_ttft_ms and r.measured_tpot_ms):
+            continue
+        ratio = (r.measured_ttft_ms / r.ttft_ms, r.measured_tpot_ms / r.tpot_ms)
+        gpu = SYSTEMS[r.system][0] if r.system in SYSTEMS else r.system
+        for key in group_keys(r.backend, gpu, r.band):
+            groups.setdefault(key, []).append(ratio)
+    lo, hi = (1 - level) / 2, (1 + level) / 2
+    table = {}
+    for key, pairs in sorted(groups.items()):
+        if len(pairs) < MIN_ROWS:
+            continue
+        ttft, tpot = [p[0] for p in pairs], [p[1] for p in pairs]
+        table[key] = ErrorBand(
+            key,
+            len(pairs),
+            _quantile(ttft, lo),
+            _quantile(ttft, hi),
+            _quantile(tpot, lo),
+            _quantile(tpot, hi),
+            level,
+        )
+    return table
+
+
+def table_document(table: dict[str, ErrorBand]) -> dict[str, Any]:
+    """What ``data/error_bars.json`` holds."""
+    return {
+        "source": "plena-opt validate --measurements shipped (measured / predicted mean ratios)",
+        "level": LEVEL,
+        "min_rows": MIN_ROWS,
+        "groups": [asdict(b) for b in table.values()],
+    }
+
+
+def main() -> None:  # pragma: no cover - the regeneration script
+    """Rewrite ``data/error_bars.json`` from the shipped measurements."""
+    from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+
+    table = fit_error_table(score_serving(shipped_serving_csv()).rows)
+    TABLE.write_text(json.dumps(table_document(table), indent=1) + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
