@@ -9,7 +9,7 @@ traceback or an ``inf`` in the output.
 :func:`load_document` is the reading side for every JSON file a user names (profiles, design
 spaces): a file that is not UTF-8, not JSON, or nested deeper than :data:`MAX_NESTING` levels is
 a :class:`PlenaInputError` naming the field, never a ``UnicodeDecodeError`` or a
-``RecursionError``.
+``RecursionError``; :func:`read_user_text` reads such a file (JSON or CSV) bounded in bytes.
 """
 
 from __future__ import annotations
@@ -17,12 +17,28 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
 
 #: JSON nesting depth accepted in a document a user gives (profiles nest 3-4 levels).
 MAX_NESTING = 64
+
+
+def read_user_text(path: str | Path, field: str, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of the file a user names as ``field`` (a ``what`` file, at most
+    ``max_bytes`` bytes); an unreadable, larger or non-UTF-8 file is a :class:`PlenaInputError`
+    naming ``field``."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > max_bytes:
+            raise PlenaInputError(field, f"{p.name}: larger than {max_bytes} bytes")
+        return p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlenaInputError(field, f"cannot read {what} file {p.name}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise PlenaInputError(field, f"{p.name}: not UTF-8 text") from None
 
 
 def nesting_depth_exceeds(value: Any, limit: int = MAX_NESTING) -> bool:

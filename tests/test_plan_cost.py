@@ -513,3 +513,15 @@ def test_the_cost_sla_travels_through_the_proto_request(tmp_path):
     with pytest.raises(PlenaInputError) as info:
         search_request_from_args(args)
     assert info.value.field == "prices"
+
+
+def test_a_binary_or_missing_price_file_is_an_input_error_naming_prices(tmp_path):
+    """A price file that is not UTF-8 was a UnicodeDecodeError traceback."""
+    binary = tmp_path / "prices.json"
+    binary.write_bytes(b'{"chips": "\xd0\xff"}')
+    with pytest.raises(PlenaInputError, match="not UTF-8") as info:
+        load_prices(binary)
+    assert info.value.field == "prices"
+    with pytest.raises(PlenaInputError, match="cannot read price file") as info:
+        load_prices(tmp_path / "missing.json")
+    assert info.value.field == "prices"

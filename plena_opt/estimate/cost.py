@@ -92,13 +92,10 @@ def load_prices(path: str | Path | None = None) -> Prices:
     """The shipped defaults (``path`` None) or a user's price file, validated."""
     if path is None:
         return _default_prices()
+    from plena_opt.jsonio import read_user_text
+
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_PRICES_BYTES:
-            raise PlenaInputError("prices", f"{p.name}: larger than {MAX_PRICES_BYTES} bytes")
-        text = p.read_text()
-    except OSError as exc:
-        raise PlenaInputError("prices", f"cannot read price file {p.name}: {exc.strerror}") from exc
+    text = read_user_text(p, "prices", "price", MAX_PRICES_BYTES)
     try:
         doc = json.loads(text, parse_constant=_no_constant)
     except (json.JSONDecodeError, ValueError) as exc:

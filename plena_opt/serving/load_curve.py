@@ -158,16 +158,10 @@ def _curve(rows: list[dict], source: str) -> LoadCurve:
 
 def load_curve(path: str | Path) -> LoadCurve:
     """Read and validate a load-curve file (bounded at ``MAX_LOAD_FILE_BYTES``)."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_LOAD_FILE_BYTES:
-            raise PlenaInputError("load", f"{p.name}: larger than {MAX_LOAD_FILE_BYTES} bytes")
-        text = p.read_text()
-    except OSError as exc:
-        raise PlenaInputError("load", f"cannot read load file {p.name}: {exc.strerror}") from exc
-    except UnicodeDecodeError:
-        raise PlenaInputError("load", f"{p.name}: not UTF-8 text") from None
-    return parse_load_curve(text, p.name)
+    from plena_opt.jsonio import read_user_text
+
+    text = read_user_text(path, "load", "load", MAX_LOAD_FILE_BYTES)
+    return parse_load_curve(text, Path(path).name)
 
 
 def example_curve_path() -> Path:
