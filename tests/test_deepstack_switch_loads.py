@@ -157,3 +157,70 @@ def test_all_to_all_from_class_counts_matches_routed_pairs(case: int, monkeypatc
         want = ds.Network(prof).all_to_all(scheme, "dp", 777)
         for k in ("hop_seconds", "link_seconds", "noc_energy_pj"):
             assert getattr(got, k) == pytest.approx(getattr(want, k), rel=REL, abs=0.0), k
+
+
+@pytest.mark.parametrize(
+    ("shape", "paper", "nic"),
+    [(s, p, n) for s in SHAPES for p in (False, True) for n in (None, 25e9)],
+)
+def test_group_loads_equal_the_listed_pairs(shape, paper: bool, nic: float | None) -> None:
+    """The routed EP exchange's loads from per-member sums (``group_flow_loads``) are exactly the
+    loads of its pairs listed one by one (``flow_loads``): same arrays, hop and flow count."""
+    from dataclasses import replace
+
+    from deepstack.switch_loads import flow_loads, group_flow_loads
+
+    prof = _profile(*shape, seed=3 * sum(shape) + paper)
+    prof = replace(prof, nic_bandwidth_bps=nic)
+    router = ds.Network(prof, paper_compat=paper).router
+    n = prof.num_devices
+    rng = np.random.default_rng(n + paper)
+    cases = []
+    for ep in [d for d in (2, 4, 8) if n % d == 0]:
+        stack = rng.integers(0, 5, size=(3, ep, ep)) * rng.integers(0, 2, size=(1, ep, ep))
+        for c in stack:
+            np.fill_diagonal(c, 0)
+        scattered = rng.permutation(n).reshape(-1, ep)  # every group its own shape
+        regular = np.arange(n).reshape(ep, -1).T  # strided groups: shapes repeat
+        for members in (scattered, regular):
+            cases.append((members, stack, np.arange(len(members)) % len(stack)))
+    for members, stack, slot in cases:
+        ep = members.shape[1]
+        got = group_flow_loads(router, members, stack, slot)
+        counts = stack[slot].reshape(-1)
+        keep = counts > 0
+        src = np.repeat(members, ep, axis=1).reshape(-1)[keep]
+        dst = np.tile(members, (1, ep)).reshape(-1)[keep]
+        want = flow_loads(router, src, dst, counts[keep])
+        assert (got.hop, got.flows) == (want.hop, want.flows)
+        for x, y in zip(got.up + got.down, want.up + want.down, strict=True):
+            np.testing.assert_array_equal(x, y)
+        if nic is None:
+            assert got.nic is None and want.nic is None
+        else:
+            for x, y in zip(got.nic, want.nic, strict=True):
+                np.testing.assert_array_equal(x, y)
+
+
+def test_routed_ep_pattern_on_switches_equals_per_pair_pattern() -> None:
+    """``routed_pattern`` on an all-switch NoC (per-member sums) prices like the same flows routed
+    pair by pair (``routed=True``) — the reference of network-model §8.2."""
+    from deepstack.ep_dispatch import _slot_stack, active_rows, routed_pattern
+
+    prof = _profile(2, 2, 4, seed=7)
+    router = ds.Network(prof).router
+    for scheme in (
+        ds.ParallelScheme(ep=4, dp=4),
+        ds.ParallelScheme(ep=8, dp=2),
+        ds.ParallelScheme(tp=2, ep=2, dp=4),
+    ):
+        active = active_rows(None, 24, 16, 4)
+        pat, busiest = routed_pattern(router, scheme, active, 16)
+        stack = _slot_stack(active, scheme.ep, 16, scheme.dp * scheme.sp)
+        g = groups(scheme, "ep")
+        slot = np.arange(g.shape[0]) % (scheme.dp * scheme.sp)
+        src = np.repeat(g, scheme.ep, axis=1).reshape(-1)
+        dst = np.tile(g, (1, scheme.ep)).reshape(-1)
+        ref = StagePattern(router, src, dst, stack[slot].reshape(-1), routed=True)
+        _same(pat, ref)
+        assert busiest == max(int(stack.sum(axis=2).max()), int(stack.sum(axis=1).max()))

@@ -136,3 +136,21 @@ def test_the_evaluator_names_its_chip_kind() -> None:
     gpu = ProblemSpec(model="llama-3.2-1b", noc="hgx-h200x8", chip="h200-sxm").load()
     plena = ProblemSpec(model="llama-3.2-1b", noc="illustrative_gpu_node_8").load()
     assert (gpu.evaluator().chip_kind, plena.evaluator().chip_kind) == ("gpu", "plena")
+
+
+def test_default_seed_gives_the_same_search_twice(capsys) -> None:
+    """No ``--seed``: the sampler still proposes the same plans in the same order, so two runs of
+    one command print the same front (trial numbers included) — the default seed is fixed (0),
+    not random (the 65,536-device TPE search differed from its first trial on before)."""
+    import json
+
+    from plena_opt.cli.main import main
+
+    args = ["search", "--model", "llama-3.1-8b", "--sampler", "tpe", "--trials", "25"]
+    runs = []
+    for _ in range(2):
+        assert main([*args, "--storage", ":memory:", "--json", "--quiet"]) == 0
+        front = json.loads(capsys.readouterr().out)["front"]
+        runs.append([(e["trial_number"], e["label"]) for e in front])
+    assert runs[0] == runs[1] and runs[0]
+    assert SearchRequest().seed == 0

@@ -11,6 +11,7 @@ from .errors import ProfileError
 from .placement import ParallelScheme, groups
 from .routing import Router
 from .stage import StagePattern
+from .switch_loads import group_flow_loads
 
 # micro-batch tokens at or above which the EP all-to-all uses the uniform closed form (§8.2)
 EP_ESTIMATE_TOKENS = 8192
@@ -69,6 +70,20 @@ def _slot_counts(dst_rank: np.ndarray, ep: int) -> np.ndarray:
     return counts
 
 
+def _slot_stack(active: np.ndarray, ep: int, num_experts: int, slots: int) -> np.ndarray:
+    """[slots, ep, ep] token counts of each token window (``_slot_counts``); -1 everywhere for a
+    window with no tokens."""
+    total = active.shape[0]
+    window = math.ceil(total / slots)
+    dst_rank = np.clip((active * ep) // num_experts, 0, ep - 1)
+    stack = np.full((slots, ep, ep), -1, dtype=np.int64)
+    for slot in range(slots):
+        start, end = slot * window, min(slot * window + window, total)
+        if start < end:
+            stack[slot] = _slot_counts(dst_rank[start:end], ep)
+    return stack
+
+
 def routed_pattern(
     router: Router, scheme: ParallelScheme, active: np.ndarray, num_experts: int
 ) -> tuple[StagePattern, int]:
@@ -78,33 +93,24 @@ def routed_pattern(
 
     Returns the pattern and the busiest rank's token copies: the most any rank of any EP group
     sends to, or receives from, the other ranks of its group (the volume an all-to-all that
-    ends with its largest rank is timed by)."""
+    ends with its largest rank is timed by). On an all-switch NoC the per-level link loads come
+    from each group's count matrix (``group_flow_loads``) without listing the pairs."""
     ep = scheme.ep
-    total = active.shape[0]
     slots = scheme.dp * scheme.sp
-    window = math.ceil(total / slots)
-    dst_rank = np.clip((active * ep) // num_experts, 0, ep - 1)
-    per_slot: list[np.ndarray | None] = []
-    for slot in range(slots):
-        start, end = slot * window, min(slot * window + window, total)
-        per_slot.append(_slot_counts(dst_rank[start:end], ep) if start < end else None)
+    stack = _slot_stack(active, ep, num_experts, slots)
     g = groups(scheme, "ep")
-    src_l, dst_l, w_l = [], [], []
-    used = [c for c in per_slot[: g.shape[0]] if c is not None]  # group n uses slot n mod slots
-    busiest = max(
-        (max(int(c.sum(axis=1).max()), int(c.sum(axis=0).max())) for c in used), default=0
-    )
-    ii, jj = np.meshgrid(np.arange(ep), np.arange(ep), indexing="ij")
-    for gi in range(g.shape[0]):
-        counts = per_slot[gi % slots]
-        if counts is None:
-            continue
-        src_l.append(g[gi][ii].ravel())
-        dst_l.append(g[gi][jj].ravel())
-        w_l.append(counts.ravel())
-    if not src_l:
+    slot_of = np.arange(g.shape[0]) % slots
+    used = stack[: min(slots, g.shape[0])]  # group n uses slot n mod slots
+    used = used[used[:, 0, 0] >= 0]
+    busiest = max(int(used.sum(axis=2).max()), int(used.sum(axis=1).max())) if len(used) else 0
+    valid = stack[slot_of, 0, 0] >= 0
+    members, slot_of = g[valid], slot_of[valid]
+    if not len(members):
         return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0)), 0
-    pattern = StagePattern(
-        router, np.concatenate(src_l), np.concatenate(dst_l), np.concatenate(w_l)
-    )
-    return pattern, busiest
+    if router.all_switch:
+        loads = group_flow_loads(router, members, stack, slot_of)
+        return StagePattern.from_level_loads(router, loads), busiest
+    counts = stack[slot_of]
+    src = np.repeat(members, ep, axis=1).ravel()  # rank i to every rank j, group by group
+    dst = np.tile(members, (1, ep)).ravel()
+    return StagePattern(router, src, dst, counts.reshape(-1)), busiest

@@ -117,6 +117,59 @@ def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     return LevelLoads(up, down, hop, len(src), nic)  # type: ignore[arg-type]
 
 
+def group_flow_loads(
+    router: Router, members: np.ndarray, stack: np.ndarray, slot: np.ndarray
+) -> LevelLoads:
+    """``flow_loads`` of the flows ``members[g, i] → members[g, j]`` with integer weight
+    ``stack[slot[g], i, j]`` (distinct devices per row, a zero diagonal), from per-member row and
+    column sums instead of one entry per pair: a flow loads its source's and destination's port
+    links, so a level's load per key is the sum of the member sums whose flows leave that level.
+    Groups with the same count matrix whose members share nodes and pods alike have the same
+    sums, so each such shape is summed once."""
+    s3, s2, s1 = router.sizes
+    node = members // s1
+    pod = node // s2
+    shape = np.concatenate([slot[:, None], node - node[:, :1], pod - pod[:, :1]], axis=1)
+    _, first, inverse = np.unique(shape, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    per_shape = np.bincount(inverse, minlength=len(first))  # groups of each shape
+    c = stack[slot[first]]
+    rn, rp = node[first], pod[first]
+    same_node = rn[:, :, None] == rn[:, None, :]
+    same_pod = rp[:, :, None] == rp[:, None, :]
+    per_level = (np.where(same_pod, 0, c), np.where(same_node, 0, c), c)
+    if router.paper_compat:
+        keys = (pod, node - pod * s2, members - node * s1)
+    else:
+        keys = (pod, node, members)
+    sizes = _key_sizes(router)
+
+    def loads(level: int, axis: int, key: np.ndarray) -> np.ndarray:
+        sums = per_level[level].sum(axis=axis)[inverse].astype(np.float64)
+        return np.bincount(key.ravel(), sums.ravel(), sizes[level])
+
+    up = tuple(loads(i, 2, keys[i]) for i in range(3))
+    down = tuple(loads(i, 1, keys[i]) for i in range(3))
+    sent = c > 0
+
+    def count(mask: np.ndarray) -> int:
+        return int(np.dot(mask.sum(axis=(1, 2)), per_shape))
+
+    flows, n_node, n_pod = count(sent), count(sent & ~same_node), count(sent & ~same_pod)
+    present = []
+    if n_node < flows:
+        present.append(L1)
+    if n_pod < n_node:
+        present.append(L2)
+    if n_pod:
+        present.append(L3)
+    hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
+    nic = None
+    if router.nic_bps is not None:
+        nic = (loads(L2, 2, keys[2]), loads(L2, 1, keys[2]))
+    return LevelLoads(up, down, hop, flows, nic)  # type: ignore[arg-type]
+
+
 def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
     """Loads of a complete exchange (weight 1 per ordered pair) inside every row of ``groups``.
 

@@ -133,8 +133,9 @@ def _add_sampler_flags(g: Any) -> None:
     g.add_argument(
         "--seed",
         type=int,
-        default=None,
-        help="sampler seed, for reproducible runs (default: random)",
+        default=0,
+        help="sampler seed: the same inputs and seed give the same plans, front and "
+        "recommendation (default: 0)",
     )
     g.add_argument(
         "--study",

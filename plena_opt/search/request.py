@@ -55,7 +55,8 @@ class SearchRequest(BaseModel):
     trials: int = 200
     timeout: float | None = Field(default=None, allow_inf_nan=True)
     deadline: float | None = Field(default=None, allow_inf_nan=True)
-    seed: int | None = Field(default=None, ge=0, lt=2**32)
+    # a fixed default: the same request gives the same front (None asks for a random seed)
+    seed: int | None = Field(default=0, ge=0, lt=2**32)
     study: str | None = None
     storage: str | None = None
     compare_exact: bool | None = None

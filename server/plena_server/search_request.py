@@ -142,7 +142,7 @@ def search_request(
         "max_ttft_ms": _opt(o, "max_ttft_ms"),
         "min_tps_per_seq": _opt(o, "min_tps_per_seq"),
         "timeout": _opt(o, "timeout_seconds"),
-        "seed": _opt(o, "seed"),
+        "seed": _opt(o, "seed") or 0,  # unset: the CLI's default seed, so fronts agree
         "study": o.study_name or None,
         "storage": storage or _default_store(),
         "compare_exact": _opt(o, "compare_exact"),
