@@ -186,7 +186,8 @@ def test_group_loads_equal_the_listed_pairs(shape, paper: bool, nic: float | Non
             cases.append((members, stack, np.arange(len(members)) % len(stack)))
     for members, stack, slot in cases:
         ep = members.shape[1]
-        got = group_flow_loads(router, members, stack, slot)
+        pairs = (np.repeat(np.arange(ep), ep), np.tile(np.arange(ep), ep))
+        got = group_flow_loads(router, members, pairs, stack.reshape(len(stack), -1), slot)
         counts = stack[slot].reshape(-1)
         keep = counts > 0
         src = np.repeat(members, ep, axis=1).reshape(-1)[keep]
@@ -224,3 +225,54 @@ def test_routed_ep_pattern_on_switches_equals_per_pair_pattern() -> None:
         ref = StagePattern(router, src, dst, stack[slot].reshape(-1), routed=True)
         _same(pat, ref)
         assert busiest == max(int(stack.sum(axis=2).max()), int(stack.sum(axis=1).max()))
+
+
+@pytest.mark.parametrize(("shape", "paper"), list(itertools.product(SHAPES, [False, True])))
+def test_position_pair_stages_equal_their_routed_pairs(shape, paper: bool) -> None:
+    """Ring, xor and double-tree stages built once per group shape (``StagePatterns.pairs`` on
+    an all-switch NoC) price like their flows routed pair by pair."""
+    from deepstack.stage_patterns import StagePatterns, double_tree_levels
+
+    router = ds.Network(_profile(*shape, seed=sum(shape) + 11), paper_compat=paper).router
+    n = router.num_devices
+    for tp in [d for d in range(2, n + 1) if n % d == 0]:
+        scheme = ds.ParallelScheme(tp=tp, dp=n // tp)
+        pats = StagePatterns(router)
+        g = groups(scheme, "tp")
+        built = [(pats.ring_stage(scheme, "tp", tp), [(1, i, (i + 1) % tp) for i in range(tp)])]
+        if tp & (tp - 1) == 0:
+            built.append((pats.xor_stage(scheme, "tp", tp, 0), [(1, i, i ^ 1) for i in range(tp)]))
+            levels = double_tree_levels(tp)
+            tree = pats.tree_stages(scheme, "tp", tp)[0]
+            built.append((tree, [(1, s, d) for s, d in levels[0]]))
+        for pat, arr in built:
+            a = np.array(arr).reshape(-1, 3)
+            src, dst = g[:, a[:, 1]], g[:, a[:, 2]]
+            w = np.broadcast_to(a[:, 0], src.shape)
+            _same(pat, StagePattern(router, src, dst, w, routed=True))
+
+
+def test_row_classes_are_exact_even_on_a_hash_collision(monkeypatch) -> None:
+    """Rows hashed into classes; a forced collision (every row hashing alike) falls back to the
+    exact row sort, so two different group shapes never share sums."""
+    from deepstack import switch_loads
+
+    rows = np.array([[0, 1, 2], [0, 1, 2], [5, 1, 0], [0, 1, 2], [5, 1, 0], [7, 7, 7]])
+    first, inverse = switch_loads._row_classes(rows)
+    np.testing.assert_array_equal(rows[first][inverse], rows)
+    assert len(first) == 3
+    real = np.random.default_rng
+    monkeypatch.setattr(np.random, "default_rng", lambda seed: _ZeroMix(real(seed)))
+    first, inverse = switch_loads._row_classes(rows)
+    np.testing.assert_array_equal(rows[first][inverse], rows)
+    assert len(first) == 3
+
+
+class _ZeroMix:
+    """An rng whose hash multipliers are all equal: rows with the same sum collide."""
+
+    def __init__(self, rng) -> None:
+        self.rng = rng
+
+    def integers(self, low, high, size, dtype):
+        return np.ones(size, dtype=dtype)

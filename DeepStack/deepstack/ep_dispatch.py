@@ -108,7 +108,8 @@ def routed_pattern(
     if not len(members):
         return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0)), 0
     if router.all_switch:
-        loads = group_flow_loads(router, members, stack, slot_of)
+        pairs = (np.repeat(np.arange(ep), ep), np.tile(np.arange(ep), ep))
+        loads = group_flow_loads(router, members, pairs, stack.reshape(slots, -1), slot_of)
         return StagePattern.from_level_loads(router, loads), busiest
     counts = stack[slot_of]
     src = np.repeat(members, ep, axis=1).ravel()  # rank i to every rank j, group by group

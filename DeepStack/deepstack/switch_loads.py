@@ -117,45 +117,72 @@ def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     return LevelLoads(up, down, hop, len(src), nic)  # type: ignore[arg-type]
 
 
+def _row_classes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each distinct row's first occurrence, class of every row) of a 2-D int array:
+    rows hashed to one integer, the classes checked against the rows (exact: a hash collision
+    falls back to ``np.unique(axis=0)``, which sorts the rows and is many times slower)."""
+    if (rows == rows[0]).all():
+        return np.zeros(1, dtype=np.int64), np.zeros(len(rows), dtype=np.int64)
+    mix = np.random.default_rng(0x5EED).integers(1, 2**62, size=rows.shape[1], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        code = (rows.astype(np.uint64) * mix).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(rows, rows[first][inverse]):
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return first, inverse
+
+
 def group_flow_loads(
-    router: Router, members: np.ndarray, stack: np.ndarray, slot: np.ndarray
+    router: Router,
+    members: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray],
+    weights: np.ndarray,
+    slot: np.ndarray,
 ) -> LevelLoads:
-    """``flow_loads`` of the flows ``members[g, i] → members[g, j]`` with integer weight
-    ``stack[slot[g], i, j]`` (distinct devices per row, a zero diagonal), from per-member row and
-    column sums instead of one entry per pair: a flow loads its source's and destination's port
-    links, so a level's load per key is the sum of the member sums whose flows leave that level.
-    Groups with the same count matrix whose members share nodes and pods alike have the same
-    sums, so each such shape is summed once."""
+    """``flow_loads`` of the same position pairs in every group: flow ``k`` of group ``g`` goes
+    ``members[g, i_k] → members[g, j_k]`` (``pairs = (i, j)``; distinct devices per row) with
+    integer weight ``weights[slot[g], k]``. Computed from per-position sums instead of one entry
+    per flow: a flow loads its source's and destination's port links, so a level's load per key
+    is the sum of the position sums whose flows leave that level; groups with the same weights
+    whose members share nodes and pods alike have the same sums, so each such shape is summed
+    once (a regular placement has one or two shapes)."""
     s3, s2, s1 = router.sizes
+    pi, pj = (np.asarray(x, dtype=np.int64) for x in pairs)
+    keep = pi != pj
+    pi, pj, weights = pi[keep], pj[keep], np.asarray(weights, dtype=np.int64)[:, keep]
+    n_groups, size = members.shape
     node = members // s1
     pod = node // s2
     shape = np.concatenate([slot[:, None], node - node[:, :1], pod - pod[:, :1]], axis=1)
-    _, first, inverse = np.unique(shape, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    first, inverse = _row_classes(shape)
     per_shape = np.bincount(inverse, minlength=len(first))  # groups of each shape
-    c = stack[slot[first]]
+    w = weights[slot[first]]  # [shapes, pairs]
     rn, rp = node[first], pod[first]
-    same_node = rn[:, :, None] == rn[:, None, :]
-    same_pod = rp[:, :, None] == rp[:, None, :]
-    per_level = (np.where(same_pod, 0, c), np.where(same_node, 0, c), c)
+    cross_node = rn[:, pi] != rn[:, pj]
+    cross_pod = rp[:, pi] != rp[:, pj]
+    per_level = (np.where(cross_pod, w, 0), np.where(cross_node, w, 0), w)
     if router.paper_compat:
         keys = (pod, node - pod * s2, members - node * s1)
     else:
         keys = (pod, node, members)
     sizes = _key_sizes(router)
+    offset = (np.arange(len(first)) * size)[:, None]
 
-    def loads(level: int, axis: int, key: np.ndarray) -> np.ndarray:
-        sums = per_level[level].sum(axis=axis)[inverse].astype(np.float64)
-        return np.bincount(key.ravel(), sums.ravel(), sizes[level])
+    def loads(level: int, position: np.ndarray, key: np.ndarray) -> np.ndarray:
+        x = per_level[level]
+        sums = np.bincount((offset + position).ravel(), x.ravel(), len(first) * size)
+        return np.bincount(key.ravel(), sums.reshape(-1, size)[inverse].ravel(), sizes[level])
 
-    up = tuple(loads(i, 2, keys[i]) for i in range(3))
-    down = tuple(loads(i, 1, keys[i]) for i in range(3))
-    sent = c > 0
+    up = tuple(loads(i, pi[None, :], keys[i]) for i in range(3))
+    down = tuple(loads(i, pj[None, :], keys[i]) for i in range(3))
+    sent = w > 0
 
     def count(mask: np.ndarray) -> int:
-        return int(np.dot(mask.sum(axis=(1, 2)), per_shape))
+        return int(np.dot(mask.sum(axis=1), per_shape))
 
-    flows, n_node, n_pod = count(sent), count(sent & ~same_node), count(sent & ~same_pod)
+    flows, n_node, n_pod = count(sent), count(sent & cross_node), count(sent & cross_pod)
     present = []
     if n_node < flows:
         present.append(L1)
@@ -166,7 +193,7 @@ def group_flow_loads(
     hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
     nic = None
     if router.nic_bps is not None:
-        nic = (loads(L2, 2, keys[2]), loads(L2, 1, keys[2]))
+        nic = (loads(L2, pi[None, :], keys[2]), loads(L2, pj[None, :], keys[2]))
     return LevelLoads(up, down, hop, flows, nic)  # type: ignore[arg-type]
 
 
