@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
+from plena_opt.models.checkpoint import ResolvedModel, resolve_hf_id
 from plena_opt.models.limits import MAX_NESTING, check_depth
 from plena_opt.models.model_spec import ModelSpec
 
@@ -36,6 +37,16 @@ def model_info(name: str) -> dict[str, Any]:
     """Provenance of a built-in model: ``{source, external, note?}``."""
     _check_name(name)
     return dict(_catalog().get(name, {"source": "unknown", "external": False}))
+
+
+def resolve_model_id(model: str) -> ResolvedModel | None:
+    """A catalog name or Hugging Face id (quantised variants too: ``nvidia/DeepSeek-R1-NVFP4``)
+    → the catalog entry and the checkpoint's weight format; None when it is neither."""
+    if model in list_models():
+        row = _catalog().get(model, {})
+        fmt = row.get("checkpoint") or _builtin_spec(model).checkpoint_precision
+        return ResolvedModel(model, str(row.get("hf_id") or model), fmt)
+    return resolve_hf_id(model, _catalog(), list_models())
 
 
 def _check_name(name: str) -> None:
@@ -110,5 +121,12 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
         raise PlenaInputError("model", "give a built-in model name or a --model-path config file")
     if not isinstance(name, str):
         raise PlenaTypeError("model", "a model name must be a string")
+    if name not in list_models():
+        found = resolve_model_id(name)
+        if found is not None:  # a Hugging Face id: its entry, at the checkpoint's format
+            spec = _builtin_spec(found.name)
+            return spec.model_copy(update={"checkpoint_precision": found.checkpoint_precision})
     _check_name(name)
-    return _builtin_spec(name)
+    spec = _builtin_spec(name)
+    fmt = _catalog().get(name, {}).get("checkpoint")
+    return spec if fmt is None else spec.model_copy(update={"checkpoint_precision": fmt})
