@@ -34,7 +34,13 @@ def _catalog() -> dict[str, dict[str, Any]]:
 
 
 def model_info(name: str) -> dict[str, Any]:
-    """Provenance of a built-in model: ``{source, external, note?}``."""
+    """Provenance of a built-in model: ``{source, external, note?}`` (a Hugging Face id gives its
+    entry's, with ``hf_id`` the id as given and ``catalog_name`` the entry)."""
+    if name not in list_models():
+        found = resolve_model_id(name)
+        if found is not None:
+            row = dict(_catalog().get(found.name, {}))
+            return {**row, "hf_id": found.hf_id, "catalog_name": found.name}
     _check_name(name)
     return dict(_catalog().get(name, {"source": "unknown", "external": False}))
 
