@@ -167,3 +167,19 @@ def test_counts_match_the_model_cards() -> None:
     spec = load_model("qwen3-next-80b-a3b")
     tables = 2 * spec.vocab_size * spec.hidden_size
     assert round((count_parameters(spec).active - tables) / 1e9) == 3
+
+
+def test_disaggregated_transfer_carries_the_deltanet_state_and_the_indexer_keys() -> None:
+    from plena_opt.estimate.disaggregated import kv_bytes_per_sequence
+
+    def per_sequence(spec: ModelSpec) -> tuple[int, float]:
+        w = Workload(batch_size=1, input_seq_len=4096, output_seq_len=4)
+        ctx = EstimateContext(spec, switch_noc(8), unbounded(), w)
+        return kv_bytes_per_sequence(ctx), ctx.precision.kv_write_bytes
+
+    qn = load_model("qwen3-next-80b-a3b")
+    got, kvb = per_sequence(qn)
+    state = 36 * (32 * 128 * 128 * qn.linear_state_bytes + 3 * (2 * 16 * 128 + 32 * 128) * kvb)
+    assert got == pytest.approx(12 * 4096 * 2 * 2 * 256 * kvb + state, abs=1)
+    v32, kvb = per_sequence(load_model("deepseek-v3.2"))
+    assert v32 == pytest.approx(61 * 4096 * (576 + 128) * kvb, abs=1)
