@@ -121,3 +121,27 @@ def test_kimi_k25_and_minimax_m25_counts_match_their_cards() -> None:
     for name in ("kimi-k2.5", "minimax-m2.5", "glm-5", "deepseek-v3.2", "qwen3.5-397b-a17b"):
         info = model_info(name)
         assert info["external"] and "card" in info["source"] and info["hf_id"]
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-397b-a17b", "deepseek-v3.2", "glm-5", "kimi-k2.5"])
+def test_models_show_prints_the_new_fields_once(capsys, name: str) -> None:
+    assert main(["models", "show", name]) == 0
+    keys = [line.split(":", 1)[0] for line in capsys.readouterr().out.strip().splitlines()]
+    assert len(keys) == len(set(keys))
+    assert not any(
+        k.startswith(("index_", "linear_num", "linear_key", "linear_value")) for k in keys
+    )
+    assert main(["models", "show", name, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    spec = load_model(name)
+    assert ("index_topk" in doc["attention"]) == spec.is_sparse
+    assert ("linear_attention" in doc) == bool(spec.linear_layers)
+    assert ("intermediate_size" in doc) == (spec.moe_layers < spec.num_layers)
+    assert doc["checkpoint_precision"] == spec.checkpoint_precision
+
+
+def test_models_show_of_a_dense_model_has_no_sparse_or_linear_fields(capsys) -> None:
+    assert main(["models", "show", "llama-3.1-8b", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    absent = ("index_topk", "linear_num_key_heads", "linear_state_bytes", "attn_output_gate")
+    assert not any(k in doc for k in absent) and "linear_attention" not in doc
