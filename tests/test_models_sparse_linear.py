@@ -85,6 +85,7 @@ def test_deltanet_configs_missing_or_odd_fields_are_refused(patch: dict, field: 
     ("patch", "field"),
     [
         ({"index_head_dim": None}, "index_head_dim"),
+        ({"index_topk": None}, "index_topk"),  # the class default is not guessed
         ({"index_topk_freq": 4}, "index_topk_freq"),  # GLM-5.2: indexers shared across layers
         ({"kv_lora_rank": None, "q_lora_rank": None}, "index_topk"),  # DSA without MLA
     ],

@@ -32,6 +32,8 @@ LINEAR_KEYS = (
     "linear_conv_kernel_dim",
 )
 INDEX_KEYS = ("index_n_heads", "index_head_dim", "index_topk")
+# Families whose every layer is DSA (transformers DeepseekV32Config, GlmMoeDsaConfig).
+DSA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})
 # DSA variants whose indexer is shared or skipped across layers (GLM-5.2): not modelled.
 SHARED_INDEXER_KEYS = ("index_topk_freq", "index_skip_topk_offset", "indexer_types")
 # Gated (sigmoid) output of the full-attention layers: Qwen3-Next always, Qwen3.5 by the flag.
@@ -94,6 +96,13 @@ def linear_fields(cfg: dict[str, Any], model_type: str, attention: list[str]) ->
 def sparse_fields(cfg: dict[str, Any], mla: dict[str, Any]) -> dict[str, Any]:
     """DSA indexer sizes (``{}`` without ``index_topk``); refused without MLA or a field."""
     if not is_dsa(cfg):
+        stray = [k for k in INDEX_KEYS[:2] if _get(cfg, k) is not None]
+        if stray or cfg.get("model_type") in DSA_TYPES:
+            raise PlenaInputError(
+                "index_topk",
+                "index_topk: a DeepSeek sparse attention config (indexer fields or model_type "
+                f"{short(cfg.get('model_type'))}) must give index_topk",
+            )
         return {}
     if not mla:
         raise PlenaInputError(
