@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +185,20 @@ def test_disaggregated_transfer_carries_the_deltanet_state_and_the_indexer_keys(
     assert got == pytest.approx(12 * 4096 * 2 * 2 * 256 * kvb + state, abs=1)
     v32, kvb = per_sequence(load_model("deepseek-v3.2"))
     assert v32 == pytest.approx(61 * 4096 * (576 + 128) * kvb, abs=1)
+
+
+QWEN35_27B = Path(__file__).parent / "data" / "qwen3.5-27b"
+
+
+def test_dense_qwen35_vl_wrapper_prices_its_hybrid_text_model() -> None:
+    spec = load_model(path=QWEN35_27B)
+    assert spec.family == "llama" and spec.linear_layers == 48 and not spec.num_experts
+    assert any(n.startswith("vision_config") for n in spec.not_modelled)
+    assert count_parameters(spec).total == pytest.approx(27e9, rel=0.01)  # card: 27B
+    chip = load_chip("h200-sxm")
+    w = Workload(batch_size=8, input_seq_len=2048, output_seq_len=64)
+    ev = Evaluator(spec, load_noc_profile("hgx-h200x8"), gpu_memory(chip), w, chip)
+    assert ev.evaluate(Plan(tp=8)).tps > 0
+    with pytest.raises(PlenaInputError) as err:
+        ev.evaluate(Plan(tp=2, cp=4))
+    assert err.value.field == "cp"
