@@ -163,6 +163,10 @@ def test_counts_match_the_model_cards() -> None:
     # (40B active); MiniMax-M2.5 230B / 10B activated (without the embedding tables).
     cards = {"qwen3.5-397b-a17b": 397e9, "qwen3-next-80b-a3b": 80e9, "deepseek-v3.2": 671e9,
              "glm-5": 744e9, "minimax-m2.5": 230e9}  # fmt: skip
+    # The serving measurements' dense models and gpt-oss: Llama-3.1-8B / 70B cards 8B / 70B,
+    # Qwen3-32B card 32.8B, gpt-oss-120b card 117B (116.8B in the OpenAI model card table).
+    cards |= {"llama-3.1-8b": 8e9, "llama-3.1-70b": 70e9, "qwen3-32b": 32.8e9,
+              "gpt-oss-120b": 116.8e9}  # fmt: skip
     for name, total in cards.items():
         assert count_parameters(load_model(name)).total == pytest.approx(total, rel=0.01), name
     assert count_parameters(load_model("qwen3.5-397b-a17b")).active == pytest.approx(17e9, rel=0.03)
