@@ -46,6 +46,7 @@ def test_hf_ids_resolve_with_the_checkpoint_format(hf_id: str, name: str, fmt: s
         exclude={"checkpoint_precision"}
     )
     assert model_info(hf_id)["catalog_name"] == name
+    assert load_model(hf_id) is spec  # one shared spec per entry and format (evaluator memos)
 
 
 def test_unknown_ids_are_not_guessed() -> None:

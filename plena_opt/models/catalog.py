@@ -50,7 +50,7 @@ def resolve_model_id(model: str) -> ResolvedModel | None:
     → the catalog entry and the checkpoint's weight format; None when it is neither."""
     if model in list_models():
         row = _catalog().get(model, {})
-        fmt = row.get("checkpoint") or _builtin_spec(model).checkpoint_precision
+        fmt = _builtin_spec(model).checkpoint_precision
         return ResolvedModel(model, str(row.get("hf_id") or model), fmt)
     return resolve_hf_id(model, _catalog(), list_models())
 
@@ -98,8 +98,12 @@ def builtin_config(name: str) -> dict[str, Any]:
 
 
 @cache
-def _builtin_spec(name: str) -> ModelSpec:
-    return ModelSpec.from_hf_config(builtin_config(name), name)
+def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
+    """The shipped spec (one shared object per name and format), at ``checkpoint`` or the
+    catalog's ``checkpoint`` format (the published checkpoint's; else the config's own)."""
+    spec = ModelSpec.from_hf_config(builtin_config(name), name)
+    fmt = checkpoint or _catalog().get(name, {}).get("checkpoint")
+    return spec if fmt is None else spec.model_copy(update={"checkpoint_precision": fmt})
 
 
 def model_name_from_path(path: str | Path) -> str:
@@ -130,9 +134,6 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
     if name not in list_models():
         found = resolve_model_id(name)
         if found is not None:  # a Hugging Face id: its entry, at the checkpoint's format
-            spec = _builtin_spec(found.name)
-            return spec.model_copy(update={"checkpoint_precision": found.checkpoint_precision})
+            return _builtin_spec(found.name, found.checkpoint_precision)
     _check_name(name)
-    spec = _builtin_spec(name)
-    fmt = _catalog().get(name, {}).get("checkpoint")
-    return spec if fmt is None else spec.model_copy(update={"checkpoint_precision": fmt})
+    return _builtin_spec(name)
