@@ -38,6 +38,7 @@ def test_qwen35_layout_is_three_deltanet_layers_then_one_gated_attention() -> No
     assert spec.linear_state_elements == 64 * 128 * 128
     assert spec.linear_conv_state_elements == 3 * (2 * 16 * 128 + 64 * 128)
     assert spec.linear_state_bytes == 4  # mamba_ssm_dtype float32
+    assert spec.attention_kind == "GQA+GDN"
 
 
 def test_qwen3_next_layers_follow_full_attention_interval_without_layer_types() -> None:
@@ -53,6 +54,7 @@ def test_dsa_is_mla_plus_an_indexer_key_per_token() -> None:
         assert spec.is_mla and spec.is_sparse
         assert (spec.index_n_heads, spec.index_head_dim, spec.index_topk) == (heads, 128, 2048)
         assert spec.kv_elements_per_token() == 512 + 64 + 128
+        assert spec.attention_kind == "MLA+DSA"
     dense = load_model("deepseek-v3")
     assert not dense.is_sparse and dense.kv_elements_per_token() == 512 + 64
 

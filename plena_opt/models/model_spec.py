@@ -191,12 +191,15 @@ class ModelSpec(BaseModel):
 
     @property
     def attention_kind(self) -> str:
-        """MHA, GQA, MQA or MLA."""
+        """MHA, GQA, MQA or MLA; ``+DSA`` with a sparse-attention indexer, ``+GDN`` when Gated
+        DeltaNet layers sit between the softmax-attention layers."""
         if self.is_mla:
-            return "MLA"
-        if self.num_kv_heads == self.num_heads:
-            return "MHA"
-        return "MQA" if self.num_kv_heads == 1 else "GQA"
+            kind = "MLA+DSA" if self.is_sparse else "MLA"
+        elif self.num_kv_heads == self.num_heads:
+            kind = "MHA"
+        else:
+            kind = "MQA" if self.num_kv_heads == 1 else "GQA"
+        return kind + "+GDN" if self.linear_layers else kind
 
     def kv_elements_per_token(self, attention: str = "full_attention") -> int:
         """KV-cache elements one token adds to one layer (whole model, before any TP split).
