@@ -53,3 +53,8 @@ def test_the_evaluator_and_the_test_fake_implement_the_protocol():
         assert isinstance(scores, PlanScores)
     assert real.num_devices == 8
     assert real.memory_capacity_bytes == problem.memory.capacity_bytes
+
+
+def test_a_hugging_face_model_id_names_a_study_without_a_slash():
+    req = SearchRequest(problem=ProblemSpec(model="nvidia/DeepSeek-R1-NVFP4", noc="hgx-b200x8"))
+    assert default_study_name(req).startswith("nvidia--DeepSeek-R1-NVFP4-hgx-b200x8-")

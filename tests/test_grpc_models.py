@@ -37,7 +37,7 @@ def test_inline_mla_config_is_priced_with_its_latent_cache(client) -> None:
 @pytest.mark.parametrize(
     ("patch", "field"),
     [
-        ({"index_topk": 2048}, "index_topk"),
+        ({"index_topk": 2048}, "index_n_heads"),  # DSA without its indexer size
         ({"num_hidden_layers": 10**9}, "num_hidden_layers"),
         ({"n_routed_experts": 10**30}, "n_routed_experts"),
     ],

@@ -25,8 +25,8 @@ BASE = {
 @pytest.mark.parametrize(
     ("patch", "field", "what"),
     [
-        (  # Qwen3-Next
-            {"model_type": "qwen3_next", "linear_num_value_heads": 32},
+        (  # linear-attention heads outside the Gated DeltaNet families
+            {"model_type": "newfam", "linear_num_value_heads": 32},
             "linear_num_value_heads",
             "linear-attention",
         ),
@@ -41,7 +41,7 @@ BASE = {
             "Mamba",
         ),
         ({"model_type": "minimax", "attn_type_list": [0, 1, 0, 1]}, "attn_type_list", "lightning"),
-        (  # DeepSeek-V3.2
+        (  # DeepSeek sparse attention without MLA
             {"model_type": "deepseek_v32", "index_topk": 2048, "index_n_heads": 64},
             "index_topk",
             "sparse attention",

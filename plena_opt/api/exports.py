@@ -65,9 +65,11 @@ def engine_model(model: str | None, model_path: str | None) -> str:
         raise PlenaInputError(
             "model", "export needs --model NAME, --model-path DIR or --engine-model ID"
         )
-    from plena_opt.models.catalog import list_models, model_info
+    from plena_opt.models.catalog import list_models, model_info, resolve_model_id
 
     if model not in list_models():
+        if resolve_model_id(model) is not None:  # a Hugging Face id of a catalog model
+            return model
         raise PlenaInputError("model", f"--model {model!r} is not a catalog model")
     hf_id = model_info(model).get("hf_id")
     if not hf_id:

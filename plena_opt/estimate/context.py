@@ -122,7 +122,7 @@ class EstimateContext:
                 ratio,
                 m.attention_chunk_size if any(k.chunked for k in kinds) else None,
                 m.sliding_window if any(k.sliding for k in kinds) else None,
-                every_step=self.gpu is not None,
+                every_step=self.gpu is not None or m.is_sparse,  # DSA: min(kv, top-k) + kv
             )
             grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
             self._grids[key] = grid

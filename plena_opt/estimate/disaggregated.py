@@ -126,11 +126,19 @@ class WorkerFigures:
 def kv_bytes_per_sequence(ctx: EstimateContext) -> int:
     """Prompt KV of one sequence over every layer and KV head (bytes, KV write precision): the
     evaluator's per-layer KV (``kv_cache_elements``: GQA K and V, MLA latent, sliding/chunked
-    windows) of one unsharded sequence holding the prompt."""
+    windows, the DSA indexer key) of one unsharded sequence holding the prompt, plus the fixed
+    state of its Gated DeltaNet layers (``attention_variants.linear_state_bytes``)."""
+    from plena_opt.estimate.attention_variants import linear_state_bytes
+    from plena_opt.estimate.layer import LayerShape
+
     m, w = ctx.model, ctx.workload
     whole = DeviceShard.build(m, Plan(), replace(w, batch_size=1))
     elems = sum(n * kv_cache_elements(m, whole, kind, w.input_seq_len) for kind, n in ctx.kind_runs)
-    return math.ceil(elems * ctx.precision.kv_write_bytes)
+    state = 0.0
+    if m.linear_layers:
+        shape = LayerShape(m, whole, ctx.perf, ctx.precision, 1)
+        state = m.linear_layers * linear_state_bytes(shape)
+    return math.ceil(elems * ctx.precision.kv_write_bytes + state)
 
 
 def price_worker(

@@ -16,6 +16,7 @@ from math import ceil
 from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
+from plena_opt.estimate.attention_variants import linear_state_bytes
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.context import EstimateContext, shared_network
 from plena_opt.estimate.layer import attention_weight_elements, dense_ffn_elements
@@ -108,21 +109,26 @@ class PlanCost(PlanPasses):
         dense_w = dense_ffn_elements(self.shape)
         held = ceil((ctx.workload.input_seq_len + ctx.workload.output_seq_len) / plan.cp)
         shard = d if b_dev == d.b_dev else replace(d, b_dev=b_dev)
+        shape = self.shape if shard is d else replace(self.shape, shard=shard)
         out = []
         all_counts = self.stage_kind_counts
         for i in range(len(all_counts)) if stages is None else stages:
             welem = 0
             kvelem = 0
+            state = 0.0  # Gated DeltaNet layers: a fixed state per sequence (attention_variants)
             for kind, n in all_counts[i].items():
-                welem += n * (attn + (moe_w if kind.moe else dense_w))
+                layer_attn = attention_weight_elements(shape, kind) if kind.linear else attn
+                welem += n * (layer_attn + (moe_w if kind.moe else dense_w))
                 kvelem += n * kv_cache_elements(m, shard, kind, held)
+                if kind.linear:
+                    state += n * linear_state_bytes(shape)
             tables = 0
             if i == 0:
                 tables += 1
             if i == plan.pp - 1 and not (plan.pp == 1 and m.tie_word_embeddings):
                 tables += 1
             welem += tables * d.vocab * h
-            out.append((welem * prec.weight_bytes, kvelem * prec.kv_write_bytes))
+            out.append((welem * prec.weight_bytes, kvelem * prec.kv_write_bytes + state))
         return out
 
     @property

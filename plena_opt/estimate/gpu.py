@@ -166,7 +166,11 @@ class GpuPricing:
         how many decode steps each stands for)."""
         p, m, d = self.perf, s.model, s.shard
         T = d.b_dev * q if mode == "prefill" else d.b_dev
-        if m.is_mla:
+        if kind.linear:  # Gated DeltaNet: fixed state, no KV cache
+            from plena_opt.estimate.gpu_attention_variants import gated_deltanet
+
+            ks = gated_deltanet(p, s, mode, q, T)
+        elif m.is_mla:
             ks = L.mla_attention(p, s, mode, q, kv, T)
         else:
             ks = L.gqa_attention(p, s, kind, mode, q, kv, T)

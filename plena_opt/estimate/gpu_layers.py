@@ -38,7 +38,8 @@ def gqa_attention(p: GpuPerfModel, s: LayerShape, kind: LayerKind, mode: str, q:
     m, d, ab = s.model, s.shard, p.ab
     h, hd = m.hidden_size, m.head_dim
     qk = T * (d.heads + d.kv_heads) * hd * ab
-    ks = [p.gemm(T, (d.heads + 2 * d.kv_heads) * hd, h)]
+    gate = d.heads * hd if m.attn_output_gate else 0  # Qwen3-Next/3.5 gated attention
+    ks = [p.gemm(T, (d.heads + 2 * d.kv_heads) * hd + gate, h)]
     if m.qk_norm:
         ks.append(p.elementwise(qk, qk))
     ks.append(p.elementwise(qk, qk))  # RoPE
@@ -59,6 +60,8 @@ def mla_attention(p: GpuPerfModel, s: LayerShape, mode: str, q: int, kv: np.ndar
     Decode absorbs the K/V up-projections into the query and output (two per-head batched
     GEMMs) and attends over the cached latent; prefill decompresses K and V for every cached
     token and runs multi-head attention."""
+    from plena_opt.estimate import gpu_attention_variants as V
+
     m, d, ab = s.model, s.shard, p.ab
     h, H, rope, nope = m.hidden_size, d.heads, m.qk_rope_head_dim, m.qk_nope_head_dim
     lat, lora, v = m.kv_latent_dim, m.kv_lora_rank, m.v_head_dim
@@ -70,6 +73,13 @@ def mla_attention(p: GpuPerfModel, s: LayerShape, mode: str, q: int, kv: np.ndar
         ks.append(p.gemm(T, H * m.head_dim, h))
     ks += [p.gemm(T, lat, h), p.elementwise(2 * T * lat * ab, T * lat * p.kvb)]  # norm, cache
     ks.append(p.elementwise(T * (H + 1) * rope * ab, T * (H + 1) * rope * ab))  # RoPE
+    ks += V.dsa_indexer(p, s, mode, q, kv, T)  # DeepSeek sparse attention; [] otherwise
+    if mode == "prefill" and m.is_sparse:  # sparse MLA on the latent (absorbed), top-k keys
+        ks.append(p.grouped_gemm(T, H, lora, nope))
+        ks.append(p.attention_prefill_topk(d.b_dev, H, 1, lat, q, kv, m.index_topk))
+        ks.append(p.grouped_gemm(T, H, v, lora))
+        return [*ks, p.gemm(T, h, H * v)]
+    kv = V.sparse_kv(s, kv)
     if mode == "prefill":
         rows = int(d.b_dev * float(np.max(kv)))
         ks.append(p.gemm(rows, H * (nope + v), lora))  # decompress K_nope and V

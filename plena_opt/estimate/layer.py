@@ -48,6 +48,11 @@ class LayerKind:
     def chunked(self) -> bool:
         return self.attention == "chunked_attention"
 
+    @property
+    def linear(self) -> bool:
+        """A Gated DeltaNet (linear-attention) layer: fixed state, no KV cache."""
+        return self.attention == "linear_attention"
+
 
 def layer_kind_runs(model: ModelSpec) -> list[tuple[LayerKind, int]]:
     """``(kind, count)`` runs of consecutive layers, in order (memory independent of layers)."""
@@ -95,8 +100,12 @@ def layer_cycles(
     """
     m, d, p = s.model, s.shard, s.perf
     h, b = m.hidden_size, d.b_dev
+    from plena_opt.estimate import attention_variants as V
+
     base = p.rms_layer(h, q, b, mode)
-    if m.is_mla:  # per-device shapes already; the latent down-projection is replicated
+    if kind.linear:  # Gated DeltaNet projections, convolution and gated norm
+        base += V.linear_projection_cycles(s, q, mode)
+    elif m.is_mla:  # per-device shapes already; the latent down-projection is replicated
         base += p.mla_projection(
             h,
             d.heads,
@@ -109,8 +118,10 @@ def layer_cycles(
             b,
             mode,
         )
+        base += V.indexer_projection_cycles(s, q, mode)  # DSA; 0 otherwise
     else:
         base += p.projection(h, m.num_heads, m.num_kv_heads, m.head_dim, q, b, mode) / s.tp
+        base += V.gate_projection_cycles(s, q, mode)  # gated attention's query gate; 0 else
     base += p.residual(h, q, b, mode)
     for _ in range(m.norms_per_layer - 1):  # 1: one norm shared by a parallel block
         base += p.rms_layer(h, q, b, mode)  # 4: Gemma's post-attention / post-FFN norms too
@@ -140,6 +151,10 @@ def _attention_cycles(
     only through min(kv, W), so each distinct value is priced once.
     """
     m, d, p = s.model, s.shard, s.perf
+    if kind.linear:
+        from plena_opt.estimate.attention_variants import linear_attention_cycles
+
+        return linear_attention_cycles(s, mode, q, kv)
     if m.is_mla:
         return _mla_attention_cycles(s, mode, q, kv)
     args = (d.heads, d.kv_heads, m.head_dim)
@@ -179,8 +194,13 @@ def chunked_attended(kv: np.ndarray, chunk: int) -> np.ndarray:
 
 
 def _mla_attention_cycles(s: LayerShape, mode: str, q: int, kv: np.ndarray) -> np.ndarray:
-    """MLA: absorbed form in decode (linear in KV tiles), decompress + flash in prefill."""
+    """MLA: absorbed form in decode (linear in KV tiles), decompress + flash in prefill. Under
+    DSA the indexer scores every key and the attention reads ``min(kv, index_topk)``."""
+    from plena_opt.estimate.attention_variants import indexer_cycles, sparse_attended
+
     m, d, p = s.model, s.shard, s.perf
+    index = indexer_cycles(s, mode, q, kv) if m.is_sparse else 0.0
+    kv = sparse_attended(s, kv)
     if mode == "decode":
         per_tile = p.mla_decode_attention_tc(d.heads, m.kv_lora_rank, m.qk_rope_head_dim, d.b_dev)
         tiles = kv / p.MLEN
@@ -189,7 +209,7 @@ def _mla_attention_cycles(s: LayerShape, mode: str, q: int, kv: np.ndarray) -> n
         tiles += p.mla_decode_absorb(
             d.heads, m.qk_nope_head_dim, m.kv_lora_rank, m.v_head_dim, d.b_dev
         )
-        return tiles
+        return tiles + index
     uniq, inverse = np.unique(kv, return_inverse=True)
     vals = np.array(
         [
@@ -200,7 +220,7 @@ def _mla_attention_cycles(s: LayerShape, mode: str, q: int, kv: np.ndarray) -> n
         ],
         dtype=float,
     )
-    return vals[inverse]
+    return vals[inverse] + index
 
 
 def layer_traffic(
@@ -208,8 +228,12 @@ def layer_traffic(
 ) -> tuple[dict[str, np.ndarray | float], dict[str, float]]:
     """DRAM bytes of one layer: ``(reads, writes)`` by component (§4.4)."""
     m, prec = s.model, s.precision
-    weights = attention_weight_bytes(s) + mlp_weight_bytes(s, kind, load)
+    weights = attention_weight_bytes(s, kind) + mlp_weight_bytes(s, kind, load)
     r = ceil(q / s.perf.MLEN) if mode == "prefill" else 1
+    if kind.linear or m.is_sparse:
+        from plena_opt.estimate.attention_variants import variant_traffic
+
+        return variant_traffic(s, kind, mode, q, kv, weights)
     if kind.sliding:
         attended = np.minimum(kv, m.sliding_window)
     elif kind.chunked:
@@ -250,24 +274,29 @@ def spill_elements(s: LayerShape, q: int) -> int:
     return max(0, s.model.hidden_size * s.shard.b_dev * q - s.perf.VS)
 
 
-def attention_weight_elements(s: LayerShape) -> int:
+def attention_weight_elements(s: LayerShape, kind: LayerKind | None = None) -> int:
     """Q, O, K, V projection weights held by one device (elements).
 
     MLA: the down-projections (``h→q_lora``, ``h→kv_lora+rope``) are replicated over TP; the
     up-projections and the output projection are split by heads.
     """
+    from plena_opt.estimate import attention_variants as V
+
     m, d = s.model, s.shard
     h = m.hidden_size
+    if kind is not None and kind.linear:
+        return V.linear_weight_elements(s)
     if m.is_mla:
         H, qk = d.heads, m.head_dim
         q = h * m.q_lora_rank + m.q_lora_rank * H * qk if m.q_lora_rank else h * H * qk
         kv = h * m.kv_latent_dim + m.kv_lora_rank * H * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv + H * m.v_head_dim * h
-    return 2 * h * d.heads * m.head_dim + 2 * h * d.kv_heads * m.head_dim
+        return q + kv + H * m.v_head_dim * h + V.indexer_weight_elements(s)
+    gate = h * d.heads * m.head_dim if m.attn_output_gate else 0  # Qwen3-Next/3.5 query gate
+    return 2 * h * d.heads * m.head_dim + 2 * h * d.kv_heads * m.head_dim + gate
 
 
-def attention_weight_bytes(s: LayerShape) -> float:
-    return attention_weight_elements(s) * s.precision.weight_bytes
+def attention_weight_bytes(s: LayerShape, kind: LayerKind | None = None) -> float:
+    return attention_weight_elements(s, kind) * s.precision.weight_bytes
 
 
 def dense_ffn_elements(s: LayerShape) -> int:

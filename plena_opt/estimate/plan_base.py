@@ -29,12 +29,14 @@ def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) 
     GQA: K and V of the device's KV heads. MLA: one latent of ``kv_lora_rank + qk_rope_head_dim``
     per token, replicated on every TP rank. Sliding/chunked layers keep at most W / C tokens.
     """
+    if kind.linear:  # Gated DeltaNet: a fixed state, counted by ``linear_state_kv_elements``
+        return 0
     if kind.sliding:
         held = min(held, m.sliding_window)
     elif kind.chunked:
         held = min(held, m.attention_chunk_size)
-    if m.is_mla:
-        return d.b_dev * held * m.kv_latent_dim
+    if m.is_mla:  # + the DSA indexer's key per token (0 without DSA)
+        return d.b_dev * held * (m.kv_latent_dim + m.index_head_dim)
     return 2 * d.b_dev * held * d.kv_heads * m.head_dim
 
 

@@ -51,6 +51,8 @@ class DeviceShard:
     ep_moe: int
     q_prefill: int  # ceil(S_in / cp)
     shared_ffn: int = 0  # ceil(shared experts' width / tp): TP-split, replicated over ep and dp
+    linear_k_heads: int = 0  # Gated DeltaNet key heads / tp (linear-attention layers)
+    linear_v_heads: int = 0  # Gated DeltaNet value heads / tp
 
     @classmethod
     def build(cls, model: ModelSpec, plan: Plan, workload: Workload) -> DeviceShard:
@@ -73,6 +75,8 @@ class DeviceShard:
             ep_moe=ep_moe,
             q_prefill=ceil(workload.input_seq_len / plan.cp),
             shared_ffn=ceil(model.shared_expert_intermediate_size / tp),
+            linear_k_heads=ceil(model.linear_num_key_heads / tp),
+            linear_v_heads=ceil(model.linear_num_value_heads / tp),
         )
 
 
@@ -91,6 +95,11 @@ def validate_plan(
         raise PlenaInputError("tp", f"tp={tp} does not divide the {heads} attention heads")
     if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
         raise PlenaInputError("tp", f"tp={tp} and the {kv} KV heads must divide one another")
+    if model.linear_layers and model.linear_num_key_heads % tp:
+        raise PlenaInputError(
+            "tp",
+            f"tp={tp} does not divide the {model.linear_num_key_heads} linear-attention key heads",
+        )
     if plan.pp > model.num_layers:
         raise PlenaInputError("pp", f"pp={plan.pp} exceeds the {model.num_layers} layers")
     if plan.cp > 1:
@@ -104,6 +113,7 @@ def validate_plan(
             or model.sliding_layers
             or model.chunked_layers
             or model.is_mla
+            or model.linear_layers
         ):
             raise PlenaInputError(
                 "cp",

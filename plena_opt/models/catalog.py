@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
+from plena_opt.models.checkpoint import ResolvedModel, resolve_hf_id
 from plena_opt.models.limits import MAX_NESTING, check_depth
 from plena_opt.models.model_spec import ModelSpec
 
@@ -33,9 +34,25 @@ def _catalog() -> dict[str, dict[str, Any]]:
 
 
 def model_info(name: str) -> dict[str, Any]:
-    """Provenance of a built-in model: ``{source, external, note?}``."""
+    """Provenance of a built-in model: ``{source, external, note?}`` (a Hugging Face id gives its
+    entry's, with ``hf_id`` the id as given and ``catalog_name`` the entry)."""
+    if name not in list_models():
+        found = resolve_model_id(name)
+        if found is not None:
+            row = dict(_catalog().get(found.name, {}))
+            return {**row, "hf_id": found.hf_id, "catalog_name": found.name}
     _check_name(name)
     return dict(_catalog().get(name, {"source": "unknown", "external": False}))
+
+
+def resolve_model_id(model: str) -> ResolvedModel | None:
+    """A catalog name or Hugging Face id (quantised variants too: ``nvidia/DeepSeek-R1-NVFP4``)
+    → the catalog entry and the checkpoint's weight format; None when it is neither."""
+    if model in list_models():
+        row = _catalog().get(model, {})
+        fmt = _builtin_spec(model).checkpoint_precision
+        return ResolvedModel(model, str(row.get("hf_id") or model), fmt)
+    return resolve_hf_id(model, _catalog(), list_models())
 
 
 def _check_name(name: str) -> None:
@@ -81,8 +98,12 @@ def builtin_config(name: str) -> dict[str, Any]:
 
 
 @cache
-def _builtin_spec(name: str) -> ModelSpec:
-    return ModelSpec.from_hf_config(builtin_config(name), name)
+def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
+    """The shipped spec (one shared object per name and format), at ``checkpoint`` or the
+    catalog's ``checkpoint`` format (the published checkpoint's; else the config's own)."""
+    spec = ModelSpec.from_hf_config(builtin_config(name), name)
+    fmt = checkpoint or _catalog().get(name, {}).get("checkpoint")
+    return spec if fmt is None else spec.model_copy(update={"checkpoint_precision": fmt})
 
 
 def model_name_from_path(path: str | Path) -> str:
@@ -110,5 +131,9 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
         raise PlenaInputError("model", "give a built-in model name or a --model-path config file")
     if not isinstance(name, str):
         raise PlenaTypeError("model", "a model name must be a string")
+    if name not in list_models():
+        found = resolve_model_id(name)
+        if found is not None:  # a Hugging Face id: its entry, at the checkpoint's format
+            return _builtin_spec(found.name, found.checkpoint_precision)
     _check_name(name)
     return _builtin_spec(name)

@@ -15,6 +15,8 @@ from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.models import hf_fields as hf
+from plena_opt.models import hf_hybrid
+from plena_opt.models.checkpoint import UNRECOGNISED, checkpoint_precision
 from plena_opt.models.hf_layers import attention_types, mlp_types
 from plena_opt.models.limits import MAX_NAME_CHARS, bounded, check_depth, short
 from plena_opt.models.model_spec import runs_from_lists
@@ -81,7 +83,7 @@ def _shared(cfg: dict[str, Any], model_type: str, experts: int, moe_inter: int) 
     gate = False
     if width:  # Qwen2-MoE / Qwen1.5-MoE: one shared expert of this width, sigmoid-gated
         n = max(n, 1)
-        gate = model_type in ("qwen2_moe",)
+        gate = model_type in hf.SHARED_EXPERT_GATE
     elif n:
         width = n * moe_inter
     elif model_type in ("llama4", "llama4_text") and experts:
@@ -135,13 +137,17 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     if len(name) > MAX_NAME_CHARS:
         raise PlenaInputError("name", f"a model name must be at most {MAX_NAME_CHARS} characters")
     check_depth(cfg)
+    precision = checkpoint_precision(cfg)
     cfg, notes = hf.unwrap(cfg)
+    if precision == UNRECOGNISED:
+        notes.append("quantization_config: the checkpoint's format is not one the product prices")
     cfg, model_type = hf.resolve_alias(cfg, hf.model_type_of(cfg))
     cfg = hf.canonical(cfg, model_type)
     hf.refuse_unmodelled(cfg, model_type)
     _reject_reference_shared(cfg, name)
-    if _get(cfg, "num_nextn_predict_layers"):
-        notes.append("num_nextn_predict_layers: multi-token-prediction layers are not priced")
+    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
+        if _get(cfg, key):
+            notes.append(f"{key}: multi-token-prediction layers are not priced")
     groups, chosen = _get(cfg, "n_group", 1), _get(cfg, "topk_group", 1)
     if isinstance(groups, int) and isinstance(chosen, int) and 1 <= chosen < groups:
         notes.append(
@@ -176,6 +182,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         "qk_norm": hf.flag(cfg, "use_qk_norm", model_type in hf.QK_NORM),
         "norms_per_layer": norms,
         "not_modelled": tuple(notes),
+        "checkpoint_precision": precision,
         **_biases(cfg, model_type),
         **_shared(cfg, model_type, sizes["num_experts"], sizes["moe_intermediate_size"]),
     }
@@ -193,6 +200,9 @@ def _sizes(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, Any]:
         intermediate = bounded(
             cfg["intermediate_size_mlp"], "intermediate_size_mlp", "intermediate_size"
         )
+    elif _get(cfg, "intermediate_size") is None and moe_inter is not None and _experts(cfg)[0]:
+        # Qwen3.5-MoE: no dense MLP width because every layer routes (checked in ``_layers``)
+        intermediate = bounded(moe_inter, "moe_intermediate_size")
     else:
         intermediate = _required(cfg, "intermediate_size", name)
     vocab = _required(cfg, "vocab_size", name)
@@ -205,6 +215,7 @@ def _sizes(cfg: dict[str, Any], model_type: str, name: str) -> dict[str, Any]:
     mla = _mla(cfg, heads)
     if not mla:
         _check_v_head_dim(cfg, head_dim)
+    mla.update(hf_hybrid.sparse_fields(cfg, mla))
     experts, top_k = _experts(cfg)
     if experts and model_type in hf.NON_GATED_MLP:
         raise PlenaInputError(
@@ -238,6 +249,10 @@ def _layers(cfg: dict[str, Any], model_type: str, sizes: dict[str, Any]) -> dict
     chunk = bounded(_get(cfg, "attention_chunk_size", 0), "attention_chunk_size")
     attn = attention_types(cfg, model_type, layers, window)
     mlps = mlp_types(cfg, experts, layers)
+    linear = hf_hybrid.linear_fields(cfg, model_type, attn)
+    if "ffn" in mlps and _get(cfg, "intermediate_size") is None:
+        if _get(cfg, "intermediate_size_mlp") is None:
+            raise PlenaInputError("intermediate_size", "dense MLP layers need intermediate_size")
     if "moe" in mlps and experts < 2:
         raise PlenaInputError(
             "mlp_types", "moe layers need at least 2 experts (num_local_experts / num_experts)"
@@ -254,6 +269,7 @@ def _layers(cfg: dict[str, Any], model_type: str, sizes: dict[str, Any]) -> dict
         "layer_runs": runs_from_lists(attn, mlps),
         "sliding_window": window,
         "attention_chunk_size": chunk if "chunked_attention" in attn else 0,
+        **linear,
     }
 
 

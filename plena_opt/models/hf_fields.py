@@ -32,6 +32,8 @@ GATED_MLP = frozenset(
         "baichuan", "exaone", "exaone4", "minicpm", "minicpm3", "ernie4_5", "ernie4_5_moe",
         "gpt_oss", "dbrx", "smollm3", "hunyuan_v1_dense", "hunyuan_v1_moe", "minimax_m2",
         "mimo", "stablelm", "helium", "dots1", "bailing_moe", "seed_oss", "yi",
+        "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_next", "qwen3_5", "qwen3_5_text",
+        "qwen3_5_moe", "qwen3_5_moe_text",
     }
 )  # fmt: skip
 # Activation names that are themselves gated (``hidden_act: swiglu``): the config says it.
@@ -51,7 +53,13 @@ FOUR_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
 # Every layer slides when ``sliding_window`` is set and no layer list is given.
 ALL_LAYERS_SLIDE = frozenset({"mistral", "mixtral", "starcoder2", "phi3"})
 # Per-head RMSNorm on q and k.
-QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
+QK_NORM = frozenset(
+    {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next", "qwen3_5", "qwen3_5_text",
+     "qwen3_5_moe", "qwen3_5_moe_text"}
+)  # fmt: skip
+# A sigmoid gate ``h → 1`` on the shared expert (transformers Qwen2MoE / Qwen3-Next / Qwen3.5-MoE
+# ``shared_expert_gate``).
+SHARED_EXPERT_GATE = frozenset({"qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"})
 # q, k, v (not o) projections carry biases.
 QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
@@ -97,11 +105,26 @@ UNMODELLED_FIELDS: tuple[tuple[str, str], ...] = (
     ("hybrid_override_pattern", "hybrid Mamba (state-space) / attention layers are not modelled"),
     ("layers_block_type", "hybrid state-space / attention layers are not modelled"),
     ("attn_type_list", "lightning (linear) attention layers are not modelled"),
-    ("linear_num_value_heads", "linear-attention (gated DeltaNet) layers are not modelled"),
-    ("linear_num_key_heads", "linear-attention (gated DeltaNet) layers are not modelled"),
-    ("full_attention_interval", "hybrid linear/full attention layers are not modelled"),
-    ("index_topk", "DeepSeek sparse attention (lightning indexer, DSA) is not modelled"),
-    ("index_n_heads", "DeepSeek sparse attention (lightning indexer, DSA) is not modelled"),
+    (
+        "linear_num_value_heads",
+        "linear-attention layers outside Gated DeltaNet (Qwen3-Next / Qwen3.5) are not modelled",
+    ),
+    (
+        "linear_num_key_heads",
+        "linear-attention layers outside Gated DeltaNet (Qwen3-Next / Qwen3.5) are not modelled",
+    ),
+    (
+        "full_attention_interval",
+        "hybrid linear/full attention outside Qwen3-Next / Qwen3.5 is not modelled",
+    ),
+    (
+        "index_topk",
+        "DeepSeek sparse attention (DSA) without MLA (kv_lora_rank) is not modelled",
+    ),
+    (
+        "index_n_heads",
+        "DeepSeek sparse attention (DSA) without MLA (kv_lora_rank) is not modelled",
+    ),
     ("attn_layer_period", "hybrid Mamba / attention layers (Jamba) are not modelled"),
     ("ssm_cfg", "state-space (Mamba) layers are not modelled"),
     ("ssm_state_size", "state-space (Mamba) layers are not modelled"),
@@ -127,8 +150,6 @@ UNMODELLED_TYPES: dict[str, str] = {
     "recurrent_gemma": "RG-LRU recurrent layers",
     "minimax": "lightning (linear) attention layers",
     "minimax_m1": "lightning (linear) attention layers",
-    "qwen3_next": "linear-attention (gated DeltaNet) layers",
-    "deepseek_v32": "DeepSeek sparse attention (DSA)",
     "deci": "heterogeneous per-layer blocks (DeciLM)",
     "nemotron-nas": "heterogeneous per-layer blocks (NAS)",
     "lfm2": "short-convolution layers",
@@ -254,9 +275,11 @@ def canonical(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
 
 def refuse_unmodelled(cfg: dict[str, Any], model_type: str) -> None:
     """Raise ``<field>: <what is not modelled>`` for architectures the model cannot price."""
+    from plena_opt.models.hf_hybrid import supported_by_variant
+
     for key, what in UNMODELLED_FIELDS:
         value = cfg.get(key)
-        if not _present(value):
+        if not _present(value) or supported_by_variant(key, cfg, model_type):
             continue
         if key == "attn_type_list" and isinstance(value, list) and set(value) <= {1}:
             continue  # every layer is softmax attention

@@ -11,6 +11,7 @@ from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.models.hf_fields import ALL_LAYERS_SLIDE
+from plena_opt.models.hf_hybrid import default_layer_types, is_gated_deltanet
 from plena_opt.models.limits import bounded, short
 
 # Families whose ``sliding_window`` is inactive unless ``use_sliding_window`` is set (Qwen2Config
@@ -41,7 +42,7 @@ def per_layer(cfg: dict[str, Any], key: str, allowed: tuple[Any, ...], layers: i
     if len(values) != layers:
         raise PlenaInputError(key, f"{key} has {len(values)} entries for {layers} layers")
     for i, value in enumerate(values):
-        if isinstance(value, str) and value in _UNMODELLED_LAYER:
+        if isinstance(value, str) and value in _UNMODELLED_LAYER and value not in allowed:
             raise PlenaInputError(key, f"{key}[{i}]: {value}: {_UNMODELLED_LAYER[value]}")
         if isinstance(value, bool) or value not in allowed:
             names = ", ".join(str(a) for a in allowed)
@@ -52,7 +53,11 @@ def per_layer(cfg: dict[str, Any], key: str, allowed: tuple[Any, ...], layers: i
 def attention_types(cfg: dict[str, Any], model_type: str, layers: int, window: int) -> list[str]:
     """The attention type of every layer."""
     if _get(cfg, "layer_types") is not None:
-        return per_layer(cfg, "layer_types", ATTENTION_TYPES, layers)
+        kinds = ATTENTION_TYPES + (("linear_attention",) if is_gated_deltanet(model_type) else ())
+        return per_layer(cfg, "layer_types", kinds, layers)
+    hybrid = default_layer_types(cfg, model_type, layers)
+    if hybrid is not None:
+        return hybrid
     if _get(cfg, "hybrid_layer_pattern") is not None:  # MiMo: 1 = sliding window
         flags = per_layer(cfg, "hybrid_layer_pattern", (0, 1), layers)
         return ["sliding_attention" if f else "full_attention" for f in flags]

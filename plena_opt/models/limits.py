@@ -41,6 +41,15 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "interleave_moe_layer_step": (1, 4096),
     "sliding_window_pattern": (1, 4096),
     "layer_index": (0, 4095),
+    "index_n_heads": (1, 1 << 14),
+    "index_head_dim": (1, 1 << 14),
+    "index_topk": (1, (1 << 31) - 1),
+    "linear_num_key_heads": (1, 1 << 14),
+    "linear_num_value_heads": (1, 1 << 14),
+    "linear_key_head_dim": (1, 1 << 14),
+    "linear_value_head_dim": (1, 1 << 14),
+    "linear_conv_kernel_dim": (1, 64),
+    "full_attention_interval": (1, 4096),
 }
 MAX_NAME_CHARS = 200  # model names and model_type strings
 MAX_SHORT_CHARS = 120  # one echoed value in an error message

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-LayerType = Literal["full_attention", "sliding_attention", "chunked_attention"]
+LayerType = Literal["full_attention", "sliding_attention", "chunked_attention", "linear_attention"]
 MlpType = Literal["moe", "ffn"]
 Family = Literal["llama", "moe"]
 Attention = Literal["gqa", "mla"]
@@ -84,6 +84,23 @@ class ModelSpec(BaseModel):
     qk_norm: bool = False
     norms_per_layer: int = 2
     not_modelled: tuple[str, ...] = ()
+    # DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5): a lightning indexer of
+    # ``index_n_heads`` heads of ``index_head_dim`` scores every cached key, and each query
+    # attends only its ``index_topk`` best keys. 0: dense attention.
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
+    # Gated DeltaNet (``linear_attention`` layers: Qwen3-Next, Qwen3.5): per sequence a fixed
+    # state of ``linear_num_value_heads × linear_key_head_dim × linear_value_head_dim`` and a
+    # short-convolution window of ``linear_conv_kernel_dim − 1`` tokens; no KV cache.
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    linear_state_bytes: int = 2  # bytes per recurrent-state element (4: ``mamba_ssm_dtype`` fp32)
+    attn_output_gate: bool = False  # Qwen3-Next/3.5: the query projection also yields a gate
+    checkpoint_precision: str = "bf16"  # weight format of the checkpoint (quantization_config)
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
@@ -126,6 +143,34 @@ class ModelSpec(BaseModel):
         return self._count(attention="chunked_attention")
 
     @property
+    def linear_layers(self) -> int:
+        """Number of linear-attention (Gated DeltaNet) layers."""
+        return self._count(attention="linear_attention")
+
+    @property
+    def is_sparse(self) -> bool:
+        """DeepSeek sparse attention: an indexer picks ``index_topk`` keys per query."""
+        return self.index_topk > 0
+
+    @property
+    def linear_conv_channels(self) -> int:
+        """Channels of a Gated DeltaNet layer's short convolution (q, k and v)."""
+        return (
+            2 * self.linear_num_key_heads * self.linear_key_head_dim
+            + self.linear_num_value_heads * self.linear_value_head_dim
+        )
+
+    @property
+    def linear_state_elements(self) -> int:
+        """Recurrent-state elements one sequence holds in one Gated DeltaNet layer."""
+        return self.linear_num_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
+
+    @property
+    def linear_conv_state_elements(self) -> int:
+        """Convolution-window elements one sequence holds in one Gated DeltaNet layer."""
+        return max(self.linear_conv_kernel_dim - 1, 0) * self.linear_conv_channels
+
+    @property
     def is_moe(self) -> bool:
         """True if any layer routes tokens to experts."""
         return self.num_experts > 0 and self.moe_layers > 0
@@ -146,17 +191,25 @@ class ModelSpec(BaseModel):
 
     @property
     def attention_kind(self) -> str:
-        """MHA, GQA, MQA or MLA."""
+        """MHA, GQA, MQA or MLA; ``+DSA`` with a sparse-attention indexer, ``+GDN`` when Gated
+        DeltaNet layers sit between the softmax-attention layers."""
         if self.is_mla:
-            return "MLA"
-        if self.num_kv_heads == self.num_heads:
-            return "MHA"
-        return "MQA" if self.num_kv_heads == 1 else "GQA"
+            kind = "MLA+DSA" if self.is_sparse else "MLA"
+        elif self.num_kv_heads == self.num_heads:
+            kind = "MHA"
+        else:
+            kind = "MQA" if self.num_kv_heads == 1 else "GQA"
+        return kind + "+GDN" if self.linear_layers else kind
 
     def kv_elements_per_token(self, attention: str = "full_attention") -> int:
-        """KV-cache elements one token adds to one layer (whole model, before any TP split)."""
+        """KV-cache elements one token adds to one layer (whole model, before any TP split).
+
+        A linear-attention layer adds none (its state is fixed, ``linear_state_elements``);
+        DSA adds the indexer's key (``index_head_dim``) beside the attention cache."""
+        if attention == "linear_attention":
+            return 0
         if self.is_mla:
-            return self.kv_latent_dim
+            return self.kv_latent_dim + self.index_head_dim
         return 2 * self.num_kv_heads * self.head_dim
 
     def describe(self) -> dict[str, Any]:
@@ -181,6 +234,10 @@ class ModelSpec(BaseModel):
             out.update(
                 chunked_layers=self.chunked_layers, attention_chunk_size=self.attention_chunk_size
             )
+        if self.is_sparse:
+            out.update(index_topk=self.index_topk, index_n_heads=self.index_n_heads)
+        if self.linear_layers:
+            out["linear_attention_layers"] = self.linear_layers
         return out
 
     def _reference_description(self) -> dict[str, Any]:

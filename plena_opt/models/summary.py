@@ -37,10 +37,12 @@ class DecodeAttentionWork:
 def decode_attention_work(spec: ModelSpec, kv: int) -> DecodeAttentionWork:
     """Decode attention FLOPs and KV elements read per token per layer at ``kv`` cached tokens."""
     H = spec.num_heads
-    if spec.is_mla:
+    if spec.is_mla:  # DSA: the indexer scores all kv keys, the attention reads the top-k
         r, rope = spec.kv_lora_rank, spec.qk_rope_head_dim
-        macs = H * (spec.qk_nope_head_dim * r + kv * (r + rope) + kv * r + r * spec.v_head_dim)
-        return DecodeAttentionWork(2 * macs, kv * spec.kv_latent_dim)
+        att = min(kv, spec.index_topk) if spec.is_sparse else kv
+        macs = H * (spec.qk_nope_head_dim * r + att * (r + rope) + att * r + r * spec.v_head_dim)
+        macs += spec.index_n_heads * spec.index_head_dim * kv
+        return DecodeAttentionWork(2 * macs, att * spec.kv_latent_dim + kv * spec.index_head_dim)
     macs = H * kv * spec.head_dim * 2  # scores and values
     return DecodeAttentionWork(2 * macs, kv * 2 * spec.num_kv_heads * spec.head_dim)
 
@@ -70,6 +72,29 @@ def architecture(spec: ModelSpec) -> dict[str, Any]:
         attention["sliding_window"] = spec.sliding_window
     if spec.chunked_layers:
         attention["attention_chunk_size"] = spec.attention_chunk_size
+    if spec.is_sparse:
+        attention.update(
+            sparse="DeepSeek sparse attention",
+            index_n_heads=spec.index_n_heads,
+            index_head_dim=spec.index_head_dim,
+            index_topk=spec.index_topk,
+        )
+    if spec.attn_output_gate:
+        attention["output_gate"] = True
+    linear = None
+    if spec.linear_layers:
+        linear = {
+            "kind": "Gated DeltaNet",
+            "layers": spec.linear_layers,
+            "key_heads": spec.linear_num_key_heads,
+            "value_heads": spec.linear_num_value_heads,
+            "key_head_dim": spec.linear_key_head_dim,
+            "value_head_dim": spec.linear_value_head_dim,
+            "conv_kernel": spec.linear_conv_kernel_dim,
+            "state_elements_per_sequence_per_layer": spec.linear_state_elements,
+            "state_bytes_per_element": spec.linear_state_bytes,
+            "conv_state_elements_per_sequence_per_layer": spec.linear_conv_state_elements,
+        }
     experts = None
     if spec.num_experts:
         experts = {
@@ -87,6 +112,7 @@ def architecture(spec: ModelSpec) -> dict[str, Any]:
         "layers": spec.num_layers,
         "layers_by_kind": layers_by_kind(spec),
         "attention": attention,
+        "linear_attention": linear,
         "mlp": "gated (3 matrices)" if spec.gated_mlp else "non-gated (2 matrices)",
         "parallel_attention_mlp": spec.parallel_block,
         "experts": experts,
@@ -111,6 +137,17 @@ SHOW_DUPLICATES = (
     "gated_mlp",
     "parallel_block",
     "attention_kind",
+    "linear_attention_layers",  # = layers_by_kind and linear_attention.layers
+    "index_topk",  # the DSA fields are shown in ``attention``
+    "index_n_heads",
+    "index_head_dim",
+    "linear_num_key_heads",  # the Gated DeltaNet fields are shown in ``linear_attention``
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "linear_state_bytes",
+    "attn_output_gate",
 )  # = mlp, parallel_…, attention
 MOE_FIELDS = ("moe_intermediate_size", "num_experts", "experts_per_token", "moe_layers",
               "shared_expert_intermediate_size", "num_shared_experts", "shared_expert_gate",
@@ -118,6 +155,10 @@ MOE_FIELDS = ("moe_intermediate_size", "num_experts", "experts_per_token", "moe_
 SHARED_FIELDS = ("shared_expert_intermediate_size", "num_shared_experts", "shared_expert_gate")
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 SLIDING_FIELDS = ("sliding_window", "sliding_layers")
+SPARSE_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
+LINEAR_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                 "linear_value_head_dim", "linear_conv_kernel_dim", "linear_state_bytes",
+                 "linear_attention", "linear_attention_layers")  # fmt: skip
 CHUNK_FIELDS = ("attention_chunk_size", "chunked_layers")
 
 
@@ -134,4 +175,8 @@ def show_fields(detail: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
         drop.update(SLIDING_FIELDS)
     if not spec.chunked_layers:
         drop.update(CHUNK_FIELDS)
+    if not spec.linear_layers:
+        drop.update(LINEAR_FIELDS)
+    if spec.moe_layers == spec.num_layers:  # no dense MLP layer: no dense width to show
+        drop.add("intermediate_size")
     return {k: v for k, v in detail.items() if k not in drop}

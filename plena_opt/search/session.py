@@ -55,6 +55,7 @@ def default_study_name(request: SearchRequest) -> str:
     """``<model>-<noc>-<digest>``: the same search (problem, batches, objectives, SLAs) resumes."""
     p = request.problem.identity()
     model = model_name_from_path(p["model_path"]) if p["model_path"] else str(p["model"])
+    model = model.replace("/", "--")  # a Hugging Face id names no folder (owner--name)
     return f"{model}-{Path(p['noc']).stem}-{_fingerprint(request)[:8]}"
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.bench_results import BenchRun, read_bench_runs
-from plena_opt.validate.serving_rows import HF_MODELS, SYSTEMS, Deployment, Refused
+from plena_opt.validate.serving_rows import SYSTEMS, Deployment, Refused, catalog_model
 from plena_opt.validate.serving_score import RowResult, ServingReport, cached_step
 
 DEPLOYMENT_FILE = "deployment.json"  # written by plena_opt.export.files.write_deployment
@@ -55,19 +55,16 @@ def target_from_flags(key: str | None, model: str | None, gpu: str | None,
         parse_deployment_key(key) or parse_point_key(key)  # type: ignore[arg-type]
     except PlenaInputError as exc:
         raise PlenaInputError("deployment", f"--deployment: {exc}") from None
-    catalog: dict[str, str] = {}
-    for hf_id, name in HF_MODELS.items():
-        catalog.setdefault(name, hf_id)  # the base checkpoint first
-    if model in HF_MODELS:
-        name, hf = HF_MODELS[model], model  # type: ignore[index]
-    elif model in catalog:
-        name, hf = model, catalog[model]
-    else:
+    resolved = catalog_model(model)  # type: ignore[arg-type]
+    if resolved is None:
+        from plena_opt.models import list_models
+
         raise PlenaInputError(
             "model",
             f"--model {model!r}: not a catalog model nor a Hugging "
-            f"Face id it prices (known: {', '.join(sorted(catalog))})",
+            f"Face id it prices (known: {', '.join(list_models())})",
         )
+    name, hf = resolved
     chips = {v[0]: k for k, v in SYSTEMS.items()}
     system = gpu if gpu in SYSTEMS else chips.get(gpu)  # type: ignore[arg-type]
     if system is None:

@@ -21,27 +21,23 @@ SYSTEMS = {
     "b200_sxm": ("b200", "hgx-b200x8", 8),
     "b300_sxm": ("b300", "hgx-b300x8", 8),
 }
-# Hugging Face id -> catalog entry. DeepSeek-R1 is a post-training of DeepSeek-V3-Base: its
-# config.json has the same architecture fields (DeepseekV3ForCausalLM, 61 layers, hidden 7168,
-# 256 routed experts, MLA), so it prices as the deepseek-v3 entry; the Instruct checkpoints share
-# their base model's config. The NVFP4 checkpoints are NVIDIA's quantisations of the same models.
-HF_MODELS = {
-    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-405B": "llama-3.1-405b",
-    "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b",
-    "Qwen/Qwen3-32B": "qwen3-32b",
-    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
-    "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b",
-    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
-    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
-    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
-    "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
-    "openai/gpt-oss-120b": "gpt-oss-120b",
-    "openai/gpt-oss-20b": "gpt-oss-20b",
-}
+# Hugging Face ids resolve through the catalog (``plena_opt.models.catalog.resolve_model_id``:
+# hf_id / hf_aliases, quantised variants such as nvidia/…-NVFP4, -Instruct checkpoints). The
+# validation tables group DeepSeek-R1 and DeepSeek-V3.1 rows as deepseek-v3: their config.json
+# has DeepSeek-V3's architecture fields (tests/test_models_catalog_added.py checks it).
+ARCHITECTURE_TWINS = {"deepseek-r1": "deepseek-v3", "deepseek-v3.1": "deepseek-v3"}
+
+
+def catalog_model(model: str) -> tuple[str, str] | None:
+    """``(catalog entry priced, Hugging Face id)`` of a Hugging Face id or catalog name."""
+    from plena_opt.models.catalog import resolve_model_id
+
+    found = resolve_model_id(model)
+    if found is None:
+        return None
+    return ARCHITECTURE_TWINS.get(found.name, found.name), found.hf_id
+
+
 # published quant mode -> product format ("fp8_block": 128x128 block scales, priced as block FP8
 # only on model types the evaluator prices that way, estimate.gpu.BLOCK_FP8_MODEL_TYPES)
 QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
@@ -134,7 +130,8 @@ def resolve(row: ServingRow) -> Deployment:
     if engine not in ENGINES:
         raise Refused(f"engine {engine!r} is not modelled (known: {', '.join(ENGINES)})")
     hf = row.get("model_path")
-    if hf not in HF_MODELS:
+    resolved = catalog_model(hf)
+    if resolved is None:
         raise Refused(f"model {hf!r} is not in the catalog")
     if row.get("mode") == "disagg":
         if not row.get("prefill_num_workers") or not row.get("decode_num_workers"):
@@ -143,7 +140,7 @@ def resolve(row: ServingRow) -> Deployment:
     if row.get("mode") != "agg":
         raise Refused(f"mode {row.get('mode')!r} is not agg or disagg")
     chip, noc, per_node = SYSTEMS[system]
-    model = HF_MODELS[hf]
+    model = resolved[0]
     fmt = _format(row, chip, model)
     tp, ep, mode, gpus = _split(row, model)
     conc, batch = _int(row, "concurrency"), row.get("batch_size")

@@ -145,6 +145,25 @@ class GpuPerfModel:
         t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)
         return KernelTime(t, float(np.mean(flops)), reads, writes, cb)
 
+    def attention_prefill_topk(
+        self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray, topk: int
+    ) -> KernelTime:
+        """Prefill attention of ``s`` new tokens over ``kv`` cached keys where each query attends
+        at most ``topk`` of the keys before it (DeepSeek sparse attention): query ``j`` (1-based
+        position) attends ``min(j, topk)`` keys."""
+
+        def upto(n: np.ndarray) -> np.ndarray:  # sum of min(j, topk) for j = 1..n
+            full = np.minimum(n, topk)
+            return full * (full + 1) / 2.0 + np.maximum(n - topk, 0) * topk
+
+        kv = np.asarray(kv, dtype=float)
+        keys = upto(kv) - upto(np.maximum(kv - s, 0))
+        flops = 4.0 * b * H * hd * keys
+        reads = b * (s * H + 2 * KV * kv) * hd * self.ab
+        writes = b * s * H * hd * self.ab
+        t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)
+        return KernelTime(t, float(np.mean(flops)), reads, writes, cb)
+
     def elementwise(self, read_bytes: float, write_bytes: float) -> KernelTime:
         """A memory-streaming kernel (norm, RoPE, activation, residual, KV-cache write)."""
         t = self.kernel_s + (read_bytes + write_bytes) / (self.bw * self.ew_eff)
