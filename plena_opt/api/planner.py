@@ -117,6 +117,7 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
     from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 
     spec = _spec(fields)
+    _check_load(fields.get("engine"), fields.get("concurrency"))
     sizes, auto = _batches(fields.get("batch_sizes"))
     try:
         request = SearchRequest(
@@ -136,6 +137,19 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
         raise input_error(exc) from exc
     problem = spec.load()
     return PlannerSearch(request, problem, search_command(fields), dict(fields))
+
+
+def _check_load(engine: str | None, concurrency: int | None) -> None:
+    """The workload the plan view prices under load, checked as ``estimate`` checks it."""
+    from plena_opt.bounds import MAX_CONCURRENCY, check_count
+    from plena_opt.serving.engines import ENGINES
+
+    if engine is not None and engine not in ENGINES:
+        raise PlenaInputError(
+            "engine", f"--engine: invalid choice {engine[:64]!r} (choose from {', '.join(ENGINES)})"
+        )
+    if concurrency is not None:
+        check_count(concurrency, "concurrency", "--concurrency", 1, MAX_CONCURRENCY)
 
 
 def search_command(f: Mapping[str, Any]) -> str:
@@ -237,3 +251,33 @@ def front_points(result: SearchResult) -> list[dict[str, Any]]:
     bad = [e for e in getattr(result, "scored", []) or [] if not e.feasible]
     pts += [_entry_point(e, "model, static batch") for e in bad[:MAX_INFEASIBLE_POINTS]]
     return pts
+
+
+def planner_catalog() -> dict[str, Any]:
+    """The planner form's choices: catalog models, chips (``gpu`` true for GPU profiles), NoC
+    profiles with their device counts, objectives, precisions, engines, serving modes, samplers,
+    and the CLI's defaults."""
+    from deepstack import list_noc_profiles, load_noc_profile
+
+    from plena_opt.chip import list_chip_profiles
+    from plena_opt.chip.precision import FORMATS
+    from plena_opt.estimate.problem import names_gpu_chip
+    from plena_opt.models import list_models
+    from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
+    from plena_opt.serving.engines import ENGINES
+    from plena_opt.vocabulary import Sampler, ServingMode
+
+    return {
+        "models": list_models(),
+        "chips": [{"name": c, "gpu": bool(names_gpu_chip(c))} for c in list_chip_profiles()],
+        "nocs": [
+            {"name": n, "devices": load_noc_profile(n).num_devices} for n in list_noc_profiles()
+        ],
+        "objectives": list(OBJECTIVES),
+        "default_objectives": list(DEFAULT_OBJECTIVES),
+        "precisions": list(FORMATS),
+        "engines": list(ENGINES),
+        "serving": [m.value for m in ServingMode],
+        "samplers": [s.value for s in Sampler],
+        "defaults": {"model": "llama-3.1-8b", "chip": "h200-sxm", "noc": "hgx-h200x8"},
+    }
