@@ -80,12 +80,19 @@ def _batches(text: str | None) -> tuple[list[int] | None, bool]:
         return None, False
     if text.strip() == "auto":
         return None, True
+    from plena_opt.api.limits import MAX_BATCH, MAX_BATCH_SIZES
+    from plena_opt.bounds import check_count
+
     try:
-        return [int(x) for x in text.split(",") if x.strip()], False
+        sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise PlenaInputError(
             "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text[:64]!r}"
         ) from None
+    check_count(len(sizes), "batch_sizes", "--batch-sizes (count)", 1, MAX_BATCH_SIZES)
+    for b in sizes:
+        check_count(b, "batch_sizes", "--batch-sizes", 1, MAX_BATCH)
+    return sizes, False
 
 
 def _spec(f: Mapping[str, Any]) -> ProblemSpec:

@@ -16,7 +16,6 @@ from fastapi import FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from plena_opt.api.limits import MAX_BATCH_SIZES
-from plena_opt.bounds import MAX_CONCURRENCY
 from plena_opt.web import limits
 from plena_opt.web.service.planner import Job, PlannerJobs
 
@@ -51,7 +50,7 @@ class PlannerIn(BaseModel):
     input_seq: int = Field(2048, le=limits.MAX_SEQ)
     output_seq: int = Field(1024, le=limits.MAX_SEQ)
     batch_sizes: str | None = Field(None, max_length=MAX_BATCH_TEXT)
-    concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    concurrency: int | None = None  # 1..MAX_CONCURRENCY, checked as the CLI checks it
     engine: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     max_ttft_ms: float | None = None
     max_tpot_ms: float | None = None

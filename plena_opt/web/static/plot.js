@@ -14,9 +14,10 @@ function pad(lo, hi) {
 
 /**
  * points: [{x, y, cls, r, title, attrs}] drawn in order (last on top); lines: [{cls, pts: [[x, y]]}].
- * Both axes logarithmic. Returns {svg, X, Y}.
+ * Both axes logarithmic; `under(X, Y, box)` may return SVG drawn below the points (box: the plot
+ * area's l, r, t, b in pixels). Returns {svg, X, Y}.
  */
-export function scatter({ id, points, lines = [], xlabel, ylabel, W = 860, H = 520 }) {
+export function scatter({ id, points, lines = [], xlabel, ylabel, W = 860, H = 520, under = null }) {
   const M = { l: 70, r: 20, t: 30, b: 50 };
   const xs = points.map((p) => lx(p.x));
   const ys = points.map((p) => lx(p.y));
@@ -42,7 +43,8 @@ export function scatter({ id, points, lines = [], xlabel, ylabel, W = 860, H = 5
     })
     .join("");
   const my = (H - M.b + M.t) / 2;
-  const svg = `<svg id="${id}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${xt}${yt}${poly}${dots}
+  const shade = under ? under(X, Y, { l: M.l, r: W - M.r, t: M.t, b: H - M.b }) : "";
+  const svg = `<svg id="${id}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${shade}${xt}${yt}${poly}${dots}
       <text x="${(W + M.l) / 2}" y="${H - 10}" text-anchor="middle" class="axis-title">${esc(xlabel)}</text>
       <text x="16" y="${my}" text-anchor="middle" class="axis-title" transform="rotate(-90 16 ${my})">${esc(ylabel)}</text>
     </svg>`;
