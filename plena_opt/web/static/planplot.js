@@ -59,7 +59,7 @@ function plot(v) {
 function table(v, compare) {
   const rows = v.answer.points.filter((p) => p.feasible)
     .sort((a, b) => b.tps_per_gpu - a.tps_per_gpu)
-    .map((p) => `<tr data-key="${esc(p.key)}" tabindex="0">
+    .map((p) => `<tr data-key="${esc(p.key)}" data-mode="${p.mode}" tabindex="0">
       <td><span class="dot ${MODE_CLASS[p.mode]}"></span>${esc(p.mode)}</td><td>${esc(p.label)}</td><td>${p.devices}</td>
       <td>${f0(p.tps_per_gpu)}</td><td>${f0(p.tps_per_user)}</td><td>${f2(p.ttft_ms)}</td><td>${f2(p.tpot_ms)}</td>
       <td>${p.usd_per_mtok == null ? "–" : p.usd_per_mtok.toFixed(3)}</td>
