@@ -8,6 +8,13 @@ const KEY = /^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(\w+?)-(\w+?)-b(\d+)(?:-(\
 const ms = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3));
 const gb = (b) => (b == null ? "–" : (b / 1e9).toFixed(b >= 1e10 ? 0 : 2));
 
+/** Point the bundle links under `root` (`data-bundle`: a plan key) at job `job`'s zips. */
+export function linkBundles(root, job) {
+  for (const a of root.querySelectorAll("a[data-bundle]")) {
+    a.href = `/api/planner/jobs/${encodeURIComponent(job)}/bundle?key=${encodeURIComponent(a.dataset.bundle)}`;
+  }
+}
+
 /** A point key as the simulator form's plan (null for a disaggregated deployment). */
 export function keyPlan(key) {
   const m = KEY.exec(key);
@@ -50,11 +57,19 @@ function underLoad(p) {
     <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms)}${row("TPOT", u.tpot_ms)}</table>`;
 }
 
+/** The decode step's attribution as ``plena-opt estimate`` prints it (ms per token). */
+function attribution(a) {
+  const parts = Object.entries(a || {}).filter(([, v]) => v > 0);
+  if (!parts.length) return "";
+  return `<p class="hint" id="pl-attribution">decode step attribution: ${parts.map(([k, v]) => `${esc(k.replaceAll("_", " "))} ${ms(v)} ms`).join(" · ")}</p>`;
+}
+
 function pool(p) {
   const head = p.role === "plan" ? "" : `<h4>${p.role} pool: ${p.workers} × ${esc(p.label)} (${p.devices} GPUs each)</h4>`;
   return `<div class="pool">${head}<div class="pool-grid"><div>${phase("Prefill", p.prefill)}${phase("One decode step", p.decode)}</div>
     <div>${memory(p)}${underLoad(p)}
-    <p class="hint">static model: TTFT ${ms(p.ttft_ms)} ms, decode step ${ms(p.tpot_ms)} ms, ${p.tps.toFixed(0)} tokens/s</p></div></div></div>`;
+    <p class="hint">static model: TTFT ${ms(p.ttft_ms)} ms, decode step ${ms(p.tpot_ms)} ms, ${p.tps.toFixed(0)} tokens/s</p>
+    ${attribution(p.decode_attribution_ms)}</div></div></div>`;
 }
 
 /** The plan view: its pools, the simulator link (aggregated plans) and the compare button. */
@@ -62,9 +77,8 @@ export function detailHtml(d, point, view) {
   const fig = point ? `${point.tps_per_gpu.toFixed(0)} tokens/s per GPU · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms · TPOT ${ms(point.tpot_ms)} ms <span class="muted">(${esc(point.basis)})</span>` : "";
   const canSim = !d.disaggregated && !view.uploaded;
   const sim = canSim ? `<button type="button" id="pl-open-sim">Open in the simulator</button>` : `<span class="hint">${d.disaggregated ? "a disaggregated deployment has no single-plan simulation" : "an uploaded model is not in the simulator's catalog"}</span>`;
-  const href = `/api/planner/jobs/${encodeURIComponent(view.id)}/bundle?key=${encodeURIComponent(d.key)}`;
   return `<div class="toolbar"><h3 id="pl-detail-title">${esc(point ? point.label : d.key)}</h3><code>${esc(d.key)}</code><span class="grow"></span>
-    ${sim}<button type="button" id="pl-add-compare">Add to compare</button><a class="btn" id="pl-bundle" href="${href}" download>Launch bundle (.zip)</a></div>
+    ${sim}<button type="button" id="pl-add-compare">Add to compare</button><a class="btn" id="pl-bundle" data-bundle="${esc(d.key)}" download>Launch bundle (.zip)</a></div>
     <p>${fig}</p>${d.pools.map(pool).join("")}`;
 }
 
@@ -94,10 +108,9 @@ export function compareHtml(keys, points, details) {
 
 /** Take it away: the CLI command, the URL of this view, the bundle of the open plan. */
 export function takeawayHtml(view, plan, href) {
-  const rec = view.answer && view.answer.recommendation;
-  const bundleKey = plan || (rec ? null : null);
+  const bundleKey = plan;
   const link = bundleKey
-    ? `<a id="pl-bundle-2" href="/api/planner/jobs/${encodeURIComponent(view.id)}/bundle?key=${encodeURIComponent(bundleKey)}" download>launch bundle of ${esc(bundleKey)} (.zip, the files of plena-opt export)</a>`
+    ? `<a id="pl-bundle-2" data-bundle="${esc(bundleKey)}" download>launch bundle of ${esc(bundleKey)} (.zip, the files of plena-opt export)</a>`
     : `<span class="hint">open a plan to download its launch bundle</span>`;
   const upload = view.uploaded ? `<p class="hint">The uploaded config.json is given as --model-path config.json: save it beside you first.</p>` : "";
   return `<h3>Take it away</h3>

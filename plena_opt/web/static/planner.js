@@ -5,7 +5,7 @@
 
 import { esc } from "./plot.js";
 import { answerHtml, wireAnswer } from "./planplot.js";
-import { compareHtml, detailHtml, keyPlan, takeawayHtml } from "./plandetail.js";
+import { compareHtml, detailHtml, keyPlan, linkBundles, takeawayHtml } from "./plandetail.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 200;
@@ -188,6 +188,7 @@ function renderAnswer(v) {
 function renderTakeaway() {
   $("pl-takeaway").hidden = false;
   $("pl-takeaway").innerHTML = takeawayHtml(st.view, st.plan, location.href);
+  linkBundles($("pl-takeaway"), st.job);
   const copy = $("pl-copy-url");
   if (copy) copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(location.href));
 }
@@ -207,6 +208,7 @@ async function openPlan(key) {
     const d = await detail(key);
     const point = st.view.answer.points.find((p) => p.key === key);
     box.innerHTML = detailHtml(d, point, st.view);
+    linkBundles(box, st.job);
     const sim = $("pl-open-sim");
     if (sim) sim.addEventListener("click", () => openInSimulator(key));
     const cmp = $("pl-add-compare");

@@ -73,7 +73,9 @@ function table(v, compare) {
 export function answerHtml(v, compare) {
   const s = v.answer.summary;
   const partial = s.partial ? ` <b class="warn">partial (${esc(s.stop_reason || "stopped")})</b>` : "";
-  const verdict = s.verdict ? `<p class="verdict">${esc(s.verdict)}</p>` : "";
+  const rec = v.answer.recommendation;
+  const said = rec && rec.reason && s.verdict && rec.reason.includes(s.verdict);
+  const verdict = s.verdict && !said ? `<p class="verdict">${esc(s.verdict)}</p>` : "";
   const empty = s.empty_reason ? `<p class="error">${esc(s.empty_reason)}</p>` : "";
   return `${recommendationLine(v.answer.recommendation)}${verdict}${empty}
     <div class="answer-grid"><div>${plot(v)}</div>
