@@ -128,9 +128,8 @@ def test_a_plan_opens_with_its_breakdown(searched) -> None:
 
 def test_two_plans_compare(searched) -> None:
     pg, _ = searched
-    boxes = pg.query_selector_all("#pl-table input[data-compare]")
-    boxes[0].check()
-    boxes[1].check()
+    pg.check("#pl-table tr[data-mode='aggregated'] input[data-compare]")  # the first of each mode
+    pg.check("#pl-table tr[data-mode='disaggregated'] input[data-compare]")
     pg.wait_for_selector("body[data-compared='2']", timeout=WAIT_MS)
     heads = pg.eval_on_selector_all("#pl-compare-table tr:first-child th", "t => t.length")
     assert heads == 3  # the row names and two plans

@@ -9,8 +9,11 @@ const f0 = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v.toPrecision(3
 const f2 = (v) => (v == null ? "–" : v.toFixed(2));
 
 /** The recommendation in one line (kind, plan, figures and why). */
-export function recommendationLine(rec) {
-  if (!rec) return `<p class="rec muted" id="pl-rec">No plan to recommend: no feasible plan met the SLA.</p>`;
+export function recommendationLine(rec, infeasible = {}) {
+  if (!rec) {
+    const why = Object.entries(infeasible).map(([k, n]) => `${k} broken by ${n} plans`).join(", ");
+    return `<p class="rec muted" id="pl-rec">No plan to recommend: no scored plan met the constraints${why ? ` (${esc(why)})` : ""}; relax the SLA or add GPUs.</p>`;
+  }
   const g = rec.figures || {};
   const ttft = g.ttft_seconds == null ? "" : `, TTFT ${(g.ttft_seconds * 1e3).toFixed(1)} ms`;
   const tpot = g.tpot_seconds == null ? "" : `, TPOT ${(g.tpot_seconds * 1e3).toFixed(2)} ms`;
@@ -77,7 +80,7 @@ export function answerHtml(v, compare) {
   const said = rec && rec.reason && s.verdict && rec.reason.includes(s.verdict);
   const verdict = s.verdict && !said ? `<p class="verdict">${esc(s.verdict)}</p>` : "";
   const empty = s.empty_reason ? `<p class="error">${esc(s.empty_reason)}</p>` : "";
-  return `${recommendationLine(v.answer.recommendation)}${verdict}${empty}
+  return `${recommendationLine(v.answer.recommendation, s.infeasible)}${verdict}${empty}
     <div class="answer-grid"><div>${plot(v)}</div>
     <div class="answer-side"><h4>Front (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare)}
     <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p></div></div>`;
