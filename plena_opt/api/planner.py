@@ -190,17 +190,18 @@ def run_planner(
     stop: StopToken,
     progress: Callable[[Any], None] | None = None,
 ) -> PlannerResult:
-    """Run the search, then (unless stopped) the serving comparison and the recommendation."""
+    """Run the search, then (unless stopped) the serving comparison; then the recommendation
+    (of a stopped search: from the front it found)."""
     from plena_opt.api.recommendation import recommend
     from plena_opt.api.searches import search_plans
     from plena_opt.api.serving import decide_serving
 
     result = search_plans(ps.request, ps.problem, progress=progress, should_stop=stop.is_set)
     rec = None
-    if not stop.is_set():
+    if not stop.is_set():  # a cancelled search is answered from the front it has
         decide_serving(result, [], ps.request, ps.problem, stop=stop)
-        if result.front or result.serving:
-            rec = recommend(result, ps.request)
+    if result.front or result.serving:
+        rec = recommend(result, ps.request)
     return PlannerResult(result, rec, front_points(result))
 
 
