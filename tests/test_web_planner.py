@@ -209,3 +209,19 @@ def test_the_simulator_form_takes_a_chip(client) -> None:
     assert gpu.json()["ttft_ms"] != plena.json()["ttft_ms"]
     r = client.post("/api/estimate", json={**body, "chip": "../x.json"})
     assert r.status_code == 422 and r.json()["field"] == "serving.chip"
+
+
+def test_a_third_running_search_is_503(client) -> None:
+    jobs = [client.post("/api/planner/jobs", json=LONG).json()["id"] for _ in range(2)]
+    try:  # each takes seconds (1,344 plans): both still run when the third asks
+        assert [client.get(f"/api/planner/jobs/{j}").json()["state"] for j in jobs] == [
+            "running",
+            "running",
+        ]
+        r = client.post("/api/planner/jobs", json=LONG)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json()["field"] == "planner"
+    finally:
+        for j in jobs:
+            client.post(f"/api/planner/jobs/{j}/cancel")
+            _wait(client, j, 30)

@@ -252,3 +252,49 @@ def test_a_plan_opens_in_the_simulator_with_its_chip(searched) -> None:
     xd = pg.query_selector("#durations input[data-op-type='XD']")
     assert xd.evaluate("x => x.scrollWidth <= x.clientWidth")  # the value is not cut off
     pg.screenshot(path=str(DOCS / "ui-planner-simulator.png"), full_page=True)
+
+
+def test_a_bad_field_is_refused_naming_it_with_the_clis_message(b, url) -> None:
+    errors: list[str] = []
+    pg = _page(b, errors)
+    _open(pg, url + "/?tab=planner")
+    pg.fill("#pl-trials", "0")
+    pg.click("#pl-run")
+    pg.wait_for_function("document.getElementById('pl-error').textContent !== ''")
+    assert pg.get_attribute("#pl-error", "data-field") == "trials"
+    assert (
+        pg.text_content("#pl-error")
+        == "trials: --trials: trials must be between 1 and 1,000,000, got 0"
+    )
+    pg.close()
+    assert [e for e in errors if "status of 422" not in e] == []  # the refused request itself
+
+
+def test_an_uploaded_config_is_searched_and_exported(b, url) -> None:
+    config = Path(__file__).resolve().parents[1] / "plena_opt/models/configs/llama-3.2-1b.json"
+    errors: list[str] = []
+    pg = _page(b, errors)
+    _open(pg, url + "/?tab=planner")
+    pg.set_input_files("#pl-upload", str(config))
+    pg.wait_for_selector("#pl-engine-model-row:not([hidden])")
+    _small(pg)
+    pg.fill("#pl-tpot", "")
+    pg.click("#pl-run")
+    pg.wait_for_selector("body[data-planner-state='done']", timeout=WAIT_MS)
+    assert "--model-path config.json" in pg.text_content("#pl-command")
+    assert "--model " not in pg.text_content("#pl-command")
+    pg.click("#pl-table tbody tr[data-mode='aggregated']")
+    pg.wait_for_selector("#pl-bundle-note")  # no engine model id: no bundle, and why
+    assert pg.query_selector("#pl-open-sim") is None
+    pg.fill("#pl-engine-model", "meta-llama/Llama-3.2-1B")
+    pg.evaluate("delete document.body.dataset.plannerState")
+    pg.click("#pl-run")
+    pg.wait_for_selector("body[data-planner-state='done']", timeout=WAIT_MS)
+    pg.click("#pl-table tbody tr[data-mode='aggregated']")
+    with pg.expect_download() as d:
+        pg.click("#pl-bundle")
+    z = zipfile.ZipFile(io.BytesIO(Path(d.value.path()).read_bytes()))
+    deployment = json.loads(z.read("plena-bundle/deployment.json"))
+    assert deployment["model"] == "meta-llama/Llama-3.2-1B" and deployment["catalog_model"] is None
+    pg.close()
+    assert errors == []

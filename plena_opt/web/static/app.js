@@ -117,6 +117,9 @@ async function main() {
   for (const b of document.querySelectorAll("button.tab")) {
     b.addEventListener("click", () => {
       for (const x of document.querySelectorAll("button.tab")) x.classList.toggle("active", x === b);
+      const q = new URLSearchParams(location.search); // a reload comes back to this tab
+      q.set("tab", b.dataset.tab);
+      history.replaceState(null, "", `${location.pathname}?${q}`);
       $("page-sim").hidden = b.dataset.tab !== "sim";
       $("page-studies").hidden = b.dataset.tab !== "studies";
       $("page-planner").hidden = b.dataset.tab !== "planner";

@@ -8,6 +8,10 @@ const KEY = /^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(\w+?)-(\w+?)-b(\d+)(?:-(\
 const ms = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3));
 const gb = (b) => (b == null ? "–" : (b / 1e9).toFixed(b >= 1e10 ? 0 : 2));
 
+const NO_ENGINE_MODEL = "an uploaded model needs the engine model id (form) for a launch bundle";
+/** Whether the job's plans can be exported (an uploaded model needs the id the engines load). */
+const exportable = (view) => !view.uploaded || Boolean(view.fields.engine_model);
+
 /** Point the bundle links under `root` (`data-bundle`: a plan key) at job `job`'s zips. */
 export function linkBundles(root, job) {
   for (const a of root.querySelectorAll("a[data-bundle]")) {
@@ -77,8 +81,11 @@ export function detailHtml(d, point, view) {
   const fig = point ? `${point.tps_per_gpu.toFixed(0)} tokens/s per GPU · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms · TPOT ${ms(point.tpot_ms)} ms <span class="muted">(${esc(point.basis)})</span>` : "";
   const canSim = !d.disaggregated && !view.uploaded;
   const sim = canSim ? `<button type="button" id="pl-open-sim">Open in the simulator</button>` : `<span class="hint">${d.disaggregated ? "a disaggregated deployment has no single-plan simulation" : "an uploaded model is not in the simulator's catalog"}</span>`;
+  const bundle = exportable(view)
+    ? `<a class="btn" id="pl-bundle" data-bundle="${esc(d.key)}" download>Launch bundle (.zip)</a>`
+    : `<span class="hint" id="pl-bundle-note">${NO_ENGINE_MODEL}</span>`;
   return `<div class="toolbar"><h3 id="pl-detail-title">${esc(point ? point.label : d.key)}</h3><code>${esc(d.key)}</code><span class="grow"></span>
-    ${sim}<button type="button" id="pl-add-compare">Add to compare</button><a class="btn" id="pl-bundle" data-bundle="${esc(d.key)}" download>Launch bundle (.zip)</a></div>
+    ${sim}<button type="button" id="pl-add-compare">Add to compare</button>${bundle}</div>
     <p>${fig}</p>${d.pools.map(pool).join("")}`;
 }
 
@@ -109,7 +116,9 @@ export function compareHtml(keys, points, details) {
 /** Take it away: the CLI command, the URL of this view, the bundle of the open plan. */
 export function takeawayHtml(view, plan, href) {
   const bundleKey = plan;
-  const link = bundleKey
+  const link = bundleKey && !exportable(view)
+    ? `<span class="hint">${NO_ENGINE_MODEL}</span>`
+    : bundleKey
     ? `<a id="pl-bundle-2" data-bundle="${esc(bundleKey)}" download>launch bundle of ${esc(bundleKey)} (.zip, the files of plena-opt export)</a>`
     : `<span class="hint">open a plan to download its launch bundle</span>`;
   const upload = view.uploaded ? `<p class="hint">The uploaded config.json is given as --model-path config.json: save it beside you first.</p>` : "";
