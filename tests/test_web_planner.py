@@ -225,3 +225,11 @@ def test_a_third_running_search_is_503(client) -> None:
         for j in jobs:
             client.post(f"/api/planner/jobs/{j}/cancel")
             _wait(client, j, 30)
+
+
+@pytest.mark.parametrize("field", ["model", "chip", "noc"])
+def test_paths_on_the_server_are_refused(client, field) -> None:
+    for value in ("/etc/passwd", "../x.json", "profiles\\a", "x.json"):
+        r = client.post("/api/planner/jobs", json={**SMALL, field: value})
+        assert r.status_code == 422 and r.json()["field"] == field, r.text
+        assert "not a path" in r.json()["message"]

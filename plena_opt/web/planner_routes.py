@@ -13,7 +13,7 @@ import math
 from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from plena_opt.api.limits import MAX_BATCH_SIZES
 from plena_opt.web import limits
@@ -62,6 +62,15 @@ class PlannerIn(BaseModel):
     sampler: Literal["auto", "tpe", "nsga2", "gp", "exhaustive"] = "auto"
     trials: int = Field(200, le=limits.MAX_TRIALS)
     seed: int | None = Field(None, lt=2**32)
+
+    @field_validator("model", "chip", "noc", "precision")
+    @classmethod
+    def _built_in(cls, v: str | None, info: Any) -> str | None:
+        """Shipped names only: a path would let a request read the server's files (the
+        uploaded ``config.json`` comes as ``model_document``)."""
+        if v is not None and ("/" in v or "\\" in v or v.endswith(".json")):
+            raise ValueError(f"give a built-in {info.field_name} name, not a path")
+        return v
 
 
 def finite(x: Any) -> Any:
