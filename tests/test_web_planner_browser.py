@@ -2,7 +2,9 @@
 search runs from the page and its progress arrives, the front is drawn as the API gives it, cancel
 stops a long search, a reload reattaches to a running one, a plan opens with its breakdown, two
 plans compare, the launch bundle downloads and parses, the URL reopens the same view, and a plan
-opens in the simulator with its GPU chip. Screenshots go to ``docs/ui-planner*.png``.
+opens in the simulator with its GPU chip. Screenshots (``ui-planner*.png``) go to the folder
+``$PLENA_UI_SCREENSHOTS`` names (``PLENA_UI_SCREENSHOTS=docs`` refreshes the README's), else to
+a temporary folder, so a test run leaves the tree as it was.
 
 Under ``CI=true`` a missing Chromium or Playwright fails the tests; elsewhere they are skipped.
 """
@@ -26,8 +28,14 @@ if os.environ.get("CI") != "true":
         pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
     pytest.importorskip("playwright")
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
 WAIT_MS = 120_000
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go: ``$PLENA_UI_SCREENSHOTS``, else a temporary folder."""
+    folder = os.environ.get("PLENA_UI_SCREENSHOTS")
+    return Path(folder) if folder else tmp_path_factory.mktemp("ui-planner")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +101,7 @@ def searched(b, url):
     assert errors == []
 
 
-def test_the_search_runs_and_draws_the_apis_answer(searched, url) -> None:
+def test_the_search_runs_and_draws_the_apis_answer(searched, url, shots) -> None:
     pg, _ = searched
     job = pg.evaluate("window.plenaPlanner.job")
     v = httpx.get(f"{url}/api/planner/jobs/{job}").json()
@@ -113,27 +121,27 @@ def test_the_search_runs_and_draws_the_apis_answer(searched, url) -> None:
     rows = pg.eval_on_selector_all("#pl-table tbody tr", "rs => rs.map(r => r.dataset.key)")
     assert len(rows) == sum(p["feasible"] for p in v["answer"]["points"])
     assert pg.text_content("#pl-command") == v["command"]
-    pg.screenshot(path=str(DOCS / "ui-planner.png"), full_page=True)
+    pg.screenshot(path=str(shots / "ui-planner.png"), full_page=True)
 
 
-def test_a_plan_opens_with_its_breakdown(searched) -> None:
+def test_a_plan_opens_with_its_breakdown(searched, shots) -> None:
     pg, _ = searched
     key = pg.get_attribute("#pl-table tbody tr[data-mode='aggregated']", "data-key")
     pg.click(f"#pl-table tbody tr[data-key='{key}']")
     pg.wait_for_function(f"document.body.dataset.planOpen === {json.dumps(key)}", timeout=WAIT_MS)
     assert pg.query_selector_all("#pl-detail .b-compute") and pg.query_selector("#pl-detail .m-w")
     assert "vllm" in pg.text_content("#pl-detail") and pg.query_selector("#pl-load") is not None
-    pg.screenshot(path=str(DOCS / "ui-planner-plan.png"), full_page=True)
+    pg.screenshot(path=str(shots / "ui-planner-plan.png"), full_page=True)
 
 
-def test_two_plans_compare(searched) -> None:
+def test_two_plans_compare(searched, shots) -> None:
     pg, _ = searched
     pg.check("#pl-table tr[data-mode='aggregated'] input[data-compare]")  # the first of each mode
     pg.check("#pl-table tr[data-mode='disaggregated'] input[data-compare]")
     pg.wait_for_selector("body[data-compared='2']", timeout=WAIT_MS)
     heads = pg.eval_on_selector_all("#pl-compare-table tr:first-child th", "t => t.length")
     assert heads == 3  # the row names and two plans
-    pg.screenshot(path=str(DOCS / "ui-planner-compare.png"), full_page=True)
+    pg.screenshot(path=str(shots / "ui-planner-compare.png"), full_page=True)
 
 
 def test_the_bundle_downloads_and_parses(searched) -> None:
@@ -183,7 +191,7 @@ def test_the_url_reopens_the_view(searched, b) -> None:
     assert errors == []
 
 
-def test_cancel_stops_a_long_search(b, url) -> None:
+def test_cancel_stops_a_long_search(b, url, shots) -> None:
     errors: list[str] = []
     pg = _page(b, errors)
     _open(pg, url + "/?tab=planner")
@@ -197,7 +205,7 @@ def test_cancel_stops_a_long_search(b, url) -> None:
     assert job["answer"]["summary"]["partial"] is True
     assert job["answer"]["summary"]["evaluated"] < job["answer"]["summary"]["legal_points"]
     assert "after cancel" in pg.text_content("#pl-progress")
-    pg.screenshot(path=str(DOCS / "ui-planner-cancelled.png"))
+    pg.screenshot(path=str(shots / "ui-planner-cancelled.png"))
     pg.close()
     assert errors == []
 
@@ -221,7 +229,7 @@ def test_a_reload_reattaches_to_the_running_search(b, url) -> None:
     assert errors == []
 
 
-def test_a_plan_opens_in_the_simulator_with_its_chip(searched) -> None:
+def test_a_plan_opens_in_the_simulator_with_its_chip(searched, shots) -> None:
     pg, _ = searched
     key = pg.get_attribute("#pl-table tbody tr[data-mode='aggregated']", "data-key")
     pg.click(f"#pl-table tbody tr[data-key='{key}']")
@@ -251,7 +259,7 @@ def test_a_plan_opens_in_the_simulator_with_its_chip(searched) -> None:
     assert swatch["D0"] != swatch["D"] and swatch["XP"] != swatch["XD"]
     xd = pg.query_selector("#durations input[data-op-type='XD']")
     assert xd.evaluate("x => x.scrollWidth <= x.clientWidth")  # the value is not cut off
-    pg.screenshot(path=str(DOCS / "ui-planner-simulator.png"), full_page=True)
+    pg.screenshot(path=str(shots / "ui-planner-simulator.png"), full_page=True)
 
 
 def test_a_bad_field_is_refused_naming_it_with_the_clis_message(b, url) -> None:
