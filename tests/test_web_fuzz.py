@@ -18,6 +18,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from plena_opt.api import limits as shared  # noqa: E402
+from plena_opt.bounds import MAX_CONCURRENCY  # noqa: E402
 from plena_opt.web import limits  # noqa: E402
 from plena_opt.web.app import create_app  # noqa: E402
 
@@ -34,6 +35,12 @@ FUZZED = {
     "/api/studies/{name}/front",
     "/api/studies/{name}/serving",
     "/api/openapi.json",
+    "/api/planner/catalog",
+    "/api/planner/jobs",
+    "/api/planner/jobs/{job}",
+    "/api/planner/jobs/{job}/cancel",
+    "/api/planner/jobs/{job}/plan",
+    "/api/planner/jobs/{job}/bundle",
     "/",
 }
 HUGE = [2**31, 2**63, 2**64 + 1, 10**30]
@@ -377,3 +384,59 @@ def test_a_damaged_store_is_422_naming_storage_not_500(tmp_path, content):
         r = c.get(path)
         _refused(r, "storage")
     assert store.read_bytes() == content  # the UI only reads the store
+
+
+# The planner (issue 28): a tiny search (one device, one trial) so that an accepted start ends
+# at once; every size past its bound is refused naming the field before anything is loaded.
+PLANNER_OK = {"model": "llama-3.2-1b", "chip": "h200-sxm", "noc": "single_device", "trials": 1}
+PLANNER_OK |= {"serving": "aggregated", "input_seq": 128, "output_seq": 8}
+PLANNER_PAST = [
+    ("input_seq", limits.MAX_SEQ + 1),
+    ("output_seq", limits.MAX_SEQ + 1),
+    ("devices", limits.MAX_DEGREE + 1),
+    ("trials", limits.MAX_TRIALS + 1),
+    ("gpus_per_node", 1025),
+    ("concurrency", MAX_CONCURRENCY + 1),
+    ("batch_sizes", "1," * 400),
+    ("batch_sizes", ",".join(str(i) for i in range(1, shared.MAX_BATCH_SIZES + 2))),
+    ("batch_sizes", str(limits.MAX_BATCH + 1)),
+    ("objectives", ["ttft"] * 9),
+    ("model", "m" * (limits.MAX_NAME_CHARS + 1)),
+    ("seed", 2**32),
+    *[(f, n) for f in ("input_seq", "trials", "devices", "concurrency") for n in HUGE],
+    *[("seed", n) for n in HUGE if n >= 2**32],
+]
+
+
+@pytest.mark.parametrize(("field", "value"), PLANNER_PAST, ids=lambda x: str(x)[:20])
+def test_planner_past_a_bound_is_422_naming_the_field(client, field, value):
+    _post(client, "/api/planner/jobs", {**PLANNER_OK, "trials": 0})  # imports, outside the peak
+    r, peak = _peak(lambda: _post(client, "/api/planner/jobs", {**PLANNER_OK, field: value}))
+    _refused(r, field)
+    assert peak < REFUSED_PEAK_BYTES, (field, peak)
+
+
+def test_planner_fields_never_500(client):
+    """Every planner field with every wrong type, non-finite and huge value: 200 (a started
+    job, cancelled at once), 422, or 503 while two jobs run; never 500."""
+    for name in [*PLANNER_OK, "devices", "batch_sizes", "concurrency", "engine", "objectives"]:
+        for value in [*WRONG, *NONFINITE, *HUGE, -(2**63), "9" * 5000]:
+            r = _post(client, "/api/planner/jobs", {**PLANNER_OK, name: value})
+            assert r.status_code in (200, 422, 503), (name, value, r.status_code, r.text[:200])
+            if r.status_code == 200:
+                client.post(f"/api/planner/jobs/{r.json()['id']}/cancel")
+
+
+def test_planner_job_and_key_routes_refuse_or_miss(client):
+    job = _post(client, "/api/planner/jobs", PLANNER_OK).json()["id"]
+    for name in ["x", "x" * 64, "x" * 65, "..%2f..", "é"]:
+        for tail in ("", "/plan?key=a", "/bundle?key=a"):
+            r = client.get(f"/api/planner/jobs/{name}{tail}")
+            assert r.status_code == (422 if len(name) > 64 else 404), (name, tail, r.text[:200])
+        assert client.post(f"/api/planner/jobs/{name}/cancel").status_code in (404, 422)
+    for key in ["a", "x" * 201, "x" * (limits.MAX_NAME_CHARS + 1), "1P:a+2D:b", "tp1-%00"]:
+        for route in ("plan", "bundle"):
+            r = client.get(f"/api/planner/jobs/{job}/{route}", params={"key": key})
+            assert r.status_code in (404, 422), (key, r.status_code, r.text[:200])
+    assert client.get("/api/planner/catalog").status_code == 200
+    assert client.get("/api/planner/jobs").status_code == 405

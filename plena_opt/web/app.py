@@ -30,6 +30,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, clip
 from plena_opt.web import guard, limits, schemas, service, views
+from plena_opt.web.planner_routes import add_planner_routes
 
 STATIC = Path(__file__).parent / "static"
 #: FastAPI's 400 detail for a body its JSON parser raised on (other than a decode error).
@@ -146,6 +147,7 @@ def create_app(
     _add_error_handlers(app)
     _add_simulation_routes(app, _Results(limits.RESULT_CACHE), limits.WorkSlots())
     _add_study_routes(app, storage)
+    app.state.planner_jobs = add_planner_routes(app)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -172,7 +174,7 @@ def _add_body_cap(app: FastAPI) -> None:
 
 def _add_error_handlers(app: FastAPI) -> None:
     """422 naming the field for pydantic and ``PlenaInputError`` failures; 404 for an unknown
-    study (other unknown names are 422)."""
+    study, planner job or plan of a job (other unknown names are 422)."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -202,7 +204,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PlenaNotFoundError)
     async def not_found(request: Request, exc: PlenaNotFoundError) -> JSONResponse:
-        status = 404 if exc.field == "study" else 422
+        status = 404 if exc.field in ("study", "job", "key") else 422
         return _error(status, exc.field, str(exc))
 
     @app.exception_handler(PlenaInputError)

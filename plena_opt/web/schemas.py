@@ -42,6 +42,9 @@ class ServingIn(_In):
     model: str = Field("llama-3.1-70b", min_length=1, max_length=limits.MAX_NAME_CHARS)
     noc: str = Field("illustrative_gpu_cluster_32", min_length=1, max_length=limits.MAX_NAME_CHARS)
     memory: str = Field("fictional_stacked_dram", min_length=1, max_length=limits.MAX_NAME_CHARS)
+    # a chip profile name (None: the default PLENA chip); a GPU chip carries its own HBM, so
+    # ``memory`` is then not used
+    chip: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_CHARS)
     tp: int = Field(8, ge=1, le=limits.MAX_DEGREE)
     ep: int = Field(1, ge=1, le=limits.MAX_DEGREE)
     dp: int = Field(1, ge=1, le=limits.MAX_DEGREE)

@@ -12,6 +12,8 @@ def catalog() -> dict[str, Any]:
     """Choices for the forms: schedules with their op types, and the shipped profiles."""
     from deepstack import list_noc_profiles
 
+    from plena_opt.api import names_gpu_chip
+    from plena_opt.chip import list_chip_profiles
     from plena_opt.estimate.problem import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
     from plena_opt.memory import list_memory_profiles
     from plena_opt.models import list_models
@@ -30,6 +32,8 @@ def catalog() -> dict[str, Any]:
         "models": list_models(),
         "nocs": list_noc_profiles(),
         "memories": list_memory_profiles(),
+        "chips": list_chip_profiles(),
+        "gpu_chips": [c for c in list_chip_profiles() if names_gpu_chip(c)],
         "defaults": {"model": DEFAULT_MODEL, "noc": DEFAULT_NOC, "memory": DEFAULT_MEMORY},
         "reasons": [r.value for r in DepReason],
     }

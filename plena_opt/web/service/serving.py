@@ -31,14 +31,15 @@ class ServingProblem:
     input_seq: int = 2048
     output_seq: int = 1024
     max_window_steps: int = 16
+    chip: str | None = None
 
 
 def _evaluate(problem: ServingProblem) -> dict[str, Any]:
     """The estimate document of a serving plan (``api.estimate_plan``)."""
     from plena_opt import api
 
-    for name in ("model", "noc", "memory"):
-        value = getattr(problem, name)
+    for name in ("model", "noc", "memory", "chip"):
+        value = getattr(problem, name) or ""
         if "/" in value or "\\" in value or value.endswith(".json"):
             # the page names shipped profiles only: a path would let a request read local files
             raise PlenaInputError(
@@ -52,6 +53,10 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
         input_seq=problem.input_seq,
         output_seq=problem.output_seq,
     )
+    if problem.chip is not None:
+        spec["chip"] = problem.chip
+        if api.names_gpu_chip(problem.chip):
+            del spec["memory"]  # a GPU chip carries its HBM
     plan = api.Plan(
         tp=problem.tp,
         ep=problem.ep,

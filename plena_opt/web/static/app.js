@@ -3,6 +3,7 @@
 import { api, download } from "./api.js";
 import { SimForm } from "./form.js";
 import { explain, hoverCard, monteCarlo, summary } from "./panels.js";
+import { initPlanner } from "./planner.js";
 import { showStudies } from "./studies.js";
 import { Timeline } from "./timeline.js";
 
@@ -116,8 +117,12 @@ async function main() {
   for (const b of document.querySelectorAll("button.tab")) {
     b.addEventListener("click", () => {
       for (const x of document.querySelectorAll("button.tab")) x.classList.toggle("active", x === b);
+      const q = new URLSearchParams(location.search); // a reload comes back to this tab
+      q.set("tab", b.dataset.tab);
+      history.replaceState(null, "", `${location.pathname}?${q}`);
       $("page-sim").hidden = b.dataset.tab !== "sim";
       $("page-studies").hidden = b.dataset.tab !== "studies";
+      $("page-planner").hidden = b.dataset.tab !== "planner";
       if (b.dataset.tab === "studies" && !studiesLoaded) {
         studiesLoaded = true;
         showStudies(async (problem, plan) => {
@@ -128,6 +133,12 @@ async function main() {
       }
     });
   }
+  state.planner = initPlanner(async (problem, plan) => {
+    $("tab-sim").click();
+    await form.loadServing(problem, plan);
+    run(form.request());
+  });
+  if (new URLSearchParams(location.search).get("tab") === "planner") $("tab-planner").click();
   document.body.dataset.interactive = "1";
   state.interactiveAt = performance.now(); // ms since navigation start
   await run(form.request());

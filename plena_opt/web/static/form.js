@@ -17,6 +17,8 @@ export class SimForm {
     fill($("model"), catalog.models, catalog.defaults.model);
     fill($("noc"), catalog.nocs, catalog.defaults.noc);
     fill($("memory"), catalog.memories, catalog.defaults.memory.replaceAll("_", "-"));
+    fill($("chip"), ["", ...catalog.chips], "");
+    $("chip").options[0].textContent = "default PLENA chip";
     $("form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       onSubmit(this.request());
@@ -26,10 +28,13 @@ export class SimForm {
     }
     $("schedule").addEventListener("change", () => this.renderDurations());
     $("simulate-comm").addEventListener("change", () => this.renderDurations());
-    for (const id of ["model", "noc", "memory", "s-tp", "s-ep", "s-dp", "s-pp", "s-cp", "s-moe", "s-overlap",
+    for (const id of ["model", "noc", "chip", "memory", "s-tp", "s-ep", "s-dp", "s-pp", "s-cp", "s-moe", "s-overlap",
       "batch", "input-seq", "output-seq", "window-steps"]) {
       $(id).addEventListener("change", () => this.refreshEstimate());
     }
+    $("chip").addEventListener("change", () => {
+      $("memory").disabled = (catalog.gpu_chips || []).includes($("chip").value);
+    });
     this.renderDurations();
   }
 
@@ -66,6 +71,7 @@ export class SimForm {
     const box = $("durations");
     const types = this.opTypes();
     const serving = this.mode === "serving";
+    box.classList.toggle("serving", serving); // two columns: estimate values are long
     box.innerHTML = types
       .map((t) => {
         const v = serving ? this.estimate.durations_ms[t] : (this.values[t] ?? DEFAULT_MS[t] ?? 1);
@@ -88,6 +94,7 @@ export class SimForm {
       model: $("model").value,
       noc: $("noc").value,
       memory: $("memory").value,
+      chip: $("chip").value || undefined,
       tp: num("s-tp"), ep: num("s-ep"), dp: num("s-dp"), pp: num("s-pp"), cp: num("s-cp"),
       moe_tp_mode: $("s-moe").value,
       comm_overlap: $("s-overlap").value,
@@ -158,6 +165,8 @@ export class SimForm {
     set("model", problem.model);
     set("noc", problem.noc);
     if (problem.memory) set("memory", problem.memory.replaceAll("_", "-"));
+    $("chip").value = typeof problem.chip === "string" ? problem.chip : "";
+    $("memory").disabled = (this.catalog.gpu_chips || []).includes($("chip").value);
     set("s-tp", plan.tp); set("s-ep", plan.ep); set("s-dp", plan.dp);
     set("s-pp", plan.pp); set("s-cp", plan.cp);
     set("s-moe", plan.moe_tp_mode ?? "replace");

@@ -9,13 +9,25 @@ const AXIS_H = 22;
 
 const PALETTE = {
   F: 212, B: 28, I: 28, W: 142, VF: 268, VB: 330, GF: 175, GB: 52,
-  P: 200, D: 95, XP: 0, XD: 0, XF: 0, XB: 0,
+  P: 200, D0: 285, D: 95,
+};
+/** Serving hops have their own colours (a prefill hop and a decode hop must differ). */
+const COMM_COLOUR = { XP: "hsl(200 28% 38%)", XD: "hsl(95 22% 62%)" };
+
+/** What each op type stands for (the legend's words). */
+export const OP_NAMES = {
+  F: "forward", B: "backward", I: "input gradient", W: "weight gradient",
+  VF: "forward (virtual chunk)", VB: "backward (virtual chunk)", GF: "forward", GB: "backward",
+  P: "prefill", D0: "first decode step (first token)", D: "decode step",
+  XP: "prefill activation hop to the next stage", XD: "decode activation hop to the next stage",
+  XF: "forward activation send", XB: "backward gradient send",
 };
 
-/** Colour of an op: hue by op type (its letters), lightness by chunk. */
+/** Colour of an op: hue by op type (its letters; D0 apart from D), lightness by chunk. */
 export function colour(opType, chunk, kind) {
-  if (kind === "COMM") return `hsl(0 0% ${62 - 8 * (chunk % 3)}%)`;
-  const base = opType.replace(/_s\d+$/, "").replace(/\d+$/, "");
+  const stripped = opType.replace(/_s\d+$/, "");
+  if (kind === "COMM") return COMM_COLOUR[stripped] || `hsl(0 0% ${62 - 8 * (chunk % 3)}%)`;
+  const base = stripped in PALETTE ? stripped : stripped.replace(/\d+$/, "");
   let hue = PALETTE[base];
   if (hue === undefined) hue = [...base].reduce((h, c) => (h * 31 + c.charCodeAt(0)) % 360, 7);
   const light = 52 + 12 * (chunk % 3);
@@ -256,7 +268,11 @@ function legend(ops, colours) {
     const key = ops.chunk[j] > 0 && ops.kind[j] !== "P" ? `${type} chunk ${ops.chunk[j]}` : type;
     if (!seen.has(key)) seen.set(key, colours[j]);
   });
-  const items = [...seen].slice(0, 24).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`);
+  const named = (k) => {
+    const name = OP_NAMES[k.split(" ")[0]];
+    return name ? `<b>${k}</b> ${name}${k.includes(" chunk") ? k.slice(k.indexOf(" chunk")) : ""}` : k;
+  };
+  const items = [...seen].slice(0, 24).map(([k, c]) => `<span><i style="background:${c}"></i>${named(k)}</span>`);
   items.push(`<span><i class="lg-wait"></i>wait gap</span>`);
   items.push(`<span><i class="lg-crit"></i>critical path</span>`);
   return items.join("");

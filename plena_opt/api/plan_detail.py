@@ -1,0 +1,215 @@
+"""Use case: one plan of a planner search understood, and taken away (``plena-opt ui``).
+
+``plan_detail(spec, key, engine, concurrency)`` prices a plan key (``tp8-…-b16`` or a
+disaggregated ``2P:KEY+3D:KEY``) pool by pool: where a step's time goes (compute, HBM, network per
+pipeline stage of prefill and of one decode step, and the decode attribution of the CLI's
+``estimate``), memory per device (weights, KV cache, the rest) against capacity, and, for a GPU
+chip with an engine and a concurrency, TTFT/TPOT under load (``serve_under_load``).
+``bundle_files`` is the launch bundle ``plena-opt export KEY --out-dir DIR`` writes, as
+file name → text. Times in ms, memory in bytes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.problem import ProblemSpec
+
+#: Longest plan key accepted (a deployment key is two point keys and the worker counts).
+MAX_KEY_CHARS = 200
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One pipeline stage of a phase: compute, HBM (memory) and network time, ms."""
+
+    stage: int
+    compute_ms: float
+    hbm_ms: float
+    network_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class PoolDetail:
+    """One pool of a deployment (``role`` plan, prefill or decode; ``workers`` replicas)."""
+
+    role: str
+    workers: int
+    key: str
+    label: str
+    devices: int
+    ttft_ms: float
+    tpot_ms: float
+    tps: float
+    prefill: list[StageTime]
+    decode: list[StageTime]
+    decode_attribution_ms: dict[str, float]
+    weight_bytes: float
+    kv_bytes: float
+    capacity_bytes: float | None
+    fits: bool | None
+    under_load: dict[str, Any] | None = None
+    under_load_note: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanDetail:
+    """A plan or deployment, pool by pool (what the page's plan view shows)."""
+
+    key: str
+    disaggregated: bool
+    pools: list[PoolDetail] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_key(key: str) -> None:
+    """Refuse a key above :data:`MAX_KEY_CHARS` before parsing it (field ``key``)."""
+    if len(key) > MAX_KEY_CHARS:
+        raise PlenaInputError("key", f"key: at most {MAX_KEY_CHARS} characters")
+
+
+def _stages(phase: dict[str, Any]) -> list[StageTime]:
+    out = []
+    for s in phase.get("stages", []):
+        comm = sum(float(v) for v in (s.get("comm_seconds") or {}).values())
+        out.append(
+            StageTime(
+                int(s["stage"]),
+                float(s["compute_seconds"]) * 1e3,
+                float(s["memory_seconds"]) * 1e3,
+                comm * 1e3,
+                float(s["seconds"]) * 1e3,
+            )
+        )
+    return out
+
+
+def _pool(
+    spec: ProblemSpec,
+    role: str,
+    workers: int,
+    key: str,
+    engine: str | None,
+    concurrency: int | None,
+) -> PoolDetail:
+    from plena_opt.api.estimates import estimate_plan
+    from plena_opt.export.launch import parse_point_key
+    from plena_opt.search.space import Point
+
+    plan, batch, precision = parse_point_key(key)
+    update: dict[str, Any] = {"batch_size": batch, "devices": plan.world_size}
+    if precision is not None:
+        update["precision"] = precision
+    problem = spec.model_copy(update=update).load()
+    est = estimate_plan(problem, plan)
+    doc, m = est.document, est.metrics
+    assert m is not None
+    ftd = doc.get("first_token_decode") or {}
+    attribution = {
+        k: float(v) * 1e3 for k, v in (doc.get("decode_attribution_seconds") or {}).items()
+    }
+    load, note = None, None
+    if engine and concurrency and role == "plan":
+        load, note = _under_load(problem, plan, engine, concurrency)
+    elif engine and concurrency:
+        note = "under load: priced for aggregated plans only (a pool of a deployment is not)"
+    return PoolDetail(
+        role,
+        workers,
+        key,
+        Point(plan, batch, precision).label(),
+        plan.world_size,
+        float(doc["ttft_seconds"]) * 1e3,
+        float(ftd.get("period_seconds", 0.0)) * 1e3,
+        float(doc["tps"]),
+        _stages(doc.get("prefill") or {}),
+        _stages(ftd),
+        attribution,
+        float(doc["weight_bytes_per_device"]),
+        float(doc["kv_cache_bytes_per_device"]),
+        None if doc.get("memory_capacity_bytes") is None else float(doc["memory_capacity_bytes"]),
+        doc.get("fits_in_memory"),
+        load,
+        note,
+    )
+
+
+def _under_load(
+    problem: Any, plan: Any, engine: str, concurrency: int
+) -> tuple[dict | None, str | None]:
+    """TTFT/TPOT of the plan under ``concurrency`` clients of ``engine`` (ms), or why not."""
+    from plena_opt.api.under_load import serve_under_load
+
+    try:
+        u = serve_under_load(problem, plan, engine, concurrency=concurrency)
+    except PlenaInputError as exc:
+        return None, str(exc)
+    ms = {k: v * 1e3 for k, v in u.ttft.to_dict().items()}
+    return {
+        "engine": u.engine,
+        "engine_version": u.engine_version,
+        "concurrency": concurrency,
+        "ttft_ms": ms,
+        "tpot_ms": {k: v * 1e3 for k, v in u.tpot.to_dict().items()},
+        "output_tps_per_gpu": u.output_tps_per_gpu,
+        "output_tps_per_user": u.output_tps_per_user,
+    }, None
+
+
+def plan_detail(
+    spec: ProblemSpec, key: str, engine: str | None = None, concurrency: int | None = None
+) -> PlanDetail:
+    """The pools of ``key`` priced on ``spec`` (its batch and precision from the key)."""
+    from plena_opt.export.launch import parse_deployment_key
+
+    check_key(key)
+    split = parse_deployment_key(key)
+    if split is None:
+        return PlanDetail(key, False, [_pool(spec, "plan", 1, key, engine, concurrency)])
+    x, pkey, y, dkey = split
+    pools = [
+        _pool(spec, "prefill", x, pkey, None, None),
+        _pool(spec, "decode", y, dkey, None, None),
+    ]
+    return PlanDetail(key, True, pools)
+
+
+def bundle_files(
+    key: str,
+    model: str,
+    input_len: int,
+    output_len: int,
+    *,
+    catalog_model: str | None = None,
+    gpu: str | None = None,
+    precision: str | None = None,
+    gpus_per_node: int = 8,
+) -> dict[str, str]:
+    """The files ``plena-opt export KEY --out-dir DIR`` writes (launch scripts, refusals,
+    ``launch.json``, ``deployment.json``), name → text; ``model`` the id the engines load."""
+    from plena_opt.export import ExportSpec, bundle
+    from plena_opt.export.files import write_bundle, write_deployment
+
+    check_key(key)
+    spec = ExportSpec(
+        model=model,
+        input_len=input_len,
+        output_len=output_len,
+        gpus_per_node=gpus_per_node,
+        precision=precision,
+    )
+    launches = bundle(key, spec)
+    with tempfile.TemporaryDirectory(prefix="plena-ui-bundle-") as tmp:
+        folder = Path(tmp)
+        write_bundle(folder, launches)
+        write_deployment(folder, key, spec, launches, catalog_model, gpu)
+        return {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}

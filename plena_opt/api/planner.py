@@ -1,0 +1,291 @@
+"""Use case: the planner page of ``plena-opt ui`` — a search stated as form fields.
+
+``planner_search(fields)`` builds the ``SearchRequest`` the same fields would make as
+``plena-opt search`` flags (same validators, same ``--flag: rule`` messages, field-named errors)
+and loads its problem; ``PlannerSearch.command`` is the CLI command that reproduces it.
+``run_planner`` runs it (``search_plans``, then ``decide_serving`` and ``recommend``) with a
+progress callback and a ``StopToken``; ``front_points`` gives the points the page plots: tokens/s
+per GPU against tokens/s per user, the serving fronts (aggregated, disaggregated; figures under
+load) when the search compared them, else the search front (static model), and infeasible scored
+plans with the constraints they break. Times in ms, rates in tokens/s.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.api.recommendation import Recommendation
+    from plena_opt.estimate.problem import EvaluatorInputs, ProblemSpec
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.result import SearchResult
+    from plena_opt.stop import StopToken
+
+#: Infeasible scored plans sent for the plot (the rest are counted only).
+MAX_INFEASIBLE_POINTS = 400
+#: The file name the reproducing command gives an uploaded config.json.
+UPLOADED_CONFIG = "config.json"
+
+# planner field -> the ``plena-opt search`` flag it mirrors (the command and the messages)
+FLAGS = {
+    "model": "--model",
+    "chip": "--chip",
+    "noc": "--noc",
+    "devices": "--devices",
+    "input_seq": "--input-seq",
+    "output_seq": "--output-seq",
+    "batch_sizes": "--batch-sizes",
+    "precision": "--precision",
+    "objectives": "--objectives",
+    "max_ttft_ms": "--max-ttft-ms",
+    "max_tpot_ms": "--max-tpot-ms",
+    "serving": "--serving",
+    "sampler": "--sampler",
+    "trials": "--trials",
+    "seed": "--seed",
+}
+
+
+def input_error(exc: ValidationError) -> PlenaInputError:
+    """The first pydantic error as the CLI words it (``--flag: rule``; ``field`` the name)."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err.get("loc", ()) if p != "problem"]
+    name = ".".join(loc)
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not name:
+        return PlenaInputError("request", msg)
+    return PlenaInputError(name, f"--{name.replace('_', '-')}: {msg}")
+
+
+@dataclass(frozen=True)
+class PlannerSearch:
+    """A validated planner search: the request, its loaded problem, the reproducing command."""
+
+    request: SearchRequest
+    problem: EvaluatorInputs
+    command: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def _batches(text: str | None) -> tuple[list[int] | None, bool]:
+    """``--batch-sizes`` text → (sizes, auto)."""
+    if text is None or not text.strip():
+        return None, False
+    if text.strip() == "auto":
+        return None, True
+    from plena_opt.api.limits import MAX_BATCH, MAX_BATCH_SIZES
+    from plena_opt.bounds import check_count
+
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise PlenaInputError(
+            "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text[:64]!r}"
+        ) from None
+    check_count(len(sizes), "batch_sizes", "--batch-sizes (count)", 1, MAX_BATCH_SIZES)
+    for b in sizes:
+        check_count(b, "batch_sizes", "--batch-sizes", 1, MAX_BATCH)
+    return sizes, False
+
+
+def _spec(f: Mapping[str, Any]) -> ProblemSpec:
+    from plena_opt.estimate.problem import InlineDocument, ProblemSpec
+
+    doc = f.get("model_document")
+    model: Any = f.get("model")
+    if doc is not None:
+        if not isinstance(doc, dict):
+            raise PlenaInputError("model_document", "model_document: an HF config.json object")
+        model = InlineDocument(document=doc, name=str(f.get("model_name") or "custom"))
+    try:
+        return ProblemSpec(
+            model=model,
+            chip=f.get("chip"),
+            noc=f.get("noc") or "hgx-h200x8",
+            devices=f.get("devices"),
+            input_seq=f.get("input_seq", 2048),
+            output_seq=f.get("output_seq", 1024),
+            precision=f.get("precision") or None,
+        )
+    except ValidationError as exc:
+        raise input_error(exc) from exc
+
+
+def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
+    """The search the planner fields state, validated as ``plena-opt search`` validates its
+    flags; bad input raises ``PlenaInputError`` naming the field."""
+    from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
+
+    spec = _spec(fields)
+    _check_load(fields.get("engine"), fields.get("concurrency"))
+    sizes, auto = _batches(fields.get("batch_sizes"))
+    try:
+        request = SearchRequest(
+            problem=spec,
+            batch_sizes=sizes,
+            auto_batch=auto,
+            objectives=list(fields.get("objectives") or ["ttft", "tps"]),
+            max_ttft_ms=fields.get("max_ttft_ms"),
+            max_tpot_ms=fields.get("max_tpot_ms"),
+            sampler=fields.get("sampler") or "auto",
+            trials=fields.get("trials", 200),
+            seed=fields.get("seed"),
+            serving=fields.get("serving") or "aggregated",
+            storage=MEMORY_STORAGE,  # the page keeps its studies in memory
+        )
+    except ValidationError as exc:
+        raise input_error(exc) from exc
+    problem = spec.load()
+    return PlannerSearch(request, problem, search_command(fields), dict(fields))
+
+
+def _check_load(engine: str | None, concurrency: int | None) -> None:
+    """The workload the plan view prices under load, checked as ``estimate`` checks it."""
+    from plena_opt.bounds import MAX_CONCURRENCY, check_count
+    from plena_opt.serving.engines import ENGINES
+
+    if engine is not None and engine not in ENGINES:
+        raise PlenaInputError(
+            "engine", f"--engine: invalid choice {engine[:64]!r} (choose from {', '.join(ENGINES)})"
+        )
+    if concurrency is not None:
+        check_count(concurrency, "concurrency", "--concurrency", 1, MAX_CONCURRENCY)
+
+
+def search_command(f: Mapping[str, Any]) -> str:
+    """The ``plena-opt search`` command that runs the same search (an uploaded config as
+    ``--model-path config.json``)."""
+    argv = ["plena-opt", "search"]
+    if f.get("model_document") is not None:
+        argv += ["--model-path", UPLOADED_CONFIG]
+    for name, flag in FLAGS.items():
+        value = f.get(name)
+        if value in (None, "", []) or (name == "model" and f.get("model_document") is not None):
+            continue
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        argv += [flag, str(value)]
+    return shlex.join(argv)
+
+
+@dataclass
+class PlannerResult:
+    """A finished (or stopped) planner search: the result, its one recommendation and the
+    points to plot (``front_points``)."""
+
+    result: SearchResult
+    recommendation: Recommendation | None
+    points: list[dict[str, Any]]
+
+
+def run_planner(
+    ps: PlannerSearch,
+    stop: StopToken,
+    progress: Callable[[Any], None] | None = None,
+) -> PlannerResult:
+    """Run the search, then (unless stopped) the serving comparison; then the recommendation
+    (of a stopped search: from the front it found)."""
+    from plena_opt.api.recommendation import recommend
+    from plena_opt.api.searches import search_plans
+    from plena_opt.api.serving import decide_serving
+
+    result = search_plans(ps.request, ps.problem, progress=progress, should_stop=stop.is_set)
+    rec = None
+    if not stop.is_set():  # a cancelled search is answered from the front it has
+        decide_serving(result, [], ps.request, ps.problem, stop=stop)
+    if result.front or result.serving:
+        rec = recommend(result, ps.request)
+    return PlannerResult(result, rec, front_points(result))
+
+
+def _serving_point(e: dict[str, Any], basis: str) -> dict[str, Any]:
+    return {
+        "key": e["key"],
+        "label": e["label"],
+        "mode": e["serving"],
+        "basis": basis,
+        "tps_per_gpu": e["tps_per_device"],
+        "tps_per_user": e["tps_per_user"],
+        "ttft_ms": e["ttft_seconds"] * 1e3,
+        "tpot_ms": e["tpot_seconds"] * 1e3,
+        "devices": e["devices"],
+        "usd_per_mtok": e.get("usd_per_million_output_tokens"),
+        "feasible": True,
+        "reason": None,
+    }
+
+
+def _entry_point(e: Any, basis: str) -> dict[str, Any]:
+    broken = [k for k, v in e.constraints.items() if v > 0]
+    devices = 1
+    for k in ("tp", "ep", "dp", "pp", "cp"):
+        devices *= int(e.plan.get(k, 1))
+    return {
+        "key": e.key,
+        "label": e.label,
+        "mode": "aggregated" if e.feasible else "infeasible",
+        "basis": basis,
+        "tps_per_gpu": e.tps_per_device if e.tps_per_device is not None else e.tps / devices,
+        "tps_per_user": e.tps_per_sequence,
+        "ttft_ms": e.ttft_ms,
+        "tpot_ms": e.tpot_ms,
+        "devices": devices,
+        "usd_per_mtok": e.usd_per_million_output_tokens,
+        "feasible": e.feasible,
+        "reason": ("breaks " + ", ".join(broken)) if broken else None,
+    }
+
+
+def front_points(result: SearchResult) -> list[dict[str, Any]]:
+    """What the page plots: front points (``feasible``; ``mode`` aggregated or disaggregated)
+    then at most :data:`MAX_INFEASIBLE_POINTS` infeasible scored plans (``reason``)."""
+    cmp = (result.serving or {}).get("comparison")
+    if cmp:
+        basis = str(cmp.get("figures_basis", "model, under load"))
+        pts = [
+            _serving_point(e, basis)
+            for mode in ("aggregated", "disaggregated")
+            for e in (cmp.get(mode) or {}).get("front", [])
+        ]
+    else:
+        pts = [_entry_point(e, "model, static batch") for e in result.front]
+    bad = [e for e in getattr(result, "scored", []) or [] if not e.feasible]
+    pts += [_entry_point(e, "model, static batch") for e in bad[:MAX_INFEASIBLE_POINTS]]
+    return pts
+
+
+def planner_catalog() -> dict[str, Any]:
+    """The planner form's choices: catalog models, chips (``gpu`` true for GPU profiles), NoC
+    profiles with their device counts, objectives, precisions, engines, serving modes, samplers,
+    and the CLI's defaults."""
+    from deepstack import list_noc_profiles, load_noc_profile
+
+    from plena_opt.chip import list_chip_profiles
+    from plena_opt.chip.precision import FORMATS
+    from plena_opt.estimate.problem import names_gpu_chip
+    from plena_opt.models import list_models
+    from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
+    from plena_opt.serving.engines import ENGINES
+    from plena_opt.vocabulary import Sampler, ServingMode
+
+    return {
+        "models": list_models(),
+        "chips": [{"name": c, "gpu": bool(names_gpu_chip(c))} for c in list_chip_profiles()],
+        "nocs": [
+            {"name": n, "devices": load_noc_profile(n).num_devices} for n in list_noc_profiles()
+        ],
+        "objectives": list(OBJECTIVES),
+        "default_objectives": list(DEFAULT_OBJECTIVES),
+        "precisions": list(FORMATS),
+        "engines": list(ENGINES),
+        "serving": [m.value for m in ServingMode],
+        "samplers": [s.value for s in Sampler],
+        "defaults": {"model": "llama-3.1-8b", "chip": "h200-sxm", "noc": "hgx-h200x8"},
+    }

@@ -1,0 +1,170 @@
+"""The planner page's API (``/api/planner/…``): the form's choices, a search started as a job,
+its progress and answer, cancel, one plan's breakdown and its launch bundle (zip).
+
+Requests are bounded like the CLI's flags (:mod:`plena_opt.web.limits`, ``plena_opt.api.limits``)
+and validated by ``plena_opt.api.planner`` (HTTP 422 naming the field, the CLI's message); an
+unknown job or plan is 404; a start while ``MAX_PLANNER_JOBS`` searches run is 503. Times in ms
+(progress and elapsed times in seconds).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from fastapi import FastAPI, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from plena_opt.api.limits import MAX_BATCH_SIZES
+from plena_opt.web import limits
+from plena_opt.web.service.planner import Job, PlannerJobs
+
+#: Planner searches running at once (each is one thread of Optuna trials).
+MAX_PLANNER_JOBS = 2
+#: Finished planner jobs kept for the page to reattach to.
+KEPT_PLANNER_JOBS = 16
+#: Objectives one search may name (there are seven).
+MAX_OBJECTIVES = 8
+#: Characters of a ``--batch-sizes`` list (64 sizes of up to 5 digits, commas).
+MAX_BATCH_TEXT = 6 * MAX_BATCH_SIZES
+#: Characters of a job id (16 hex digits are made).
+MAX_JOB_CHARS = 64
+
+Name = Field(min_length=1, max_length=limits.MAX_NAME_CHARS)
+
+
+class PlannerIn(BaseModel):
+    """A planner search as the form states it (the ``plena-opt search`` flags of the same
+    names; ``model_document``: an uploaded HF ``config.json`` instead of ``model``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field("llama-3.1-8b", min_length=1, max_length=limits.MAX_NAME_CHARS)
+    model_document: dict[str, Any] | None = None
+    model_name: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    engine_model: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    chip: str = Field("h200-sxm", min_length=1, max_length=limits.MAX_NAME_CHARS)
+    noc: str = Field("hgx-h200x8", min_length=1, max_length=limits.MAX_NAME_CHARS)
+    devices: int | None = Field(None, le=limits.MAX_DEGREE)
+    gpus_per_node: int = Field(8, ge=1, le=1024)
+    input_seq: int = Field(2048, le=limits.MAX_SEQ)
+    output_seq: int = Field(1024, le=limits.MAX_SEQ)
+    batch_sizes: str | None = Field(None, max_length=MAX_BATCH_TEXT)
+    concurrency: int | None = None  # 1..MAX_CONCURRENCY, checked as the CLI checks it
+    engine: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    max_ttft_ms: float | None = None
+    max_tpot_ms: float | None = None
+    objectives: list[str] = Field(
+        default_factory=lambda: ["ttft", "tps"], min_length=1, max_length=MAX_OBJECTIVES
+    )
+    precision: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    serving: Literal["aggregated", "disaggregated", "both"] = "both"
+    sampler: Literal["auto", "tpe", "nsga2", "gp", "exhaustive"] = "auto"
+    trials: int = Field(200, le=limits.MAX_TRIALS)
+    seed: int | None = Field(None, lt=2**32)
+
+    @field_validator("model", "chip", "noc", "precision")
+    @classmethod
+    def _built_in(cls, v: str | None, info: Any) -> str | None:
+        """Shipped names only: a path would let a request read the server's files (the
+        uploaded ``config.json`` comes as ``model_document``)."""
+        if v is not None and ("/" in v or "\\" in v or v.endswith(".json")):
+            raise ValueError(f"give a built-in {info.field_name} name, not a path")
+        return v
+
+
+def finite(x: Any) -> Any:
+    """``x`` with every non-finite float as None (strict JSON)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [finite(v) for v in x]
+    return x
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    """What the page shows of a job: state, progress, and the answer once finished."""
+    out: dict[str, Any] = {
+        "id": job.id,
+        "state": job.state,
+        "fields": {k: v for k, v in job.fields.items() if k != "model_document"},
+        "uploaded": job.fields.get("model_document") is not None,
+        "command": job.search.command,
+        "progress": job.progress,
+        "elapsed_s": job.elapsed_s,
+        "stopped_after_s": job.stopped_after_s,
+        "error": job.error,
+        "answer": None,
+    }
+    a = job.answer
+    if a is not None:
+        r = a.result
+        cmp = (r.serving or {}).get("comparison") or {}
+        out["answer"] = {
+            "points": a.points,
+            "recommendation": None if a.recommendation is None else a.recommendation.to_dict(),
+            "summary": {
+                "evaluated": r.evaluated,
+                "legal_points": r.legal_points,
+                "front_size": len(r.front),
+                "hypervolume": r.hypervolume,
+                "partial": r.partial,
+                "stop_reason": r.stop_reason,
+                "sampler": r.sampler,
+                "verdict": cmp.get("verdict"),
+                "empty_reason": getattr(r, "empty_reason", None),
+                "infeasible": r.infeasible,
+            },
+        }
+    return finite(out)
+
+
+def add_planner_routes(app: FastAPI) -> PlannerJobs:
+    """Add ``/api/planner/…`` to ``app``; the job table it uses."""
+    jobs = PlannerJobs(MAX_PLANNER_JOBS, KEPT_PLANNER_JOBS)
+
+    def check_id(job: str) -> str:
+        if len(job) > MAX_JOB_CHARS:
+            from plena_opt.errors import PlenaInputError
+
+            raise PlenaInputError("job", f"job: at most {MAX_JOB_CHARS} characters")
+        return job
+
+    @app.get("/api/planner/catalog")
+    def planner_catalog() -> dict:
+        from plena_opt.api.planner import planner_catalog as choices
+
+        return choices()
+
+    @app.post("/api/planner/jobs")
+    def start(req: PlannerIn) -> dict:
+        fields = req.model_dump(exclude_none=True)
+        if req.model_document is not None:
+            fields.pop("model", None)
+        return job_view(jobs.start(fields))
+
+    @app.get("/api/planner/jobs/{job}")
+    def status(job: str) -> dict:
+        return job_view(jobs.get(check_id(job)))
+
+    @app.post("/api/planner/jobs/{job}/cancel")
+    def cancel(job: str) -> dict:
+        return job_view(jobs.cancel(check_id(job)))
+
+    @app.get("/api/planner/jobs/{job}/plan")
+    def plan(job: str, key: str = Query(..., max_length=limits.MAX_NAME_CHARS)) -> dict:
+        return finite(jobs.detail(check_id(job), key))
+
+    @app.get("/api/planner/jobs/{job}/bundle")
+    def bundle(job: str, key: str = Query(..., max_length=limits.MAX_NAME_CHARS)) -> Response:
+        data = jobs.bundle_zip(check_id(job), key)
+        name = "plena-bundle-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in key)
+        return Response(
+            data,
+            media_type="application/zip",
+            headers={"Content-Disposition": f'attachment; filename="{name[:120]}.zip"'},
+        )
+
+    return jobs
