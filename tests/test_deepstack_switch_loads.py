@@ -229,8 +229,8 @@ def test_routed_ep_pattern_on_switches_equals_per_pair_pattern() -> None:
 
 @pytest.mark.parametrize(("shape", "paper"), list(itertools.product(SHAPES, [False, True])))
 def test_position_pair_stages_equal_their_routed_pairs(shape, paper: bool) -> None:
-    """Ring, xor and double-tree stages built once per group shape (``StagePatterns.pairs`` on
-    an all-switch NoC) price like their flows routed pair by pair."""
+    """Ring, xor and double-tree stages (``StagePatterns.pairs``: per-level loads of their listed
+    flows on an all-switch NoC) price like their flows routed pair by pair."""
     from deepstack.stage_patterns import StagePatterns, double_tree_levels
 
     router = ds.Network(_profile(*shape, seed=sum(shape) + 11), paper_compat=paper).router

@@ -17,7 +17,6 @@ from .all_to_all import complete_exchange
 from .placement import ParallelScheme, groups
 from .routing import Router
 from .stage import StagePattern
-from .switch_loads import group_flow_loads
 
 
 @dataclass
@@ -105,17 +104,10 @@ class StagePatterns:
         pat = self.memo.get(key)
         if pat is None:
             arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
-            if self.router.all_switch:  # per-level loads from per-position sums
-                slot = np.zeros(len(g), dtype=np.int64)
-                loads = group_flow_loads(
-                    self.router, g, (arr[:, 1], arr[:, 2]), arr[None, :, 0], slot
-                )
-                pat = StagePattern.from_level_loads(self.router, loads)
-            else:
-                src = g[:, arr[:, 1]]
-                dst = g[:, arr[:, 2]]
-                w = np.broadcast_to(arr[:, 0], src.shape)
-                pat = StagePattern(self.router, src, dst, w)
+            src = g[:, arr[:, 1]]
+            dst = g[:, arr[:, 2]]
+            w = np.broadcast_to(arr[:, 0], src.shape)
+            pat = StagePattern(self.router, src, dst, w)
             self.memo[key] = pat
         return pat
 
