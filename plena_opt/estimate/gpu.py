@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES
+from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
@@ -61,14 +61,14 @@ def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision |
         kvb = PLENA_BYTES[kv or p or "mxfp8"].activation
         return HbmStoragePrecision(base.weight, kvb, kvb, base.activation)
     p = p or DEFAULT_GPU_PRECISION
-    chip.compute_format(p)  # raises naming --precision if the chip lacks it
+    compute = chip.compute_format(p)  # raises naming --precision if the chip lacks it
     kv = kv or DEFAULT_GPU_PRECISION
     if kv not in chip.kv_formats:
         raise PlenaInputError(
             "kv_precision",
             f"chip {chip.name} has no {kv!r} KV cache; it offers {', '.join(chip.kv_formats)}",
         )
-    fb, kvb = GPU_BYTES[p], GPU_BYTES[kv].activation
+    fb, kvb = gpu_bytes(p, compute), GPU_BYTES[kv].activation
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
 
 
@@ -146,6 +146,7 @@ class GpuPricing:
             "kind": "gpu",
             "precision": p.precision,
             "compute_format": p.compute_format,
+            "weight_only": p.weight_only,
             "kv_bytes_per_element": p.kvb,
             "power_watts": {
                 "busy": self.chip.power.busy_watts.value,

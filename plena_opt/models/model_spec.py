@@ -84,13 +84,18 @@ class ModelSpec(BaseModel):
     qk_norm: bool = False
     norms_per_layer: int = 2
     not_modelled: tuple[str, ...] = ()
+    # the checkpoint's weight format and where it was read (``models.checkpoint``)
+    checkpoint_precision: str = "bf16"
+    checkpoint_source: str = "no quantization_config"
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
         """Parse a Hugging Face ``config.json`` dict; PlenaInputError on unsupported input."""
+        from plena_opt.models.checkpoint import checkpoint_precision
         from plena_opt.models.hf_config import parse_hf_config
 
-        return cls(**parse_hf_config(cfg, name))
+        fmt, source = checkpoint_precision(cfg)
+        return cls(**parse_hf_config(cfg, name), checkpoint_precision=fmt, checkpoint_source=source)
 
     # -- per-layer views (expand the runs; O(layers), for reports and small models) ----------
     @property
