@@ -72,6 +72,46 @@ def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision |
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
 
 
+def checkpoint_workload(chip: object, model, workload: Workload) -> Workload:
+    """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
+    a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
+    format the chip cannot run is refused naming ``precision`` and the config field."""
+    if not is_gpu(chip) or workload.precision is not None:
+        return workload
+    ckpt = model.checkpoint_precision
+    if ckpt == DEFAULT_GPU_PRECISION:
+        return workload
+    if ckpt not in chip.formats:
+        raise PlenaInputError(
+            "precision",
+            f"{model.name}'s checkpoint ships {ckpt} ({model.checkpoint_source}), which chip "
+            f"{chip.name} does not run (it runs {', '.join(chip.formats)}); give --precision "
+            "to price a re-quantised checkpoint",
+        )
+    return replace(workload, precision=ckpt)
+
+
+def quantisation_note(model, precision: str) -> str | None:
+    """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
+    ckpt = model.checkpoint_precision
+    if precision == ckpt:
+        return None
+    return (f"precision {precision} is not the checkpoint's: {model.name} ships {ckpt} "
+            f"({model.checkpoint_source}); the plan needs a {precision} checkpoint or online "
+            "quantisation")  # fmt: skip
+
+
+def precision_notes(chip: object, model, formats: list[str | None]) -> list[str]:
+    """What a search states about its formats on a GPU: the precision each front plan runs
+    and, for each searched format that is not the checkpoint's, that it quantises it."""
+    if not is_gpu(chip) or model is None:
+        return []
+    ckpt = model.checkpoint_precision
+    named = [f or (ckpt if ckpt in chip.formats else DEFAULT_GPU_PRECISION) for f in formats]
+    notes = [f"precision: {', '.join(named)} (checkpoint {ckpt}: {model.checkpoint_source})"]
+    return notes + [n for f in dict.fromkeys(named) if (n := quantisation_note(model, f))]
+
+
 class GpuStageArrays(StageArrays):
     """A stage priced kernel by kernel: ``seconds`` = compute-bound + memory-bound kernel time
     (+ fixed overheads, counted as compute); no DRAM energy (the power model prices energy)."""
@@ -125,8 +165,9 @@ class GpuPricing:
     """Kernel-by-kernel pricing of layers and extras on one GPU chip."""
 
     def __init__(self, chip: GpuChipProfile, precision: HbmStoragePrecision, workload: Workload,
-                 memory: Memory) -> None:  # fmt: skip
+                 memory: Memory, model=None) -> None:  # fmt: skip
         self.chip = chip
+        self.model = model
         self.memory = memory
         self.perf = GpuPerfModel(
             chip,
@@ -140,13 +181,16 @@ class GpuPricing:
 
     def describe(self) -> dict:
         """The ``chip`` field of a GPU estimate: name, kind and the formats priced."""
-        p = self.perf
+        p, m = self.perf, self.model
         return {
             "name": self.chip.name,
             "kind": "gpu",
             "precision": p.precision,
             "compute_format": p.compute_format,
             "weight_only": p.weight_only,
+            "checkpoint_precision": None if m is None else m.checkpoint_precision,
+            "checkpoint_source": None if m is None else m.checkpoint_source,
+            "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
             "power_watts": {
                 "busy": self.chip.power.busy_watts.value,

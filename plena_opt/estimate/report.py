@@ -63,8 +63,20 @@ def render_distributed(est: dict, metrics: PlanMetrics | None = None) -> str:
     if chip:  # a GPU: kernel-by-kernel pricing, LM head always priced
         lines.append(
             f"{'Chip':<16}{chip['name']} (gpu), {chip['precision']} at the "
-            f"{chip['compute_format']} rate, KV {chip['kv_bytes_per_element']:g} B/element"
+            f"{chip['compute_format']} rate"
+            + (" (weight-only)" if chip.get("weight_only") else "")
+            + f", KV {chip['kv_bytes_per_element']:g} B/element"
         )
+        if chip.get("checkpoint_precision"):
+            own = not chip["quantised_from_checkpoint"]
+            lines.append(
+                f"{'Checkpoint':<16}{chip['checkpoint_precision']} ({chip['checkpoint_source']})"
+                + (
+                    "; the plan runs the checkpoint's format"
+                    if own
+                    else f"; {chip['precision']} is NOT the checkpoint's format (quantised)"
+                )
+            )
         lines.append(f"{'Overlap':<16}per-kernel roofline, comm overlap {est['comm_overlap']}")
     else:
         lines.append(f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz")

@@ -7,7 +7,8 @@ of what the engine loads. Rules, by ``quantization_config.quant_method``:
 * absent: the checkpoint's ``torch_dtype`` (``bfloat16``/``float16``/absent: ``bf16``);
 * ``mxfp4`` (gpt-oss): ``mxfp4`` (OCP MX e2m1 weights, e8m0 scale per 32);
 * ``fp8`` (DeepSeek-V3, Qwen3-FP8): ``fp8`` (e4m3, per-tensor or 128x128 block scales);
-* ``modelopt`` (NVIDIA ``…-NVFP4`` / ``…-FP8``): ``quant_algo`` ``NVFP4`` → ``fp4``, ``FP8`` → ``fp8``;
+* ``modelopt`` (NVIDIA ``…-NVFP4`` / ``…-FP8``): ``quant_algo`` ``NVFP4`` → ``fp4``,
+  ``FP8`` → ``fp8``;
 * ``compressed-tensors`` (Kimi-K2-Thinking INT4, RedHat ``…-FP8``): the weights' ``num_bits`` and
   ``type`` of its first config group: 4-bit ``int`` → ``int4``, 8-bit ``float`` → ``fp8``;
 * ``awq``/``gptq``: 4-bit → ``int4``.
