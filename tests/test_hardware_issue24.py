@@ -207,3 +207,20 @@ def test_h100_gpt_oss_nvfp4_rows_price_as_the_checkpoints_mxfp4_weight_only():
     llama = {**row, "model_path": "meta-llama/Llama-3.1-70B", "moe_quant_mode": ""}
     with pytest.raises(Refused, match="h100-sxm has no fp4 support.*ships bf16"):
         resolve(ServingRow("x", llama))
+
+
+def test_an_experts_only_checkpoint_keeps_attention_and_lm_head_in_bf16():
+    """gpt-oss's MXFP4 checkpoint quantises only the experts (``modules_to_not_convert``:
+    self_attn, router, embeddings, lm_head): those GEMMs read bf16 weights."""
+    model = load_model("gpt-oss-120b")
+    assert model.checkpoint_experts_only
+    c = load_chip("h100-sxm")
+    ctx = EstimateContext(model, load_noc_profile("hgx-h100x8"), gpu_memory(c), Workload(), c)
+    g = ctx.gpu
+    assert g.perf.wb == pytest.approx(4.25 / 8) and g.dense.wb == 2.0
+    assert g.dense.precision == "bf16" and not g.dense.weight_only
+    # a re-quantised plan (fp8 for all weights) prices every GEMM at its own format
+    fp8 = EstimateContext(model, load_noc_profile("hgx-h100x8"), gpu_memory(c),
+                          Workload(precision="fp8"), c).gpu  # fmt: skip
+    assert fp8.dense is fp8.perf
+    assert not load_model("llama-3.1-8b").checkpoint_experts_only

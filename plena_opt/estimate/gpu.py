@@ -177,6 +177,16 @@ class GpuPricing:
             precision.kv_read_bytes,
             memory.usable_bandwidth_bytes_per_s,
         )
+        # a checkpoint that quantises only its experts (gpt-oss MXFP4) keeps attention, router
+        # and LM head in bf16: those GEMMs read 2-byte weights at the bf16 rate
+        self.dense = self.perf
+        if (
+            model is not None
+            and model.checkpoint_experts_only
+            and (self.perf.precision == model.checkpoint_precision != DEFAULT_GPU_PRECISION)
+        ):
+            self.dense = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
+                                      precision.kv_read_bytes, self.perf.bw)  # fmt: skip
         self.warnings = _ignored_options(workload)
 
     def describe(self) -> dict:
@@ -211,10 +221,11 @@ class GpuPricing:
         how many decode steps each stands for)."""
         p, m, d = self.perf, s.model, s.shard
         T = d.b_dev * q if mode == "prefill" else d.b_dev
+        a = self.dense  # attention GEMMs: bf16 where the checkpoint keeps them so
         if m.is_mla:
-            ks = L.mla_attention(p, s, mode, q, kv, T)
+            ks = L.mla_attention(a, s, mode, q, kv, T)
         else:
-            ks = L.gqa_attention(p, s, kind, mode, q, kv, T)
+            ks = L.gqa_attention(a, s, kind, mode, q, kv, T)
         ks += L.norms(p, s, T)
         if kind.moe:
             ks += self._moe(s, T, load) + L.dense_ffn(p, s, T, d.shared_ffn)
@@ -239,7 +250,7 @@ class GpuPricing:
         active = _active_experts(load, m.num_experts // max(d.ep_moe, 1))
         topk = p.elementwise(T * m.num_experts * 4, T * m.top_k * 8)
         return [
-            p.gemm(T, m.num_experts, h),
+            self.dense.gemm(T, m.num_experts, h),
             topk,
             p.fused_moe(load.tokens_local, load.pairs, active, h, f, self._block_moe(m)),
         ]
@@ -272,7 +283,7 @@ class GpuPricing:
         rows = d.b_dev  # the LM head runs on the last position of each sequence
         head = [
             p.elementwise(2 * rows * h * ab, rows * h * ab),
-            p.gemm(rows, d.vocab, h),
+            self.dense.gemm(rows, d.vocab, h),
             p.elementwise(rows * d.vocab * 4, rows * 8),
         ]
         out.setdefault(last_stage, []).append(_stage(head, steps, self.memory))

@@ -14,6 +14,8 @@ of what the engine loads. Rules, by ``quantization_config.quant_method``:
 * ``awq``/``gptq``: 4-bit → ``int4``.
 
 Anything else is refused naming ``quantization_config`` (never priced as a neighbour format).
+``experts_only``: the config keeps attention (and router, embeddings, LM head) unquantised
+(``modules_to_not_convert`` lists ``self_attn``, as gpt-oss's MXFP4 checkpoint does).
 """
 
 from __future__ import annotations
@@ -55,6 +57,13 @@ def checkpoint_precision(cfg: dict[str, Any]) -> tuple[str, str]:
         return _compressed(q, where)
     raise PlenaInputError(FIELD, f"{where} is not modelled (known: mxfp4, fp8, modelopt, "
                           "compressed-tensors, awq/gptq 4-bit)")  # fmt: skip
+
+
+def experts_only(cfg: dict[str, Any]) -> bool:
+    """True when only the experts carry the checkpoint's format (attention stays bf16)."""
+    q = cfg.get(FIELD)
+    keep = q.get("modules_to_not_convert") if isinstance(q, dict) else None
+    return isinstance(keep, list) and any("self_attn" in str(k) for k in keep)
 
 
 def _compressed(q: dict[str, Any], where: str) -> tuple[str, str]:

@@ -87,15 +87,17 @@ class ModelSpec(BaseModel):
     # the checkpoint's weight format and where it was read (``models.checkpoint``)
     checkpoint_precision: str = "bf16"
     checkpoint_source: str = "no quantization_config"
+    checkpoint_experts_only: bool = False  # attention etc. stay bf16 (gpt-oss MXFP4)
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
         """Parse a Hugging Face ``config.json`` dict; PlenaInputError on unsupported input."""
-        from plena_opt.models.checkpoint import checkpoint_precision
+        from plena_opt.models.checkpoint import checkpoint_precision, experts_only
         from plena_opt.models.hf_config import parse_hf_config
 
         fmt, source = checkpoint_precision(cfg)
-        return cls(**parse_hf_config(cfg, name), checkpoint_precision=fmt, checkpoint_source=source)
+        return cls(**parse_hf_config(cfg, name), checkpoint_precision=fmt,
+                   checkpoint_source=source, checkpoint_experts_only=experts_only(cfg))  # fmt: skip
 
     # -- per-layer views (expand the runs; O(layers), for reports and small models) ----------
     @property
