@@ -224,3 +224,14 @@ def test_an_experts_only_checkpoint_keeps_attention_and_lm_head_in_bf16():
                           Workload(precision="fp8"), c).gpu  # fmt: skip
     assert fp8.dense is fp8.perf
     assert not load_model("llama-3.1-8b").checkpoint_experts_only
+
+
+def test_gpt_oss_120b_weights_on_h100_are_the_checkpoints_size():
+    """8 x the per-device weights of TP 8 = the MXFP4 checkpoint, 60.8 GiB (OpenAI gpt-oss model
+    card, as quoted at https://fitmygpu.com/models/gpt-oss-120b, read 2026-12-06): experts at 4.25
+    bits, attention, embeddings and LM head at bf16."""
+    c = load_chip("h100-sxm")
+    ev = Evaluator(load_model("gpt-oss-120b"), load_noc_profile("hgx-h100x8"), gpu_memory(c),
+                   Workload(batch_size=8), c)  # fmt: skip
+    total = 8 * ev.evaluate(Plan(tp=8)).weight_bytes_per_device / 2**30
+    assert total == pytest.approx(60.8, rel=0.02)
