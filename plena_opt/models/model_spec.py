@@ -95,9 +95,10 @@ class ModelSpec(BaseModel):
         from plena_opt.models.checkpoint import checkpoint_precision, experts_only
         from plena_opt.models.hf_config import parse_hf_config
 
+        fields = parse_hf_config(cfg, name)  # checks the config first (a dict, the fields)
         fmt, source = checkpoint_precision(cfg)
-        return cls(**parse_hf_config(cfg, name), checkpoint_precision=fmt,
-                   checkpoint_source=source, checkpoint_experts_only=experts_only(cfg))  # fmt: skip
+        return cls(**fields, checkpoint_precision=fmt, checkpoint_source=source,
+                   checkpoint_experts_only=experts_only(cfg))  # fmt: skip
 
     # -- per-layer views (expand the runs; O(layers), for reports and small models) ----------
     @property
