@@ -235,3 +235,23 @@ def test_gpt_oss_120b_weights_on_h100_are_the_checkpoints_size():
                    Workload(batch_size=8), c)  # fmt: skip
     total = 8 * ev.evaluate(Plan(tp=8)).weight_bytes_per_device / 2**30
     assert total == pytest.approx(60.8, rel=0.02)
+
+
+def test_kimi_k2_int4_checkpoint_prices_weight_only_on_hopper(tmp_path, capsys):
+    """A Kimi-K2 config with the compressed-tensors INT4 quantization of Kimi-K2-Thinking (routed
+    experts only; attention and shared experts ignored) prices on 8 x H200 as W4A16."""
+    cfg = builtin_config("kimi-k2")
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}},
+        "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*"],
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    argv = ["estimate", "--model-path", str(path), "--chip", "h200-sxm", "--noc", "hgx-h200x8",
+            "--tp", "8", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    chip = doc["chip"]
+    assert chip["precision"] == "int4" and chip["weight_only"] and chip["compute_format"] == "bf16"
+    assert chip["checkpoint_precision"] == "int4" and not chip["quantised_from_checkpoint"]

@@ -177,8 +177,9 @@ class GpuPricing:
             precision.kv_read_bytes,
             memory.usable_bandwidth_bytes_per_s,
         )
-        # a checkpoint that quantises only its experts (gpt-oss MXFP4) keeps attention, router
-        # and LM head in bf16: those GEMMs read 2-byte weights at the bf16 rate
+        # a checkpoint that quantises only its routed experts (gpt-oss MXFP4, Kimi-K2-Thinking
+        # INT4) keeps attention, router, dense / shared-expert MLPs and LM head in bf16: those
+        # GEMMs read 2-byte weights at the bf16 rate
         self.dense = self.perf
         if (
             model is not None
@@ -221,16 +222,16 @@ class GpuPricing:
         how many decode steps each stands for)."""
         p, m, d = self.perf, s.model, s.shard
         T = d.b_dev * q if mode == "prefill" else d.b_dev
-        a = self.dense  # attention GEMMs: bf16 where the checkpoint keeps them so
+        a = self.dense  # all but the routed experts: bf16 where the checkpoint keeps them so
         if m.is_mla:
             ks = L.mla_attention(a, s, mode, q, kv, T)
         else:
             ks = L.gqa_attention(a, s, kind, mode, q, kv, T)
         ks += L.norms(p, s, T)
         if kind.moe:
-            ks += self._moe(s, T, load) + L.dense_ffn(p, s, T, d.shared_ffn)
+            ks += self._moe(s, T, load) + L.dense_ffn(a, s, T, d.shared_ffn)
         else:
-            ks += L.dense_ffn(p, s, T, d.ffn)
+            ks += L.dense_ffn(a, s, T, d.ffn)
         host = 0.0
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
             ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m))

@@ -14,8 +14,9 @@ of what the engine loads. Rules, by ``quantization_config.quant_method``:
 * ``awq``/``gptq``: 4-bit → ``int4``.
 
 Anything else is refused naming ``quantization_config`` (never priced as a neighbour format).
-``experts_only``: the config keeps attention (and router, embeddings, LM head) unquantised
-(``modules_to_not_convert`` lists ``self_attn``, as gpt-oss's MXFP4 checkpoint does).
+``experts_only``: the config keeps everything but the routed experts unquantised (its
+``modules_to_not_convert``, or compressed-tensors' ``ignore``, lists ``self_attn``: gpt-oss's
+MXFP4 and Kimi-K2-Thinking's INT4 checkpoints).
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def checkpoint_precision(cfg: dict[str, Any]) -> tuple[str, str]:
 def experts_only(cfg: dict[str, Any]) -> bool:
     """True when only the experts carry the checkpoint's format (attention stays bf16)."""
     q = cfg.get(FIELD)
-    keep = q.get("modules_to_not_convert") if isinstance(q, dict) else None
-    return isinstance(keep, list) and any("self_attn" in str(k) for k in keep)
+    if not isinstance(q, dict):
+        return False
+    keep = [*(q.get("modules_to_not_convert") or []), *(q.get("ignore") or [])]
+    return any("self_attn" in str(k) for k in keep)
 
 
 def _compressed(q: dict[str, Any], where: str) -> tuple[str, str]:
