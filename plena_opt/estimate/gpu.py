@@ -28,6 +28,7 @@ from plena_opt.memory import HbmStoragePrecision, Memory
 
 if TYPE_CHECKING:
     from plena_opt.estimate.distributed import PlanCost
+    from plena_opt.models import ModelSpec
 
 DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
 # Model types whose published fp8 checkpoint is block-scaled (HF ``quantization_config``:
@@ -72,7 +73,7 @@ def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision |
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
 
 
-def checkpoint_workload(chip: object, model, workload: Workload) -> Workload:
+def checkpoint_workload(chip: object, model: ModelSpec, workload: Workload) -> Workload:
     """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
     a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
     format the chip cannot run is refused naming ``precision`` and the config field."""
@@ -91,7 +92,7 @@ def checkpoint_workload(chip: object, model, workload: Workload) -> Workload:
     return replace(workload, precision=ckpt)
 
 
-def quantisation_note(model, precision: str) -> str | None:
+def quantisation_note(model: ModelSpec, precision: str) -> str | None:
     """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
     ckpt = model.checkpoint_precision
     if precision == ckpt:
@@ -101,7 +102,7 @@ def quantisation_note(model, precision: str) -> str | None:
             "quantisation")  # fmt: skip
 
 
-def precision_notes(chip: object, model, formats: list[str | None]) -> list[str]:
+def precision_notes(chip: object, model: ModelSpec | None, formats: list[str | None]) -> list[str]:
     """What a search states about its formats on a GPU: the precision each front plan runs
     and, for each searched format that is not the checkpoint's, that it quantises it."""
     if not is_gpu(chip) or model is None:
@@ -165,7 +166,7 @@ class GpuPricing:
     """Kernel-by-kernel pricing of layers and extras on one GPU chip."""
 
     def __init__(self, chip: GpuChipProfile, precision: HbmStoragePrecision, workload: Workload,
-                 memory: Memory, model=None) -> None:  # fmt: skip
+                 memory: Memory, model: ModelSpec | None = None) -> None:  # fmt: skip
         self.chip = chip
         self.model = model
         self.memory = memory
