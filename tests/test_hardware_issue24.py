@@ -129,17 +129,18 @@ def test_cli_estimate_says_whether_the_precision_is_the_checkpoints(capsys):
 
 
 def _search(capsys, *flags: str) -> str:
-    argv = ["search", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+    argv = ["search", "--model", "llama-3.1-8b", "--chip", "b200", "--noc", "hgx-b200x8",
             "--trials", "8", "--storage", ":memory:", *flags]  # fmt: skip
     assert main(argv) == 0
     return capsys.readouterr().out
 
 
-def test_a_search_of_a_bf16_checkpoint_says_when_it_quantises(capsys):
-    plain = _search(capsys)
+def test_a_search_of_a_bf16_checkpoint_never_picks_fp4_silently(capsys):
+    plain = _search(capsys)  # no format asked for: the checkpoint's bf16, and nothing else
     assert "precision: bf16 (checkpoint bf16" in plain and "not the checkpoint's" not in plain
-    out = _search(capsys, "--precisions", "bf16,fp8")
-    assert "precision fp8 is not the checkpoint's: llama-3.1-8b ships bf16" in out
+    assert " fp4 " not in plain
+    out = _search(capsys, "--precisions", "bf16,fp4")
+    assert "precision fp4 is not the checkpoint's: llama-3.1-8b ships bf16" in out
     assert "precision bf16 is not" not in out
 
 
