@@ -256,3 +256,19 @@ def test_kimi_k2_int4_checkpoint_prices_weight_only_on_hopper(tmp_path, capsys):
     chip = doc["chip"]
     assert chip["precision"] == "int4" and chip["weight_only"] and chip["compute_format"] == "bf16"
     assert chip["checkpoint_precision"] == "int4" and not chip["quantised_from_checkpoint"]
+
+
+def test_wide_ep_inside_one_nvl72_rack_dispatches_faster_than_over_infiniband():
+    """DeepSeek-V3 EP 64 on one chip kind: inside the NVLink domain of one rack the token
+    dispatch and combine cost less than across eight 8-GPU nodes joined by InfiniBand."""
+    from deepstack.gpu_nodes import first_devices
+
+    c = load_chip("gb200")
+    wl = Workload(batch_size=512, input_seq_len=1024, output_seq_len=64, precision="fp8")
+    model = load_model("deepseek-v3")
+    rack = first_devices(load_noc_profile("gb200-nvl72"), 64)
+    nodes = load_noc_profile("hgx-b200x8@8")
+    plan = Plan(tp=1, ep=64)
+    a = Evaluator(model, rack, gpu_memory(c), wl, c).evaluate(plan).attribution
+    b = Evaluator(model, nodes, gpu_memory(c), wl, c).evaluate(plan).attribution
+    assert a["ep_dispatch"] < 0.6 * b["ep_dispatch"] and a["ep_combine"] < 0.6 * b["ep_combine"]
