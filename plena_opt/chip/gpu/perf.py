@@ -102,6 +102,8 @@ class GpuPerfModel:
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
         curve = curves.get(self.compute_format)
+        if self.weight_only:  # W4A16 experts: the format's own measured curve where fitted
+            curve = curves.get(self.precision, curve)
         if block_scaled:
             curve = curves.get(self.compute_format + "_block", curve)
         if curve is None:
