@@ -170,7 +170,7 @@ def test_gb200_is_not_priced_as_b200():
     for chip in (gb, gb3):
         for v in (chip.peak_flops["bf16"], chip.hbm.capacity_bytes, chip.power.busy_watts):
             assert "http" in v.source and "2026" in v.source  # cited, with the date read
-        assert chip.gemm["bf16"].compute_efficiency.source.startswith("assumed")
+        assert chip.gemm["bf16"].compute_efficiency.source.startswith("no public kernel table")
 
 
 def test_144_gb200_gpus_across_two_racks_price(capsys):
@@ -272,3 +272,34 @@ def test_wide_ep_inside_one_nvl72_rack_dispatches_faster_than_over_infiniband():
     a = Evaluator(model, rack, gpu_memory(c), wl, c).evaluate(plan).attribution
     b = Evaluator(model, nodes, gpu_memory(c), wl, c).evaluate(plan).attribution
     assert a["ep_dispatch"] < 0.6 * b["ep_dispatch"] and a["ep_combine"] < 0.6 * b["ep_combine"]
+
+
+def test_w4a16_moe_curves_are_the_fit_of_the_measured_h200_kernels():
+    """The H200 (and, borrowed, H100) ``moe.mxfp4`` / ``moe.int4`` curves are the fit of vLLM's
+    measured W4A16 expert kernels (gpt-oss-120b's and Kimi-K2's layers); a weight-only plan
+    prices its experts on them, a bf16 plan on the bf16 curve."""
+    from conftest import require_shared
+
+    from plena_opt.validate.calibrate_w4a16 import hopper_w4a16_fits
+
+    kernels = require_shared() / "data" / "kernels"
+    mo, mp = hopper_w4a16_fits(kernels, "h200_sxm", {"h200_sxm": (989e12, 4.8e12)})
+    assert mo["mxfp4"].mape < 0.06 and mo["mxfp4"].rows >= 100  # gpt-oss layer: 4.8 %
+    assert mo["int4"].mape < 0.25 and mp["int4"].mape < 0.10
+    for chip in ("h200-sxm", "h100-sxm"):
+        c = load_chip(chip)
+        for fmt in ("mxfp4", "int4"):
+            got = c.moe[fmt].model_dump()
+            assert {k: v["value"] for k, v in got.items() if v} == mo[fmt].values
+            assert "calibrate_w4a16" in c.moe[fmt].compute_efficiency.source
+    h100 = load_chip("h100-sxm")
+    w4 = GpuPerfModel(h100, "mxfp4", 4.25 / 8, 2.0, 2.0).fused_moe(8, 32, 32, 2880, 2880)
+    bf = GpuPerfModel(h100, "bf16", 2.0, 2.0, 2.0).fused_moe(8, 32, 32, 2880, 2880)
+    cm = h100.moe["mxfp4"]
+    tm = w4.read_bytes + w4.write_bytes
+    tm /= 3.35e12 * cm.bandwidth_efficiency.value
+    tc = w4.flops / (989e12 / W4A16_DEQUANT_SLOWDOWN * cm.compute_efficiency.value)
+    b = cm.blend.value
+    want = cm.fixed_seconds.value + (tc**b + tm**b) ** (1 / b)
+    assert w4.seconds == pytest.approx(want + 32 * cm.seconds_per_active_expert.value)
+    assert w4.read_bytes < 0.3 * bf.read_bytes  # 4.25-bit expert weights
