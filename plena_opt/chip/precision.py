@@ -56,9 +56,11 @@ GPU_REDUCE_BYTES = 2.0
 # ~10 % slower than the FP16 GEMM (Frantar et al., "MARLIN: Mixed-Precision Auto-Regressive
 # Parallel Inference on Large Language Models", arXiv:2408.11743 / PPoPP 2025, 72k x 18k GEMMs,
 # batch 1-65k; summary https://wentao.site/marlin_summary, read 2026-12-06). Measured on A10
-# (Ampere); assumed to carry over to Hopper's Marlin / Triton MXFP4 kernels (not fitted: no
-# W4A16 kernel rows ship with the project). Memory-bound (decode) GEMMs read 4-bit weights and
-# do not pay it (Marlin: near-ideal 3.87x up to batch 16-32).
+# (Ampere); assumed to carry over to Hopper's Marlin / Triton kernels for dense W4A16 GEMMs (the
+# shipped kernel tables hold no W4A16 dense GEMM; their W4A16 fused-MoE rows are fitted against
+# this rate in ``plena_opt.validate.calibrate_w4a16``, so there it only sets the scale of the
+# fitted compute efficiency). Memory-bound (decode) GEMMs read 4-bit weights and do not pay it
+# (Marlin: near-ideal 3.87x up to batch 16-32).
 W4A16_DEQUANT_SLOWDOWN = 1.10
 WEIGHT_ONLY_COMPUTE = "bf16"  # the compute format of a weight-only format (chip ``formats``)
 
