@@ -187,7 +187,11 @@ def test_an_empty_disaggregated_front_on_a_gpu_names_a_format_the_chip_runs(caps
             "--serving", "disaggregated", "--storage", ":memory:", "--quiet"]  # fmt: skip
     rc, doc, _ = _json(capsys, argv)
     why = doc["serving"]["comparison"]["disaggregated"]["empty_reason"]
-    assert "at bf16" in why and why.endswith("try --precision fp8") and "mxfp8" not in why
+    assert (
+        "at bf16" in why
+        and why.endswith("try --precision fp8 (a re-quantised checkpoint)")
+        and "mxfp8" not in why
+    )
     assert doc["serving"]["comparison"]["disaggregated"]["front"] == []
     rc, doc, _ = _json(capsys, [*argv, "--precision", "fp8"])
     assert doc["serving"]["comparison"]["disaggregated"]["front"]

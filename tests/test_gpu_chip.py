@@ -17,7 +17,7 @@ from plena_opt.estimate.gpu import gpu_memory
 from plena_opt.memory import HbmStoragePrecision
 from plena_opt.models import list_models, load_model
 
-GPUS = ("h100-sxm", "h200-sxm", "b200", "b300", "mi325x", "mi300x")
+GPUS = ("h100-sxm", "h200-sxm", "b200", "b300", "gb200", "gb300", "mi325x", "mi300x")
 CATALOG = ("llama-3.3-70b", "llama-3.1-405b", "qwen3-235b-a22b", "qwen3-32b", "gpt-oss-120b",
            "llama-3.1-8b")  # fmt: skip
 

@@ -8,6 +8,7 @@ from functools import cache
 
 import pytest
 from deepstack import load_noc_profile
+from deepstack.gpu_nodes import first_devices
 
 from plena_opt.chip import load_chip
 from plena_opt.chip.gpu import gpu_profile_names
@@ -17,11 +18,12 @@ from plena_opt.estimate.gpu import gpu_memory
 from plena_opt.models import load_model
 
 NODES = {"h100-sxm": "hgx-h100x8", "h200-sxm": "hgx-h200x8", "b200": "hgx-b200x8",
-         "b300": "hgx-b300x8", "mi300x": "mi300x-x8", "mi325x": "mi325x-x8"}  # fmt: skip
+         "b300": "hgx-b300x8", "mi300x": "mi300x-x8", "mi325x": "mi325x-x8",
+         "gb200": "gb200-nvl72", "gb300": "gb300-nvl72"}  # fmt: skip
 # (older, newer): the newer part has at least the older one's HBM bandwidth, peaks and links
 # on its datasheet, so at the same work it must not be priced slower
 GENERATIONS = (("h100-sxm", "h200-sxm"), ("h200-sxm", "b200"), ("b200", "b300"),
-               ("mi300x", "mi325x"))  # fmt: skip
+               ("mi300x", "mi325x"), ("b200", "gb200"), ("b300", "gb300"))  # fmt: skip
 FORMATS = ("bf16", "fp8", "fp4")  # largest weight format first
 MODELS = ("llama-3.1-8b", "llama-3.1-70b")
 BATCHES = (1, 8)
@@ -36,7 +38,8 @@ def _metrics(chip: str, model: str, precision: str, batch: int, tp: int):
     if precision not in c.formats:
         return None
     wl = Workload(batch_size=batch, input_seq_len=1024, output_seq_len=256, precision=precision)
-    ev = Evaluator(load_model(model), load_noc_profile(NODES[chip]), gpu_memory(c), wl, c)
+    noc = first_devices(load_noc_profile(NODES[chip]), 8)  # an NVL72 rack: its first 8 GPUs
+    ev = Evaluator(load_model(model), noc, gpu_memory(c), wl, c)
     plan = Plan(tp=tp, dp=8 // tp)
     if plan not in ev.legal_plans():
         return None

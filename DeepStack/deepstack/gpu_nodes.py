@@ -42,13 +42,15 @@ def multi_node(base: NocProfile, nodes: int) -> NocProfile:
     l1 = _node_switch(base)
     # One L2 port per node: its uplink carries every flow of the node (network-model §4.3), so
     # its bandwidth is the node's NICs together (one per GPU); each GPU's own NIC caps its share.
-    nic = NIC_BYTES_PER_S * NIC_EFFICIENCY
+    # A node profile that names its own NIC (``nic_gbytes_per_s``: an NVL72 rack's ConnectX-8)
+    # keeps it; else one 400 Gb/s NIC per GPU.
+    nic = base.nic_bandwidth_bps or NIC_BYTES_PER_S * NIC_EFFICIENCY
     link = nic * l1.size
     l2 = Level("switch", 1, nodes, IB_HOP_LATENCY_S, link, link * nodes, link * nodes)
     l3 = Level("switch", 1, 1, 0.0, link)
     prov = {
         **base.provenance,
-        "nodes": f"{nodes} x {base.name} on 400 Gb/s-per-GPU InfiniBand/RoCE; node uplink = "
+        "nodes": f"{nodes} x {base.name} on one InfiniBand/RoCE NIC per GPU; node uplink = "
         f"{l1.size} NICs x {NIC_EFFICIENCY} x line rate (assumed), each GPU's flows leaving "
         f"the node capped at its own NIC ({nic / 1e9:g} GB/s), hop {IB_HOP_LATENCY_S * 1e6:g} us",
     }

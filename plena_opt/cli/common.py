@@ -110,7 +110,10 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         "--precision",
         default=None,
         help="weight/activation format: bf16|fp8|fp4|mxfp8|mxfp4|int4 (default: PLENA MXFP8 "
-        "1.125 B, GPU bf16); sets the bytes and the FLOP rate of that format",
+        "1.125 B, GPU the checkpoint's quantization_config format, else bf16; a format that "
+        "is not the checkpoint's is priced as a re-quantised checkpoint and said so); sets "
+        "the bytes and the FLOP rate of that format (4-bit on a GPU without FP4 tensor cores: "
+        "weight-only W4A16 at the bf16 rate)",
     )
     g.add_argument(
         "--kv-precision", default=None, help="KV-cache format (default: --precision; GPU bf16)"

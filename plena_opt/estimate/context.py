@@ -18,7 +18,7 @@ from deepstack import Network, NocProfile
 from plena_opt.chip import ChipProfile, PerfModel, load_chip
 from plena_opt.estimate.comm import PricedNetwork
 from plena_opt.estimate.decode_steps import DecodeGrid, StairSpec, decode_grid
-from plena_opt.estimate.gpu import GpuPricing, is_gpu, storage_precision
+from plena_opt.estimate.gpu import GpuPricing, checkpoint_workload, is_gpu, storage_precision
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
 from plena_opt.estimate.memo import PricingCaches, PricingMemo
 from plena_opt.estimate.moe_load import power_law_alpha
@@ -62,13 +62,16 @@ class EstimateContext:
         self.model = model
         self.noc = noc
         self.memory = memory
-        self.workload = workload
         self.chip = chip if chip is not None else load_chip()
+        workload = checkpoint_workload(self.chip, model, workload)  # GPU: the checkpoint's format
+        self.workload = workload
         if precision is None:
             precision = storage_precision(self.chip, workload) or HbmStoragePrecision.default()
         self.precision = precision
         # A GPU chip prices layers kernel by kernel (estimate/gpu.py); PLENA by ISA cycles.
-        self.gpu = GpuPricing(self.chip, precision, workload, memory) if is_gpu(self.chip) else None
+        self.gpu = (
+            GpuPricing(self.chip, precision, workload, memory, model) if is_gpu(self.chip) else None
+        )
         self.perf = None if self.gpu else PerfModel(self.chip)
         self.net = shared_network(noc)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale

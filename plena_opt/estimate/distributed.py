@@ -104,8 +104,8 @@ class PlanCost(PlanPasses):
         b_dev = d.b_dev if b_dev is None else b_dev
         h, prec = m.hidden_size, ctx.precision
         attn = attention_weight_elements(self.shape)
-        moe_w = h * m.num_experts + (m.num_experts // max(d.ep_moe, 1)) * 3 * h * d.expert_ffn
-        moe_w += 3 * h * d.shared_ffn
+        experts = (m.num_experts // max(d.ep_moe, 1)) * 3 * h * d.expert_ffn
+        moe_w = h * m.num_experts + experts + 3 * h * d.shared_ffn
         dense_w = dense_ffn_elements(self.shape)
         held = ceil((ctx.workload.input_seq_len + ctx.workload.output_seq_len) / plan.cp)
         shard = d if b_dev == d.b_dev else replace(d, b_dev=b_dev)
@@ -128,7 +128,12 @@ class PlanCost(PlanPasses):
             if i == plan.pp - 1 and not (plan.pp == 1 and m.tie_word_embeddings):
                 tables += 1
             welem += tables * d.vocab * h
-            out.append((welem * prec.weight_bytes, kvelem * prec.kv_write_bytes + state))
+            wbytes = welem * prec.weight_bytes
+            if ctx.gpu is not None and ctx.gpu.dense is not ctx.gpu.perf:  # experts-only format
+                moe_layers = sum(n for kind, n in all_counts[i].items() if kind.moe)
+                quant = moe_layers * experts
+                wbytes = quant * prec.weight_bytes + (welem - quant) * ctx.gpu.dense.wb
+            out.append((wbytes, kvelem * prec.kv_write_bytes + state))
         return out
 
     @property

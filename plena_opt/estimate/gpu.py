@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES
+from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
@@ -28,6 +28,7 @@ from plena_opt.memory import HbmStoragePrecision, Memory
 
 if TYPE_CHECKING:
     from plena_opt.estimate.distributed import PlanCost
+    from plena_opt.models import ModelSpec
 
 DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
 # Model types whose published fp8 checkpoint is block-scaled (HF ``quantization_config``:
@@ -61,15 +62,55 @@ def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision |
         kvb = PLENA_BYTES[kv or p or "mxfp8"].activation
         return HbmStoragePrecision(base.weight, kvb, kvb, base.activation)
     p = p or DEFAULT_GPU_PRECISION
-    chip.compute_format(p)  # raises naming --precision if the chip lacks it
+    compute = chip.compute_format(p)  # raises naming --precision if the chip lacks it
     kv = kv or DEFAULT_GPU_PRECISION
     if kv not in chip.kv_formats:
         raise PlenaInputError(
             "kv_precision",
             f"chip {chip.name} has no {kv!r} KV cache; it offers {', '.join(chip.kv_formats)}",
         )
-    fb, kvb = GPU_BYTES[p], GPU_BYTES[kv].activation
+    fb, kvb = gpu_bytes(p, compute), GPU_BYTES[kv].activation
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
+
+
+def checkpoint_workload(chip: object, model: ModelSpec, workload: Workload) -> Workload:
+    """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
+    a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
+    format the chip cannot run is refused naming ``precision`` and the config field."""
+    if not is_gpu(chip) or workload.precision is not None:
+        return workload
+    ckpt = model.checkpoint_precision
+    if ckpt == DEFAULT_GPU_PRECISION:
+        return workload
+    if ckpt not in chip.formats:
+        raise PlenaInputError(
+            "precision",
+            f"{model.name}'s checkpoint ships {ckpt} ({model.checkpoint_source}), which chip "
+            f"{chip.name} does not run (it runs {', '.join(chip.formats)}); give --precision "
+            "to price a re-quantised checkpoint",
+        )
+    return replace(workload, precision=ckpt)
+
+
+def quantisation_note(model: ModelSpec, precision: str) -> str | None:
+    """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
+    ckpt = model.checkpoint_precision
+    if precision == ckpt:
+        return None
+    return (f"precision {precision} is not the checkpoint's: {model.name} ships {ckpt} "
+            f"({model.checkpoint_source}); the plan needs a {precision} checkpoint or online "
+            "quantisation")  # fmt: skip
+
+
+def precision_notes(chip: object, model: ModelSpec | None, formats: list[str | None]) -> list[str]:
+    """What a search states about its formats on a GPU: the precision each front plan runs
+    and, for each searched format that is not the checkpoint's, that it quantises it."""
+    if not is_gpu(chip) or model is None:
+        return []
+    ckpt = model.checkpoint_precision
+    named = [f or (ckpt if ckpt in chip.formats else DEFAULT_GPU_PRECISION) for f in formats]
+    notes = [f"precision: {', '.join(named)} (checkpoint {ckpt}: {model.checkpoint_source})"]
+    return notes + [n for f in dict.fromkeys(named) if (n := quantisation_note(model, f))]
 
 
 class GpuStageArrays(StageArrays):
@@ -125,8 +166,9 @@ class GpuPricing:
     """Kernel-by-kernel pricing of layers and extras on one GPU chip."""
 
     def __init__(self, chip: GpuChipProfile, precision: HbmStoragePrecision, workload: Workload,
-                 memory: Memory) -> None:  # fmt: skip
+                 memory: Memory, model: ModelSpec | None = None) -> None:  # fmt: skip
         self.chip = chip
+        self.model = model
         self.memory = memory
         self.perf = GpuPerfModel(
             chip,
@@ -136,16 +178,31 @@ class GpuPricing:
             precision.kv_read_bytes,
             memory.usable_bandwidth_bytes_per_s,
         )
+        # a checkpoint that quantises only its routed experts (gpt-oss MXFP4, Kimi-K2-Thinking
+        # INT4) keeps attention, router, dense / shared-expert MLPs and LM head in bf16: those
+        # GEMMs read 2-byte weights at the bf16 rate
+        self.dense = self.perf
+        if (
+            model is not None
+            and model.checkpoint_experts_only
+            and (self.perf.precision == model.checkpoint_precision != DEFAULT_GPU_PRECISION)
+        ):
+            self.dense = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
+                                      precision.kv_read_bytes, self.perf.bw)  # fmt: skip
         self.warnings = _ignored_options(workload)
 
     def describe(self) -> dict:
         """The ``chip`` field of a GPU estimate: name, kind and the formats priced."""
-        p = self.perf
+        p, m = self.perf, self.model
         return {
             "name": self.chip.name,
             "kind": "gpu",
             "precision": p.precision,
             "compute_format": p.compute_format,
+            "weight_only": p.weight_only,
+            "checkpoint_precision": None if m is None else m.checkpoint_precision,
+            "checkpoint_source": None if m is None else m.checkpoint_source,
+            "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
             "power_watts": {
                 "busy": self.chip.power.busy_watts.value,
@@ -166,19 +223,20 @@ class GpuPricing:
         how many decode steps each stands for)."""
         p, m, d = self.perf, s.model, s.shard
         T = d.b_dev * q if mode == "prefill" else d.b_dev
+        a = self.dense  # all but the routed experts: bf16 where the checkpoint keeps them so
         if kind.linear:  # Gated DeltaNet: fixed state, no KV cache
             from plena_opt.estimate.gpu_attention_variants import gated_deltanet
 
-            ks = gated_deltanet(p, s, mode, q, T)
+            ks = gated_deltanet(a, s, mode, q, T)
         elif m.is_mla:
-            ks = L.mla_attention(p, s, mode, q, kv, T)
+            ks = L.mla_attention(a, s, mode, q, kv, T)
         else:
-            ks = L.gqa_attention(p, s, kind, mode, q, kv, T)
+            ks = L.gqa_attention(a, s, kind, mode, q, kv, T)
         ks += L.norms(p, s, T)
         if kind.moe:
-            ks += self._moe(s, T, load) + L.dense_ffn(p, s, T, d.shared_ffn)
+            ks += self._moe(s, T, load) + L.dense_ffn(a, s, T, d.shared_ffn)
         else:
-            ks += L.dense_ffn(p, s, T, d.ffn)
+            ks += L.dense_ffn(a, s, T, d.ffn)
         host = 0.0
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
             ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m))
@@ -198,7 +256,7 @@ class GpuPricing:
         active = _active_experts(load, m.num_experts // max(d.ep_moe, 1))
         topk = p.elementwise(T * m.num_experts * 4, T * m.top_k * 8)
         return [
-            p.gemm(T, m.num_experts, h),
+            self.dense.gemm(T, m.num_experts, h),
             topk,
             p.fused_moe(load.tokens_local, load.pairs, active, h, f, self._block_moe(m)),
         ]
@@ -231,7 +289,7 @@ class GpuPricing:
         rows = d.b_dev  # the LM head runs on the last position of each sequence
         head = [
             p.elementwise(2 * rows * h * ab, rows * h * ab),
-            p.gemm(rows, d.vocab, h),
+            self.dense.gemm(rows, d.vocab, h),
             p.elementwise(rows * d.vocab * 4, rows * 8),
         ]
         out.setdefault(last_stage, []).append(_stage(head, steps, self.memory))

@@ -139,7 +139,8 @@ class Workload:
     tokens; ``frequency_hz`` nominal compute clock (Hz, before the memory's thermal scale);
     ``overlap_policy`` combines compute and DRAM time per stage; ``routing`` selects MoE routing.
     ``precision`` / ``kv_precision`` name the weight/activation and KV-cache formats
-    (``plena_opt.chip.precision.FORMATS``); None keeps the chip's default (PLENA: MXFP8, GPU: bf16).
+    (``plena_opt.chip.precision.FORMATS``); None keeps the chip's default (PLENA: MXFP8, GPU: the
+    checkpoint's ``quantization_config`` format, else bf16).
     """
 
     batch_size: int = 16

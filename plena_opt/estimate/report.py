@@ -61,10 +61,7 @@ def render_distributed(est: dict, metrics: PlanMetrics | None = None) -> str:
     lines += _memory_lines(est["memory"])
     chip = est.get("chip")
     if chip:  # a GPU: kernel-by-kernel pricing, LM head always priced
-        lines.append(
-            f"{'Chip':<16}{chip['name']} (gpu), {chip['precision']} at the "
-            f"{chip['compute_format']} rate, KV {chip['kv_bytes_per_element']:g} B/element"
-        )
+        lines += _gpu_chip_lines(chip)
         lines.append(f"{'Overlap':<16}per-kernel roofline, comm overlap {est['comm_overlap']}")
     else:
         lines.append(f"{'Compute clock':<16}{est['compute_frequency_hz'] / 1e9:.4f} GHz")
@@ -252,3 +249,22 @@ def single_chip_output(est: dict, *, as_json: bool) -> str:
     if as_json:
         return strict_json(_with_fit(est), indent=2)
     return _fit_first(render_single_chip(est), est)
+
+
+def _gpu_chip_lines(chip: dict) -> list[str]:
+    """The ``Chip`` line of a GPU estimate and its ``Checkpoint`` line: the checkpoint's format
+    and whether the plan runs it or quantises it (issue 24)."""
+    lines = [
+        f"{'Chip':<16}{chip['name']} (gpu), {chip['precision']} at the "
+        f"{chip['compute_format']} rate"
+        + (" (weight-only)" if chip.get("weight_only") else "")
+        + f", KV {chip['kv_bytes_per_element']:g} B/element"
+    ]
+    if chip.get("checkpoint_precision"):
+        own = not chip["quantised_from_checkpoint"]
+        lines.append(
+            f"{'Checkpoint':<16}{chip['checkpoint_precision']} ({chip['checkpoint_source']})"
+            + ("; the plan runs the checkpoint's format" if own else
+               f"; {chip['precision']} is NOT the checkpoint's format (quantised)")
+        )  # fmt: skip
+    return lines

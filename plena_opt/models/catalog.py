@@ -103,7 +103,12 @@ def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
     catalog's ``checkpoint`` format (the published checkpoint's; else the config's own)."""
     spec = ModelSpec.from_hf_config(builtin_config(name), name)
     fmt = checkpoint or _catalog().get(name, {}).get("checkpoint")
-    return spec if fmt is None else spec.model_copy(update={"checkpoint_precision": fmt})
+    if fmt is None or fmt == spec.checkpoint_precision:
+        return spec
+    source = (
+        "the Hugging Face id's suffix" if checkpoint else "catalog.json: the published checkpoint"
+    )
+    return spec.model_copy(update={"checkpoint_precision": fmt, "checkpoint_source": source})
 
 
 def model_name_from_path(path: str | Path) -> str:

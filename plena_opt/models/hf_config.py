@@ -16,7 +16,6 @@ from typing import Any
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.models import hf_fields as hf
 from plena_opt.models import hf_hybrid
-from plena_opt.models.checkpoint import UNRECOGNISED, checkpoint_precision
 from plena_opt.models.hf_layers import attention_types, mlp_types
 from plena_opt.models.limits import MAX_NAME_CHARS, bounded, check_depth, short
 from plena_opt.models.model_spec import runs_from_lists
@@ -137,10 +136,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     if len(name) > MAX_NAME_CHARS:
         raise PlenaInputError("name", f"a model name must be at most {MAX_NAME_CHARS} characters")
     check_depth(cfg)
-    precision = checkpoint_precision(cfg)
     cfg, notes = hf.unwrap(cfg)
-    if precision == UNRECOGNISED:
-        notes.append("quantization_config: the checkpoint's format is not one the product prices")
     cfg, model_type = hf.resolve_alias(cfg, hf.model_type_of(cfg))
     cfg = hf.canonical(cfg, model_type)
     hf.refuse_unmodelled(cfg, model_type)
@@ -182,7 +178,6 @@ def parse_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
         "qk_norm": hf.flag(cfg, "use_qk_norm", model_type in hf.QK_NORM),
         "norms_per_layer": norms,
         "not_modelled": tuple(notes),
-        "checkpoint_precision": precision,
         **_biases(cfg, model_type),
         **_shared(cfg, model_type, sizes["num_experts"], sizes["moe_intermediate_size"]),
     }

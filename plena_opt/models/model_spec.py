@@ -100,14 +100,21 @@ class ModelSpec(BaseModel):
     linear_conv_kernel_dim: int = 0
     linear_state_bytes: int = 2  # bytes per recurrent-state element (4: ``mamba_ssm_dtype`` fp32)
     attn_output_gate: bool = False  # Qwen3-Next/3.5: the query projection also yields a gate
-    checkpoint_precision: str = "bf16"  # weight format of the checkpoint (quantization_config)
+    # the checkpoint's weight format and where it was read (``models.checkpoint``)
+    checkpoint_precision: str = "bf16"
+    checkpoint_source: str = "no quantization_config"
+    checkpoint_experts_only: bool = False  # attention etc. stay bf16 (gpt-oss MXFP4)
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
         """Parse a Hugging Face ``config.json`` dict; PlenaInputError on unsupported input."""
+        from plena_opt.models.checkpoint import checkpoint_precision, experts_only
         from plena_opt.models.hf_config import parse_hf_config
 
-        return cls(**parse_hf_config(cfg, name))
+        fields = parse_hf_config(cfg, name)  # checks the config first (a dict, the fields)
+        fmt, source = checkpoint_precision(cfg)
+        return cls(**fields, checkpoint_precision=fmt, checkpoint_source=source,
+                   checkpoint_experts_only=experts_only(cfg))  # fmt: skip
 
     # -- per-layer views (expand the runs; O(layers), for reports and small models) ----------
     @property

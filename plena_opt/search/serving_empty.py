@@ -60,7 +60,8 @@ def _memory_reason(space: Any, workers: Sequence[WorkerFigures], mode: str) -> s
     )
     smaller = _formats_that_fit(space, light, fmt, cap)
     if smaller:
-        return f"{text}; its weights fit at {', '.join(smaller)}: try --precision {smaller[0]}"
+        return (f"{text}; its weights fit at {', '.join(smaller)}: try --precision "
+                f"{smaller[0]} (a re-quantised checkpoint)")  # fmt: skip
     return f"{text}; use a larger cluster, a shorter context or smaller --batch-sizes"
 
 
@@ -77,7 +78,11 @@ def _workload_format(space: Any) -> str:
     fmt = space.inputs.workload.precision
     if fmt is not None:
         return fmt
-    return "bf16" if isinstance(space.inputs.chip, GpuChipProfile) else "mxfp8"
+    chip = space.inputs.chip
+    if not isinstance(chip, GpuChipProfile):
+        return "mxfp8"
+    ckpt = space.inputs.model.checkpoint_precision  # a GPU runs the checkpoint's format
+    return ckpt if ckpt in chip.formats else "bf16"
 
 
 def _formats_that_fit(space: Any, w: WorkerFigures, fmt: str, cap: float | None) -> list[str]:

@@ -59,6 +59,16 @@ def default_study_name(request: SearchRequest) -> str:
     return f"{model}-{Path(p['noc']).stem}-{_fingerprint(request)[:8]}"
 
 
+def _precision_notes(ev: PlanEvaluator, precisions: list[str] | None) -> list[str]:
+    """The searched GPU formats, and each one that quantises the checkpoint (issue 24)."""
+    from plena_opt.estimate.gpu import precision_notes
+
+    ctx = getattr(ev, "ctx", None)
+    if ctx is None:
+        return []
+    return precision_notes(ctx.chip, ctx.model, list(precisions or [ctx.workload.precision]))
+
+
 class _Search:
     def __init__(
         self,
@@ -106,6 +116,7 @@ class _Search:
         self._last_progress = 0.0
         self.live_hv = LiveHypervolume()
         self.warnings: list[str] = []  # the result's warnings: stale trials, sampler notes
+        self.warnings += _precision_notes(ev0, self.precisions)
 
     # -- evaluators and scoring -------------------------------------------------------------
     def evaluator(self, batch: int, precision: str | None = None) -> PlanEvaluator:

@@ -27,7 +27,7 @@ DEPLOYMENT_FILE = "deployment.json"  # written by plena_opt.export.files.write_d
 @dataclass(frozen=True)
 class BenchTarget:
     """The deployment the runs measured: plan key, catalog model and its id, AIConfigurator
-    system name, engine, and the weight format (None: the key's suffix, else bf16)."""
+    system name, engine, and the weight format (None: the key's suffix, else the checkpoint's)."""
 
     key: str
     model: str
@@ -156,7 +156,7 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
     if plan.ep != 1 and not load_model(t.model).num_experts:
         raise Refused("expert parallelism on a dense model")
     chip_name, noc, per_node = SYSTEMS[t.system]
-    fmt = t.precision or key_precision or "bf16"
+    fmt = t.precision or key_precision or load_model(t.model).checkpoint_precision
     if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
         raise Refused(f"{chip_name} has no {fmt} tensor cores")
     gpus = plan.world_size

@@ -272,6 +272,7 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
     """Fit every system in ``folder``; with ``write`` update the built-in profile JSON files."""
     from plena_opt.chip.gpu.profile import profiles_dir
     from plena_opt.validate.calibrate_gemm import DECODE_MAX_M, gemm_decode_fits
+    from plena_opt.validate.calibrate_w4a16 import hopper_w4a16_fits
 
     fits: dict[str, dict[str, Fit]] = {}
     profs = {s: json.loads((profiles_dir() / f"{c}.json").read_text()) for s, c in SYSTEMS.items()}
@@ -294,6 +295,8 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
             op = {k: v["value"] for k, v in profs[other]["peak_flops"].items()}
             mo = moe_fits(folder, other, op, specs[other][1])
             mp = moe_fits(folder, other, op, specs[other][1], prefill=True)
+        wo, wp = hopper_w4a16_fits(folder, system, specs)  # W4A16 experts (mxfp4, int4)
+        mo, mp = {**mo, **wo}, {**mp, **wp}
         fits[chip] = {
             **{f"gemm.{k}": v for k, v in g.items()},
             **{f"gemm_decode.{k}": v for k, v in gd.items()},
@@ -325,7 +328,8 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
 
 
 # Chips without a kernel table: their curves are the named chip's fit, marked as transferred.
-TRANSFER = {"mi325x": "h200-sxm", "mi300x": "h200-sxm", "b300": "b200"}
+TRANSFER = {"mi325x": "h200-sxm", "mi300x": "h200-sxm", "b300": "b200", "gb200": "b200",
+            "gb300": "b300"}  # fmt: skip
 TRANSFERRED = ("gemm", "gemm_decode", "moe", "moe_prefill", "attention_decode",
                "attention_prefill", "overheads")  # fmt: skip
 

@@ -20,6 +20,9 @@ SYSTEMS = {
     "h200_sxm": ("h200-sxm", "hgx-h200x8", 8),
     "b200_sxm": ("b200", "hgx-b200x8", 8),
     "b300_sxm": ("b300", "hgx-b300x8", 8),
+    # Grace-Blackwell racks: one 72-GPU NVLink domain per rack, racks joined by InfiniBand
+    "gb200": ("gb200", "gb200-nvl72", 72),
+    "gb300": ("gb300", "gb300-nvl72", 72),
 }
 # Hugging Face ids resolve through the catalog (``plena_opt.models.catalog.resolve_model_id``:
 # hf_id / hf_aliases, quantised variants such as nvidia/…-NVFP4, -Instruct checkpoints). The
@@ -40,7 +43,9 @@ def catalog_model(model: str) -> tuple[str, str] | None:
 
 # published quant mode -> product format ("fp8_block": 128x128 block scales, priced as block FP8
 # only on model types the evaluator prices that way, estimate.gpu.BLOCK_FP8_MODEL_TYPES)
-QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
+               "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}  # fmt: skip
+FOUR_BIT = frozenset({"fp4", "mxfp4", "int4"})
 MAX_ROWS = 100_000  # rows one file may hold
 MAX_FILE_BYTES = 64 << 20
 
@@ -148,7 +153,7 @@ def resolve(row: ServingRow) -> Deployment:
         raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
                       "attention DP of one worker (replicas not recorded)")  # fmt: skip
     if gpus > per_node and gpus % per_node:
-        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
+        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
     return Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                       _int(row, "isl"), _int(row, "osl"), conc)  # fmt: skip
@@ -171,10 +176,26 @@ def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
         fmts.append(QUANT_MODES[m])
     if len(set(fmts)) > 1:
         raise Refused(f"GEMM and MoE formats differ ({' vs '.join(modes)}): one format per plan")
-    chip = load_chip(chip_name)
-    if fmts[0] not in chip.formats:  # type: ignore[union-attr]
-        raise Refused(f"{chip_name} has no {fmts[0]} tensor cores (weight-only 4-bit: issue 24)")
-    return fmts[0]
+    return _on_chip(fmts[0], modes[0], load_chip(chip_name), model)
+
+
+def _on_chip(fmt: str, mode: str, chip, model) -> str:
+    """The format ``chip`` runs the row's ``fmt`` at. A 4-bit label on a GPU without FP4 tensor
+    cores (AIConfigurator writes ``nvfp4`` for gpt-oss on H100) is the checkpoint's own 4-bit
+    format run weight-only (W4A16) where the chip runs that format so; else refused."""
+    from plena_opt.chip.precision import is_weight_only
+
+    ckpt = model.checkpoint_precision
+    if fmt not in chip.formats and fmt in FOUR_BIT and ckpt in FOUR_BIT:
+        if ckpt in chip.formats and is_weight_only(ckpt, chip.formats[ckpt]):
+            fmt = ckpt  # e.g. openai/gpt-oss-120b: quantization_config mxfp4 -> W4A16 MXFP4
+    if fmt not in chip.formats:
+        raise Refused(f"{chip.name} has no {fmt} support (it runs {', '.join(chip.formats)}); "
+                      f"the checkpoint ships {ckpt} ({model.checkpoint_source})")  # fmt: skip
+    if mode.startswith("w4a16") and not is_weight_only(fmt, chip.formats[fmt]):
+        raise Refused(f"{mode} on {chip.name}, which runs {fmt} on its "
+                      f"{chip.formats[fmt]} tensor cores, is not modelled")  # fmt: skip
+    return fmt
 
 
 def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int]:

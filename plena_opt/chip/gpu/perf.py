@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plena_opt.chip.gpu.profile import AttentionCurve, GemmCurve, GpuChipProfile
+from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, is_weight_only
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class GpuPerfModel:
         self.precision = precision
         self.compute_format = chip.compute_format(precision)
         self.peak = chip.peak_flops[self.compute_format].value
+        # weight-only (W4A16) GEMMs dequantise on the way to the tensor cores
+        self.weight_only = is_weight_only(precision, self.compute_format)
+        if self.weight_only:
+            self.peak /= W4A16_DEQUANT_SLOWDOWN
         self.attn_peak = chip.peak_flops["bf16"].value  # attention runs in bf16
         self.bw = bandwidth_bytes_per_s or chip.hbm.bandwidth_bytes_per_s.value
         self.gemm_curve = chip.gemm[self.compute_format]
@@ -97,6 +102,8 @@ class GpuPerfModel:
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
         curve = curves.get(self.compute_format)
+        if self.weight_only:  # W4A16 experts: the format's own measured curve where fitted
+            curve = curves.get(self.precision, curve)
         if block_scaled:
             curve = curves.get(self.compute_format + "_block", curve)
         if curve is None:
