@@ -143,7 +143,7 @@ def layer_collectives(
     if d.shared_ffn and shape.tp > 1 and not fused:  # shared experts' TP sums (docs/models.md)
         add("tp_all_reduce", tp_ar)
     lanes = d.moe_lanes
-    if d.ep_moe > 1 or not lanes:
+    if d.ep_moe > 1:
         tokens = micro * q
         a2a = net.ep_all_to_all(
             moe if lanes else flat_expert_scheme(moe),
@@ -156,13 +156,15 @@ def layer_collectives(
             rows=rows[:tokens] if tokens < EP_ROUTED_TOKENS else None,
         )
         add("ep_dispatch", _cost(a2a))
-        if not lanes:  # forward each copy to the other TP ranks of its expert group
-            nbytes = int(load.pairs * h * prec.activation_bytes)
-            add("ep_dispatch", net.price("all_gather", moe, "tp", nbytes))
+    if not lanes:  # every MoE TP rank of a group needs the tokens routed to the group:
+        # all its tokens' share (T·k/moe_ep copies on the busiest group), at most every token
+        received = min(load.tokens_local * d.ep_moe, load.tokens_local * m.top_k * load.imbalance)
+        nbytes = int(received * h * prec.activation_bytes)
+        add("ep_dispatch", net.price("all_gather", moe, "tp", nbytes))
     if d.tp_moe > 1:
         nbytes = int(load.pairs * h * reduced)
         add("moe_tp_all_reduce", net.price("all_reduce", moe, "tp", nbytes))
-    if d.ep_moe > 1 or not lanes:
+    if d.ep_moe > 1:
         add("ep_combine", _cost(a2a))
     return out
 

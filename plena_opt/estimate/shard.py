@@ -33,12 +33,13 @@ def lane_wise(attention_tp: int, moe_tp: int) -> bool:
     ``attention_tp/moe_tp`` replicas of every attention-DP rank's tokens when ``moe_tp`` divides
     the attention TP (``keep``: one; ``replace``, moe_tp = 1: all): those replicas split the
     tokens and each sends its share to its lane's peers. Otherwise (e.g. attention TP1 × DP64
-    under MoE TP8 × EP8) a lane holds only some DP ranks' tokens: each token goes once to the
-    expert group's rank on a flat all-to-all over all ``moe_tp·moe_ep`` ranks, which all-gathers
-    the copies over the group's MoE TP ranks; the combine returns the all-reduced sums the same
-    way (``comm.layer_collectives``). The ``replace``/``keep`` shorthands are priced lane by lane
-    always, as the reference does (the same unless ``replace`` gives moe_tp > tp, i.e. tp·ep above
-    the expert count with tp < tp·ep/experts)."""
+    under MoE TP8 × EP8) a lane holds only some DP ranks' tokens: each token goes once to each
+    of its expert groups on a flat all-to-all over all ``moe_tp·moe_ep`` ranks (none when
+    moe_ep = 1), then the group all-gathers the copies over its MoE TP ranks; the combine
+    returns the all-reduced sums on the same flat all-to-all (``comm.layer_collectives``).
+    The ``replace``/``keep`` shorthands are priced lane by lane always, as the reference does
+    (the same unless ``replace`` gives moe_tp > tp: tp·ep above the expert count with
+    tp < tp·ep/experts)."""
     return attention_tp % moe_tp == 0
 
 
