@@ -186,6 +186,8 @@ class PlanSpace:
             return None, (f"tp·ep·pp·cp = {rest} does not divide the {self.num_devices} devices")
         dp = self.num_devices // rest
         mt = int(params.get("moe_tp", 0))
+        if mt and (tp * ep) % mt:
+            return None, f"moe_tp={mt} does not divide the tp*ep={tp * ep} devices of a group"
         if mt in (1, tp):  # the shorthands' splits: the canonical plan
             mode, mt = ("keep" if tp > 1 else "replace") if mt == tp else "replace", 0
         mode = "replace" if mt else mode

@@ -26,6 +26,7 @@ class ServingProblem:
     pp: int = 1
     cp: int = 1
     moe_tp_mode: str = "replace"
+    moe_tp: int = 0
     comm_overlap: str = "none"
     batch_size: int = 16
     input_seq: int = 2048
@@ -52,16 +53,17 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
         input_seq=problem.input_seq,
         output_seq=problem.output_seq,
     )
-    plan = api.Plan(
-        tp=problem.tp,
-        ep=problem.ep,
-        dp=problem.dp,
-        pp=problem.pp,
-        cp=problem.cp,
-        moe_tp_mode=problem.moe_tp_mode,
-        comm_overlap=problem.comm_overlap,
-    )
     try:
+        plan = api.Plan(
+            tp=problem.tp,
+            ep=problem.ep,
+            dp=problem.dp,
+            pp=problem.pp,
+            cp=problem.cp,
+            moe_tp_mode=problem.moe_tp_mode,
+            comm_overlap=problem.comm_overlap,
+            moe_tp=problem.moe_tp,
+        )
         return api.estimate_plan(api.load_problem(spec), plan).document
     except PlenaInputError as exc:
         raise prefixed(exc, "serving") from None
