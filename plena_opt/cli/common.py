@@ -140,7 +140,7 @@ def add_plan_args(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="the routed experts' TP degree over the tp*ep devices of an expert group "
-        "(moe_ep = tp*ep/moe_tp; 0: by --moe-tp-mode)",
+        "(moe_ep = tp*ep/moe_tp; default: 0, the --moe-tp-mode shorthand)",
     )
     g.add_argument(
         "--comm-overlap",
