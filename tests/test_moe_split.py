@@ -114,6 +114,8 @@ def test_shorthands_are_points_of_the_general_form(spec, plans) -> None:
         a, b = (api.estimate_plan(problem, p).document for p in (plan, general))
         assert b["plan"].pop("moe_tp") == general.moe_tp
         assert b["plan"].pop("moe_ep") == plan.tp * plan.ep // general.moe_tp
+        assert (a["plan"].pop("moe_tp_mode"), b["plan"].pop("moe_tp_mode")) == (
+            plan.moe_tp_mode, "replace")  # fmt: skip
         assert a == b  # every figure bit-identical
 
 
@@ -121,6 +123,9 @@ def test_bad_splits_are_refused_naming_the_field(capsys) -> None:
     with pytest.raises(PlenaInputError) as exc:
         Plan(tp=1, ep=8, moe_tp=3)
     assert exc.value.field == "moe_tp" and "must divide the tp*ep=8" in str(exc.value)
+    with pytest.raises(PlenaInputError, match="not both") as exc:
+        Plan(tp=2, ep=4, moe_tp_mode="keep", moe_tp=4)
+    assert exc.value.field == "moe_tp"
     base = ["estimate", "--model", "gpt-oss-120b", "--chip", "h200-sxm", "--noc", "hgx-h200x8"]
     assert main([*base, "--ep", "8", "--moe-tp", "3"]) == 2
     err = capsys.readouterr().err

@@ -106,6 +106,10 @@ class Plan:
         check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
         check_int("moe_tp", self.moe_tp, minimum=0)
         group = self.tp * self.ep
+        if self.moe_tp and self.moe_tp_mode != "replace":
+            raise PlenaInputError(
+                "moe_tp", "give moe_tp or moe_tp_mode keep, not both (they name the same split)"
+            )
         if self.moe_tp and group % self.moe_tp:
             raise PlenaInputError(
                 "moe_tp",

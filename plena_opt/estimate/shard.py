@@ -56,7 +56,7 @@ def shorthand_split(plan: Plan, num_experts: int) -> Plan:
     experts' split, priced alike)."""
     from dataclasses import replace
 
-    return replace(plan, moe_tp=moe_split(plan, num_experts)[0])
+    return replace(plan, moe_tp_mode="replace", moe_tp=moe_split(plan, num_experts)[0])
 
 
 def dense_scheme(plan: Plan) -> ParallelScheme:
