@@ -107,7 +107,8 @@ def test_sampled_search_that_misses_the_only_feasible_plan(capsys) -> None:
     # 4 TPE trials miss the one plan meeting the SLA; the exact front has it: the comparison of
     # an empty found front with it must not crash (it raised ValueError from a reshape)
     argv = ["search", "--model", "gpt-oss-20b", "--noc", "illustrative_gpu_node_8", "--json"]
-    argv += ["--input-seq", "256", "--output-seq", "8", "--trials", "4", "--seed", "1"]
+    # seed 2: with the explicit MoE splits in the space (issue 24) seed 1's 4 trials find it
+    argv += ["--input-seq", "256", "--output-seq", "8", "--trials", "4", "--seed", "2"]
     argv += [
         "--sampler",
         "tpe",

@@ -41,6 +41,7 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     ("Plan.dp", "estimate", limits.MAX_DEVICES, 1),
     ("Plan.pp", "estimate", limits.MAX_DEVICES, 1),
     ("Plan.cp", "estimate", limits.MAX_DEVICES, 1),
+    ("Plan.moe_tp", "estimate", limits.MAX_DEVICES, 0),
     ("FixedBandwidthMemory.bandwidth_gbytes_per_s", "estimate", 1e8, 1e-3),
     ("FixedBandwidthMemory.capacity_gib", "estimate", 2.0**34, 2.0**-20),
     ("SearchOptions.trials", "search", limits.MAX_TRIALS, 1),
@@ -251,8 +252,9 @@ def test_at_a_bound_is_accepted(stub, path, kind, bound, low):
             if message == "TrainingSchedule":
                 request.samples = 0  # 100,000 ops at the bound: the deterministic run only
             code, got, text = _call(stub, rpc, request)
-            if message == "Plan" and value == bound:
-                assert (code, got) == (grpc.StatusCode.INVALID_ARGUMENT, "plan"), text
+            if message == "Plan" and value == bound:  # moe_tp must also divide tp·ep = 8
+                want = "plan.moe_tp" if field == "moe_tp" else "plan"
+                assert (code, got) == (grpc.StatusCode.INVALID_ARGUMENT, want), text
             else:
                 assert code == OK, (rpc, path, value, code, got, text)
 

@@ -68,6 +68,8 @@ class FakeEvaluator:
             raise PlenaInputError("cp", "cp needs a dense model")
         if self.experts and self.experts % min(plan.ep * plan.tp, self.experts):
             raise PlenaInputError("ep", "experts must divide over EP ranks")
+        if plan.moe_tp and (not self.experts or self.experts % (plan.tp * plan.ep // plan.moe_tp)):
+            raise PlenaInputError("moe_tp", "experts must divide over the MoE EP ranks")
 
     def evaluate_batch(self, plans):
         out = []

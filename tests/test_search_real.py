@@ -34,15 +34,19 @@ def _brute_front(problem: ProblemSpec, batches: list[int]) -> dict[tuple, tuple]
         for tp, ep, dp, pp, cp in itertools.product(_divisors(n), repeat=5):
             if tp * ep * dp * pp * cp != n:
                 continue
-            for mode, ov in itertools.product(("replace", "keep"), ("none", "full")):
-                plan = Plan(tp, ep, dp, pp, cp, mode, ov)
+            splits = [(m, 0) for m in ("replace", "keep")]  # + explicit MoE splits:
+            splits += [("replace", mt) for mt in _divisors(tp * ep) if mt not in (1, tp)]
+            for (mode, mt), ov in itertools.product(splits, ("none", "full")):
+                if mt and not inputs.model.num_experts:
+                    continue
+                plan = Plan(tp, ep, dp, pp, cp, mode, ov, mt)
                 try:
                     ev.check(plan)
                 except PlenaInputError:
                     continue
                 m = ev.evaluate_batch([plan])[0]
                 canon = "replace" if tp == 1 or not inputs.model.num_experts else mode
-                key = (tp, ep, dp, pp, cp, canon, ov, b)
+                key = (tp, ep, dp, pp, cp, canon, ov, mt, b)
                 vals = (m.ttft_seconds * 1e3, m.tps, m.energy_per_token_joules)
                 if key in rows:
                     assert rows[key] == vals  # the folded keep plan really is the same plan
@@ -63,7 +67,7 @@ def _front(result) -> dict[tuple, tuple]:
     for e in result.front:
         p = e.plan
         key = tuple(p[k] for k in ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap"))
-        out[(*key, p["batch_size"])] = (e.ttft_ms, e.tps, e.energy_j_per_token)
+        out[(*key, p.get("moe_tp", 0), p["batch_size"])] = (e.ttft_ms, e.tps, e.energy_j_per_token)
     return out
 
 
@@ -89,9 +93,7 @@ def test_exhaustive_front_equals_brute_force(model: str, noc: str, batches: list
     inputs = problem.load()
     for e in res.front:
         p = e.plan
-        plan = Plan(
-            p["tp"], p["ep"], p["dp"], p["pp"], p["cp"], p["moe_tp_mode"], p["comm_overlap"]
-        )
+        plan = Plan.from_dict(p)
         full = inputs.evaluator(p["batch_size"]).estimate(plan)
         assert e.ttft_ms == pytest.approx(full.ttft_seconds * 1e3, rel=1e-9)
         assert e.tps == pytest.approx(full.tps, rel=1e-9)

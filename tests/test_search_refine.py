@@ -29,12 +29,11 @@ def _one_step(a, b, batches: list[int]) -> bool:
             step.numerator % k for k in range(2, step.numerator)
         )
         factor_ok = Fraction(getattr(pa, y), getattr(pb, y)) == ratio and is_prime
-        mode_ok = pa.moe_tp_mode == pb.moe_tp_mode or (pb.tp == 1 and pb.moe_tp_mode == "replace")
-        return factor_ok and mode_ok
+        return factor_ok and _split_kept(pa, pb)
     if changed:
         return False
     diffs = [
-        pa.moe_tp_mode != pb.moe_tp_mode,
+        (pa.moe_tp_mode, pa.moe_tp) != (pb.moe_tp_mode, pb.moe_tp),  # any other MoE split
         pa.comm_overlap != pb.comm_overlap,
         a.batch_size != b.batch_size,
     ]
@@ -43,6 +42,17 @@ def _one_step(a, b, batches: list[int]) -> bool:
     if a.batch_size != b.batch_size:
         return abs(batches.index(a.batch_size) - batches.index(b.batch_size)) == 1
     return True
+
+
+def _split_kept(pa, pb) -> bool:
+    """``pb`` keeps ``pa``'s MoE split across a factor move: the same shorthand (``replace``
+    once tp is 1), or the same explicit moe_tp (written as the shorthand it equals)."""
+    if not pa.moe_tp:
+        same = pa.moe_tp_mode == pb.moe_tp_mode or (pb.tp == 1 and pb.moe_tp_mode == "replace")
+        return same and not pb.moe_tp
+    if pb.moe_tp:
+        return pb.moe_tp == pa.moe_tp
+    return pa.moe_tp in (1, pb.tp) and pb.moe_tp_mode == ("keep" if pa.moe_tp > 1 else "replace")
 
 
 @pytest.mark.parametrize(("devices", "experts"), [(16, 0), (64, 8), (24, 0)])

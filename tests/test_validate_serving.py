@@ -34,7 +34,8 @@ ROWS = {
     "disagg": {**LLAMA, "mode": "disagg", "tp_size": "", "batch_size": ""},
     "fp4_on_hopper": {**LLAMA, "gemm_quant_mode": "nvfp4"},
     "block_fp8_llama": {**LLAMA, "gemm_quant_mode": "fp8_block"},
-    "moe_split": {**R1, "moe_tp_size": "2", "moe_ep_size": "4"},
+    "moe_split": {**R1, "moe_tp_size": "2", "moe_ep_size": "4"},  # priced: Plan.moe_tp 2
+    "experts_split": {**R1, "tp_size": "6", "moe_tp_size": "2", "moe_ep_size": "3"},
     "sizes_disagree": {**R1, "moe_ep_size": "4"},
     "replicas": {**LLAMA, "concurrency": "32"},
 }
@@ -44,7 +45,7 @@ REASONS = {
     "disagg": "deployment not fully specified",
     "fp4_on_hopper": "h100-sxm has no fp4 support",
     "block_fp8_llama": "fp8_block weights on llama",
-    "moe_split": "not expressible",
+    "experts_split": "256 experts do not split over moe_ep_size 3",
     "sizes_disagree": "size fields disagree",
     "replicas": "replicas not recorded",
 }
@@ -65,7 +66,7 @@ def test_rows_are_priced_or_refused_with_their_reason(results_csv):
     report = score_serving(results_csv)
     by_id = {r.id: r for r in report.rows}
     assert {r for r, v in by_id.items() if v.status == "priced"} == {
-        "priced", "predicted_only", "r1_ep8"}  # fmt: skip
+        "priced", "predicted_only", "r1_ep8", "moe_split"}  # fmt: skip
     for rid, reason in REASONS.items():
         assert by_id[rid].status == "refused" and reason in by_id[rid].reason, rid
         assert by_id[rid].ttft_ms is None
@@ -74,9 +75,10 @@ def test_rows_are_priced_or_refused_with_their_reason(results_csv):
     q = by_id["predicted_only"]
     assert q.measured_ttft_ms is None and q.ttft_ms == pytest.approx(p.ttft_ms)
     s = report.summary()
-    assert s["priced"] == 3 and s["refused"] == len(REASONS)
-    assert s["overall"]["ttft_points"] == 2  # the predicted-only row has nothing to score
-    mape = 100 * (abs(p.ttft_ms / 60 - 1) + abs(by_id["r1_ep8"].ttft_ms / 60 - 1)) / 2
+    assert s["priced"] == 4 and s["refused"] == len(REASONS)
+    assert s["overall"]["ttft_points"] == 3  # the predicted-only row has nothing to score
+    scored = (p, by_id["r1_ep8"], by_id["moe_split"])
+    mape = 100 * sum(abs(r.ttft_ms / 60 - 1) for r in scored) / 3
     assert s["overall"]["ttft_mape"] == pytest.approx(mape)
     assert set(s["by_system"]) == {"h100_sxm", "b200_sxm"}
 
@@ -100,10 +102,10 @@ def test_cli_json_and_text(results_csv, capsys):
     doc = json.loads(capsys.readouterr().out)
     row = next(r for r in doc["rows"] if r["id"] == "priced")
     assert row["status"] == "priced" and row["measured_tpot_ms"] == 7.0 and row["tpot_ms"] > 0
-    assert doc["summary"]["priced"] == 3
+    assert doc["summary"]["priced"] == 4
     assert main(["validate", "--measurements", str(results_csv)]) == 0
     out = capsys.readouterr().out
-    assert "3 of 11 rows priced" in out and "not in the catalog" in out
+    assert "4 of 12 rows priced" in out and "not in the catalog" in out
 
 
 def test_cli_refuses_a_missing_file(tmp_path, capsys):
@@ -124,11 +126,12 @@ def test_shipped_file_is_the_shared_copy():
     assert shipped_serving_csv().read_bytes() == shared.read_bytes()
 
 
-# Rows of the shipped file priced (1,350 of 1,877; the rest refused: 393 disagg rows without
-# worker counts, 6 disagg rows the product does not model, 115 MoE splits the plan cannot
-# express, 13 with unrecorded replicas, 7 without a concurrency). The 69 H100 gpt-oss-120b rows
-# labelled nvfp4 price as the checkpoint's MXFP4 run weight-only (W4A16; issue 24).
-SHIPPED_PRICED = 1350
+# Rows of the shipped file priced (1,458 of 1,877; the rest refused: 393 disagg rows without
+# worker counts, 6 disagg rows the product does not model, 13 with unrecorded replicas, 7 without
+# a concurrency). The 69 H100 gpt-oss-120b rows labelled nvfp4 price as the checkpoint's MXFP4 run
+# weight-only (W4A16; issue 24). Before MoE splits were a plan field (issue 24) 113 rows were
+# refused as not expressible: 108 of them are priced now, 5 are refused for unrecorded replicas.
+SHIPPED_PRICED = 1458
 
 
 def test_shipped_file_priced_fraction_and_reasons():

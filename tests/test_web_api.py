@@ -203,7 +203,8 @@ def test_studies_and_front(tmp_path) -> None:
     assert [s["name"] for s in studies] == ["web"]
     front = c.get("/api/studies/web/front").json()
     trials = front["trials"]
-    assert len(trials) == 60 and all(t["on_front"] <= t["feasible"] for t in trials)
+    # 60 shorthand plans + 40 explicit MoE splits (issue 24: moe_tp over tp·ep)
+    assert len(trials) == 100 and all(t["on_front"] <= t["feasible"] for t in trials)
     assert any(t["on_front"] for t in trials) and not all(t["feasible"] for t in trials)
     for t in trials:  # infeasible plans keep their objective values (stored as PRUNED trials)
         assert len(t["values"]) == 3 and t["values"][0] == pytest.approx(t["ttft_ms"])

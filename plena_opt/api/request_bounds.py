@@ -77,6 +77,7 @@ PROTO_BOUNDS: dict[str, str] = {
     "Plan.pp": _DEGREE,
     "Plan.cp": _DEGREE,
     "Plan.moe_tp_mode": _CHOICE,
+    "Plan.moe_tp": "0 ≤ moe_tp ≤ MAX_DEVICES, divides tp·ep (0: by moe_tp_mode)",
     "Plan.comm_overlap": _CHOICE,
     "InferenceTarget.max_window_steps": "1 ≤ steps ≤ MAX_WINDOW_STEPS; ops × samples ≤ MAX_WORK",
     "TrainingSchedule.schedule": _CHOICE,

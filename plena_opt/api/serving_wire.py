@@ -53,6 +53,8 @@ def _plan_to(doc: Mapping[str, Any], out: pb.ServingPlan) -> None:
         out.precision = doc["precision"]
     if "workers" in doc:
         out.workers = int(doc["workers"])
+    if doc.get("moe_tp"):
+        out.moe_tp = int(doc["moe_tp"])
 
 
 def _plan_from(msg: pb.ServingPlan) -> dict[str, Any]:
@@ -61,6 +63,8 @@ def _plan_from(msg: pb.ServingPlan) -> dict[str, Any]:
         doc["precision"] = msg.precision
     if msg.HasField("workers"):
         doc["workers"] = msg.workers
+    if msg.HasField("moe_tp"):
+        doc["moe_tp"] = msg.moe_tp
     return doc
 
 

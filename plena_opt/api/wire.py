@@ -31,14 +31,20 @@ COST_FIELDS = (
 def plan_to_proto(plan: Plan | Mapping[str, Any]) -> pb.Plan:
     """A ``Plan`` or a ``plan`` mapping (extra keys such as ``batch_size`` are ignored)."""
     if isinstance(plan, Mapping):
-        return pb.Plan(**{k: plan[k] for k in PLAN_FIELDS if k in plan})
-    return pb.Plan(**{k: getattr(plan, k) for k in PLAN_FIELDS})
+        msg = pb.Plan(**{k: plan[k] for k in PLAN_FIELDS if k in plan})
+        moe_tp = plan.get("moe_tp")
+    else:
+        msg = pb.Plan(**{k: getattr(plan, k) for k in PLAN_FIELDS})
+        moe_tp = plan.moe_tp
+    if moe_tp:  # unset for a shorthand plan (the reference message)
+        msg.moe_tp = int(moe_tp)
+    return msg
 
 
 def plan_from_proto(p: pb.Plan) -> Plan:
     from plena_opt.estimate.plan import Plan
 
-    return Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, p.comm_overlap)
+    return Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, p.comm_overlap, p.moe_tp)
 
 
 def _named(values: Mapping[str, float] | None) -> list[pb.NamedValue]:

@@ -127,7 +127,8 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_plan_args(parser: argparse.ArgumentParser) -> None:
-    """``--tp --ep --dp --pp --cp --moe-tp-mode --comm-overlap`` (``estimate``, ``simulate``)."""
+    """``--tp --ep --dp --pp --cp --moe-tp-mode --moe-tp --comm-overlap`` (``estimate``,
+    ``simulate``)."""
     g = parser.add_argument_group("parallel plan")
     for dim in PLAN_DIMS:
         g.add_argument(f"--{dim}", type=int, default=1, help=f"{dim.upper()} degree")
@@ -136,6 +137,13 @@ def add_plan_args(parser: argparse.ArgumentParser) -> None:
         default="replace",
         choices=MOE_TP_MODES,
         help="MoE layers fold TP ranks into EP ranks (replace) or keep them",
+    )
+    g.add_argument(
+        "--moe-tp",
+        type=int,
+        default=0,
+        help="the routed experts' TP degree over the tp*ep devices of an expert group "
+        "(moe_ep = tp*ep/moe_tp; default: 0, the --moe-tp-mode shorthand)",
     )
     g.add_argument(
         "--comm-overlap",

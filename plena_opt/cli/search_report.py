@@ -87,6 +87,7 @@ def plan_flags(plan: dict[str, Any]) -> list[str]:
     """``--tp … --comm-overlap …`` for a front entry's plan, with its batch size."""
     out = [x for k in PLAN_FLAGS for x in (f"--{k}", str(plan[k]))]
     out += ["--moe-tp-mode", str(plan["moe_tp_mode"]), "--comm-overlap", str(plan["comm_overlap"])]
+    out += ["--moe-tp", str(plan["moe_tp"])] if plan.get("moe_tp") else []
     out += ["--batch-size", str(plan["batch_size"])]
     return out + (["--precision", str(plan["precision"])] if plan.get("precision") else [])
 

@@ -142,10 +142,11 @@ def layer_collectives(
     fused = shared_with_experts and d.tp_moe == shape.tp and d.ep_moe == 1
     if d.shared_ffn and shape.tp > 1 and not fused:  # shared experts' TP sums (docs/models.md)
         add("tp_all_reduce", tp_ar)
+    lanes = d.moe_lanes
     if d.ep_moe > 1:
         tokens = micro * q
         a2a = net.ep_all_to_all(
-            moe,
+            moe if lanes else flat_expert_scheme(moe),
             bytes_per_token=int(h * prec.activation_bytes),
             num_experts=m.num_experts,
             top_k=m.top_k,
@@ -155,12 +156,25 @@ def layer_collectives(
             rows=rows[:tokens] if tokens < EP_ROUTED_TOKENS else None,
         )
         add("ep_dispatch", _cost(a2a))
+    if not lanes:  # every MoE TP rank of a group needs the tokens routed to the group:
+        # all its tokens' share (T·k/moe_ep copies on the busiest group), at most every token
+        received = min(load.tokens_local * d.ep_moe, load.tokens_local * m.top_k * load.imbalance)
+        nbytes = int(received * h * prec.activation_bytes)
+        add("ep_dispatch", net.price("all_gather", moe, "tp", nbytes))
     if d.tp_moe > 1:
         nbytes = int(load.pairs * h * reduced)
         add("moe_tp_all_reduce", net.price("all_reduce", moe, "tp", nbytes))
     if d.ep_moe > 1:
         add("ep_combine", _cost(a2a))
     return out
+
+
+def flat_expert_scheme(moe: ParallelScheme) -> ParallelScheme:
+    """The expert group as one EP group of ``moe_tp·moe_ep`` ranks (the same devices): the
+    flat token exchange of a layout that is not ``shard.lane_wise``."""
+    return ParallelScheme(
+        tp=1, ep=moe.tp * moe.ep, cp=moe.cp, dp=moe.dp, pp=moe.pp, ep1=moe.tp * moe.ep, ep2=1
+    )
 
 
 def pipeline_transfer(net: PricedNetwork, dense: ParallelScheme, shape: LayerShape, q: int) -> Cost:

@@ -59,7 +59,7 @@ class PlanMetrics:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["plan"] = asdict(self.plan)
+        d["plan"] = self.plan.fields()
         d["memory_bytes_per_device"] = self.memory_bytes_per_device
         d["warnings"] = list(self.warnings)
         return d

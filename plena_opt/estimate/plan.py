@@ -81,8 +81,12 @@ def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
 class Plan:
     """How the model is split over the devices (analytic-model §4.2).
 
-    ``tp·ep·dp·pp·cp`` devices; ``moe_tp_mode`` says whether MoE layers fold TP ranks into EP
-    ranks (``replace``) or keep experts tensor-parallel (``keep``); ``comm_overlap`` says whether a
+    ``tp·ep·dp·pp·cp`` devices. Attention runs ``tp`` × ``ep`` per expert group (``ep`` ranks
+    are attention data-parallel: each holds its own sequences and KV cache) and ``dp`` replicas
+    of the group. The routed experts run ``moe_tp`` × ``moe_ep`` over the same ``tp·ep`` devices
+    (``moe_split``): ``moe_tp`` > 0 names the experts' TP degree (any divisor of ``tp·ep``);
+    ``moe_tp`` = 0 takes it from ``moe_tp_mode``, the shorthands ``replace`` (fold the TP ranks
+    into EP ranks) and ``keep`` (experts keep the attention TP). ``comm_overlap`` says whether a
     layer's collectives overlap its compute (``full``: max, ``none``: sum).
     """
 
@@ -93,12 +97,25 @@ class Plan:
     cp: int = 1
     moe_tp_mode: str = "replace"
     comm_overlap: str = "none"
+    moe_tp: int = 0
 
     def __post_init__(self) -> None:
         for dim in PLAN_DIMS:
             check_int(dim, getattr(self, dim))
         check_choice("moe_tp_mode", self.moe_tp_mode, MOE_TP_MODES)
         check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
+        check_int("moe_tp", self.moe_tp, minimum=0)
+        group = self.tp * self.ep
+        if self.moe_tp and self.moe_tp_mode != "replace":
+            raise PlenaInputError(
+                "moe_tp", "give moe_tp or moe_tp_mode keep, not both (they name the same split)"
+            )
+        if self.moe_tp and group % self.moe_tp:
+            raise PlenaInputError(
+                "moe_tp",
+                f"moe_tp={self.moe_tp} must divide the tp*ep={group} devices of an expert group "
+                "(moe_tp x moe_ep = tp x ep)",
+            )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
@@ -108,15 +125,27 @@ class Plan:
         for k in ("moe_tp_mode", "comm_overlap"):
             if k in d:
                 kw[k] = str(d[k])
+        if d.get("moe_tp"):
+            kw["moe_tp"] = int(d["moe_tp"])
         return cls(**kw)
 
     @property
     def world_size(self) -> int:
         return self.tp * self.ep * self.dp * self.pp * self.cp
 
+    def fields(self) -> dict:
+        """Every field (``moe_tp`` only when set: a shorthand plan keeps the reference keys)."""
+        d = asdict(self)
+        if not self.moe_tp:
+            del d["moe_tp"]
+        return d
+
     def to_dict(self) -> dict:
         """The reference ``plan`` field (without ``comm_overlap``, which is an estimate option)."""
-        d = {k: v for k, v in asdict(self).items() if k != "comm_overlap"}
+        d = {k: v for k, v in asdict(self).items() if k not in ("comm_overlap", "moe_tp")}
+        if self.moe_tp:  # an explicit MoE split (absent for the shorthands, as the reference)
+            d["moe_tp"] = self.moe_tp
+            d["moe_ep"] = self.tp * self.ep // self.moe_tp
         d["world_size"] = self.world_size
         return d
 
@@ -124,7 +153,9 @@ class Plan:
         """Short human label, e.g. ``tp8 pp4`` (dims of 1 omitted)."""
         parts = [f"{d}{getattr(self, d)}" for d in PLAN_DIMS if getattr(self, d) != 1]
         text = " ".join(parts) or "single"
-        if self.moe_tp_mode != "replace":
+        if self.moe_tp:
+            text += f" moe-tp{self.moe_tp}xep{self.tp * self.ep // self.moe_tp}"
+        elif self.moe_tp_mode != "replace":
             text += f" {self.moe_tp_mode}"
         if self.comm_overlap != "none":
             text += " overlap"

@@ -34,7 +34,7 @@ class PlanPasses:
         self.ctx = ctx
         self.plan = plan
         # Everything but the passes is the same for plans that differ only in comm overlap.
-        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, validate)
+        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp, validate)
         base = ctx.plan_bases.get(key)
         if base is None:
             base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)

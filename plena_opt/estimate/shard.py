@@ -24,6 +24,41 @@ def moe_parallel(tp: int, ep: int, num_experts: int, mode: str) -> tuple[int, in
     return n // num_experts, num_experts
 
 
+def lane_wise(attention_tp: int, moe_tp: int) -> bool:
+    """Whether an explicit MoE split's token exchange runs lane by lane
+    (``DeviceShard.moe_lanes``): MoE TP rank ``l`` of every expert group trades with rank ``l``
+    of the others over the ``moe_ep`` ranks of its lane.
+
+    Devices are numbered TP-innermost, so lane ``l`` (devices ≡ l mod moe_tp) holds
+    ``attention_tp/moe_tp`` replicas of every attention-DP rank's tokens when ``moe_tp`` divides
+    the attention TP (``keep``: one; ``replace``, moe_tp = 1: all): those replicas split the
+    tokens and each sends its share to its lane's peers. Otherwise (e.g. attention TP1 × DP64
+    under MoE TP8 × EP8) a lane holds only some DP ranks' tokens: each token goes once to each
+    of its expert groups on a flat all-to-all over all ``moe_tp·moe_ep`` ranks (none when
+    moe_ep = 1), then the group all-gathers the copies over its MoE TP ranks; the combine
+    returns the all-reduced sums on the same flat all-to-all (``comm.layer_collectives``).
+    The ``replace``/``keep`` shorthands are priced lane by lane always, as the reference does
+    (the same unless ``replace`` gives moe_tp > tp: tp·ep above the expert count with
+    tp < tp·ep/experts)."""
+    return attention_tp % moe_tp == 0
+
+
+def moe_split(plan: Plan, num_experts: int) -> tuple[int, int]:
+    """(moe_tp, moe_ep) of the routed experts over one expert group's ``tp·ep`` devices: the
+    plan's explicit ``moe_tp`` (``moe_ep = tp·ep / moe_tp``) or its ``moe_tp_mode`` shorthand."""
+    if plan.moe_tp:
+        return plan.moe_tp, plan.tp * plan.ep // plan.moe_tp
+    return moe_parallel(plan.tp, plan.ep, num_experts, plan.moe_tp_mode)
+
+
+def shorthand_split(plan: Plan, num_experts: int) -> Plan:
+    """``plan`` with its ``moe_tp_mode`` shorthand written as the general ``moe_tp`` (the same
+    experts' split, priced alike)."""
+    from dataclasses import replace
+
+    return replace(plan, moe_tp_mode="replace", moe_tp=moe_split(plan, num_experts)[0])
+
+
 def dense_scheme(plan: Plan) -> ParallelScheme:
     """Attention, dense FFN, norms and pipeline transfers: EP ranks behave as DP (§4.2)."""
     return ParallelScheme(tp=plan.tp, ep=1, cp=plan.cp, dp=plan.dp * plan.ep, pp=plan.pp)
@@ -53,12 +88,15 @@ class DeviceShard:
     shared_ffn: int = 0  # ceil(shared experts' width / tp): TP-split, replicated over ep and dp
     linear_k_heads: int = 0  # Gated DeltaNet key heads / tp (linear-attention layers)
     linear_v_heads: int = 0  # Gated DeltaNet value heads / tp
+    # The token exchange runs lane by lane over moe_ep ranks (``lane_wise``); the
+    # shorthands always do, as the reference prices them.
+    moe_lanes: bool = True
 
     @classmethod
     def build(cls, model: ModelSpec, plan: Plan, workload: Workload) -> DeviceShard:
         tp = plan.tp
         if model.num_experts:
-            tp_moe, ep_moe = moe_parallel(tp, plan.ep, model.num_experts, plan.moe_tp_mode)
+            tp_moe, ep_moe = moe_split(plan, model.num_experts)
         else:
             tp_moe, ep_moe = tp, 1
         micro = ceil(workload.batch_size / plan.pp)
@@ -77,6 +115,7 @@ class DeviceShard:
             shared_ffn=ceil(model.shared_expert_intermediate_size / tp),
             linear_k_heads=ceil(model.linear_num_key_heads / tp),
             linear_v_heads=ceil(model.linear_num_value_heads / tp),
+            moe_lanes=not plan.moe_tp or lane_wise(tp, tp_moe),
         )
 
 
@@ -121,10 +160,10 @@ def validate_plan(
                 bare=True,
             )
     if model.num_experts:
-        _, ep_moe = moe_parallel(tp, plan.ep, model.num_experts, plan.moe_tp_mode)
+        _, ep_moe = moe_split(plan, model.num_experts)
         if model.num_experts % ep_moe:
             raise PlenaInputError(
-                "ep",
+                "moe_tp" if plan.moe_tp else "ep",
                 f"{model.num_experts} experts do not split evenly over {ep_moe} "
                 "expert-parallel ranks",
                 bare=True,
@@ -133,6 +172,8 @@ def validate_plan(
         raise PlenaInputError(
             "ep", "ep > 1 needs a model with MoE layers; use dp for a dense model"
         )
+    elif plan.moe_tp:
+        raise PlenaInputError("moe_tp", "moe_tp needs a model with MoE layers")
     return plan_warnings(model, plan, workload)
 
 

@@ -8,6 +8,12 @@ the engine cannot run the plan as priced. Mappings (flag names in ``engines.json
 - context parallelism ``cp``: vLLM ``--prefill-context-parallel-size cp`` (more ranks) with
   ``--decode-context-parallel-size cp`` (the decode KV sharded over the same ranks); SGLang
   ``--attn-cp-size cp`` inside a TP group of ``tp·cp`` ranks (``--enable-prefill-cp``);
+- an explicit MoE split (``plan.moe_tp``: attention ``tp`` × DP ``ep``, experts ``moe_tp`` ×
+  ``moe_ep`` over the same ``tp·ep`` devices, one expert group per server): vLLM runs the
+  experts EP over all of them (``--enable-expert-parallel``, moe_tp 1) or TP over them (moe_ep
+  1); SGLang ``--tp-size tp·ep --enable-dp-attention --dp-size ep --ep-size moe_ep``;
+  TensorRT-LLM ``--tp_size tp·ep`` with ``enable_attention_dp`` (attention TP1 only),
+  ``moe_expert_parallel_size`` and ``moe_tensor_parallel_size`` in its options YAML;
 - a server larger than a node: vLLM ``--nnodes/--node-rank/--master-addr`` (one replica over
   nodes) or ``--data-parallel-size-local/--data-parallel-address`` (whole replicas per node);
   SGLang ``--nnodes/--node-rank/--dist-init-addr`` on every node.
@@ -21,6 +27,29 @@ from plena_opt.estimate.plan import Plan
 from plena_opt.export.launch import ENGINES, HEAD_IP, ExportSpec, LaunchConfig
 
 KEEP = "moe_tp_mode keep (experts tensor-parallel inside expert groups) has no engine argument"
+REPLICATED_GROUPS = (
+    "an explicit MoE split with dp > 1 keeps dp replicas of the expert group: export the "
+    "dp=1 plan and run dp servers behind a load balancer"
+)
+
+
+def _split(plan: Plan) -> tuple[int, int]:
+    """(moe_tp, moe_ep) of an explicit MoE split over the ``tp·ep`` devices of its group."""
+    return plan.moe_tp, plan.tp * plan.ep // plan.moe_tp
+
+
+def _vllm_moe(plan: Plan) -> tuple[bool, list[str]]:
+    """(``--enable-expert-parallel``, refusals) of the plan's MoE layout on vLLM."""
+    if not plan.moe_tp:
+        return plan.ep > 1, []
+    mt, me = _split(plan)
+    bad = [REPLICATED_GROUPS] if plan.dp > 1 else []
+    if mt > 1 and me > 1:
+        bad.append(
+            f"moe_tp={mt} x moe_ep={me}: vLLM runs the experts either EP over all tp x "
+            "data-parallel ranks (--enable-expert-parallel) or TP over them, not both"
+        )
+    return me > 1, bad
 
 
 def _refuse(engine: str, role: str, reasons: list[str]) -> list[LaunchConfig]:
@@ -53,8 +82,10 @@ def _formats(engine: str, precision: str | None, spec: ExportSpec) -> tuple[list
 def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
     """``vllm serve`` of the plan, one command per node."""
     f, eng = ENGINES["vllm"]["flags"], ENGINES["vllm"]
-    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
-    if plan.ep > 1 and plan.dp > 1:
+    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 and not plan.moe_tp else []
+    expert_parallel, moe_bad = _vllm_moe(plan)
+    bad += moe_bad
+    if plan.ep > 1 and plan.dp > 1 and not plan.moe_tp:
         bad.append(
             "with --enable-expert-parallel the experts span every tp x dp rank; a plan with "
             "dp > 1 and ep > 1 keeps dp replicas of each expert group"
@@ -83,7 +114,7 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
         argv += [f["prefill_cp"], str(plan.cp), f["decode_cp"], str(plan.cp)]
     if replicas > 1:
         argv += [f["dp"], str(replicas)]
-    if plan.ep > 1:
+    if expert_parallel:
         argv.append(f["expert_parallel"])
     argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
@@ -138,8 +169,10 @@ def _json(doc: dict) -> str:
 def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
     """``python -m sglang.launch_server`` of the plan, one command per node."""
     f, eng = ENGINES["sglang"]["flags"], ENGINES["sglang"]
-    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
-    if plan.ep > 1:
+    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 and not plan.moe_tp else []
+    if plan.moe_tp and plan.dp > 1:
+        bad.append(REPLICATED_GROUPS)
+    if plan.ep > 1 and not plan.moe_tp:
         bad.append(
             "ep > 1: SGLang's --ep-size splits the experts inside the TP group (ep-size <= "
             "tp-size), while the plan's expert groups sit beside tp as separate replicas; "
@@ -152,7 +185,12 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     if bad or fbad:
         return _refuse("sglang", role, bad + fbad)
     argv = [a.format(model=spec.model) for a in eng["command"]]
-    argv += [f["tp"], str(plan.tp * plan.cp)]
+    argv += [f["tp"], str(plan.tp * plan.cp * plan.ep)]
+    if plan.moe_tp:  # attention TP tp-size/dp-size, experts EP ep-size x TP tp-size/ep-size
+        if plan.ep > 1:
+            argv += [f["dp_attention"], f["dp"], str(plan.ep)]
+        if _split(plan)[1] > 1:
+            argv += [f["ep"], str(_split(plan)[1])]
     if plan.cp > 1:
         argv += [f["attn_cp"], str(plan.cp), f["prefill_cp"]]
         notes.append(
@@ -191,8 +229,13 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
 def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
     """``trtllm-serve`` of one replica (run ``dp·ep`` of them) with its extra options YAML."""
     f, eng = ENGINES["trtllm"]["flags"], ENGINES["trtllm"]
-    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 else []
-    if plan.ep > 1:
+    bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 and not plan.moe_tp else []
+    if plan.moe_tp and plan.tp > 1 and plan.ep > 1:
+        bad.append(
+            f"attention tp={plan.tp} x dp={plan.ep}: TensorRT-LLM's attention DP "
+            "(enable_attention_dp) runs attention TP1 over all tp_size ranks"
+        )
+    if plan.ep > 1 and not plan.moe_tp:
         bad.append(
             "ep > 1: trtllm-serve's --ep_size splits experts inside the TP group; the "
             "plan's expert groups beside tp are not mapped"
@@ -207,7 +250,7 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             "disaggregated serving (trtllm-serve disaggregated with a cache "
             "transceiver per server) is not written by this version"
         )
-    size = plan.tp * plan.pp
+    size = plan.tp * plan.pp * (plan.ep if plan.moe_tp else 1)
     if size > spec.gpus_per_node:
         bad.append(
             f"a replica of {size} devices spans nodes: trtllm-serve then needs an MPI "
@@ -219,10 +262,13 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {spec.memory_fraction:g}"]
     if spec.kv_precision in eng["precision"]["kv_cache_dtype"]:
         yaml.append(f"  dtype: {eng['precision']['kv_cache_dtype'][spec.kv_precision]}")
-    replicas = plan.dp * plan.ep
+    replicas = plan.dp * (1 if plan.moe_tp else plan.ep)
+    if plan.moe_tp:
+        yaml += _trtllm_moe(plan, eng["llm_args"])
     argv = [a.format(model=spec.model) for a in eng["command"]]
-    argv += [f["tp"], str(plan.tp), f["pp"], str(plan.pp)]
-    argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
+    argv += [f["tp"], str(size // plan.pp), f["pp"], str(plan.pp)]
+    seqs = ceil(batch / (plan.dp * plan.ep))  # per replica, or per attention-DP rank
+    argv += [f["max_seqs"], str(seqs), f["max_len"], str(spec.max_len)]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", f["port"], str(port)]
     argv += [f["extra"], eng["extra_file"]]
     notes.append(
@@ -235,6 +281,13 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             "load balancer: the plan's replicas"
         )
     return [LaunchConfig("trtllm", role, argv, notes, files={eng["extra_file"]: "\n".join(yaml)})]
+
+
+def _trtllm_moe(plan: Plan, keys: dict[str, str]) -> list[str]:
+    """The options YAML lines of an explicit MoE split (attention DP when ``ep`` > 1)."""
+    mt, me = _split(plan)
+    lines = [f"{keys['attention_dp']}: true"] if plan.ep > 1 else []
+    return lines + [f"{keys['moe_ep']}: {me}", f"{keys['moe_tp']}: {mt}"]
 
 
 BUILDERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}

@@ -26,7 +26,7 @@ ENGINE_NAMES = ("vllm", "sglang", "trtllm")
 FORMATS = (*ENGINE_NAMES, "json")
 HEAD_IP = "$HEAD_IP"  # the first node's address, a shell variable the scripts require
 _KEY = re.compile(
-    r"^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(replace|keep)-(none|full)-b(\d+)(?:-(\w+))?$"
+    r"^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(replace|keep|mtp\d+)-(none|full)-b(\d+)(?:-(\w+))?$"
 )
 _DEPLOYMENT = re.compile(r"^(\d+)P:([^+]+)\+(\d+)D:(.+)$")
 
@@ -56,7 +56,10 @@ def parse_point_key(text: str) -> tuple[Plan, int, str | None]:
             raise PlenaInputError(
                 "plan", f"plan {text!r}: unknown precision {prec!r}; one of {', '.join(PRECISIONS)}"
             )
-    return Plan(tp, ep, dp, pp, cp, m.group(6), m.group(7)), int(m.group(8)), prec
+    mode = m.group(6)  # a shorthand, or ``mtpN``: an explicit MoE split (moe_tp = N)
+    moe_tp = int(mode[3:]) if mode.startswith("mtp") else 0
+    plan = Plan(tp, ep, dp, pp, cp, "replace" if moe_tp else mode, m.group(7), moe_tp)
+    return plan, int(m.group(8)), prec
 
 
 def parse_deployment_key(text: str) -> tuple[int, str, int, str] | None:

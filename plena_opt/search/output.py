@@ -42,6 +42,7 @@ CSV_FIELDS = (
     "tps_per_kilowatt",
     "power_watts_per_device",
     "key",
+    "moe_tp",  # an explicit MoE split (empty: moe_tp_mode's shorthand)
 )
 
 

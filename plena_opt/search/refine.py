@@ -8,7 +8,9 @@ legal points one step away in one plan dimension:
 * a prime factor of the device count moved from one of ``tp, ep, dp, pp, cp`` to another (the
   product stays the device count; ``tp`` reaching 1 makes the MoE mode ``replace``, as the space
   stores it);
-* the other MoE TP mode, the other comm-overlap choices;
+* the other MoE splits of the same shape (the other shorthand, the explicit ``moe_tp`` values; an
+  explicit split keeps its ``moe_tp`` across a factor move while it divides tp·ep), the other
+  comm-overlap choices;
 * the adjacent batch size and the adjacent precision (when searched), in the order given.
 
 ``neighbour_order`` lists the unscored neighbours of a front round-robin over the front's points
@@ -68,10 +70,38 @@ def _factor_moves(point: Point, primes: Sequence[int]) -> list[tuple[str, Point]
                 if dims[src] % f:
                     continue
                 new = dict(dims, **{src: dims[src] // f, dst: dims[dst] * f})
-                mode = p.moe_tp_mode if new["tp"] > 1 else "replace"
-                plan = Plan(**new, moe_tp_mode=mode, comm_overlap=p.comm_overlap)
+                split = _split_after(p, new["tp"], new["ep"])
+                if split is None:
+                    continue
+                plan = Plan(**new, moe_tp_mode=split[0], comm_overlap=p.comm_overlap,
+                            moe_tp=split[1])  # fmt: skip
                 out.append((f"{src}>{dst}", replace(point, plan=plan)))
     return out
+
+
+def _split_after(p: Plan, tp: int, ep: int) -> tuple[str, int] | None:
+    """(moe_tp_mode, moe_tp) of ``p``'s MoE split on a shape of ``tp``, ``ep``, as the space
+    stores it (an explicit moe_tp equal to 1 or tp is the ``replace``/``keep`` shorthand); None
+    when the explicit moe_tp no longer divides tp·ep."""
+    if not p.moe_tp:
+        return (p.moe_tp_mode if tp > 1 else "replace"), 0
+    if (tp * ep) % p.moe_tp:
+        return None
+    if p.moe_tp == tp:
+        return ("keep" if tp > 1 else "replace"), 0
+    return ("replace", 0) if p.moe_tp == 1 else ("replace", p.moe_tp)
+
+
+def _split_moves(point: Point, space: PlanSpace) -> list[tuple[str, Point]]:
+    """The other MoE splits of the point's shape: the other shorthand and every explicit
+    ``moe_tp`` of the space (the ones that do not divide tp·ep are not in the space)."""
+    p = point.plan
+    splits = [(m, 0) for m in MOE_TP_MODES] + [("replace", mt) for mt in space.moe_tps]
+    return [
+        ("mode", replace(point, plan=replace(p, moe_tp_mode=m, moe_tp=mt)))
+        for m, mt in splits
+        if (m, mt) != (p.moe_tp_mode, p.moe_tp) and (not mt or (p.tp * p.ep) % mt == 0)
+    ]
 
 
 def moves(point: Point, space: PlanSpace, primes: Sequence[int] | None = None) -> list[Move]:
@@ -81,11 +111,7 @@ def moves(point: Point, space: PlanSpace, primes: Sequence[int] | None = None) -
     primes = prime_factors(space.num_devices) if primes is None else primes
     p = point.plan
     cands = _factor_moves(point, primes)
-    cands += [
-        ("mode", replace(point, plan=replace(p, moe_tp_mode=m)))
-        for m in MOE_TP_MODES
-        if m != p.moe_tp_mode
-    ]
+    cands += _split_moves(point, space)
     cands += [
         ("overlap", replace(point, plan=replace(p, comm_overlap=o)))
         for o in COMM_OVERLAPS

@@ -47,7 +47,16 @@ class CapacityCache:
         """The plan's bound in ``precision`` (None when the evaluator is not the analytic
         ``Evaluator``, e.g. a test fake: the bound needs its ``ctx``, which ``PlanEvaluator``
         does not declare)."""
-        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, precision)
+        key = (
+            plan.tp,
+            plan.ep,
+            plan.dp,
+            plan.pp,
+            plan.cp,
+            plan.moe_tp_mode,
+            plan.moe_tp,
+            precision,
+        )
         if key not in self._bounds:
             ctx = getattr(ev, "ctx", None)
             if ctx is None:

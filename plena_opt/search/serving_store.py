@@ -58,7 +58,7 @@ def _params(e: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         ("prefill_", e["prefill"]), ("decode_", e["decode"])
     ]  # fmt: skip
     for prefix, pool in pools:
-        for d in (*DIMS, "batch_size", "workers"):
+        for d in (*DIMS, "batch_size", "workers", "moe_tp"):  # moe_tp: an explicit MoE split
             if d in pool:
                 params[prefix + d] = int(pool[d])
                 dists[prefix + d] = ints

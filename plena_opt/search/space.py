@@ -2,7 +2,8 @@
 
 Legality is decided by the evaluator (``Evaluator.check``, analytic-model §4.2), so a plan is never
 priced as if legal. For Optuna the independent choices are ``tp``, ``ep``, ``pp``, ``cp`` (the
-values that occur in legal plans), ``moe_tp_mode`` (MoE models only), ``comm_overlap`` and, with a
+values that occur in legal plans), ``moe_tp_mode`` and ``moe_tp`` (MoE models only: the experts'
+split over the tp·ep devices of an expert group, 0 for the shorthand), ``comm_overlap`` and, with a
 batch list, ``batch_size`` and, with ``--precisions``, ``precision`` (the storage format of
 weights and activations, ``plena_opt.chip.precision.FORMATS``); ``dp`` is derived as the device
 count divided by the others, and a suggestion whose derived plan is not legal is recorded as
@@ -37,8 +38,9 @@ class Point:
     def key(self) -> str:
         """Stable text key, e.g. ``tp8-ep1-dp1-pp4-cp1-replace-none-b16`` (cache and trial attr)."""
         p = self.plan
+        mode = f"mtp{p.moe_tp}" if p.moe_tp else p.moe_tp_mode
         return (
-            f"tp{p.tp}-ep{p.ep}-dp{p.dp}-pp{p.pp}-cp{p.cp}-{p.moe_tp_mode}-{p.comm_overlap}"
+            f"tp{p.tp}-ep{p.ep}-dp{p.dp}-pp{p.pp}-cp{p.cp}-{mode}-{p.comm_overlap}"
             f"-b{self.batch_size}" + (f"-{self.precision}" if self.precision else "")
         )
 
@@ -54,6 +56,8 @@ class Point:
             "comm_overlap": p.comm_overlap,
             "batch_size": self.batch_size,
         }
+        if p.moe_tp:  # an explicit MoE split (absent for the shorthands)
+            d["moe_tp"] = p.moe_tp
         if self.precision is not None:
             d["precision"] = self.precision
         return d
@@ -106,8 +110,11 @@ class PlanSpace:
         shapes = [
             p for p in legal_shapes if p.moe_tp_mode == "replace" or (self.is_moe and p.tp > 1)
         ]
+        if self.is_moe:
+            shapes += self._splits([p for p in legal_shapes if p.moe_tp_mode == "replace"], check)
+        self.moe_tps = sorted({p.moe_tp for p in shapes if p.moe_tp})
         self.points: list[Point] = [
-            Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov), b, prec)
+            Point(Plan(p.tp, p.ep, p.dp, p.pp, p.cp, p.moe_tp_mode, ov, p.moe_tp), b, prec)
             for prec in self.precisions
             for b in self.batch_sizes
             for p in shapes
@@ -117,6 +124,23 @@ class PlanSpace:
         self.choices: dict[str, list[Any]] = {
             d: sorted({getattr(p, d) for p in shapes}) or [1] for d in SEARCH_DIMS
         }
+
+    def _splits(self, shapes: list[Plan], check: Any) -> list[Plan]:
+        """The legal explicit MoE splits of ``shapes``: every ``moe_tp`` dividing tp·ep but 1 and
+        tp (those are the ``replace`` and ``keep`` shorthands, priced alike)."""
+        out = []
+        for p in shapes:
+            for mt in divisors(p.tp * p.ep):
+                if mt in (1, p.tp):
+                    continue
+                plan = Plan(p.tp, p.ep, p.dp, p.pp, p.cp, moe_tp=mt)
+                try:
+                    check(plan)
+                except ValueError as exc:
+                    self.illegal[(p.tp, p.ep, p.dp, p.pp, p.cp, f"moe_tp={mt}")] = str(exc)
+                    continue
+                out.append(plan)
+        return out
 
     def __len__(self) -> int:
         return len(self.points)
@@ -131,6 +155,8 @@ class PlanSpace:
         }
         if self.is_moe:
             dists["moe_tp_mode"] = CategoricalDistribution(list(MOE_TP_MODES))
+        if self.moe_tps:
+            dists["moe_tp"] = CategoricalDistribution([0, *self.moe_tps])
         dists["comm_overlap"] = CategoricalDistribution(list(COMM_OVERLAPS))
         if len(self.batch_sizes) > 1:
             dists["batch_size"] = CategoricalDistribution(list(self.batch_sizes))
@@ -145,7 +171,7 @@ class PlanSpace:
 
     def params(self, point: Point) -> dict[str, Any]:
         """The Optuna params of a legal ``point`` (``dp`` is derived, so not a param)."""
-        d = point.to_dict()
+        d = {"moe_tp": 0, **point.to_dict()}
         return {name: d[name] for name in self.distributions()}
 
     def point_from_params(self, params: dict[str, Any]) -> tuple[Point | None, str | None]:
@@ -159,8 +185,15 @@ class PlanSpace:
         if self.num_devices % rest:
             return None, (f"tp·ep·pp·cp = {rest} does not divide the {self.num_devices} devices")
         dp = self.num_devices // rest
-        point = Point(Plan(tp, ep, dp, pp, cp, mode, overlap), batch, prec)
+        mt = int(params.get("moe_tp", 0))
+        if mt and (tp * ep) % mt:
+            return None, f"moe_tp={mt} does not divide the tp*ep={tp * ep} devices of a group"
+        if mt in (1, tp):  # the shorthands' splits: the canonical plan
+            mode, mt = ("keep" if tp > 1 else "replace") if mt == tp else "replace", 0
+        mode = "replace" if mt else mode
+        point = Point(Plan(tp, ep, dp, pp, cp, mode, overlap, mt), batch, prec)
         if point in self._legal:
             return point, None
-        reason = self.illegal.get((tp, ep, dp, pp, cp, mode), "not in the legal plan space")
+        where = f"moe_tp={mt}" if mt else mode
+        reason = self.illegal.get((tp, ep, dp, pp, cp, where), "not in the legal plan space")
         return None, reason

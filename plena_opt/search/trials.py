@@ -13,7 +13,8 @@ One trial per distinct scored plan (service-conventions §1.1), written in batch
 Every trial carries its constraint values twice: Optuna 5's ``constraints:<name>`` system
 attributes and the ``constraints`` list that optuna-dashboard reads (both ≤ 0 feasible), and its
 params are the whole plan (``tp, ep, dp, pp, cp, moe_tp_mode, comm_overlap, batch_size`` and,
-when the search searches formats, ``precision``).
+when the search searches formats, ``precision``; where the space holds explicit MoE splits,
+``moe_tp``, 0 for a shorthand plan).
 Illegal suggestions and repeated suggestions of a sampler never reach the store (the sampler runs
 on its own in-memory study, ``plena_opt.search.sampled``).
 """
@@ -49,6 +50,7 @@ PLAN_PARAMS = (
     "comm_overlap",
     "batch_size",
     "precision",
+    "moe_tp",
 )
 SCORED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -61,6 +63,8 @@ def plan_distributions(space: PlanSpace) -> dict[str, BaseDistribution]:
         for d in ("tp", "ep", "dp", "pp", "cp")
     }
     dists["moe_tp_mode"] = CategoricalDistribution(list(MOE_TP_MODES))
+    if space.moe_tps:
+        dists["moe_tp"] = CategoricalDistribution([0, *space.moe_tps])
     dists["comm_overlap"] = CategoricalDistribution(list(COMM_OVERLAPS))
     dists["batch_size"] = CategoricalDistribution(list(space.batch_sizes))
     if space.searches_precision:
@@ -93,7 +97,7 @@ def record_trial(rec: Record, dists: dict[str, BaseDistribution], number: int) -
         values=values,
         datetime_start=now,
         datetime_complete=now,
-        params={k: v for k, v in rec.point.to_dict().items() if k in dists},
+        params={k: v for k, v in {"moe_tp": 0, **rec.point.to_dict()}.items() if k in dists},
         distributions=dists,
         user_attrs=attrs,
         system_attrs=cons,

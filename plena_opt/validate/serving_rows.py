@@ -81,6 +81,7 @@ class Deployment:
     input_len: int
     output_len: int
     concurrency: int
+    moe_tp: int = 0  # an explicit MoE split (``Plan.moe_tp``); 0: ``moe_tp_mode`` says
 
 
 class Refused(Exception):
@@ -147,7 +148,7 @@ def resolve(row: ServingRow) -> Deployment:
     chip, noc, per_node = SYSTEMS[system]
     model = resolved[0]
     fmt = _format(row, chip, model)
-    tp, ep, mode, gpus = _split(row, model)
+    tp, ep, mode, gpus, moe_tp = _split(row, model)
     conc, batch = _int(row, "concurrency"), row.get("batch_size")
     if batch and conc != _int(row, "batch_size") * _int(row, "attention_dp_size", 1):
         raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
@@ -156,7 +157,7 @@ def resolve(row: ServingRow) -> Deployment:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
     return Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
-                      _int(row, "isl"), _int(row, "osl"), conc)  # fmt: skip
+                      _int(row, "isl"), _int(row, "osl"), conc, moe_tp)  # fmt: skip
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
@@ -198,8 +199,9 @@ def _on_chip(fmt: str, mode: str, chip, model) -> str:
     return fmt
 
 
-def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int]:
-    """(plan tp, plan ep, moe_tp_mode, GPUs) of the row's attention and MoE sizes."""
+def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int, int]:
+    """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes:
+    a shorthand where one gives the row's MoE split, else the explicit ``moe_tp``."""
     from plena_opt.estimate.shard import moe_parallel
     from plena_opt.models import load_model
 
@@ -210,15 +212,16 @@ def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int]:
     if not experts:
         if dp != 1:
             raise Refused("attention data parallelism on a dense model is not modelled")
-        return tp, 1, "replace", tp
+        return tp, 1, "replace", tp, 0
     mtp, mep = _int(row, "moe_tp_size"), _int(row, "moe_ep_size")
     if mtp * mep != tp * dp:
         raise Refused(f"size fields disagree: moe {mtp}x{mep} GPUs vs attention {tp}x{dp}")
     for mode in ("keep", "replace"):
         try:
             if moe_parallel(tp, dp, experts, mode) == (mtp, mep):
-                return tp, dp, mode, tp * dp
+                return tp, dp, mode, tp * dp, 0
         except PlenaInputError:
             continue
-    raise Refused(f"MoE tp {mtp} x ep {mep} under attention tp {tp} x dp {dp} is not expressible "
-                  "(experts keep the attention TP or fold it all into EP; issue 24)")  # fmt: skip
+    if experts % mep:
+        raise Refused(f"{experts} experts do not split over moe_ep_size {mep}")
+    return tp, dp, "replace", tp * dp, mtp

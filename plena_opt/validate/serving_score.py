@@ -173,7 +173,7 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
 def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel:
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
-           d.input_len, d.output_len)  # fmt: skip
+           d.input_len, d.output_len, d.moe_tp)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -197,6 +197,6 @@ def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
     routing = "power_law" if model.num_experts else "balanced"
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing)  # fmt: skip
-    plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode)
+    plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     return StepModel.from_problem(model, noc, gpu_memory(chip), chip, wl, plan, eng)  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ class ServingIn(_In):
     pp: int = Field(4, ge=1, le=limits.MAX_DEGREE)
     cp: int = Field(1, ge=1, le=limits.MAX_DEGREE)
     moe_tp_mode: Literal["replace", "keep"] = "replace"
+    moe_tp: int = Field(0, ge=0, le=limits.MAX_DEGREE)  # explicit MoE split; 0: by the mode
     comm_overlap: Literal["none", "full"] = "none"
     batch_size: int = Field(16, ge=1, le=limits.MAX_BATCH)
     input_seq: int = Field(2048, ge=1, le=limits.MAX_SEQ)
@@ -248,6 +249,7 @@ class ServingPoolOut(BaseModel):
     pp: int
     cp: int
     moe_tp_mode: Literal["replace", "keep"]
+    moe_tp: int = 0  # an explicit MoE split (``Plan.moe_tp``); 0: by moe_tp_mode
     comm_overlap: Literal["none", "full"]
     batch_size: int
     workers: int

@@ -40,7 +40,7 @@ WORKLOAD_FIELDS = (
     "include_lm_head",
     "routing",
 )
-PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
+PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap", "moe_tp")
 
 
 @dataclass(frozen=True)
@@ -321,7 +321,7 @@ def to_workload(w: pb.Workload, field: str = "workload") -> Any:
 
 def plan_kwargs(p: pb.Plan) -> dict:
     kwargs: dict[str, Any] = {}
-    for name in ("tp", "ep", "dp", "pp", "cp"):
+    for name in ("tp", "ep", "dp", "pp", "cp", "moe_tp"):
         value = _opt(p, name)
         if value is not None:
             kwargs[name] = value
@@ -338,11 +338,11 @@ def to_plan(p: pb.Plan, field: str = "plan") -> Any:
     from plena_opt.estimate import Plan
 
     for name, value in plan_kwargs(p).items():
-        if name in PLAN_DIMS and value > bounds.MAX_DEVICES:
+        if name in (*PLAN_DIMS, "moe_tp") and value > bounds.MAX_DEVICES:
             raise PlenaInputError(
                 f"{field}.{name}",
-                f"{field}.{name} must be between 1 and {bounds.MAX_DEVICES:,} (the devices of "
-                f"a NoC profile), got {value}",
+                f"{field}.{name} must be between {0 if name == 'moe_tp' else 1} and "
+                f"{bounds.MAX_DEVICES:,} (the devices of a NoC profile), got {value}",
             )
     try:
         return Plan(**plan_kwargs(p))

@@ -26,6 +26,7 @@ class ServingProblem:
     pp: int = 1
     cp: int = 1
     moe_tp_mode: str = "replace"
+    moe_tp: int = 0
     comm_overlap: str = "none"
     batch_size: int = 16
     input_seq: int = 2048
@@ -57,16 +58,17 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
         spec["chip"] = problem.chip
         if api.names_gpu_chip(problem.chip):
             del spec["memory"]  # a GPU chip carries its HBM
-    plan = api.Plan(
-        tp=problem.tp,
-        ep=problem.ep,
-        dp=problem.dp,
-        pp=problem.pp,
-        cp=problem.cp,
-        moe_tp_mode=problem.moe_tp_mode,
-        comm_overlap=problem.comm_overlap,
-    )
     try:
+        plan = api.Plan(
+            tp=problem.tp,
+            ep=problem.ep,
+            dp=problem.dp,
+            pp=problem.pp,
+            cp=problem.cp,
+            moe_tp_mode=problem.moe_tp_mode,
+            comm_overlap=problem.comm_overlap,
+            moe_tp=problem.moe_tp,
+        )
         return api.estimate_plan(api.load_problem(spec), plan).document
     except PlenaInputError as exc:
         raise prefixed(exc, "serving") from None

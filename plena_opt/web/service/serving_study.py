@@ -31,6 +31,7 @@ def _pool(params: dict[str, Any], prefix: str, role: str, label: str) -> dict[st
     for d in DIMS:
         pool[d] = int(params.get(prefix + d, 1))
     pool["moe_tp_mode"] = "keep" if "keep" in words else "replace"
+    pool["moe_tp"] = int(params.get(prefix + "moe_tp", 0))  # an explicit MoE split, else 0
     pool["comm_overlap"] = "full" if "overlap" in words else "none"
     pool["batch_size"] = int(params[prefix + "batch_size"])
     pool["workers"] = int(params.get(prefix + "workers", 1))
@@ -72,6 +73,7 @@ def pool_command(problem: dict[str, Any] | None, pool: dict[str, Any]) -> str:
     for d in DIMS:
         argv += [f"--{d}", str(pool[d])]
     argv += ["--moe-tp-mode", pool["moe_tp_mode"], "--comm-overlap", pool["comm_overlap"]]
+    argv += ["--moe-tp", str(pool["moe_tp"])] if pool.get("moe_tp") else []
     argv += ["--batch-size", str(pool["batch_size"])]
     if pool["precision"]:
         argv += ["--precision", str(pool["precision"])]
@@ -136,7 +138,7 @@ def _row(t: Any, problem: dict[str, Any] | None) -> dict[str, Any]:
     plan = None
     if agg:
         p = pools[0]
-        plan = {k: p[k] for k in (*DIMS, "moe_tp_mode", "comm_overlap", "batch_size")}
+        plan = {k: p[k] for k in (*DIMS, "moe_tp_mode", "moe_tp", "comm_overlap", "batch_size")}
         if p["precision"]:
             plan["precision"] = p["precision"]
     energy = a.get("energy_j_per_token")

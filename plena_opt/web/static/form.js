@@ -28,7 +28,7 @@ export class SimForm {
     }
     $("schedule").addEventListener("change", () => this.renderDurations());
     $("simulate-comm").addEventListener("change", () => this.renderDurations());
-    for (const id of ["model", "noc", "chip", "memory", "s-tp", "s-ep", "s-dp", "s-pp", "s-cp", "s-moe", "s-overlap",
+    for (const id of ["model", "noc", "chip", "memory", "s-tp", "s-ep", "s-dp", "s-pp", "s-cp", "s-moe", "s-moe-tp", "s-overlap",
       "batch", "input-seq", "output-seq", "window-steps"]) {
       $(id).addEventListener("change", () => this.refreshEstimate());
     }
@@ -97,6 +97,7 @@ export class SimForm {
       chip: $("chip").value || undefined,
       tp: num("s-tp"), ep: num("s-ep"), dp: num("s-dp"), pp: num("s-pp"), cp: num("s-cp"),
       moe_tp_mode: $("s-moe").value,
+      moe_tp: num("s-moe-tp"),
       comm_overlap: $("s-overlap").value,
       batch_size: num("batch"),
       input_seq: num("input-seq"),
@@ -170,6 +171,7 @@ export class SimForm {
     set("s-tp", plan.tp); set("s-ep", plan.ep); set("s-dp", plan.dp);
     set("s-pp", plan.pp); set("s-cp", plan.cp);
     set("s-moe", plan.moe_tp_mode ?? "replace");
+    set("s-moe-tp", plan.moe_tp ?? 0);
     set("s-overlap", plan.comm_overlap ?? "none");
     set("batch", plan.batch_size ?? problem.batch_size);
     set("input-seq", problem.input_seq);

@@ -97,7 +97,7 @@ class Workload(_message.Message):
     def __init__(self, batch_size: _Optional[int] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., frequency_hz: _Optional[float] = ..., overlap_policy: _Optional[str] = ..., include_lm_head: _Optional[bool] = ..., routing: _Optional[str] = ..., precision: _Optional[str] = ..., kv_precision: _Optional[str] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap")
+    __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "moe_tp")
     TP_FIELD_NUMBER: _ClassVar[int]
     EP_FIELD_NUMBER: _ClassVar[int]
     DP_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class Plan(_message.Message):
     CP_FIELD_NUMBER: _ClassVar[int]
     MOE_TP_MODE_FIELD_NUMBER: _ClassVar[int]
     COMM_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    MOE_TP_FIELD_NUMBER: _ClassVar[int]
     tp: int
     ep: int
     dp: int
@@ -112,7 +113,8 @@ class Plan(_message.Message):
     cp: int
     moe_tp_mode: str
     comm_overlap: str
-    def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ...) -> None: ...
+    moe_tp: int
+    def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., moe_tp: _Optional[int] = ...) -> None: ...
 
 class NoiseSpec(_message.Message):
     __slots__ = ("version", "jitter_sigma", "rank_sigma", "straggler", "moe")
@@ -439,7 +441,7 @@ class SlaVerdict(_message.Message):
     def __init__(self, label: _Optional[str] = ..., percentile: _Optional[str] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., tps_per_device: _Optional[float] = ..., meets_sla: _Optional[bool] = ...) -> None: ...
 
 class ServingPlan(_message.Message):
-    __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size", "precision", "workers")
+    __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size", "precision", "workers", "moe_tp")
     TP_FIELD_NUMBER: _ClassVar[int]
     EP_FIELD_NUMBER: _ClassVar[int]
     DP_FIELD_NUMBER: _ClassVar[int]
@@ -450,6 +452,7 @@ class ServingPlan(_message.Message):
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    MOE_TP_FIELD_NUMBER: _ClassVar[int]
     tp: int
     ep: int
     dp: int
@@ -460,7 +463,8 @@ class ServingPlan(_message.Message):
     batch_size: int
     precision: str
     workers: int
-    def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., batch_size: _Optional[int] = ..., precision: _Optional[str] = ..., workers: _Optional[int] = ...) -> None: ...
+    moe_tp: int
+    def __init__(self, tp: _Optional[int] = ..., ep: _Optional[int] = ..., dp: _Optional[int] = ..., pp: _Optional[int] = ..., cp: _Optional[int] = ..., moe_tp_mode: _Optional[str] = ..., comm_overlap: _Optional[str] = ..., batch_size: _Optional[int] = ..., precision: _Optional[str] = ..., workers: _Optional[int] = ..., moe_tp: _Optional[int] = ...) -> None: ...
 
 class ServingDeployment(_message.Message):
     __slots__ = ("serving", "label", "plan", "prefill", "decode", "devices", "ttft_seconds", "tpot_seconds", "tps_per_device", "tps_per_user", "energy_j_per_token", "kv_transfer_seconds", "interference_seconds_per_token", "has_cost", "usd_per_million_output_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
