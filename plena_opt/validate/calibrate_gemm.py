@@ -2,7 +2,8 @@
 
 The full-range GEMM fit of a format is pulled by its compute-bound rows; where it over-prices the
 memory-bound (decode) rows, those rows get their own curve, used for GEMMs of at most
-``gemm_decode_max_tokens`` rows (``plena_opt.chip.gpu.perf``).
+``gemm_decode_max_tokens`` rows (``plena_opt.chip.gpu.perf``). A format other than
+``STREAMING_FORMAT`` always gets one, at that format's HBM streaming efficiency.
 """
 
 from __future__ import annotations
@@ -19,14 +20,28 @@ from plena_opt.validate.calibrate import DTYPE_BYTES, GEMM_DTYPES, Fit, _col, cu
 # fp8 fits by 15-33 % on H100, H200 and B200 (bf16 and nvfp4 by at most 9 %).
 DECODE_MAX_M = 128
 DECODE_MAX_BIAS = 0.10
+# HBM streaming is a property of the memory system, not of the weight format: the decode-range
+# curve of every other format holds the bandwidth efficiency of this format's full-range fit
+# (the curve fig09's decode scorecard validates on B200) and fits its own fixed time and blend.
+# Evidence: on Hopper, whose fp8 kernels are mature, a free fit of the decode rows gives fp8
+# the bf16 streaming efficiency (on the weight-streaming shapes, n*k >= SMs x 128 x 128: H100
+# 0.854 vs 0.850, H200 0.838 vs 0.834); on B200, vLLM 0.19's fp8 and nvfp4 kernels reach only
+# 0.61 and 0.48 there (no split-K at small m: too few output tiles for 148 SMs), which priced a
+# memory-bound fp8 or fp4 decode slower than bf16 (issue 24), and which the serving engines do
+# not show: Llama-3.1-70B fp8 at TP 1 on B200 decodes at 14.6 ms/token under TensorRT-LLM and
+# 16.3 under vLLM (../shared/data/validation/serving), while 70.5 GB of fp8 weights at
+# 0.61 x 8 TB/s alone take 14.5 ms.
+STREAMING_FORMAT = "bf16"
 
 
 def gemm_decode_fits(
     folder: Path, system: str, peaks: dict[str, float], bw: float, full: dict[str, Fit]
 ) -> dict[str, Fit]:
-    """Memory-bound GEMM curves (m ≤ ``DECODE_MAX_M``) for the formats whose full-range fit
-    ``full`` over-prices those rows; the compute efficiency stays the full-range one (these
-    rows do not determine it), bandwidth efficiency, fixed time and blend are refitted."""
+    """Memory-bound GEMM curves (m ≤ ``DECODE_MAX_M``): for ``STREAMING_FORMAT`` where its
+    full-range fit over-prices those rows (bandwidth efficiency, fixed time and blend refitted),
+    for every other format always, holding the ``STREAMING_FORMAT`` full-range bandwidth
+    efficiency (fixed time and blend refitted). The compute efficiency stays the format's
+    full-range one (these rows do not determine it)."""
     from scipy.optimize import least_squares
 
     rows = read_rows(folder / f"{system}_gemm_vllm-0.19.0.csv.gz")
@@ -42,20 +57,32 @@ def gemm_decode_fits(
         x_full = [g["compute_efficiency"], g["bandwidth_efficiency"], g["fixed_seconds"] * 1e6,
                   g["blend"]]  # fmt: skip
         bias = float(np.median(curve(x_full, flops, nbytes, peaks[fmt], bw) / t)) - 1
-        if bias <= DECODE_MAX_BIAS:
+        shared = None
+        if fmt != STREAMING_FORMAT and STREAMING_FORMAT in full:
+            shared = full[STREAMING_FORMAT].values["bandwidth_efficiency"]
+        elif bias <= DECODE_MAX_BIAS:
             continue
         ce = g["compute_efficiency"]
 
-        def resid(x, ce=ce, flops=flops, nbytes=nbytes, t=t, peak=peaks[fmt]):
-            return np.log(curve([ce, *x], flops, nbytes, peak, bw) / t)
+        def full_x(x, ce=ce, shared=shared):
+            return [ce, *x] if shared is None else [ce, shared, *x]
 
-        res = least_squares(resid, x_full[1:], bounds=([0.01, 0.0, 1.0], [1, 100, 20]))
-        x = [ce, *(float(v) for v in res.x)]
+        def resid(x, flops=flops, nbytes=nbytes, t=t, peak=peaks[fmt], full_x=full_x):
+            return np.log(curve(full_x(x), flops, nbytes, peak, bw) / t)
+
+        lo, hi = [0.01, 0.0, 1.0], [1, 100, 20]
+        x0 = x_full[1:] if shared is None else x_full[2:]
+        if shared is not None:
+            lo, hi = lo[1:], hi[1:]
+        res = least_squares(resid, x0, bounds=(lo, hi))
+        x = full_x([float(v) for v in res.x])
         ape = np.abs(curve(x, flops, nbytes, peaks[fmt], bw) / t - 1)
         data = (
             f"{system}_gemm_vllm-0.19.0.csv.gz gemm_dtype={dtype} m <= {DECODE_MAX_M} (the "
-            f"full-range fit over-prices these rows by {100 * bias:.0f} % median; "
-            "compute_efficiency kept from it)"
+            f"full-range fit prices these rows {100 * bias:+.0f} % median; "
+            "compute_efficiency kept from it"
+            + ("" if shared is None else f"; bandwidth_efficiency: gemm.{STREAMING_FORMAT}'s")
+            + ")"
         )
         values = {
             "compute_efficiency": ce,
