@@ -8,6 +8,7 @@ from functools import cache
 
 import pytest
 from deepstack import load_noc_profile
+from deepstack.gpu_nodes import first_devices
 
 from plena_opt.chip import load_chip
 from plena_opt.chip.gpu import gpu_profile_names
@@ -139,3 +140,65 @@ def test_an_fp8_plan_all_reduces_bf16_activations() -> None:
                        Workload(**wl, precision=p), c)  # fmt: skip
         tps[p] = ev.evaluate(Plan(tp=8)).tps
     assert tps["fp8"] >= tps["bf16"]
+
+
+@pytest.mark.parametrize("chip", sorted(NODES))
+def test_every_smaller_format_streams_weights_at_the_bf16_efficiency(chip: str) -> None:
+    """HBM streaming is a property of the memory system: the decode-range GEMM curve of every
+    format smaller than bf16 holds the bf16 kernels' bandwidth efficiency (B200 had fp8 0.57 and
+    nvfp4 0.47 against bf16 0.73, from vLLM 0.19's under-occupied small-m kernels)."""
+    from plena_opt.validate.calibrate_gemm import STREAMING_FORMAT
+
+    c = load_chip(chip)
+    shared = c.gemm[STREAMING_FORMAT].bandwidth_efficiency.value
+    for fmt in c.gemm:
+        if fmt != STREAMING_FORMAT:
+            assert c.gemm_decode[fmt].bandwidth_efficiency.value == shared, (chip, fmt)
+
+
+@pytest.mark.parametrize(("fmt", "quant"), [("fp8", "fp8"), ("fp4", "nvfp4")])
+def test_a_b200_decode_step_is_not_slower_than_the_measured_time_per_token(
+    fmt: str, quant: str
+) -> None:
+    """Llama-3.1-70B on one B200 at concurrency 4 (1,024 in, 1,024 out): a decode step of the
+    4 requests cannot take longer than the time per output token vLLM (the engine whose kernels
+    the kernel table measured) reached, which also carries the other requests' prefill chunks
+    (shipped serving measurements). The fp8 step was priced at 18.9 ms against 16.3 ms
+    measured (TensorRT-LLM: 14.6 ms), the nvfp4 step at 14.7 ms against 13.1 ms (12.1 ms)."""
+    import csv
+
+    from plena_opt.validate.serving_score import shipped_serving_csv
+
+    with shipped_serving_csv().open(newline="") as fh:
+        want = {"model_path": "meta-llama/Llama-3.1-70B", "system": "b200_sxm", "backend": "vllm",
+                "tp_size": "1", "gemm_quant_mode": quant, "concurrency": "4", "isl": "1024",
+                "osl": "1024"}  # fmt: skip
+        measured = [float(r["tpot_ms"]) * 1e-3 for r in csv.DictReader(fh)
+                    if all(r[k] == v for k, v in want.items())]  # fmt: skip
+    assert len(measured) == 1
+    c = load_chip("b200")
+    wl = Workload(batch_size=4, input_seq_len=1024, output_seq_len=1024, precision=fmt)
+    noc = first_devices(load_noc_profile("hgx-b200x8"), 1)
+    ev = Evaluator(load_model("llama-3.1-70b"), noc, gpu_memory(c), wl, c)
+    step = ev.evaluate(Plan(tp=1)).decode_step_seconds
+    assert step <= min(measured), (step, measured)
+
+
+def test_b200_decode_curves_are_the_kernel_fit() -> None:
+    """The shipped B200 decode-range GEMM curves are what ``calibrate_gemm`` fits now."""
+    from conftest import require_shared
+
+    from plena_opt.validate.calibrate import gemm_fits
+    from plena_opt.validate.calibrate_gemm import gemm_decode_fits
+
+    c = load_chip("b200")
+    peaks = {k: v.value for k, v in c.peak_flops.items()}
+    bw = c.hbm.bandwidth_bytes_per_s.value
+    kernels = require_shared() / "data" / "kernels"
+    fits = gemm_decode_fits(
+        kernels, "b200_sxm", peaks, bw, gemm_fits(kernels, "b200_sxm", peaks, bw)
+    )
+    assert set(fits) == set(c.gemm_decode) == {"fp8", "fp4"}
+    for fmt, fit in fits.items():
+        for name, value in fit.values.items():
+            assert getattr(c.gemm_decode[fmt], name).value == pytest.approx(value, rel=1e-3)
