@@ -92,3 +92,67 @@ def gemm_decode_fits(
         }
         out[fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
     return out
+
+
+# Parts on one compute die at one clock (the same datasheet peaks): H100 SXM5 and H200 are both
+# GH100 at 989 dense bf16 TFLOP/s (the H200 adds HBM3e, not compute). Their two kernel tables
+# give one die two fitted compute efficiencies (bf16 0.793 on the H100 table, 0.761 on the
+# H200's), which priced an H200 prefill up to 2 % slower than an H100's; the compute efficiency
+# of each format is fitted once on both tables (bandwidth efficiency, fixed time and blend stay
+# per table).
+SAME_DIE = (("h100_sxm", "h200_sxm"),)
+
+
+def _arrays(sel: list[dict[str, str]], fmt: str):
+    """(FLOPs, bytes, measured seconds) of GEMM rows in weight format ``fmt``."""
+    m, n, k = _col(sel, "m"), _col(sel, "n"), _col(sel, "k")
+    nbytes = DTYPE_BYTES[fmt] * n * k + 2 * (m * k + m * n)
+    return 2 * m * n * k, nbytes, _col(sel, "latency") * 1e-3
+
+
+def pooled_gemm_fits(folder: Path, specs: dict[str, tuple[dict[str, float], float]],
+                     fits: dict[str, dict[str, Fit]]) -> dict[str, dict[str, Fit]]:  # fmt: skip
+    """``fits`` (system → format → full-range fit) with the compute efficiency of each
+    ``SAME_DIE`` pair fitted jointly on both tables; ``specs``: system → (peaks, bandwidth)."""
+    from scipy.optimize import least_squares
+
+    out = {s: dict(f) for s, f in fits.items()}
+    for pair in SAME_DIE:
+        if not all(s in fits for s in pair):
+            continue
+        tables = {s: read_rows(folder / f"{s}_gemm_vllm-0.19.0.csv.gz") for s in pair}
+        for dtype, fmt in GEMM_DTYPES.items():
+            if not all(fmt in fits[s] for s in pair):
+                continue
+            arrays = {s: _arrays([r for r in tables[s] if r["gemm_dtype"] == dtype], fmt)
+                      for s in pair}  # fmt: skip
+
+            def resid(x, arrays=arrays, fmt=fmt, pair=pair):
+                res = []
+                for i, s in enumerate(pair):
+                    flops, nbytes, t = arrays[s]
+                    peaks, bw = specs[s]
+                    res.append(np.log(curve([x[0], *x[1 + 3 * i : 4 + 3 * i]], flops, nbytes,
+                                            peaks[fmt], bw) / t))  # fmt: skip
+                return np.concatenate(res)
+
+            x0 = [fits[pair[0]][fmt].values["compute_efficiency"]]
+            for s in pair:
+                v = fits[s][fmt].values
+                x0 += [v["bandwidth_efficiency"], v["fixed_seconds"] * 1e6, v["blend"]]
+            lo, hi = [0.01] + [0.01, 0.0, 1.0] * 2, [1] + [1, 100, 20] * 2
+            x = least_squares(resid, x0, bounds=(lo, hi)).x
+            for i, s in enumerate(pair):
+                xs = [float(x[0]), *(float(v) for v in x[1 + 3 * i : 4 + 3 * i])]
+                flops, nbytes, t = arrays[s]
+                ape = np.abs(curve(xs, flops, nbytes, specs[s][0][fmt], specs[s][1]) / t - 1)
+                data = (
+                    f"{fits[s][fmt].data} (compute_efficiency fitted jointly with the "
+                    + f"{' and '.join(p for p in pair if p != s)} table: one GH100 die)"
+                )
+                names = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
+                scaled = (xs[0], xs[1], xs[2] * 1e-6, xs[3])
+                values = {k: round(v, 9 if k == "fixed_seconds" else 4 if k != "blend" else 3)
+                          for k, v in zip(names, scaled, strict=True)}  # fmt: skip
+                out[s][fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
+    return out
