@@ -202,3 +202,39 @@ def test_b200_decode_curves_are_the_kernel_fit() -> None:
     for fmt, fit in fits.items():
         for name, value in fit.values.items():
             assert getattr(c.gemm_decode[fmt], name).value == pytest.approx(value, rel=1e-3)
+
+
+def test_one_die_has_one_compute_efficiency() -> None:
+    """H100 SXM5 and H200 are one GH100 die at one clock (the same datasheet peaks): each format's
+    GEMM compute efficiency is fitted once on both kernel tables (it was bf16 0.793 on the H100
+    table and 0.761 on the H200's, pricing an H200 prefill slower than an H100's)."""
+    from plena_opt.validate.calibrate_gemm import SAME_DIE
+
+    names = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
+    for pair in SAME_DIE:
+        a, b = (load_chip(names[s]) for s in pair)
+        assert {k: v.value for k, v in a.peak_flops.items()} == {
+            k: v.value for k, v in b.peak_flops.items()
+        }
+        for fmt in a.gemm:
+            assert a.gemm[fmt].compute_efficiency.value == b.gemm[fmt].compute_efficiency.value
+
+
+@pytest.mark.parametrize(("older", "newer"), GENERATIONS)
+def test_a_newer_part_never_has_a_later_first_token_at_large_batches(
+    older: str, newer: str
+) -> None:
+    """Time to first token of 64 and 256 prompts (compute-bound prefill) at every plan and
+    format both parts run: a newer part with at least the older one's peaks is never later."""
+    checked = 0
+    for precision in FORMATS:
+        for batch in (64, 256):
+            for tp in TPS:
+                mo = _metrics(older, "llama-3.1-70b", precision, batch, tp)
+                mn = _metrics(newer, "llama-3.1-70b", precision, batch, tp)
+                if mo is None or mn is None:
+                    continue
+                checked += 1
+                assert mn.ttft_seconds <= mo.ttft_seconds * (1 + 1e-9), (
+                    (precision, batch, tp), mo.ttft_seconds, mn.ttft_seconds)  # fmt: skip
+    assert checked >= 4
