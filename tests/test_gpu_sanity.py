@@ -238,3 +238,18 @@ def test_a_newer_part_never_has_a_later_first_token_at_large_batches(
                 assert mn.ttft_seconds <= mo.ttft_seconds * (1 + 1e-9), (
                     (precision, batch, tp), mo.ttft_seconds, mn.ttft_seconds)  # fmt: skip
     assert checked >= 4
+
+
+@pytest.mark.parametrize(("chip", "fmt"), [("b200", "fp4"), ("b200", "fp8"), ("h100-sxm", "fp8")])
+def test_a_grouped_gemm_is_priced_by_the_rows_each_expert_meets(chip: str, fmt: str) -> None:
+    """128 experts of one token each are 128 memory-bound weight streams, whatever the launch's
+    total rows: one more token (129 rows in all) costs about one more token, not the switch to
+    the compute-range curve (B200 nvfp4 jumped 1.5x there, gpt-oss-120b's decode step at
+    batch 64 from 7.5 ms at batch 32 to 14.9 ms)."""
+    from plena_opt.chip.gpu.perf import GpuPerfModel
+    from plena_opt.chip.precision import GPU_BYTES
+
+    p = GpuPerfModel(load_chip(chip), fmt, GPU_BYTES[fmt].weight, 2.0, 2.0)
+    at = p.grouped_gemm(1.0, 128, 2880, 2880).seconds
+    past = p.grouped_gemm(129 / 128, 128, 2880, 2880).seconds
+    assert at <= past <= 1.05 * at
