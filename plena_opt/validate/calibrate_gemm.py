@@ -3,7 +3,8 @@
 The full-range GEMM fit of a format is pulled by its compute-bound rows; where it over-prices the
 memory-bound (decode) rows, those rows get their own curve, used for GEMMs of at most
 ``gemm_decode_max_tokens`` rows (``plena_opt.chip.gpu.perf``). A format other than
-``STREAMING_FORMAT`` always gets one, at that format's HBM streaming efficiency.
+``STREAMING_FORMAT`` always gets one, at the ``STREAMING_FORMAT``'s HBM streaming efficiency
+(``streaming_efficiency`` measures each format's on the table, the evidence for the rule).
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ DECODE_MAX_BIAS = 0.10
 # HBM streaming is a property of the memory system, not of the weight format: the decode-range
 # curve of every other format holds the bandwidth efficiency of this format's full-range fit
 # (the curve fig09's decode scorecard validates on B200) and fits its own fixed time and blend.
-# Evidence: on Hopper, whose fp8 kernels are mature, a free fit of the decode rows gives fp8
-# the bf16 streaming efficiency (on the weight-streaming shapes, n*k >= SMs x 128 x 128: H100
-# 0.854 vs 0.850, H200 0.838 vs 0.834); on B200, vLLM 0.19's fp8 and nvfp4 kernels reach only
-# 0.61 and 0.48 there (no split-K at small m: too few output tiles for 148 SMs), which priced a
-# memory-bound fp8 or fp4 decode slower than bf16 (issue 24), and which the serving engines do
-# not show: Llama-3.1-70B fp8 at TP 1 on B200 decodes at 14.6 ms/token under TensorRT-LLM and
-# 16.3 under vLLM (../shared/data/validation/serving), while 70.5 GB of fp8 weights at
-# 0.61 x 8 TB/s alone take 14.5 ms.
+# Evidence (``streaming_efficiency``: t = t0 + bytes / (HBM · e) on the rows m <= 16 whose
+# weights give every SM a 128 x 128 tile): on Hopper, whose fp8 kernels are mature, fp8 streams
+# as bf16 does (H100 0.846 vs 0.855, H200 0.830 vs 0.837); on B200, vLLM 0.19's fp8 and nvfp4
+# kernels reach 0.595 and 0.463 against bf16's 0.798 (no split-K at small m: too few output
+# tiles for 148 SMs), which priced a memory-bound fp8 or fp4 decode slower than bf16 (issue
+# 24), and which the serving engines do not show: Llama-3.1-70B fp8 at TP 1 on B200 decodes at
+# 14.6 ms/token under TensorRT-LLM and 16.3 under vLLM (../shared/data/validation/serving),
+# while 70.5 GB of fp8 weights at 0.595 x 8 TB/s alone take 14.8 ms.
 STREAMING_FORMAT = "bf16"
 
 
@@ -156,3 +157,28 @@ def pooled_gemm_fits(folder: Path, specs: dict[str, tuple[dict[str, float], floa
                           for k, v in zip(names, scaled, strict=True)}  # fmt: skip
                 out[s][fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
     return out
+
+
+# Streaming SMs (datasheet counts) for ``streaming_efficiency``: H100 SXM5 and H200 (GH100) 132
+# (NVIDIA H100 Tensor Core GPU Architecture whitepaper); B200 148, 74 on each of two dies (Chips
+# and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025).
+SMS = {"h100_sxm": 132, "h200_sxm": 132, "b200_sxm": 148}
+STREAMING_TILE = 128  # output tile edge of the GEMM kernels (128 x 128)
+STREAMING_MAX_M = 16  # rows at which every format's GEMM is weight-streaming
+
+
+def streaming_efficiency(folder: Path, system: str, dtype: str, bw: float) -> float:
+    """The HBM efficiency at which ``system``'s ``dtype`` GEMM kernels stream weights: the
+    least-squares (log error) ``e`` of ``t = t0 + bytes / (bw · e)`` over the rows with
+    ``m ≤ STREAMING_MAX_M`` whose ``n × k`` weights give every SM a ``STREAMING_TILE``² tile."""
+    from scipy.optimize import least_squares
+
+    fmt = GEMM_DTYPES[dtype]
+    tiles = SMS[system] * STREAMING_TILE**2
+    sel = [r for r in read_rows(folder / f"{system}_gemm_vllm-0.19.0.csv.gz")
+           if r["gemm_dtype"] == dtype and int(r["m"]) <= STREAMING_MAX_M
+           and int(r["n"]) * int(r["k"]) >= tiles]  # fmt: skip
+    _, nbytes, t = _arrays(sel, fmt)
+    res = least_squares(lambda x: np.log((x[1] * 1e-6 + nbytes / (bw * x[0])) / t), [0.7, 5.0],
+                        bounds=([0.01, 0.0], [1.0, 100.0]))  # fmt: skip
+    return float(res.x[0])
