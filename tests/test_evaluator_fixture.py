@@ -12,7 +12,10 @@ Deliberate changes since: issue 30 (energy must be whole) prices a memory withou
 figure at the cited HBM2 3.97 pJ/bit (``plena_opt.memory.config.DEFAULT_MEMORY_ENERGY``); the only
 case on such a memory, ``sliding-gemma-torus``, had its ``energy_per_token_joules`` (NoC only,
 0 J for data-parallel plans) re-recorded and nothing else (``tests/test_plan_cost.py`` checks the
-figure equals that of the same memory stating 3.97 pJ/bit).
+figure equals that of the same memory stating 3.97 pJ/bit). Issue 24 (GPU sanity) re-fitted the
+H200 GEMM curves (one compute efficiency for the GH100 die of H100 and H200; decode-range curves
+of the smaller formats at the bf16 streaming efficiency) and prices a grouped GEMM by its rows
+per expert: the two ``gpu-*`` cases (H200) were re-recorded, every other case is unchanged.
 
 Re-record (only when a deliberate model change moves figures) from a checkout of the code the
 figures should come from::

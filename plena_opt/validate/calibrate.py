@@ -271,7 +271,7 @@ def _sourced_curve(fit: Fit) -> dict:
 def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
     """Fit every system in ``folder``; with ``write`` update the built-in profile JSON files."""
     from plena_opt.chip.gpu.profile import profiles_dir
-    from plena_opt.validate.calibrate_gemm import DECODE_MAX_M, gemm_decode_fits
+    from plena_opt.validate.calibrate_gemm import DECODE_MAX_M, gemm_decode_fits, pooled_gemm_fits
     from plena_opt.validate.calibrate_w4a16 import hopper_w4a16_fits
 
     fits: dict[str, dict[str, Fit]] = {}
@@ -280,12 +280,15 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
         s: (p["peak_flops"]["bf16"]["value"], p["hbm"]["bandwidth_bytes_per_s"]["value"])
         for s, p in profs.items()
     }
+    all_peaks = {s: {k: v["value"] for k, v in p["peak_flops"].items()} for s, p in profs.items()}
+    gpu = {s: (all_peaks[s], specs[s][1]) for s in SYSTEMS}
+    pooled = pooled_gemm_fits(folder, gpu, {s: gemm_fits(folder, s, *gpu[s]) for s in SYSTEMS})
     for system, chip in SYSTEMS.items():
         path = profiles_dir() / f"{chip}.json"
         prof = profs[system]
         peaks = {k: v["value"] for k, v in prof["peak_flops"].items()}
         bw = specs[system][1]
-        g = gemm_fits(folder, system, peaks, bw)
+        g = pooled[system]
         gd = gemm_decode_fits(folder, system, peaks, bw, g)
         a = attention_fits(folder, system, specs)
         mo = moe_fits(folder, system, peaks, bw)

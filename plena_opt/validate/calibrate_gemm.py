@@ -2,7 +2,9 @@
 
 The full-range GEMM fit of a format is pulled by its compute-bound rows; where it over-prices the
 memory-bound (decode) rows, those rows get their own curve, used for GEMMs of at most
-``gemm_decode_max_tokens`` rows (``plena_opt.chip.gpu.perf``).
+``gemm_decode_max_tokens`` rows (``plena_opt.chip.gpu.perf``). A format other than
+``STREAMING_FORMAT`` always gets one, at the ``STREAMING_FORMAT``'s HBM streaming efficiency
+(``streaming_efficiency`` measures each format's on the table, the evidence for the rule).
 """
 
 from __future__ import annotations
@@ -19,14 +21,28 @@ from plena_opt.validate.calibrate import DTYPE_BYTES, GEMM_DTYPES, Fit, _col, cu
 # fp8 fits by 15-33 % on H100, H200 and B200 (bf16 and nvfp4 by at most 9 %).
 DECODE_MAX_M = 128
 DECODE_MAX_BIAS = 0.10
+# HBM streaming is a property of the memory system, not of the weight format: the decode-range
+# curve of every other format holds the bandwidth efficiency of this format's full-range fit
+# (the curve fig09's decode scorecard validates on B200) and fits its own fixed time and blend.
+# Evidence (``streaming_efficiency``: t = t0 + bytes / (HBM · e) on the rows m <= 16 whose
+# weights give every SM a 128 x 128 tile): on Hopper, whose fp8 kernels are mature, fp8 streams
+# as bf16 does (H100 0.846 vs 0.855, H200 0.830 vs 0.837); on B200, vLLM 0.19's fp8 and nvfp4
+# kernels reach 0.595 and 0.463 against bf16's 0.798 (no split-K at small m: too few output
+# tiles for 148 SMs), which priced a memory-bound fp8 or fp4 decode slower than bf16 (issue
+# 24), and which the serving engines do not show: Llama-3.1-70B fp8 at TP 1 on B200 decodes at
+# 14.6 ms/token under TensorRT-LLM and 16.3 under vLLM (../shared/data/validation/serving),
+# while 70.5 GB of fp8 weights at 0.595 x 8 TB/s alone take 14.8 ms.
+STREAMING_FORMAT = "bf16"
 
 
 def gemm_decode_fits(
     folder: Path, system: str, peaks: dict[str, float], bw: float, full: dict[str, Fit]
 ) -> dict[str, Fit]:
-    """Memory-bound GEMM curves (m ≤ ``DECODE_MAX_M``) for the formats whose full-range fit
-    ``full`` over-prices those rows; the compute efficiency stays the full-range one (these
-    rows do not determine it), bandwidth efficiency, fixed time and blend are refitted."""
+    """Memory-bound GEMM curves (m ≤ ``DECODE_MAX_M``): for ``STREAMING_FORMAT`` where its
+    full-range fit over-prices those rows (bandwidth efficiency, fixed time and blend refitted),
+    for every other format always, holding the ``STREAMING_FORMAT`` full-range bandwidth
+    efficiency (fixed time and blend refitted). The compute efficiency stays the format's
+    full-range one (these rows do not determine it)."""
     from scipy.optimize import least_squares
 
     rows = read_rows(folder / f"{system}_gemm_vllm-0.19.0.csv.gz")
@@ -42,20 +58,32 @@ def gemm_decode_fits(
         x_full = [g["compute_efficiency"], g["bandwidth_efficiency"], g["fixed_seconds"] * 1e6,
                   g["blend"]]  # fmt: skip
         bias = float(np.median(curve(x_full, flops, nbytes, peaks[fmt], bw) / t)) - 1
-        if bias <= DECODE_MAX_BIAS:
+        shared = None
+        if fmt != STREAMING_FORMAT and STREAMING_FORMAT in full:
+            shared = full[STREAMING_FORMAT].values["bandwidth_efficiency"]
+        elif bias <= DECODE_MAX_BIAS:
             continue
         ce = g["compute_efficiency"]
 
-        def resid(x, ce=ce, flops=flops, nbytes=nbytes, t=t, peak=peaks[fmt]):
-            return np.log(curve([ce, *x], flops, nbytes, peak, bw) / t)
+        def full_x(x, ce=ce, shared=shared):
+            return [ce, *x] if shared is None else [ce, shared, *x]
 
-        res = least_squares(resid, x_full[1:], bounds=([0.01, 0.0, 1.0], [1, 100, 20]))
-        x = [ce, *(float(v) for v in res.x)]
+        def resid(x, flops=flops, nbytes=nbytes, t=t, peak=peaks[fmt], full_x=full_x):
+            return np.log(curve(full_x(x), flops, nbytes, peak, bw) / t)
+
+        lo, hi = [0.01, 0.0, 1.0], [1, 100, 20]
+        x0 = x_full[1:] if shared is None else x_full[2:]
+        if shared is not None:
+            lo, hi = lo[1:], hi[1:]
+        res = least_squares(resid, x0, bounds=(lo, hi))
+        x = full_x([float(v) for v in res.x])
         ape = np.abs(curve(x, flops, nbytes, peaks[fmt], bw) / t - 1)
         data = (
             f"{system}_gemm_vllm-0.19.0.csv.gz gemm_dtype={dtype} m <= {DECODE_MAX_M} (the "
-            f"full-range fit over-prices these rows by {100 * bias:.0f} % median; "
-            "compute_efficiency kept from it)"
+            f"full-range fit prices these rows {100 * bias:+.0f} % median; "
+            "compute_efficiency kept from it"
+            + ("" if shared is None else f"; bandwidth_efficiency: gemm.{STREAMING_FORMAT}'s")
+            + ")"
         )
         values = {
             "compute_efficiency": ce,
@@ -65,3 +93,92 @@ def gemm_decode_fits(
         }
         out[fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
     return out
+
+
+# Parts on one compute die at one clock (the same datasheet peaks): H100 SXM5 and H200 are both
+# GH100 at 989 dense bf16 TFLOP/s (the H200 adds HBM3e, not compute). Their two kernel tables
+# give one die two fitted compute efficiencies (bf16 0.793 on the H100 table, 0.761 on the
+# H200's), which priced an H200 prefill up to 2 % slower than an H100's; the compute efficiency
+# of each format is fitted once on both tables (bandwidth efficiency, fixed time and blend stay
+# per table).
+SAME_DIE = (("h100_sxm", "h200_sxm"),)
+
+
+def _arrays(sel: list[dict[str, str]], fmt: str):
+    """(FLOPs, bytes, measured seconds) of GEMM rows in weight format ``fmt``."""
+    m, n, k = _col(sel, "m"), _col(sel, "n"), _col(sel, "k")
+    nbytes = DTYPE_BYTES[fmt] * n * k + 2 * (m * k + m * n)
+    return 2 * m * n * k, nbytes, _col(sel, "latency") * 1e-3
+
+
+def pooled_gemm_fits(folder: Path, specs: dict[str, tuple[dict[str, float], float]],
+                     fits: dict[str, dict[str, Fit]]) -> dict[str, dict[str, Fit]]:  # fmt: skip
+    """``fits`` (system → format → full-range fit) with the compute efficiency of each
+    ``SAME_DIE`` pair fitted jointly on both tables; ``specs``: system → (peaks, bandwidth)."""
+    from scipy.optimize import least_squares
+
+    out = {s: dict(f) for s, f in fits.items()}
+    for pair in SAME_DIE:
+        if not all(s in fits for s in pair):
+            continue
+        tables = {s: read_rows(folder / f"{s}_gemm_vllm-0.19.0.csv.gz") for s in pair}
+        for dtype, fmt in GEMM_DTYPES.items():
+            if not all(fmt in fits[s] for s in pair):
+                continue
+            arrays = {s: _arrays([r for r in tables[s] if r["gemm_dtype"] == dtype], fmt)
+                      for s in pair}  # fmt: skip
+
+            def resid(x, arrays=arrays, fmt=fmt, pair=pair):
+                res = []
+                for i, s in enumerate(pair):
+                    flops, nbytes, t = arrays[s]
+                    peaks, bw = specs[s]
+                    res.append(np.log(curve([x[0], *x[1 + 3 * i : 4 + 3 * i]], flops, nbytes,
+                                            peaks[fmt], bw) / t))  # fmt: skip
+                return np.concatenate(res)
+
+            x0 = [fits[pair[0]][fmt].values["compute_efficiency"]]
+            for s in pair:
+                v = fits[s][fmt].values
+                x0 += [v["bandwidth_efficiency"], v["fixed_seconds"] * 1e6, v["blend"]]
+            lo, hi = [0.01] + [0.01, 0.0, 1.0] * 2, [1] + [1, 100, 20] * 2
+            x = least_squares(resid, x0, bounds=(lo, hi)).x
+            for i, s in enumerate(pair):
+                xs = [float(x[0]), *(float(v) for v in x[1 + 3 * i : 4 + 3 * i])]
+                flops, nbytes, t = arrays[s]
+                ape = np.abs(curve(xs, flops, nbytes, specs[s][0][fmt], specs[s][1]) / t - 1)
+                data = (
+                    f"{fits[s][fmt].data} (compute_efficiency fitted jointly with the "
+                    + f"{' and '.join(p for p in pair if p != s)} table: one GH100 die)"
+                )
+                names = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
+                scaled = (xs[0], xs[1], xs[2] * 1e-6, xs[3])
+                values = {k: round(v, 9 if k == "fixed_seconds" else 4 if k != "blend" else 3)
+                          for k, v in zip(names, scaled, strict=True)}  # fmt: skip
+                out[s][fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
+    return out
+
+
+# Streaming SMs (datasheet counts) for ``streaming_efficiency``: H100 SXM5 and H200 (GH100) 132
+# (NVIDIA H100 Tensor Core GPU Architecture whitepaper); B200 148, 74 on each of two dies (Chips
+# and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025).
+SMS = {"h100_sxm": 132, "h200_sxm": 132, "b200_sxm": 148}
+STREAMING_TILE = 128  # output tile edge of the GEMM kernels (128 x 128)
+STREAMING_MAX_M = 16  # rows at which every format's GEMM is weight-streaming
+
+
+def streaming_efficiency(folder: Path, system: str, dtype: str, bw: float) -> float:
+    """The HBM efficiency at which ``system``'s ``dtype`` GEMM kernels stream weights: the
+    least-squares (log error) ``e`` of ``t = t0 + bytes / (bw · e)`` over the rows with
+    ``m ≤ STREAMING_MAX_M`` whose ``n × k`` weights give every SM a ``STREAMING_TILE``² tile."""
+    from scipy.optimize import least_squares
+
+    fmt = GEMM_DTYPES[dtype]
+    tiles = SMS[system] * STREAMING_TILE**2
+    sel = [r for r in read_rows(folder / f"{system}_gemm_vllm-0.19.0.csv.gz")
+           if r["gemm_dtype"] == dtype and int(r["m"]) <= STREAMING_MAX_M
+           and int(r["n"]) * int(r["k"]) >= tiles]  # fmt: skip
+    _, nbytes, t = _arrays(sel, fmt)
+    res = least_squares(lambda x: np.log((x[1] * 1e-6 + nbytes / (bw * x[0])) / t), [0.7, 5.0],
+                        bounds=([0.01, 0.0], [1.0, 100.0]))  # fmt: skip
+    return float(res.x[0])

@@ -80,14 +80,18 @@ class GpuPerfModel:
 
     def grouped_gemm(self, tokens_per_group: float, groups: int, n: int, k: int) -> KernelTime:
         """A fused MoE GEMM over ``groups`` active experts of ``tokens_per_group`` tokens each:
-        one launch, all active experts' weights read once."""
+        one launch, all active experts' weights read once. Its regime (the decode-range or the
+        full-range curve) is set by the rows each expert's weights meet, ``tokens_per_group``:
+        every expert is its own weight stream (arithmetic intensity 2·rows/bytes per element),
+        however many experts share the launch."""
         if groups <= 0 or tokens_per_group <= 0:
             return KernelTime(0.0, 0.0, 0.0, 0.0, False)
         m = tokens_per_group * groups
         flops = 2.0 * m * n * k
         reads = groups * n * k * self.wb + m * k * self.ab
         writes = m * n * self.ab
-        t, cb = _curve(flops, reads + writes, self.peak, self.bw, self._gemm_curve(m))
+        curve = self._gemm_curve(tokens_per_group)
+        t, cb = _curve(flops, reads + writes, self.peak, self.bw, curve)
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def fused_moe(
