@@ -161,7 +161,7 @@ def test_more_clients_raise_tpot_and_throughput():
         (["--engine", "vllm"], "needs --concurrency or --request-rate"),
         (["--concurrency", "4", "--engine", "tgi"], "engine"),
         (["--concurrency", "4", "--engine-version", "0.6.0"], "version 0.34.0 only"),
-        (["--concurrency", "4", "--request-rate", "1", "--server", "localhost:1"], "locally"),
+        (["--concurrency", "4", "--request-rate", "1", "--server", "localhost:1"], "not both"),
         (["--concurrency", "4", "--burst-ttft"], "give one"),
         (["--concurrency", "4", "--range-ratio", "1"], "--range-ratio must be at least 0"),
         (["--concurrency", "4", "--range-ratio", "-0.1"], "--range-ratio must be at least 0"),

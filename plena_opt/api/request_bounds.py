@@ -89,4 +89,10 @@ PROTO_BOUNDS: dict[str, str] = {
     "SimulateRequest.seed": "0 ≤ seed < 2**32",
     "SimulateRequest.include_traces": _FLAG + "; traces ≤ MAX_TRACE_BYTES per reply",
     "ListProfilesRequest.kind": "an enum value",
+    # serving under load (issue 23); the replay is also capped at MAX_REPLAY_TOKENS
+    "ServingLoad.concurrency": "0 (unset) or 1 ≤ clients ≤ MAX_CONCURRENCY",
+    "ServingLoad.request_rate": "0 (unset) or 0 < requests/s ≤ MAX_REQUEST_RATE",
+    "ServingLoad.engine": _CHOICE,
+    "ServingLoad.engine_version": "the one modelled version of the engine, else refused",
+    "ServingLoad.range_ratio": "0 ≤ ratio < 1",
 }

@@ -65,7 +65,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
     """Serving under load (GPU chips): the workload and the engine that schedules it."""
     from plena_opt.bounds import MAX_CONCURRENCY, MAX_REQUEST_RATE
 
-    g = p.add_argument_group("serving under load (GPU chips; local only)")
+    g = p.add_argument_group("serving under load (GPU chips; also with --server)")
     g.add_argument(
         "--concurrency",
         type=int,
@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
                 raise PlenaInputError(
                     "burst_ttft", "--burst-ttft is computed locally; run it without --server"
                 )
-            if _wants_load(args):
+            if _wants_load(args) and args.noc is None:
                 raise PlenaInputError(
-                    "concurrency", "serving under load is computed locally; run it without --server"
+                    "concurrency", "serving under load needs a GPU --chip on a --noc"
                 )
             if args.prices is not None:
                 raise PlenaInputError(

@@ -107,6 +107,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
         if not request.system.HasField("noc"):
+            if request.HasField("load"):
+                raise PlenaInputError("load", "serving under load needs a GPU chip on a system.noc")
             return self._single_chip(request)
         evaluator = self._evaluator(request.system, request.workload)
         plan = convert.to_plan(request.plan)
@@ -114,12 +116,27 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             result = api.estimate_plan(evaluator, plan)
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
-        return pb.EstimateResponse(
+        reply = pb.EstimateResponse(
             metrics=metrics_to_proto(result.metrics, result.cost),
             estimate_json=result.to_json(),
             mode=result.mode,
             estimate=estimate_to_proto(result.mode, result.document),
         )
+        if request.HasField("load"):
+            reply.under_load.CopyFrom(self._under_load(request, plan))
+        return reply
+
+    def _under_load(self, request: pb.EstimateRequest, plan: Any) -> pb.UnderLoadMetrics:
+        """The plan under the request's ``load`` (errors name ``load.<field>``)."""
+        from plena_opt.api.under_load_wire import load_kwargs, under_load_to_proto
+
+        inputs = convert.load_inputs(request.system, request.workload, self.limits)
+        try:
+            return under_load_to_proto(
+                api.serve_under_load(inputs, plan, **load_kwargs(request.load))
+            )
+        except PlenaInputError as exc:
+            raise convert.qualify_load(exc) from exc
 
     def _single_chip(self, request: pb.EstimateRequest) -> pb.EstimateResponse:
         """No NoC and a one-device plan: the single-chip decoder estimate (analytic-model §2)."""

@@ -49,7 +49,8 @@ def remote_estimate(args: argparse.Namespace) -> int:
     request = estimate_request_from_args(args)
     try:
         with client_of(args) as client, rpc_errors():
-            reply = client.estimate(request.system, request.plan, request.workload)
+            load = request.load if request.HasField("load") else None
+            reply = client.estimate(request.system, request.plan, request.workload, load=load)
     except RemoteUnavailable as exc:
         return fail(exc)
     doc = json.loads(reply.estimate_json)
@@ -58,7 +59,18 @@ def remote_estimate(args: argparse.Namespace) -> int:
     else:
         metrics = metrics_from_proto(reply.metrics)
         result = PlanEstimate("distributed", doc, metrics, cost_from_proto(reply.metrics))
-    print(result.to_text(as_json=args.json))
+    if not reply.HasField("under_load"):
+        print(result.to_text(as_json=args.json))
+        return 0
+    from plena_opt.api.under_load_wire import under_load_from_proto
+
+    load = under_load_from_proto(reply.under_load)
+    if args.json:
+        result.document["serving_under_load"] = load.to_dict()
+        print(result.to_text(as_json=True))
+        return 0
+    print(result.to_text())
+    print(load.to_text())
     return 0
 
 

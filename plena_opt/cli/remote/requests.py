@@ -100,7 +100,28 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
     system = system_from_args(args)
     if args.noc is None:
         system.ClearField("noc")  # single-chip estimate
-    return pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
+    request = pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
+    if any(getattr(args, k, None) is not None for k in LOAD_FLAGS):
+        request.load.CopyFrom(load_from_args(args))
+    return request
+
+
+LOAD_FLAGS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+
+
+def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:
+    """``--concurrency/--request-rate/--engine/--engine-version/--range-ratio`` as a
+    ``ServingLoad``, checked first as local mode checks them (0 would read as unset)."""
+    from plena_opt.api.under_load import check_load
+
+    check_load(args.concurrency, args.request_rate, args.range_ratio or 0.0)
+    return pb.ServingLoad(
+        concurrency=args.concurrency or 0,
+        request_rate=args.request_rate or 0.0,
+        engine=args.engine or "",
+        engine_version=args.engine_version or "",
+        range_ratio=args.range_ratio or 0.0,
+    )
 
 
 def _recheck_top_k(args: argparse.Namespace) -> int:

@@ -627,26 +627,30 @@ class CancelSearchResponse(_message.Message):
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
 
 class EstimateRequest(_message.Message):
-    __slots__ = ("system", "workload", "plan")
+    __slots__ = ("system", "workload", "plan", "load")
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     system: SystemSpec
     workload: Workload
     plan: Plan
-    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    load: ServingLoad
+    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., load: _Optional[_Union[ServingLoad, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("metrics", "estimate_json", "mode", "estimate")
+    __slots__ = ("metrics", "estimate_json", "mode", "estimate", "under_load")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_JSON_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     metrics: PlanMetrics
     estimate_json: str
     mode: str
     estimate: Estimate
-    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ...) -> None: ...
+    under_load: UnderLoadMetrics
+    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., under_load: _Optional[_Union[UnderLoadMetrics, _Mapping]] = ...) -> None: ...
 
 class StageCost(_message.Message):
     __slots__ = ("stage", "layers", "seconds", "compute_seconds", "memory_seconds", "memory_bound_seconds", "comm_seconds", "read_bytes", "write_bytes", "dram_energy_pj")
@@ -1039,3 +1043,119 @@ class ListStudiesResponse(_message.Message):
     studies: _containers.RepeatedCompositeFieldContainer[StudySummary]
     truncated: bool
     def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class ServingLoad(_message.Message):
+    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    concurrency: int
+    request_rate: float
+    engine: str
+    engine_version: str
+    range_ratio: float
+    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ...) -> None: ...
+
+class LoadStats(_message.Message):
+    __slots__ = ("mean_seconds", "p50_seconds", "p90_seconds", "p99_seconds")
+    MEAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    P50_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    P90_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    P99_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    mean_seconds: float
+    p50_seconds: float
+    p90_seconds: float
+    p99_seconds: float
+    def __init__(self, mean_seconds: _Optional[float] = ..., p50_seconds: _Optional[float] = ..., p90_seconds: _Optional[float] = ..., p99_seconds: _Optional[float] = ...) -> None: ...
+
+class SteadyStateMetrics(_message.Message):
+    __slots__ = ("ttft_seconds", "tpot_seconds", "e2e_seconds", "request_throughput_per_s", "output_tps", "output_tps_per_gpu", "output_tps_per_user", "decode_batch")
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    DECODE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    ttft_seconds: float
+    tpot_seconds: float
+    e2e_seconds: float
+    request_throughput_per_s: float
+    output_tps: float
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    decode_batch: float
+    def __init__(self, ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., decode_batch: _Optional[float] = ...) -> None: ...
+
+class LoadErrorBand(_message.Message):
+    __slots__ = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_HIGH_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    rows: int
+    ttft_low: float
+    ttft_high: float
+    tpot_low: float
+    tpot_high: float
+    level: float
+    def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ...) -> None: ...
+
+class UnderLoadMetrics(_message.Message):
+    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "max_running_requests", "cuda_graph_max_batch", "host_step_seconds", "engine_source", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "gpus", "replayed_requests", "ttft", "tpot", "itl", "e2e", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "steady", "benchmark_run_ttft_seconds", "error_band")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CUDA_GRAPH_MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    HOST_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_FIELD_NUMBER: _ClassVar[int]
+    TPOT_FIELD_NUMBER: _ClassVar[int]
+    ITL_FIELD_NUMBER: _ClassVar[int]
+    E2E_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    STEADY_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_RUN_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    engine_version: str
+    max_num_batched_tokens: int
+    max_running_requests: int
+    cuda_graph_max_batch: int
+    host_step_seconds: float
+    engine_source: str
+    concurrency: int
+    request_rate_per_s: float
+    input_seq_len: int
+    output_seq_len: int
+    range_ratio: float
+    gpus: int
+    replayed_requests: int
+    ttft: LoadStats
+    tpot: LoadStats
+    itl: LoadStats
+    e2e: LoadStats
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    request_throughput_per_s: float
+    steady: SteadyStateMetrics
+    benchmark_run_ttft_seconds: float
+    error_band: LoadErrorBand
+    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., max_running_requests: _Optional[int] = ..., cuda_graph_max_batch: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., gpus: _Optional[int] = ..., replayed_requests: _Optional[int] = ..., ttft: _Optional[_Union[LoadStats, _Mapping]] = ..., tpot: _Optional[_Union[LoadStats, _Mapping]] = ..., itl: _Optional[_Union[LoadStats, _Mapping]] = ..., e2e: _Optional[_Union[LoadStats, _Mapping]] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., steady: _Optional[_Union[SteadyStateMetrics, _Mapping]] = ..., benchmark_run_ttft_seconds: _Optional[float] = ..., error_band: _Optional[_Union[LoadErrorBand, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,106 @@
+"""A plan under a serving workload (``UnderLoad``) ↔ ``UnderLoadMetrics``, and the request's
+``ServingLoad`` → the keyword arguments of ``serve_under_load``.
+
+One place for both directions, so that ``under_load_from_proto(under_load_to_proto(u)) == u``
+and ``plena-opt estimate --server … --concurrency …`` prints what local mode prints. None is an
+unset ``optional`` field (or an unset ``error_band`` message).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plena_proto import plena_opt_pb2 as pb
+
+from plena_opt.api.under_load import Stats, UnderLoad
+from plena_opt.serving.error_bars import ErrorBand
+from plena_opt.serving.workload import ServingMetrics
+
+_STEADY = (
+    "ttft_seconds",
+    "tpot_seconds",
+    "e2e_seconds",
+    "request_throughput_per_s",
+    "output_tps",
+    "output_tps_per_gpu",
+    "output_tps_per_user",
+    "decode_batch",
+)
+_BAND = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level")
+_PLAIN = (
+    "engine",
+    "engine_version",
+    "host_step_seconds",
+    "engine_source",
+    "range_ratio",
+    "gpus",
+    "replayed_requests",
+    "output_tps_per_gpu",
+    "output_tps_per_user",
+    "request_throughput_per_s",
+)
+# UnderLoad attribute -> proto field, where the names differ
+_RENAMED = {
+    "budget_tokens": "max_num_batched_tokens",
+    "input_len": "input_seq_len",
+    "output_len": "output_seq_len",
+}
+_OPTIONAL = {
+    "max_running": "max_running_requests",
+    "cuda_graph_max_batch": "cuda_graph_max_batch",
+    "concurrency": "concurrency",
+    "request_rate_per_s": "request_rate_per_s",
+    "run_ttft_seconds": "benchmark_run_ttft_seconds",
+}
+_STATS = ("ttft", "tpot", "itl", "e2e")
+
+
+def load_kwargs(msg: pb.ServingLoad) -> dict[str, Any]:
+    """``serve_under_load`` keyword arguments of a request's ``load`` (0 / empty = unset; the
+    values are checked there, naming ``concurrency``, ``request_rate``, ``range_ratio``, …)."""
+    return {
+        "engine": msg.engine or "vllm",
+        "concurrency": msg.concurrency if msg.concurrency != 0 else None,
+        "request_rate": msg.request_rate if msg.request_rate != 0 else None,
+        "engine_version": msg.engine_version or None,
+        "range_ratio": msg.range_ratio,
+    }
+
+
+def under_load_to_proto(u: UnderLoad) -> pb.UnderLoadMetrics:
+    """The typed message of a plan under load (seconds, tokens/s, requests/s)."""
+    out = pb.UnderLoadMetrics()
+    for name in _PLAIN:
+        setattr(out, name, getattr(u, name))
+    for attr, field in {**_RENAMED, **_OPTIONAL}.items():
+        value = getattr(u, attr)
+        if value is not None:
+            setattr(out, field, value)
+    for name in _STATS:
+        s: Stats = getattr(u, name)
+        getattr(out, name).CopyFrom(
+            pb.LoadStats(
+                mean_seconds=s.mean, p50_seconds=s.p50, p90_seconds=s.p90, p99_seconds=s.p99
+            )  # fmt: skip
+        )
+    for name in _STEADY:
+        setattr(out.steady, name, getattr(u.steady, name))
+    if u.error_band is not None:
+        for name in _BAND:
+            setattr(out.error_band, name, getattr(u.error_band, name))
+    return out
+
+
+def under_load_from_proto(msg: pb.UnderLoadMetrics) -> UnderLoad:
+    """The ``UnderLoad`` a reply carries (the steady state's percentiles are None, as local)."""
+    kw: dict[str, Any] = {name: getattr(msg, name) for name in _PLAIN}
+    kw.update({attr: getattr(msg, field) for attr, field in _RENAMED.items()})
+    kw.update({attr: getattr(msg, f) if msg.HasField(f) else None for attr, f in _OPTIONAL.items()})
+    for name in _STATS:
+        s = getattr(msg, name)
+        kw[name] = Stats(s.mean_seconds, s.p50_seconds, s.p90_seconds, s.p99_seconds)
+    kw["steady"] = ServingMetrics(**{name: getattr(msg.steady, name) for name in _STEADY})
+    band = None
+    if msg.HasField("error_band"):
+        band = ErrorBand(**{name: getattr(msg.error_band, name) for name in _BAND})
+    return UnderLoad(**kw, error_band=band)
