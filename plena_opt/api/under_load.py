@@ -248,17 +248,10 @@ def serve_under_load(
     lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
     state uses the means). Bad input raises naming the field."""
     from plena_opt.serving import StepModel, engine_model
-    from plena_opt.serving.engines import ENGINES, VERSIONS
 
     check_load(concurrency, request_rate, range_ratio)
-    _check_target(problem, plan, engine, ENGINES)
-    version = VERSIONS[engine] if engine_version is None else engine_version
-    if version != VERSIONS[engine]:
-        raise PlenaInputError(
-            "engine_version",
-            f"the {engine} scheduler defaults are modelled "
-            f"for version {VERSIONS[engine]} only; got {version!r}",
-        )
+    version = check_target_engine(problem, engine, engine_version)
+    _check_plan(plan)
     wl = problem.workload
     measured = OPEN_LOOP_MEASURED if concurrency is None else max(4 * concurrency, 64)
     rounds = measured + (measured if concurrency is None else WARMUP_WAVES * concurrency)
@@ -317,10 +310,11 @@ def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | Non
     return benchmark_run(step, ServingWorkload(concurrency, *lengths)).ttft_seconds
 
 
-def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: dict) -> None:
-    """A GPU chip on a NoC, a known engine, a plan the serving model expresses."""
+def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | None) -> str:
+    """A GPU chip on a NoC and a known engine at its one modelled version (returned)."""
     from plena_opt.chip.gpu import GpuChipProfile
     from plena_opt.errors import not_found
+    from plena_opt.serving.engines import ENGINES, VERSIONS
 
     if not isinstance(problem.chip, GpuChipProfile):
         raise PlenaInputError(
@@ -331,8 +325,19 @@ def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: di
         )
     if problem.noc is None:
         raise PlenaInputError("noc", "a GPU chip is priced on a node profile: give --noc")
-    if engine not in engines:
-        raise not_found("engine", "engine", engine, engines)
+    if engine not in ENGINES:
+        raise not_found("engine", "engine", engine, ENGINES)
+    if version is not None and version != VERSIONS[engine]:
+        raise PlenaInputError(
+            "engine_version",
+            f"the {engine} scheduler defaults are modelled "
+            f"for version {VERSIONS[engine]} only; got {version!r}",
+        )
+    return VERSIONS[engine]
+
+
+def _check_plan(plan: Plan) -> None:
+    """One engine instance of TP (and EP): the plans the serving model expresses."""
     for dim in ("pp", "dp", "cp"):
         if getattr(plan, dim) != 1:
             raise PlenaInputError(
