@@ -197,6 +197,7 @@ class EvaluatorStepCosts:
         from dataclasses import replace
 
         from plena_opt.estimate import Evaluator
+        from plena_opt.estimate.memo import PricingMemo
 
         key = (batch, output_len)
         if key not in self._evaluators:
@@ -204,7 +205,8 @@ class EvaluatorStepCosts:
             wl = replace(self.workload, batch_size=batch)
             if output_len is not None:
                 wl = replace(wl, output_seq_len=output_len)
-            self._evaluators[key] = Evaluator(model, noc, memory, wl, chip)
+            memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
+            self._evaluators[key] = Evaluator(model, noc, memory, wl, chip, memo=memo)
         return self._evaluators[key]
 
     def prefill_seconds(self, tokens: int) -> float:
