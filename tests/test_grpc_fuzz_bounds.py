@@ -148,7 +148,9 @@ def _requests(kind: str, message: str) -> list[tuple[str, object, object]]:
             plan=pb.Plan(tp=8),
             load=pb.ServingLoad(concurrency=4),
         )
-        return [("Estimate", req, req.load)]
+        s = pb.SearchRequest(system=req.system, workload=req.workload, load=req.load)
+        s.options.trials, s.options.batch_sizes[:] = 1, [4]
+        return [("Estimate", req, req.load), ("Search", s, s.load)]  # a search under load too
     if kind == "profiles":
         req = pb.ListProfilesRequest()
         return [("ListProfiles", req, req)]

@@ -296,10 +296,6 @@ def finish_output(
 
 def check_counts(args: argparse.Namespace) -> None:
     """The count flags within the bounds every front end shares (``plena_opt.bounds``)."""
-    if args.server and (getattr(args, "concurrency", None) or getattr(args, "request_rate", None)):
-        raise PlenaInputError(
-            "concurrency", "a search under load runs locally; run it without --server"
-        )
     if args.recheck is not None:  # None: sized by the cost model (``api.recheck``)
         check_count(args.recheck, "recheck", "--recheck", 0, MAX_TOP_K)
     check_count(args.samples, "samples", "--samples", 0, MAX_SAMPLES)

@@ -175,9 +175,17 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
             setattr(o, name, value)
     if getattr(args, "noise", None) is not None:
         o.noise.CopyFrom(noise_to_proto(noise_from_flag(args.noise)))
-    return pb.SearchRequest(
+    request = pb.SearchRequest(
         system=system_from_args(args), workload=workload_from_args(args), options=o
     )
+    if getattr(args, "concurrency", None) is not None or getattr(args, "request_rate", None):
+        request.load.CopyFrom(load_from_args(args))  # a search under load (issue 23)
+    elif getattr(args, "engine", None) or getattr(args, "range_ratio", None):
+        raise PlenaInputError(
+            "request",
+            "--engine/--engine-version/--range-ratio need --concurrency or --request-rate",
+        )
+    return request
 
 
 def simulate_request_from_args(args: argparse.Namespace) -> pb.SimulateRequest:
