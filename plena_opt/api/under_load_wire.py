@@ -8,6 +8,7 @@ unset ``optional`` field (or an unset ``error_band`` message).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
@@ -104,3 +105,35 @@ def under_load_from_proto(msg: pb.UnderLoadMetrics) -> UnderLoad:
     if msg.HasField("error_band"):
         band = ErrorBand(**{name: getattr(msg.error_band, name) for name in _BAND})
     return UnderLoad(**kw, error_band=band)
+
+
+_PLAN_LOAD = ("ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds",
+              "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user",
+              "request_throughput_per_s")  # fmt: skip
+
+
+def plan_under_load_to(s: Mapping[str, Any], out: pb.PlanUnderLoad) -> None:
+    """A summary's ``under_load`` block and static figures → ``PlanUnderLoad`` (SI)."""
+    u = s["under_load"]
+    out.SetInParent()
+    out.refused = u.get("refused", "")
+    out.percentile = u.get("percentile", "")
+    for name in _PLAN_LOAD:
+        if u.get(name) is not None:
+            setattr(out, name, u[name])
+    out.static_ttft_seconds = s["static_ttft_ms"] / 1e3
+    out.static_tps, out.static_tps_per_sequence = s["static_tps"], s["static_tps_per_sequence"]
+
+
+def load_basis_to_proto(doc: Mapping[str, Any]) -> pb.SearchLoadBasis:
+    """A search result's ``under_load`` document → proto."""
+    out = pb.SearchLoadBasis(
+        kind=doc["kind"], range_ratio=doc["range_ratio"], engine=doc["engine"],
+        engine_version=doc["engine_version"], percentile=doc["percentile"], basis=doc["basis"],
+        static_basis=doc["static_basis"],
+    )  # fmt: skip
+    if doc.get("concurrency") is not None:
+        out.concurrency = doc["concurrency"]
+    if doc.get("request_rate_per_s") is not None:
+        out.request_rate_per_s = doc["request_rate_per_s"]
+    return out

@@ -146,40 +146,10 @@ def summary_to_proto(
         if s.get(name) is not None:  # serving figures (issue 16), cost and power (issue 30)
             setattr(msg, name, s[name])
     if s.get("under_load") is not None:  # a search under load (issue 23)
-        _under_load_to(s, msg.under_load)
+        from plena_opt.api.under_load_wire import plan_under_load_to
+
+        plan_under_load_to(s, msg.under_load)
     return msg
-
-
-_PLAN_LOAD = ("ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds",
-              "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user",
-              "request_throughput_per_s")  # fmt: skip
-
-
-def _under_load_to(s: Mapping[str, Any], out: pb.PlanUnderLoad) -> None:
-    """A summary's ``under_load`` block and static figures → ``PlanUnderLoad`` (SI)."""
-    u = s["under_load"]
-    out.SetInParent()
-    out.refused = u.get("refused", "")
-    out.percentile = u.get("percentile", "")
-    for name in _PLAN_LOAD:
-        if u.get(name) is not None:
-            setattr(out, name, u[name])
-    out.static_ttft_seconds = s["static_ttft_ms"] / 1e3
-    out.static_tps, out.static_tps_per_sequence = s["static_tps"], s["static_tps_per_sequence"]
-
-
-def load_basis_to_proto(doc: Mapping[str, Any]) -> pb.SearchLoadBasis:
-    """A search result's ``under_load`` document → proto."""
-    out = pb.SearchLoadBasis(
-        kind=doc["kind"], range_ratio=doc["range_ratio"], engine=doc["engine"],
-        engine_version=doc["engine_version"], percentile=doc["percentile"], basis=doc["basis"],
-        static_basis=doc["static_basis"],
-    )  # fmt: skip
-    if doc.get("concurrency") is not None:
-        out.concurrency = doc["concurrency"]
-    if doc.get("request_rate_per_s") is not None:
-        out.request_rate_per_s = doc["request_rate_per_s"]
-    return out
 
 
 def front_entry_to_proto(e: FrontEntry) -> pb.PlanMetrics:

@@ -69,7 +69,7 @@ def result_to_proto(result: SearchResult, stop: StopSignal) -> pb.SearchResult:
     reason = result.stop_reason or "completed"
     if result.partial and stop.reason == "shutdown":
         reason = "shutdown"
-    from plena_opt.api.wire import load_basis_to_proto
+    from plena_opt.api.under_load_wire import load_basis_to_proto
 
     out = pb.SearchResult(
         study_name=result.study_name,
