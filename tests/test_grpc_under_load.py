@@ -109,3 +109,47 @@ def test_a_load_without_a_noc_is_refused_naming_load(server):
     with PlenaClient(server) as client, pytest.raises(PlenaRpcError) as err:
         client.estimate(system, pb.Plan(tp=8), pb.Workload(), load=pb.ServingLoad(concurrency=4))
     assert (err.value.code, err.value.field) == (grpc.StatusCode.INVALID_ARGUMENT, "load")
+
+
+POOLS = ["--concurrency", "32", "--input-seq", "4096", "--prefill-workers", "2", "--prefill-tp",
+         "2", "--decode-workers", "1", "--decode-tp", "4"]  # fmt: skip
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_remote_disaggregated_pools_print_what_local_prints(server, capsys, as_json):
+    argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+            *POOLS, *(["--json"] if as_json else [])]  # fmt: skip
+    assert main(argv) == 0
+    local = capsys.readouterr().out
+    assert main([*argv, "--server", server]) == 0
+    assert capsys.readouterr().out == local
+    assert ("prefill_wait_seconds" if as_json else "Under load, disaggregated") in local
+
+
+def test_the_client_gets_typed_disaggregated_metrics(server):
+    load = pb.ServingLoad(concurrency=32, prefill_workers=2, prefill_tp=2, decode_workers=1,
+                          decode_tp=4)  # fmt: skip
+    with PlenaClient(server) as client:
+        reply = client.estimate(_system(), pb.Plan(), pb.Workload(input_seq_len=4096), load=load)
+    d = reply.disaggregated_under_load
+    assert reply.mode == "disaggregated" and not reply.HasField("under_load")
+    assert d.prefill_workers == 2 and d.decode_tp == 4 and d.concurrency == 32
+    assert d.ttft_seconds > d.prefill_seconds + d.prefill_wait_seconds > 0
+    assert list(d.ttft_quantiles_seconds) == sorted(d.ttft_quantiles_seconds)
+
+
+@pytest.mark.parametrize(
+    ("pools", "field"),
+    [
+        ({"prefill_workers": 2}, "load.prefill_tp"),
+        ({"prefill_workers": 2, "prefill_tp": 2, "decode_workers": 4, "decode_tp": 4},
+         "load.decode_workers"),
+        ({"prefill_workers": -1, "prefill_tp": 1, "decode_workers": 1, "decode_tp": 1},
+         "load.prefill_workers"),
+    ],
+)  # fmt: skip
+def test_bad_pools_are_invalid_argument_naming_them(server, pools, field):
+    load = pb.ServingLoad(concurrency=8, **pools)
+    with PlenaClient(server) as client, pytest.raises(PlenaRpcError) as err:
+        client.estimate(_system(), pb.Plan(), pb.Workload(), load=load)
+    assert (err.value.code, err.value.field) == (grpc.StatusCode.INVALID_ARGUMENT, field)

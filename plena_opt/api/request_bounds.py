@@ -12,6 +12,10 @@ _CHOICE = "one of a word list (plena_opt.vocabulary / the library's names), else
 _FLAG = "a bool: no size"
 _SLA = "an SLA or cost cap: finite, 0 < value ≤ MAX_SLA (1e9)"
 _DEGREE = "a parallel degree: 1 ≤ d ≤ MAX_DEVICES; the plan's devices must equal the NoC's"
+_POOL = (
+    "0 (unset; all four or none) or 1 ≤ n ≤ MAX_DEVICES; prefill_workers·prefill_tp + "
+    "decode_workers·decode_tp ≤ the NoC's devices; Estimate only"
+)
 _JSON = "inline JSON document ≤ MAX_BODY_BYTES (ServerLimits.max_inline_json_bytes)"
 
 PROTO_BOUNDS: dict[str, str] = {
@@ -95,4 +99,8 @@ PROTO_BOUNDS: dict[str, str] = {
     "ServingLoad.engine": _CHOICE,
     "ServingLoad.engine_version": "the one modelled version of the engine, else refused",
     "ServingLoad.range_ratio": "0 ≤ ratio < 1",
+    "ServingLoad.prefill_workers": _POOL,
+    "ServingLoad.prefill_tp": _POOL,
+    "ServingLoad.decode_workers": _POOL,
+    "ServingLoad.decode_tp": _POOL,
 }

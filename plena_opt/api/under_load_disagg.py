@@ -152,7 +152,8 @@ def serve_disaggregated(
     if pools.gpus > noc.num_devices:  # type: ignore[union-attr]
         raise PlenaInputError(
             "decode_workers",
-            f"the pools need {pools.gpus} GPUs; the NoC has {noc.num_devices}",  # type: ignore[union-attr]
+            f"the pools need {pools.gpus} GPUs (prefill_workers × prefill_tp + decode_workers × "
+            f"decode_tp); the NoC has {noc.num_devices}",  # type: ignore[union-attr]
         )
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
     eng = engine_model(engine, hbm)

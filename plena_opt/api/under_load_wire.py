@@ -137,3 +137,68 @@ def load_basis_to_proto(doc: Mapping[str, Any]) -> pb.SearchLoadBasis:
     if doc.get("request_rate_per_s") is not None:
         out.request_rate_per_s = doc["request_rate_per_s"]
     return out
+
+
+_POOLS = ("prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
+# DisaggMetrics attribute -> proto field
+_DISAGG = {
+    "request_rate_per_s": "request_throughput_per_s",
+    "prefill_wait_seconds": "prefill_wait_seconds",
+    "prefill_seconds": "prefill_seconds",
+    "transfer_seconds": "kv_transfer_seconds",
+    "prefill_utilisation": "prefill_utilisation",
+    "decode_batch_per_worker": "decode_batch_per_worker",
+    "ttft_seconds": "ttft_seconds",
+    "tpot_seconds": "tpot_seconds",
+    "e2e_seconds": "e2e_seconds",
+    "output_tps": "output_tps",
+    "output_tps_per_gpu": "output_tps_per_gpu",
+    "output_tps_per_user": "output_tps_per_user",
+}
+_DISAGG_PLAIN = ("engine", "engine_version", "host_step_seconds", "engine_source", "range_ratio")
+
+
+def pools_of(msg: pb.ServingLoad) -> Any:
+    """The request's disaggregated pools (None: none given); errors name the field."""
+    from plena_opt.api.under_load_disagg import check_pools
+
+    return check_pools({f: getattr(msg, f) for f in _POOLS})
+
+
+def disagg_to_proto(d: Any) -> pb.DisaggUnderLoadMetrics:
+    """``DisaggUnderLoad`` → proto (SI)."""
+    out = pb.DisaggUnderLoadMetrics(
+        max_num_batched_tokens=d.budget_tokens,
+        input_seq_len=d.input_len,
+        output_seq_len=d.output_len,
+    )
+    for name in _DISAGG_PLAIN:
+        setattr(out, name, getattr(d, name))
+    for name in _POOLS:
+        setattr(out, name, getattr(d.pools, name))
+    for attr, field in _DISAGG.items():
+        setattr(out, field, getattr(d.metrics, attr))
+    out.ttft_quantiles_seconds.extend(d.metrics.ttft_quantiles_seconds)
+    out.e2e_quantiles_seconds.extend(d.metrics.e2e_quantiles_seconds)
+    if d.concurrency is not None:
+        out.concurrency = d.concurrency
+    if d.request_rate_per_s is not None:
+        out.request_rate_per_s = d.request_rate_per_s
+    return out
+
+
+def disagg_from_proto(msg: pb.DisaggUnderLoadMetrics) -> Any:
+    """The ``DisaggUnderLoad`` a reply carries."""
+    from plena_opt.api.under_load_disagg import DisaggUnderLoad
+    from plena_opt.serving.disaggregated import DisaggMetrics, Pools
+
+    m = {attr: getattr(msg, field) for attr, field in _DISAGG.items()}
+    m["ttft_quantiles_seconds"] = tuple(msg.ttft_quantiles_seconds)
+    m["e2e_quantiles_seconds"] = tuple(msg.e2e_quantiles_seconds)
+    return DisaggUnderLoad(
+        msg.engine, msg.engine_version, msg.max_num_batched_tokens, msg.host_step_seconds,
+        msg.engine_source, Pools(*(getattr(msg, f) for f in _POOLS)),
+        msg.concurrency if msg.HasField("concurrency") else None,
+        msg.request_rate_per_s if msg.HasField("request_rate_per_s") else None,
+        msg.input_seq_len, msg.output_seq_len, msg.range_ratio, DisaggMetrics(**m),
+    )  # fmt: skip

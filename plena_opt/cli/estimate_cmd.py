@@ -132,11 +132,6 @@ def run(args: argparse.Namespace) -> int:
                 raise PlenaInputError(
                     "burst_ttft", "--burst-ttft is computed locally; run it without --server"
                 )
-            if _pools(args) is not None:
-                raise PlenaInputError(
-                    "prefill_workers",
-                    "disaggregated pools under load are priced locally; run without --server",
-                )
             if _wants_load(args) and args.noc is None:
                 raise PlenaInputError(
                     "concurrency", "serving under load needs a GPU --chip on a --noc"

@@ -361,7 +361,8 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
     return exc
 
 
-LOAD_FIELDS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+LOAD_FIELDS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio",
+               "prefill_workers", "prefill_tp", "decode_workers", "decode_tp")  # fmt: skip
 
 
 def qualify_load(exc: PlenaInputError) -> PlenaInputError:

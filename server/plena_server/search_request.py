@@ -201,6 +201,14 @@ def _load(request: pb.SearchRequest, o: pb.SearchOptions) -> dict[str, Any]:
     from plena_opt.api.under_load_wire import load_kwargs
 
     kw = load_kwargs(request.load)
+    pools = [f for f in ("prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
+             if getattr(request.load, f)]  # fmt: skip
+    if pools:
+        raise PlenaInputError(
+            f"load.{pools[0]}",
+            "disaggregated pools (load.prefill_workers, prefill_tp, decode_workers, decode_tp) "
+            "are priced by Estimate, not searched",
+        )
     try:
         check_load(kw["concurrency"], kw["request_rate"], kw["range_ratio"])
     except PlenaInputError as exc:

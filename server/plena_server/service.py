@@ -106,6 +106,15 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
+        if request.HasField("load") and request.system.HasField("noc"):
+            from plena_opt.api.under_load_wire import pools_of
+
+            try:
+                pools = pools_of(request.load)
+            except PlenaInputError as exc:
+                raise convert.qualify_load(exc) from exc
+            if pools is not None:
+                return self._disaggregated(request, pools)
         if not request.system.HasField("noc"):
             if request.HasField("load"):
                 raise PlenaInputError("load", "serving under load needs a GPU chip on a system.noc")
@@ -125,6 +134,20 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         if request.HasField("load"):
             reply.under_load.CopyFrom(self._under_load(request, plan))
         return reply
+
+    def _disaggregated(self, request: pb.EstimateRequest, pools: Any) -> pb.EstimateResponse:
+        """Disaggregated pools under the request's ``load`` (no static estimate: not one plan)."""
+        from plena_opt.api.under_load_disagg import serve_disaggregated
+        from plena_opt.api.under_load_wire import disagg_to_proto, load_kwargs
+
+        inputs = convert.load_inputs(request.system, request.workload, self.limits)
+        try:
+            d = serve_disaggregated(inputs, pools, **load_kwargs(request.load))
+        except PlenaInputError as exc:
+            raise convert.qualify_load(exc) from exc
+        return pb.EstimateResponse(
+            mode="disaggregated", disaggregated_under_load=disagg_to_proto(d)
+        )
 
     def _under_load(self, request: pb.EstimateRequest, plan: Any) -> pb.UnderLoadMetrics:
         """The plan under the request's ``load`` (errors name ``load.<field>``)."""

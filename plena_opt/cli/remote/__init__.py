@@ -53,6 +53,8 @@ def remote_estimate(args: argparse.Namespace) -> int:
             reply = client.estimate(request.system, request.plan, request.workload, load=load)
     except RemoteUnavailable as exc:
         return fail(exc)
+    if reply.HasField("disaggregated_under_load"):
+        return _print_disaggregated(args, reply.disaggregated_under_load)
     doc = json.loads(reply.estimate_json)
     if reply.mode == "single_chip":
         result = PlanEstimate("single_chip", doc)
@@ -71,6 +73,19 @@ def remote_estimate(args: argparse.Namespace) -> int:
         return 0
     print(result.to_text())
     print(load.to_text())
+    return 0
+
+
+def _print_disaggregated(args: argparse.Namespace, msg: object) -> int:
+    """Pools under load, as local mode prints them (``estimate_cmd._print_disaggregated``)."""
+    from plena_opt.api.under_load_wire import disagg_from_proto
+    from plena_opt.jsonio import dumps
+
+    load = disagg_from_proto(msg)  # type: ignore[arg-type]
+    if args.json:
+        print(dumps({"mode": "disaggregated", "serving_under_load": load.to_dict()}, indent=2))
+    else:
+        print(load.to_text().lstrip("\n"))
     return 0
 
 

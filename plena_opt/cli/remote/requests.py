@@ -115,12 +115,14 @@ def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:
     from plena_opt.api.under_load import check_load
 
     check_load(args.concurrency, args.request_rate, args.range_ratio or 0.0)
+    pools = ("prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
     return pb.ServingLoad(
         concurrency=args.concurrency or 0,
         request_rate=args.request_rate or 0.0,
         engine=args.engine or "",
         engine_version=args.engine_version or "",
         range_ratio=args.range_ratio or 0.0,
+        **{f: getattr(args, f, None) or 0 for f in pools},
     )
 
 

@@ -645,18 +645,20 @@ class EstimateRequest(_message.Message):
     def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., load: _Optional[_Union[ServingLoad, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("metrics", "estimate_json", "mode", "estimate", "under_load")
+    __slots__ = ("metrics", "estimate_json", "mode", "estimate", "under_load", "disaggregated_under_load")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_JSON_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
+    DISAGGREGATED_UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     metrics: PlanMetrics
     estimate_json: str
     mode: str
     estimate: Estimate
     under_load: UnderLoadMetrics
-    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., under_load: _Optional[_Union[UnderLoadMetrics, _Mapping]] = ...) -> None: ...
+    disaggregated_under_load: DisaggUnderLoadMetrics
+    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., under_load: _Optional[_Union[UnderLoadMetrics, _Mapping]] = ..., disaggregated_under_load: _Optional[_Union[DisaggUnderLoadMetrics, _Mapping]] = ...) -> None: ...
 
 class StageCost(_message.Message):
     __slots__ = ("stage", "layers", "seconds", "compute_seconds", "memory_seconds", "memory_bound_seconds", "comm_seconds", "read_bytes", "write_bytes", "dram_energy_pj")
@@ -1051,18 +1053,26 @@ class ListStudiesResponse(_message.Message):
     def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ServingLoad(_message.Message):
-    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_RATE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
     RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_TP_FIELD_NUMBER: _ClassVar[int]
+    DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_TP_FIELD_NUMBER: _ClassVar[int]
     concurrency: int
     request_rate: float
     engine: str
     engine_version: str
     range_ratio: float
-    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ...) -> None: ...
+    prefill_workers: int
+    prefill_tp: int
+    decode_workers: int
+    decode_tp: int
+    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ...) -> None: ...
 
 class LoadStats(_message.Message):
     __slots__ = ("mean_seconds", "p50_seconds", "p90_seconds", "p99_seconds")
@@ -1217,3 +1227,63 @@ class SearchLoadBasis(_message.Message):
     basis: str
     static_basis: str
     def __init__(self, kind: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., range_ratio: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., percentile: _Optional[str] = ..., basis: _Optional[str] = ..., static_basis: _Optional[str] = ...) -> None: ...
+
+class DisaggUnderLoadMetrics(_message.Message):
+    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "host_step_seconds", "engine_source", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "request_throughput_per_s", "prefill_wait_seconds", "prefill_seconds", "kv_transfer_seconds", "prefill_utilisation", "decode_batch_per_worker", "ttft_seconds", "tpot_seconds", "e2e_seconds", "ttft_quantiles_seconds", "e2e_quantiles_seconds", "output_tps", "output_tps_per_gpu", "output_tps_per_user")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    HOST_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_TP_FIELD_NUMBER: _ClassVar[int]
+    DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_TP_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_UTILISATION_FIELD_NUMBER: _ClassVar[int]
+    DECODE_BATCH_PER_WORKER_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_QUANTILES_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_QUANTILES_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    engine_version: str
+    max_num_batched_tokens: int
+    host_step_seconds: float
+    engine_source: str
+    prefill_workers: int
+    prefill_tp: int
+    decode_workers: int
+    decode_tp: int
+    concurrency: int
+    request_rate_per_s: float
+    input_seq_len: int
+    output_seq_len: int
+    range_ratio: float
+    request_throughput_per_s: float
+    prefill_wait_seconds: float
+    prefill_seconds: float
+    kv_transfer_seconds: float
+    prefill_utilisation: float
+    decode_batch_per_worker: float
+    ttft_seconds: float
+    tpot_seconds: float
+    e2e_seconds: float
+    ttft_quantiles_seconds: _containers.RepeatedScalarFieldContainer[float]
+    e2e_quantiles_seconds: _containers.RepeatedScalarFieldContainer[float]
+    output_tps: float
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., prefill_wait_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., prefill_utilisation: _Optional[float] = ..., decode_batch_per_worker: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., ttft_quantiles_seconds: _Optional[_Iterable[float]] = ..., e2e_quantiles_seconds: _Optional[_Iterable[float]] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ...) -> None: ...
