@@ -139,9 +139,9 @@ class LoadedEvaluator:
             return LoadedMetrics(static, nan, nan, nan, {"refused": reason})
         try:
             st, tps = self._steady(plan)
-            k_ttft, k_tpot = self._ratios(plan)
-        except PlenaInputError as exc:
+        except PlenaInputError as exc:  # this plan does not serve the load
             return LoadedMetrics(static, nan, nan, nan, {"refused": str(exc)})
+        k_ttft, k_tpot = self._ratios(plan)  # a workload the replay cannot run stops the search
         ttft, tpot = st.ttft_seconds * k_ttft, st.tpot_seconds * k_tpot
         doc = {
             "percentile": f"p{self._q}",
