@@ -104,9 +104,8 @@ def test_a_plan_the_serving_model_does_not_express_scores_invalid():
         (["--concurrency", "4", "--range-ratio", "1"], "--range-ratio"),
         (["--concurrency", "4", "--recheck", "2"], "no --recheck under load"),
         (["--concurrency", "4", "--workers", "2"], "--workers is not priced under load"),
-        (["--concurrency", "4", "--server", "localhost:1"], "runs locally"),
         (["--concurrency", "4", "--engine", "tgi"], "engine"),
-        (["--concurrency", "4096"], "the replay would generate"),  # the pilot: a workload error
+        (["--concurrency", "4096", "--output-seq", "8192"], "the replay would generate"),
     ],
 )
 def test_bad_load_flags_are_input_errors(capsys, extra, words):
