@@ -75,6 +75,9 @@ class UnderLoad:
     # the measured spread of the model on the closest group of the shipped serving measurements
     # (``validate.error_bars``); None: no group of that engine
     error_band: ErrorBand | None = None
+    # DP replicas of the plan (each an engine of ``gpus`` GPUs, ⌈C/dp⌉ clients or rate/dp): the
+    # figures are one replica's (its tokens/s per GPU are the plan's at an even split)
+    replicas: int = 1
 
     @property
     def mean_ttft_seconds(self) -> float:
@@ -119,6 +122,7 @@ class UnderLoad:
                 "source": self.engine_source,
             },
             "gpus": self.gpus,
+            "replicas": self.replicas,
             "replay": {
                 "requests": self.replayed_requests,
                 "ttft_seconds": self.ttft.to_dict(),
@@ -172,7 +176,8 @@ class UnderLoad:
             f"each, {lengths})",
             f"  engine {self.engine} {self.engine_version}: chunked prefill "
             f"{self.budget_tokens} tokens/step, max running {running}, CUDA graphs up to batch "
-            f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs",
+            f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs"
+            + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else ""),
             f"  replay of {self.replayed_requests} requests ({after}):",
             f"  {'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}   steady-state mean",
         ]
@@ -252,6 +257,16 @@ def serve_under_load(
     check_load(concurrency, request_rate, range_ratio)
     version = check_target_engine(problem, engine, engine_version)
     _check_plan(plan)
+    dp = plan.dp
+    if dp > 1:  # one replica: its devices, its share of the clients or the rate
+        from dataclasses import replace
+
+        from plena_opt.estimate.disaggregated import sub_noc
+
+        plan = replace(plan, dp=1)
+        problem = replace(problem, noc=sub_noc(problem.noc, plan.world_size))  # type: ignore[arg-type]
+        concurrency = None if concurrency is None else -(-concurrency // dp)
+        request_rate = None if request_rate is None else request_rate / dp
     wl = problem.workload
     measured = OPEN_LOOP_MEASURED if concurrency is None else max(4 * concurrency, 64)
     rounds = measured + (measured if concurrency is None else WARMUP_WAVES * concurrency)
@@ -291,6 +306,7 @@ def serve_under_load(
         steady,
         _run_ttft(step, lengths, concurrency),
         _error_band(engine, problem.chip.name, concurrency),
+        dp,
     )
 
 
@@ -337,13 +353,13 @@ def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | No
 
 
 def _check_plan(plan: Plan) -> None:
-    """One engine instance of TP (and EP): the plans the serving model expresses."""
-    for dim in ("pp", "dp", "cp"):
+    """Engine instances of TP (and EP) and their DP replicas: the plans the model expresses."""
+    for dim in ("pp", "cp"):
         if getattr(plan, dim) != 1:
             raise PlenaInputError(
                 dim,
                 f"--{dim} {getattr(plan, dim)}: serving under load models "
-                "one engine instance of TP (and EP) only",
+                "engine instances of TP (and EP) and their DP replicas only",
             )
 
 

@@ -39,6 +39,7 @@ _PLAIN = (
     "output_tps_per_gpu",
     "output_tps_per_user",
     "request_throughput_per_s",
+    "replicas",
 )
 # UnderLoad attribute -> proto field, where the names differ
 _RENAMED = {
