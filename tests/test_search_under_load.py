@@ -140,3 +140,9 @@ def test_the_search_percentile_agrees_with_each_plans_replay(q):
         r = api.serve_under_load(own, one, concurrency=32 // plan.dp, range_ratio=0.8)
         assert u["ttft_seconds"] == pytest.approx(getattr(r.ttft, q), rel=PERCENTILE_TOLERANCE)
         assert u["tpot_seconds"] == pytest.approx(getattr(r.tpot, q), rel=PERCENTILE_TOLERANCE)
+
+
+def test_the_recommended_estimate_command_carries_the_load(capsys):
+    assert main([*SEARCH, *LOAD]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "estimate it:" in x)
+    assert line.endswith("--concurrency 64 --engine vllm --range-ratio 0.8")
