@@ -161,7 +161,7 @@ def test_more_clients_raise_tpot_and_throughput():
         (["--engine", "vllm"], "needs --concurrency or --request-rate"),
         (["--concurrency", "4", "--engine", "tgi"], "engine"),
         (["--concurrency", "4", "--engine-version", "0.6.0"], "version 0.34.0 only"),
-        (["--concurrency", "4", "--request-rate", "1", "--server", "localhost:1"], "locally"),
+        (["--concurrency", "4", "--request-rate", "1", "--server", "localhost:1"], "not both"),
         (["--concurrency", "4", "--burst-ttft"], "give one"),
         (["--concurrency", "4", "--range-ratio", "1"], "--range-ratio must be at least 0"),
         (["--concurrency", "4", "--range-ratio", "-0.1"], "--range-ratio must be at least 0"),
@@ -186,7 +186,7 @@ def test_a_plan_the_serving_model_cannot_express_is_refused(capsys):
     argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
             "--tp", "4", "--pp", "2", "--concurrency", "8"]  # fmt: skip
     assert main(argv) == 2
-    assert "--pp 2: serving under load models one engine instance" in capsys.readouterr().err
+    assert "--pp 2: serving under load models engine instances" in capsys.readouterr().err
 
 
 def test_replay_itl_pools_every_gap_and_shows_the_prefill_stalls(llama8b):
@@ -220,3 +220,17 @@ def test_drawn_lengths_spread_the_clients(capsys):
     assert drawn["steady_state"]["ttft_seconds"] == pytest.approx(
         drawn["replay"]["ttft_seconds"]["mean"], rel=0.2
     )
+
+
+def test_a_dp_plan_is_priced_as_its_replicas(capsys):
+    """--dp 2 on 8 GPUs: two TP 4 engines, each with half the clients; the figures are one
+    replica's, the same as pricing that replica alone on its 4 GPUs."""
+    base = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+            "--input-seq", "1024", "--output-seq", "128", "--range-ratio", "0.5",
+            "--json"]  # fmt: skip
+    assert main([*base, "--tp", "4", "--dp", "2", "--concurrency", "16"]) == 0
+    two = json.loads(capsys.readouterr().out)["serving_under_load"]
+    assert main([*base, "--devices", "4", "--tp", "4", "--concurrency", "8"]) == 0
+    one = json.loads(capsys.readouterr().out)["serving_under_load"]
+    assert two["replicas"] == 2 and one["replicas"] == 1 and two["gpus"] == 4
+    assert two["steady_state"] == one["steady_state"] and two["replay"] == one["replay"]

@@ -79,7 +79,19 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     ("SimulateRequest.samples", "simulate", limits.MAX_SAMPLES, 0),
     ("SimulateRequest.seed", "simulate", 2**32 - 1, 0),
     ("ListProfilesRequest.kind", "profiles", 3, 0),
+    # serving under load: 1-token prompts, 2-token outputs, so the plan serves the top rate
+    ("ServingLoad.concurrency", "load", limits.MAX_CONCURRENCY, 1),
+    ("ServingLoad.request_rate", "load", limits.MAX_REQUEST_RATE, 1e-9),
+    ("ServingLoad.range_ratio", "load", 0.99, 0.0),  # < 1 (an open range: 0.99 stands for it)
+    # disaggregated pools on the 8 GPUs: each at the largest value the others leave (POOL_BASE)
+    ("ServingLoad.prefill_workers", "load", 4, 1),
+    ("ServingLoad.prefill_tp", "load", 4, 1),
+    ("ServingLoad.decode_workers", "load", 1, 1),
+    ("ServingLoad.decode_tp", "load", 4, 1),
 ]
+# the other pool fields while one is fuzzed: 1 + 4 GPUs, or 4 + 1 for decode_tp (a TP of 5 past
+# the bound would be refused by the model's heads, not the NoC's size, so its bound is a sum too)
+POOL_BASE = {"prefill_workers": 1, "prefill_tp": 1, "decode_workers": 1, "decode_tp": 4}
 # A field whose bound is not a field rule but a product (ops of a schedule): past the product the
 # error names the schedule's size or samples, which the test accepts for these.
 PRODUCT_NAMES = {"pp_size", "vpp_size", "microbatches", "samples", "training", "max_window_steps"}
@@ -138,6 +150,16 @@ def _requests(kind: str, message: str) -> list[tuple[str, object, object]]:
         req.options.trials, req.options.recheck_top_k = 1, 0
         req.options.batch_sizes[:] = [4]
         return [("Search", req, req.options), ("StreamSearch", req, req.options)]
+    if kind == "load":
+        req = pb.EstimateRequest(
+            system=_system(gpu=True),
+            workload=pb.Workload(batch_size=4, input_seq_len=1, output_seq_len=2),
+            plan=pb.Plan(tp=8),
+            load=pb.ServingLoad(concurrency=4),
+        )
+        s = pb.SearchRequest(system=req.system, workload=req.workload, load=req.load)
+        s.options.trials, s.options.batch_sizes[:] = 1, [4]
+        return [("Estimate", req, req.load), ("Search", s, s.load)]  # a search under load too
     if kind == "profiles":
         req = pb.ListProfilesRequest()
         return [("ListProfiles", req, req)]
@@ -176,6 +198,15 @@ def _set(holder, field: str, value) -> None:
         holder.base_ms["F"] = value
     elif field == "batch_sizes":
         holder.batch_sizes[:] = [value]
+    elif field in POOL_BASE:
+        base = (
+            dict(POOL_BASE, prefill_workers=4, decode_tp=1) if field == "decode_tp" else POOL_BASE
+        )
+        for name, v in base.items():
+            setattr(holder, name, v)
+        setattr(holder, field, value)
+    elif field == "request_rate":  # a rate replaces the closed loop's concurrency
+        holder.concurrency, holder.request_rate = 0, value
     elif field == "vpp_size":  # chunks need an interleaved schedule
         holder.schedule, holder.vpp_size, holder.microbatches = "interleaved-1f1b", value, 2
     else:

@@ -60,7 +60,7 @@ def test_reflection_lists_and_describes_the_service(channel):
         "GetStudy",
     }
     estimate = pool.FindMessageTypeByName("plena_opt.v1.EstimateRequest")
-    assert [f.name for f in estimate.fields] == ["system", "workload", "plan"]
+    assert [f.name for f in estimate.fields] == ["system", "workload", "plan", "load"]
 
 
 def test_serve_binds_loopback_by_default():

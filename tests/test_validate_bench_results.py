@@ -75,7 +75,7 @@ def test_a_poisson_run_is_priced_open_loop_and_a_capped_rate_refused(capsys):
     [
         ("tp1-ep1-dp1-pp2-cp1-replace-none-b32", "pp 2: only one engine instance"),
         ("1P:tp1-ep1-dp1-pp1-cp1-replace-none-b8+1D:tp1-ep1-dp1-pp1-cp1-replace-none-b32",
-         "disaggregated serving under load is not modelled yet"),
+         "disaggregated bundle's bench results are not priced yet"),
         ("tp1-ep1-dp1-pp1-cp1-replace-none-b32-fp4", "h100-sxm has no fp4 tensor cores"),
     ],
 )  # fmt: skip

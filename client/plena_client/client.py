@@ -180,8 +180,13 @@ class PlenaClient:
         plan: pb.Plan | None = None,
         workload: pb.Workload | None = None,
         timeout: float | None = None,
+        load: pb.ServingLoad | None = None,
     ) -> pb.EstimateResponse:
-        request = pb.EstimateRequest(system=system, plan=plan or pb.Plan(), workload=workload)
+        """One plan's estimate; with ``load`` (a concurrency or request rate and an engine) also
+        the plan under that serving workload (``EstimateResponse.under_load``)."""
+        request = pb.EstimateRequest(
+            system=system, plan=plan or pb.Plan(), workload=workload, load=load
+        )
         return self._call("Estimate", request, timeout)
 
     def simulate(self, request: pb.SimulateRequest, timeout: float | None = None) -> Any:

@@ -211,11 +211,14 @@ def _from_front(result: SearchResult, request: Any, seqs: dict) -> Recommendatio
             ttft=v["ttft_seconds"],
             tpot=v["tpot_seconds"],
         )
+    basis = STATIC
+    if result.under_load is not None:  # issue 23: the front's figures are under load
+        basis = f"{UNDER_LOAD}, {result.under_load['percentile']}"
     if has_sla(request):
         entry = max(result.front, key=lambda e: e.tps_per_device or 0.0)
         missed = " (none re-checked meets it at the percentile)" if "verdicts" in serving else ""
         why = f"highest tokens/s/device of the front plans meeting the SLA ({sla}){missed}"
-        return _entry_rec(entry, STATIC, why, seqs)
+        return _entry_rec(entry, basis, why, seqs)
     objectives = list(request.objectives)
     key = next((k for k in objectives if k in THROUGHPUT), objectives[0])
     attr, larger = _ENTRY_FIGURE[key]
@@ -226,7 +229,7 @@ def _from_front(result: SearchResult, request: Any, seqs: dict) -> Recommendatio
         f"{'highest' if larger else 'lowest'} {key} on the Pareto front of "
         f"{', '.join(objectives)} (no SLA given)"
     )
-    return _entry_rec(entry, STATIC, why, seqs)
+    return _entry_rec(entry, basis, why, seqs)
 
 
 def _entry_rec(

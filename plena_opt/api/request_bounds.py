@@ -12,6 +12,10 @@ _CHOICE = "one of a word list (plena_opt.vocabulary / the library's names), else
 _FLAG = "a bool: no size"
 _SLA = "an SLA or cost cap: finite, 0 < value ≤ MAX_SLA (1e9)"
 _DEGREE = "a parallel degree: 1 ≤ d ≤ MAX_DEVICES; the plan's devices must equal the NoC's"
+_POOL = (
+    "0 (unset; all four or none) or 1 ≤ n ≤ MAX_DEVICES; prefill_workers·prefill_tp + "
+    "decode_workers·decode_tp ≤ the NoC's devices; Estimate only"
+)
 _JSON = "inline JSON document ≤ MAX_BODY_BYTES (ServerLimits.max_inline_json_bytes)"
 
 PROTO_BOUNDS: dict[str, str] = {
@@ -90,4 +94,14 @@ PROTO_BOUNDS: dict[str, str] = {
     "SimulateRequest.seed": "0 ≤ seed < 2**32",
     "SimulateRequest.include_traces": _FLAG + "; traces ≤ MAX_TRACE_BYTES per reply",
     "ListProfilesRequest.kind": "an enum value",
+    # serving under load (issue 23); the replay is also capped at MAX_REPLAY_TOKENS
+    "ServingLoad.concurrency": "0 (unset) or 1 ≤ clients ≤ MAX_CONCURRENCY",
+    "ServingLoad.request_rate": "0 (unset) or 0 < requests/s ≤ MAX_REQUEST_RATE",
+    "ServingLoad.engine": _CHOICE,
+    "ServingLoad.engine_version": "the one modelled version of the engine, else refused",
+    "ServingLoad.range_ratio": "0 ≤ ratio < 1",
+    "ServingLoad.prefill_workers": _POOL,
+    "ServingLoad.prefill_tp": _POOL,
+    "ServingLoad.decode_workers": _POOL,
+    "ServingLoad.decode_tp": _POOL,
 }

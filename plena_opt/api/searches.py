@@ -24,4 +24,13 @@ def search_plans(
     from plena_opt.search.runner import run_search
 
     inputs = problem if problem is not None else request.problem.load()
-    return run_search(request, inputs.evaluator, progress=progress, should_stop=should_stop)
+    if not request.under_load:
+        return run_search(request, inputs.evaluator, progress=progress, should_stop=should_stop)
+    from plena_opt.api.search_load import load_document, loaded_factory
+    from plena_opt.api.under_load import check_target_engine
+
+    version = check_target_engine(inputs, request.engine or "vllm", request.engine_version)
+    factory = loaded_factory(inputs.evaluator, inputs, request)
+    result = run_search(request, factory, progress=progress, should_stop=should_stop)
+    result.under_load = load_document(request, version)
+    return result

@@ -75,6 +75,9 @@ class UnderLoad:
     # the measured spread of the model on the closest group of the shipped serving measurements
     # (``validate.error_bars``); None: no group of that engine
     error_band: ErrorBand | None = None
+    # DP replicas of the plan (each an engine of ``gpus`` GPUs, ⌈C/dp⌉ clients or rate/dp): the
+    # figures are one replica's (its tokens/s per GPU are the plan's at an even split)
+    replicas: int = 1
 
     @property
     def mean_ttft_seconds(self) -> float:
@@ -119,6 +122,7 @@ class UnderLoad:
                 "source": self.engine_source,
             },
             "gpus": self.gpus,
+            "replicas": self.replicas,
             "replay": {
                 "requests": self.replayed_requests,
                 "ttft_seconds": self.ttft.to_dict(),
@@ -172,7 +176,8 @@ class UnderLoad:
             f"each, {lengths})",
             f"  engine {self.engine} {self.engine_version}: chunked prefill "
             f"{self.budget_tokens} tokens/step, max running {running}, CUDA graphs up to batch "
-            f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs",
+            f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs"
+            + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else ""),
             f"  replay of {self.replayed_requests} requests ({after}):",
             f"  {'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}   steady-state mean",
         ]
@@ -248,17 +253,20 @@ def serve_under_load(
     lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
     state uses the means). Bad input raises naming the field."""
     from plena_opt.serving import StepModel, engine_model
-    from plena_opt.serving.engines import ENGINES, VERSIONS
 
     check_load(concurrency, request_rate, range_ratio)
-    _check_target(problem, plan, engine, ENGINES)
-    version = VERSIONS[engine] if engine_version is None else engine_version
-    if version != VERSIONS[engine]:
-        raise PlenaInputError(
-            "engine_version",
-            f"the {engine} scheduler defaults are modelled "
-            f"for version {VERSIONS[engine]} only; got {version!r}",
-        )
+    version = check_target_engine(problem, engine, engine_version)
+    _check_plan(plan)
+    dp = plan.dp
+    if dp > 1:  # one replica: its devices, its share of the clients or the rate
+        from dataclasses import replace
+
+        from plena_opt.estimate.disaggregated import sub_noc
+
+        plan = replace(plan, dp=1)
+        problem = replace(problem, noc=sub_noc(problem.noc, plan.world_size))  # type: ignore[arg-type]
+        concurrency = None if concurrency is None else -(-concurrency // dp)
+        request_rate = None if request_rate is None else request_rate / dp
     wl = problem.workload
     measured = OPEN_LOOP_MEASURED if concurrency is None else max(4 * concurrency, 64)
     rounds = measured + (measured if concurrency is None else WARMUP_WAVES * concurrency)
@@ -298,6 +306,7 @@ def serve_under_load(
         steady,
         _run_ttft(step, lengths, concurrency),
         _error_band(engine, problem.chip.name, concurrency),
+        dp,
     )
 
 
@@ -317,10 +326,11 @@ def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | Non
     return benchmark_run(step, ServingWorkload(concurrency, *lengths)).ttft_seconds
 
 
-def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: dict) -> None:
-    """A GPU chip on a NoC, a known engine, a plan the serving model expresses."""
+def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | None) -> str:
+    """A GPU chip on a NoC and a known engine at its one modelled version (returned)."""
     from plena_opt.chip.gpu import GpuChipProfile
     from plena_opt.errors import not_found
+    from plena_opt.serving.engines import ENGINES, VERSIONS
 
     if not isinstance(problem.chip, GpuChipProfile):
         raise PlenaInputError(
@@ -331,14 +341,25 @@ def _check_target(problem: EvaluatorInputs, plan: Plan, engine: str, engines: di
         )
     if problem.noc is None:
         raise PlenaInputError("noc", "a GPU chip is priced on a node profile: give --noc")
-    if engine not in engines:
-        raise not_found("engine", "engine", engine, engines)
-    for dim in ("pp", "dp", "cp"):
+    if engine not in ENGINES:
+        raise not_found("engine", "engine", engine, ENGINES)
+    if version is not None and version != VERSIONS[engine]:
+        raise PlenaInputError(
+            "engine_version",
+            f"the {engine} scheduler defaults are modelled "
+            f"for version {VERSIONS[engine]} only; got {version!r}",
+        )
+    return VERSIONS[engine]
+
+
+def _check_plan(plan: Plan) -> None:
+    """Engine instances of TP (and EP) and their DP replicas: the plans the model expresses."""
+    for dim in ("pp", "cp"):
         if getattr(plan, dim) != 1:
             raise PlenaInputError(
                 dim,
                 f"--{dim} {getattr(plan, dim)}: serving under load models "
-                "one engine instance of TP (and EP) only",
+                "engine instances of TP (and EP) and their DP replicas only",
             )
 
 

@@ -151,6 +151,10 @@ def summary_to_proto(
     for name in ("tps_per_device", "max_batch", "capacity_bound", *COST_FIELDS):
         if s.get(name) is not None:  # serving figures (issue 16), cost and power (issue 30)
             setattr(msg, name, s[name])
+    if s.get("under_load") is not None:  # a search under load (issue 23)
+        from plena_opt.api.under_load_wire import plan_under_load_to
+
+        plan_under_load_to(s, msg.under_load)
     return msg
 
 

@@ -65,7 +65,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
     """Serving under load (GPU chips): the workload and the engine that schedules it."""
     from plena_opt.bounds import MAX_CONCURRENCY, MAX_REQUEST_RATE
 
-    g = p.add_argument_group("serving under load (GPU chips; local only)")
+    g = p.add_argument_group("serving under load (GPU chips; also with --server)")
     g.add_argument(
         "--concurrency",
         type=int,
@@ -100,6 +100,18 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
         help="serving engine whose default scheduler runs the load: vllm (default), sglang or "
         "trtllm; refused on PLENA chips (no engine targets them)",
     )
+    for flag, what in (("prefill-workers", "prefill workers"), ("prefill-tp", "TP of a prefill "
+                       "worker"), ("decode-workers", "decode workers"),
+                       ("decode-tp", "TP of a decode worker")):  # fmt: skip
+        g.add_argument(
+            f"--{flag}",
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"disaggregated serving: {what} (give all four; the pools take the first "
+            "devices of --noc, prefill first); with --concurrency/--request-rate prices the "
+            "prefill queue, KV transfer and decode batch (default: none, one aggregated plan)",
+        )
     g.add_argument(
         "--engine-version",
         default=None,
@@ -120,15 +132,17 @@ def run(args: argparse.Namespace) -> int:
                 raise PlenaInputError(
                     "burst_ttft", "--burst-ttft is computed locally; run it without --server"
                 )
-            if _wants_load(args):
+            if _wants_load(args) and args.noc is None:
                 raise PlenaInputError(
-                    "concurrency", "serving under load is computed locally; run it without --server"
+                    "concurrency", "serving under load needs a GPU --chip on a --noc"
                 )
             if args.prices is not None:
                 raise PlenaInputError(
                     "prices", "--prices is computed locally; run it without --server"
                 )
             return remote_estimate(args)
+        if _pools(args) is not None:
+            return _print_disaggregated(args)
         return _run_local(args, plan)
 
 
@@ -206,4 +220,34 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         return 0
     print(result.to_text())
     print(load.to_text())
+    return 0
+
+
+def _pools(args: argparse.Namespace):  # noqa: ANN202
+    """The pools of the four pool flags (None: none given); an error names a missing one."""
+    from plena_opt.api.under_load_disagg import POOL_FIELDS, check_pools
+
+    return check_pools({f: getattr(args, f, None) for f in POOL_FIELDS})
+
+
+def _print_disaggregated(args: argparse.Namespace) -> int:
+    """Pools under load: the ``serving_under_load`` document / text block alone (the pools are
+    not one plan, so no static-batch estimate is printed)."""
+    from plena_opt import api
+    from plena_opt.api.under_load_disagg import serve_disaggregated
+    from plena_opt.jsonio import dumps
+
+    if args.noc is None:
+        raise PlenaInputError("noc", "disaggregated pools need a GPU --chip on a --noc")
+    if args.burst_ttft is not None:
+        raise PlenaInputError("burst_ttft", "--burst-ttft and disaggregated pools: give one")
+    problem = api.load_problem(problem_from_args(args))
+    load = serve_disaggregated(
+        problem, _pools(args), args.engine or "vllm", args.concurrency, args.request_rate,
+        args.engine_version, args.range_ratio or 0.0,
+    )  # fmt: skip
+    if args.json:
+        print(dumps({"mode": "disaggregated", "serving_under_load": load.to_dict()}, indent=2))
+    else:
+        print(load.to_text().lstrip("\n"))
     return 0

@@ -101,6 +101,11 @@ def request_from_args(args: argparse.Namespace) -> SearchRequest:
             precisions=precision_list(getattr(args, "precisions", None)),
             max_cost_per_mtok=getattr(args, "max_cost_per_mtok", None),
             prices=getattr(args, "prices", None),
+            concurrency=getattr(args, "concurrency", None),
+            request_rate=getattr(args, "request_rate", None),
+            engine=getattr(args, "engine", None),
+            engine_version=getattr(args, "engine_version", None),
+            range_ratio=getattr(args, "range_ratio", None) or 0.0,
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc
@@ -141,7 +146,14 @@ def recheck_noise(args: argparse.Namespace):
         raise PlenaInputError("recheck", "--recheck must be at least 0 (0 turns it off)")
     if args.samples < 0:
         raise PlenaInputError("samples", "--samples must be at least 0")
-    if getattr(args, "percentile", "p50") != "p50" and (args.recheck == 0 or args.samples == 0):
+    loaded = getattr(args, "concurrency", None) or getattr(args, "request_rate", None)
+    if args.recheck and loaded:
+        raise PlenaInputError(
+            "recheck", "the Monte Carlo re-check prices the static batch: no --recheck under load"
+        )
+    if loaded:
+        args.recheck = 0  # under load the percentile is the serving model's, not a re-check's
+    elif getattr(args, "percentile", "p50") != "p50" and (args.recheck == 0 or args.samples == 0):
         raise PlenaInputError(
             "percentile",
             f"--percentile {args.percentile} judges the SLA on the Monte Carlo re-check; give "
@@ -150,6 +162,21 @@ def recheck_noise(args: argparse.Namespace):
     from plena_opt.cli.simulate_cmd import noise_from_flag
 
     return noise_from_flag(args.noise)
+
+
+def check_under_load(args: argparse.Namespace, request: SearchRequest) -> None:
+    """What a search under load does not combine with (each refused by its flag)."""
+    if not request.under_load:
+        return
+    for flag, given in (("workers", args.workers is not None),
+                        ("design_space", args.design_space is not None),
+                        ("serving", request.serving != "aggregated")):  # fmt: skip
+        if given:
+            raise PlenaInputError(
+                flag,
+                f"--{flag.replace('_', '-')} is not priced under load; drop it or "
+                "--concurrency/--request-rate",
+            )
 
 
 def check_serving_study(request: Any) -> None:
@@ -287,6 +314,7 @@ def handle(args: argparse.Namespace) -> int:
         return remote_search(args)
     request = request_from_args(args)
     check_store_plans(args)
+    check_under_load(args, request)
     if args.design_space is not None:
         from plena_opt.cli.codesign_report import run as run_codesign
 
@@ -340,7 +368,7 @@ def handle(args: argparse.Namespace) -> int:
                 checks = []
     finally:
         signal.signal(signal.SIGINT, previous)
-    if not interrupted["flag"]:
+    if not interrupted["flag"] and not request.under_load:
         api.decide_serving(result, checks, request, problem)
     write_outputs(args, result, [rc.to_dict() for rc in checks], checks, plot_title(request))
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far

@@ -23,6 +23,7 @@ def add_search_flags(p: argparse.ArgumentParser) -> None:
     _add_sla_flags(g)
     _add_sampler_flags(g)
     _add_codesign_flags(g)
+    _add_load_flags(p.add_argument_group("serving under load (GPU chips; issue 23)"))
     _add_recheck_flags(p.add_argument_group("Monte Carlo re-check of the best plans"))
     _add_output_flags(p.add_argument_group("output"))
 
@@ -93,7 +94,8 @@ def _add_sla_flags(g: Any) -> None:
         "--percentile",
         choices=PERCENTILES,
         default="p50",
-        help="judge the SLA at this percentile of the Monte Carlo re-check (default p50)",
+        help="judge the SLA at this percentile (default p50): of the Monte Carlo re-check; with "
+        "--concurrency/--request-rate, of the under-load TTFT and TPOT (the objectives too)",
     )
     g.add_argument(
         "--serving",
@@ -254,4 +256,46 @@ def _add_output_flags(o: Any) -> None:
         default=None,
         help="model id written into exported launch files (default: the catalog model's "
         "Hugging Face id, or --model-path)",
+    )
+
+
+def _add_load_flags(g: Any) -> None:
+    """The serving workload every plan is priced under (objectives and SLAs read it)."""
+    from plena_opt.bounds import MAX_CONCURRENCY, MAX_REQUEST_RATE
+
+    g.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="C",
+        help=f"price every plan under a closed loop of C clients, 1..{MAX_CONCURRENCY:,} (as "
+        "vllm bench serve --max-concurrency; --input-seq/--output-seq lengths): TTFT, TPOT and "
+        "tokens/s are the engine's steady state under that load, judged at --percentile; the "
+        "static batch's stay as static_* (default: none, static batch figures)",
+    )
+    g.add_argument(
+        "--request-rate",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help=f"instead of --concurrency: Poisson arrivals, requests/s, at most "
+        f"{MAX_REQUEST_RATE:,.0f} (split evenly over a plan's DP replicas; default: none)",
+    )
+    g.add_argument(
+        "--engine",
+        default=None,
+        help="serving engine whose scheduler runs the load: vllm (default), sglang or trtllm",
+    )
+    g.add_argument(
+        "--engine-version",
+        default=None,
+        help="engine version (default and only one modelled: vllm 0.34.0, sglang 0.5.23, "
+        "trtllm 00209af1)",
+    )
+    g.add_argument(
+        "--range-ratio",
+        type=float,
+        default=None,
+        metavar="R",
+        help="lengths drawn within ±R of --input-seq/--output-seq, 0 <= R < 1 (default 0)",
     )

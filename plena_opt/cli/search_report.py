@@ -114,9 +114,22 @@ def next_steps(
         base = [x for i, x in enumerate(base) if not (x == "--batch-size" or
                 (i and base[i - 1] == "--batch-size"))]  # fmt: skip
         flags = shlex.join(base + plan_flags(rec.plan))
-        lines.append(f"  estimate it:  plena-opt estimate {flags}")
+        lines.append(f"  estimate it:  plena-opt estimate {flags}{_load_flags(result)}")
         lines.append(f"  simulate it:  plena-opt simulate {flags}")
     return lines
+
+
+def _load_flags(result: SearchResult) -> str:
+    """`` --concurrency C --engine E …`` of a search under load (issue 23), else empty."""
+    u = result.under_load
+    if u is None:
+        return ""
+    flags = (["--concurrency", str(u["concurrency"])] if u["concurrency"] is not None
+             else ["--request-rate", f"{u['request_rate_per_s']:g}"])  # fmt: skip
+    flags += ["--engine", u["engine"]]
+    if u["range_ratio"]:
+        flags += ["--range-ratio", f"{u['range_ratio']:g}"]
+    return " " + shlex.join(flags)
 
 
 def empty_reason(result: SearchResult) -> str:

@@ -27,6 +27,7 @@ from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
     from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.estimate.evaluator import Evaluator
     from plena_opt.estimate.plan import Plan, Workload
     from plena_opt.estimate.results import DistributedEstimate
     from plena_opt.memory import Memory
@@ -164,10 +165,14 @@ class EvaluatorStepCosts:
     time (``host_seconds``, ``estimate.gpu_host``)."""
 
     def __init__(self, model: ModelSpec, noc: object, memory: Memory, chip: GpuChipProfile,
-                 workload: Workload, plan: Plan) -> None:  # fmt: skip
+                 workload: Workload, plan: Plan,
+                 evaluators: dict | None = None) -> None:  # fmt: skip
+        """``evaluators``: a cache of ``Evaluator`` by (batch, output length) shared by the
+        step costs of many plans of one problem (a search), so their memos stay warm."""
         from plena_opt.estimate import gpu_host
         from plena_opt.estimate.gpu import BLOCK_FP8_MODEL_TYPES
 
+        self._evaluators = {} if evaluators is None else evaluators
         self._args = (model, noc, memory, chip)
         self.workload, self.plan = workload, plan
         self._cache: dict[int, DistributedEstimate] = {}
@@ -183,15 +188,26 @@ class EvaluatorStepCosts:
         hit = self._cache.get(batch)
         if hit is not None:  # before the imports below: the steady-state model calls this often
             return hit
+        if batch not in self._cache:
+            self._cache[batch] = self._evaluator(batch, 1).estimate(self.plan)
+        return self._cache[batch]
+
+    def _evaluator(self, batch: int, output_len: int | None) -> Evaluator:
+        """The (shared) evaluator of the workload at ``batch`` (and ``output_len``)."""
         from dataclasses import replace
 
         from plena_opt.estimate import Evaluator
+        from plena_opt.estimate.memo import PricingMemo
 
-        if batch not in self._cache:
+        key = (batch, output_len)
+        if key not in self._evaluators:
             model, noc, memory, chip = self._args
-            wl = replace(self.workload, batch_size=batch, output_seq_len=1)
-            self._cache[batch] = Evaluator(model, noc, memory, wl, chip).estimate(self.plan)
-        return self._cache[batch]
+            wl = replace(self.workload, batch_size=batch)
+            if output_len is not None:
+                wl = replace(wl, output_seq_len=output_len)
+            memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
+            self._evaluators[key] = Evaluator(model, noc, memory, wl, chip, memo=memo)
+        return self._evaluators[key]
 
     def prefill_seconds(self, tokens: int) -> float:
         n = tokens / self.workload.input_seq_len
@@ -212,14 +228,8 @@ class EvaluatorStepCosts:
         return _pow2_interp(n, self._mean_step)
 
     def _mean_step(self, batch: int) -> float:
-        from dataclasses import replace
-
-        from plena_opt.estimate import Evaluator
-
         if batch not in self._mean:
-            model, noc, memory, chip = self._args
-            wl = replace(self.workload, batch_size=batch)
-            m = Evaluator(model, noc, memory, wl, chip).evaluate(self.plan)
+            m = self._evaluator(batch, None).evaluate(self.plan)
             self._mean[batch] = 1.0 / m.tps_per_sequence
         return self._mean[batch]
 

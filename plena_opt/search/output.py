@@ -135,7 +135,8 @@ def render_text(result: SearchResult) -> str:
         f"constraints: {', '.join(result.constraints)}",
     ]
     if result.front:
-        out.append(f"Pareto front ({len(result.front)} plans, by TPS; figures: {BASIS_STATIC}):")
+        basis = BASIS_STATIC if result.under_load is None else _load_line(result.under_load)
+        out.append(f"Pareto front ({len(result.front)} plans, by TPS; figures: {basis}):")
         out.append(front_table(result.front))
     if result.hypervolume is not None:
         k = len(result.objectives)
@@ -187,6 +188,7 @@ def no_front_message(result: SearchResult) -> str:
 # the front's display units (ms, J/token). Key → (JSON key, factor dividing the value).
 _SI_KEYS = {
     "ttft_ms": ("ttft_seconds", 1e3),
+    "static_ttft_ms": ("static_ttft_seconds", 1e3),
     "energy_j_per_token": ("energy_per_token_joules", 1.0),
     "elapsed_s": ("elapsed_seconds", 1.0),
 }
@@ -208,6 +210,8 @@ def result_document(result: SearchResult) -> dict:
         doc["best_infeasible"] = _si(doc["best_infeasible"])
     doc["empty_reason"] = None if result.front else no_front_message(result)
     doc["figures_basis"] = BASIS_STATIC  # the front's figures (the serving comparison's differ)
+    if result.under_load is not None:  # issue 23: objectives and SLAs read the under-load ones
+        doc["figures_basis"] = result.under_load["basis"]
     return doc
 
 
@@ -374,3 +378,12 @@ def _label_front(
         if abs(dx) > LABEL_OFFSETS_PX[0][0] or abs(dy) > 0:  # moved away: a leader line back
             fig.add_artist(Line2D([px, px + dx], [py, py + dy], transform=px_t, lw=0.4, c="0.5"))
     return boxes
+
+
+def _load_line(load: dict) -> str:
+    """The front's basis under a serving workload (issue 23)."""
+    what = (f"{load['concurrency']} concurrent clients" if load["concurrency"] is not None
+            else f"Poisson {load['request_rate_per_s']:g} requests/s")  # fmt: skip
+    return (f"under load ({what}, {load['engine']} {load['engine_version']}, TTFT and TPOT at "
+            f"{load['percentile']}; {load['basis']}; static batch figures: static_* in "
+            "--json)")  # fmt: skip

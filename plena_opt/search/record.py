@@ -21,6 +21,8 @@ from plena_opt.search.space import Point
 POINT_ATTR = "point_key"
 PLAN_ATTR = "plan"
 METRICS_ATTR = "metrics"
+# serving under load (issue 23): the static-batch figures and the under-load block of a summary
+LOAD_FIELDS = ("static_ttft_ms", "static_tps", "static_tps_per_sequence", "under_load")
 
 
 def summarise_metrics(m: Any) -> dict[str, Any]:
@@ -29,7 +31,10 @@ def summarise_metrics(m: Any) -> dict[str, Any]:
     attribution = getattr(m, "attribution", None) or {}
     plan = getattr(m, "plan", None)
     devices = getattr(plan, "world_size", None)
+    loaded = getattr(m, "under_load", None)
+    extra = {} if loaded is None else {**m.static_figures, "under_load": loaded}
     return {
+        **extra,
         "ttft_ms": float(m.ttft_seconds) * 1e3,
         "tps": float(m.tps),
         "tps_per_device": None if not devices else float(m.tps) / devices,
@@ -129,4 +134,5 @@ class Record:
             max_batch=s.get("max_batch"),
             capacity_bound=s.get("capacity_bound"),
             **{k: s.get(k) for k in COST_FIELDS},
+            **{k: s.get(k) for k in LOAD_FIELDS},
         )

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from plena_opt.bounds import MAX_SEARCH_SECONDS, MAX_SLA, MAX_TRIALS
+from plena_opt.bounds import (
+    MAX_CONCURRENCY,
+    MAX_REQUEST_RATE,
+    MAX_SEARCH_SECONDS,
+    MAX_SLA,
+    MAX_TRIALS,
+)
 from plena_opt.estimate.problem import ProblemSpec
 from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.vocabulary import Percentile, Sampler, ServingMode, ServingSampler
@@ -19,6 +25,12 @@ SERVING_DEFAULTS = {
     "precisions": None,
     "max_cost_per_mtok": None,
     "prices": None,
+    # serving under load (issue 23): the workload every plan is priced under
+    "concurrency": None,
+    "request_rate": None,
+    "engine": None,
+    "engine_version": None,
+    "range_ratio": 0.0,
 }
 
 
@@ -79,6 +91,14 @@ class SearchRequest(BaseModel):
     # the cost SLA, USD per million output tokens (``estimate.cost``).
     prices: str | None = Field(default=None, min_length=1, max_length=4096)
     max_cost_per_mtok: float | None = Field(default=None, allow_inf_nan=True)
+    # Serving under load (issue 23): with a closed loop of ``concurrency`` clients or a Poisson
+    # ``request_rate`` (requests/s), every plan is also priced under ``engine``'s scheduler
+    # (steady state) and the objectives and SLAs read those figures at ``percentile``.
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    request_rate: float | None = Field(default=None, gt=0, le=MAX_REQUEST_RATE)
+    engine: str | None = Field(default=None, max_length=64)
+    engine_version: str | None = Field(default=None, max_length=64)
+    range_ratio: float = Field(default=0.0, ge=0, lt=1)
 
     @field_validator("trials")
     @classmethod
@@ -117,6 +137,11 @@ class SearchRequest(BaseModel):
     def _one_precision_source(self) -> SearchRequest:
         if self.precisions and self.problem.precision is not None:
             raise ValueError("--precision and --precisions exclude each other; give one")
+        if self.concurrency is not None and self.request_rate is not None:
+            raise ValueError("give --concurrency or --request-rate, not both")
+        if not self.under_load and (self.engine or self.engine_version or self.range_ratio):
+            raise ValueError("--engine/--engine-version/--range-ratio need --concurrency or "
+                             "--request-rate")  # fmt: skip
         return self
 
     @field_validator("batch_sizes")
@@ -151,7 +176,14 @@ class SearchRequest(BaseModel):
         for name, default in SERVING_DEFAULTS.items():
             if getattr(self, name) != default:
                 out[name] = getattr(self, name)
+        if self.under_load:  # the percentile then changes the trials' values
+            out["percentile"] = self.percentile
         return out
+
+    @property
+    def under_load(self) -> bool:
+        """Whether plans are priced under a serving workload (issue 23)."""
+        return self.concurrency is not None or self.request_rate is not None
 
     def batch_list(self) -> list[int]:
         return self.batch_sizes or [self.problem.batch_size]

@@ -39,6 +39,13 @@ class FrontEntry(BaseModel):
     tps_per_kilowatt: float | None = None
     power_watts_per_device: float | None = None
     cost_note: str | None = None
+    # Serving under load (issue 23): with a search workload, ``ttft_ms``/``tps``/
+    # ``tps_per_sequence`` are the under-load figures; the static batch's stay here (ms, tokens/s)
+    # and ``under_load`` holds the steady state (means, the percentile judged, throughputs).
+    static_ttft_ms: float | None = None
+    static_tps: float | None = None
+    static_tps_per_sequence: float | None = None
+    under_load: dict[str, Any] | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -107,4 +114,7 @@ class SearchResult(BaseModel):
     # plan meeting it, analytic and, after a re-check, at the percentile) and the side-by-side
     # comparison of aggregated and disaggregated serving.
     serving: dict[str, Any] = Field(default_factory=dict)
+    # Serving under load (issue 23): the workload, engine, percentile and basis the front's
+    # figures are priced under (None: static batch figures).
+    under_load: dict[str, Any] | None = None
     scored: list[FrontEntry] = Field(default_factory=list, exclude=True)

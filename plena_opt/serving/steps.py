@@ -31,12 +31,14 @@ class StepModel:
 
     @classmethod
     def from_problem(cls, model: object, noc: object, memory: object, chip: object,
-                     workload: object, plan: object, engine: EngineModel) -> StepModel:  # fmt: skip
+                     workload: object, plan: object, engine: EngineModel,
+                     evaluators: dict | None = None) -> StepModel:  # fmt: skip
         """Build the evaluator's step costs for the plan (``workload``: an estimate Workload
-        whose lengths are the serving workload's) and wrap them."""
+        whose lengths are the serving workload's) and wrap them; ``evaluators``: a cache shared
+        by the step models of many plans of one problem (``EvaluatorStepCosts``)."""
         from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
 
-        costs = EvaluatorStepCosts(model, noc, memory, chip, workload, plan)  # type: ignore[arg-type]
+        costs = EvaluatorStepCosts(model, noc, memory, chip, workload, plan, evaluators)  # type: ignore[arg-type]
         return cls(costs, engine, plan.world_size)  # type: ignore[attr-defined]
 
     def _decode_int(self, n: int) -> float:

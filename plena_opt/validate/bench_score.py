@@ -147,7 +147,10 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
     if run.concurrency is None and run.request_rate_per_s is None:
         raise Refused("max_concurrency null and request_rate inf: every prompt sent at once")
     if parse_deployment_key(t.key) is not None:
-        raise Refused("disaggregated serving under load is not modelled yet")
+        raise Refused(
+            "a disaggregated bundle's bench results are not priced yet "
+            "(price its pools with estimate --prefill-workers … --concurrency)"
+        )
     plan, _, key_precision = parse_point_key(t.key)
     for dim in ("pp", "dp", "cp"):
         if getattr(plan, dim) != 1:

@@ -33,13 +33,15 @@ def _bound(values: list[float], level: float, upper: bool) -> float:
 
 
 def fit_error_table(rows: list[RowResult], level: float = LEVEL) -> dict[str, ErrorBand]:
-    """The interval of every group with at least :data:`MIN_ROWS` priced rows that carry both
-    measured means (rows of another status are skipped)."""
+    """The interval of every group with at least :data:`MIN_ROWS` priced aggregated rows that
+    carry both measured means (rows of another status or mode are skipped)."""
     from plena_opt.validate.serving_rows import SYSTEMS
 
     groups: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         if r.status != "priced" or not (r.ttft_ms and r.tpot_ms):
+            continue
+        if r.mode != "agg":  # the bars are those of one engine's estimate, not of pools
             continue
         if not (r.measured_ttft_ms and r.measured_tpot_ms):
             continue

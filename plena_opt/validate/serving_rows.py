@@ -82,6 +82,8 @@ class Deployment:
     output_len: int
     concurrency: int
     moe_tp: int = 0  # an explicit MoE split (``Plan.moe_tp``); 0: ``moe_tp_mode`` says
+    # disaggregated rows: (prefill workers, prefill TP, decode workers, decode TP); None: agg
+    pools: tuple[int, int, int, int] | None = None
 
 
 class Refused(Exception):
@@ -142,7 +144,7 @@ def resolve(row: ServingRow) -> Deployment:
     if row.get("mode") == "disagg":
         if not row.get("prefill_num_workers") or not row.get("decode_num_workers"):
             raise Refused("deployment not fully specified: disagg row without worker counts")
-        raise Refused("disaggregated serving under load is not modelled yet")
+        return _disaggregated(row, system, engine, HF_MODELS[hf])
     if row.get("mode") != "agg":
         raise Refused(f"mode {row.get('mode')!r} is not agg or disagg")
     chip, noc, per_node = SYSTEMS[system]
@@ -225,3 +227,24 @@ def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int, int]:
     if experts % mep:
         raise Refused(f"{experts} experts do not split over moe_ep_size {mep}")
     return tp, dp, "replace", tp * dp, mtp
+
+
+def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Deployment:
+    """A disagg row with its pools: dense models, one attention-TP plan per worker."""
+    from plena_opt.models import load_model
+
+    if load_model(model).num_experts:
+        raise Refused("disaggregated MoE pools under load are not modelled (issue 24)")
+    pools = []
+    for role in ("prefill", "decode"):
+        if _int(row, f"{role}_pp_size", 1) != 1 or _int(row, f"{role}_attention_dp_size", 1) != 1:
+            raise Refused(f"{role} pool: pipeline or attention DP workers are not modelled")
+        pools += [_int(row, f"{role}_num_workers"), _int(row, f"{role}_tp_size")]
+    chip, noc, per_node = SYSTEMS[system]
+    gpus = pools[0] * pools[1] + pools[2] * pools[3]
+    if gpus > per_node and gpus % per_node:
+        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
+    noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    return Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
+                      "replace", engine, _int(row, "isl"), _int(row, "osl"),
+                      _int(row, "concurrency"), pools=tuple(pools))  # type: ignore[arg-type]  # fmt: skip

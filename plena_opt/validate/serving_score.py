@@ -161,10 +161,27 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
                 measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
     try:
         d = resolve(row)
+        if d.pools is not None:
+            return _price_disaggregated(d, host, base)
         m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
             d.concurrency, d.input_len, d.output_len, ROWS_RANGE_RATIO))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
+    return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
+                     tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
+                     output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
+
+
+def _price_disaggregated(d: Deployment, host: dict[str, float], base: dict) -> RowResult:
+    """A disagg row: the steady state of its pools (``serving.disaggregated``)."""
+    from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
+    from plena_opt.serving.pools import pool_steps
+
+    pools = Pools(*d.pools)  # type: ignore[misc]
+    model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
+    prefill, decode, transfer = pool_steps(model, noc, memory, chip, wl, pools, eng)
+    lengths = (d.input_len, d.output_len, ROWS_RANGE_RATIO)
+    m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, d.concurrency)
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
                      tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
                      output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
@@ -181,14 +198,24 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
 
 def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
     """The evaluator's step costs of a resolved deployment under its engine's scheduler."""
+    from plena_opt.estimate import Plan
+    from plena_opt.serving import StepModel
+
+    model, noc, memory, chip, wl, eng = _parts(d, host_step_seconds)
+    plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+    return StepModel.from_problem(model, noc, memory, chip, wl, plan, eng)  # type: ignore[arg-type]
+
+
+def _parts(d: Deployment, host_step_seconds: float) -> tuple:
+    """(model, NoC of the row's GPUs, memory, chip, estimate Workload, engine) of a row."""
     from deepstack import load_noc_profile
     from deepstack.gpu_nodes import first_devices
 
     from plena_opt.chip import load_chip
-    from plena_opt.estimate import Plan, Workload
+    from plena_opt.estimate import Workload
     from plena_opt.estimate.gpu import gpu_memory
     from plena_opt.models import load_model
-    from plena_opt.serving import StepModel, engine_model
+    from plena_opt.serving import engine_model
 
     chip, model = load_chip(d.chip), load_model(d.model)
     noc = load_noc_profile(d.noc)
@@ -197,6 +224,5 @@ def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
     routing = "power_law" if model.num_experts else "balanced"
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing)  # fmt: skip
-    plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
-    return StepModel.from_problem(model, noc, gpu_memory(chip), chip, wl, plan, eng)  # type: ignore[arg-type]
+    return model, noc, gpu_memory(chip), chip, wl, eng

@@ -361,6 +361,18 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
     return exc
 
 
+LOAD_FIELDS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio",
+               "prefill_workers", "prefill_tp", "decode_workers", "decode_tp")  # fmt: skip
+
+
+def qualify_load(exc: PlenaInputError) -> PlenaInputError:
+    """A serving-under-load error with its proto path (``concurrency`` → ``load.concurrency``;
+    a plan dimension → ``plan.<dim>``)."""
+    if not isinstance(exc, PlenaNotFoundError) and exc.field in LOAD_FIELDS:
+        return _prefix("load", exc)
+    return qualify(exc)
+
+
 def noise_of(request: pb.SimulateRequest | pb.SearchOptions, default: str) -> Any:
     """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
     from plena_opt.api.limits import check_noise

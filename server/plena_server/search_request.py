@@ -166,6 +166,8 @@ def search_request(
         kw["trials"] = o.trials
     if o.HasField("auto_budget_seconds"):
         kw["auto_budget_s"] = o.auto_budget_seconds
+    if request.HasField("load"):
+        kw.update(_load(request, o))
     try:
         req = SearchRequest(**kw)
     except ValidationError as exc:
@@ -175,6 +177,13 @@ def search_request(
         msg = err["msg"].removeprefix("Value error, ")
         raise PlenaInputError(field, f"{field}: {msg}") from exc
     inputs = EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
+    if req.under_load:
+        from plena_opt.api.under_load import check_target_engine
+
+        try:
+            check_target_engine(inputs, req.engine or "vllm", req.engine_version)
+        except PlenaInputError as exc:
+            raise convert.qualify_load(exc) from exc
     for prec in req.precisions or []:
         try:
             inputs.evaluator(req.batch_list()[0], prec)
@@ -183,6 +192,33 @@ def search_request(
                 "options.precisions", f"options.precisions {prec}: {exc}"
             ) from exc
     return req, inputs
+
+
+def _load(request: pb.SearchRequest, o: pb.SearchOptions) -> dict[str, Any]:
+    """The search's serving workload (issue 23), checked as ``Estimate`` checks it (errors name
+    ``load.<field>``); a re-check of the static batch does not go with it."""
+    from plena_opt.api.under_load import check_load
+    from plena_opt.api.under_load_wire import load_kwargs
+
+    kw = load_kwargs(request.load)
+    pools = [f for f in ("prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
+             if getattr(request.load, f)]  # fmt: skip
+    if pools:
+        raise PlenaInputError(
+            f"load.{pools[0]}",
+            "disaggregated pools (load.prefill_workers, prefill_tp, decode_workers, decode_tp) "
+            "are priced by Estimate, not searched",
+        )
+    try:
+        check_load(kw["concurrency"], kw["request_rate"], kw["range_ratio"])
+    except PlenaInputError as exc:
+        raise convert.qualify_load(exc) from exc
+    if o.HasField("recheck_top_k") and o.recheck_top_k > 0:
+        raise PlenaInputError(
+            "options.recheck_top_k",
+            "the Monte Carlo re-check prices the static batch: no re-check under load",
+        )
+    return kw
 
 
 def check_recheck(o: pb.SearchOptions, limits: ServerLimits) -> None:

@@ -69,7 +69,9 @@ def result_to_proto(result: SearchResult, stop: StopSignal) -> pb.SearchResult:
     reason = result.stop_reason or "completed"
     if result.partial and stop.reason == "shutdown":
         reason = "shutdown"
-    return pb.SearchResult(
+    from plena_opt.api.under_load_wire import load_basis_to_proto
+
+    out = pb.SearchResult(
         study_name=result.study_name,
         partial=result.partial,
         stop_reason=reason,
@@ -81,6 +83,9 @@ def result_to_proto(result: SearchResult, stop: StopSignal) -> pb.SearchResult:
         objectives=list(result.objectives),
         result_json=result.model_dump_json(),
     )
+    if result.under_load is not None:  # issue 23
+        out.under_load.CopyFrom(load_basis_to_proto(result.under_load))
+    return out
 
 
 class Recheck:
@@ -154,9 +159,9 @@ class Recheck:
         if self.job.request.serving != "aggregated":
             progress("serving", 0, 0)
         try:
-            api.decide_serving(
-                result, checks, self.job.request, self.job.inputs, stop=self.job.recheck_token()
-            )
+            if not self.job.request.under_load:  # under load: the front is the verdict (CLI too)
+                api.decide_serving(result, checks, self.job.request, self.job.inputs,
+                                   stop=self.job.recheck_token())  # fmt: skip
         except PlenaInputError as exc:  # e.g. the comparison's study name is someone else's
             out.warnings.append(f"serving comparison not stored: {exc}")
         comparison = result.serving.get("comparison", {})

@@ -106,7 +106,18 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
+        if request.HasField("load") and request.system.HasField("noc"):
+            from plena_opt.api.under_load_wire import pools_of
+
+            try:
+                pools = pools_of(request.load)
+            except PlenaInputError as exc:
+                raise convert.qualify_load(exc) from exc
+            if pools is not None:
+                return self._disaggregated(request, pools)
         if not request.system.HasField("noc"):
+            if request.HasField("load"):
+                raise PlenaInputError("load", "serving under load needs a GPU chip on a system.noc")
             return self._single_chip(request)
         evaluator = self._evaluator(request.system, request.workload)
         plan = convert.to_plan(request.plan)
@@ -114,12 +125,41 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             result = api.estimate_plan(evaluator, plan)
         except PlenaInputError as exc:
             raise convert.qualify(exc) from exc
-        return pb.EstimateResponse(
+        reply = pb.EstimateResponse(
             metrics=metrics_to_proto(result.metrics, result.cost),
             estimate_json=result.to_json(),
             mode=result.mode,
             estimate=estimate_to_proto(result.mode, result.document),
         )
+        if request.HasField("load"):
+            reply.under_load.CopyFrom(self._under_load(request, plan))
+        return reply
+
+    def _disaggregated(self, request: pb.EstimateRequest, pools: Any) -> pb.EstimateResponse:
+        """Disaggregated pools under the request's ``load`` (no static estimate: not one plan)."""
+        from plena_opt.api.under_load_disagg import serve_disaggregated
+        from plena_opt.api.under_load_wire import disagg_to_proto, load_kwargs
+
+        inputs = convert.load_inputs(request.system, request.workload, self.limits)
+        try:
+            d = serve_disaggregated(inputs, pools, **load_kwargs(request.load))
+        except PlenaInputError as exc:
+            raise convert.qualify_load(exc) from exc
+        return pb.EstimateResponse(
+            mode="disaggregated", disaggregated_under_load=disagg_to_proto(d)
+        )
+
+    def _under_load(self, request: pb.EstimateRequest, plan: Any) -> pb.UnderLoadMetrics:
+        """The plan under the request's ``load`` (errors name ``load.<field>``)."""
+        from plena_opt.api.under_load_wire import load_kwargs, under_load_to_proto
+
+        inputs = convert.load_inputs(request.system, request.workload, self.limits)
+        try:
+            return under_load_to_proto(
+                api.serve_under_load(inputs, plan, **load_kwargs(request.load))
+            )
+        except PlenaInputError as exc:
+            raise convert.qualify_load(exc) from exc
 
     def _single_chip(self, request: pb.EstimateRequest) -> pb.EstimateResponse:
         """No NoC and a one-device plan: the single-chip decoder estimate (analytic-model §2)."""

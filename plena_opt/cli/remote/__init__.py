@@ -49,16 +49,43 @@ def remote_estimate(args: argparse.Namespace) -> int:
     request = estimate_request_from_args(args)
     try:
         with client_of(args) as client, rpc_errors():
-            reply = client.estimate(request.system, request.plan, request.workload)
+            load = request.load if request.HasField("load") else None
+            reply = client.estimate(request.system, request.plan, request.workload, load=load)
     except RemoteUnavailable as exc:
         return fail(exc)
+    if reply.HasField("disaggregated_under_load"):
+        return _print_disaggregated(args, reply.disaggregated_under_load)
     doc = json.loads(reply.estimate_json)
     if reply.mode == "single_chip":
         result = PlanEstimate("single_chip", doc)
     else:
         metrics = metrics_from_proto(reply.metrics)
         result = PlanEstimate("distributed", doc, metrics, cost_from_proto(reply.metrics))
-    print(result.to_text(as_json=args.json))
+    if not reply.HasField("under_load"):
+        print(result.to_text(as_json=args.json))
+        return 0
+    from plena_opt.api.under_load_wire import under_load_from_proto
+
+    load = under_load_from_proto(reply.under_load)
+    if args.json:
+        result.document["serving_under_load"] = load.to_dict()
+        print(result.to_text(as_json=True))
+        return 0
+    print(result.to_text())
+    print(load.to_text())
+    return 0
+
+
+def _print_disaggregated(args: argparse.Namespace, msg: object) -> int:
+    """Pools under load, as local mode prints them (``estimate_cmd._print_disaggregated``)."""
+    from plena_opt.api.under_load_wire import disagg_from_proto
+    from plena_opt.jsonio import dumps
+
+    load = disagg_from_proto(msg)  # type: ignore[arg-type]
+    if args.json:
+        print(dumps({"mode": "disaggregated", "serving_under_load": load.to_dict()}, indent=2))
+    else:
+        print(load.to_text().lstrip("\n"))
     return 0
 
 

@@ -100,7 +100,30 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
     system = system_from_args(args)
     if args.noc is None:
         system.ClearField("noc")  # single-chip estimate
-    return pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
+    request = pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
+    if any(getattr(args, k, None) is not None for k in LOAD_FLAGS):
+        request.load.CopyFrom(load_from_args(args))
+    return request
+
+
+LOAD_FLAGS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+
+
+def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:
+    """``--concurrency/--request-rate/--engine/--engine-version/--range-ratio`` as a
+    ``ServingLoad``, checked first as local mode checks them (0 would read as unset)."""
+    from plena_opt.api.under_load import check_load
+
+    check_load(args.concurrency, args.request_rate, args.range_ratio or 0.0)
+    pools = ("prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
+    return pb.ServingLoad(
+        concurrency=args.concurrency or 0,
+        request_rate=args.request_rate or 0.0,
+        engine=args.engine or "",
+        engine_version=args.engine_version or "",
+        range_ratio=args.range_ratio or 0.0,
+        **{f: getattr(args, f, None) or 0 for f in pools},
+    )
 
 
 def _recheck_top_k(args: argparse.Namespace) -> int:
@@ -154,9 +177,17 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
             setattr(o, name, value)
     if getattr(args, "noise", None) is not None:
         o.noise.CopyFrom(noise_to_proto(noise_from_flag(args.noise)))
-    return pb.SearchRequest(
+    request = pb.SearchRequest(
         system=system_from_args(args), workload=workload_from_args(args), options=o
     )
+    if getattr(args, "concurrency", None) is not None or getattr(args, "request_rate", None):
+        request.load.CopyFrom(load_from_args(args))  # a search under load (issue 23)
+    elif getattr(args, "engine", None) or getattr(args, "range_ratio", None):
+        raise PlenaInputError(
+            "request",
+            "--engine/--engine-version/--range-ratio need --concurrency or --request-rate",
+        )
+    return request
 
 
 def simulate_request_from_args(args: argparse.Namespace) -> pb.SimulateRequest:

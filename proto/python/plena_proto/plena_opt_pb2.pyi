@@ -167,7 +167,7 @@ class NamedValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note", "under_load")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,7 @@ class PlanMetrics(_message.Message):
     TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
     POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
     COST_NOTE_FIELD_NUMBER: _ClassVar[int]
+    UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
     tps: float
@@ -218,7 +219,8 @@ class PlanMetrics(_message.Message):
     tps_per_kilowatt: float
     power_watts_per_device: float
     cost_note: str
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ...) -> None: ...
+    under_load: PlanUnderLoad
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ..., under_load: _Optional[_Union[PlanUnderLoad, _Mapping]] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
@@ -325,14 +327,16 @@ class SearchOptions(_message.Message):
     def __init__(self, trials: _Optional[int] = ..., seed: _Optional[int] = ..., sampler: _Optional[str] = ..., objectives: _Optional[_Iterable[str]] = ..., study_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., min_tps_per_seq: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., compare_exact: _Optional[bool] = ..., auto_budget_seconds: _Optional[float] = ..., recheck_top_k: _Optional[int] = ..., mc_samples: _Optional[int] = ..., noise: _Optional[_Union[NoiseSpec, _Mapping]] = ..., include_traces: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., max_tpot_ms: _Optional[float] = ..., percentile: _Optional[str] = ..., memory_fraction: _Optional[float] = ..., auto_batch_sizes: _Optional[bool] = ..., serving: _Optional[str] = ..., precisions: _Optional[_Iterable[str]] = ..., serving_sampler: _Optional[str] = ..., max_cost_per_mtok: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("system", "workload", "options")
+    __slots__ = ("system", "workload", "options", "load")
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     system: SystemSpec
     workload: Workload
     options: SearchOptions
-    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., options: _Optional[_Union[SearchOptions, _Mapping]] = ...) -> None: ...
+    load: ServingLoad
+    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., options: _Optional[_Union[SearchOptions, _Mapping]] = ..., load: _Optional[_Union[ServingLoad, _Mapping]] = ...) -> None: ...
 
 class RecheckResult(_message.Message):
     __slots__ = ("plan_index", "distributions", "ttft_deterministic_seconds", "tps_deterministic", "notes")
@@ -349,7 +353,7 @@ class RecheckResult(_message.Message):
     def __init__(self, plan_index: _Optional[int] = ..., distributions: _Optional[_Iterable[_Union[Distribution, _Mapping]]] = ..., ttft_deterministic_seconds: _Optional[float] = ..., tps_deterministic: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json", "serving_json", "serving", "recommendation")
+    __slots__ = ("study_name", "partial", "stop_reason", "trials_completed", "front", "recheck", "traces", "hypervolume", "elapsed_seconds", "warnings", "objectives", "recheck_json", "result_json", "serving_json", "serving", "recommendation", "under_load")
     STUDY_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -366,6 +370,7 @@ class SearchResult(_message.Message):
     SERVING_JSON_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     RECOMMENDATION_FIELD_NUMBER: _ClassVar[int]
+    UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     study_name: str
     partial: bool
     stop_reason: str
@@ -382,7 +387,8 @@ class SearchResult(_message.Message):
     serving_json: str
     serving: ServingDecisions
     recommendation: Recommendation
-    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ..., recommendation: _Optional[_Union[Recommendation, _Mapping]] = ...) -> None: ...
+    under_load: SearchLoadBasis
+    def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ..., recommendation: _Optional[_Union[Recommendation, _Mapping]] = ..., under_load: _Optional[_Union[SearchLoadBasis, _Mapping]] = ...) -> None: ...
 
 class Recommendation(_message.Message):
     __slots__ = ("kind", "key", "decode_key", "label", "basis", "tps_per_device", "ttft_seconds", "tpot_seconds", "devices", "prefill_workers", "decode_workers", "reason", "export_command")
@@ -631,26 +637,32 @@ class CancelSearchResponse(_message.Message):
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
 
 class EstimateRequest(_message.Message):
-    __slots__ = ("system", "workload", "plan")
+    __slots__ = ("system", "workload", "plan", "load")
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     system: SystemSpec
     workload: Workload
     plan: Plan
-    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    load: ServingLoad
+    def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., load: _Optional[_Union[ServingLoad, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("metrics", "estimate_json", "mode", "estimate")
+    __slots__ = ("metrics", "estimate_json", "mode", "estimate", "under_load", "disaggregated_under_load")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_JSON_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
+    DISAGGREGATED_UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     metrics: PlanMetrics
     estimate_json: str
     mode: str
     estimate: Estimate
-    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ...) -> None: ...
+    under_load: UnderLoadMetrics
+    disaggregated_under_load: DisaggUnderLoadMetrics
+    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., under_load: _Optional[_Union[UnderLoadMetrics, _Mapping]] = ..., disaggregated_under_load: _Optional[_Union[DisaggUnderLoadMetrics, _Mapping]] = ...) -> None: ...
 
 class StageCost(_message.Message):
     __slots__ = ("stage", "layers", "seconds", "compute_seconds", "memory_seconds", "memory_bound_seconds", "comm_seconds", "read_bytes", "write_bytes", "dram_energy_pj")
@@ -1043,3 +1055,241 @@ class ListStudiesResponse(_message.Message):
     studies: _containers.RepeatedCompositeFieldContainer[StudySummary]
     truncated: bool
     def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class ServingLoad(_message.Message):
+    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_TP_FIELD_NUMBER: _ClassVar[int]
+    DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_TP_FIELD_NUMBER: _ClassVar[int]
+    concurrency: int
+    request_rate: float
+    engine: str
+    engine_version: str
+    range_ratio: float
+    prefill_workers: int
+    prefill_tp: int
+    decode_workers: int
+    decode_tp: int
+    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ...) -> None: ...
+
+class LoadStats(_message.Message):
+    __slots__ = ("mean_seconds", "p50_seconds", "p90_seconds", "p99_seconds")
+    MEAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    P50_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    P90_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    P99_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    mean_seconds: float
+    p50_seconds: float
+    p90_seconds: float
+    p99_seconds: float
+    def __init__(self, mean_seconds: _Optional[float] = ..., p50_seconds: _Optional[float] = ..., p90_seconds: _Optional[float] = ..., p99_seconds: _Optional[float] = ...) -> None: ...
+
+class SteadyStateMetrics(_message.Message):
+    __slots__ = ("ttft_seconds", "tpot_seconds", "e2e_seconds", "request_throughput_per_s", "output_tps", "output_tps_per_gpu", "output_tps_per_user", "decode_batch")
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    DECODE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    ttft_seconds: float
+    tpot_seconds: float
+    e2e_seconds: float
+    request_throughput_per_s: float
+    output_tps: float
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    decode_batch: float
+    def __init__(self, ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., decode_batch: _Optional[float] = ...) -> None: ...
+
+class LoadErrorBand(_message.Message):
+    __slots__ = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_HIGH_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    rows: int
+    ttft_low: float
+    ttft_high: float
+    tpot_low: float
+    tpot_high: float
+    level: float
+    def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ...) -> None: ...
+
+class UnderLoadMetrics(_message.Message):
+    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "max_running_requests", "cuda_graph_max_batch", "host_step_seconds", "engine_source", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "gpus", "replayed_requests", "ttft", "tpot", "itl", "e2e", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "steady", "benchmark_run_ttft_seconds", "error_band", "replicas")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CUDA_GRAPH_MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    HOST_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_FIELD_NUMBER: _ClassVar[int]
+    TPOT_FIELD_NUMBER: _ClassVar[int]
+    ITL_FIELD_NUMBER: _ClassVar[int]
+    E2E_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    STEADY_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_RUN_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    engine_version: str
+    max_num_batched_tokens: int
+    max_running_requests: int
+    cuda_graph_max_batch: int
+    host_step_seconds: float
+    engine_source: str
+    concurrency: int
+    request_rate_per_s: float
+    input_seq_len: int
+    output_seq_len: int
+    range_ratio: float
+    gpus: int
+    replayed_requests: int
+    ttft: LoadStats
+    tpot: LoadStats
+    itl: LoadStats
+    e2e: LoadStats
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    request_throughput_per_s: float
+    steady: SteadyStateMetrics
+    benchmark_run_ttft_seconds: float
+    error_band: LoadErrorBand
+    replicas: int
+    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., max_running_requests: _Optional[int] = ..., cuda_graph_max_batch: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., gpus: _Optional[int] = ..., replayed_requests: _Optional[int] = ..., ttft: _Optional[_Union[LoadStats, _Mapping]] = ..., tpot: _Optional[_Union[LoadStats, _Mapping]] = ..., itl: _Optional[_Union[LoadStats, _Mapping]] = ..., e2e: _Optional[_Union[LoadStats, _Mapping]] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., steady: _Optional[_Union[SteadyStateMetrics, _Mapping]] = ..., benchmark_run_ttft_seconds: _Optional[float] = ..., error_band: _Optional[_Union[LoadErrorBand, _Mapping]] = ..., replicas: _Optional[int] = ...) -> None: ...
+
+class PlanUnderLoad(_message.Message):
+    __slots__ = ("percentile", "ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds", "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "static_ttft_seconds", "static_tps", "static_tps_per_sequence", "refused")
+    PERCENTILE_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MEAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MEAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_MEAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    STATIC_TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STATIC_TPS_FIELD_NUMBER: _ClassVar[int]
+    STATIC_TPS_PER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    percentile: str
+    ttft_seconds: float
+    tpot_seconds: float
+    ttft_mean_seconds: float
+    tpot_mean_seconds: float
+    e2e_mean_seconds: float
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    request_throughput_per_s: float
+    static_ttft_seconds: float
+    static_tps: float
+    static_tps_per_sequence: float
+    refused: str
+    def __init__(self, percentile: _Optional[str] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., ttft_mean_seconds: _Optional[float] = ..., tpot_mean_seconds: _Optional[float] = ..., e2e_mean_seconds: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., static_ttft_seconds: _Optional[float] = ..., static_tps: _Optional[float] = ..., static_tps_per_sequence: _Optional[float] = ..., refused: _Optional[str] = ...) -> None: ...
+
+class SearchLoadBasis(_message.Message):
+    __slots__ = ("kind", "concurrency", "request_rate_per_s", "range_ratio", "engine", "engine_version", "percentile", "basis", "static_basis")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PERCENTILE_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
+    STATIC_BASIS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    concurrency: int
+    request_rate_per_s: float
+    range_ratio: float
+    engine: str
+    engine_version: str
+    percentile: str
+    basis: str
+    static_basis: str
+    def __init__(self, kind: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., range_ratio: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., percentile: _Optional[str] = ..., basis: _Optional[str] = ..., static_basis: _Optional[str] = ...) -> None: ...
+
+class DisaggUnderLoadMetrics(_message.Message):
+    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "host_step_seconds", "engine_source", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "request_throughput_per_s", "prefill_wait_seconds", "prefill_seconds", "kv_transfer_seconds", "prefill_utilisation", "decode_batch_per_worker", "ttft_seconds", "tpot_seconds", "e2e_seconds", "ttft_quantiles_seconds", "e2e_quantiles_seconds", "output_tps", "output_tps_per_gpu", "output_tps_per_user")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    HOST_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_TP_FIELD_NUMBER: _ClassVar[int]
+    DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_TP_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    RANGE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_UTILISATION_FIELD_NUMBER: _ClassVar[int]
+    DECODE_BATCH_PER_WORKER_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_QUANTILES_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    E2E_QUANTILES_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    engine_version: str
+    max_num_batched_tokens: int
+    host_step_seconds: float
+    engine_source: str
+    prefill_workers: int
+    prefill_tp: int
+    decode_workers: int
+    decode_tp: int
+    concurrency: int
+    request_rate_per_s: float
+    input_seq_len: int
+    output_seq_len: int
+    range_ratio: float
+    request_throughput_per_s: float
+    prefill_wait_seconds: float
+    prefill_seconds: float
+    kv_transfer_seconds: float
+    prefill_utilisation: float
+    decode_batch_per_worker: float
+    ttft_seconds: float
+    tpot_seconds: float
+    e2e_seconds: float
+    ttft_quantiles_seconds: _containers.RepeatedScalarFieldContainer[float]
+    e2e_quantiles_seconds: _containers.RepeatedScalarFieldContainer[float]
+    output_tps: float
+    output_tps_per_gpu: float
+    output_tps_per_user: float
+    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., prefill_wait_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., prefill_utilisation: _Optional[float] = ..., decode_batch_per_worker: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., ttft_quantiles_seconds: _Optional[_Iterable[float]] = ..., e2e_quantiles_seconds: _Optional[_Iterable[float]] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ...) -> None: ...
