@@ -144,7 +144,7 @@ def resolve(row: ServingRow) -> Deployment:
     if row.get("mode") == "disagg":
         if not row.get("prefill_num_workers") or not row.get("decode_num_workers"):
             raise Refused("deployment not fully specified: disagg row without worker counts")
-        return _disaggregated(row, system, engine, HF_MODELS[hf])
+        return _disaggregated(row, system, engine, resolved[0])
     if row.get("mode") != "agg":
         raise Refused(f"mode {row.get('mode')!r} is not agg or disagg")
     chip, noc, per_node = SYSTEMS[system]
