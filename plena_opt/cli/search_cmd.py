@@ -221,10 +221,18 @@ def write_outputs(
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
         doc["recheck_basis"] = BASIS_MONTE_CARLO
-        doc["recommendation"] = None if rec is None else rec.to_dict()
+        doc["recommendation"] = (
+            None if rec is None else api_robust().recommendation_interval(rec.to_dict(), result)
+        )
+        doc["robust_search"] = bool(getattr(args, "robust", False))
+        doc["robust_peak_factor"] = api_robust().ROBUST_PEAK_FACTOR
         print(jsonio.dumps(doc, indent=2))
     else:
         print(render_text(result))
+        from plena_opt.cli.robust_report import render_intervals
+
+        if text := render_intervals(result, bool(getattr(args, "robust", False))):
+            print(text)
         if checks:
             print(render_recheck(result, checks, args.samples, args.noise, args.recheck))
         emit_serving(result)
@@ -281,6 +289,7 @@ def handle(args: argparse.Namespace) -> int:
         raise PlenaInputError(
             "csv_all", "--csv-all needs a local search (a server returns the front, not every plan)"
         )
+    check_robust(args)
     if args.server:
         from plena_opt.cli.remote import remote_search
 
@@ -311,7 +320,10 @@ def handle(args: argparse.Namespace) -> int:
     checks = []
     try:
         try:
-            problem = request.problem.load()
+            problem = nominal = request.problem.load()
+            judged = request  # the SLA as asked (--robust searches a tightened copy)
+            if getattr(args, "robust", False):
+                request, problem, _ = api_robust().robust_search(request, problem)
             if args.workers is not None:
                 request = search_with_workers(request, args)
                 if request is None:  # --workers 0: the queue is ready for remote workers
@@ -342,6 +354,7 @@ def handle(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous)
     if not interrupted["flag"]:
         api.decide_serving(result, checks, request, problem)
+        api_robust().annotate_front(result, judged, nominal, derated=bool(args.robust))
     write_outputs(args, result, [rc.to_dict() for rc in checks], checks, plot_title(request))
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far
         if not result.front:
@@ -352,3 +365,22 @@ def handle(args: argparse.Namespace) -> int:
         print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
     return 0
+
+
+def api_robust() -> Any:
+    """``plena_opt.api.robust`` (error bars and the robust front), imported when used."""
+    from plena_opt.api import robust
+
+    return robust
+
+
+def check_robust(args: argparse.Namespace) -> None:
+    """``--robust`` runs a local search of one evaluator (bad combinations exit 2)."""
+    if not getattr(args, "robust", False):
+        return
+    for flag, name in (("server", "--server"), ("workers", "--workers"),
+                       ("design_space", "--design-space")):  # fmt: skip
+        if getattr(args, flag, None) is not None:
+            raise PlenaInputError(
+                "robust", f"--robust needs a local search of one evaluator; drop {name}"
+            )

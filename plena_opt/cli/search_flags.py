@@ -23,6 +23,7 @@ def add_search_flags(p: argparse.ArgumentParser) -> None:
     _add_sla_flags(g)
     _add_sampler_flags(g)
     _add_codesign_flags(g)
+    add_robust_flag(g)
     _add_recheck_flags(p.add_argument_group("Monte Carlo re-check of the best plans"))
     _add_output_flags(p.add_argument_group("output"))
 
@@ -254,4 +255,18 @@ def _add_output_flags(o: Any) -> None:
         default=None,
         help="model id written into exported launch files (default: the catalog model's "
         "Hugging Face id, or --model-path)",
+    )
+
+
+def add_robust_flag(g: Any) -> None:
+    """``--robust``: search on the worst case (``api.robust``)."""
+    g.add_argument(
+        "--robust",
+        action="store_true",
+        help="search on the worst case: every plan priced with the GPU's peak compute, memory "
+        "bandwidth and network at 0.9 x the datasheet, and the SLA judged at the pessimistic "
+        "end of the 90 %% interval from measured error (search under load with an engine; "
+        "without one, peaks only); the front then holds robust plans only (study "
+        "<study>-robust; local, GPU chips). Without it, front plans are still marked "
+        "robust: true/false with the reason",
     )

@@ -1,0 +1,240 @@
+"""Use case: error bars on a search's front and the robust front (issue 30 item 4).
+
+``annotate_front`` gives every front plan an interval when its serving workload and engine are
+known (a search under load: ``request.engine`` and ``request.concurrency``): the shipped measured
+group of exactly (engine, GPU, concurrency band) (``serving.error_bars.measured_band``) applied to
+TTFT and TPOT and carried to tokens/s/device and $/Mtok (``error_bars.propagate``); otherwise no
+interval and the reason. It then marks each plan ``robust`` when its SLA (``--max-ttft-ms``,
+``--max-tpot-ms``, ``--min-tps-per-seq``, ``--max-cost-per-mtok``) still holds at the interval's
+pessimistic end with the chip's peaks × ``ROBUST_PEAK_FACTOR`` (``estimate.derate``; the plan is
+re-priced there and its figures scaled by the ratio derated / nominal), else gives the reason.
+``robust_search`` prepares ``search --robust``: the derated problem and the SLA tightened by the
+interval's pessimistic ratios (a constant per search: one engine, one band), in its own study.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.derate import ROBUST_PEAK_FACTOR, derate
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.search.request import SearchRequest
+    from plena_opt.search.result import FrontEntry, SearchResult
+    from plena_opt.serving.error_bars import ErrorBand
+
+NO_WORKLOAD = (
+    "no interval: the measured error is of an engine under a serving workload; these figures "
+    "are the static batch model (search under load with --concurrency and --engine gives one)"
+)
+
+
+@dataclass(frozen=True)
+class Band:
+    """The measured group a search's plans take their interval from (None: ``note`` says why)."""
+
+    band: ErrorBand | None
+    note: str | None
+
+
+def search_band(request: Any, problem: EvaluatorInputs) -> Band:
+    """The interval of a search: (engine, GPU, band of the concurrency) when the search prices a
+    serving workload, else none with the reason."""
+    from plena_opt.serving.error_bars import load_table, measured_band
+
+    engine = getattr(request, "engine", None)
+    concurrency = getattr(request, "concurrency", None)
+    rate = getattr(request, "request_rate", None)
+    if concurrency is None and rate is None:
+        return Band(None, NO_WORKLOAD)
+    chip = getattr(problem.chip, "name", None)
+    if chip is None or getattr(problem.chip, "kind", None) != "gpu":
+        return Band(None, "no interval: serving engines were measured on GPU chips only")
+    band, note = measured_band(load_table(), engine or "vllm", chip, concurrency)
+    return Band(band, note)
+
+
+def annotate_front(
+    result: SearchResult, request: Any, problem: EvaluatorInputs, derated: bool = False
+) -> Band:
+    """Intervals and robustness on every front plan (module docstring); ``derated``: the
+    figures are already at the scaled peaks (``search --robust``). Adds the goodput interval to
+    ``result.serving`` when it holds a goodput."""
+    sb = search_band(request, problem)
+    scaled = None if derated else _derated_or_reason(problem)
+    for e in result.front:
+        _interval(e, sb)
+        _robust(e, sb, request, problem, scaled, derated)
+    if "goodput_tps_per_device" in (result.serving or {}):
+        result.serving.update(goodput_interval(result, request, sb))
+    return sb
+
+
+def _derated_or_reason(problem: EvaluatorInputs) -> EvaluatorInputs | str:
+    try:
+        return derate(problem, ROBUST_PEAK_FACTOR)
+    except PlenaInputError as exc:
+        return exc.rule
+
+
+def _interval(e: FrontEntry, sb: Band) -> None:
+    from plena_opt.serving.error_bars import propagate
+
+    if sb.band is None:
+        e.interval_note = sb.note
+        return
+    p = propagate(
+        sb.band, e.ttft_ms / 1e3, e.tpot_ms / 1e3, e.tps_per_device, e.usd_per_million_output_tokens
+    )
+    e.interval_group, e.interval_level = sb.band.group, sb.band.level
+    e.ttft_seconds_low, e.ttft_seconds_high = p.ttft
+    e.tpot_seconds_low, e.tpot_seconds_high = p.tpot
+    if p.tps is not None:
+        e.tps_per_device_low, e.tps_per_device_high = p.tps
+    if p.usd_per_mtok is not None:
+        lo, hi = p.usd_per_mtok
+        e.usd_per_million_output_tokens_low, e.usd_per_million_output_tokens_high = lo, hi
+
+
+def peak_ratios(
+    e: FrontEntry, problem: EvaluatorInputs, scaled: EvaluatorInputs
+) -> tuple[float, float, float]:
+    """(TTFT, TPOT, $/Mtok) of ``e``'s plan at the scaled peaks over the nominal (≥ ~1)."""
+    from plena_opt.search.space import Point
+
+    pt = Point.from_dict(e.plan)
+    prec = e.plan.get("precision")
+    nom = problem.evaluator(pt.batch_size, prec).evaluate_batch([pt.plan])[0]
+    low = scaled.evaluator(pt.batch_size, prec).evaluate_batch([pt.plan])[0]
+    return (
+        low.ttft_seconds / nom.ttft_seconds,
+        nom.tps_per_sequence / low.tps_per_sequence,
+        nom.tps / low.tps,
+    )
+
+
+def pessimistic(
+    e: FrontEntry, band: ErrorBand | None, ratios: tuple[float, float, float]
+) -> tuple[float, float, float | None]:
+    """(TTFT s, TPOT s, $/Mtok) of ``e`` at the scaled peaks and the interval's high end."""
+    rt, rp, ru = ratios
+    kt = band.ttft_high if band else 1.0
+    kp = band.tpot_high if band else 1.0
+    usd = e.usd_per_million_output_tokens
+    return (
+        e.ttft_ms / 1e3 * rt * kt,
+        e.tpot_ms / 1e3 * rp * kp,
+        None if usd is None else usd * ru * kp,
+    )
+
+
+def sla_misses(ttft: float, tpot: float, usd: float | None, request: Any) -> list[str]:
+    """What of the request's SLA (ms flags, tokens/s per sequence, $/Mtok) the figures miss."""
+    out = []
+    if request.max_ttft_ms is not None and ttft * 1e3 > request.max_ttft_ms:
+        out.append(f"TTFT {ttft * 1e3:.4g} ms > {request.max_ttft_ms:g} ms")
+    if request.max_tpot_ms is not None and tpot * 1e3 > request.max_tpot_ms:
+        out.append(f"TPOT {tpot * 1e3:.4g} ms > {request.max_tpot_ms:g} ms")
+    if request.min_tps_per_seq is not None and tpot * request.min_tps_per_seq > 1:
+        out.append(f"tokens/s per sequence {1 / tpot:.4g} < {request.min_tps_per_seq:g}")
+    cap = getattr(request, "max_cost_per_mtok", None)
+    if cap is not None and usd is not None and usd > cap:
+        out.append(f"$/Mtok {usd:.4g} > {cap:g}")
+    return out
+
+
+def _robust(
+    e: FrontEntry, sb: Band, request: Any, problem: EvaluatorInputs, scaled: Any, derated: bool
+) -> None:
+    where = f"peaks × {ROBUST_PEAK_FACTOR:g}"
+    where += (
+        f" and the {100 * sb.band.level:g} % interval's pessimistic end ({sb.band.group})"
+        if sb.band
+        else " only (no measured interval)"
+    )
+    e.robust_basis = where
+    if isinstance(scaled, str):
+        e.robust, e.robust_reason = None, f"not judged: {scaled}"
+        return
+    ratios = (1.0, 1.0, 1.0) if derated else peak_ratios(e, problem, scaled)
+    misses = sla_misses(*pessimistic(e, sb.band, ratios), request)
+    e.robust = not misses
+    e.robust_reason = None if not misses else f"at {where}: {'; '.join(misses)}"
+
+
+def goodput_interval(result: SearchResult, request: Any, sb: Band) -> dict[str, Any]:
+    """Goodput's interval: the best tokens/s/device of the front plans meeting the SLA at the
+    interval's pessimistic end (low) and optimistic end (high); None and why without one."""
+    if sb.band is None:
+        return {"goodput_tps_per_device_low": None, "goodput_tps_per_device_high": None,
+                "goodput_interval_note": sb.note}  # fmt: skip
+    b, lows, highs = sb.band, [], []
+    for e in result.front:
+        if e.tps_per_device is None:
+            continue
+        ttft, tpot = e.ttft_ms / 1e3, e.tpot_ms / 1e3
+        if not sla_misses(ttft * b.ttft_high, tpot * b.tpot_high, None, request):
+            lows.append(e.tps_per_device / b.tpot_high)
+        if not sla_misses(ttft * b.ttft_low, tpot * b.tpot_low, None, request):
+            highs.append(e.tps_per_device / b.tpot_low)
+    return {
+        "goodput_tps_per_device_low": max(lows, default=None),
+        "goodput_tps_per_device_high": max(highs, default=None),
+        "goodput_interval_group": b.group,
+    }
+
+
+def recommendation_interval(rec_doc: dict[str, Any], result: SearchResult) -> dict[str, Any]:
+    """The recommendation's ``*_low``/``*_high`` and ``robust`` (from its front plan): the
+    document with them added to ``figures`` (a disaggregated pick has none: front plans only)."""
+    entry = next((e for e in result.front if e.label == rec_doc.get("label")), None)
+    figs = rec_doc["figures"]
+    for name in INTERVAL_FIELDS:
+        figs[name] = None if entry is None else getattr(entry, name)
+    if entry is None:
+        figs["interval_note"] = "no interval: the recommendation is not a plan of the front"
+    return rec_doc
+
+
+INTERVAL_FIELDS = (
+    "ttft_seconds_low",
+    "ttft_seconds_high",
+    "tpot_seconds_low",
+    "tpot_seconds_high",
+    "tps_per_device_low",
+    "tps_per_device_high",
+    "usd_per_million_output_tokens_low",
+    "usd_per_million_output_tokens_high",
+    "interval_group",
+    "interval_note",
+    "robust",
+    "robust_reason",
+)
+
+
+def robust_search(
+    request: SearchRequest, problem: EvaluatorInputs
+) -> tuple[SearchRequest, EvaluatorInputs, Band]:
+    """``search --robust``: (request with the SLA tightened by the interval's pessimistic ratios
+    and its own ``<study>-robust`` study, the problem at peaks × ``ROBUST_PEAK_FACTOR``, the
+    band used). The front then holds plans whose SLA holds at that worst case."""
+    from plena_opt.search.session import default_study_name
+
+    scaled = derate(problem, ROBUST_PEAK_FACTOR)
+    sb = search_band(request, problem)
+    kt = sb.band.ttft_high if sb.band else 1.0
+    kp = sb.band.tpot_high if sb.band else 1.0
+    r = request
+    update: dict[str, Any] = {"study": f"{r.study or default_study_name(r)}-robust"}
+    if r.max_ttft_ms is not None:
+        update["max_ttft_ms"] = r.max_ttft_ms / kt
+    if r.max_tpot_ms is not None:
+        update["max_tpot_ms"] = r.max_tpot_ms / kp
+    if r.min_tps_per_seq is not None:
+        update["min_tps_per_seq"] = r.min_tps_per_seq * kp
+    if getattr(r, "max_cost_per_mtok", None) is not None:
+        update["max_cost_per_mtok"] = r.max_cost_per_mtok / kp
+    return r.model_copy(update=update), scaled, sb
