@@ -65,9 +65,12 @@ def annotate_front(
     ``result.serving`` when it holds a goodput."""
     sb = search_band(request, problem)
     scaled = None if derated else _derated_or_reason(problem)
-    for e in result.front:
+    ratios = [(1.0, 1.0, 1.0)] * len(result.front)
+    if scaled is not None and not isinstance(scaled, str):
+        ratios = peak_ratios(result.front, problem, scaled)
+    for e, r in zip(result.front, ratios, strict=True):
         _interval(e, sb)
-        _robust(e, sb, request, problem, scaled, derated)
+        _robust(e, sb, request, scaled, r)
     if "goodput_tps_per_device" in (result.serving or {}):
         result.serving.update(goodput_interval(result, request, sb))
     return sb
@@ -100,20 +103,28 @@ def _interval(e: FrontEntry, sb: Band) -> None:
 
 
 def peak_ratios(
-    e: FrontEntry, problem: EvaluatorInputs, scaled: EvaluatorInputs
-) -> tuple[float, float, float]:
-    """(TTFT, TPOT, $/Mtok) of ``e``'s plan at the scaled peaks over the nominal (≥ ~1)."""
+    entries: list[FrontEntry], problem: EvaluatorInputs, scaled: EvaluatorInputs
+) -> list[tuple[float, float, float]]:
+    """Per plan, in order: (TTFT, TPOT, $/Mtok) at the scaled peaks over the nominal (≥ ~1), the
+    plans of one (batch, precision) priced in one batch on each problem."""
     from plena_opt.search.space import Point
 
-    pt = Point.from_dict(e.plan)
-    prec = e.plan.get("precision")
-    nom = problem.evaluator(pt.batch_size, prec).evaluate_batch([pt.plan])[0]
-    low = scaled.evaluator(pt.batch_size, prec).evaluate_batch([pt.plan])[0]
-    return (
-        low.ttft_seconds / nom.ttft_seconds,
-        nom.tps_per_sequence / low.tps_per_sequence,
-        nom.tps / low.tps,
-    )
+    groups: dict[tuple[int, Any], list[tuple[int, Any]]] = {}
+    for i, e in enumerate(entries):
+        pt = Point.from_dict(e.plan)
+        groups.setdefault((pt.batch_size, e.plan.get("precision")), []).append((i, pt.plan))
+    out = [(1.0, 1.0, 1.0)] * len(entries)
+    for (batch, prec), items in groups.items():
+        plans = [p for _, p in items]
+        nom = problem.evaluator(batch, prec).evaluate_batch(plans)
+        low = scaled.evaluator(batch, prec).evaluate_batch(plans)
+        for (i, _), n, s in zip(items, nom, low, strict=True):
+            out[i] = (
+                s.ttft_seconds / n.ttft_seconds,
+                n.tps_per_sequence / s.tps_per_sequence,
+                n.tps / s.tps,
+            )
+    return out
 
 
 def pessimistic(
@@ -147,7 +158,7 @@ def sla_misses(ttft: float, tpot: float, usd: float | None, request: Any) -> lis
 
 
 def _robust(
-    e: FrontEntry, sb: Band, request: Any, problem: EvaluatorInputs, scaled: Any, derated: bool
+    e: FrontEntry, sb: Band, request: Any, scaled: Any, ratios: tuple[float, float, float]
 ) -> None:
     where = f"peaks × {ROBUST_PEAK_FACTOR:g}"
     where += (
@@ -159,7 +170,6 @@ def _robust(
     if isinstance(scaled, str):
         e.robust, e.robust_reason = None, f"not judged: {scaled}"
         return
-    ratios = (1.0, 1.0, 1.0) if derated else peak_ratios(e, problem, scaled)
     misses = sla_misses(*pessimistic(e, sb.band, ratios), request)
     e.robust = not misses
     e.robust_reason = None if not misses else f"at {where}: {'; '.join(misses)}"
