@@ -281,6 +281,7 @@ def check_counts(args: argparse.Namespace) -> None:
         check_count(args.recheck, "recheck", "--recheck", 0, MAX_TOP_K)
     check_count(args.samples, "samples", "--samples", 0, MAX_SAMPLES)
     check_count(args.export_top, "export_top", "--export-top", 1, MAX_TOP_K)
+    check_robust(args)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -289,7 +290,6 @@ def handle(args: argparse.Namespace) -> int:
         raise PlenaInputError(
             "csv_all", "--csv-all needs a local search (a server returns the front, not every plan)"
         )
-    check_robust(args)
     if args.server:
         from plena_opt.cli.remote import remote_search
 
@@ -320,10 +320,8 @@ def handle(args: argparse.Namespace) -> int:
     checks = []
     try:
         try:
-            problem = nominal = request.problem.load()
-            judged = request  # the SLA as asked (--robust searches a tightened copy)
-            if getattr(args, "robust", False):
-                request, problem, _ = api_robust().robust_search(request, problem)
+            judged, nominal = request, request.problem.load()  # as asked (before --robust)
+            request, problem = robust_inputs(args, request, nominal)
             if args.workers is not None:
                 request = search_with_workers(request, args)
                 if request is None:  # --workers 0: the queue is ready for remote workers
@@ -384,3 +382,12 @@ def check_robust(args: argparse.Namespace) -> None:
             raise PlenaInputError(
                 "robust", f"--robust needs a local search of one evaluator; drop {name}"
             )
+
+
+def robust_inputs(args: argparse.Namespace, request: Any, problem: Any) -> tuple[Any, Any]:
+    """(request, problem) to search: as given, or with ``--robust`` the worst case
+    (``api.robust.robust_search``: SLA tightened by the interval, peaks × 0.9)."""
+    if not getattr(args, "robust", False):
+        return request, problem
+    req, scaled, _ = api_robust().robust_search(request, problem)
+    return req, scaled
