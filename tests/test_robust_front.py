@@ -115,6 +115,8 @@ def test_a_plan_meeting_the_sla_only_nominally_is_non_robust_and_robust_excludes
     figs = nominal["recommendation"]["figures"]
     assert "usd_per_million_output_tokens_high" in figs and "robust" in figs
     assert nominal["robust_search"] is False
+    assert nominal["goodput_interval"]["goodput_tps_per_device_low"] is None
+    assert "no interval" in nominal["goodput_interval"]["interval_note"]
     robust = _search(capsys, "--robust")
     assert robust["robust_search"] is True and robust["front"]
     keys = {e["key"] for e in robust["front"]}
@@ -129,7 +131,7 @@ def test_a_search_under_load_carries_its_engine_band_to_the_front_and_goodput() 
     """With a workload and engine (``request.engine``/``concurrency``), each front plan takes
     the exact group's interval; goodput's interval is the best plan meeting the SLA at each end."""
     from plena_opt.api import load_problem, search_plans
-    from plena_opt.api.robust import annotate_front
+    from plena_opt.api.robust import annotate_front, goodput_interval
     from plena_opt.search.request import SearchRequest
     from plena_opt.search.serving import goodput
 
@@ -137,7 +139,6 @@ def test_a_search_under_load_carries_its_engine_band_to_the_front_and_goodput() 
     req = SearchRequest(problem=spec, sampler="exhaustive", storage=":memory:", max_ttft_ms=120)
     problem = load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm", output_seq=64)
     result = search_plans(req, problem)
-    result.serving = goodput(result, req)
     loaded = SimpleNamespace(**{**dict(req), "engine": "vllm", "concurrency": 16})
     band = annotate_front(result, loaded, problem).band
     assert band is not None and band.group == "vllm|h100-sxm|9-32"
@@ -148,12 +149,13 @@ def test_a_search_under_load_carries_its_engine_band_to_the_front_and_goodput() 
             e.usd_per_million_output_tokens * band.tpot_high
         )
         assert e.robust is not None and e.interval_note is None
-    s = result.serving
-    assert s["goodput_tps_per_device_high"] == pytest.approx(
-        s["goodput_tps_per_device"] / band.tpot_low
-    )
-    low = s["goodput_tps_per_device_low"]
-    assert low is None or low <= s["goodput_tps_per_device"]
+    nominal = goodput(result, req)["goodput_tps_per_device"]
+    g = goodput_interval(result, loaded)
+    assert g["goodput_tps_per_device_high"] == pytest.approx(nominal / band.tpot_low)
+    # at the pessimistic end (TTFT x 1.89) no plan meets 120 ms: no goodput there
+    assert min(e.ttft_ms for e in result.front) * band.ttft_high > 120
+    assert g["goodput_tps_per_device_low"] is None
+    assert goodput_interval(result, req)["interval_group"] == band.group
 
 
 @pytest.mark.parametrize(

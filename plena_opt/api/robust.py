@@ -61,8 +61,7 @@ def annotate_front(
     result: SearchResult, request: Any, problem: EvaluatorInputs, derated: bool = False
 ) -> Band:
     """Intervals and robustness on every front plan (module docstring); ``derated``: the
-    figures are already at the scaled peaks (``search --robust``). Adds the goodput interval to
-    ``result.serving`` when it holds a goodput."""
+    figures are already at the scaled peaks (``search --robust``)."""
     sb = search_band(request, problem)
     scaled = None if derated else _derated_or_reason(problem)
     ratios = [(1.0, 1.0, 1.0)] * len(result.front)
@@ -71,8 +70,6 @@ def annotate_front(
     for e, r in zip(result.front, ratios, strict=True):
         _interval(e, sb)
         _robust(e, sb, request, scaled, r)
-    if "goodput_tps_per_device" in (result.serving or {}):
-        result.serving.update(goodput_interval(result, request, sb))
     return sb
 
 
@@ -175,25 +172,36 @@ def _robust(
     e.robust_reason = None if not misses else f"at {where}: {'; '.join(misses)}"
 
 
-def goodput_interval(result: SearchResult, request: Any, sb: Band) -> dict[str, Any]:
-    """Goodput's interval: the best tokens/s/device of the front plans meeting the SLA at the
-    interval's pessimistic end (low) and optimistic end (high); None and why without one."""
-    if sb.band is None:
-        return {"goodput_tps_per_device_low": None, "goodput_tps_per_device_high": None,
-                "goodput_interval_note": sb.note}  # fmt: skip
-    b, lows, highs = sb.band, [], []
-    for e in result.front:
-        if e.tps_per_device is None:
+def goodput_interval(result: SearchResult, request: Any) -> dict[str, Any]:
+    """Goodput's interval from the annotated front: the best tokens/s/device of the plans
+    meeting the SLA at the interval's pessimistic end (``*_low``) and at its optimistic end
+    (``*_high``); None and why without an interval."""
+    front = [e for e in result.front if e.interval_group is not None]
+    if not front:
+        note = next((e.interval_note for e in result.front if e.interval_note), None)
+        return {
+            "goodput_tps_per_device_low": None,
+            "goodput_tps_per_device_high": None,
+            "interval_group": None,
+            "interval_note": note or "no interval: empty front",
+        }
+    lows, highs = [], []
+    for e in front:
+        if e.tps_per_device_low is None or e.tps_per_device_high is None:
             continue
-        ttft, tpot = e.ttft_ms / 1e3, e.tpot_ms / 1e3
-        if not sla_misses(ttft * b.ttft_high, tpot * b.tpot_high, None, request):
-            lows.append(e.tps_per_device / b.tpot_high)
-        if not sla_misses(ttft * b.ttft_low, tpot * b.tpot_low, None, request):
-            highs.append(e.tps_per_device / b.tpot_low)
+        ends = (
+            (e.ttft_seconds_high, e.tpot_seconds_high),
+            (e.ttft_seconds_low, e.tpot_seconds_low),
+        )
+        if not sla_misses(*ends[0], None, request):
+            lows.append(e.tps_per_device_low)
+        if not sla_misses(*ends[1], None, request):
+            highs.append(e.tps_per_device_high)
     return {
         "goodput_tps_per_device_low": max(lows, default=None),
         "goodput_tps_per_device_high": max(highs, default=None),
-        "goodput_interval_group": b.group,
+        "interval_group": front[0].interval_group,
+        "interval_note": None,
     }
 
 

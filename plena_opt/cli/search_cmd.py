@@ -24,6 +24,7 @@ from plena_opt.cli.common import (
     pydantic_to_input_error,
 )
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
+from plena_opt.cli.robust_report import api_robust, check_robust, render_intervals, robust_inputs
 from plena_opt.cli.search_flags import add_search_flags
 from plena_opt.cli.search_report import ProgressReporter, next_steps, plot_title
 from plena_opt.cli.worker_cmd import check_store_plans, search_with_workers
@@ -224,14 +225,14 @@ def write_outputs(
         doc["recommendation"] = (
             None if rec is None else api_robust().recommendation_interval(rec.to_dict(), result)
         )
+        doc["goodput_interval"] = api_robust().goodput_interval(result, request_from_args(args))
         doc["robust_search"] = bool(getattr(args, "robust", False))
         doc["robust_peak_factor"] = api_robust().ROBUST_PEAK_FACTOR
         print(jsonio.dumps(doc, indent=2))
     else:
         print(render_text(result))
-        from plena_opt.cli.robust_report import render_intervals
-
-        if text := render_intervals(result, bool(getattr(args, "robust", False))):
+        gp = api_robust().goodput_interval(result, request_from_args(args))
+        if text := render_intervals(result, bool(getattr(args, "robust", False)), gp):
             print(text)
         if checks:
             print(render_recheck(result, checks, args.samples, args.noise, args.recheck))
@@ -363,31 +364,3 @@ def handle(args: argparse.Namespace) -> int:
         print(f"error: {no_front_message(result)}", file=sys.stderr)
         return 2
     return 0
-
-
-def api_robust() -> Any:
-    """``plena_opt.api.robust`` (error bars and the robust front), imported when used."""
-    from plena_opt.api import robust
-
-    return robust
-
-
-def check_robust(args: argparse.Namespace) -> None:
-    """``--robust`` runs a local search of one evaluator (bad combinations exit 2)."""
-    if not getattr(args, "robust", False):
-        return
-    for flag, name in (("server", "--server"), ("workers", "--workers"),
-                       ("design_space", "--design-space")):  # fmt: skip
-        if getattr(args, flag, None) is not None:
-            raise PlenaInputError(
-                "robust", f"--robust needs a local search of one evaluator; drop {name}"
-            )
-
-
-def robust_inputs(args: argparse.Namespace, request: Any, problem: Any) -> tuple[Any, Any]:
-    """(request, problem) to search: as given, or with ``--robust`` the worst case
-    (``api.robust.robust_search``: SLA tightened by the interval, peaks × 0.9)."""
-    if not getattr(args, "robust", False):
-        return request, problem
-    req, scaled, _ = api_robust().robust_search(request, problem)
-    return req, scaled
