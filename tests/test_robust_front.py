@@ -156,6 +156,16 @@ def test_a_search_under_load_carries_its_engine_band_to_the_front_and_goodput() 
     assert min(e.ttft_ms for e in result.front) * band.ttft_high > 120
     assert g["goodput_tps_per_device_low"] is None
     assert goodput_interval(result, req)["interval_group"] == band.group
+    loose = SimpleNamespace(max_ttft_ms=1000.0, max_tpot_ms=None, min_tps_per_seq=None)
+    best = max(e.tps_per_device for e in result.front)
+    low = goodput_interval(result, loose)["goodput_tps_per_device_low"]
+    assert low == pytest.approx(best / band.tpot_high)
+
+
+def test_without_an_sla_no_plan_is_called_robust(capsys) -> None:
+    assert main([*SEARCH, "--json"]) == 0
+    front = json.loads(capsys.readouterr().out)["front"]
+    assert front and all(e["robust"] is None and "no SLA" in e["robust_reason"] for e in front)
 
 
 @pytest.mark.parametrize(

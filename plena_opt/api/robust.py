@@ -139,6 +139,15 @@ def pessimistic(
     )
 
 
+NO_SLA = "no SLA to hold (--max-ttft-ms, --max-tpot-ms, --min-tps-per-seq, --max-cost-per-mtok)"
+
+
+def has_sla(request: Any) -> bool:
+    """Whether the request bounds TTFT, TPOT, tokens/s per sequence or $/Mtok."""
+    names = ("max_ttft_ms", "max_tpot_ms", "min_tps_per_seq", "max_cost_per_mtok")
+    return any(getattr(request, n, None) is not None for n in names)
+
+
 def sla_misses(ttft: float, tpot: float, usd: float | None, request: Any) -> list[str]:
     """What of the request's SLA (ms flags, tokens/s per sequence, $/Mtok) the figures miss."""
     out = []
@@ -166,6 +175,9 @@ def _robust(
     e.robust_basis = where
     if isinstance(scaled, str):
         e.robust, e.robust_reason = None, f"not judged: {scaled}"
+        return
+    if not has_sla(request):
+        e.robust, e.robust_reason = None, f"not judged: {NO_SLA}"
         return
     misses = sla_misses(*pessimistic(e, sb.band, ratios), request)
     e.robust = not misses

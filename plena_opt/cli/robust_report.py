@@ -24,20 +24,24 @@ def render_intervals(
     front = [e for e in result.front if e.robust_basis is not None]
     if not front:
         return ""
+    notes = sorted({e.interval_note for e in front if e.interval_note})
+    if all(e.robust is None and e.interval_group is None for e in front):  # nothing per plan
+        unjudged = sorted({e.robust_reason for e in front if e.robust_reason})
+        return "\n".join(["", "error bars and robustness:", *(f"  {n}" for n in notes),
+                          *(f"  robust: {r}" for r in unjudged)])  # fmt: skip
     level = next((e.interval_level for e in front if e.interval_level), None)
     head = f"{100 * level:g} % interval from measured error" if level else "error bars"
     lines = ["", f"{head}; robust = SLA holds at {front[0].robust_basis}:"]
     if derated:
         lines.append("  --robust: the front's figures are at the chip's peaks × 0.9, its SLA "
                      "judged at the interval's pessimistic end")  # fmt: skip
-    notes = {e.interval_note for e in front if e.interval_note}
-    lines += [f"  {n}" for n in sorted(notes)]
+    lines += [f"  {n}" for n in notes]
     lines.append(
         f"  {'plan':<28} {'TTFT ms':>15} {'TPOT ms':>15} {'TPS/dev':>15} {'$/Mtok':>13}  robust"
     )
     for e in front:
         mark = "-" if e.robust is None else "yes" if e.robust else "no"
-        why = f" ({e.robust_reason})" if e.robust_reason else ""
+        why = f" ({e.robust_reason.split('): ', 1)[-1]})" if e.robust_reason else ""
         lines.append(
             f"  {e.label:<28} {_span(e.ttft_seconds_low, e.ttft_seconds_high, 1e3, '.1f'):>15} "
             f"{_span(e.tpot_seconds_low, e.tpot_seconds_high, 1e3, '.2f'):>15} "
