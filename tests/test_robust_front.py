@@ -10,7 +10,13 @@ from types import SimpleNamespace
 import pytest
 
 from plena_opt.cli.main import main
-from plena_opt.serving.error_bars import ErrorBand, load_table, measured_band, propagate
+from plena_opt.serving.error_bars import (
+    ErrorBand,
+    band_of,
+    load_table,
+    measured_band,
+    propagate,
+)
 
 BAND = ErrorBand("vllm|h100-sxm|9-32", 40, 0.5, 2.0, 0.8, 1.25)
 SEARCH = ["search", "--model", "llama-3.1-8b", "--noc", "hgx-h100x8", "--chip", "h100-sxm",
@@ -139,27 +145,39 @@ def test_a_search_under_load_carries_its_engine_band_to_the_front_and_goodput() 
     req = SearchRequest(problem=spec, sampler="exhaustive", storage=":memory:", max_ttft_ms=120)
     problem = load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm", output_seq=64)
     result = search_plans(req, problem)
-    loaded = SimpleNamespace(**{**dict(req), "engine": "vllm", "concurrency": 16})
+    loaded = SimpleNamespace(**{**dict(req), "engine": "vllm", "concurrency": 64})
     band = annotate_front(result, loaded, problem).band
-    assert band is not None and band.group == "vllm|h100-sxm|9-32"
+    assert band is not None and band.group == "vllm|h100-sxm|33-128"  # one engine, 64 clients
+    table = load_table()
     for e in result.front:
+        per_engine = -(-64 // e.plan["dp"])  # the clients split over the replicas
+        assert e.interval_group == f"vllm|h100-sxm|{band_of(per_engine)}"
+        band = table[e.interval_group]
         assert e.ttft_seconds_high == pytest.approx(e.ttft_ms / 1e3 * band.ttft_high)
         assert e.tps_per_device_low == pytest.approx(e.tps_per_device / band.tpot_high)
         assert e.usd_per_million_output_tokens_high == pytest.approx(
             e.usd_per_million_output_tokens * band.tpot_high
         )
         assert e.robust is not None and e.interval_note is None
-    nominal = goodput(result, req)["goodput_tps_per_device"]
+    assert goodput(result, req)["goodput_tps_per_device"] == max(
+        e.tps_per_device for e in result.front
+    )
+
+    def best(end: str) -> float:  # every plan meets the SLA at the end asked (checked below)
+        return max(e.tps_per_device / getattr(table[e.interval_group], end) for e in result.front)
+
     g = goodput_interval(result, loaded)
-    assert g["goodput_tps_per_device_high"] == pytest.approx(nominal / band.tpot_low)
-    # at the pessimistic end (TTFT x 1.89) no plan meets 120 ms: no goodput there
-    assert min(e.ttft_ms for e in result.front) * band.ttft_high > 120
+    assert all(e.ttft_seconds_low * 1e3 <= 120 for e in result.front)
+    assert g["goodput_tps_per_device_high"] == pytest.approx(best("tpot_low"))
+    # at the pessimistic end (TTFT x 1.89 or more) no plan meets 120 ms: no goodput there
+    assert min(e.ttft_seconds_high for e in result.front) * 1e3 > 120
     assert g["goodput_tps_per_device_low"] is None
-    assert goodput_interval(result, req)["interval_group"] == band.group
+    assert len({e.interval_group for e in result.front}) > 1  # DP 2 and 4: 9-32, DP 8: 2-8
+    assert g["interval_group"] == "vllm|h100-sxm|2-8, vllm|h100-sxm|9-32"
     loose = SimpleNamespace(max_ttft_ms=1000.0, max_tpot_ms=None, min_tps_per_seq=None)
-    best = max(e.tps_per_device for e in result.front)
+    assert all(e.ttft_seconds_high * 1e3 <= 1000 for e in result.front)
     low = goodput_interval(result, loose)["goodput_tps_per_device_low"]
-    assert low == pytest.approx(best / band.tpot_high)
+    assert low == pytest.approx(best("tpot_high"))
 
 
 def test_without_an_sla_no_plan_is_called_robust(capsys) -> None:
@@ -206,3 +224,28 @@ def test_capacity_json_carries_the_interval_or_its_reason(capsys) -> None:
     h200 = [c for c in doc["candidates"] if c["gpu"] == "h200-sxm" and c["usd_per_day"]]
     assert h200 and all("not measured on h200-sxm" in c["interval_note"] for c in h200)
     assert all(c["replicas_high"] is None for c in h200)  # never a neighbour's band
+
+
+def test_the_robust_search_tightens_the_sla_by_the_worst_band_of_any_dp() -> None:
+    """64 clients on 8 GPUs: one engine sees 64 (33-128), 32 or 16 (9-32) or 8 (2-8); the SLA
+    is divided by the largest high ratio of those groups. Without a workload only the peaks
+    change, in a study of its own."""
+    from plena_opt.api import load_problem
+    from plena_opt.api.robust import robust_search, worst_ratios
+    from plena_opt.search.request import SearchRequest
+
+    problem = load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm")
+    loaded = SimpleNamespace(engine="vllm", concurrency=64, request_rate=None)
+    t = load_table()
+    groups = [t[f"vllm|h100-sxm|{b}"] for b in ("33-128", "9-32", "2-8")]
+    assert worst_ratios(loaded, problem) == (
+        max(b.ttft_high for b in groups),
+        max(b.tpot_high for b in groups),
+    )
+    spec = {"model": "llama-3.1-8b", "noc": "hgx-h100x8", "chip": "h100-sxm"}
+    req = SearchRequest(problem=spec, storage=":memory:", max_ttft_ms=120, study="s")
+    tight, scaled, band = robust_search(req, problem)
+    assert band.band is None and tight.max_ttft_ms == 120 and tight.study == "s-robust"
+    assert (
+        scaled.chip.hbm.bandwidth_bytes_per_s.value < problem.chip.hbm.bandwidth_bytes_per_s.value
+    )

@@ -40,9 +40,10 @@ class Band:
     note: str | None
 
 
-def search_band(request: Any, problem: EvaluatorInputs) -> Band:
-    """The interval of a search: (engine, GPU, band of the concurrency) when the search prices a
-    serving workload, else none with the reason."""
+def search_band(request: Any, problem: EvaluatorInputs, dp: int = 1) -> Band:
+    """The interval of a plan with ``dp`` replicas in a search: (engine, GPU, band of the
+    concurrency one engine sees, the clients split over the DP replicas, rounded up) when the
+    search prices a serving workload, else none with the reason."""
     from plena_opt.serving.error_bars import load_table, measured_band
 
     engine = getattr(request, "engine", None)
@@ -53,7 +54,8 @@ def search_band(request: Any, problem: EvaluatorInputs) -> Band:
     chip = getattr(problem.chip, "name", None)
     if chip is None or getattr(problem.chip, "kind", None) != "gpu":
         return Band(None, "no interval: serving engines were measured on GPU chips only")
-    band, note = measured_band(load_table(), engine or "vllm", chip, concurrency)
+    per_engine = None if concurrency is None else -(-concurrency // max(1, dp))
+    band, note = measured_band(load_table(), engine or "vllm", chip, per_engine)
     return Band(band, note)
 
 
@@ -61,16 +63,20 @@ def annotate_front(
     result: SearchResult, request: Any, problem: EvaluatorInputs, derated: bool = False
 ) -> Band:
     """Intervals and robustness on every front plan (module docstring); ``derated``: the
-    figures are already at the scaled peaks (``search --robust``)."""
-    sb = search_band(request, problem)
+    figures are already at the scaled peaks (``search --robust``). Returns the band of a
+    single-replica plan (each plan's own is on its entry)."""
+    bands: dict[int, Band] = {}
     scaled = None if derated else _derated_or_reason(problem)
     ratios = [(1.0, 1.0, 1.0)] * len(result.front)
     if scaled is not None and not isinstance(scaled, str):
         ratios = peak_ratios(result.front, problem, scaled)
     for e, r in zip(result.front, ratios, strict=True):
-        _interval(e, sb)
-        _robust(e, sb, request, scaled, r)
-    return sb
+        dp = int(e.plan.get("dp", 1))
+        if dp not in bands:
+            bands[dp] = search_band(request, problem, dp)
+        _interval(e, bands[dp])
+        _robust(e, bands[dp], request, scaled, r)
+    return bands.get(1) or search_band(request, problem)
 
 
 def _derated_or_reason(problem: EvaluatorInputs) -> EvaluatorInputs | str:
@@ -212,7 +218,7 @@ def goodput_interval(result: SearchResult, request: Any) -> dict[str, Any]:
     return {
         "goodput_tps_per_device_low": max(lows, default=None),
         "goodput_tps_per_device_high": max(highs, default=None),
-        "interval_group": front[0].interval_group,
+        "interval_group": ", ".join(sorted({str(e.interval_group) for e in front})),
         "interval_note": None,
     }
 
@@ -250,13 +256,15 @@ def robust_search(
 ) -> tuple[SearchRequest, EvaluatorInputs, Band]:
     """``search --robust``: (request with the SLA tightened by the interval's pessimistic ratios
     and its own ``<study>-robust`` study, the problem at peaks × ``ROBUST_PEAK_FACTOR``, the
-    band used). The front then holds plans whose SLA holds at that worst case."""
+    single-replica band). The front then holds plans whose SLA holds at that worst case. A
+    plan's band depends on its DP (the clients split over replicas) and a search constraint is
+    one number, so the SLA is tightened by the largest high ratios over the bands of the
+    possible DP sizes: conservative, never looser than any plan's own band."""
     from plena_opt.search.session import default_study_name
 
     scaled = derate(problem, ROBUST_PEAK_FACTOR)
     sb = search_band(request, problem)
-    kt = sb.band.ttft_high if sb.band else 1.0
-    kp = sb.band.tpot_high if sb.band else 1.0
+    kt, kp = worst_ratios(request, problem)
     r = request
     update: dict[str, Any] = {"study": f"{r.study or default_study_name(r)}-robust"}
     if r.max_ttft_ms is not None:
@@ -268,3 +276,17 @@ def robust_search(
     if getattr(r, "max_cost_per_mtok", None) is not None:
         update["max_cost_per_mtok"] = r.max_cost_per_mtok / kp
     return r.model_copy(update=update), scaled, sb
+
+
+def worst_ratios(request: Any, problem: EvaluatorInputs) -> tuple[float, float]:
+    """(TTFT, TPOT) high ratios, the largest over the bands of every DP size that divides the
+    cluster (1.0 where no band is measured)."""
+    n = problem.noc.num_devices if problem.noc is not None else 1
+    top = min(n, getattr(request, "concurrency", None) or 1)  # beyond it: one client each
+    dps = {d for d in range(1, top + 1) if n % d == 0} | {n}
+    found = [search_band(request, problem, dp).band for dp in sorted(dps)]
+    bands = [b for b in found if b is not None]
+    return (
+        max((b.ttft_high for b in bands), default=1.0),
+        max((b.tpot_high for b in bands), default=1.0),
+    )

@@ -32,13 +32,6 @@ class FrontEntry(BaseModel):
     tps_per_device: float | None = None
     max_batch: int | None = None
     capacity_bound: bool | None = None
-    # Cost and power (issue 30, ``estimate.cost``): USD per million output / input tokens (None:
-    # the chip has no price; ``cost_note`` says why), decode tokens/s per kW, W per device.
-    usd_per_million_output_tokens: float | None = None
-    usd_per_million_input_tokens: float | None = None
-    tps_per_kilowatt: float | None = None
-    power_watts_per_device: float | None = None
-    cost_note: str | None = None
     # Error bars and robustness (issue 30 item 4, ``api.robust``): the measured group's interval
     # (seconds, tokens/s/device, USD per million output tokens; None: ``interval_note`` says
     # why) and whether the SLA holds at its pessimistic end with the chip's peaks × 0.9.
@@ -56,6 +49,13 @@ class FrontEntry(BaseModel):
     robust: bool | None = None
     robust_reason: str | None = None
     robust_basis: str | None = None
+    # Cost and power (issue 30, ``estimate.cost``): USD per million output / input tokens (None:
+    # the chip has no price; ``cost_note`` says why), decode tokens/s per kW, W per device.
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    tps_per_kilowatt: float | None = None
+    power_watts_per_device: float | None = None
+    cost_note: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
