@@ -334,6 +334,7 @@ def handle(args: argparse.Namespace) -> int:
             bar.close()
         if result.partial and result.stop_reason == "cancelled":
             result.stop_reason = "interrupted; every finished trial is saved in the study"
+        api_robust().annotate_front(result, judged, nominal, derated=bool(args.robust))
         if args.recheck != 0 and result.front and not interrupted["flag"]:
             try:
                 checks = api.recheck_front(
@@ -353,7 +354,6 @@ def handle(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous)
     if not interrupted["flag"]:
         api.decide_serving(result, checks, request, problem)
-        api_robust().annotate_front(result, judged, nominal, derated=bool(args.robust))
     write_outputs(args, result, [rc.to_dict() for rc in checks], checks, plot_title(request))
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far
         if not result.front:
