@@ -174,7 +174,7 @@ def _robust(
 ) -> None:
     where = f"peaks × {ROBUST_PEAK_FACTOR:g}"
     where += (
-        f" and the {100 * sb.band.level:g} % interval's pessimistic end ({sb.band.group})"
+        f" and the {100 * sb.band.level:g} % interval's pessimistic end"
         if sb.band
         else " only (no measured interval)"
     )

@@ -37,7 +37,8 @@ def render_intervals(
                      "judged at the interval's pessimistic end")  # fmt: skip
     lines += [f"  {n}" for n in notes]
     lines.append(
-        f"  {'plan':<28} {'TTFT ms':>15} {'TPOT ms':>15} {'TPS/dev':>15} {'$/Mtok':>13}  robust"
+        f"  {'plan':<28} {'TTFT ms':>15} {'TPOT ms':>15} {'TPS/dev':>15} {'$/Mtok':>13}  "
+        "robust  (measured group)"
     )
     for e in front:
         mark = "-" if e.robust is None else "yes" if e.robust else "no"
@@ -47,7 +48,7 @@ def render_intervals(
             f"{_span(e.tpot_seconds_low, e.tpot_seconds_high, 1e3, '.2f'):>15} "
             f"{_span(e.tps_per_device_low, e.tps_per_device_high, 1, '.1f'):>15} "
             f"{_span(e.usd_per_million_output_tokens_low, e.usd_per_million_output_tokens_high, 1, '.3g'):>13}"  # noqa: E501
-            f"  {mark}{why}"
+            f"  {mark}{why}{f'  ({e.interval_group})' if e.interval_group else ''}"
         )
     if goodput and goodput.get("interval_group"):
         lo, hi = goodput["goodput_tps_per_device_low"], goodput["goodput_tps_per_device_high"]
