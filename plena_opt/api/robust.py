@@ -62,21 +62,73 @@ def search_band(request: Any, problem: EvaluatorInputs, dp: int = 1) -> Band:
 def annotate_front(
     result: SearchResult, request: Any, problem: EvaluatorInputs, derated: bool = False
 ) -> Band:
-    """Intervals and robustness on every front plan (module docstring); ``derated``: the
-    figures are already at the scaled peaks (``search --robust``). Returns the band of a
-    single-replica plan (each plan's own is on its entry)."""
+    """Intervals and robustness on every front plan (module docstring). ``derated``: a
+    ``search --robust`` result, its figures already at the scaled peaks: every feasible plan
+    scored is judged at its own band and the front becomes the Pareto front of the robust ones.
+    Returns the band of a single-replica plan (each plan's own is on its entry)."""
+    if derated:
+        return _keep_robust(result, request, problem)
+    return annotate_entries(result.front, request, problem)
+
+
+def annotate_entries(
+    entries: list[FrontEntry], request: Any, problem: EvaluatorInputs, derated: bool = False
+) -> Band:
+    """``annotate_front`` on a list of plans (each with the band of its DP size)."""
     bands: dict[int, Band] = {}
     scaled = None if derated else _derated_or_reason(problem)
-    ratios = [(1.0, 1.0, 1.0)] * len(result.front)
+    ratios = [(1.0, 1.0, 1.0)] * len(entries)
     if scaled is not None and not isinstance(scaled, str):
-        ratios = peak_ratios(result.front, problem, scaled)
-    for e, r in zip(result.front, ratios, strict=True):
+        ratios = peak_ratios(entries, problem, scaled)
+    for e, r in zip(entries, ratios, strict=True):
         dp = int(e.plan.get("dp", 1))
         if dp not in bands:
             bands[dp] = search_band(request, problem, dp)
         _interval(e, bands[dp])
         _robust(e, bands[dp], request, scaled, r)
     return bands.get(1) or search_band(request, problem)
+
+
+def _keep_robust(result: SearchResult, request: Any, problem: EvaluatorInputs) -> Band:
+    """The Pareto front (``result``'s objectives) of the feasible scored plans that are robust
+    (or not judged); the front is left as is when all of its plans are."""
+    import numpy as np
+
+    from plena_opt.search.pareto import pareto_mask
+
+    band = annotate_entries(result.front, request, problem, derated=True)
+    if all(e.robust is not False for e in result.front):
+        return band
+    seen = {_identity(e) for e in result.front}
+    pool = [e for e in result.scored if e.feasible and _identity(e) not in seen]
+    pool = list({_identity(e): e for e in pool}.values())
+    annotate_entries(pool, request, problem, derated=True)
+    keep = [e for e in [*result.front, *pool] if e.robust is not False]
+    objectives = list(zip(result.metric_names, result.directions, strict=True))
+    rows = [[_minimised(e, n, d) for n, d in objectives] for e in keep]
+    mask = pareto_mask(np.array(rows)) if keep else []
+    dropped = sum(e.robust is False for e in result.front)
+    result.front = sorted((e for e, m in zip(keep, mask, strict=True) if m), key=lambda e: -e.tps)
+    result.warnings.append(
+        f"--robust: {dropped} front plan(s) miss the SLA at their own measured group's "
+        "pessimistic end; the front is recomputed from the robust plans scored"
+    )
+    return band
+
+
+def _identity(e: FrontEntry) -> str:
+    """One plan (shape, batch, precision, options) however many copies of it were scored."""
+    import json
+
+    return json.dumps(e.plan, sort_keys=True, default=str)
+
+
+def _minimised(e: FrontEntry, name: str, direction: str) -> float:
+    """Objective ``name`` of ``e`` as a value to minimise (None: the worst)."""
+    v = getattr(e, name, None)
+    if v is None:
+        return float("inf")
+    return -float(v) if direction.startswith("max") else float(v)
 
 
 def _derated_or_reason(problem: EvaluatorInputs) -> EvaluatorInputs | str:
@@ -187,7 +239,7 @@ def _robust(
         return
     misses = sla_misses(*pessimistic(e, sb.band, ratios), request)
     e.robust = not misses
-    e.robust_reason = None if not misses else f"at {where}: {'; '.join(misses)}"
+    e.robust_reason = "; ".join(misses) or None  # at ``robust_basis``
 
 
 def goodput_interval(result: SearchResult, request: Any) -> dict[str, Any]:
@@ -256,15 +308,15 @@ def robust_search(
 ) -> tuple[SearchRequest, EvaluatorInputs, Band]:
     """``search --robust``: (request with the SLA tightened by the interval's pessimistic ratios
     and its own ``<study>-robust`` study, the problem at peaks × ``ROBUST_PEAK_FACTOR``, the
-    single-replica band). The front then holds plans whose SLA holds at that worst case. A
-    plan's band depends on its DP (the clients split over replicas) and a search constraint is
-    one number, so the SLA is tightened by the largest high ratios over the bands of the
-    possible DP sizes: conservative, never looser than any plan's own band."""
+    single-replica band). A plan's band depends on its DP (the clients split over replicas)
+    and a search constraint is one number, so the SLA is tightened by the least high ratios over
+    the bands of the possible DP sizes (no robust plan is cut); ``annotate_front(derated=True)``
+    then judges each plan at its own band and keeps the Pareto front of the robust ones."""
     from plena_opt.search.session import default_study_name
 
     scaled = derate(problem, ROBUST_PEAK_FACTOR)
     sb = search_band(request, problem)
-    kt, kp = worst_ratios(request, problem)
+    kt, kp = least_ratios(request, problem)
     r = request
     update: dict[str, Any] = {"study": f"{r.study or default_study_name(r)}-robust"}
     if r.max_ttft_ms is not None:
@@ -278,8 +330,8 @@ def robust_search(
     return r.model_copy(update=update), scaled, sb
 
 
-def worst_ratios(request: Any, problem: EvaluatorInputs) -> tuple[float, float]:
-    """(TTFT, TPOT) high ratios, the largest over the bands of every DP size that divides the
+def least_ratios(request: Any, problem: EvaluatorInputs) -> tuple[float, float]:
+    """(TTFT, TPOT) high ratios, the least over the bands of every DP size that divides the
     cluster (1.0 where no band is measured)."""
     n = problem.noc.num_devices if problem.noc is not None else 1
     top = min(n, getattr(request, "concurrency", None) or 1)  # beyond it: one client each
@@ -287,6 +339,6 @@ def worst_ratios(request: Any, problem: EvaluatorInputs) -> tuple[float, float]:
     found = [search_band(request, problem, dp).band for dp in sorted(dps)]
     bands = [b for b in found if b is not None]
     return (
-        max((b.ttft_high for b in bands), default=1.0),
-        max((b.tpot_high for b in bands), default=1.0),
+        min((b.ttft_high for b in bands), default=1.0),
+        min((b.tpot_high for b in bands), default=1.0),
     )

@@ -42,7 +42,7 @@ def render_intervals(
     )
     for e in front:
         mark = "-" if e.robust is None else "yes" if e.robust else "no"
-        why = f" ({e.robust_reason.split('): ', 1)[-1]})" if e.robust_reason else ""
+        why = f" ({e.robust_reason})" if e.robust_reason else ""
         lines.append(
             f"  {e.label:<28} {_span(e.ttft_seconds_low, e.ttft_seconds_high, 1e3, '.1f'):>15} "
             f"{_span(e.tpot_seconds_low, e.tpot_seconds_high, 1e3, '.2f'):>15} "
