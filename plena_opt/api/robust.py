@@ -4,12 +4,16 @@
 known (a search under load: ``request.engine`` and ``request.concurrency``): the shipped measured
 group of exactly (engine, GPU, concurrency band) (``serving.error_bars.measured_band``) applied to
 TTFT and TPOT and carried to tokens/s/device and $/Mtok (``error_bars.propagate``); otherwise no
-interval and the reason. It then marks each plan ``robust`` when its SLA (``--max-ttft-ms``,
-``--max-tpot-ms``, ``--min-tps-per-seq``, ``--max-cost-per-mtok``) still holds at the interval's
-pessimistic end with the chip's peaks × ``ROBUST_PEAK_FACTOR`` (``estimate.derate``; the plan is
-re-priced there and its figures scaled by the ratio derated / nominal), else gives the reason.
-``robust_search`` prepares ``search --robust``: the derated problem and the SLA tightened by the
-interval's pessimistic ratios (a constant per search: one engine, one band), in its own study.
+interval and the reason. A DP plan's engines each see the clients split over its replicas, so
+its band is that concurrency's; the measurements hold means only, so a search judged at a
+percentile takes the mean's ratios for it. Each plan is then marked ``robust`` when its SLA
+(``--max-ttft-ms``, ``--max-tpot-ms``, ``--min-tps-per-seq``, ``--max-cost-per-mtok``) still holds
+at the interval's pessimistic end with the chip's peaks × ``ROBUST_PEAK_FACTOR``
+(``estimate.derate``; the plan is re-priced there and its figures scaled by the ratio derated /
+nominal), else with the reason (None: not judged, and why). ``robust_search`` prepares
+``search --robust``: the derated problem and the SLA tightened by the least pessimistic ratios of
+the bands any plan can have, in its own study; ``annotate_front(derated=True)`` then keeps the
+Pareto front of the plans robust at their own band.
 """
 
 from __future__ import annotations
