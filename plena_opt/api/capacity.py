@@ -72,6 +72,16 @@ class Candidate:
     fixed_fleet_replicas: int | None = None
     reactive_usd_per_day: float | None = None
     reactive_slo_attainment: float | None = None
+    # the measured error's interval (``api.capacity_bounds``): replicas, GPU-h and $/day at its
+    # low and high ends; None with ``interval_note`` saying why
+    interval_group: str | None = None
+    interval_note: str | None = None
+    replicas_low: list[int] | None = None
+    replicas_high: list[int] | None = None
+    gpu_hours_per_day_low: float | None = None
+    gpu_hours_per_day_high: float | None = None
+    usd_per_day_low: float | None = None
+    usd_per_day_high: float | None = None
 
     @property
     def priced(self) -> bool:
@@ -107,6 +117,9 @@ class CapacityPlan:
             row = dict(iv)
             if c is not None:
                 row.update(deployment=c.name, replicas=c.replicas_at(i), gpus=c.gpus_at(i))
+                for end in ("low", "high"):
+                    reps = getattr(c, f"replicas_{end}", None)
+                    row[f"replicas_{end}"] = None if reps is None else reps[i]
             rows.append(row)
         saving = None
         if c is not None and c.fixed_fleet_usd_per_day:
@@ -127,10 +140,21 @@ class CapacityPlan:
             "usd_per_day": None if c is None else c.usd_per_day,
             "slo_attainment": None if c is None else c.slo_attainment,
             "fixed_fleet_usd_per_day": None if c is None else c.fixed_fleet_usd_per_day,
+            **_interval_fields(c),
             "saving_vs_fixed_fleet": saving,
             "candidates": [asdict(k) for k in self.candidates],
             "mixed": None if self.mix is None else asdict(self.mix),
         }
+
+
+def _interval_fields(c: Candidate | MixedCandidate | None) -> dict[str, Any]:
+    """The chosen deployment's interval (``api.capacity_bounds``) or why it has none."""
+    names = ("gpu_hours_per_day_low", "gpu_hours_per_day_high", "usd_per_day_low",
+             "usd_per_day_high", "interval_group", "interval_note")  # fmt: skip
+    out = {n: getattr(c, n, None) for n in names}
+    if c is not None and not isinstance(c, Candidate):
+        out["interval_note"] = "no interval: a mix of pools is not bounded (its pools are)"
+    return out
 
 
 def _check(req: CapacityRequest) -> None:
@@ -210,6 +234,7 @@ def _order(c: Candidate | MixedCandidate) -> tuple[float, int, str]:
 def _price_candidate(
     cand: Candidate, model: Any, curve: Any, sla: Any, req: CapacityRequest
 ) -> None:
+    from plena_opt.api.capacity_bounds import Profile, bound_candidate
     from plena_opt.serving.fleet import fleet_costs, replicas_needed
     from plena_opt.serving.load_curve import length_profile
     from plena_opt.serving.sla_rate import max_rate
@@ -218,14 +243,16 @@ def _price_candidate(
     step_for = _setup(cand, model, req, (round(longest.input_tokens), round(longest.output_tokens)))
     if step_for is None:
         return
-    rates = {}
+    rates, profiles, keys = {}, {}, []
     for iv in curve.intervals:
         key = length_profile(iv.input_tokens, iv.output_tokens, iv.input_tokens_p90)
         isl, osl, tail = key
         if key not in rates:
             step, max_seqs = step_for(isl, osl)
             rates[key] = max_rate(step, isl, osl, sla, tail_input_len=tail, max_sequences=max_seqs)
+            profiles[key] = Profile(step, isl, osl, tail, max_seqs, rates[key])
         cand.max_rate_per_replica.append(rates[key])
+        keys.append(key)
     lam = [iv.rate_per_s for iv in curve.intervals]
     if all(mu <= 0 for mu in cand.max_rate_per_replica):
         cand.infeasible = "misses the SLA even at a trickle of requests (one at a time)"
@@ -253,6 +280,7 @@ def _price_candidate(
     )
     cand.fixed_fleet_usd_per_day, cand.fixed_fleet_replicas = f.usd_per_day, max(cand.replicas)
     cand.reactive_usd_per_day, cand.reactive_slo_attainment = r.usd_per_day, r.slo_attainment
+    bound_candidate(cand, profiles, keys, curve, sla, req)
 
 
 def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int, int]) -> Any:

@@ -75,6 +75,7 @@ def render_text(plan: Any) -> str:
         f"fleet for the peak costs {_money(c.fixed_fleet_usd_per_day)}/day (scaling saves "
         f"{100 * saving:.0f}%)"
     )
+    lines.append(_interval_line(c))
     if len(plan.intervals) <= MAX_INTERVAL_LINES:
         lines.append(f"{'hour':>6} {'req/s':>8}  replicas -> GPUs")
         for i, iv in enumerate(plan.intervals):
@@ -83,3 +84,20 @@ def render_text(plan: Any) -> str:
                 f"{_replicas(c.replicas_at(i))} -> {_gpus(c.gpus_at(i))}"
             )
     return "\n".join(lines)
+
+
+def _interval_line(c: Any) -> str:
+    """The chosen deployment's $/day and replicas across the measured error's interval."""
+    high = getattr(c, "usd_per_day_high", None)
+    group = getattr(c, "interval_group", None)
+    if group is None or high is None:
+        note = getattr(c, "interval_note", None) or "no interval: a mix of pools is not bounded"
+        lo = getattr(c, "usd_per_day_low", None)
+        extra = f"; $/day at the low end {_money(lo)}" if lo is not None else ""
+        return f"error bars: {note}{extra}"
+    reps = c.replicas_high
+    return (
+        f"error bars (90 % interval of measured error, group {group}): "
+        f"{_money(c.usd_per_day_low)}-{_money(high)}/day; at the worst end "
+        f"{min(reps)}-{max(reps)} replicas, {c.gpu_hours_per_day_high:.0f} GPU-h/day"
+    )

@@ -24,6 +24,7 @@ from plena_opt.cli.common import (
     pydantic_to_input_error,
 )
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
+from plena_opt.cli.robust_report import api_robust, check_robust, render_intervals, robust_inputs
 from plena_opt.cli.search_flags import add_search_flags
 from plena_opt.cli.search_report import ProgressReporter, next_steps, plot_title
 from plena_opt.cli.worker_cmd import check_store_plans, search_with_workers
@@ -248,10 +249,18 @@ def write_outputs(
         doc = json.loads(render_json(result))
         doc["recheck"] = recheck_docs
         doc["recheck_basis"] = BASIS_MONTE_CARLO
-        doc["recommendation"] = None if rec is None else rec.to_dict()
+        doc["recommendation"] = (
+            None if rec is None else api_robust().recommendation_interval(rec.to_dict(), result)
+        )
+        doc["goodput_interval"] = api_robust().goodput_interval(result, request_from_args(args))
+        doc["robust_search"] = bool(getattr(args, "robust", False))
+        doc["robust_peak_factor"] = api_robust().ROBUST_PEAK_FACTOR
         print(jsonio.dumps(doc, indent=2))
     else:
         print(render_text(result))
+        gp = api_robust().goodput_interval(result, request_from_args(args))
+        if text := render_intervals(result, bool(getattr(args, "robust", False)), gp):
+            print(text)
         if checks:
             print(render_recheck(result, checks, args.samples, args.noise, args.recheck))
         emit_serving(result)
@@ -300,6 +309,7 @@ def check_counts(args: argparse.Namespace) -> None:
         check_count(args.recheck, "recheck", "--recheck", 0, MAX_TOP_K)
     check_count(args.samples, "samples", "--samples", 0, MAX_SAMPLES)
     check_count(args.export_top, "export_top", "--export-top", 1, MAX_TOP_K)
+    check_robust(args)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -339,7 +349,8 @@ def handle(args: argparse.Namespace) -> int:
     checks = []
     try:
         try:
-            problem = request.problem.load()
+            judged, nominal = request, request.problem.load()  # as asked (before --robust)
+            request, problem = robust_inputs(args, request, nominal)
             if args.workers is not None:
                 request = search_with_workers(request, args)
                 if request is None:  # --workers 0: the queue is ready for remote workers
@@ -351,6 +362,7 @@ def handle(args: argparse.Namespace) -> int:
             bar.close()
         if result.partial and result.stop_reason == "cancelled":
             result.stop_reason = "interrupted; every finished trial is saved in the study"
+        api_robust().annotate_front(result, judged, nominal, derated=bool(args.robust))
         if args.recheck != 0 and result.front and not interrupted["flag"]:
             try:
                 checks = api.recheck_front(

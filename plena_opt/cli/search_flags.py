@@ -21,6 +21,7 @@ def add_search_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("search")
     _add_space_flags(g)
     _add_sla_flags(g)
+    add_robust_flag(g)
     _add_sampler_flags(g)
     _add_codesign_flags(g)
     _add_load_flags(p.add_argument_group("serving under load (GPU chips; issue 23)"))
@@ -117,6 +118,20 @@ def _add_sla_flags(g: Any) -> None:
         help="tpe, nsga2, gp (needs torch), exhaustive (score every legal plan), or auto "
         "(default): exhaustive whenever scoring every plan costs less than --trials TPE trials "
         "by a fixed CPU cost model (from counts, never timed: same choice on any machine)",
+    )
+
+
+def add_robust_flag(g: Any) -> None:
+    """``--robust``: search on the worst case (``api.robust``)."""
+    g.add_argument(
+        "--robust",
+        action="store_true",
+        help="search on the worst case: every plan priced with the GPU's peak compute, memory "
+        "bandwidth and network at 0.9 x the datasheet, and the SLA judged at the pessimistic "
+        "end of the 90 %% interval from measured error (search under load with an engine; "
+        "without one, peaks only); the front then holds robust plans only (study "
+        "<study>-robust; local, GPU chips). Without it, front plans are still marked "
+        "robust: true/false with the reason",
     )
 
 

@@ -32,6 +32,23 @@ class FrontEntry(BaseModel):
     tps_per_device: float | None = None
     max_batch: int | None = None
     capacity_bound: bool | None = None
+    # Error bars and robustness (issue 30 item 4, ``api.robust``): the measured group's interval
+    # (seconds, tokens/s/device, USD per million output tokens; None: ``interval_note`` says
+    # why) and whether the SLA holds at its pessimistic end with the chip's peaks × 0.9.
+    ttft_seconds_low: float | None = None
+    ttft_seconds_high: float | None = None
+    tpot_seconds_low: float | None = None
+    tpot_seconds_high: float | None = None
+    tps_per_device_low: float | None = None
+    tps_per_device_high: float | None = None
+    usd_per_million_output_tokens_low: float | None = None
+    usd_per_million_output_tokens_high: float | None = None
+    interval_group: str | None = None
+    interval_level: float | None = None
+    interval_note: str | None = None
+    robust: bool | None = None
+    robust_reason: str | None = None
+    robust_basis: str | None = None
     # Cost and power (issue 30, ``estimate.cost``): USD per million output / input tokens (None:
     # the chip has no price; ``cost_note`` says why), decode tokens/s per kW, W per device.
     usd_per_million_output_tokens: float | None = None

@@ -63,3 +63,64 @@ def load_table(path: Path = TABLE) -> dict[str, ErrorBand]:
     """The shipped table (``serving/data/error_bars.json``)."""
     doc = json.loads(path.read_text())
     return {b["group"]: ErrorBand(**b) for b in doc["groups"]}
+
+
+def measured_band(
+    table: dict[str, ErrorBand], engine: str, gpu: str, concurrency: int | None
+) -> tuple[ErrorBand | None, str | None]:
+    """The group measured at exactly (``engine``, ``gpu``, the band of ``concurrency``), else
+    (None, why): a prediction's interval never borrows a neighbour's band, another GPU's or the
+    pooled rows (``lookup``'s fallbacks are for the ``estimate --concurrency`` report only)."""
+    if not concurrency:
+        return None, (
+            "no interval: the measurements are closed-loop runs (a concurrency); "
+            "none was measured at a Poisson request rate"
+        )
+    band = band_of(concurrency)
+    exact = table.get(f"{engine}|{gpu}|{band}")
+    if exact is not None:
+        return exact, None
+    parts = [k.split("|") for k in table]
+    gpus = sorted({g for e, g, _ in parts if e == engine and g != ANY})
+    if not gpus:
+        return None, f"no interval: no measured {engine} rows"
+    if gpu not in gpus:
+        return (
+            None,
+            f"no interval: {engine} was not measured on {gpu} (measured: {', '.join(gpus)})",
+        )
+    bands = sorted({b for e, g, b in parts if e == engine and g == gpu and b != ANY})
+    return None, (
+        f"no interval: {engine} on {gpu} has no measured group of ≥{MIN_ROWS} rows at "
+        f"concurrency {band} (measured: {', '.join(bands) or 'none'}; a neighbour's band is "
+        "not used)"
+    )
+
+
+@dataclass(frozen=True)
+class Propagated:
+    """A band carried into derived figures: each ``(low, high)`` in the figure's own units.
+
+    Tokens/s at a fixed batch is one token per sequence per TPOT, so it scales as 1 / TPOT
+    (``tps ÷ tpot_high`` .. ``tps ÷ tpot_low``); $ per million output tokens is GPU time per
+    token, so it scales as TPOT (``usd × tpot_low`` .. ``usd × tpot_high``)."""
+
+    ttft: tuple[float, float]
+    tpot: tuple[float, float]
+    tps: tuple[float, float] | None
+    usd_per_mtok: tuple[float, float] | None
+
+
+def propagate(
+    band: ErrorBand, ttft: float, tpot: float, tps: float | None, usd_per_mtok: float | None
+) -> Propagated:
+    """``band`` applied to predicted TTFT and TPOT (any one time unit) and carried to tokens/s
+    and $/Mtok (None stays None)."""
+    return Propagated(
+        (ttft * band.ttft_low, ttft * band.ttft_high),
+        (tpot * band.tpot_low, tpot * band.tpot_high),
+        None if tps is None else (tps / band.tpot_high, tps / band.tpot_low),
+        None
+        if usd_per_mtok is None
+        else (usd_per_mtok * band.tpot_low, usd_per_mtok * band.tpot_high),
+    )

@@ -91,6 +91,7 @@ def _print_disaggregated(args: argparse.Namespace, msg: object) -> int:
 
 def remote_search(args: argparse.Namespace) -> int:
     """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
+    from plena_opt.cli.robust_report import annotate_remote
     from plena_opt.cli.search_cmd import check_outputs, recheck_noise, write_outputs
     from plena_opt.search.output import no_front_message
 
@@ -101,6 +102,7 @@ def remote_search(args: argparse.Namespace) -> int:
     except RemoteUnavailable as exc:
         return fail(exc)
     result = remote.result
+    annotate_remote(args, result)
     write_outputs(args, result, remote.recheck, remote.checks, _plot_title(args))
     if not result.front:  # same message as local mode (plena_opt.cli.search_cmd)
         print(f"error: {no_front_message(result)}", file=sys.stderr)
