@@ -124,7 +124,7 @@ def test_search_recheck_stops_at_the_deadline_and_frees_the_slot(server):
     assert time.monotonic() - t0 < 5.0
     assert (result.partial, result.stop_reason) == (True, "deadline"), result.warnings
     assert len(result.recheck) < len(result.front)
-    assert any("stopped" in w for w in result.warnings)
+    assert any("stopped" in w for w in result.warnings), result.warnings
     _until(lambda: not running.servicer.registry.is_running("dl-1"), 1.0)
 
 

@@ -22,7 +22,7 @@ from plena_opt.search.trials import front_trials, is_scored, trials_completed
 from plena_opt.search.workers import queue_name, run_worker
 from tests.test_search_workers import PROBLEM
 
-PLANS = 60  # batch 4 only: each plan is one RPC through the proxy, keep the test short
+PLANS = 100  # batch 4 only (60 before MoE splits joined the space): one RPC each through the proxy
 
 
 def _request(url: str, study: str) -> SearchRequest:

@@ -126,12 +126,13 @@ def test_shipped_file_is_the_shared_copy():
     assert shipped_serving_csv().read_bytes() == shared.read_bytes()
 
 
-# Rows of the shipped file priced (1,458 of 1,877; the rest refused: 393 disagg rows without
-# worker counts, 6 disagg rows the product does not model, 13 with unrecorded replicas, 7 without
-# a concurrency). The 69 H100 gpt-oss-120b rows labelled nvfp4 price as the checkpoint's MXFP4 run
-# weight-only (W4A16; issue 24). Before MoE splits were a plan field (issue 24) 113 rows were
-# refused as not expressible: 108 of them are priced now, 5 are refused for unrecorded replicas.
-SHIPPED_PRICED = 1458
+# Rows of the shipped file priced (1,459 of 1,877, one of them disaggregated; the rest refused:
+# 393 disagg rows without worker counts, 13 with unrecorded replicas, 8 without a concurrency,
+# 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b rows labelled nvfp4 price as the
+# checkpoint's MXFP4 run weight-only (W4A16; issue 24). Before MoE splits were a plan field
+# (issue 24) 113 rows were refused as not expressible: 108 of them are priced now, 5 are refused
+# for unrecorded replicas.
+SHIPPED_PRICED = 1459
 
 
 def test_shipped_file_priced_fraction_and_reasons():

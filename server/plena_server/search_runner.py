@@ -112,9 +112,10 @@ class Recheck:
         if self.k <= 0 or not result.front:
             self._serving(result, [], out, progress)
             return out
-        if self.job.stop.is_set():
+        if self.job.stop.is_set() or (result.partial and result.stop_reason == "deadline"):
+            # a search that spent its deadline budget leaves the re-check no time of its own
             out.warnings.append("re-check skipped: the search was stopped")
-            out.partial, out.stop_reason = True, self.job.stop.reason
+            out.partial, out.stop_reason = True, self.job.stop.reason or result.stop_reason
             return out
         progress("recheck", 0, min(self.k, len(result.front)))
         token = self.job.recheck_token()
