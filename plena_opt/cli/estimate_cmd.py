@@ -74,7 +74,8 @@ def _add_speculative_args(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help=f"also price speculative decoding with K draft tokens per step, "
         f"1..{MAX_SPECULATIVE_TOKENS} (a verify step of K+1 tokens per request plus the "
-        "drafts) and say whether it lowers the mean TPOT at this load (JSON key speculative)",
+        "drafts) and say whether it lowers the mean TPOT at this load (JSON key speculative); "
+        "default: none",
     )
     g.add_argument(
         "--speculative-method",
