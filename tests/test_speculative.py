@@ -129,8 +129,8 @@ def test_cli_json_and_text(capsys):
          "covers K <= 1"),
         (["--concurrency", "2", "--speculative", "2", "--speculative-method", "medusa"],
          "--speculative-method must be one of"),
-        (["--concurrency", "2", "--speculative", "2", "--server", "localhost:1"],
-         "computed locally"),
+        (["--concurrency", "2", "--speculative", "2", "--speculative-method", "ngram",
+          "--server", "localhost:1"], "give --acceptance"),  # checked before any connection
     ],
 )  # fmt: skip
 def test_cli_errors_name_the_flag(capsys, extra, words):

@@ -121,3 +121,52 @@ def _decode_batch(load: UnderLoad) -> float:
         return db
     c = load.concurrency if load.max_running is None else min(load.concurrency, load.max_running)
     return 1 + (c - 1) * db / c if c > 0 else db
+
+
+def speculation_of_load(msg: Any) -> Speculation | None:
+    """The setting of a ``ServingLoad`` message (``speculative`` 0: none); bad values raise
+    naming ``speculative``, ``speculative_method`` or ``acceptance``."""
+    if msg.speculative == 0 and not msg.speculative_method and not msg.acceptance:
+        return None
+    if msg.speculative == 0:
+        from plena_opt.errors import PlenaInputError
+
+        raise PlenaInputError("speculative", "speculative_method/acceptance need speculative K")
+    rates = tuple(msg.acceptance) if msg.acceptance else None
+    return speculation(msg.speculative_method or "eagle", int(msg.speculative), rates)
+
+
+_SECONDS = ("decode_step_seconds", "verify_step_seconds", "draft_seconds")
+
+
+def verdict_to_proto(v: SpeculativeVerdict) -> Any:
+    """The typed ``SpeculativeVerdict`` message (seconds)."""
+    from plena_proto import plena_opt_pb2 as pb
+
+    s = v.spec
+    return pb.SpeculativeVerdict(
+        method=s.method,
+        k=s.k,
+        acceptance=list(s.acceptance),
+        acceptance_source=s.source,
+        expected_tokens_per_step=s.expected_tokens_per_step,
+        decode_batch=v.decode_batch,
+        tpot_without_seconds=v.tpot_without,
+        tpot_with_seconds=v.tpot_with,
+        pays=v.pays,
+        **{f: getattr(v, f) for f in _SECONDS},
+    )
+
+
+def verdict_from_proto(msg: Any) -> SpeculativeVerdict:
+    """The verdict a ``SpeculativeVerdict`` message carries (the remote CLI prints it)."""
+    from plena_opt.serving.speculative import Speculation
+
+    spec = Speculation(msg.method, msg.k, tuple(msg.acceptance), msg.acceptance_source)
+    return SpeculativeVerdict(
+        spec,
+        msg.decode_batch,
+        *(getattr(msg, f) for f in _SECONDS),
+        msg.tpot_without_seconds,
+        msg.tpot_with_seconds,
+    )

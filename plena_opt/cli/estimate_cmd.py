@@ -153,17 +153,12 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
-    _speculation(args)  # bad flags fail before any pricing
+    speculation_of_args(args)  # bad flags fail before any pricing
     if args.noc is None and plan.world_size != 1:  # the default NoC of every command
         args.noc = DEFAULT_NOC
     with plan_fill_hints(args):
         if args.server:
             from plena_opt.cli.remote import remote_estimate
-
-            if args.speculative is not None:
-                raise PlenaInputError(
-                    "speculative", "--speculative is computed locally; run it without --server"
-                )
 
             if args.burst_ttft is not None:
                 raise PlenaInputError(
@@ -262,7 +257,7 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         args.engine_version, args.range_ratio or 0.0,
     )  # fmt: skip
     verdict = None
-    spec = _speculation(args)
+    spec = speculation_of_args(args)
     if spec is not None:
         from plena_opt.api.speculative import speculate
 
@@ -280,7 +275,7 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
     return 0
 
 
-def _speculation(args: argparse.Namespace):  # noqa: ANN202
+def speculation_of_args(args: argparse.Namespace):  # noqa: ANN202
     """The checked speculative setting of the flags (None: no --speculative)."""
     from plena_opt.api.speculative import speculation
 
