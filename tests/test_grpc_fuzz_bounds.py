@@ -89,7 +89,7 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     ("ServingLoad.decode_workers", "load", 1, 1),
     ("ServingLoad.decode_tp", "load", 4, 1),
     # speculative decoding (Estimate only): K draft tokens with K rates, a rate in (0, 1]
-    ("ServingLoad.speculative", "speculative", MAX_SPECULATIVE_TOKENS, 1),
+    ("ServingLoad.speculative", "speculative", limits.MAX_SPECULATIVE_TOKENS, 1),
     ("ServingLoad.acceptance", "speculative", 1.0, 1e-9),
 ]
 # the other pool fields while one is fuzzed: 1 + 4 GPUs, or 4 + 1 for decode_tp (a TP of 5 past
