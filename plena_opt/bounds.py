@@ -60,6 +60,10 @@ MAX_CONCURRENCY = 4096
 MAX_REQUEST_RATE = 10_000.0
 #: Tokens one serving replay may generate (requests × output tokens; ~10 s of replay).
 MAX_REPLAY_TOKENS = 20_000_000
+#: Draft tokens per speculative decoding step (``estimate --speculative K``): engines run 1-8
+#: (vLLM num_speculative_tokens, SGLang speculative-num-steps); past 8 the chain's acceptance
+#: product is negligible.
+MAX_SPECULATIVE_TOKENS = 8
 #: Prefix pydantic puts before a ``ValueError`` raised in a validator (stripped from messages).
 VALUE_ERROR_PREFIX = "Value error, "
 

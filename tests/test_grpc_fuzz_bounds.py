@@ -17,7 +17,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_opt.api import limits
-from plena_opt.bounds import MAX_SEARCH_SECONDS, SCHEDULE_OPS_PER_SLOT
+from plena_opt.bounds import MAX_SEARCH_SECONDS, MAX_SPECULATIVE_TOKENS, SCHEDULE_OPS_PER_SLOT
 
 OK = grpc.StatusCode.OK
 REFUSED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -88,6 +88,9 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     ("ServingLoad.prefill_tp", "load", 4, 1),
     ("ServingLoad.decode_workers", "load", 1, 1),
     ("ServingLoad.decode_tp", "load", 4, 1),
+    # speculative decoding (Estimate only): K draft tokens with K rates, a rate in (0, 1]
+    ("ServingLoad.speculative", "speculative", limits.MAX_SPECULATIVE_TOKENS, 1),
+    ("ServingLoad.acceptance", "speculative", 1.0, 1e-9),
 ]
 # the other pool fields while one is fuzzed: 1 + 4 GPUs, or 4 + 1 for decode_tp (a TP of 5 past
 # the bound would be refused by the model's heads, not the NoC's size, so its bound is a sum too)
@@ -160,6 +163,14 @@ def _requests(kind: str, message: str) -> list[tuple[str, object, object]]:
         s = pb.SearchRequest(system=req.system, workload=req.workload, load=req.load)
         s.options.trials, s.options.batch_sizes[:] = 1, [4]
         return [("Estimate", req, req.load), ("Search", s, s.load)]  # a search under load too
+    if kind == "speculative":  # a search refuses any speculative field (Estimate prices it)
+        req = pb.EstimateRequest(
+            system=_system(gpu=True),
+            workload=pb.Workload(batch_size=4, input_seq_len=1, output_seq_len=2),
+            plan=pb.Plan(tp=8),
+            load=pb.ServingLoad(concurrency=4),
+        )
+        return [("Estimate", req, req.load)]
     if kind == "profiles":
         req = pb.ListProfilesRequest()
         return [("ListProfiles", req, req)]
@@ -205,6 +216,11 @@ def _set(holder, field: str, value) -> None:
         for name, v in base.items():
             setattr(holder, name, v)
         setattr(holder, field, value)
+    elif field == "speculative":  # with one rate per draft token where K is in range
+        holder.speculative = value
+        holder.acceptance[:] = [0.5] * value if 1 <= value <= MAX_SPECULATIVE_TOKENS else []
+    elif field == "acceptance":
+        holder.speculative, holder.acceptance[:] = 1, [value]
     elif field == "request_rate":  # a rate replaces the closed loop's concurrency
         holder.concurrency, holder.request_rate = 0, value
     elif field == "vpp_size":  # chunks need an interleaved schedule

@@ -75,6 +75,8 @@ MAX_DISPLAY_NAME = 128
 #: Serving under load (issue 23): closed-loop clients and Poisson requests/s of a workload.
 MAX_CONCURRENCY = _bounds.MAX_CONCURRENCY
 MAX_REQUEST_RATE = _bounds.MAX_REQUEST_RATE
+#: Speculative decoding: draft tokens per step (``ServingLoad.speculative``).
+MAX_SPECULATIVE_TOKENS = _bounds.MAX_SPECULATIVE_TOKENS
 
 # Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
 # binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,

@@ -104,4 +104,8 @@ PROTO_BOUNDS: dict[str, str] = {
     "ServingLoad.prefill_tp": _POOL,
     "ServingLoad.decode_workers": _POOL,
     "ServingLoad.decode_tp": _POOL,
+    # speculative decoding (Estimate only; a search refuses it)
+    "ServingLoad.speculative": "0 (unset) or 1 ≤ draft tokens ≤ MAX_SPECULATIVE_TOKENS",
+    "ServingLoad.speculative_method": _CHOICE,
+    "ServingLoad.acceptance": "exactly `speculative` rates, each 0 < rate ≤ 1 (empty: default)",
 }

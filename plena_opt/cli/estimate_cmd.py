@@ -58,7 +58,38 @@ def register(sub: argparse._SubParsersAction) -> None:
         "last; JSON key burst_ttft, seconds); local only",
     )
     _add_load_args(p)
+    _add_speculative_args(p)
     p.set_defaults(func=run)
+
+
+def _add_speculative_args(p: argparse.ArgumentParser) -> None:
+    """Speculative decoding under load: draft tokens, method, acceptance per position."""
+    from plena_opt.bounds import MAX_SPECULATIVE_TOKENS
+
+    g = p.add_argument_group("speculative decoding (with --concurrency/--request-rate)")
+    g.add_argument(
+        "--speculative",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"also price speculative decoding with K draft tokens per step, "
+        f"1..{MAX_SPECULATIVE_TOKENS} (a verify step of K+1 tokens per request plus the "
+        "drafts) and say whether it lowers the mean TPOT at this load (JSON key speculative); "
+        "default: none",
+    )
+    g.add_argument(
+        "--speculative-method",
+        default=None,
+        help="mtp (one extra decoder layer per draft), eagle (default; a one-layer draft "
+        "head) or ngram (prompt lookup, no draft compute; needs --acceptance)",
+    )
+    g.add_argument(
+        "--acceptance",
+        default=None,
+        metavar="A1,...,AK",
+        help="acceptance rate of each draft position given the ones before were accepted, "
+        "each in (0, 1] (default: the method's published measurement, cited in the output)",
+    )
 
 
 def _add_load_args(p: argparse.ArgumentParser) -> None:
@@ -122,6 +153,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
+    speculation_of_args(args)  # bad flags fail before any pricing
     if args.noc is None and plan.world_size != 1:  # the default NoC of every command
         args.noc = DEFAULT_NOC
     with plan_fill_hints(args):
@@ -142,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
                 )
             return remote_estimate(args)
         if _pools(args) is not None:
+            if args.speculative is not None:
+                raise PlenaInputError(
+                    "speculative", "--speculative prices one aggregated plan, not pools"
+                )
             return _print_disaggregated(args)
         return _run_local(args, plan)
 
@@ -172,6 +208,12 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
             return _print_with_burst(args, problem, plan, result)
     if _wants_load(args):
         raise PlenaInputError("concurrency", "serving under load needs a GPU --chip on a --noc")
+    if args.speculative is not None:
+        raise PlenaInputError(
+            "speculative",
+            "--speculative is priced under load: give --concurrency or "
+            "--request-rate and a GPU --chip on a --noc",
+        )
     if args.burst_ttft is not None:
         raise PlenaInputError("burst_ttft", "--burst-ttft needs a GPU chip on a --noc")
     print(result.to_text(as_json=args.json))
@@ -214,13 +256,49 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         problem, plan, args.engine or "vllm", args.concurrency, args.request_rate,
         args.engine_version, args.range_ratio or 0.0,
     )  # fmt: skip
+    verdict = None
+    spec = speculation_of_args(args)
+    if spec is not None:
+        from plena_opt.api.speculative import speculate
+
+        verdict = speculate(problem, plan, load, spec, args.engine or "vllm")
     if args.json:
         result.document["serving_under_load"] = load.to_dict()
+        if verdict is not None:
+            result.document["speculative"] = verdict.to_dict()
         print(result.to_text(as_json=True))
         return 0
     print(result.to_text())
     print(load.to_text())
+    if verdict is not None:
+        print(verdict.to_text())
     return 0
+
+
+def speculation_of_args(args: argparse.Namespace):  # noqa: ANN202
+    """The checked speculative setting of the flags (None: no --speculative)."""
+    from plena_opt.api.speculative import speculation
+
+    k, method, rates = args.speculative, args.speculative_method, args.acceptance
+    if k is None:
+        if method is not None or rates is not None:
+            flag = "--speculative-method" if method is not None else "--acceptance"
+            raise PlenaInputError("speculative", f"{flag} needs --speculative K")
+        return None
+    if _pools(args) is None and not _wants_load(args):
+        raise PlenaInputError(
+            "speculative",
+            "--speculative is priced under load: give --concurrency or --request-rate",
+        )
+    acceptance = None
+    if rates is not None:
+        try:
+            acceptance = tuple(float(a) for a in rates.split(","))
+        except ValueError:
+            raise PlenaInputError(
+                "acceptance", f"--acceptance takes comma-separated rates in (0, 1]; got {rates!r}"
+            ) from None
+    return speculation(method or "eagle", k, acceptance)
 
 
 def _pools(args: argparse.Namespace):  # noqa: ANN202

@@ -209,6 +209,10 @@ def _load(request: pb.SearchRequest, o: pb.SearchOptions) -> dict[str, Any]:
             "disaggregated pools (load.prefill_workers, prefill_tp, decode_workers, decode_tp) "
             "are priced by Estimate, not searched",
         )
+    if request.load.speculative or request.load.acceptance or request.load.speculative_method:
+        raise PlenaInputError(
+            "load.speculative", "speculative decoding is priced by Estimate, not searched"
+        )
     try:
         check_load(kw["concurrency"], kw["request_rate"], kw["range_ratio"])
     except PlenaInputError as exc:

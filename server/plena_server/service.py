@@ -114,6 +114,10 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             except PlenaInputError as exc:
                 raise convert.qualify_load(exc) from exc
             if pools is not None:
+                if request.load.speculative:
+                    raise PlenaInputError(
+                        "load.speculative", "speculative decoding prices one aggregated plan"
+                    )
                 return self._disaggregated(request, pools)
         if not request.system.HasField("noc"):
             if request.HasField("load"):
@@ -132,7 +136,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             estimate=estimate_to_proto(result.mode, result.document),
         )
         if request.HasField("load"):
-            reply.under_load.CopyFrom(self._under_load(request, plan))
+            self._under_load(request, plan, reply)
         return reply
 
     def _disaggregated(self, request: pb.EstimateRequest, pools: Any) -> pb.EstimateResponse:
@@ -149,15 +153,21 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             mode="disaggregated", disaggregated_under_load=disagg_to_proto(d)
         )
 
-    def _under_load(self, request: pb.EstimateRequest, plan: Any) -> pb.UnderLoadMetrics:
-        """The plan under the request's ``load`` (errors name ``load.<field>``)."""
+    def _under_load(self, request: pb.EstimateRequest, plan: Any, reply: Any) -> None:
+        """The plan under the request's ``load`` into ``reply.under_load`` and, with
+        ``load.speculative``, ``reply.speculative`` (errors name ``load.<field>``)."""
+        from plena_opt.api.speculative import speculate, speculation_of_load, verdict_to_proto
         from plena_opt.api.under_load_wire import load_kwargs, under_load_to_proto
 
         inputs = convert.load_inputs(request.system, request.workload, self.limits)
         try:
-            return under_load_to_proto(
-                api.serve_under_load(inputs, plan, **load_kwargs(request.load))
-            )
+            spec = speculation_of_load(request.load)
+            kwargs = load_kwargs(request.load)
+            load = api.serve_under_load(inputs, plan, **kwargs)
+            reply.under_load.CopyFrom(under_load_to_proto(load))
+            if spec is not None:
+                verdict = speculate(inputs, plan, load, spec, kwargs["engine"])
+                reply.speculative.CopyFrom(verdict_to_proto(verdict))
         except PlenaInputError as exc:
             raise convert.qualify_load(exc) from exc
 

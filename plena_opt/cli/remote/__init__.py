@@ -67,12 +67,21 @@ def remote_estimate(args: argparse.Namespace) -> int:
     from plena_opt.api.under_load_wire import under_load_from_proto
 
     load = under_load_from_proto(reply.under_load)
+    verdict = None
+    if reply.HasField("speculative"):
+        from plena_opt.api.speculative import verdict_from_proto
+
+        verdict = verdict_from_proto(reply.speculative)
     if args.json:
         result.document["serving_under_load"] = load.to_dict()
+        if verdict is not None:
+            result.document["speculative"] = verdict.to_dict()
         print(result.to_text(as_json=True))
         return 0
     print(result.to_text())
     print(load.to_text())
+    if verdict is not None:
+        print(verdict.to_text())
     return 0
 
 

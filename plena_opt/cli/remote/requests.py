@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
@@ -123,7 +124,21 @@ def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:
         engine_version=args.engine_version or "",
         range_ratio=args.range_ratio or 0.0,
         **{f: getattr(args, f, None) or 0 for f in pools},
+        **_speculative_fields(args),
     )
+
+
+def _speculative_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``--speculative/--speculative-method/--acceptance`` as ``ServingLoad`` fields (checked
+    first, as local mode checks them)."""
+    spec = getattr(args, "speculative", None)
+    if spec is None:
+        return {}
+    from plena_opt.cli.estimate_cmd import speculation_of_args
+
+    s = speculation_of_args(args)
+    rates = list(s.acceptance) if args.acceptance is not None else []
+    return {"speculative": s.k, "speculative_method": s.method, "acceptance": rates}
 
 
 def _recheck_top_k(args: argparse.Namespace) -> int:

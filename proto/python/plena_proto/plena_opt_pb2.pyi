@@ -649,20 +649,22 @@ class EstimateRequest(_message.Message):
     def __init__(self, system: _Optional[_Union[SystemSpec, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., load: _Optional[_Union[ServingLoad, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("metrics", "estimate_json", "mode", "estimate", "under_load", "disaggregated_under_load")
+    __slots__ = ("metrics", "estimate_json", "mode", "estimate", "under_load", "disaggregated_under_load", "speculative")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_JSON_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     DISAGGREGATED_UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     metrics: PlanMetrics
     estimate_json: str
     mode: str
     estimate: Estimate
     under_load: UnderLoadMetrics
     disaggregated_under_load: DisaggUnderLoadMetrics
-    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., under_load: _Optional[_Union[UnderLoadMetrics, _Mapping]] = ..., disaggregated_under_load: _Optional[_Union[DisaggUnderLoadMetrics, _Mapping]] = ...) -> None: ...
+    speculative: SpeculativeVerdict
+    def __init__(self, metrics: _Optional[_Union[PlanMetrics, _Mapping]] = ..., estimate_json: _Optional[str] = ..., mode: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., under_load: _Optional[_Union[UnderLoadMetrics, _Mapping]] = ..., disaggregated_under_load: _Optional[_Union[DisaggUnderLoadMetrics, _Mapping]] = ..., speculative: _Optional[_Union[SpeculativeVerdict, _Mapping]] = ...) -> None: ...
 
 class StageCost(_message.Message):
     __slots__ = ("stage", "layers", "seconds", "compute_seconds", "memory_seconds", "memory_bound_seconds", "comm_seconds", "read_bytes", "write_bytes", "dram_energy_pj")
@@ -1057,7 +1059,7 @@ class ListStudiesResponse(_message.Message):
     def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ServingLoad(_message.Message):
-    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp")
+    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "speculative", "speculative_method", "acceptance")
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_RATE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
@@ -1067,6 +1069,9 @@ class ServingLoad(_message.Message):
     PREFILL_TP_FIELD_NUMBER: _ClassVar[int]
     DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
     DECODE_TP_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_METHOD_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_FIELD_NUMBER: _ClassVar[int]
     concurrency: int
     request_rate: float
     engine: str
@@ -1076,7 +1081,38 @@ class ServingLoad(_message.Message):
     prefill_tp: int
     decode_workers: int
     decode_tp: int
-    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ...) -> None: ...
+    speculative: int
+    speculative_method: str
+    acceptance: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., speculative: _Optional[int] = ..., speculative_method: _Optional[str] = ..., acceptance: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class SpeculativeVerdict(_message.Message):
+    __slots__ = ("method", "k", "acceptance", "acceptance_source", "expected_tokens_per_step", "decode_batch", "decode_step_seconds", "verify_step_seconds", "draft_seconds", "tpot_without_seconds", "tpot_with_seconds", "pays")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_TOKENS_PER_STEP_FIELD_NUMBER: _ClassVar[int]
+    DECODE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    DECODE_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_WITHOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_WITH_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PAYS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    k: int
+    acceptance: _containers.RepeatedScalarFieldContainer[float]
+    acceptance_source: str
+    expected_tokens_per_step: float
+    decode_batch: float
+    decode_step_seconds: float
+    verify_step_seconds: float
+    draft_seconds: float
+    tpot_without_seconds: float
+    tpot_with_seconds: float
+    pays: bool
+    def __init__(self, method: _Optional[str] = ..., k: _Optional[int] = ..., acceptance: _Optional[_Iterable[float]] = ..., acceptance_source: _Optional[str] = ..., expected_tokens_per_step: _Optional[float] = ..., decode_batch: _Optional[float] = ..., decode_step_seconds: _Optional[float] = ..., verify_step_seconds: _Optional[float] = ..., draft_seconds: _Optional[float] = ..., tpot_without_seconds: _Optional[float] = ..., tpot_with_seconds: _Optional[float] = ..., pays: _Optional[bool] = ...) -> None: ...
 
 class LoadStats(_message.Message):
     __slots__ = ("mean_seconds", "p50_seconds", "p90_seconds", "p99_seconds")
