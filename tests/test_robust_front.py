@@ -253,7 +253,8 @@ def test_the_robust_search_tightens_the_sla_by_the_least_band_of_any_dp() -> Non
 
 def test_a_robust_search_under_load_keeps_the_pareto_front_of_plans_robust_at_their_own_band():
     """64 clients: a DP 1 plan is judged at 33-128 (TTFT x 19), DP 2/4 at 9-32 and DP 8 at 2-8
-    (about x 2). At 260 ms the single-engine TP 8 plan misses, the DP plans hold: the front is
+    (about x 2). At 400 ms (inside the 300-800 ms that keep this true with the table of the merged
+    calibration) the single-engine TP 8 plan misses, the DP plans hold: the front is
     rebuilt from the robust plans scored, each dominated plan left out by a front plan."""
     from plena_opt.api import load_problem, search_plans
     from plena_opt.api.robust import annotate_front, least_ratios
@@ -262,11 +263,11 @@ def test_a_robust_search_under_load_keeps_the_pareto_front_of_plans_robust_at_th
 
     spec = {"model": "llama-3.1-8b", "noc": "hgx-h100x8", "chip": "h100-sxm", "output_seq": 64}
     problem = load_problem(**spec)
-    sla = dict(max_ttft_ms=260.0, max_tpot_ms=None, min_tps_per_seq=None, max_cost_per_mtok=None)
+    sla = dict(max_ttft_ms=400.0, max_tpot_ms=None, min_tps_per_seq=None, max_cost_per_mtok=None)
     loaded = SimpleNamespace(engine="vllm", concurrency=64, request_rate=None, **sla)
     kt, _ = least_ratios(loaded, problem)
     req = SearchRequest(problem=spec, sampler="exhaustive", storage=":memory:",
-                        max_ttft_ms=260.0 / kt)  # fmt: skip
+                        max_ttft_ms=400.0 / kt)  # fmt: skip
     result = search_plans(req, derate(problem, 0.9))
     assert any(e.plan["dp"] == 1 for e in result.front)  # TP 8 is on the searched front
     annotate_front(result, loaded, problem, derated=True)
