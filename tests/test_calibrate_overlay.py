@@ -205,3 +205,27 @@ def test_cli_errors_name_the_flag(synthetic, tmp_path, capsys, argv, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and needle in err and "Traceback" not in err
+
+
+def test_validate_prices_the_rows_with_the_overlay(synthetic, overlay, tmp_path, capsys):
+    p = tmp_path / "o.json"
+    p.write_text(overlay.to_json())
+    by = {}
+    for extra in ([], ["--calibration", str(p)]):
+        assert main(["validate", "--json", "--measurements", synthetic, *extra]) == 0
+        by[bool(extra)] = json.loads(capsys.readouterr().out)["summary"]["by_backend"]["vllm"]
+    assert by[False]["tpot_mape"] > 5 > 0.1 > by[True]["tpot_mape"]
+
+
+def test_a_benchmark_result_file_is_split_by_run(capsys):
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "bench"
+    argv = ["calibrate", "--json", "--measurements", str(data / "sglang_bench_serving.jsonl"),
+            "--deployment", "tp1-ep1-dp1-pp1-cp1-replace-none-b32", "--model", "llama-3.1-8b",
+            "--gpu", "h100_sxm", "--engine", "sglang", "--holdout", "0.5"]  # fmt: skip
+    assert main(argv) == 0
+    ov = CalibrationOverlay.model_validate(json.loads(capsys.readouterr().out))
+    assert (ov.holdout.by, ov.holdout.groups, ov.holdout.rows) == ("run", 1, 1)
+    (c,) = ov.constants
+    assert (c.engine, c.chip, c.fitted_on_rows, c.holdout_rows) == ("sglang", "h100-sxm", 1, 1)

@@ -46,7 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="share of the deployment groups held out for the before/after figures, 0.05-0.5",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the hold-out draw (same seed, same split)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the hold-out draw (same seed, same split; default 0)",
     )
     add_bench_flags(p)
     p.set_defaults(func=run)
