@@ -229,3 +229,54 @@ def test_a_benchmark_result_file_is_split_by_run(capsys):
     assert (ov.holdout.by, ov.holdout.groups, ov.holdout.rows) == ("run", 1, 1)
     (c,) = ov.constants
     assert (c.engine, c.chip, c.fitted_on_rows, c.holdout_rows) == ("sglang", "h100-sxm", 1, 1)
+
+
+def _only(engine: str, chip: str, value: float) -> CalibrationOverlay:
+    """A one-constant overlay (hand-made: what applies, not how it was fitted)."""
+    return CalibrationOverlay.model_validate({
+        "version": 1, "fitted_on": "hand.csv", "rows_priced": 2,
+        "holdout": {"seed": 0, "fraction": 0.25, "by": "deployment", "groups": 1, "rows": 1},
+        "constants": [{"name": "host_step_seconds", "engine": engine, "chip": chip,
+                       "value": value, "default": 0.0, "fitted_on_rows": 1, "holdout_rows": 1}],
+    })  # fmt: skip
+
+
+def test_search_under_load_prices_with_the_overlay():
+    from plena_opt import api
+    from plena_opt.api.search_load import loaded_factory
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.search import SearchRequest
+
+    req = SearchRequest(concurrency=16, range_ratio=0.8)
+    inputs = api.load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm",
+                              input_seq=1024, output_seq=256)  # fmt: skip
+
+    def tpot(overlay: CalibrationOverlay | None) -> tuple[float, float]:
+        with applied(overlay):
+            m = loaded_factory(inputs.evaluator, inputs, req)(16).evaluate(Plan(tp=8))
+        return m.under_load["tpot_mean_seconds"], m.static_figures["static_tps"]
+
+    base, shifted = tpot(None), tpot(_only("vllm", "h100-sxm", SHIFT_S))
+    assert shifted[0] == pytest.approx(base[0] + SHIFT_S, rel=0.05)
+    assert shifted[1] == base[1]  # the static figures are not the overlay's
+    assert tpot(_only("sglang", "h100-sxm", SHIFT_S)) == base  # another engine's constant
+
+
+def test_capacity_prices_with_the_overlay(tmp_path):
+    from plena_opt.api.capacity import CapacityRequest, plan_capacity
+
+    load = tmp_path / "load.csv"
+    load.write_text("start_hour,requests_per_second,input_tokens,output_tokens\n0,20,1024,256\n")
+
+    def replicas(overlay: CalibrationOverlay | None) -> list[int]:
+        req = CapacityRequest(model="llama-3.1-8b", load=load, gpus=("h100-sxm",),  # type: ignore[arg-type]
+                              max_ttft_ms=2000.0, max_tpot_ms=60.0, percentile="p90",
+                              scale_up_delay_min=0.0)  # fmt: skip
+        with applied(overlay):
+            plan = plan_capacity(req)
+        return [r for c in plan.candidates if c.priced for r in c.replicas]
+
+    base = replicas(None)
+    assert base and replicas(_only("vllm", "b200", 0.03)) == base  # a chip it does not name
+    slow = replicas(_only("vllm", "h100-sxm", 0.03))  # 30 ms host per step: fewer per replica
+    assert sum(slow) > sum(base) or len(slow) < len(base)
