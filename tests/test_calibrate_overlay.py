@@ -117,6 +117,7 @@ def _bad(tmp_path, overlay, mutate) -> str:
         (lambda d: d["constants"][0].update(value=-1e-3), "calibration.constants.0.value"),
         (lambda d: d["constants"][0].update(engine="tgi"), "calibration.constants.0.engine"),
         (lambda d: d["constants"][0].update(name="ttft_scale"), "calibration.constants.0.name"),
+        (lambda d: d["constants"][0].update(chip="h100"), "calibration.constants.0.chip"),
         (lambda d: d.update(version=2), "calibration.version"),
         (lambda d: d["constants"].append(d["constants"][0]), "calibration.constants.2"),
     ],

@@ -93,12 +93,13 @@ def _print(ov: CalibrationOverlay, out: str | None) -> None:
     head = f"{'constant':18} {'engine':7} {'chip':10} {'before':>10} {'after':>10}"
     print(f"{head} {'fit rows':>8} {'held':>5} {'TTFT MAPE before -> after':>26} "
           f"{'TPOT MAPE before -> after':>26}")  # fmt: skip
+    floor = "  (at 0: the model's TPOT is at or above the measured; a host time is never < 0)"
     for c in ov.constants:
         ttft = f"{_pct(c.holdout_ttft_mape_before)} -> {_pct(c.holdout_ttft_mape_after)}"
         tpot = f"{_pct(c.holdout_tpot_mape_before)} -> {_pct(c.holdout_tpot_mape_after)}"
         print(f"{c.name:18} {c.engine:7} {c.chip[:10]:10} {1e3 * c.default:8.3f}ms "
               f"{1e3 * c.value:8.3f}ms {c.fitted_on_rows:8d} {c.holdout_rows:5d} "
-              f"{ttft:>26} {tpot:>26}")  # fmt: skip
+              f"{ttft:>26} {tpot:>26}{floor if c.value == 0 else ''}")  # fmt: skip
     print(f"hold-out TTFT MAPE {_pct(h.ttft_mape_before)} -> {_pct(h.ttft_mape_after)}, "
           f"TPOT MAPE {_pct(h.tpot_mape_before)} -> {_pct(h.tpot_mape_after)}")  # fmt: skip
     if out:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plena_opt.errors import PlenaInputError
+from plena_opt.errors import PlenaInputError, echo, name_list
 
 if TYPE_CHECKING:
     from plena_opt.serving.engines import EngineModel
@@ -96,6 +96,11 @@ class CalibrationOverlay(_Strict):
         return dumps(self.model_dump(mode="json"), indent=2)
 
 
+def not_found_rule(name: str, valid: set[str]) -> str:
+    """The rule of an unknown GPU chip name (the valid names listed, bounded)."""
+    return f"unknown GPU chip {echo(name)}; built-in GPU chips: {name_list(sorted(valid))}"
+
+
 def _field_of(err: dict) -> str:
     return ".".join(str(p) for p in err["loc"]) or "calibration"
 
@@ -113,8 +118,12 @@ def parse_overlay(doc: object) -> CalibrationOverlay:
         e = exc.errors()[0]
         field = _field_of(e)
         raise PlenaInputError(f"calibration.{field}", e["msg"]) from None
-    seen = set()
+    from plena_opt.chip.gpu.profile import gpu_profile_names
+
+    gpus, seen = set(gpu_profile_names()), set()
     for i, c in enumerate(ov.constants):
+        if c.chip not in gpus:
+            raise PlenaInputError(f"calibration.constants.{i}.chip", not_found_rule(c.chip, gpus))
         if (c.name, c.engine, c.chip) in seen:
             raise PlenaInputError(
                 f"calibration.constants.{i}", f"{c.name} of {c.engine} on {c.chip} given twice"
