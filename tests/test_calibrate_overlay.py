@@ -281,3 +281,10 @@ def test_capacity_prices_with_the_overlay(tmp_path):
     assert base and replicas(_only("vllm", "b200", 0.03)) == base  # a chip it does not name
     slow = replicas(_only("vllm", "h100-sxm", 0.03))  # 30 ms host per step: fewer per replica
     assert sum(slow) > sum(base) or len(slow) < len(base)
+
+
+def test_calibrate_refuses_to_fit_under_an_overlay(synthetic, overlay):
+    from pathlib import Path
+
+    with applied(overlay), pytest.raises(ValueError, match="no overlay"):
+        calibrate(csv_measurements(Path(synthetic)))

@@ -27,6 +27,7 @@ from plena_opt.serving.calibration import (
     CalibrationOverlay,
     FittedConstant,
     HoldOut,
+    active,
 )
 from plena_opt.validate.serving_fit import _mape, _scored
 from plena_opt.validate.serving_rows import SYSTEMS
@@ -159,6 +160,9 @@ def calibrate(m: Measurements, fraction: float = DEFAULT_HOLDOUT,
     """Fit on the training groups, score before/after on the held-out ones (MAPE %)."""
     if not 0.05 <= fraction <= 0.5:
         raise PlenaInputError("holdout", f"must be 0.05 to 0.5; got {fraction:g}")
+    if active() is not None:  # it would override the values being fitted
+        raise PlenaInputError("calibration", "calibrate fits from the shipped constants: apply "
+                              "no overlay while it runs")  # fmt: skip
     base = m.price({})
     held = split([g for g, r in zip(m.groups, base, strict=True) if _ok(r)],
                  fraction, seed)  # fmt: skip
