@@ -288,3 +288,11 @@ def test_calibrate_refuses_to_fit_under_an_overlay(synthetic, overlay):
 
     with applied(overlay), pytest.raises(ValueError, match="no overlay"):
         calibrate(csv_measurements(Path(synthetic)))
+
+
+def test_the_step_shift_is_the_signed_mape_minimiser():
+    from plena_opt.validate.calibrate_serving import _signed_shift
+
+    assert _signed_shift([]) == 0.0  # every row refused at that value: no move
+    # measured 10, 10, 40 ms; predicted 12, 12, 30: weights 1/m favour the two 10 ms rows
+    assert _signed_shift([(12.0, 10.0), (12.0, 10.0), (30.0, 40.0)]) == -2.0

@@ -114,7 +114,9 @@ def split(groups: list[str], fraction: float, seed: int) -> set[str]:
 
 
 def _signed_shift(pairs: list[tuple[float, float]]) -> float:
-    """The shift o minimising Σ |p + o − m| / m over (predicted p, measured m) (ms)."""
+    """The shift o minimising Σ |p + o − m| / m over (predicted p, measured m) (ms; none: 0)."""
+    if not pairs:  # every row of the pair refused at this value (e.g. a rate beyond the plan)
+        return 0.0
     pts = sorted(((m - p, 1.0 / m) for p, m in pairs), key=lambda t: t[0])
     half, acc = sum(w for _, w in pts) / 2, 0.0
     for d, w in pts:
