@@ -297,6 +297,7 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
     from plena_opt.estimate.distributed import PlanCost
     from plena_opt.estimate.gpu import gpu_memory
     from plena_opt.serving import StepModel, engine_model
+    from plena_opt.serving.calibration import calibrated
 
     chip = load_chip(cand.gpu)
     node = load_noc_profile(NODE_PROFILES[cand.gpu])
@@ -307,6 +308,7 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
     memory = gpu_memory(chip)
     plan = Plan(tp=cand.tp)
     eng = engine_model(req.engine, float(chip.hbm.capacity_bytes.value))  # type: ignore[union-attr]
+    eng = calibrated(eng, chip.name)
     routing = "power_law" if model.num_experts else "balanced"
 
     def workload(isl: int, osl: int) -> Any:

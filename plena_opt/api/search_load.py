@@ -59,12 +59,13 @@ class LoadedEvaluator:
     def __init__(self, inner: Any, inputs: Any, request: Any, shared: dict) -> None:
         from plena_opt.api.under_load import check_target_engine
         from plena_opt.serving import engine_model
+        from plena_opt.serving.calibration import calibrated
 
         self._inner, self._inputs, self._req = inner, inputs, request
         self.engine = request.engine or "vllm"
         self.version = check_target_engine(inputs, self.engine, request.engine_version)
         hbm = float(inputs.chip.hbm.capacity_bytes.value)
-        self._eng = engine_model(self.engine, hbm)
+        self._eng = calibrated(engine_model(self.engine, hbm), inputs.chip.name)
         self._shared = shared  # evaluators and the pilot ratios, shared across batch sizes
         self._q = PERCENTILES[str(request.percentile)]
 

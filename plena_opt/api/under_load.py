@@ -253,6 +253,7 @@ def serve_under_load(
     lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
     state uses the means). Bad input raises naming the field."""
     from plena_opt.serving import StepModel, engine_model
+    from plena_opt.serving.calibration import calibrated
 
     check_load(concurrency, request_rate, range_ratio)
     version = check_target_engine(problem, engine, engine_version)
@@ -278,7 +279,7 @@ def serve_under_load(
             "--concurrency or --output-seq",
         )
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
-    eng = engine_model(engine, hbm)
+    eng = calibrated(engine_model(engine, hbm), problem.chip.name)
     step = StepModel.from_problem(
         problem.model, problem.noc, problem.memory, problem.chip, wl, plan, eng
     )

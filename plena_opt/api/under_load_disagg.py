@@ -143,6 +143,7 @@ def serve_disaggregated(
     ``serve_under_load``'s); bad input raises naming the field."""
     from plena_opt.api.under_load import check_load, check_target_engine
     from plena_opt.serving import engine_model
+    from plena_opt.serving.calibration import calibrated
     from plena_opt.serving.disaggregated import disaggregated_under_load
     from plena_opt.serving.pools import pool_steps
 
@@ -156,7 +157,7 @@ def serve_disaggregated(
             f"decode_tp); the NoC has {noc.num_devices}",  # type: ignore[union-attr]
         )
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
-    eng = engine_model(engine, hbm)
+    eng = calibrated(engine_model(engine, hbm), problem.chip.name)
     wl = problem.workload
     prefill, decode, transfer = pool_steps(
         problem.model,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from plena_opt.cli.calibration_flag import add_calibration_flag
 from plena_opt.cli.commands import help_of
 
 DEFAULT_GPUS = "h100-sxm,h200-sxm,b200"
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE.png",
         help="write GPUs per interval by GPU type and cost per day to this PNG (default: no plot)",
     )
+    add_calibration_flag(p)
     p.set_defaults(func=_run)
 
 

@@ -48,6 +48,10 @@ COMMANDS: dict[str, Command] = {
         "plena_opt.cli.validate_cmd",
         "score the model against shipped public measurements (MAPE per dataset and model)",
     ),
+    "calibrate": Command(
+        "plena_opt.cli.calibrate_cmd",
+        "fit the serving constants to your own benchmark results (a --calibration overlay)",
+    ),
     "capacity": Command(
         "plena_opt.cli.capacity_cmd",
         "replicas and $ per day of the cheapest deployment serving a load curve within an SLA",

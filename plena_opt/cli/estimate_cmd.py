@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from plena_opt.cli.calibration_flag import add_calibration_flag
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
     UNITS_EPILOG,
@@ -59,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _add_load_args(p)
     _add_speculative_args(p)
+    add_calibration_flag(p)
     p.set_defaults(func=run)
 
 

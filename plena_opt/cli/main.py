@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from plena_opt import __version__
+from plena_opt.cli.calibration_flag import calibration_in_force
 from plena_opt.cli.commands import COMMANDS
 from plena_opt.cli.conventions import (
     ENV_SERVER,
@@ -99,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code = int(args.func(args) or 0)
+        with calibration_in_force(args):
+            code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except BrokenPipeError:  # `plena-opt … | head`: the reader has all it wants

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from plena_opt import api, jsonio
 from plena_opt.api.recheck import default_top_k, render_recheck
 from plena_opt.bounds import MAX_SAMPLES, MAX_TOP_K, check_count
+from plena_opt.cli.calibration_flag import add_calibration_flag
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
     UNITS_EPILOG,
@@ -55,6 +56,7 @@ def register(subparsers: Any) -> None:
     add_workload_args(p)
     add_search_flags(p)
     add_server_arg(p, "run the search on a plena-opt server (remote mode)")
+    add_calibration_flag(p)
     p.set_defaults(func=handle, storage=env_default(ENV_STORAGE))
 
 

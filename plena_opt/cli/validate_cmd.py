@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from plena_opt.cli.calibration_flag import add_calibration_flag
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -28,6 +30,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a serving results CSV to price row by row ('shipped': the packaged one), or a "
         "benchmark result file with its deployment (default: none, the fig09 scorecard)",
     )
+    add_bench_flags(p)
+    p.add_argument(
+        "--cross-validate",
+        action="store_true",
+        help="with --measurements: fit the per-engine TTFT overhead and host time per step "
+        "leaving one GPU (then one model) out, and print the held-out MAPE before and after",
+    )
+    add_calibration_flag(p)
+    p.set_defaults(func=run)
+
+
+def add_bench_flags(p: argparse.ArgumentParser) -> None:
+    """The deployment flags of a benchmark result file (also ``plena-opt calibrate``'s)."""
     g = p.add_argument_group(
         "benchmark result files (--measurements RESULT.json: vllm bench serve --save-result, "
         "SGLang bench_serving --output-file .jsonl) and the deployment they measured"
@@ -52,13 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a folder plena-opt export --out-dir wrote: its deployment.json names the "
         "deployment (the flags above fill or override its fields; default: none)",
     )
-    p.add_argument(
-        "--cross-validate",
-        action="store_true",
-        help="with --measurements: fit the per-engine TTFT overhead and host time per step "
-        "leaving one GPU (then one model) out, and print the held-out MAPE before and after",
-    )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -171,8 +179,16 @@ def _print_summary(s: dict) -> None:
 
 def _bench_report(args: argparse.Namespace, path: object) -> object | None:
     """The runs of a benchmark result file priced on the named deployment (None: a CSV)."""
+    from plena_opt.validate.bench_score import score_bench
+
+    target = bench_target(args, path)
+    return None if target is None else score_bench(path, target)  # type: ignore[arg-type]
+
+
+def bench_target(args: argparse.Namespace, path: object) -> object | None:
+    """The deployment a benchmark result file measured, from the flags (None: a CSV)."""
     from plena_opt.errors import PlenaInputError
-    from plena_opt.validate.bench_score import score_bench, target_from_bundle, target_from_flags
+    from plena_opt.validate.bench_score import target_from_bundle, target_from_flags
 
     named = (args.deployment, args.model, args.gpu, args.engine)
     if args.bundle is None and not any(named):
@@ -187,4 +203,4 @@ def _bench_report(args: argparse.Namespace, path: object) -> object | None:
         target = target_from_bundle(args.bundle, args.model, args.gpu, args.engine)
     else:
         target = target_from_flags(*named)
-    return score_bench(path, target)  # type: ignore[arg-type]
+    return target

@@ -216,6 +216,7 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     from plena_opt.estimate.gpu import gpu_memory
     from plena_opt.models import load_model
     from plena_opt.serving import engine_model
+    from plena_opt.serving.calibration import calibrated
 
     chip, model = load_chip(d.chip), load_model(d.model)
     noc = load_noc_profile(d.noc)
@@ -225,4 +226,5 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
+    eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     return model, noc, gpu_memory(chip), chip, wl, eng
