@@ -72,6 +72,11 @@ MAX_STRAGGLER_FACTOR = 100.0
 MAX_SLA = _bounds.MAX_SLA
 #: Characters of an inline model's display name.
 MAX_DISPLAY_NAME = 128
+#: The planner page's model directory on the machine running the UI: characters of its path,
+#: and bytes of the ``config.json`` read from it (Hugging Face configs are a few KiB; the
+#: largest shipped one is under 10 KiB).
+MAX_PATH_CHARS = 4096
+MAX_CONFIG_BYTES = 1 * MIB
 
 # Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
 # binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,

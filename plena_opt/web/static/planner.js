@@ -4,7 +4,7 @@
 // plans, so reloading the page reattaches to the running search or reopens the same view.
 
 import { esc } from "./plot.js";
-import { answerHtml, wireAnswer } from "./planplot.js";
+import { answerHtml, liveHtml, wireAnswer } from "./planplot.js";
 import { compareHtml, detailHtml, keyPlan, linkBundles, takeawayHtml } from "./plandetail.js";
 
 const $ = (id) => document.getElementById(id);
@@ -139,7 +139,7 @@ async function start(ev) {
   $("pl-error").textContent = "";
   try {
     const v = await planner.start(formFields());
-    Object.assign(st, { job: v.id, plan: null, compare: [], details: {} });
+    Object.assign(st, { job: v.id, plan: null, compare: [], details: {}, firstPointAt: undefined });
     for (const id of ["pl-answer", "pl-detail", "pl-compare", "pl-takeaway"]) $(id).hidden = true;
     st.startedAt = performance.now();
     saveUrl();
@@ -158,6 +158,13 @@ function show(v) {
   $("pl-run").disabled = running;
   clearTimeout(st.timer);
   if (running) {
+    const front = (v.progress && v.progress.front) || [];
+    if (front.length) {
+      $("pl-answer").hidden = false;
+      $("pl-answer").innerHTML = liveHtml(v);
+      document.body.dataset.liveFront = String(front.length);
+      if (st.firstPointAt === undefined && st.startedAt !== undefined) st.firstPointAt = performance.now() - st.startedAt;
+    }
     st.timer = setTimeout(poll, POLL_MS);
     return;
   }
