@@ -112,6 +112,7 @@ function setForm(f) {
   set("pl-gpn", f.gpus_per_node); set("pl-input", f.input_seq); set("pl-output", f.output_seq);
   set("pl-batches", f.batch_sizes); set("pl-conc", f.concurrency); set("pl-engine", f.engine);
   set("pl-model-dir", f.model_dir); set("pl-rate", f.request_rate);
+  modelDirNote();
   if (f.request_rate != null) set("pl-load-kind", "rate");
   loadKind();
   set("pl-ttft", f.max_ttft_ms ?? ""); set("pl-tpot", f.max_tpot_ms ?? ""); set("pl-precision", f.precision ?? "");
@@ -304,6 +305,12 @@ async function readNocUpload() {
   nodesHint();
 }
 
+function modelDirNote() {
+  const on = $("pl-model-dir").value.trim() !== "" && !st.upload;
+  $("pl-model-dir-note").textContent = on ? "searching this directory's config.json instead of the catalog model" : "";
+  $("pl-model").disabled = on;
+}
+
 function loadKind() {
   const byRate = $("pl-load-kind").value === "rate";
   $("pl-conc-row").hidden = byRate;
@@ -324,6 +331,7 @@ export function initPlanner(simulate) {
     $("pl-upload").addEventListener("change", readUpload);
     $("pl-noc-upload").addEventListener("change", readNocUpload);
     $("pl-load-kind").addEventListener("change", loadKind);
+    $("pl-model-dir").addEventListener("input", modelDirNote);
     const q = new URLSearchParams(location.search);
     if (q.get("form")) {
       try { setForm(JSON.parse(q.get("form"))); } catch { /* a damaged URL: keep the defaults */ }
