@@ -199,6 +199,7 @@ def test_a_model_directory_a_noc_upload_and_a_request_rate(b, url, tmp_path, sho
     _search(pg)
     command = pg.text_content("#pl-command")
     assert f"--model-path {folder}" in command and "--noc noc.json" in command
+    assert "save it beside you" in pg.text_content("#pl-noc-note")
     pg.click("#pl-table tbody tr[data-mode='aggregated']")
     pg.wait_for_selector("#pl-load")
     assert "2 requests/s" in pg.text_content("#pl-detail")

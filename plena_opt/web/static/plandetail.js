@@ -123,7 +123,8 @@ export function takeawayHtml(view, plan, href) {
     : bundleKey
     ? `<a id="pl-bundle-2" data-bundle="${esc(bundleKey)}" download>launch bundle of ${esc(bundleKey)} (.zip, the files of plena-opt export)</a>`
     : `<span class="hint">open a plan to download its launch bundle</span>`;
-  const upload = view.uploaded ? `<p class="hint">The uploaded config.json is given as --model-path config.json: save it beside you first.</p>` : "";
+  const upload = (view.uploaded ? `<p class="hint">The uploaded config.json is given as --model-path config.json: save it beside you first.</p>` : "")
+    + (view.noc_uploaded ? `<p class="hint" id="pl-noc-note">The uploaded NoC profile is given as --noc noc.json: save it beside you first.</p>` : "");
   return `<h3>Take it away</h3>
     <label>CLI command that reproduces this search</label><pre class="cmd" id="pl-command">${esc(view.command)}</pre>${upload}
     <label>URL of this view</label><pre class="cmd" id="pl-url">${esc(href)}</pre>
