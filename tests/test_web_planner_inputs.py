@@ -249,3 +249,10 @@ def test_a_workload_by_request_rate(client, capsys) -> None:
     )
     argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "h200-sxm", "--noc", "hgx-h200x8"]
     assert msg == _cli_error([*argv, "--tp", "8", "--request-rate", "-1"], capsys)
+
+
+def test_one_model_source_and_one_cluster(client, model_dir) -> None:
+    both = {**SMALL, "model_dir": str(model_dir)}  # SMALL names a catalog model
+    assert "not both" in _refused(client.post("/api/planner/jobs", json=both), "model_dir")
+    noc = {**SMALL, "noc_document": _noc(16)}  # and a listed cluster
+    assert "not both" in _refused(client.post("/api/planner/jobs", json=noc), "noc_document")

@@ -148,6 +148,20 @@ def job_view(job: Job) -> dict[str, Any]:
     return finite(out)
 
 
+def check_sources(req: PlannerIn) -> None:
+    """One model source (``model``, ``model_document``, ``model_dir``) and one cluster (``noc``,
+    ``noc_document``), as the CLI takes ``--model`` or ``--model-path``, not both."""
+    from plena_opt.errors import PlenaInputError
+
+    given = req.model_fields_set
+    models = [k for k in ("model", "model_document", "model_dir") if k in given]
+    models = [k for k in models if getattr(req, k) is not None]
+    if len(models) > 1:
+        raise PlenaInputError(models[-1], f"give one of {', '.join(models)}, not both")
+    if req.noc_document is not None and "noc" in given:
+        raise PlenaInputError("noc_document", "give noc or noc_document, not both")
+
+
 def add_planner_routes(app: FastAPI) -> PlannerJobs:
     """Add ``/api/planner/…`` to ``app``; the job table it uses."""
     jobs = PlannerJobs(MAX_PLANNER_JOBS, KEPT_PLANNER_JOBS)
@@ -167,6 +181,7 @@ def add_planner_routes(app: FastAPI) -> PlannerJobs:
 
     @app.post("/api/planner/jobs")
     def start(req: PlannerIn) -> dict:
+        check_sources(req)
         fields = req.model_dump(exclude_none=True)
         if req.model_document is not None or req.model_dir is not None:
             fields.pop("model", None)
