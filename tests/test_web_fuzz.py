@@ -418,10 +418,17 @@ def _planner_base(field: str) -> dict:
     return {k: v for k, v in PLANNER_OK.items() if k != drop}
 
 
-# a NoC profile past MAX_DEVICES (1e18 devices): refused before anything is built for them
-PLANNER_PAST.append(
-    ("noc_document", {"kind": "noc_hierarchy", "layers": {"L1": {"shape": [10**9, 10**9]}}})
-)
+def _switch_noc(devices: int) -> dict:
+    """A one-switch NoC profile document of ``devices`` devices."""
+    from deepstack.presets import switch_noc
+
+    doc = switch_noc(16).to_dict()
+    doc["layers"]["L1"]["shape"] = [1, devices]
+    return doc
+
+
+# NoC profiles past MAX_DEVICES: refused before anything is built for their devices
+PLANNER_PAST += [("noc_document", _switch_noc(n)) for n in (shared.MAX_DEVICES + 1, 10**18)]
 
 
 @pytest.mark.parametrize(("field", "value"), PLANNER_PAST, ids=lambda x: str(x)[:20])

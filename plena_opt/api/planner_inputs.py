@@ -64,6 +64,11 @@ def check_noc_document(doc: Any, name: Any = None) -> Any:
     field = "noc_document"
     if not isinstance(doc, dict):
         raise PlenaInputError(field, "noc_document: a NoC profile JSON object (noc_hierarchy)")
+    declared = _declared_devices(doc, MAX_DEVICES)
+    if declared > MAX_DEVICES:  # refused before the profile's per-device tables are built
+        raise PlenaInputError(
+            field, f"noc_document: more than {MAX_DEVICES:,} devices; at most {MAX_DEVICES:,}"
+        )
     try:
         noc = load_noc_profile(doc)
     except (ValueError, OSError, TypeError) as exc:
@@ -76,3 +81,23 @@ def check_noc_document(doc: Any, name: Any = None) -> Any:
         )
     label = str(name or noc.name or "uploaded-noc")[:MAX_NAME_CHARS]
     return InlineDocument(document=doc, name=label)
+
+
+def _declared_devices(doc: dict[str, Any], top: int) -> int:
+    """The devices the layers' shapes multiply to (stops above ``top``; 0 when a shape is not a
+    list of integers: the loader then says what is wrong)."""
+    layers = doc.get("layers")
+    if not isinstance(layers, dict):
+        return 0
+    n = 1
+    for level in layers.values():
+        shape = level.get("shape") if isinstance(level, dict) else None
+        if not isinstance(shape, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape
+        ):
+            return 0
+        for x in shape:
+            n *= x
+            if n > top:
+                return n
+    return n
