@@ -178,6 +178,8 @@ function show(v) {
     if (front.length) {
       $("pl-answer").hidden = false;
       $("pl-answer").innerHTML = liveHtml(v);
+      const drawn = $("pl-answer").querySelectorAll("#pl-plot circle.pt[data-key]").length;
+      st.live = { state: v.state, done: v.progress.done, front: front.length, drawn }; // for tests
       document.body.dataset.liveFront = String(front.length);
       if (st.firstPointAt === undefined && st.startedAt !== undefined) st.firstPointAt = performance.now() - st.startedAt;
     }
