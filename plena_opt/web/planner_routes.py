@@ -1,5 +1,6 @@
 """The planner page's API (``/api/planner/…``): the form's choices, a search started as a job,
-its progress and answer, cancel, one plan's breakdown and its launch bundle (zip).
+its progress (with the front so far) and answer, cancel, one plan's breakdown, the plan with one
+knob changed (``reestimate``) and its launch bundle (zip).
 
 Requests are bounded like the CLI's flags (:mod:`plena_opt.web.limits`, ``plena_opt.api.limits``)
 and validated by ``plena_opt.api.planner`` (HTTP 422 naming the field, the CLI's message); an
