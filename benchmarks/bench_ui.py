@@ -78,7 +78,7 @@ def measure(url: str) -> dict:
         first, interactive = [], []
         for _ in range(5):
             pg = b.new_page(viewport={"width": 1400, "height": 900})
-            pg.goto(url + "/")
+            pg.goto(url + "/?tab=sim")
             pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
             interactive.append(pg.evaluate("window.plenaUi.interactiveAt"))
             first.append(pg.evaluate("window.plenaUi.firstDrawnAt"))
@@ -86,7 +86,7 @@ def measure(url: str) -> dict:
         out["first_screen_interactive_ms"] = statistics.median(interactive)
         out["first_screen_drawn_ms"] = statistics.median(first)
         pg = b.new_page(viewport={"width": 1400, "height": 900})
-        pg.goto(url + "/")
+        pg.goto(url + "/?tab=sim")
         pg.wait_for_selector("body[data-ready='1']")
         runs = [_run(pg, 8, 64, 1000, seed) for seed in range(1, 6)]
         out["1f1b_p8_m64_1000_samples_drawn_ms"] = statistics.median(runs)
@@ -102,7 +102,7 @@ def screenshots(url: str, folder: Path) -> list[str]:
     paths = []
     with browser() as b:
         pg = b.new_page(viewport={"width": 1400, "height": 900})
-        pg.goto(url + "/")
+        pg.goto(url + "/?tab=sim")
         pg.wait_for_selector("body[data-ready='1']")
         pg.locator("[data-op='rank3/B/chunk_a/mb2']").hover()
         paths.append(folder / "ui-first-screen.png")

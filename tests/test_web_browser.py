@@ -48,7 +48,7 @@ def page(url):
         pg = b.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(url + "/")
+        pg.goto(url + "/?tab=sim")
         pg.wait_for_selector("body[data-ready='1']", timeout=20_000)
         yield pg
         assert errors == []

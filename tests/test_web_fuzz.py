@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from plena_opt.api import limits as shared  # noqa: E402
-from plena_opt.bounds import MAX_CONCURRENCY  # noqa: E402
+from plena_opt.bounds import MAX_CONCURRENCY, MAX_REQUEST_RATE  # noqa: E402
 from plena_opt.web import limits  # noqa: E402
 from plena_opt.web.app import create_app  # noqa: E402
 
@@ -41,6 +41,7 @@ FUZZED = {
     "/api/planner/jobs/{job}/cancel",
     "/api/planner/jobs/{job}/plan",
     "/api/planner/jobs/{job}/bundle",
+    "/api/planner/jobs/{job}/reestimate",
     "/",
 }
 HUGE = [2**31, 2**63, 2**64 + 1, 10**30]
@@ -403,15 +404,38 @@ PLANNER_PAST = [
     ("objectives", ["ttft"] * 9),
     ("model", "m" * (limits.MAX_NAME_CHARS + 1)),
     ("seed", 2**32),
+    ("model_dir", "d" * (shared.MAX_PATH_CHARS + 1)),
+    ("noc_name", "n" * (limits.MAX_NAME_CHARS + 1)),
+    ("request_rate", MAX_REQUEST_RATE * 2),
     *[(f, n) for f in ("input_seq", "trials", "devices", "concurrency") for n in HUGE],
     *[("seed", n) for n in HUGE if n >= 2**32],
 ]
 
 
+def _planner_base(field: str) -> dict:
+    """The tiny search, without the field ``field`` replaces (one model, one cluster)."""
+    drop = {"noc_document": "noc", "model_dir": "model"}.get(field)
+    return {k: v for k, v in PLANNER_OK.items() if k != drop}
+
+
+def _switch_noc(devices: int) -> dict:
+    """A one-switch NoC profile document of ``devices`` devices."""
+    from deepstack.presets import switch_noc
+
+    doc = switch_noc(16).to_dict()
+    doc["layers"]["L1"]["shape"] = [1, devices]
+    return doc
+
+
+# NoC profiles past MAX_DEVICES: refused before anything is built for their devices
+PLANNER_PAST += [("noc_document", _switch_noc(n)) for n in (shared.MAX_DEVICES + 1, 10**18)]
+
+
 @pytest.mark.parametrize(("field", "value"), PLANNER_PAST, ids=lambda x: str(x)[:20])
 def test_planner_past_a_bound_is_422_naming_the_field(client, field, value):
     _post(client, "/api/planner/jobs", {**PLANNER_OK, "trials": 0})  # imports, outside the peak
-    r, peak = _peak(lambda: _post(client, "/api/planner/jobs", {**PLANNER_OK, field: value}))
+    base = _planner_base(field)
+    r, peak = _peak(lambda: _post(client, "/api/planner/jobs", {**base, field: value}))
     _refused(r, field)
     assert peak < REFUSED_PEAK_BYTES, (field, peak)
 
@@ -419,9 +443,10 @@ def test_planner_past_a_bound_is_422_naming_the_field(client, field, value):
 def test_planner_fields_never_500(client):
     """Every planner field with every wrong type, non-finite and huge value: 200 (a started
     job, cancelled at once), 422, or 503 while two jobs run; never 500."""
-    for name in [*PLANNER_OK, "devices", "batch_sizes", "concurrency", "engine", "objectives"]:
+    names = ["devices", "batch_sizes", "concurrency", "engine", "objectives", "request_rate"]
+    for name in [*PLANNER_OK, *names, "model_dir", "noc_document", "noc_name"]:
         for value in [*WRONG, *NONFINITE, *HUGE, -(2**63), "9" * 5000]:
-            r = _post(client, "/api/planner/jobs", {**PLANNER_OK, name: value})
+            r = _post(client, "/api/planner/jobs", {**_planner_base(name), name: value})
             assert r.status_code in (200, 422, 503), (name, value, r.status_code, r.text[:200])
             if r.status_code == 200:
                 client.post(f"/api/planner/jobs/{r.json()['id']}/cancel")
@@ -440,3 +465,47 @@ def test_planner_job_and_key_routes_refuse_or_miss(client):
             assert r.status_code in (404, 422), (key, r.status_code, r.text[:200])
     assert client.get("/api/planner/catalog").status_code == 200
     assert client.get("/api/planner/jobs").status_code == 405
+
+
+KNOBS_PAST = [
+    ("batch_size", limits.MAX_BATCH + 1),
+    ("tp", shared.MAX_DEVICES + 1),
+    ("concurrency", MAX_CONCURRENCY + 1),
+    ("request_rate", MAX_REQUEST_RATE * 2),
+    ("precision", "p" * (limits.MAX_NAME_CHARS + 1)),
+    ("key", "k" * (limits.MAX_NAME_CHARS + 1)),
+    *[(f, n) for f in ("batch_size", "tp", "concurrency") for n in HUGE],
+]
+
+
+@pytest.fixture(scope="module")
+def planned(client) -> tuple[str, str]:
+    """A finished tiny job and one of its plan keys."""
+    import time
+
+    job = _post(client, "/api/planner/jobs", PLANNER_OK).json()["id"]
+    for _ in range(600):
+        v = client.get(f"/api/planner/jobs/{job}").json()
+        if v["state"] != "running":
+            break
+        time.sleep(0.05)
+    return job, v["answer"]["points"][0]["key"]
+
+
+@pytest.mark.parametrize(("field", "value"), KNOBS_PAST, ids=lambda x: str(x)[:20])
+def test_knobs_past_a_bound_are_422_naming_the_field(client, planned, field, value):
+    job, key = planned
+    url = f"/api/planner/jobs/{job}/reestimate"
+    _post(client, url, {"key": key, "tp": 0})  # imports, outside the peak
+    r, peak = _peak(lambda: _post(client, url, {"key": key, field: value}))
+    _refused(r, field)
+    assert peak < REFUSED_PEAK_BYTES, (field, peak)
+
+
+def test_knob_fields_never_500(client, planned):
+    job, key = planned
+    url = f"/api/planner/jobs/{job}/reestimate"
+    for name in ["key", "batch_size", "tp", "precision", "concurrency", "request_rate", "x"]:
+        for value in [*WRONG, *NONFINITE, *HUGE, -(2**63), "9" * 5000]:
+            r = _post(client, url, {"key": key, name: value})
+            assert r.status_code in (200, 404, 422), (name, value, r.status_code, r.text[:200])

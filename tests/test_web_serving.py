@@ -189,7 +189,7 @@ def page(store):
         pg = b.new_page(viewport={"width": 1400, "height": 900})
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(base + "/")
+        pg.goto(base + "/?tab=sim")
         pg.wait_for_selector("body[data-ready='1']", timeout=20_000)
         pg.click("#tab-studies")
         pg.wait_for_selector("#front-svg circle.pt")

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import plena_opt.bounds as _bounds
+from plena_opt.search.progress import PROGRESS_FRONT_POINTS
 
 MIB = 1024 * 1024
 
@@ -77,6 +78,13 @@ MAX_CONCURRENCY = _bounds.MAX_CONCURRENCY
 MAX_REQUEST_RATE = _bounds.MAX_REQUEST_RATE
 #: Speculative decoding: draft tokens per step (``ServingLoad.speculative``).
 MAX_SPECULATIVE_TOKENS = _bounds.MAX_SPECULATIVE_TOKENS
+#: The planner page's model directory on the machine running the UI: characters of its path,
+#: and bytes of the ``config.json`` read from it (Hugging Face configs are a few KiB; the
+#: largest shipped one is under 10 KiB).
+MAX_PATH_CHARS = 4096
+MAX_CONFIG_BYTES = 1 * MIB
+#: Front points a planner job's progress carries (the front so far, thinned to this many).
+MAX_LIVE_FRONT_POINTS = PROGRESS_FRONT_POINTS
 
 # Working memory of a Monte Carlo run, per op: float32 durations and end times plus an int8
 # binding slot per sample of a block (9 bytes × samples, at most SAMPLE_BLOCK), and the plan,

@@ -100,6 +100,7 @@ def _pool(
     key: str,
     engine: str | None,
     concurrency: int | None,
+    request_rate: float | None = None,
 ) -> PoolDetail:
     from plena_opt.api.estimates import estimate_plan
     from plena_opt.export.launch import parse_point_key
@@ -118,9 +119,10 @@ def _pool(
         k: float(v) * 1e3 for k, v in (doc.get("decode_attribution_seconds") or {}).items()
     }
     load, note = None, None
-    if engine and concurrency and role == "plan":
-        load, note = _under_load(problem, plan, engine, concurrency)
-    elif engine and concurrency:
+    loaded = bool(engine) and (concurrency is not None or request_rate is not None)
+    if loaded and role == "plan":
+        load, note = _under_load(problem, plan, str(engine), concurrency, request_rate)
+    elif loaded:
         note = "under load: priced for aggregated plans only (a pool of a deployment is not)"
     return PoolDetail(
         role,
@@ -144,13 +146,16 @@ def _pool(
 
 
 def _under_load(
-    problem: Any, plan: Any, engine: str, concurrency: int
+    problem: Any, plan: Any, engine: str, concurrency: int | None, request_rate: float | None
 ) -> tuple[dict | None, str | None]:
-    """TTFT/TPOT of the plan under ``concurrency`` clients of ``engine`` (ms), or why not."""
+    """TTFT/TPOT of the plan under ``concurrency`` clients (closed loop) or ``request_rate``
+    requests/s (open loop) of ``engine`` (ms), or why not."""
     from plena_opt.api.under_load import serve_under_load
 
     try:
-        u = serve_under_load(problem, plan, engine, concurrency=concurrency)
+        u = serve_under_load(
+            problem, plan, engine, concurrency=concurrency, request_rate=request_rate
+        )
     except PlenaInputError as exc:
         return None, str(exc)
     ms = {k: v * 1e3 for k, v in u.ttft.to_dict().items()}
@@ -158,6 +163,7 @@ def _under_load(
         "engine": u.engine,
         "engine_version": u.engine_version,
         "concurrency": concurrency,
+        "request_rate": request_rate,
         "ttft_ms": ms,
         "tpot_ms": {k: v * 1e3 for k, v in u.tpot.to_dict().items()},
         "output_tps_per_gpu": u.output_tps_per_gpu,
@@ -166,15 +172,21 @@ def _under_load(
 
 
 def plan_detail(
-    spec: ProblemSpec, key: str, engine: str | None = None, concurrency: int | None = None
+    spec: ProblemSpec,
+    key: str,
+    engine: str | None = None,
+    concurrency: int | None = None,
+    request_rate: float | None = None,
 ) -> PlanDetail:
-    """The pools of ``key`` priced on ``spec`` (its batch and precision from the key)."""
+    """The pools of ``key`` priced on ``spec`` (its batch and precision from the key); under
+    load at ``concurrency`` clients or ``request_rate`` requests/s."""
     from plena_opt.export.launch import parse_deployment_key
 
     check_key(key)
     split = parse_deployment_key(key)
     if split is None:
-        return PlanDetail(key, False, [_pool(spec, "plan", 1, key, engine, concurrency)])
+        pool = _pool(spec, "plan", 1, key, engine, concurrency, request_rate)
+        return PlanDetail(key, False, [pool])
     x, pkey, y, dkey = split
     pools = [
         _pool(spec, "prefill", x, pkey, None, None),

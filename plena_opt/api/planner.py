@@ -96,19 +96,27 @@ def _batches(text: str | None) -> tuple[list[int] | None, bool]:
 
 
 def _spec(f: Mapping[str, Any]) -> ProblemSpec:
+    from plena_opt.api.planner_inputs import check_model_dir, check_noc_document
     from plena_opt.estimate.problem import InlineDocument, ProblemSpec
 
     doc = f.get("model_document")
     model: Any = f.get("model")
+    model_path = None
     if doc is not None:
         if not isinstance(doc, dict):
             raise PlenaInputError("model_document", "model_document: an HF config.json object")
         model = InlineDocument(document=doc, name=str(f.get("model_name") or "custom"))
+    elif f.get("model_dir") is not None:
+        model, model_path = None, check_model_dir(f.get("model_dir"))
+    noc: Any = f.get("noc") or "hgx-h200x8"
+    if f.get("noc_document") is not None:
+        noc = check_noc_document(f.get("noc_document"), f.get("noc_name"))
     try:
         return ProblemSpec(
             model=model,
+            model_path=model_path,
             chip=f.get("chip"),
-            noc=f.get("noc") or "hgx-h200x8",
+            noc=noc,
             devices=f.get("devices"),
             input_seq=f.get("input_seq", 2048),
             output_seq=f.get("output_seq", 1024),
@@ -124,7 +132,7 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
     from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 
     spec = _spec(fields)
-    _check_load(fields.get("engine"), fields.get("concurrency"))
+    _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"))
     sizes, auto = _batches(fields.get("batch_sizes"))
     try:
         request = SearchRequest(
@@ -142,32 +150,47 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
         )
     except ValidationError as exc:
         raise input_error(exc) from exc
-    problem = spec.load()
+    try:
+        problem = spec.load()
+    except PlenaInputError as exc:  # the --model-path reader names its flag; the page's field
+        if exc.field == "model_path" and fields.get("model_dir") is not None:
+            raise PlenaInputError("model_dir", str(exc)) from None
+        raise
     return PlannerSearch(request, problem, search_command(fields), dict(fields))
 
 
-def _check_load(engine: str | None, concurrency: int | None) -> None:
-    """The workload the plan view prices under load, checked as ``estimate`` checks it."""
-    from plena_opt.bounds import MAX_CONCURRENCY, check_count
+def _check_load(engine: str | None, concurrency: int | None, rate: float | None = None) -> None:
+    """The workload the plan view prices under load (``concurrency`` clients or ``rate``
+    requests/s, not both), checked as ``estimate`` checks it."""
+    from plena_opt.api.under_load import check_load
     from plena_opt.serving.engines import ENGINES
 
     if engine is not None and engine not in ENGINES:
         raise PlenaInputError(
             "engine", f"--engine: invalid choice {engine[:64]!r} (choose from {', '.join(ENGINES)})"
         )
-    if concurrency is not None:
-        check_count(concurrency, "concurrency", "--concurrency", 1, MAX_CONCURRENCY)
+    if concurrency is not None or rate is not None:
+        check_load(concurrency, rate)
 
 
 def search_command(f: Mapping[str, Any]) -> str:
     """The ``plena-opt search`` command that runs the same search (an uploaded config as
-    ``--model-path config.json``)."""
+    ``--model-path config.json``, a model directory as ``--model-path DIR``, an uploaded NoC
+    profile as ``--noc noc.json``)."""
+    from plena_opt.api.planner_inputs import UPLOADED_NOC
+
     argv = ["plena-opt", "search"]
     if f.get("model_document") is not None:
         argv += ["--model-path", UPLOADED_CONFIG]
+    elif f.get("model_dir") is not None:
+        argv += ["--model-path", str(f["model_dir"])]
+    custom = {"model": f.get("model_document") is not None or f.get("model_dir") is not None}
+    custom["noc"] = f.get("noc_document") is not None
+    if custom["noc"]:
+        argv += ["--noc", UPLOADED_NOC]
     for name, flag in FLAGS.items():
         value = f.get(name)
-        if value in (None, "", []) or (name == "model" and f.get("model_document") is not None):
+        if value in (None, "", []) or custom.get(name):
             continue
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)
@@ -259,6 +282,12 @@ def front_points(result: SearchResult) -> list[dict[str, Any]]:
     bad = [e for e in getattr(result, "scored", []) or [] if not e.feasible]
     pts += [_entry_point(e, "model, static batch") for e in bad[:MAX_INFEASIBLE_POINTS]]
     return pts
+
+
+def live_points(progress: Any) -> list[dict[str, Any]]:
+    """The front a running search has so far (``Progress.front``, at most
+    ``search.progress.PROGRESS_FRONT_POINTS`` points), as the page plots it."""
+    return [_entry_point(e, "model, static batch (search so far)") for e in progress.front]
 
 
 def planner_catalog() -> dict[str, Any]:

@@ -25,7 +25,7 @@ from plena_opt.search.constraint_adapter import ConstraintAdapter
 from plena_opt.search.hypervolume import Normaliser
 from plena_opt.search.objectives import Constraints, Objective, parse_objectives
 from plena_opt.search.pareto import pareto_mask
-from plena_opt.search.progress import PROGRESS_INTERVAL_S, Progress, ProgressFn
+from plena_opt.search.progress import PROGRESS_INTERVAL_S, Progress, ProgressFn, thin
 from plena_opt.search.quality import LiveHypervolume
 from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR, Record, summarise_metrics
 from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
@@ -289,7 +289,8 @@ class _Search:
         front = self.front_records(list(self.cache.values()))
         hv = self.live_hv(np.array([r.minimised(self.objectives) for r in front]))
         rate = done / max(now - self.t0, 1e-9)
-        self.progress_fn(Progress(stage, done, total, rate, len(front), hv))
+        shown = tuple(r.entry() for r in thin(front))
+        self.progress_fn(Progress(stage, done, total, rate, len(front), hv, shown))
 
     # -- fronts ----------------------------------------------------------------------------------
     def front_records(self, recs: Sequence[Record]) -> list[Record]:

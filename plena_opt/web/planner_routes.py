@@ -1,5 +1,6 @@
 """The planner page's API (``/api/planner/…``): the form's choices, a search started as a job,
-its progress and answer, cancel, one plan's breakdown and its launch bundle (zip).
+its progress (with the front so far) and answer, cancel, one plan's breakdown, the plan with one
+knob changed (``reestimate``) and its launch bundle (zip).
 
 Requests are bounded like the CLI's flags (:mod:`plena_opt.web.limits`, ``plena_opt.api.limits``)
 and validated by ``plena_opt.api.planner`` (HTTP 422 naming the field, the CLI's message); an
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from plena_opt.api.limits import MAX_BATCH_SIZES
+from plena_opt.api.limits import MAX_BATCH_SIZES, MAX_PATH_CHARS
 from plena_opt.web import limits
 from plena_opt.web.service.planner import Job, PlannerJobs
 
@@ -42,6 +43,11 @@ class PlannerIn(BaseModel):
     model: str | None = Field("llama-3.1-8b", min_length=1, max_length=limits.MAX_NAME_CHARS)
     model_document: dict[str, Any] | None = None
     model_name: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    # a folder on the machine running the UI holding config.json (``--model-path DIR``)
+    model_dir: str | None = Field(None, max_length=MAX_PATH_CHARS)
+    # an uploaded NoC profile (``--noc FILE``'s JSON), at most MAX_DEVICES devices
+    noc_document: dict[str, Any] | None = None
+    noc_name: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     engine_model: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     chip: str = Field("h200-sxm", min_length=1, max_length=limits.MAX_NAME_CHARS)
     noc: str = Field("hgx-h200x8", min_length=1, max_length=limits.MAX_NAME_CHARS)
@@ -51,6 +57,7 @@ class PlannerIn(BaseModel):
     output_seq: int = Field(1024, le=limits.MAX_SEQ)
     batch_sizes: str | None = Field(None, max_length=MAX_BATCH_TEXT)
     concurrency: int | None = None  # 1..MAX_CONCURRENCY, checked as the CLI checks it
+    request_rate: float | None = None  # requests/s, (0, MAX_REQUEST_RATE]; not with concurrency
     engine: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     max_ttft_ms: float | None = None
     max_tpot_ms: float | None = None
@@ -73,6 +80,25 @@ class PlannerIn(BaseModel):
         return v
 
 
+class KnobsIn(BaseModel):
+    """One knob of an opened plan changed (``plena_opt.api.plan_knobs``; ranges checked there
+    with the CLI's messages): the global batch, tp, precision, or the load (concurrency clients
+    or request_rate requests/s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, max_length=limits.MAX_NAME_CHARS)
+    batch_size: int | None = None
+    tp: int | None = None
+    precision: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    concurrency: int | None = None
+    request_rate: float | None = None
+
+
+#: Uploaded documents kept off the job view (the page has them).
+DOCUMENTS = ("model_document", "noc_document")
+
+
 def finite(x: Any) -> Any:
     """``x`` with every non-finite float as None (strict JSON)."""
     if isinstance(x, float):
@@ -89,8 +115,10 @@ def job_view(job: Job) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": job.id,
         "state": job.state,
-        "fields": {k: v for k, v in job.fields.items() if k != "model_document"},
+        "fields": {k: v for k, v in job.fields.items() if k not in DOCUMENTS},
         "uploaded": job.fields.get("model_document") is not None,
+        "model_dir": job.fields.get("model_dir"),
+        "noc_uploaded": job.fields.get("noc_document") is not None,
         "command": job.search.command,
         "progress": job.progress,
         "elapsed_s": job.elapsed_s,
@@ -121,6 +149,20 @@ def job_view(job: Job) -> dict[str, Any]:
     return finite(out)
 
 
+def check_sources(req: PlannerIn) -> None:
+    """One model source (``model``, ``model_document``, ``model_dir``) and one cluster (``noc``,
+    ``noc_document``), as the CLI takes ``--model`` or ``--model-path``, not both."""
+    from plena_opt.errors import PlenaInputError
+
+    given = req.model_fields_set
+    models = [k for k in ("model", "model_document", "model_dir") if k in given]
+    models = [k for k in models if getattr(req, k) is not None]
+    if len(models) > 1:
+        raise PlenaInputError(models[-1], f"give one of {', '.join(models)}, not both")
+    if req.noc_document is not None and "noc" in given:
+        raise PlenaInputError("noc_document", "give noc or noc_document, not both")
+
+
 def add_planner_routes(app: FastAPI) -> PlannerJobs:
     """Add ``/api/planner/…`` to ``app``; the job table it uses."""
     jobs = PlannerJobs(MAX_PLANNER_JOBS, KEPT_PLANNER_JOBS)
@@ -140,9 +182,12 @@ def add_planner_routes(app: FastAPI) -> PlannerJobs:
 
     @app.post("/api/planner/jobs")
     def start(req: PlannerIn) -> dict:
+        check_sources(req)
         fields = req.model_dump(exclude_none=True)
-        if req.model_document is not None:
+        if req.model_document is not None or req.model_dir is not None:
             fields.pop("model", None)
+        if req.noc_document is not None:
+            fields.pop("noc", None)
         return job_view(jobs.start(fields))
 
     @app.get("/api/planner/jobs/{job}")
@@ -156,6 +201,10 @@ def add_planner_routes(app: FastAPI) -> PlannerJobs:
     @app.get("/api/planner/jobs/{job}/plan")
     def plan(job: str, key: str = Query(..., max_length=limits.MAX_NAME_CHARS)) -> dict:
         return finite(jobs.detail(check_id(job), key))
+
+    @app.post("/api/planner/jobs/{job}/reestimate")
+    def reestimate(job: str, req: KnobsIn) -> dict:
+        return finite(jobs.reestimate(check_id(job), req.model_dump()))
 
     @app.get("/api/planner/jobs/{job}/bundle")
     def bundle(job: str, key: str = Query(..., max_length=limits.MAX_NAME_CHARS)) -> Response:

@@ -76,7 +76,7 @@ class PlannerJobs:
             self._jobs.pop(done.pop(0))
 
     def _run(self, job: Job) -> None:
-        from plena_opt.api.planner import run_planner
+        from plena_opt.api.planner import live_points, run_planner
 
         def report(p: Any) -> None:
             job.progress = {
@@ -86,6 +86,7 @@ class PlannerJobs:
                 "front_size": p.front_size,
                 "hypervolume": p.hypervolume,
                 "trials_per_s": p.trials_per_s,
+                "front": live_points(p),  # the front as it grows (bounded count)
             }
 
         try:
@@ -136,8 +137,29 @@ class PlannerJobs:
 
         job = self._known(job_id, key)
         f = job.fields
-        d = plan_detail(job.search.request.problem, key, f.get("engine"), f.get("concurrency"))
-        return d.to_dict()
+        spec = job.search.request.problem
+        load = (f.get("concurrency"), f.get("request_rate"))
+        return plan_detail(spec, key, f.get("engine"), *load).to_dict()
+
+    def reestimate(self, job_id: str, knobs: dict[str, Any]) -> dict[str, Any]:
+        """A plan of the job with one knob changed (``api.plan_knobs``), without a new search."""
+        from plena_opt.api.plan_knobs import KnobChange, reestimate
+
+        key = str(knobs["key"])
+        job = self._known(job_id, key)
+        f = job.fields
+        change = KnobChange(**{k: knobs.get(k) for k in KnobChange.__dataclass_fields__})
+        noc = job.search.problem.noc
+        load = (f.get("concurrency"), f.get("request_rate"))
+        r = reestimate(
+            job.search.request.problem,
+            key,
+            change,
+            f.get("engine"),
+            load,
+            (noc.num_devices, noc.name),
+        )
+        return r.to_dict()
 
     def bundle_zip(self, job_id: str, key: str) -> bytes:
         """The launch bundle of ``key`` (the files of ``plena-opt export``) as a zip."""
@@ -146,8 +168,10 @@ class PlannerJobs:
 
         job = self._known(job_id, key)
         f = job.fields
-        uploaded = f.get("model_document") is not None
-        model = f.get("engine_model") or engine_model(None if uploaded else f.get("model"), None)
+        uploaded = f.get("model_document") is not None or f.get("model_dir") is not None
+        model = f.get("engine_model") or engine_model(
+            None if uploaded else f.get("model"), f.get("model_dir")
+        )
         chip = f.get("chip")
         gpu = chip if isinstance(chip, str) and names_gpu_chip(chip) else None
         files = bundle_files(

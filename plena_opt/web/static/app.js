@@ -114,6 +114,7 @@ async function main() {
     download(`plena-opt-${state.res.mode}-${state.sample}.json`, trace);
   });
   let studiesLoaded = false;
+  let simulated = false; // the simulator's first run waits until its tab is first shown
   for (const b of document.querySelectorAll("button.tab")) {
     b.addEventListener("click", () => {
       for (const x of document.querySelectorAll("button.tab")) x.classList.toggle("active", x === b);
@@ -123,6 +124,11 @@ async function main() {
       $("page-sim").hidden = b.dataset.tab !== "sim";
       $("page-studies").hidden = b.dataset.tab !== "studies";
       $("page-planner").hidden = b.dataset.tab !== "planner";
+      for (const x of document.querySelectorAll("button.tab")) x.setAttribute("aria-selected", x === b);
+      if (b.dataset.tab === "sim" && !simulated) {
+        simulated = true;
+        if (!state.res && !state.pending) run(form.request());
+      }
       if (b.dataset.tab === "studies" && !studiesLoaded) {
         studiesLoaded = true;
         showStudies(async (problem, plan) => {
@@ -134,14 +140,17 @@ async function main() {
     });
   }
   state.planner = initPlanner(async (problem, plan) => {
+    state.pending = true; // this run replaces the simulator's default first run
     $("tab-sim").click();
     await form.loadServing(problem, plan);
-    run(form.request());
+    await run(form.request());
+    state.pending = false;
   });
-  if (new URLSearchParams(location.search).get("tab") === "planner") $("tab-planner").click();
+  // the planner is the front door; ?tab=sim or ?tab=studies opens another tab
+  const tab = new URLSearchParams(location.search).get("tab");
+  $(tab === "sim" || tab === "studies" ? `tab-${tab}` : "tab-planner").click();
   document.body.dataset.interactive = "1";
   state.interactiveAt = performance.now(); // ms since navigation start
-  await run(form.request());
 }
 
 main();

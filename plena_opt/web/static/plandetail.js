@@ -57,7 +57,7 @@ function underLoad(p) {
   const u = p.under_load;
   if (!u) return p.under_load_note ? `<p class="hint">${esc(p.under_load_note)}</p>` : "";
   const row = (name, d) => `<tr><td>${name}</td><td>${ms(d.mean)}</td><td>${ms(d.p50)}</td><td>${ms(d.p90)}</td><td>${ms(d.p99)}</td></tr>`;
-  return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.concurrency} clients: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
+  return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.request_rate != null ? `${u.request_rate} requests/s` : `${u.concurrency} clients`}: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
     <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms)}${row("TPOT", u.tpot_ms)}</table>`;
 }
 
@@ -79,8 +79,10 @@ function pool(p) {
 /** The plan view: its pools, the simulator link (aggregated plans) and the compare button. */
 export function detailHtml(d, point, view) {
   const fig = point ? `${point.tps_per_gpu.toFixed(0)} tokens/s per GPU · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms · TPOT ${ms(point.tpot_ms)} ms <span class="muted">(${esc(point.basis)})</span>` : "";
-  const canSim = !d.disaggregated && !view.uploaded;
-  const sim = canSim ? `<button type="button" id="pl-open-sim">Open in the simulator</button>` : `<span class="hint">${d.disaggregated ? "a disaggregated deployment has no single-plan simulation" : "an uploaded model is not in the simulator's catalog"}</span>`;
+  const canSim = !d.disaggregated && !view.uploaded && !view.model_dir && !view.noc_uploaded;
+  const why = d.disaggregated ? "a disaggregated deployment has no single-plan simulation"
+    : view.noc_uploaded ? "an uploaded NoC profile is not in the simulator's list" : "this model is not in the simulator's catalog";
+  const sim = canSim ? `<button type="button" id="pl-open-sim">Open in the simulator</button>` : `<span class="hint">${why}</span>`;
   const bundle = exportable(view)
     ? `<a class="btn" id="pl-bundle" data-bundle="${esc(d.key)}" download>Launch bundle (.zip)</a>`
     : `<span class="hint" id="pl-bundle-note">${NO_ENGINE_MODEL}</span>`;
@@ -121,7 +123,8 @@ export function takeawayHtml(view, plan, href) {
     : bundleKey
     ? `<a id="pl-bundle-2" data-bundle="${esc(bundleKey)}" download>launch bundle of ${esc(bundleKey)} (.zip, the files of plena-opt export)</a>`
     : `<span class="hint">open a plan to download its launch bundle</span>`;
-  const upload = view.uploaded ? `<p class="hint">The uploaded config.json is given as --model-path config.json: save it beside you first.</p>` : "";
+  const upload = (view.uploaded ? `<p class="hint">The uploaded config.json is given as --model-path config.json: save it beside you first.</p>` : "")
+    + (view.noc_uploaded ? `<p class="hint" id="pl-noc-note">The uploaded NoC profile is given as --noc noc.json: save it beside you first.</p>` : "");
   return `<h3>Take it away</h3>
     <label>CLI command that reproduces this search</label><pre class="cmd" id="pl-command">${esc(view.command)}</pre>${upload}
     <label>URL of this view</label><pre class="cmd" id="pl-url">${esc(href)}</pre>

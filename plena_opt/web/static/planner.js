@@ -4,12 +4,13 @@
 // plans, so reloading the page reattaches to the running search or reopens the same view.
 
 import { esc } from "./plot.js";
-import { answerHtml, wireAnswer } from "./planplot.js";
+import { answerHtml, liveHtml, wireAnswer } from "./planplot.js";
 import { compareHtml, detailHtml, keyPlan, linkBundles, takeawayHtml } from "./plandetail.js";
+import { knobsHtml, wireKnobs } from "./planknobs.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 200;
-const st = { catalog: null, upload: null, job: null, view: null, plan: null, compare: [], details: {}, timer: null };
+const st = { catalog: null, upload: null, nocUpload: null, job: null, view: null, plan: null, compare: [], details: {}, timer: null };
 window.plenaPlanner = st; // for tests and benchmarks
 
 const planner = {
@@ -18,6 +19,7 @@ const planner = {
   job: (id) => call("GET", `/api/planner/jobs/${encodeURIComponent(id)}`),
   cancel: (id) => call("POST", `/api/planner/jobs/${encodeURIComponent(id)}/cancel`),
   plan: (id, key) => call("GET", `/api/planner/jobs/${encodeURIComponent(id)}/plan?key=${encodeURIComponent(key)}`),
+  reestimate: (id, body) => call("POST", `/api/planner/jobs/${encodeURIComponent(id)}/reestimate`, body),
 };
 
 async function call(method, path, body) {
@@ -63,6 +65,10 @@ function fillForm(c) {
 }
 
 function nodesHint() {
+  if (st.nocUpload) {
+    $("pl-nodes").textContent = "devices: as the uploaded profile has";
+    return;
+  }
   const n = st.catalog.nocs.find((x) => x.name === $("pl-noc").value);
   const used = Number($("pl-devices").value) || (n ? n.devices : 0);
   const gpn = Number($("pl-gpn").value) || 8;
@@ -77,10 +83,15 @@ export function formFields() {
     f.model_document = st.upload.doc;
     f.model_name = st.upload.name;
     if ($("pl-engine-model").value.trim()) f.engine_model = $("pl-engine-model").value.trim();
-  } else f.model = $("pl-model").value;
+  } else if ($("pl-model-dir").value.trim()) f.model_dir = $("pl-model-dir").value.trim();
+  else f.model = $("pl-model").value;
+  if (st.nocUpload) Object.assign(f, { noc_document: st.nocUpload.doc, noc_name: st.nocUpload.name });
+  else f.noc = $("pl-noc").value;
+  const byRate = $("pl-load-kind").value === "rate";
   Object.assign(f, {
-    chip: $("pl-chip").value, noc: $("pl-noc").value, devices: num("pl-devices"), gpus_per_node: num("pl-gpn"),
-    input_seq: num("pl-input"), output_seq: num("pl-output"), concurrency: num("pl-conc"),
+    chip: $("pl-chip").value, devices: num("pl-devices"), gpus_per_node: num("pl-gpn"),
+    input_seq: num("pl-input"), output_seq: num("pl-output"),
+    concurrency: byRate ? undefined : num("pl-conc"), request_rate: byRate ? num("pl-rate") : undefined,
     engine: $("pl-engine").value, max_ttft_ms: num("pl-ttft"), max_tpot_ms: num("pl-tpot"),
     objectives: [...$("pl-objectives").querySelectorAll("input:checked")].map((x) => x.value),
     precision: $("pl-precision").value || undefined, serving: $("pl-serving").value,
@@ -100,6 +111,10 @@ function setForm(f) {
   set("pl-model", f.model); set("pl-chip", f.chip); set("pl-noc", f.noc); set("pl-devices", f.devices);
   set("pl-gpn", f.gpus_per_node); set("pl-input", f.input_seq); set("pl-output", f.output_seq);
   set("pl-batches", f.batch_sizes); set("pl-conc", f.concurrency); set("pl-engine", f.engine);
+  set("pl-model-dir", f.model_dir); set("pl-rate", f.request_rate);
+  modelDirNote();
+  if (f.request_rate != null) set("pl-load-kind", "rate");
+  loadKind();
   set("pl-ttft", f.max_ttft_ms ?? ""); set("pl-tpot", f.max_tpot_ms ?? ""); set("pl-precision", f.precision ?? "");
   set("pl-serving", f.serving); set("pl-trials", f.trials); set("pl-seed", f.seed);
   if (f.objectives) for (const x of $("pl-objectives").querySelectorAll("input")) x.checked = f.objectives.includes(x.value);
@@ -114,6 +129,7 @@ function saveUrl() {
   if (st.compare.length) q.set("compare", st.compare.join(","));
   const f = formFields();
   delete f.model_document;
+  delete f.noc_document;
   q.set("form", JSON.stringify(f));
   history.replaceState(null, "", `${location.pathname}?${q}`);
   if (st.view && st.view.answer) renderTakeaway();
@@ -139,7 +155,7 @@ async function start(ev) {
   $("pl-error").textContent = "";
   try {
     const v = await planner.start(formFields());
-    Object.assign(st, { job: v.id, plan: null, compare: [], details: {} });
+    Object.assign(st, { job: v.id, plan: null, compare: [], details: {}, firstPointAt: undefined });
     for (const id of ["pl-answer", "pl-detail", "pl-compare", "pl-takeaway"]) $(id).hidden = true;
     st.startedAt = performance.now();
     saveUrl();
@@ -158,6 +174,15 @@ function show(v) {
   $("pl-run").disabled = running;
   clearTimeout(st.timer);
   if (running) {
+    const front = (v.progress && v.progress.front) || [];
+    if (front.length) {
+      $("pl-answer").hidden = false;
+      $("pl-answer").innerHTML = liveHtml(v);
+      const drawn = $("pl-answer").querySelectorAll("#pl-plot circle.pt[data-key]").length;
+      st.live = { state: v.state, done: v.progress.done, front: front.length, drawn }; // for tests
+      document.body.dataset.liveFront = String(front.length);
+      if (st.firstPointAt === undefined && st.startedAt !== undefined) st.firstPointAt = performance.now() - st.startedAt;
+    }
     st.timer = setTimeout(poll, POLL_MS);
     return;
   }
@@ -207,7 +232,8 @@ async function openPlan(key) {
   try {
     const d = await detail(key);
     const point = st.view.answer.points.find((p) => p.key === key);
-    box.innerHTML = detailHtml(d, point, st.view);
+    box.innerHTML = detailHtml(d, point, st.view) + knobsHtml(key, st.view, st.catalog.precisions);
+    wireKnobs(box, key, d, (body) => planner.reestimate(st.job, body));
     linkBundles(box, st.job);
     const sim = $("pl-open-sim");
     if (sim) sim.addEventListener("click", () => openInSimulator(key));
@@ -266,6 +292,33 @@ async function readUpload() {
   }
 }
 
+async function readNocUpload() {
+  const file = $("pl-noc-upload").files[0];
+  st.nocUpload = null;
+  $("pl-noc-upload-name").textContent = "";
+  if (!file) return nodesHint();
+  try {
+    const doc = JSON.parse(await file.text());
+    st.nocUpload = { doc, name: file.name.replace(/\.json$/i, "") };
+    $("pl-noc-upload-name").textContent = `using ${file.name} instead of the listed cluster`;
+  } catch (err) {
+    $("pl-error").textContent = `noc_document: ${file.name} is not JSON (${err.message})`;
+  }
+  nodesHint();
+}
+
+function modelDirNote() {
+  const on = $("pl-model-dir").value.trim() !== "" && !st.upload;
+  $("pl-model-dir-note").textContent = on ? "searching this directory's config.json instead of the catalog model" : "";
+  $("pl-model").disabled = on;
+}
+
+function loadKind() {
+  const byRate = $("pl-load-kind").value === "rate";
+  $("pl-conc-row").hidden = byRate;
+  $("pl-rate-row").hidden = !byRate;
+}
+
 /** Wire the tab; `simulate(problem, plan)` opens a plan in the simulator view. */
 export function initPlanner(simulate) {
   onSimulate = simulate;
@@ -278,6 +331,9 @@ export function initPlanner(simulate) {
       show(await planner.cancel(st.job));
     });
     $("pl-upload").addEventListener("change", readUpload);
+    $("pl-noc-upload").addEventListener("change", readNocUpload);
+    $("pl-load-kind").addEventListener("change", loadKind);
+    $("pl-model-dir").addEventListener("input", modelDirNote);
     const q = new URLSearchParams(location.search);
     if (q.get("form")) {
       try { setForm(JSON.parse(q.get("form"))); } catch { /* a damaged URL: keep the defaults */ }

@@ -72,6 +72,14 @@ function table(v, compare) {
     <th>tok/s/user</th><th>TTFT ms</th><th>TPOT ms</th><th>$/Mtok</th><th>compare</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
+/** The front of a running search as it grows (``progress.front``, thinned by the server). */
+export function liveHtml(v) {
+  const p = v.progress || {};
+  const front = p.front || [];
+  const shown = front.length < (p.front_size || 0) ? ` (${front.length} of ${p.front_size} drawn)` : "";
+  return `<h4 id="pl-live">The front so far: ${front.length} plans${shown}</h4>${plot({ answer: { points: front }, fields: v.fields })}`;
+}
+
 /** The answer panel of a finished (or cancelled) job. */
 export function answerHtml(v, compare) {
   const s = v.answer.summary;

@@ -1,0 +1,103 @@
+"""The planner page's inputs beyond shipped names: a model directory on the machine running the
+UI (a folder holding a Hugging Face ``config.json``, read by the reader ``--model-path`` uses) and
+an uploaded NoC profile (the ``noc_hierarchy`` JSON a ``--noc FILE`` holds, validated as the CLI
+validates that file). Bad input raises ``PlenaInputError`` naming the field (``model_dir``,
+``noc_document``); sizes are bounded by ``api.limits`` (path characters, config bytes, devices).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from plena_opt.errors import PlenaInputError
+
+#: The file names the reproducing command gives an uploaded NoC profile.
+UPLOADED_NOC = "noc.json"
+
+
+def check_model_dir(text: Any) -> str:
+    """``text`` if it names a readable directory holding a regular ``config.json`` of at most
+    ``MAX_CONFIG_BYTES`` bytes; only that file is read (``ProblemSpec.model_path``)."""
+    from plena_opt.api.limits import MAX_CONFIG_BYTES, MAX_PATH_CHARS
+
+    field = "model_dir"
+    if not isinstance(text, str) or not text.strip():
+        raise PlenaInputError(field, "model_dir: give the path of a folder holding config.json")
+    if len(text) > MAX_PATH_CHARS or "\x00" in text:
+        raise PlenaInputError(field, f"model_dir: at most {MAX_PATH_CHARS:,} characters, no NUL")
+    folder = Path(text).expanduser()
+    shown = repr(text[:200])
+    try:
+        if not folder.is_dir():
+            why = "is not a directory" if folder.exists() else "does not exist on this machine"
+            raise PlenaInputError(field, f"model_dir: {shown} {why}")
+        config = folder / "config.json"
+        if not config.exists():
+            raise PlenaInputError(field, f"model_dir: {shown} holds no config.json")
+        st = config.stat()
+    except OSError as exc:  # a folder we may not enter, a name too long for the file system
+        reason = exc.strerror or type(exc).__name__
+        raise PlenaInputError(field, f"model_dir: cannot read {shown}: {reason}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise PlenaInputError(field, f"model_dir: {shown} holds no config.json file")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise PlenaInputError(
+            field,
+            f"model_dir: config.json is {st.st_size:,} bytes; at most {MAX_CONFIG_BYTES:,}",
+        )
+    if not os.access(config, os.R_OK):
+        raise PlenaInputError(field, f"model_dir: {shown}/config.json is not readable")
+    return str(folder)
+
+
+def check_noc_document(doc: Any, name: Any = None) -> Any:
+    """An uploaded NoC profile as an ``InlineDocument`` once it loads (``load_noc_profile``, the
+    CLI's ``--noc FILE`` check) with at most ``MAX_DEVICES`` devices."""
+    from deepstack import load_noc_profile
+
+    from plena_opt.api.limits import MAX_DEVICES, MAX_NAME_CHARS
+    from plena_opt.estimate.problem import InlineDocument
+
+    field = "noc_document"
+    if not isinstance(doc, dict):
+        raise PlenaInputError(field, "noc_document: a NoC profile JSON object (noc_hierarchy)")
+    declared = _declared_devices(doc, MAX_DEVICES)
+    if declared > MAX_DEVICES:  # refused before the profile's per-device tables are built
+        raise PlenaInputError(
+            field, f"noc_document: more than {MAX_DEVICES:,} devices; at most {MAX_DEVICES:,}"
+        )
+    try:
+        noc = load_noc_profile(doc)
+    except (ValueError, OSError, TypeError) as exc:
+        inner = getattr(exc, "field", None)
+        where = f"noc_document.{inner}" if inner else field
+        raise PlenaInputError(where, f"noc_document: {exc}") from None
+    if noc.num_devices > MAX_DEVICES:
+        raise PlenaInputError(
+            field, f"noc_document: {noc.num_devices:,} devices; at most {MAX_DEVICES:,}"
+        )
+    label = str(name or noc.name or "uploaded-noc")[:MAX_NAME_CHARS]
+    return InlineDocument(document=doc, name=label)
+
+
+def _declared_devices(doc: dict[str, Any], top: int) -> int:
+    """The devices the layers' shapes multiply to (stops above ``top``; 0 when a shape is not a
+    list of integers: the loader then says what is wrong)."""
+    layers = doc.get("layers")
+    if not isinstance(layers, dict):
+        return 0
+    n = 1
+    for level in layers.values():
+        shape = level.get("shape") if isinstance(level, dict) else None
+        if not isinstance(shape, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape
+        ):
+            return 0
+        for x in shape:
+            n *= x
+            if n > top:
+                return n
+    return n
