@@ -7,6 +7,10 @@ prompt tokens of waiting requests, first come first served (a longer prompt is s
 ``cuda_graph_max_batch`` run without CUDA graphs and pay the eager host time of a forward.
 ``host_step_seconds`` is a per-engine host cost per step (scheduling, sampling, detokenising
 outside the graph): a named constant, 0 until calibrated (see benchmarks/README_gpu.md).
+
+vLLM and TensorRT-LLM put prompt chunks and decode tokens in the same step (``mixed_prefill``).
+SGLang by default does not (``enable_mixed_chunk`` False): when prompts wait, it runs a prefill
+batch of them alone and the running requests decode in the steps after it (prefill first).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ class EngineModel:
     """One engine's scheduler settings. ``budget_tokens``: prompt + decode tokens per step;
     ``max_running``: requests running at once (None: bounded only by the KV cache);
     ``cuda_graph_max_batch``: largest decode batch replayed as a CUDA graph (None: every batch);
-    ``host_step_seconds``: host time added to every step (s)."""
+    ``host_step_seconds``: host time added to every step (s); ``mixed_prefill``: prompt chunks
+    share a step with the decode tokens (False: a step with prompt tokens decodes nobody)."""
 
     name: str
     budget_tokens: int
@@ -31,6 +36,7 @@ class EngineModel:
     cuda_graph_max_batch: int | None
     host_step_seconds: float = 0.0
     source: str = ""
+    mixed_prefill: bool = True
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 2:
@@ -58,11 +64,13 @@ def _sglang(gpu_memory_bytes: float) -> EngineModel:
     # 35 GiB, 8192 below 160 GiB (H100, H200), 16384 above (B200); cuda_graph_max_bs 256 when
     # tp < 4 else 512 on 80-160 GiB parts (taken as 512 here, the rows' TP is mostly >= 4);
     # max_running_requests is sized from the KV pool when unset (None here).
+    # ServerArgs.enable_mixed_chunk defaults to False: Scheduler.get_next_batch_to_run runs a
+    # new prefill batch (decode paused) whenever prompts wait, else the running decode batch.
     gib = gpu_memory_bytes / GIB
     budget = 2048 if gib < 35 else 8192 if gib < 160 else 16384
     return EngineModel("sglang", budget, None, 512,
                        source="sglang/srt/server_args.py chunked_prefill_size, "
-                       "cuda_graph_max_bs")  # fmt: skip
+                       "cuda_graph_max_bs, enable_mixed_chunk", mixed_prefill=False)  # fmt: skip
 
 
 def _trtllm(gpu_memory_bytes: float) -> EngineModel:

@@ -4,10 +4,11 @@
 its client sends the next one at once (it joins the queue at the end of that step). Each step
 (``EngineModel``): every running request past its prompt gets one token; the rest of the token
 budget goes to prompt chunks of the admitted requests, then of waiting ones in arrival order, as
-long as fewer than ``max_running`` requests run. A request's first token comes at the end of the
-step that finishes its prompt (TTFT from its arrival); TPOT = (finish − first token) / (output − 1).
-The first ``WARMUP_WAVES × concurrency`` requests (the initial burst and its echoes) are not
-measured: the steady state is what ``steady.closed_loop`` models.
+long as fewer than ``max_running`` requests run (a prefill-first engine, ``mixed_prefill``
+False, gives no decode token in a step that carries prompt tokens). A request's first token
+comes at the end of the step that finishes its prompt (TTFT from its arrival); TPOT = (finish −
+first token) / (output − 1). The first ``WARMUP_WAVES × concurrency`` requests (the initial
+burst and its echoes) are not measured: the steady state is what ``steady.closed_loop`` models.
 """
 
 from __future__ import annotations
@@ -50,17 +51,18 @@ def replay_closed_loop(
     waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
     prefilling: list[int] = []  # admitted, prompt not done
     decoding: list[list[int]] = []  # [request, tokens still to generate]
-    t, steps, done = 0.0, 0, 0
+    t, steps, done, held = 0.0, 0, 0, 0.0
     gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
     lo = warmup_waves * c
     while done < total:
         steps += 1
         if steps > MAX_REPLAY_STEPS:
             raise PlenaInputError("concurrency", "the replay exceeds its step bound")
-        n = len(decoding)
-        room, tokens, firsts = eng.budget_tokens - n, 0, []
-        while waiting and len(prefilling) + n < cap:
+        while waiting and len(prefilling) + len(decoding) < cap:
             prefilling.append(waiting.popleft())
+        # a prefill-first engine decodes nobody in a step that carries prompt tokens
+        n = 0 if prefilling and not eng.mixed_prefill else len(decoding)
+        room, tokens, firsts = eng.budget_tokens - n, 0, []
         for r in prefilling:
             if room <= 0:
                 break
@@ -71,17 +73,20 @@ def replay_closed_loop(
                 firsts.append(r)
         dt = step.step_seconds(tokens, n)
         t += dt
-        still: list[list[int]] = []
-        gaps.append((dt, sum(lo <= d[0] < total for d in decoding)))
-        for d in decoding:
-            d[1] -= 1
-            if d[1] > 0:
-                still.append(d)
-            else:
-                finish[d[0]] = t
-                done += d[0] < total
-                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
-        decoding = still
+        if n == 0 and decoding:  # prefill-first: the decoding requests wait out this step
+            held += dt
+        else:
+            gaps.append((dt + held, sum(lo <= d[0] < total for d in decoding)))
+            held, still = 0.0, []
+            for d in decoding:
+                d[1] -= 1
+                if d[1] > 0:
+                    still.append(d)
+                else:
+                    finish[d[0]] = t
+                    done += d[0] < total
+                    _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+            decoding = still
         for r in firsts:
             prefilling.remove(r)
             first[r] = t
