@@ -206,6 +206,8 @@ def test_a_prefill_first_engine_keeps_the_fixed_length_wave(c, isl, osl):
     steady, replay = closed_loop(step, wl), replay_closed_loop(step, wl)
     assert steady.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=0.02)
     assert steady.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=0.02)
+    # each request's gaps (the wave's tail after its first token included) add up to its TPOT
+    assert replay.itl_seconds == pytest.approx(replay.tpot_seconds, rel=1e-6)
     full, tokens = LinearCosts().prefill_seconds(8192), c * isl
     ends = [min(-(-(j + 1) * isl // 8192) * full, tokens / 8192 * full) for j in range(c)]
     assert steady.ttft_seconds == pytest.approx(sum(ends) / c, rel=0.05)

@@ -50,9 +50,9 @@ def replay_closed_loop(
     left_prompt = [draw(i)[0] for i in range(c)]
     waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
     prefilling: list[int] = []  # admitted, prompt not done
-    decoding: list[list[int]] = []  # [request, tokens still to generate]
-    t, steps, done, held = 0.0, 0, 0, 0.0
-    gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
+    decoding: list[list] = []  # [request, tokens still to generate, time of its last token]
+    t, steps, done = 0.0, 0, 0
+    gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     lo = warmup_waves * c
     while done < total:
         steps += 1
@@ -73,13 +73,11 @@ def replay_closed_loop(
                 firsts.append(r)
         dt = step.step_seconds(tokens, n)
         t += dt
-        if n == 0 and decoding:  # prefill-first: the decoding requests wait out this step
-            held += dt
-        else:
-            gaps.append((dt + held, sum(lo <= d[0] < total for d in decoding)))
-            held, still = 0.0, []
+        if n or not decoding:  # prefill-first: else the decoding requests wait out this step
+            gaps.extend(_gaps(decoding, t, lo, total).items())
+            still = []
             for d in decoding:
-                d[1] -= 1
+                d[1], d[2] = d[1] - 1, t
                 if d[1] > 0:
                     still.append(d)
                 else:
@@ -91,13 +89,23 @@ def replay_closed_loop(
             prefilling.remove(r)
             first[r] = t
             if draw(r)[1] > 1:
-                decoding.append([r, draw(r)[1] - 1])
+                decoding.append([r, draw(r)[1] - 1, t])
             else:
                 finish[r] = t
                 done += r < total
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
     ids = range(lo, total)
     return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps)
+
+
+def _gaps(decoding: list[list], t: float, lo: int, hi: int) -> dict[float, int]:
+    """Inter-token gaps (seconds) of the measured requests (ids ``lo``..``hi − 1``) given a
+    token at ``t``, counted by value (one value per step on a mixed engine)."""
+    out: dict[float, int] = {}
+    for r, _, last in decoding:
+        if lo <= r < hi:
+            out[t - last] = out.get(t - last, 0) + 1
+    return out
 
 
 class _Lengths:
