@@ -216,3 +216,25 @@ def test_a_prefill_first_engine_keeps_the_fixed_length_wave(c, isl, osl):
     drawn = ServingWorkload(c, isl, osl, range_ratio=0.5)  # drawn lengths: the wave dissolves
     assert closed_loop(step, drawn).ttft_seconds == pytest.approx(
         replay_closed_loop(step, drawn).ttft_seconds, rel=0.1)  # fmt: skip
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_overlap_scheduling_costs_an_arrival_one_step(mixed):
+    # a request arriving during a step cannot join the step prepared meanwhile (SGLang and
+    # TensorRT-LLM overlap by default); the replay agrees with the steady state
+    assert engine_model("sglang", 80 * GIB).overlap_schedule
+    assert engine_model("trtllm", 80 * GIB).overlap_schedule
+    assert not engine_model("vllm", 80 * GIB).overlap_schedule
+    on = StepModel(LinearCosts(), EngineModel("ov", 8192, None, None, mixed_prefill=mixed,
+                                              overlap_schedule=True), gpus=1)  # type: ignore[arg-type]  # fmt: skip
+    off = StepModel(LinearCosts(), EngineModel("no", 8192, None, None, mixed_prefill=mixed),
+                    gpus=1)  # type: ignore[arg-type]  # fmt: skip
+    drawn = ServingWorkload(16, 1024, 128, range_ratio=0.5)
+    a, b = closed_loop(on, drawn), closed_loop(off, drawn)
+    assert a.ttft_seconds == pytest.approx(b.ttft_seconds + a.tpot_seconds, rel=0.05)
+    assert a.ttft_seconds == pytest.approx(replay_closed_loop(on, drawn).ttft_seconds, rel=0.1)
+    if not mixed:  # the wave waits out the decode step of the 16 requests that just finished
+        fixed = ServingWorkload(16, 1024, 128)
+        a, b = closed_loop(on, fixed), closed_loop(off, fixed)
+        assert a.ttft_seconds == pytest.approx(b.ttft_seconds + on.step_seconds(0, 16))
+        assert a.ttft_seconds == pytest.approx(replay_closed_loop(on, fixed).ttft_seconds, rel=0.02)

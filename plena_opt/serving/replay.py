@@ -18,6 +18,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.workload import ServingMetrics, percentile, weighted_percentile
 
 if TYPE_CHECKING:
@@ -51,15 +52,19 @@ def replay_closed_loop(
     waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
     prefilling: list[int] = []  # admitted, prompt not done
     decoding: list[list] = []  # [request, tokens still to generate, time of its last token]
-    t, steps, done = 0.0, 0, 0
+    t, steps, done, ended = 0.0, 0, 0, 0  # ended: requests finished in the last step
     gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     lo = warmup_waves * c
+    came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
+    lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
     while done < total:
         steps += 1
         if steps > MAX_REPLAY_STEPS:
             raise PlenaInputError("concurrency", "the replay exceeds its step bound")
-        while waiting and len(prefilling) + len(decoding) < cap:
+        while (waiting and len(prefilling) + len(decoding) < cap
+               and came.get(waiting[0], -1) <= steps - lag):  # fmt: skip
             prefilling.append(waiting.popleft())
+        arrived = len(arrival)
         # a prefill-first engine decodes nobody in a step that carries prompt tokens
         n = 0 if prefilling and not eng.mixed_prefill else len(decoding)
         room, tokens, firsts = eng.budget_tokens - n, 0, []
@@ -71,8 +76,11 @@ def replay_closed_loop(
             room, tokens = room - k, tokens + k
             if left_prompt[r] == 0:
                 firsts.append(r)
-        dt = step.step_seconds(tokens, n)
+        # overlap: an arrival waits out the step prepared before it came; with nothing else to
+        # run that step still decodes the requests whose finish it had not yet seen
+        dt = step.step_seconds(tokens, n if tokens or n or not waiting else ended)
         t += dt
+        ended = done
         if n or not decoding:  # prefill-first: else the decoding requests wait out this step
             gaps.extend(_gaps(decoding, t, lo, total).items())
             still = []
@@ -94,6 +102,8 @@ def replay_closed_loop(
                 finish[r] = t
                 done += r < total
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+        ended = done - ended
+        came.update((r, steps) for r in range(arrived, len(arrival)))
     ids = range(lo, total)
     return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps)
 
