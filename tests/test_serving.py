@@ -188,3 +188,53 @@ def test_a_benchmark_run_agrees_with_the_replay_of_the_whole_run(c, isl, osl):
     replay = replay_closed_loop(step, wl, measured=10 * c, warmup_waves=0)
     assert run.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=TTFT_TOLERANCE)
     assert run.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=TPOT_TOLERANCE)
+
+
+def test_only_sglang_runs_prefill_first():
+    assert not engine_model("sglang", 80 * GIB).mixed_prefill  # enable_mixed_chunk False
+    assert engine_model("vllm", 80 * GIB).mixed_prefill
+    assert engine_model("trtllm", 80 * GIB).mixed_prefill
+
+
+@pytest.mark.parametrize("c, isl, osl", [(16, 1024, 128), (64, 2048, 256), (5, 3000, 100)])
+def test_a_prefill_first_engine_keeps_the_fixed_length_wave(c, isl, osl):
+    # the C prompts are prefilled back to back in full 8192-token steps, nobody decoding; the
+    # rest of the wave after a request's first token is in its TPOT; the replay agrees
+    eng = EngineModel("pf", 8192, None, None, mixed_prefill=False)
+    step = StepModel(LinearCosts(), eng, gpus=1)  # type: ignore[arg-type]
+    wl = ServingWorkload(c, isl, osl)
+    steady, replay = closed_loop(step, wl), replay_closed_loop(step, wl)
+    assert steady.ttft_seconds == pytest.approx(replay.ttft_seconds, rel=0.02)
+    assert steady.tpot_seconds == pytest.approx(replay.tpot_seconds, rel=0.02)
+    # each request's gaps (the wave's tail after its first token included) add up to its TPOT
+    assert replay.itl_seconds == pytest.approx(replay.tpot_seconds, rel=1e-6)
+    full, tokens = LinearCosts().prefill_seconds(8192), c * isl
+    ends = [min(-(-(j + 1) * isl // 8192) * full, tokens / 8192 * full) for j in range(c)]
+    assert steady.ttft_seconds == pytest.approx(sum(ends) / c, rel=0.05)
+    mixed = closed_loop(linear_step(budget=8192), wl)
+    assert steady.ttft_seconds > 1.2 * mixed.ttft_seconds  # the mixed engine spreads its groups
+    drawn = ServingWorkload(c, isl, osl, range_ratio=0.5)  # drawn lengths: the wave dissolves
+    assert closed_loop(step, drawn).ttft_seconds == pytest.approx(
+        replay_closed_loop(step, drawn).ttft_seconds, rel=0.1)  # fmt: skip
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_overlap_scheduling_costs_an_arrival_one_step(mixed):
+    # a request arriving during a step cannot join the step prepared meanwhile (SGLang and
+    # TensorRT-LLM overlap by default); the replay agrees with the steady state
+    assert engine_model("sglang", 80 * GIB).overlap_schedule
+    assert engine_model("trtllm", 80 * GIB).overlap_schedule
+    assert not engine_model("vllm", 80 * GIB).overlap_schedule
+    on = StepModel(LinearCosts(), EngineModel("ov", 8192, None, None, mixed_prefill=mixed,
+                                              overlap_schedule=True), gpus=1)  # type: ignore[arg-type]  # fmt: skip
+    off = StepModel(LinearCosts(), EngineModel("no", 8192, None, None, mixed_prefill=mixed),
+                    gpus=1)  # type: ignore[arg-type]  # fmt: skip
+    drawn = ServingWorkload(16, 1024, 128, range_ratio=0.5)
+    a, b = closed_loop(on, drawn), closed_loop(off, drawn)
+    assert a.ttft_seconds == pytest.approx(b.ttft_seconds + a.tpot_seconds, rel=0.05)
+    assert a.ttft_seconds == pytest.approx(replay_closed_loop(on, drawn).ttft_seconds, rel=0.1)
+    if not mixed:  # the wave waits out the decode step of the 16 requests that just finished
+        fixed = ServingWorkload(16, 1024, 128)
+        a, b = closed_loop(on, fixed), closed_loop(off, fixed)
+        assert a.ttft_seconds == pytest.approx(b.ttft_seconds + on.step_seconds(0, 16))
+        assert a.ttft_seconds == pytest.approx(replay_closed_loop(on, fixed).ttft_seconds, rel=0.02)

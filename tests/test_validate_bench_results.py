@@ -195,34 +195,47 @@ def test_sglang_drawn_lengths_are_priced_spread_and_fixed_ones_in_lock_step(tmp_
         read_bench_runs(path)
 
 
-def test_the_shipped_rows_are_priced_as_drawn_lengths(tmp_path):
-    # InferenceX draws lengths (RANDOM_RANGE_RATIO 0.8): its clients do not run in lock step
+def _one_row_file(tmp_path, pick, **changes):
+    """A results file holding the first shipped row ``pick`` accepts, with ``changes``."""
     import csv
 
-    from plena_opt.serving import ServingWorkload, benchmark_run
-    from plena_opt.validate.serving_rows import read_rows, resolve
-    from plena_opt.validate.serving_score import (
-        ROWS_RANGE_RATIO,
-        score_serving,
-        shipped_serving_csv,
-        step_model,
-    )
+    from plena_opt.validate.serving_score import shipped_serving_csv
 
     with open(shipped_serving_csv(), newline="") as fh:
         reader = csv.DictReader(fh)
-        row = next(r for r in reader if r["backend"] == "trtllm" and r["mode"] == "agg"
-                   and r["model_path"].endswith("Llama-3.1-8B-Instruct")
-                   and r["concurrency"] == "8")  # fmt: skip
-        fields = reader.fieldnames
+        row = {**next(r for r in reader if pick(r)), **changes}
+        fields = list(reader.fieldnames or ()) + [k for k in changes if k not in reader.fieldnames]
     path = tmp_path / "one.csv"
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerow(row)
-    d = resolve(read_rows(path)[0])
+    return path
+
+
+def _llama8b_c8(r):
+    return (r["backend"] == "trtllm" and r["mode"] == "agg" and r["concurrency"] == "8"
+            and r["model_path"].endswith("Llama-3.1-8B-Instruct"))  # fmt: skip
+
+
+def test_dated_rows_are_priced_as_drawn_lengths_undated_as_fixed(tmp_path):
+    # InferenceX rows (dated) draw lengths (RANDOM_RANGE_RATIO 0.8): no lock step; the undated
+    # gap-analysis rows run fixed lengths (aiperf stddev 0): lock step; a column overrides both
+    from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.validate.serving_rows import read_rows, resolve
+    from plena_opt.validate.serving_score import ROWS_RANGE_RATIO, score_serving, step_model
+
+    undated = _one_row_file(tmp_path, _llama8b_c8)
+    d = resolve(read_rows(undated)[0])
     step = step_model(d)
     drawn = benchmark_run(step, ServingWorkload(8, d.input_len, d.output_len, ROWS_RANGE_RATIO))
     fixed = benchmark_run(step, ServingWorkload(8, d.input_len, d.output_len))
-    (priced,) = score_serving(path).rows
-    assert priced.ttft_ms == pytest.approx(1e3 * drawn.ttft_seconds)
-    assert fixed.ttft_seconds > 1.1 * drawn.ttft_seconds  # lock step would price it otherwise
+    assert fixed.ttft_seconds > 1.1 * drawn.ttft_seconds  # lock step prices it otherwise
+    (priced,) = score_serving(undated).rows
+    assert priced.ttft_ms == pytest.approx(1e3 * fixed.ttft_seconds)
+    dated = _one_row_file(tmp_path, _llama8b_c8, measured_on="2026-01-01")
+    assert score_serving(dated).rows[0].ttft_ms == pytest.approx(1e3 * drawn.ttft_seconds)
+    told = _one_row_file(tmp_path, _llama8b_c8, random_range_ratio="0.8")
+    assert score_serving(told).rows[0].ttft_ms == pytest.approx(1e3 * drawn.ttft_seconds)
+    bad = score_serving(_one_row_file(tmp_path, _llama8b_c8, random_range_ratio="1.5")).rows[0]
+    assert bad.status == "refused" and "random_range_ratio" in bad.reason

@@ -4,7 +4,8 @@ A run of ``prompts_per_client × C`` requests at concurrency ``C`` starts with i
 sending together (warm-up requests, when the tool runs them, finish before the measured run
 starts its own burst), so the mean TTFT of the run is the burst's mean over its first ``C``
 requests and the steady state's over the rest. The burst is replayed through the engine's
-chunked-prefill scheduler (``estimate.gpu_queue.burst_ttft``, with the same step costs); TPOT and
+chunked-prefill scheduler (``estimate.gpu_queue.burst_ttft``, with the same step costs; on a
+prefill-first engine the burst is one wave, ``steady.wave``); TPOT and
 the throughputs are the steady state's. ``PROMPTS_PER_CLIENT`` is InferenceX's protocol
 (``benchmark_serving --num-prompts $((CONC * 10)) --max-concurrency $CONC``, after
 ``--num-warmups $((2 * CONC))``).
@@ -16,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
-from plena_opt.serving.steady import closed_loop
+from plena_opt.serving.steady import closed_loop, wave
 
 if TYPE_CHECKING:
     from plena_opt.serving.steps import StepModel
@@ -38,9 +39,13 @@ def benchmark_run(step: StepModel, wl: ServingWorkload,
     c = wl.concurrency if eng.max_running is None else min(wl.concurrency, eng.max_running)
     if eng.budget_tokens <= c:
         return steady
-    burst = burst_ttft(c, wl.input_len, eng.budget_tokens, step.prefill_seconds,
-                       lambda n: step.decode_seconds(n) + eng.host_step_seconds)  # fmt: skip
-    first = burst.mean_seconds + (wl.concurrency - c) / steady.request_throughput_per_s
+    if eng.mixed_prefill:
+        burst = burst_ttft(c, wl.input_len, eng.budget_tokens, step.prefill_seconds,
+                           lambda n: step.decode_seconds(n) + eng.host_step_seconds)  # fmt: skip
+        first = burst.mean_seconds
+    else:  # prefill first: the start burst is one wave of prompts (``steady.wave``)
+        first = wave(step, wl, c)[0]
+    first += (wl.concurrency - c) / steady.request_throughput_per_s
     ttft = (first + (prompts_per_client - 1) * steady.ttft_seconds) / prompts_per_client
     return replace(
         steady, ttft_seconds=ttft, e2e_seconds=ttft + (steady.e2e_seconds - steady.ttft_seconds)

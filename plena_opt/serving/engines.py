@@ -7,6 +7,13 @@ prompt tokens of waiting requests, first come first served (a longer prompt is s
 ``cuda_graph_max_batch`` run without CUDA graphs and pay the eager host time of a forward.
 ``host_step_seconds`` is a per-engine host cost per step (scheduling, sampling, detokenising
 outside the graph): a named constant, 0 until calibrated (see benchmarks/README_gpu.md).
+
+vLLM and TensorRT-LLM put prompt chunks and decode tokens in the same step (``mixed_prefill``).
+SGLang by default does not (``enable_mixed_chunk`` False): when prompts wait, it runs a prefill
+batch of them alone and the running requests decode in the steps after it (prefill first).
+SGLang and TensorRT-LLM overlap scheduling by default (``overlap_schedule``): the CPU prepares the
+next step while the GPU runs this one, so a request that arrives during a step cannot join the
+step already prepared and waits ``OVERLAP_ADMISSION_STEPS`` more step before its prompt runs.
 """
 
 from __future__ import annotations
@@ -16,6 +23,10 @@ from dataclasses import dataclass, replace
 from plena_opt.errors import PlenaInputError, not_found
 
 GIB = 1 << 30
+# Steps an arriving request misses under overlap scheduling: the one prepared while it arrived
+# (the documented trade-off of overlap scheduling: better TPOT, one step more TTFT; TensorRT-LLM
+# PR #14061 adds an opt-in early first-token emission for it). A count, not fitted.
+OVERLAP_ADMISSION_STEPS = 1
 
 
 @dataclass(frozen=True)
@@ -23,7 +34,9 @@ class EngineModel:
     """One engine's scheduler settings. ``budget_tokens``: prompt + decode tokens per step;
     ``max_running``: requests running at once (None: bounded only by the KV cache);
     ``cuda_graph_max_batch``: largest decode batch replayed as a CUDA graph (None: every batch);
-    ``host_step_seconds``: host time added to every step (s)."""
+    ``host_step_seconds``: host time added to every step (s); ``mixed_prefill``: prompt chunks
+    share a step with the decode tokens (False: a step with prompt tokens decodes nobody);
+    ``overlap_schedule``: the next step is prepared while this one runs."""
 
     name: str
     budget_tokens: int
@@ -31,6 +44,8 @@ class EngineModel:
     cuda_graph_max_batch: int | None
     host_step_seconds: float = 0.0
     source: str = ""
+    mixed_prefill: bool = True
+    overlap_schedule: bool = False
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 2:
@@ -45,7 +60,8 @@ def _vllm(gpu_memory_bytes: float) -> EngineModel:
     # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (V1): on a GPU with >= 70 GiB that
     # is not an A100, the OpenAI server defaults to max_num_batched_tokens 8192 and max_num_seqs
     # 1024 (2048 / 256 on smaller GPUs). vllm/config/vllm.py: max_cudagraph_capture_size
-    # defaults to min(2 * max_num_seqs, 512).
+    # defaults to min(2 * max_num_seqs, 512). --async-scheduling (overlap) is not applied: the
+    # measured rows do not record it and its default changed across the versions they ran.
     big = gpu_memory_bytes >= 70 * GIB
     seqs = 1024 if big else 256
     return EngineModel("vllm", 8192 if big else 2048, seqs, min(2 * seqs, 512),
@@ -58,11 +74,15 @@ def _sglang(gpu_memory_bytes: float) -> EngineModel:
     # 35 GiB, 8192 below 160 GiB (H100, H200), 16384 above (B200); cuda_graph_max_bs 256 when
     # tp < 4 else 512 on 80-160 GiB parts (taken as 512 here, the rows' TP is mostly >= 4);
     # max_running_requests is sized from the KV pool when unset (None here).
+    # ServerArgs.enable_mixed_chunk defaults to False: Scheduler.get_next_batch_to_run runs a
+    # new prefill batch (decode paused) whenever prompts wait, else the running decode batch.
+    # ServerArgs.disable_overlap_schedule defaults to False (overlap scheduler on).
     gib = gpu_memory_bytes / GIB
     budget = 2048 if gib < 35 else 8192 if gib < 160 else 16384
     return EngineModel("sglang", budget, None, 512,
                        source="sglang/srt/server_args.py chunked_prefill_size, "
-                       "cuda_graph_max_bs")  # fmt: skip
+                       "cuda_graph_max_bs, enable_mixed_chunk, disable_overlap_schedule",
+                       mixed_prefill=False, overlap_schedule=True)  # fmt: skip
 
 
 def _trtllm(gpu_memory_bytes: float) -> EngineModel:
@@ -71,10 +91,12 @@ def _trtllm(gpu_memory_bytes: float) -> EngineModel:
     # max_num_tokens (TensorRT-LLM docs, "Tuning Max Batch Size and Max Num Tokens").
     # CudaGraphConfig.max_batch_size defaults to 0 and the rows do not record the graph sizes the
     # deployments captured: every decode batch is priced as a graph replay (None).
+    # TorchLlmArgs.disable_overlap_scheduler defaults to False (overlap scheduler on).
     del gpu_memory_bytes
     return EngineModel("trtllm", 8192, 2048, None,
                        source="tensorrt_llm/llmapi/llm_args.py max_num_tokens, "
-                       "max_batch_size")  # fmt: skip
+                       "max_batch_size, disable_overlap_scheduler",
+                       overlap_schedule=True)  # fmt: skip
 
 
 ENGINES = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}

@@ -4,10 +4,11 @@
 its client sends the next one at once (it joins the queue at the end of that step). Each step
 (``EngineModel``): every running request past its prompt gets one token; the rest of the token
 budget goes to prompt chunks of the admitted requests, then of waiting ones in arrival order, as
-long as fewer than ``max_running`` requests run. A request's first token comes at the end of the
-step that finishes its prompt (TTFT from its arrival); TPOT = (finish − first token) / (output − 1).
-The first ``WARMUP_WAVES × concurrency`` requests (the initial burst and its echoes) are not
-measured: the steady state is what ``steady.closed_loop`` models.
+long as fewer than ``max_running`` requests run (a prefill-first engine, ``mixed_prefill``
+False, gives no decode token in a step that carries prompt tokens). A request's first token
+comes at the end of the step that finishes its prompt (TTFT from its arrival); TPOT = (finish −
+first token) / (output − 1). The first ``WARMUP_WAVES × concurrency`` requests (the initial
+burst and its echoes) are not measured: the steady state is what ``steady.closed_loop`` models.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.workload import ServingMetrics, percentile, weighted_percentile
 
 if TYPE_CHECKING:
@@ -49,18 +51,23 @@ def replay_closed_loop(
     left_prompt = [draw(i)[0] for i in range(c)]
     waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
     prefilling: list[int] = []  # admitted, prompt not done
-    decoding: list[list[int]] = []  # [request, tokens still to generate]
-    t, steps, done = 0.0, 0, 0
-    gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
+    decoding: list[list] = []  # [request, tokens still to generate, time of its last token]
+    t, steps, done, ended = 0.0, 0, 0, 0  # ended: requests finished in the last step
+    gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     lo = warmup_waves * c
+    came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
+    lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
     while done < total:
         steps += 1
         if steps > MAX_REPLAY_STEPS:
             raise PlenaInputError("concurrency", "the replay exceeds its step bound")
-        n = len(decoding)
-        room, tokens, firsts = eng.budget_tokens - n, 0, []
-        while waiting and len(prefilling) + n < cap:
+        while (waiting and len(prefilling) + len(decoding) < cap
+               and came.get(waiting[0], -1) <= steps - lag):  # fmt: skip
             prefilling.append(waiting.popleft())
+        arrived = len(arrival)
+        # a prefill-first engine decodes nobody in a step that carries prompt tokens
+        n = 0 if prefilling and not eng.mixed_prefill else len(decoding)
+        room, tokens, firsts = eng.budget_tokens - n, 0, []
         for r in prefilling:
             if room <= 0:
                 break
@@ -69,30 +76,46 @@ def replay_closed_loop(
             room, tokens = room - k, tokens + k
             if left_prompt[r] == 0:
                 firsts.append(r)
-        dt = step.step_seconds(tokens, n)
+        # overlap: an arrival waits out the step prepared before it came; with nothing else to
+        # run that step still decodes the requests whose finish it had not yet seen
+        dt = step.step_seconds(tokens, n if tokens or n or not waiting else ended)
         t += dt
-        still: list[list[int]] = []
-        gaps.append((dt, sum(lo <= d[0] < total for d in decoding)))
-        for d in decoding:
-            d[1] -= 1
-            if d[1] > 0:
-                still.append(d)
-            else:
-                finish[d[0]] = t
-                done += d[0] < total
-                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
-        decoding = still
+        ended = done
+        if n or not decoding:  # prefill-first: else the decoding requests wait out this step
+            gaps.extend(_gaps(decoding, t, lo, total).items())
+            still = []
+            for d in decoding:
+                d[1], d[2] = d[1] - 1, t
+                if d[1] > 0:
+                    still.append(d)
+                else:
+                    finish[d[0]] = t
+                    done += d[0] < total
+                    _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+            decoding = still
         for r in firsts:
             prefilling.remove(r)
             first[r] = t
             if draw(r)[1] > 1:
-                decoding.append([r, draw(r)[1] - 1])
+                decoding.append([r, draw(r)[1] - 1, t])
             else:
                 finish[r] = t
                 done += r < total
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+        ended = done - ended
+        came.update((r, steps) for r in range(arrived, len(arrival)))
     ids = range(lo, total)
     return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps)
+
+
+def _gaps(decoding: list[list], t: float, lo: int, hi: int) -> dict[float, int]:
+    """Inter-token gaps (seconds) of the measured requests (ids ``lo``..``hi − 1``) given a
+    token at ``t``, counted by value (one value per step on a mixed engine)."""
+    out: dict[float, int] = {}
+    for r, _, last in decoding:
+        if lo <= r < hi:
+            out[t - last] = out.get(t - last, 0) + 1
+    return out
 
 
 class _Lengths:

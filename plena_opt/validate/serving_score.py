@@ -21,12 +21,21 @@ if TYPE_CHECKING:
     from plena_opt.serving import ServingMetrics, StepModel
     from plena_opt.validate.serving_rows import ServingRow
 
-# The rows' prompt and output lengths are drawn, not fixed: InferenceX runs its benchmark with
-# RANDOM_RANGE_RATIO 0.8 (InferenceMAX README, "Benchmark Client Configuration": ``--dataset-name
-# random --random-range-ratio $RANDOM_RANGE_RATIO``). Drawn lengths keep the clients from running
-# in lock step (``serving.steady``), so the rows are priced in the spread regime, at the mean
-# lengths the row names (the steady state uses only the means and whether they are drawn).
+# The InferenceX rows' prompt and output lengths are drawn, not fixed: InferenceX runs its
+# benchmark with RANDOM_RANGE_RATIO 0.8 (InferenceMAX README, "Benchmark Client Configuration":
+# ``--dataset-name random --random-range-ratio $RANDOM_RANGE_RATIO``). Drawn lengths keep the
+# clients from running in lock step (``serving.steady``), so those rows are priced in the spread
+# regime, at the mean lengths the row names. A row of the file carries its InferenceX run date in
+# ``measured_on`` (the file's README: the provenance column reduced to concurrency, measured_on,
+# engine_image). The undated rows are NVIDIA's gap-analysis grids (isl 1k-4k x osl 128-512 on
+# H100), run with fixed lengths as aiperf / genai-perf runs are written (``--synthetic-input-
+# tokens-stddev 0 --output-tokens-stddev 0``): priced at range ratio 0 (lock step). Evidence, not
+# a fit: on the 84 undated SGLang rows the lock-step wave of a prefill-first engine gives TTFT /
+# TPOT MAPE 18 / 6 % against 84 / 56 % when priced as drawn, and on the 169 dated SGLang rows the
+# wave is worse than the spread regime (127 % against 53 % TTFT). A ``random_range_ratio`` column,
+# when present, gives the ratio of each row.
 ROWS_RANGE_RATIO = 0.8
+FIXED_LENGTHS_RANGE_RATIO = 0.0
 GROUPS = ("system", "backend", "model", "mode", "band")
 
 
@@ -164,12 +173,27 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
         if d.pools is not None:
             return _price_disaggregated(d, host, base)
         m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
-            d.concurrency, d.input_len, d.output_len, ROWS_RANGE_RATIO))  # fmt: skip
+            d.concurrency, d.input_len, d.output_len, range_ratio_of(row)))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
                      tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
                      output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
+
+
+def range_ratio_of(row: ServingRow) -> float:
+    """The row's length range ratio: its ``random_range_ratio`` column, else 0.8 for a dated
+    (InferenceX) row and 0 (fixed lengths) for an undated one (``ROWS_RANGE_RATIO`` comment)."""
+    v = row.get("random_range_ratio")
+    if v:
+        try:
+            r = float(v)
+        except ValueError:
+            raise Refused(f"random_range_ratio {v!r} is not a number") from None
+        if not 0 <= r < 1:
+            raise Refused(f"random_range_ratio {v!r} is not in [0, 1)")
+        return r
+    return ROWS_RANGE_RATIO if row.get("measured_on") else FIXED_LENGTHS_RANGE_RATIO
 
 
 def _price_disaggregated(d: Deployment, host: dict[str, float], base: dict) -> RowResult:
