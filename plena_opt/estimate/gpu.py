@@ -170,6 +170,7 @@ class GpuPricing:
         self.chip = chip
         self.model = model
         self.memory = memory
+        self.redundant = workload.eplb_redundant  # EPLB replicas: more experts per rank
         self.perf = GpuPerfModel(
             chip,
             workload.precision or DEFAULT_GPU_PRECISION,
@@ -253,7 +254,7 @@ class GpuPricing:
         """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""
         p, m, d = self.perf, s.model, s.shard
         h, f = m.hidden_size, d.expert_ffn
-        active = _active_experts(load, m.num_experts // max(d.ep_moe, 1))
+        active = _active_experts(load, (m.num_experts + self.redundant) // max(d.ep_moe, 1))
         topk = p.elementwise(T * m.num_experts * 4, T * m.top_k * 8)
         return [
             self.dense.gemm(T, m.num_experts, h),
@@ -317,7 +318,7 @@ def _active_experts(load: MoeLoad, local_experts: int) -> float:
     active; a GPU reads only the experts routed to, so balanced routing spreads the ``pairs``
     over ``min(experts, pairs)`` experts (as the fused-MoE measurements do). Traces and random
     routing keep their counted experts."""
-    if load.source != "balanced":
+    if not load.source.startswith("balanced"):  # also "balanced, EPLB …"
         return float(max(load.active_experts, 1))
     return float(max(1, min(local_experts, load.pairs)))
 

@@ -71,12 +71,16 @@ def busiest_rank_load(
     ep_moe: int,
     routing: str,
     rows: np.ndarray | None,
+    redundant: int = 0,
 ) -> MoeLoad:
     """Busiest-rank load for ``micro`` sequences of ``q`` tokens (§4.5).
 
     ``rows`` are the routing rows (expert ids, one row per token, top-k columns) for non-balanced
-    routing; ``routing`` labels the source.
+    routing; ``routing`` labels the source. ``redundant`` > 0: EPLB replicas (``estimate.eplb``)
+    placed by the per-expert load, the busiest rank of that placement priced.
     """
+    if redundant:
+        return _eplb_load(model, micro, q, dp, ep_moe, routing, rows, redundant)
     E, k = model.num_experts, model.top_k
     tokens = micro * q
     group_tokens = ceil(micro / dp) * q
@@ -102,6 +106,42 @@ def busiest_rank_load(
     pairs = round(tl * k * ratio)
     counts = tuple(int(c) for c in ds_moe.estimate_experts_activated(pairs, local_experts))
     return MoeLoad(tl, pairs, counts, pairs / balanced_pairs, f"{routing} (DeepStack estimate)")
+
+
+def _eplb_load(
+    model: ModelSpec, micro: int, q: int, dp: int, ep: int, routing: str,
+    rows: np.ndarray | None, redundant: int,
+) -> MoeLoad:  # fmt: skip
+    """Busiest rank under a greedy EPLB placement of ``redundant`` replicas.
+
+    The placement is built from the modelled expert load (balanced: even; ``power_law``: the
+    law's counts; rows: the expert counts over all routing rows, the long-run load a placement
+    sees) and priced on the step's own counts (its first ``ceil(micro / dp)·q`` tokens). Above
+    ``CLOSED_FORM_TOKENS`` the rows' step counts are used likewise (the random-routing closed
+    form describes per-step fluctuation, which a static placement does not remove)."""
+    from plena_opt.estimate.eplb import place
+
+    E, k = model.num_experts, model.top_k
+    group_tokens = ceil(micro / dp) * q
+    tl = ceil(group_tokens / ep)
+    if routing == "balanced":
+        loads = [ceil(group_tokens * k / E)] * E
+        step = loads
+    elif routing == "power_law":
+        alpha = power_law_alpha(model)
+        loads = [int(c) for c in power_law_counts(group_tokens, E, k, alpha, POWER_LAW_SEED)]
+        step = loads
+    else:
+        loads = np.bincount(rows.ravel(), minlength=E).tolist()
+        if rows.shape[0] >= group_tokens:
+            step = np.bincount(rows[:group_tokens].ravel(), minlength=E).tolist()
+        else:  # fewer rows than the step's tokens: the rows' load scaled to the step
+            step = [round(c * group_tokens / rows.shape[0]) for c in loads]
+    placed = place(loads, ep, redundant, step)
+    counts = placed.busiest_counts()
+    pairs = sum(counts)
+    label = f"{routing}, EPLB {redundant} redundant experts (greedy placement)"
+    return MoeLoad(tl, pairs, counts, pairs / (group_tokens * k / ep), label)
 
 
 def moe_cycles(perf: PerfModel, model: ModelSpec, load: MoeLoad, expert_ffn: int, mode: str) -> int:

@@ -183,6 +183,7 @@ class Workload:
     routing: str = "balanced"
     precision: str | None = None
     kv_precision: str | None = None
+    eplb_redundant: int = 0  # EPLB redundant expert replicas over the EP ranks (estimate.eplb)
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -208,6 +209,10 @@ class Workload:
         if not isinstance(self.routing, str) or not self.routing:
             raise PlenaInputError("routing", "routing must be a mode name or a trace file path")
         from plena_opt.chip.precision import check_format
+        from plena_opt.estimate.eplb import FLAG, MAX_REDUNDANT
+
+        if check_int(FLAG, self.eplb_redundant, minimum=0) > MAX_REDUNDANT:
+            raise PlenaInputError(FLAG, f"{FLAG} must be at most {MAX_REDUNDANT}")
 
         for name in ("precision", "kv_precision"):
             if getattr(self, name) is not None:
