@@ -73,7 +73,8 @@ def test_bad_redundant_counts_are_refused_by_name(n: int, experts: int, ep: int,
 
 ARGS = ["estimate", "--model", "deepseek-v3", "--chip", "h200-sxm", "--noc", "hgx-h200x8",
         "--tp", "1", "--ep", "8", "--batch-size", "64", "--input-seq", "1024",
-        "--output-seq", "128", "--precision", "fp8", "--routing", "power_law", "--json"]  # fmt: skip
+        "--output-seq", "128", "--precision", "fp8", "--routing", "power_law",
+        "--json"]  # fmt: skip
 
 
 def test_estimate_prices_the_rebalanced_rank_and_holds_the_replicas(capsys) -> None:
@@ -95,8 +96,11 @@ def test_estimate_prices_the_rebalanced_rank_and_holds_the_replicas(capsys) -> N
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [("5", "256 + 5 must divide by the EP size 8"), ("300", "at most the model's 256"),
-     ("-1", "--eplb-redundant")],  # fmt: skip
+    [
+        ("5", "256 + 5 must divide by the EP size 8"),
+        ("300", "at most the model's 256"),
+        ("-1", "--eplb-redundant"),
+    ],  # fmt: skip
 )
 def test_cli_refuses_bad_eplb(capsys, value: str, text: str) -> None:
     assert main([*ARGS, "--eplb-redundant", value]) == 2

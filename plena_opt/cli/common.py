@@ -107,7 +107,7 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
     g.add_argument("--eplb-redundant", type=int, default=None, metavar="N",
-                   help="EPLB: N redundant expert replicas over the EP ranks (default off)")  # fmt: skip
+                   help="EPLB: N redundant expert replicas over the EP ranks")  # fmt: skip
     g.add_argument(
         "--precision",
         default=None,

@@ -103,7 +103,5 @@ def place(loads: list[int], ep: int, redundant: int, counts: list[int] | None = 
         r = min(free, key=lambda j: (rank_load[j], j))
         members[r].append((e, i))
         rank_load[r] += c
-    ranks = tuple(
-        tuple((e, _split(counts[e], reps[e])[i]) for e, i in m) for m in members
-    )
+    ranks = tuple(tuple((e, _split(counts[e], reps[e])[i]) for e, i in m) for m in members)
     return Placement(ranks, tuple(sum(c for _, c in m) for m in ranks))

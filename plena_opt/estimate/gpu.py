@@ -37,6 +37,15 @@ DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "aut
 BLOCK_FP8_MODEL_TYPES = frozenset({"deepseek_v3"})
 
 
+def block_scaled_ops(chip: GpuChipProfile, workload: Workload, model: ModelSpec) -> bool:
+    """True when the eager host runs block-quantisation ops: fp8 with 128x128 block-scaled
+    weights (the model's own, ``BLOCK_FP8_MODEL_TYPES``, or the workload's ``fp8_block_*``)."""
+    if chip.compute_format(workload.precision or DEFAULT_GPU_PRECISION) != "fp8":
+        return False
+    flags = workload.fp8_block_gemm or workload.fp8_block_moe
+    return flags or model.model_type in BLOCK_FP8_MODEL_TYPES
+
+
 def is_gpu(chip: object) -> bool:
     return isinstance(chip, GpuChipProfile)
 
@@ -171,6 +180,8 @@ class GpuPricing:
         self.model = model
         self.memory = memory
         self.redundant = workload.eplb_redundant  # EPLB replicas: more experts per rank
+        self.block_moe_flag = workload.fp8_block_moe
+        self.block_host = model is not None and block_scaled_ops(chip, workload, model)
         self.perf = GpuPerfModel(
             chip,
             workload.precision or DEFAULT_GPU_PRECISION,
@@ -190,6 +201,13 @@ class GpuPricing:
         ):
             self.dense = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
                                       precision.kv_read_bytes, self.perf.bw)  # fmt: skip
+        if workload.fp8_block_gemm or workload.fp8_block_moe:
+            if self.perf.compute_format != "fp8":
+                raise PlenaInputError(
+                    "precision", f"fp8_block weights need precision fp8 (got {self.perf.precision})"
+                )
+            if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
+                self.dense = self.dense.block_scaled()
         self.warnings = _ignored_options(workload)
 
     def describe(self) -> dict:
@@ -240,14 +258,14 @@ class GpuPricing:
             ks += L.dense_ffn(a, s, T, d.ffn)
         host = 0.0
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
-            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m))
+            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m) or self.block_host)
             host = gpu_host.ops_seconds(self.chip.eager_host, ops)
         return _stage(ks, steps, self.memory, fixed=host)
 
     def eager_host_seconds(self, model, tp: int) -> float:
         """Host seconds of one eager forward of the whole model (``estimate.gpu_host``); 0 on
         a chip without an ``eager_host`` section."""
-        ops = gpu_host.model_ops(model, tp, self._block_moe(model))
+        ops = gpu_host.model_ops(model, tp, self._block_moe(model) or self.block_host)
         return gpu_host.ops_seconds(self.chip.eager_host, ops)
 
     def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
@@ -265,7 +283,8 @@ class GpuPricing:
     def _block_moe(self, m) -> bool:
         """True when the model's fp8 weights (experts, GEMMs) are block-scaled
         (``BLOCK_FP8_MODEL_TYPES``)."""
-        return self.perf.compute_format == "fp8" and m.model_type in BLOCK_FP8_MODEL_TYPES
+        block = m.model_type in BLOCK_FP8_MODEL_TYPES or self.block_moe_flag
+        return self.perf.compute_format == "fp8" and block
 
     def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
         """vLLM's fused MoE reduces over the top-k inside the kernel, so the TP all-reduce after

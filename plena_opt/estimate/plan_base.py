@@ -11,8 +11,8 @@ from itertools import count
 from math import ceil
 from typing import TYPE_CHECKING
 
-from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.eplb import check_redundant
+from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan

@@ -90,7 +90,8 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
     expert_parallel, moe_bad = _vllm_moe(plan)
     bad += moe_bad
     if spec.eplb_redundant and not expert_parallel:
-        bad.append(EPLB_NEEDS_EP.format(flag="vLLM's --enable-eplb", what="--enable-expert-parallel"))
+        bad.append(EPLB_NEEDS_EP.format(flag="vLLM's --enable-eplb",
+                                        what="--enable-expert-parallel"))  # fmt: skip
     if plan.ep > 1 and plan.dp > 1 and not plan.moe_tp:
         bad.append(
             "with --enable-expert-parallel the experts span every tp x dp rank; a plan with "
