@@ -106,3 +106,43 @@ def test_cli_refuses_bad_eplb(capsys, value: str, text: str) -> None:
     assert main([*ARGS, "--eplb-redundant", value]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and text in err and "Traceback" not in err
+
+
+def _launch(engine: str, plan, n: int, experts: int = 256):
+    from plena_opt.export.engines import BUILDERS
+    from plena_opt.export.launch import ExportSpec
+
+    spec = ExportSpec(model="deepseek-ai/DeepSeek-V3", input_len=1024, output_len=128,
+                      eplb_redundant=n, num_experts=experts)  # fmt: skip
+    (cfg,) = BUILDERS[engine](plan, 64, spec, "agg", 8000)
+    return cfg
+
+
+def test_exports_write_the_engines_eplb_flags() -> None:
+    from plena_opt.estimate.plan import Plan
+
+    split = Plan(tp=1, ep=8, moe_tp=1)  # attention DP 8, experts EP 8
+    v = _launch("vllm", split, 32).argv
+    i = v.index("--eplb-config")
+    assert "--enable-eplb" in v and "--enable-expert-parallel" in v
+    assert json.loads(v[i + 1]) == {"num_redundant_experts": 32}
+    s = _launch("sglang", split, 32).argv
+    assert "--enable-eplb" in s and s[s.index("--ep-num-redundant-experts") + 1] == "32"
+    t = _launch("trtllm", split, 32)
+    (yaml,) = t.files.values()
+    assert "moe_config:\n  load_balancer:\n    num_slots: 288" in yaml
+    # off: none of the flags
+    assert "--enable-eplb" not in _launch("vllm", split, 0).argv
+    assert "load_balancer" not in next(iter(_launch("trtllm", split, 0).files.values()))
+
+
+def test_exports_refuse_eplb_without_expert_parallel_ranks() -> None:
+    from plena_opt.estimate.plan import Plan
+
+    tp8 = Plan(tp=8)  # experts tensor-parallel: nothing to replicate over
+    for engine in ("vllm", "sglang", "trtllm"):
+        cfg = _launch(engine, tp8, 32)
+        assert cfg.argv == [] and cfg.refused, engine
+        assert any("eplb_redundant" in r for r in cfg.refused), engine
+    unknown = _launch("trtllm", Plan(tp=1, ep=8, moe_tp=1), 32, experts=0)
+    assert any("expert count was not given" in r for r in unknown.refused)
