@@ -118,8 +118,15 @@ def fit_decode(seq_heads, nbytes, measured, bw: float, data: str) -> Fit:
     return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
 
 
+def block_peaks(peaks: dict[str, float]) -> dict[str, float]:
+    """``peaks`` (FLOP/s per format) with each block-scaled format at its base format's peak."""
+    return {**peaks, **{b: peaks[f] for b, f in BLOCK_BASE.items() if f in peaks}}
+
+
 def gemm_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> dict[str, Fit]:
+    """Full-range GEMM curve per format of ``system``'s GEMM table (fp8_block at the FP8 peak)."""
     path = folder / f"{system}_gemm_vllm-0.19.0.csv.gz"
+    peaks = block_peaks(peaks)
     rows = read_rows(path)
     out = {}
     for dtype, fmt in GEMM_DTYPES.items():
@@ -267,8 +274,7 @@ def fit_moe(flops, nbytes, active, measured, peak: float, bw: float, data: str,
 
 def _peaks(prof: dict) -> dict[str, float]:
     """FLOP/s peak per format of a profile document, block-scaled formats at their base's."""
-    peaks = {k: v["value"] for k, v in prof["peak_flops"].items()}
-    return {**peaks, **{b: peaks[f] for b, f in BLOCK_BASE.items() if f in peaks}}
+    return block_peaks({k: v["value"] for k, v in prof["peak_flops"].items()})
 
 
 def _sourced_curve(fit: Fit) -> dict:
