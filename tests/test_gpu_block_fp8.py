@@ -133,3 +133,21 @@ def test_block_flags_need_fp8():
     with pytest.raises(PlenaInputError, match="fp8_block weights need precision fp8"):
         GpuPricing(chip, storage_precision(chip, wl), wl, gpu_memory(chip),
                    load_model("llama-3.1-8b"))  # fmt: skip
+
+
+def test_fp8_block_experts_on_any_moe_model():
+    """``fp8_block_moe``: a Qwen3 MoE's experts run the chip's fp8_block fused-MoE curve (the
+    kernel's format, not the family's); without it they keep the per-tensor fp8 curve."""
+    from plena_opt.estimate.gpu import GpuPricing, gpu_memory, storage_precision
+    from plena_opt.estimate.plan import Workload
+    from plena_opt.models import load_model
+
+    chip = load_chip("b200")
+    m = load_model("qwen3-235b-a22b")
+    for flag in (False, True):
+        wl = Workload(precision="fp8", fp8_block_moe=flag)
+        g = GpuPricing(chip, storage_precision(chip, wl), wl, gpu_memory(chip), m)
+        assert g._block_moe(m) is flag
+    p = _perf("fp8")
+    args = (64, 512.0, 100.0, m.hidden_size, m.moe_intermediate_size)
+    assert p.fused_moe(*args, block_scaled=True).seconds != p.fused_moe(*args).seconds
