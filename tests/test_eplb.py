@@ -146,3 +146,23 @@ def test_exports_refuse_eplb_without_expert_parallel_ranks() -> None:
         assert any("eplb_redundant" in r for r in cfg.refused), engine
     unknown = _launch("trtllm", Plan(tp=1, ep=8, moe_tp=1), 32, experts=0)
     assert any("expert count was not given" in r for r in unknown.refused)
+
+
+def test_trace_and_random_rows_with_eplb() -> None:
+    """A skewed trace: the placement from its expert counts takes the hot experts off the
+    busiest rank. Random rows: the long-run load is even, so EPLB removes no per-step noise
+    beyond splitting replicas. At ≥ 4096 tokens the closed form stays as it is."""
+    from deepstack import moe as ds_moe
+    from deepstack.power_law import power_law_counts, power_law_rows
+
+    ds = load_model("deepseek-v3")
+    trace = power_law_rows(power_law_counts(512, 256, 8, 1.01), 512)
+    kw = dict(micro=512, q=1, dp=1, tp_moe=1, ep_moe=8, routing="trace.npy", rows=trace)
+    off, on = busiest_rank_load(ds, **kw), busiest_rank_load(ds, **kw, redundant=32)
+    assert on.pairs < off.pairs and len(on.expert_counts) == 36
+    rnd = ds_moe.random_rows(512, 256, 8, seed=0)
+    kw.update(routing="random", rows=rnd)
+    on = busiest_rank_load(ds, **kw, redundant=32)
+    assert on.pairs >= 512 and sum(1 for _ in on.expert_counts) == 36
+    big = dict(micro=8, q=1024, dp=1, tp_moe=1, ep_moe=8, routing="random", rows=rnd)
+    assert busiest_rank_load(ds, **big, redundant=32) == busiest_rank_load(ds, **big)

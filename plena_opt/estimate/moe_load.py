@@ -79,7 +79,8 @@ def busiest_rank_load(
     routing; ``routing`` labels the source. ``redundant`` > 0: EPLB replicas (``estimate.eplb``)
     placed by the per-expert load, the busiest rank of that placement priced.
     """
-    if redundant:
+    closed = routing not in ("balanced", "power_law") and micro * q >= CLOSED_FORM_TOKENS
+    if redundant and not closed:  # closed form: random fluctuation, which EPLB does not remove
         return _eplb_load(model, micro, q, dp, ep_moe, routing, rows, redundant)
     E, k = model.num_experts, model.top_k
     tokens = micro * q
@@ -114,11 +115,12 @@ def _eplb_load(
 ) -> MoeLoad:  # fmt: skip
     """Busiest rank under a greedy EPLB placement of ``redundant`` replicas.
 
-    The placement is built from the modelled expert load (balanced: even; ``power_law``: the
-    law's counts; rows: the expert counts over all routing rows, the long-run load a placement
-    sees) and priced on the step's own counts (its first ``ceil(micro / dp)·q`` tokens). Above
-    ``CLOSED_FORM_TOKENS`` the rows' step counts are used likewise (the random-routing closed
-    form describes per-step fluctuation, which a static placement does not remove)."""
+    The placement is built from the modelled (long-run) expert load, as the engines build it
+    from a moving window of measured loads: balanced and ``random``: even; ``power_law``: the
+    law's counts; a trace: its expert counts over all its rows. It is priced on the step's own
+    counts (its first ``ceil(micro / dp)·q`` routing rows). At or above ``CLOSED_FORM_TOKENS``
+    random / trace routing keeps the closed-form busiest rank (per-step fluctuation, which a
+    static placement does not remove)."""
     from plena_opt.estimate.eplb import place
 
     E, k = model.num_experts, model.top_k
@@ -132,11 +134,11 @@ def _eplb_load(
         loads = [int(c) for c in power_law_counts(group_tokens, E, k, alpha, POWER_LAW_SEED)]
         step = loads
     else:
-        loads = np.bincount(rows.ravel(), minlength=E).tolist()
-        if rows.shape[0] >= group_tokens:
-            step = np.bincount(rows[:group_tokens].ravel(), minlength=E).tolist()
-        else:  # fewer rows than the step's tokens: the rows' load scaled to the step
-            step = [round(c * group_tokens / rows.shape[0]) for c in loads]
+        step = np.bincount(rows[:group_tokens].ravel(), minlength=E).tolist()
+        if routing == "random":  # uniform in expectation: no expert is hot in the long run
+            loads = [ceil(group_tokens * k / E)] * E
+        else:
+            loads = np.bincount(rows.ravel(), minlength=E).tolist()
     placed = place(loads, ep, redundant, step)
     counts = placed.busiest_counts()
     pairs = sum(counts)
