@@ -86,3 +86,68 @@ def test_b200_prefill_moe_curve_is_the_kernel_fit():
         for name, value in fit[fmt].values.items():
             assert getattr(chip.moe_prefill[fmt], name).value == pytest.approx(value, rel=1e-3)
         assert "tokens >= 1024" in fit[fmt].data
+
+
+def test_fp8_block_gemms_use_the_fitted_block_curve_on_any_model():
+    """fp8_block is the GEMM kernel's format, not the model family's: a dense Llama's GEMMs
+    at ``fp8_block_gemm`` run the chip's fitted ``gemm.fp8_block`` curves (fitted on the
+    fp8_block rows of the H100 GEMM table), slower than per-tensor fp8 there."""
+    from plena_opt.estimate.gpu import GpuPricing, gpu_memory, storage_precision
+    from plena_opt.estimate.plan import Workload
+    from plena_opt.models import load_model
+
+    chip = load_chip("h100-sxm")
+    assert "fitted on h100_sxm_gemm" in chip.gemm["fp8_block"].fixed_seconds.source
+    assert "gemm_dtype=fp8_block" in chip.gemm["fp8_block"].fixed_seconds.source
+    m = load_model("llama-3.1-8b")
+    priced = {}
+    for block in (False, True):
+        wl = Workload(precision="fp8", fp8_block_gemm=block)
+        g = GpuPricing(chip, storage_precision(chip, wl), wl, gpu_memory(chip), m)
+        assert (g.dense.gemm_curve is chip.gemm["fp8_block"]) is block
+        priced[block] = g.dense.gemm(4096, 4096, 4096).seconds
+    c = chip.gemm["fp8_block"]
+    assert priced[True] > priced[False]
+    assert priced[True] > c.fixed_seconds.value
+
+
+def test_a_chip_without_a_block_curve_is_refused_naming_it():
+    from plena_opt.errors import PlenaInputError
+
+    chip = load_chip("h100-sxm")
+    bare = chip.model_copy(
+        update={"gemm": {k: v for k, v in chip.gemm.items() if k != "fp8_block"}}
+    )
+    with pytest.raises(PlenaInputError, match=r"no gemm\.fp8_block curve"):
+        GpuPerfModel(bare, "fp8", 1.0, 2.0, 2.0).block_scaled()
+
+
+def test_block_flags_need_fp8():
+    from plena_opt.errors import PlenaInputError
+    from plena_opt.estimate.gpu import GpuPricing, gpu_memory, storage_precision
+    from plena_opt.estimate.plan import Workload
+    from plena_opt.models import load_model
+
+    chip = load_chip("h100-sxm")
+    wl = Workload(precision="bf16", fp8_block_gemm=True)
+    with pytest.raises(PlenaInputError, match="fp8_block weights need precision fp8"):
+        GpuPricing(chip, storage_precision(chip, wl), wl, gpu_memory(chip),
+                   load_model("llama-3.1-8b"))  # fmt: skip
+
+
+def test_fp8_block_experts_on_any_moe_model():
+    """``fp8_block_moe``: a Qwen3 MoE's experts run the chip's fp8_block fused-MoE curve (the
+    kernel's format, not the family's); without it they keep the per-tensor fp8 curve."""
+    from plena_opt.estimate.gpu import GpuPricing, gpu_memory, storage_precision
+    from plena_opt.estimate.plan import Workload
+    from plena_opt.models import load_model
+
+    chip = load_chip("b200")
+    m = load_model("qwen3-235b-a22b")
+    for flag in (False, True):
+        wl = Workload(precision="fp8", fp8_block_moe=flag)
+        g = GpuPricing(chip, storage_precision(chip, wl), wl, gpu_memory(chip), m)
+        assert g._block_moe(m) is flag
+    p = _perf("fp8")
+    args = (64, 512.0, 100.0, m.hidden_size, m.moe_intermediate_size)
+    assert p.fused_moe(*args, block_scaled=True).seconds != p.fused_moe(*args).seconds

@@ -200,7 +200,7 @@ def test_b200_decode_curves_are_the_kernel_fit() -> None:
     fits = gemm_decode_fits(
         kernels, "b200_sxm", peaks, bw, gemm_fits(kernels, "b200_sxm", peaks, bw)
     )
-    assert set(fits) == set(c.gemm_decode) == {"fp8", "fp4"}
+    assert set(fits) == set(c.gemm_decode) == {"fp8", "fp8_block", "fp4"}
     for fmt, fit in fits.items():
         for name, value in fit.values.items():
             assert getattr(c.gemm_decode[fmt], name).value == pytest.approx(value, rel=1e-3)

@@ -147,7 +147,7 @@ def test_a_missing_pool_flag_is_named(capsys):
 
 def test_the_shipped_disagg_rows_are_priced_or_refused_for_their_own_reason():
     """The six rows with worker counts: the one recording its concurrency is priced; the rest
-    are refused for what they lack (no concurrency; a weight format), not for the mode."""
+    are refused for what they lack (no concurrency), not for the mode."""
     from plena_opt.validate.serving_rows import read_rows
     from plena_opt.validate.serving_score import _price_row, shipped_serving_csv
 
@@ -160,7 +160,9 @@ def test_the_shipped_disagg_rows_are_priced_or_refused_for_their_own_reason():
     assert [r.concurrency for r in priced] == ["480"]
     assert priced[0].ttft_ms > 0 and priced[0].tpot_ms > 0
     reasons = {r.reason for r in results.values() if r.status == "refused"}
-    assert reasons == {"concurrency is empty", "fp8_block weights on qwen3 are not modelled"}
+    # the four Qwen3-32B fp8_block rows price their format now (gemm.fp8_block curves) and
+    # are refused for the concurrency they do not record
+    assert reasons == {"concurrency is empty"}
 
 
 class FlatDecode(LinearCosts):

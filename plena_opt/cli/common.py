@@ -106,6 +106,8 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         help=f"MoE routing: {'|'.join(MOE_ROUTING_MODES)} or a trace path",
     )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
+    g.add_argument("--eplb-redundant", type=int, default=None, metavar="N",
+                   help="EPLB: N redundant expert replicas over the EP ranks")  # fmt: skip
     g.add_argument(
         "--precision",
         default=None,
@@ -304,6 +306,7 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
             precision=getattr(args, "precision", None),
             kv_precision=getattr(args, "kv_precision", None),
             devices=getattr(args, "devices", None),
+            eplb_redundant=getattr(args, "eplb_redundant", None),
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc

@@ -137,6 +137,7 @@ def spec_of(args: argparse.Namespace, problem: dict[str, Any]) -> Any:
         gpus_per_node=args.gpus_per_node,
         precision=args.precision or problem.get("precision"),
         kv_precision=args.kv_precision or problem.get("kv_precision"),
+        eplb_redundant=problem.get("eplb_redundant") or 0,
     )
 
 

@@ -104,7 +104,8 @@ class PlanCost(PlanPasses):
         b_dev = d.b_dev if b_dev is None else b_dev
         h, prec = m.hidden_size, ctx.precision
         attn = attention_weight_elements(self.shape)
-        experts = (m.num_experts // max(d.ep_moe, 1)) * 3 * h * d.expert_ffn
+        physical = m.num_experts + ctx.workload.eplb_redundant  # EPLB replicas (estimate.eplb)
+        experts = (physical // max(d.ep_moe, 1)) * 3 * h * d.expert_ffn
         moe_w = h * m.num_experts + experts + 3 * h * d.shared_ffn
         dense_w = dense_ffn_elements(self.shape)
         held = ceil((ctx.workload.input_seq_len + ctx.workload.output_seq_len) / plan.cp)
@@ -215,7 +216,7 @@ class PlanCost(PlanPasses):
             "tp": d.tp_moe,
             "ep": d.ep_moe,
             "dp": self.plan.dp,
-            "experts_per_rank": m.num_experts // d.ep_moe,
+            "experts_per_rank": (m.num_experts + self.ctx.workload.eplb_redundant) // d.ep_moe,
             "prefill": self.loads["prefill"].to_dict(),
             "decode": self.loads["decode"].to_dict(),
         }

@@ -37,6 +37,15 @@ DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "aut
 BLOCK_FP8_MODEL_TYPES = frozenset({"deepseek_v3"})
 
 
+def block_scaled_ops(chip: GpuChipProfile, workload: Workload, model: ModelSpec) -> bool:
+    """True when the eager host runs block-quantisation ops: fp8 with 128x128 block-scaled
+    weights (the model's own, ``BLOCK_FP8_MODEL_TYPES``, or the workload's ``fp8_block_*``)."""
+    if chip.compute_format(workload.precision or DEFAULT_GPU_PRECISION) != "fp8":
+        return False
+    flags = workload.fp8_block_gemm or workload.fp8_block_moe
+    return flags or model.model_type in BLOCK_FP8_MODEL_TYPES
+
+
 def is_gpu(chip: object) -> bool:
     return isinstance(chip, GpuChipProfile)
 
@@ -170,6 +179,9 @@ class GpuPricing:
         self.chip = chip
         self.model = model
         self.memory = memory
+        self.redundant = workload.eplb_redundant  # EPLB replicas: more experts per rank
+        self.block_moe_flag = workload.fp8_block_moe
+        self.block_host = model is not None and block_scaled_ops(chip, workload, model)
         self.perf = GpuPerfModel(
             chip,
             workload.precision or DEFAULT_GPU_PRECISION,
@@ -189,6 +201,13 @@ class GpuPricing:
         ):
             self.dense = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
                                       precision.kv_read_bytes, self.perf.bw)  # fmt: skip
+        if workload.fp8_block_gemm or workload.fp8_block_moe:
+            if self.perf.compute_format != "fp8":
+                raise PlenaInputError(
+                    "precision", f"fp8_block weights need precision fp8 (got {self.perf.precision})"
+                )
+            if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
+                self.dense = self.dense.block_scaled()
         self.warnings = _ignored_options(workload)
 
     def describe(self) -> dict:
@@ -239,21 +258,21 @@ class GpuPricing:
             ks += L.dense_ffn(a, s, T, d.ffn)
         host = 0.0
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
-            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m))
+            ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m) or self.block_host)
             host = gpu_host.ops_seconds(self.chip.eager_host, ops)
         return _stage(ks, steps, self.memory, fixed=host)
 
     def eager_host_seconds(self, model, tp: int) -> float:
         """Host seconds of one eager forward of the whole model (``estimate.gpu_host``); 0 on
         a chip without an ``eager_host`` section."""
-        ops = gpu_host.model_ops(model, tp, self._block_moe(model))
+        ops = gpu_host.model_ops(model, tp, self._block_moe(model) or self.block_host)
         return gpu_host.ops_seconds(self.chip.eager_host, ops)
 
     def _moe(self, s: LayerShape, T: int, load: MoeLoad) -> list[KernelTime]:
         """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""
         p, m, d = self.perf, s.model, s.shard
         h, f = m.hidden_size, d.expert_ffn
-        active = _active_experts(load, m.num_experts // max(d.ep_moe, 1))
+        active = _active_experts(load, (m.num_experts + self.redundant) // max(d.ep_moe, 1))
         topk = p.elementwise(T * m.num_experts * 4, T * m.top_k * 8)
         return [
             self.dense.gemm(T, m.num_experts, h),
@@ -264,7 +283,8 @@ class GpuPricing:
     def _block_moe(self, m) -> bool:
         """True when the model's fp8 weights (experts, GEMMs) are block-scaled
         (``BLOCK_FP8_MODEL_TYPES``)."""
-        return self.perf.compute_format == "fp8" and m.model_type in BLOCK_FP8_MODEL_TYPES
+        block = m.model_type in BLOCK_FP8_MODEL_TYPES or self.block_moe_flag
+        return self.perf.compute_format == "fp8" and block
 
     def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
         """vLLM's fused MoE reduces over the top-k inside the kernel, so the TP all-reduce after
@@ -317,7 +337,7 @@ def _active_experts(load: MoeLoad, local_experts: int) -> float:
     active; a GPU reads only the experts routed to, so balanced routing spreads the ``pairs``
     over ``min(experts, pairs)`` experts (as the fused-MoE measurements do). Traces and random
     routing keep their counted experts."""
-    if load.source != "balanced":
+    if not load.source.startswith("balanced"):  # also "balanced, EPLB …"
         return float(max(load.active_experts, 1))
     return float(max(1, min(local_experts, load.pairs)))
 

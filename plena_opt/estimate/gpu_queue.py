@@ -170,15 +170,14 @@ class EvaluatorStepCosts:
         """``evaluators``: a cache of ``Evaluator`` by (batch, output length) shared by the
         step costs of many plans of one problem (a search), so their memos stay warm."""
         from plena_opt.estimate import gpu_host
-        from plena_opt.estimate.gpu import BLOCK_FP8_MODEL_TYPES
+        from plena_opt.estimate.gpu import block_scaled_ops
 
         self._evaluators = {} if evaluators is None else evaluators
         self._args = (model, noc, memory, chip)
         self.workload, self.plan = workload, plan
         self._cache: dict[int, DistributedEstimate] = {}
         self._mean: dict[int, float] = {}
-        fmt = chip.compute_format(workload.precision or "bf16")
-        block = fmt == "fp8" and model.model_type in BLOCK_FP8_MODEL_TYPES
+        block = block_scaled_ops(chip, workload, model)
         # host time of the eager prefill forward: paid whole by a step however short its chunk
         self.host_seconds = gpu_host.ops_seconds(
             chip.eager_host, gpu_host.model_ops(model, plan.tp, block)

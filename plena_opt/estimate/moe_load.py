@@ -71,12 +71,17 @@ def busiest_rank_load(
     ep_moe: int,
     routing: str,
     rows: np.ndarray | None,
+    redundant: int = 0,
 ) -> MoeLoad:
     """Busiest-rank load for ``micro`` sequences of ``q`` tokens (§4.5).
 
     ``rows`` are the routing rows (expert ids, one row per token, top-k columns) for non-balanced
-    routing; ``routing`` labels the source.
+    routing; ``routing`` labels the source. ``redundant`` > 0: EPLB replicas (``estimate.eplb``)
+    placed by the per-expert load, the busiest rank of that placement priced.
     """
+    closed = routing not in ("balanced", "power_law") and micro * q >= CLOSED_FORM_TOKENS
+    if redundant and not closed:  # closed form: random fluctuation, which EPLB does not remove
+        return _eplb_load(model, micro, q, dp, ep_moe, routing, rows, redundant)
     E, k = model.num_experts, model.top_k
     tokens = micro * q
     group_tokens = ceil(micro / dp) * q
@@ -102,6 +107,43 @@ def busiest_rank_load(
     pairs = round(tl * k * ratio)
     counts = tuple(int(c) for c in ds_moe.estimate_experts_activated(pairs, local_experts))
     return MoeLoad(tl, pairs, counts, pairs / balanced_pairs, f"{routing} (DeepStack estimate)")
+
+
+def _eplb_load(
+    model: ModelSpec, micro: int, q: int, dp: int, ep: int, routing: str,
+    rows: np.ndarray | None, redundant: int,
+) -> MoeLoad:  # fmt: skip
+    """Busiest rank under a greedy EPLB placement of ``redundant`` replicas.
+
+    The placement is built from the modelled (long-run) expert load, as the engines build it
+    from a moving window of measured loads: balanced and ``random``: even; ``power_law``: the
+    law's counts; a trace: its expert counts over all its rows. It is priced on the step's own
+    counts (its first ``ceil(micro / dp)·q`` routing rows). At or above ``CLOSED_FORM_TOKENS``
+    random / trace routing keeps the closed-form busiest rank (per-step fluctuation, which a
+    static placement does not remove)."""
+    from plena_opt.estimate.eplb import place
+
+    E, k = model.num_experts, model.top_k
+    group_tokens = ceil(micro / dp) * q
+    tl = ceil(group_tokens / ep)
+    if routing == "balanced":
+        loads = [ceil(group_tokens * k / E)] * E
+        step = loads
+    elif routing == "power_law":
+        alpha = power_law_alpha(model)
+        loads = [int(c) for c in power_law_counts(group_tokens, E, k, alpha, POWER_LAW_SEED)]
+        step = loads
+    else:
+        step = np.bincount(rows[:group_tokens].ravel(), minlength=E).tolist()
+        if routing == "random":  # uniform in expectation: no expert is hot in the long run
+            loads = [ceil(group_tokens * k / E)] * E
+        else:
+            loads = np.bincount(rows.ravel(), minlength=E).tolist()
+    placed = place(loads, ep, redundant, step)
+    counts = placed.busiest_counts()
+    pairs = sum(counts)
+    label = f"{routing}, EPLB {redundant} redundant experts (greedy placement)"
+    return MoeLoad(tl, pairs, counts, pairs / (group_tokens * k / ep), label)
 
 
 def moe_cycles(perf: PerfModel, model: ModelSpec, load: MoeLoad, expert_ffn: int, mode: str) -> int:

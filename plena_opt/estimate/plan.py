@@ -183,6 +183,12 @@ class Workload:
     routing: str = "balanced"
     precision: str | None = None
     kv_precision: str | None = None
+    eplb_redundant: int = 0  # EPLB redundant expert replicas over the EP ranks (estimate.eplb)
+    # fp8 weights with 128x128 block scales (``fp8_block``): the dense GEMMs / the routed
+    # experts run the chip's ``fp8_block`` kernel curves (GPU; False: per-tensor fp8, except
+    # the experts of estimate.gpu.BLOCK_FP8_MODEL_TYPES)
+    fp8_block_gemm: bool = False
+    fp8_block_moe: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -202,12 +208,17 @@ class Workload:
                 f"frequency_hz must be a finite clock between {MIN_FREQUENCY_HZ:g} and "
                 f"{MAX_FREQUENCY_HZ:g} Hz (got {f!r})",
             )
-        if not isinstance(self.include_lm_head, bool):
-            raise PlenaTypeError("include_lm_head", "include_lm_head must be a bool")
+        for name in ("include_lm_head", "fp8_block_gemm", "fp8_block_moe"):
+            if not isinstance(getattr(self, name), bool):
+                raise PlenaTypeError(name, f"{name} must be a bool")
         check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)
         if not isinstance(self.routing, str) or not self.routing:
             raise PlenaInputError("routing", "routing must be a mode name or a trace file path")
         from plena_opt.chip.precision import check_format
+        from plena_opt.estimate.eplb import FLAG, MAX_REDUNDANT
+
+        if check_int(FLAG, self.eplb_redundant, minimum=0) > MAX_REDUNDANT:
+            raise PlenaInputError(FLAG, f"{FLAG} must be at most {MAX_REDUNDANT}")
 
         for name in ("precision", "kv_precision"):
             if getattr(self, name) is not None:

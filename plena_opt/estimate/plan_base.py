@@ -11,6 +11,7 @@ from itertools import count
 from math import ceil
 from typing import TYPE_CHECKING
 
+from plena_opt.estimate.eplb import check_redundant
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
 from plena_opt.estimate.plan import Plan
@@ -78,6 +79,8 @@ class PlanBase:
         self.comm_id = ids.setdefault(comm, next(_IDS))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
+        if w.eplb_redundant:  # refused by name where the engines would refuse it
+            check_redundant(w.eplb_redundant, m.num_experts, self.shard.ep_moe)
         if m.num_experts:
             q_pre = self.shard.q_prefill
             micro = self.shard.micro
@@ -94,4 +97,5 @@ class PlanBase:
                     ep_moe=self.shard.ep_moe,
                     routing=w.routing,
                     rows=self.rows,
+                    redundant=w.eplb_redundant,
                 )

@@ -171,6 +171,7 @@ class ProblemSpec(BaseModel):
     precision: str | None = None
     kv_precision: str | None = None
     devices: int | None = Field(default=None, ge=1, le=65536)
+    eplb_redundant: int | None = Field(default=None, ge=0, le=1 << 16)  # estimate.eplb
 
     @model_validator(mode="after")
     def _check(self) -> ProblemSpec:
@@ -208,7 +209,8 @@ class ProblemSpec(BaseModel):
 
         Unset optional stack heights are left out, so adding such options keeps old names."""
         data = self.identity()
-        for key in ("total_layers", "connected_layers", "precision", "kv_precision", "devices"):
+        for key in ("total_layers", "connected_layers", "precision", "kv_precision", "devices",
+                    "eplb_redundant"):  # fmt: skip
             if data[key] is None:
                 del data[key]
         text = json.dumps(data, sort_keys=True)
@@ -227,6 +229,7 @@ class ProblemSpec(BaseModel):
             routing=self.routing,
             precision=self.precision,
             kv_precision=self.kv_precision,
+            eplb_redundant=self.eplb_redundant or 0,
         )
 
     def load(self) -> EvaluatorInputs:

@@ -27,6 +27,10 @@ from plena_opt.estimate.plan import Plan
 from plena_opt.export.launch import ENGINES, HEAD_IP, ExportSpec, LaunchConfig
 
 KEEP = "moe_tp_mode keep (experts tensor-parallel inside expert groups) has no engine argument"
+# EPLB (estimate.eplb): vLLM --enable-eplb --eplb-config '{"num_redundant_experts": N}',
+# SGLang --enable-eplb --ep-num-redundant-experts N, TensorRT-LLM moe_config.load_balancer
+# num_slots = experts + N; each engine replicates experts over its expert-parallel ranks only.
+EPLB_NEEDS_EP = "eplb_redundant: {flag} replicates experts over expert-parallel ranks ({what})"
 REPLICATED_GROUPS = (
     "an explicit MoE split with dp > 1 keeps dp replicas of the expert group: export the "
     "dp=1 plan and run dp servers behind a load balancer"
@@ -85,6 +89,9 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
     bad = [KEEP] if plan.moe_tp_mode == "keep" and plan.tp > 1 and not plan.moe_tp else []
     expert_parallel, moe_bad = _vllm_moe(plan)
     bad += moe_bad
+    if spec.eplb_redundant and not expert_parallel:
+        bad.append(EPLB_NEEDS_EP.format(flag="vLLM's --enable-eplb",
+                                        what="--enable-expert-parallel"))  # fmt: skip
     if plan.ep > 1 and plan.dp > 1 and not plan.moe_tp:
         bad.append(
             "with --enable-expert-parallel the experts span every tp x dp rank; a plan with "
@@ -116,6 +123,8 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
         argv += [f["dp"], str(replicas)]
     if expert_parallel:
         argv.append(f["expert_parallel"])
+    if spec.eplb_redundant:  # vLLM EPLBConfig.num_redundant_experts
+        argv += [f["eplb"], f["eplb_config"], _json({"num_redundant_experts": spec.eplb_redundant})]
     argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
     if role in ("prefill", "decode"):
@@ -178,6 +187,9 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             "tp-size), while the plan's expert groups sit beside tp as separate replicas; "
             "not the priced layout"
         )
+    if spec.eplb_redundant and not (plan.moe_tp and _split(plan)[1] > 1):
+        bad.append(EPLB_NEEDS_EP.format(flag="SGLang's --ep-num-redundant-experts",
+                                        what="--ep-size > 1"))  # fmt: skip
     fmt, notes, fbad = _formats("sglang", spec.precision, spec)
     total = plan.world_size
     if total > spec.gpus_per_node and total % spec.gpus_per_node:
@@ -191,6 +203,8 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             argv += [f["dp_attention"], f["dp"], str(plan.ep)]
         if _split(plan)[1] > 1:
             argv += [f["ep"], str(_split(plan)[1])]
+    if spec.eplb_redundant:
+        argv += [f["eplb"], f["eplb_redundant"], str(spec.eplb_redundant)]
     if plan.cp > 1:
         argv += [f["attn_cp"], str(plan.cp), f["prefill_cp"]]
         notes.append(
@@ -256,6 +270,7 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             f"a replica of {size} devices spans nodes: trtllm-serve then needs an MPI "
             "or Slurm launch (trtllm-llmapi-launch), not written here"
         )
+    bad += _trtllm_eplb_refusals(plan, spec)
     _, notes, fbad = _formats("trtllm", spec.precision, spec)
     if bad or fbad:
         return _refuse("trtllm", role, bad + fbad)
@@ -265,6 +280,9 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     replicas = plan.dp * (1 if plan.moe_tp else plan.ep)
     if plan.moe_tp:
         yaml += _trtllm_moe(plan, eng["llm_args"])
+    if spec.eplb_redundant:  # MoeConfig.load_balancer (MoeLoadBalancerConfig.num_slots)
+        slots = spec.num_experts + spec.eplb_redundant
+        yaml += ["moe_config:", "  load_balancer:", f"    num_slots: {slots}"]
     argv = [a.format(model=spec.model) for a in eng["command"]]
     argv += [f["tp"], str(size // plan.pp), f["pp"], str(plan.pp)]
     seqs = ceil(batch / (plan.dp * plan.ep))  # per replica, or per attention-DP rank
@@ -288,6 +306,19 @@ def _trtllm_moe(plan: Plan, keys: dict[str, str]) -> list[str]:
     mt, me = _split(plan)
     lines = [f"{keys['attention_dp']}: true"] if plan.ep > 1 else []
     return lines + [f"{keys['moe_ep']}: {me}", f"{keys['moe_tp']}: {mt}"]
+
+
+def _trtllm_eplb_refusals(plan: Plan, spec: ExportSpec) -> list[str]:
+    """Why TensorRT-LLM's MoE load balancer cannot carry ``spec.eplb_redundant`` (empty: it can)."""
+    if not spec.eplb_redundant:
+        return []
+    if not (plan.moe_tp and _split(plan)[1] > 1):
+        return [EPLB_NEEDS_EP.format(flag="TensorRT-LLM's moe_load_balancer",
+                                     what="moe_expert_parallel_size > 1")]  # fmt: skip
+    if not spec.num_experts:
+        return ["eplb_redundant: TensorRT-LLM's load_balancer num_slots is experts + redundant "
+                "experts, and the model's expert count was not given"]  # fmt: skip
+    return []
 
 
 BUILDERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}

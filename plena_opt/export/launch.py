@@ -88,6 +88,8 @@ class ExportSpec:
     gpus_per_node: int = 8
     precision: str | None = None
     kv_precision: str | None = None
+    eplb_redundant: int = 0  # EPLB redundant experts (estimate.eplb); 0: off
+    num_experts: int = 0  # the model's routed experts (TensorRT-LLM num_slots); 0: unknown
 
     def __post_init__(self) -> None:
         if not self.model or self.model == "MODEL":
@@ -102,6 +104,8 @@ class ExportSpec:
             raise PlenaInputError("memory_fraction", "--memory-fraction must be in (0, 1]")
         if self.gpus_per_node < 1:
             raise PlenaInputError("gpus_per_node", "--gpus-per-node must be at least 1")
+        if self.eplb_redundant < 0:
+            raise PlenaInputError("eplb_redundant", "--eplb-redundant must be at least 0")
 
     @property
     def max_len(self) -> int:

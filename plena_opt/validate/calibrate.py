@@ -26,7 +26,9 @@ SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 # then taken from the same-silicon system named here (H200 and H100 share the GH100 compute die).
 MAX_IMPOSSIBLE_SHARE = 0.05
 SAME_COMPUTE = {"h200_sxm": "h100_sxm", "h100_sxm": "h200_sxm"}  # H100 has no MoE table
-GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
+# a block-scaled format runs at its base format's tensor-core peak (fp8_block: the FP8 peak)
+BLOCK_BASE = {"fp8_block": "fp8"}
 # fp8_block = e4m3 weights with one fp32 scale per 128x128 block (DeepSeek-V3 checkpoints)
 DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / (128 * 128), "fp4": 4.5 / 8}
 NAMES = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
@@ -116,8 +118,15 @@ def fit_decode(seq_heads, nbytes, measured, bw: float, data: str) -> Fit:
     return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
 
 
+def block_peaks(peaks: dict[str, float]) -> dict[str, float]:
+    """``peaks`` (FLOP/s per format) with each block-scaled format at its base format's peak."""
+    return {**peaks, **{b: peaks[f] for b, f in BLOCK_BASE.items() if f in peaks}}
+
+
 def gemm_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> dict[str, Fit]:
+    """Full-range GEMM curve per format of ``system``'s GEMM table (fp8_block at the FP8 peak)."""
     path = folder / f"{system}_gemm_vllm-0.19.0.csv.gz"
+    peaks = block_peaks(peaks)
     rows = read_rows(path)
     out = {}
     for dtype, fmt in GEMM_DTYPES.items():
@@ -263,6 +272,11 @@ def fit_moe(flops, nbytes, active, measured, peak: float, bw: float, data: str,
     return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
 
 
+def _peaks(prof: dict) -> dict[str, float]:
+    """FLOP/s peak per format of a profile document, block-scaled formats at their base's."""
+    return block_peaks({k: v["value"] for k, v in prof["peak_flops"].items()})
+
+
 def _sourced_curve(fit: Fit) -> dict:
     src = fit.source()
     return {k: {"value": v, "source": src} for k, v in fit.values.items()}
@@ -280,13 +294,13 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
         s: (p["peak_flops"]["bf16"]["value"], p["hbm"]["bandwidth_bytes_per_s"]["value"])
         for s, p in profs.items()
     }
-    all_peaks = {s: {k: v["value"] for k, v in p["peak_flops"].items()} for s, p in profs.items()}
+    all_peaks = {s: _peaks(p) for s, p in profs.items()}
     gpu = {s: (all_peaks[s], specs[s][1]) for s in SYSTEMS}
     pooled = pooled_gemm_fits(folder, gpu, {s: gemm_fits(folder, s, *gpu[s]) for s in SYSTEMS})
     for system, chip in SYSTEMS.items():
         path = profiles_dir() / f"{chip}.json"
         prof = profs[system]
-        peaks = {k: v["value"] for k, v in prof["peak_flops"].items()}
+        peaks = _peaks(prof)
         bw = specs[system][1]
         g = pooled[system]
         gd = gemm_decode_fits(folder, system, peaks, bw, g)
@@ -358,7 +372,8 @@ def transfer_profiles() -> None:
             prof[key] = _mark(donor.get(key, {}), note)
         prof["overheads"]["step_seconds"] = donor["overheads"]["step_seconds"]
         for key in ("gemm", "gemm_decode"):
-            prof[key] = {k: v for k, v in prof[key].items() if k in prof["peak_flops"]}
+            prof[key] = {k: v for k, v in prof[key].items()
+                         if BLOCK_BASE.get(k, k) in prof["peak_flops"]}  # fmt: skip
         if "gemm_decode_max_tokens" in donor:
             prof["gemm_decode_max_tokens"] = donor["gemm_decode_max_tokens"]
         path.write_text(json.dumps(prof, indent=2) + "\n")

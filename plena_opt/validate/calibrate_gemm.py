@@ -13,7 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from plena_opt.validate.calibrate import DTYPE_BYTES, GEMM_DTYPES, Fit, _col, curve, read_rows
+from plena_opt.validate.calibrate import (
+    DTYPE_BYTES,
+    GEMM_DTYPES,
+    Fit,
+    _col,
+    block_peaks,
+    curve,
+    read_rows,
+)
 
 # Decode-range GEMM fits: row counts up to ``DECODE_MAX_M`` (the decode batches the product prices
 # as memory-bound). A format gets one where its full-range fit, pulled by the compute-bound rows,
@@ -46,6 +54,7 @@ def gemm_decode_fits(
     from scipy.optimize import least_squares
 
     rows = read_rows(folder / f"{system}_gemm_vllm-0.19.0.csv.gz")
+    peaks = block_peaks(peaks)
     out = {}
     for dtype, fmt in GEMM_DTYPES.items():
         sel = [r for r in rows if r["gemm_dtype"] == dtype and int(r["m"]) <= DECODE_MAX_M]

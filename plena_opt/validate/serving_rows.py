@@ -9,7 +9,7 @@ product exactly, else the row is refused with the reason (never priced as a neig
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
@@ -41,8 +41,8 @@ def catalog_model(model: str) -> tuple[str, str] | None:
     return ARCHITECTURE_TWINS.get(found.name, found.name), found.hf_id
 
 
-# published quant mode -> product format ("fp8_block": 128x128 block scales, priced as block FP8
-# only on model types the evaluator prices that way, estimate.gpu.BLOCK_FP8_MODEL_TYPES)
+# published quant mode -> product format ("fp8_block": fp8 with 128x128 block scales, priced on
+# the chip's fitted fp8_block GEMM / fused-MoE curves: Workload.fp8_block_gemm / _moe)
 QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
                "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}  # fmt: skip
 FOUR_BIT = frozenset({"fp4", "mxfp4", "int4"})
@@ -84,6 +84,8 @@ class Deployment:
     moe_tp: int = 0  # an explicit MoE split (``Plan.moe_tp``); 0: ``moe_tp_mode`` says
     # disaggregated rows: (prefill workers, prefill TP, decode workers, decode TP); None: agg
     pools: tuple[int, int, int, int] | None = None
+    fp8_block_gemm: bool = False  # the row's GEMMs / experts are fp8_block (Workload fields)
+    fp8_block_moe: bool = False
 
 
 class Refused(Exception):
@@ -158,28 +160,37 @@ def resolve(row: ServingRow) -> Deployment:
     if gpus > per_node and gpus % per_node:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
-    return Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
-                      _int(row, "isl"), _int(row, "osl"), conc, moe_tp)  # fmt: skip
+    d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
+                   _int(row, "isl"), _int(row, "osl"), conc, moe_tp)  # fmt: skip
+    return _with_block(row, d)
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
     from plena_opt.chip import load_chip
-    from plena_opt.estimate.gpu import BLOCK_FP8_MODEL_TYPES
     from plena_opt.models import load_model
 
-    model = load_model(model_name)
+    model, chip = load_model(model_name), load_chip(chip_name)
     gemm = row.get("gemm_quant_mode")
     modes = [gemm] + ([row.get("moe_quant_mode")] if model.num_experts else [])
     fmts = []
-    for m in modes:
+    for i, m in enumerate(modes):
         if m not in QUANT_MODES:
             raise Refused(f"quant mode {m!r} is not modelled (known: {', '.join(QUANT_MODES)})")
-        if m == "fp8_block" and model.model_type not in BLOCK_FP8_MODEL_TYPES:
-            raise Refused(f"fp8_block weights on {model.model_type} are not modelled")
+        kind = "gemm" if i == 0 else "moe"
+        if m == "fp8_block" and "fp8_block" not in getattr(chip, kind, {}):
+            raise Refused(f"fp8_block {kind} on {chip.name}: no {kind}.fp8_block curve (no "
+                          f"{kind} kernel table with fp8_block rows for this chip)")  # fmt: skip
         fmts.append(QUANT_MODES[m])
     if len(set(fmts)) > 1:
         raise Refused(f"GEMM and MoE formats differ ({' vs '.join(modes)}): one format per plan")
-    return _on_chip(fmts[0], modes[0], load_chip(chip_name), model)
+    return _on_chip(fmts[0], modes[0], chip, model)
+
+
+def _with_block(row: ServingRow, d: Deployment) -> Deployment:
+    """``d`` with the row's fp8_block GEMM / MoE modes."""
+    gemm = row.get("gemm_quant_mode") == "fp8_block"
+    moe = row.get("moe_quant_mode") == "fp8_block"
+    return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
 
 
 def _on_chip(fmt: str, mode: str, chip, model) -> str:
@@ -245,6 +256,7 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     if gpus > per_node and gpus % per_node:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
-    return Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
-                      "replace", engine, _int(row, "isl"), _int(row, "osl"),
-                      _int(row, "concurrency"), pools=tuple(pools))  # type: ignore[arg-type]  # fmt: skip
+    d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
+                   "replace", engine, _int(row, "isl"), _int(row, "osl"),
+                   _int(row, "concurrency"), pools=tuple(pools))  # type: ignore[arg-type]  # fmt: skip
+    return _with_block(row, d)

@@ -16,6 +16,7 @@ import numpy as np
 
 from plena_opt.chip.gpu.profile import AttentionCurve, GemmCurve, GpuChipProfile
 from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, is_weight_only
+from plena_opt.errors import PlenaInputError
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,22 @@ class GpuPerfModel:
         self.kernel_s = chip.overheads.kernel_seconds.value
         self.step_s = chip.overheads.step_seconds.value
         self.ew_eff = chip.overheads.elementwise_bandwidth_efficiency.value
+
+    def block_scaled(self) -> GpuPerfModel:
+        """This model with its GEMMs on the chip's ``<format>_block`` curves (weights with
+        128x128 block scales); refused naming the curve where the chip has none."""
+        from copy import copy
+
+        key = self.compute_format + "_block"
+        if key not in self.chip.gemm:
+            raise PlenaInputError(
+                "precision", f"{self.chip.name} has no gemm.{key} curve (block-scaled "
+                f"{self.compute_format} GEMMs are priced from a fitted kernel table)"
+            )  # fmt: skip
+        out = copy(self)
+        out.gemm_curve = self.chip.gemm[key]
+        out.gemm_decode_curve = self.chip.gemm_decode.get(key, out.gemm_curve)
+        return out
 
     def gemm(self, m: int, n: int, k: int) -> KernelTime:
         """``[m,k] × [k,n]`` with weights in the model format; activations in/out."""
