@@ -407,6 +407,7 @@ PLANNER_PAST = [
     ("model_dir", "d" * (shared.MAX_PATH_CHARS + 1)),
     ("noc_name", "n" * (limits.MAX_NAME_CHARS + 1)),
     ("request_rate", MAX_REQUEST_RATE * 2),
+    ("percentile", "p" * (limits.MAX_NAME_CHARS + 1)),
     *[(f, n) for f in ("input_seq", "trials", "devices", "concurrency") for n in HUGE],
     *[("seed", n) for n in HUGE if n >= 2**32],
 ]
@@ -444,9 +445,22 @@ def test_planner_fields_never_500(client):
     """Every planner field with every wrong type, non-finite and huge value: 200 (a started
     job, cancelled at once), 422, or 503 while two jobs run; never 500."""
     names = ["devices", "batch_sizes", "concurrency", "engine", "objectives", "request_rate"]
+    names += ["percentile"]
     for name in [*PLANNER_OK, *names, "model_dir", "noc_document", "noc_name"]:
         for value in [*WRONG, *NONFINITE, *HUGE, -(2**63), "9" * 5000]:
             r = _post(client, "/api/planner/jobs", {**_planner_base(name), name: value})
+            assert r.status_code in (200, 422, 503), (name, value, r.status_code, r.text[:200])
+            if r.status_code == 200:
+                client.post(f"/api/planner/jobs/{r.json()['id']}/cancel")
+
+
+def test_planner_fields_under_load_never_500(client):
+    """A search under load (a workload and a percentile) with each of its fields wrong: 200,
+    422 or 503, never 500."""
+    loaded = {**PLANNER_OK, "concurrency": 2, "percentile": "p90", "engine": "vllm"}
+    for name in ["concurrency", "request_rate", "engine", "percentile", "serving", "chip"]:
+        for value in [*WRONG, *NONFINITE, *HUGE, "p95", "disaggregated", "both"]:
+            r = _post(client, "/api/planner/jobs", {**loaded, name: value})
             assert r.status_code in (200, 422, 503), (name, value, r.status_code, r.text[:200])
             if r.status_code == 200:
                 client.post(f"/api/planner/jobs/{r.json()['id']}/cancel")

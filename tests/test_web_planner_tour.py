@@ -32,7 +32,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "plena_opt/models/configs"
 FORM_CONTROLS = [
     "pl-filter", "pl-model", "pl-upload", "pl-model-dir", "pl-chip", "pl-noc", "pl-noc-upload",
     "pl-devices", "pl-gpn", "pl-input", "pl-output", "pl-batches", "pl-load-kind", "pl-conc",
-    "pl-engine", "pl-precision", "pl-ttft", "pl-tpot", "pl-serving", "pl-trials", "pl-seed",
+    "pl-engine", "pl-precision", "pl-ttft", "pl-tpot", "pl-percentile", "pl-serving", "pl-trials",
+    "pl-seed",
     "pl-run",
 ]  # fmt: skip
 

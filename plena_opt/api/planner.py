@@ -6,7 +6,8 @@ and loads its problem; ``PlannerSearch.command`` is the CLI command that reprodu
 ``run_planner`` runs it (``search_plans``, then ``decide_serving`` and ``recommend``) with a
 progress callback and a ``StopToken``; ``front_points`` gives the points the page plots: tokens/s
 per GPU against tokens/s per user, the serving fronts (aggregated, disaggregated; figures under
-load) when the search compared them, else the search front (static model), and infeasible scored
+load) when the search compared them, else the search front (static model; under a
+``percentile``'s workload, the under-load figures at that percentile), and infeasible scored
 plans with the constraints they break. Times in ms, rates in tokens/s.
 """
 
@@ -51,6 +52,13 @@ FLAGS = {
     "trials": "--trials",
     "seed": "--seed",
 }
+# the flags of a search under load (a ``percentile`` given; else they price only the plan view)
+LOAD_FLAGS = {
+    "concurrency": "--concurrency",
+    "request_rate": "--request-rate",
+    "engine": "--engine",
+    "percentile": "--percentile",
+}
 
 
 def input_error(exc: ValidationError) -> PlenaInputError:
@@ -72,6 +80,7 @@ class PlannerSearch:
     problem: EvaluatorInputs
     command: str
     fields: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None  # what the page says about the search (under load: aggregated only)
 
 
 def _batches(text: str | None) -> tuple[list[int] | None, bool]:
@@ -133,6 +142,7 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
 
     spec = _spec(fields)
     _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"))
+    load, serving, note = _search_load(fields)
     sizes, auto = _batches(fields.get("batch_sizes"))
     try:
         request = SearchRequest(
@@ -145,8 +155,9 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
             sampler=fields.get("sampler") or "auto",
             trials=fields.get("trials", 200),
             seed=fields.get("seed"),
-            serving=fields.get("serving") or "aggregated",
+            serving=serving,
             storage=MEMORY_STORAGE,  # the page keeps its studies in memory
+            **load,
         )
     except ValidationError as exc:
         raise input_error(exc) from exc
@@ -156,7 +167,48 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
         if exc.field == "model_path" and fields.get("model_dir") is not None:
             raise PlenaInputError("model_dir", str(exc)) from None
         raise
-    return PlannerSearch(request, problem, search_command(fields), dict(fields))
+    if request.under_load:  # a PLENA chip or a NoC-less problem: refused before the job starts
+        from plena_opt.api.under_load import check_target_engine
+
+        check_target_engine(problem, request.engine or "vllm", None)
+    shown = {**fields, "serving": serving}
+    return PlannerSearch(request, problem, search_command(shown), dict(fields), note)
+
+
+def _search_load(f: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]:
+    """(the ``SearchRequest`` under-load fields, its serving mode, the page's note). A
+    ``percentile`` asks for the search under load (the ``concurrency`` or ``request_rate``
+    workload, ``engine``'s scheduler; SLAs and objectives at that percentile); without one the
+    workload prices only the plan view, as before. Under load the search is aggregated (the
+    CLI prices no ``--serving`` comparison under load): ``both`` drops the comparison and says
+    so, ``disaggregated`` is refused with the CLI's message."""
+    serving = f.get("serving") or "aggregated"
+    pct = f.get("percentile")
+    if pct is None:
+        return {}, serving, None
+    if pct not in ("p50", "p90", "p99"):
+        raise PlenaInputError(
+            "percentile",
+            f"--percentile: invalid choice {str(pct)[:64]!r} (choose from p50, p90, p99)",
+        )
+    conc, rate = f.get("concurrency"), f.get("request_rate")
+    if conc is None and rate is None:
+        raise PlenaInputError(
+            "percentile",
+            f"--percentile {pct} judges the SLA under load on this page (it runs no Monte Carlo "
+            "re-check): give --concurrency or --request-rate",
+        )
+    if serving == "disaggregated":
+        raise PlenaInputError(
+            "serving",
+            "--serving is not priced under load; drop it or --concurrency/--request-rate",
+        )
+    engine = f.get("engine") or "vllm"
+    note = f"searched {load_words(conc, rate, engine, pct)}: aggregated plans only"
+    if serving == "both":
+        note += " — the CLI prices no --serving comparison under load"
+    load = {"concurrency": conc, "request_rate": rate, "engine": engine, "percentile": pct}
+    return load, "aggregated", note
 
 
 def _check_load(engine: str | None, concurrency: int | None, rate: float | None = None) -> None:
@@ -188,7 +240,8 @@ def search_command(f: Mapping[str, Any]) -> str:
     custom["noc"] = f.get("noc_document") is not None
     if custom["noc"]:
         argv += ["--noc", UPLOADED_NOC]
-    for name, flag in FLAGS.items():
+    flags = {**FLAGS, **(LOAD_FLAGS if f.get("percentile") is not None else {})}
+    for name, flag in flags.items():
         value = f.get(name)
         if value in (None, "", []) or custom.get(name):
             continue
@@ -278,16 +331,36 @@ def front_points(result: SearchResult) -> list[dict[str, Any]]:
             for e in (cmp.get(mode) or {}).get("front", [])
         ]
     else:
-        pts = [_entry_point(e, "model, static batch") for e in result.front]
+        pts = [_entry_point(e, basis_of(result)) for e in result.front]
     bad = [e for e in getattr(result, "scored", []) or [] if not e.feasible]
-    pts += [_entry_point(e, "model, static batch") for e in bad[:MAX_INFEASIBLE_POINTS]]
+    pts += [_entry_point(e, basis_of(result)) for e in bad[:MAX_INFEASIBLE_POINTS]]
     return pts
 
 
-def live_points(progress: Any) -> list[dict[str, Any]]:
-    """The front a running search has so far (``Progress.front``, at most
+def basis_of(result: SearchResult) -> str:
+    """What a search front's figures are: the static batch, or (a search under load) the
+    workload, engine and percentile they were priced at."""
+    load = getattr(result, "under_load", None)
+    if not load:
+        return "model, static batch"
+    rate = load.get("request_rate_per_s")
+    return load_words(load.get("concurrency"), rate, load["engine"], load["percentile"])
+
+
+def load_words(clients: int | None, rate: float | None, engine: str, pct: str) -> str:
+    """``under load (16 clients, vllm, SLA at p90; steady state)``: a workload in words."""
+    what = f"{clients} clients" if clients is not None else f"{rate:g} requests/s"
+    return f"under load ({what}, {engine}, SLA at {pct}; steady state)"
+
+
+def live_points(progress: Any, ps: PlannerSearch | None = None) -> list[dict[str, Any]]:
+    """The front a running search (``ps``) has so far (``Progress.front``, at most
     ``search.progress.PROGRESS_FRONT_POINTS`` points), as the page plots it."""
-    return [_entry_point(e, "model, static batch (search so far)") for e in progress.front]
+    r = None if ps is None else ps.request
+    basis = "model, static batch"
+    if r is not None and r.under_load:
+        basis = load_words(r.concurrency, r.request_rate, r.engine or "vllm", str(r.percentile))
+    return [_entry_point(e, f"{basis} (search so far)") for e in progress.front]
 
 
 def planner_catalog() -> dict[str, Any]:

@@ -59,6 +59,9 @@ class PlannerIn(BaseModel):
     concurrency: int | None = None  # 1..MAX_CONCURRENCY, checked as the CLI checks it
     request_rate: float | None = None  # requests/s, (0, MAX_REQUEST_RATE]; not with concurrency
     engine: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    # given: the search runs under the workload and judges the SLAs at this percentile
+    # (``search --percentile``); None: the workload prices only the plan view
+    percentile: Literal["p50", "p90", "p99"] | None = None
     max_ttft_ms: float | None = None
     max_tpot_ms: float | None = None
     objectives: list[str] = Field(
@@ -120,6 +123,7 @@ def job_view(job: Job) -> dict[str, Any]:
         "model_dir": job.fields.get("model_dir"),
         "noc_uploaded": job.fields.get("noc_document") is not None,
         "command": job.search.command,
+        "note": job.search.note,
         "progress": job.progress,
         "elapsed_s": job.elapsed_s,
         "stopped_after_s": job.stopped_after_s,
@@ -144,6 +148,7 @@ def job_view(job: Job) -> dict[str, Any]:
                 "verdict": cmp.get("verdict"),
                 "empty_reason": getattr(r, "empty_reason", None),
                 "infeasible": r.infeasible,
+                "under_load": getattr(r, "under_load", None),
             },
         }
     return finite(out)

@@ -86,7 +86,7 @@ class PlannerJobs:
                 "front_size": p.front_size,
                 "hypervolume": p.hypervolume,
                 "trials_per_s": p.trials_per_s,
-                "front": live_points(p),  # the front as it grows (bounded count)
+                "front": live_points(p, job.search),  # the front as it grows (bounded)
             }
 
         try:

@@ -95,6 +95,7 @@ export function formFields() {
     engine: $("pl-engine").value, max_ttft_ms: num("pl-ttft"), max_tpot_ms: num("pl-tpot"),
     objectives: [...$("pl-objectives").querySelectorAll("input:checked")].map((x) => x.value),
     precision: $("pl-precision").value || undefined, serving: $("pl-serving").value,
+    percentile: $("pl-percentile").value || undefined,
     trials: num("pl-trials"), seed: num("pl-seed"),
   });
   if ($("pl-batches").value.trim()) f.batch_sizes = $("pl-batches").value.trim();
@@ -117,6 +118,7 @@ function setForm(f) {
   loadKind();
   set("pl-ttft", f.max_ttft_ms ?? ""); set("pl-tpot", f.max_tpot_ms ?? ""); set("pl-precision", f.precision ?? "");
   set("pl-serving", f.serving); set("pl-trials", f.trials); set("pl-seed", f.seed);
+  set("pl-percentile", f.percentile ?? "");
   if (f.objectives) for (const x of $("pl-objectives").querySelectorAll("input")) x.checked = f.objectives.includes(x.value);
   nodesHint();
 }

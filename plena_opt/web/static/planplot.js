@@ -60,6 +60,8 @@ function plot(v) {
 }
 
 function table(v, compare) {
+  const load = v.answer.summary && v.answer.summary.under_load;
+  const at = load ? ` ${esc(load.percentile)}` : "";
   const rows = v.answer.points.filter((p) => p.feasible)
     .sort((a, b) => b.tps_per_gpu - a.tps_per_gpu)
     .map((p) => `<tr data-key="${esc(p.key)}" data-mode="${p.mode}" tabindex="0">
@@ -69,7 +71,7 @@ function table(v, compare) {
       <td><input type="checkbox" data-compare="${esc(p.key)}" aria-label="compare ${esc(p.label)}"${compare.includes(p.key) ? " checked" : ""}></td></tr>`)
     .join("");
   return `<table class="front-table" id="pl-table"><thead><tr><th>mode</th><th>plan</th><th>GPUs</th><th>tok/s/GPU</th>
-    <th>tok/s/user</th><th>TTFT ms</th><th>TPOT ms</th><th>$/Mtok</th><th>compare</th></tr></thead><tbody>${rows}</tbody></table>`;
+    <th>tok/s/user</th><th>TTFT${at} ms</th><th>TPOT${at} ms</th><th>$/Mtok</th><th>compare</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** The front of a running search as it grows (``progress.front``, thinned by the server). */
@@ -88,9 +90,12 @@ export function answerHtml(v, compare) {
   const said = rec && rec.reason && s.verdict && rec.reason.includes(s.verdict);
   const verdict = s.verdict && !said ? `<p class="verdict">${esc(s.verdict)}</p>` : "";
   const empty = s.empty_reason ? `<p class="error">${esc(s.empty_reason)}</p>` : "";
-  return `${recommendationLine(v.answer.recommendation, s.infeasible)}${verdict}${empty}
+  const note = v.note ? `<p class="verdict" id="pl-note">${esc(v.note)}</p>` : "";
+  const front = v.answer.points.find((p) => p.feasible);
+  const under = s.under_load && front ? ` ${esc(front.basis)}` : "";
+  return `${recommendationLine(v.answer.recommendation, s.infeasible)}${verdict}${note}${empty}
     <div class="answer-grid"><div>${plot(v)}</div>
-    <div class="answer-side"><h4>Front (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare)}
+    <div class="answer-side"><h4 id="pl-front-head">Front${under} (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare)}
     <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p></div></div>`;
 }
 
