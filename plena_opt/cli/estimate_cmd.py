@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from plena_opt.api.catalog import DEFAULT_NOC, Plan
 from plena_opt.cli.calibration_flag import add_calibration_flag
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
@@ -16,7 +17,6 @@ from plena_opt.cli.common import (
     problem_from_args,
 )
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_NOC, Plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -191,7 +191,7 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         # The single-chip estimate ignores the network; load the rest of the flags as usual.
         spec = problem_from_args(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
         problem = api.load_problem(spec)
-        from plena_opt.chip.gpu import GpuChipProfile
+        from plena_opt.api.catalog import GpuChipProfile
 
         if isinstance(problem.chip, GpuChipProfile):
             raise PlenaInputError(
@@ -201,7 +201,7 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         result = api.estimate_single_chip(problem)
     else:
         problem = api.load_problem(problem_from_args(args))
-        from plena_opt.estimate.cost import load_prices
+        from plena_opt.api.catalog import load_prices
 
         result = api.estimate_plan(problem, plan, load_prices(args.prices))
         if _wants_load(args):

@@ -14,6 +14,20 @@ from pydantic import ValidationError
 
 from plena_opt import api, jsonio
 from plena_opt.api.recheck import default_top_k, render_recheck
+from plena_opt.api.search_io import (
+    BASIS_MONTE_CARLO,
+    PLOT_FORMATS,
+    SearchRequest,
+    SearchResult,
+    no_front_message,
+    plot_front,
+    render_goodput,
+    render_json,
+    render_text,
+    write_csv,
+    write_csv_all,
+)
+from plena_opt.api.studies import DEFAULT_STORAGE
 from plena_opt.bounds import MAX_SAMPLES, MAX_TOP_K, check_count
 from plena_opt.cli.calibration_flag import add_calibration_flag
 from plena_opt.cli.commands import help_of
@@ -30,19 +44,6 @@ from plena_opt.cli.search_flags import add_search_flags
 from plena_opt.cli.search_report import ProgressReporter, next_steps, plot_title
 from plena_opt.cli.worker_cmd import check_store_plans, search_with_workers
 from plena_opt.errors import PlenaInputError
-from plena_opt.search.output import (
-    PLOT_FORMATS,
-    no_front_message,
-    plot_front,
-    render_json,
-    render_text,
-    write_csv,
-    write_csv_all,
-)
-from plena_opt.search.request import SearchRequest
-from plena_opt.search.result import SearchResult
-from plena_opt.search.serving import BASIS_MONTE_CARLO, render_goodput
-from plena_opt.search.storage import DEFAULT_STORAGE
 
 
 def register(subparsers: Any) -> None:
@@ -184,14 +185,14 @@ def check_under_load(args: argparse.Namespace, request: SearchRequest) -> None:
 
 def check_serving_study(request: Any) -> None:
     """Before searching: the comparison's study name must be free or this search's own."""
-    from plena_opt.search.request import MEMORY_STORAGE
-    from plena_opt.search.storage import open_storage, storage_exists
+    from plena_opt.api.search_io import MEMORY_STORAGE
+    from plena_opt.api.studies import open_storage, storage_exists
 
     url = request.storage or DEFAULT_STORAGE
     if request.serving == "aggregated" or url == MEMORY_STORAGE or not storage_exists(url):
         return
-    from plena_opt.search.runner import default_study_name
-    from plena_opt.search.serving_store import check_owner
+    from plena_opt.api.search_io import default_study_name
+    from plena_opt.api.studies import check_owner
 
     check_owner(open_storage(url), request.study or default_study_name(request))
 
@@ -201,7 +202,7 @@ def emit_serving(result: SearchResult) -> None:
     if result.serving.get("goodput_tps_per_device") is not None:
         print(render_goodput(result.serving))
     if "comparison" in result.serving:
-        from plena_opt.search.serving_compare import render_comparison
+        from plena_opt.api.search_io import render_comparison
 
         print(render_comparison(result.serving["comparison"]))
 
@@ -220,8 +221,7 @@ def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]
     """``--export-dir``: launch files of the top plans; what was written (for the report)."""
     if not getattr(args, "export_dir", None):
         return []
-    from plena_opt.export import ExportSpec
-    from plena_opt.export.files import write_exports
+    from plena_opt.api.launch import ExportSpec, write_exports
 
     spec = ExportSpec(
         model=export_model(args),

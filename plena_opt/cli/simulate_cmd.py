@@ -15,6 +15,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from plena_opt import api, jsonio
+from plena_opt.api.simulation_io import (
+    SCHEDULES,
+    NoiseSpec,
+    check_duration,
+    check_schedule_durations,
+    check_schedule_shape,
+    check_seed,
+    parse_noise,
+    render_schedule,
+    schedule_op_types,
+    write_trace,
+)
 from plena_opt.bounds import MAX_SAMPLES, MAX_SCHEDULE_OPS, MAX_WINDOW_STEPS, check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
@@ -27,16 +39,6 @@ from plena_opt.cli.common import (
     problem_from_args,
 )
 from plena_opt.errors import PlenaInputError
-from plena_opt.simulator.engine import (
-    NoiseSpec,
-    check_duration,
-    check_schedule_durations,
-    check_seed,
-    parse_noise,
-    write_trace,
-)
-from plena_opt.simulator.report import render_schedule
-from plena_opt.simulator.scheduler import SCHEDULES, check_schedule_shape, schedule_op_types
 
 
 def parse_durations(

@@ -22,7 +22,7 @@ _STORES_LOCK = threading.Lock()
 
 def _open(storage: str | None) -> Any:
     """The server's study store, opened once (a journal is then synced incrementally)."""
-    from plena_opt.search.storage import DEFAULT_STORAGE, open_storage, storage_exists
+    from plena_opt.api.studies import DEFAULT_STORAGE, open_storage, storage_exists
 
     url = storage or DEFAULT_STORAGE
     with _STORES_LOCK:
@@ -43,7 +43,7 @@ def fail_stale_trials(storage: str | None, name: str) -> int:
     """
     import optuna
 
-    from plena_opt.search.storage import fail_stale_trials as fail_stale
+    from plena_opt.api.studies import fail_stale_trials as fail_stale
 
     store = _open(storage)
     if store is None or name not in optuna.get_all_study_names(store):
@@ -60,9 +60,14 @@ def study_exists(storage: str | None, name: str) -> bool:
 
 def get_study(storage: str | None, name: str) -> pb.GetStudyResponse:
     """The feasible Pareto front of a stored study's completed trials."""
-    from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
-    from plena_opt.search.storage import committed_view, load_existing_study
-    from plena_opt.search.trials import front_trials, trials_completed
+    from plena_opt.api.studies import (
+        METRICS_ATTR,
+        PLAN_ATTR,
+        committed_view,
+        front_trials,
+        load_existing_study,
+        trials_completed,
+    )
 
     store = _open(storage)
     if store is None:
@@ -97,8 +102,8 @@ def list_studies(storage: str | None) -> pb.ListStudiesResponse:
     """Summaries of the stored studies (``plena_opt.search.storage.list_studies`` rows)."""
     import json
 
-    from plena_opt.search.storage import committed_view
-    from plena_opt.search.storage import list_studies as rows_of
+    from plena_opt.api.studies import committed_view
+    from plena_opt.api.studies import list_studies as rows_of
 
     store = _open(storage)
     if store is None:

@@ -100,9 +100,9 @@ def _print_disaggregated(args: argparse.Namespace, msg: object) -> int:
 
 def remote_search(args: argparse.Namespace) -> int:
     """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
+    from plena_opt.api.search_io import no_front_message
     from plena_opt.cli.robust_report import annotate_remote
     from plena_opt.cli.search_cmd import check_outputs, recheck_noise, write_outputs
-    from plena_opt.search.output import no_front_message
 
     recheck_noise(args)  # same checks as local mode, before anything runs
     check_outputs(args)
@@ -148,8 +148,8 @@ def _plot_title(args: argparse.Namespace) -> str | None:
 
 def remote_simulate(args: argparse.Namespace) -> int:
     """``plena-opt simulate --server``: print what local mode prints (same tables and JSON)."""
+    from plena_opt.api.simulation_io import render_schedule, render_serving
     from plena_opt.cli.simulate_cmd import write_traces
-    from plena_opt.simulator.report import render_schedule, render_serving
 
     request = simulate_request_from_args(args)
     try:

@@ -13,10 +13,10 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.api.catalog import DEFAULT_MEMORY, DEFAULT_MODEL
 from plena_opt.api.wire import noise_to_proto, plan_to_proto
 from plena_opt.cli.common import check_sources, is_gpu_chip, plan_from_args
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL
 
 
 def _is_path(value: str) -> bool:
