@@ -137,10 +137,9 @@ def enable_reflection(server: grpc.Server, services: tuple[str, ...]) -> None:
 
 def clear_stale_journal_lock(storage: str | None, stale_after: float = STALE_LOCK_SECONDS) -> bool:
     """Remove a journal lock left by a process killed while writing (``search.storage``)."""
-    from plena_opt.api.studies import DEFAULT_STORAGE
-    from plena_opt.api.studies import clear_stale_journal_lock as clear
+    from plena_opt.api.studies import clear_stale_lock
 
-    return clear(storage or DEFAULT_STORAGE, stale_after)
+    return clear_stale_lock(storage, stale_after)
 
 
 # Libraries the handlers import lazily (to keep `plena-opt --help` fast). Imported once before
