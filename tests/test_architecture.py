@@ -330,10 +330,12 @@ def test_no_new_import_cycle():
     assert [sorted(c) for c in new_cycles(cycles, KNOWN_CYCLES)] == []
 
 
-def test_every_known_cycle_is_one_component_of_modules_that_exist():
-    modules = product_modules()
-    for cycle in KNOWN_CYCLES:
-        assert cycle <= set(modules), cycle - set(modules)
+def test_every_known_cycle_still_exists():
+    """The list only shrinks: a known cycle that is gone (or whose modules moved) is removed from
+    ``KNOWN_CYCLES`` so that it cannot come back unnoticed."""
+    cycles = import_cycles(import_graph(product_modules()))
+    stale = [sorted(k) for k in KNOWN_CYCLES if not any(c <= k for c in cycles)]
+    assert stale == []
 
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
