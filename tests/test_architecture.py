@@ -310,11 +310,6 @@ KNOWN_CYCLES = [
     {"plena_opt.validate.calibrate", "plena_opt.validate.calibrate_gemm"}
     | {"plena_opt.validate.calibrate_w4a16"},
     {"plena_opt.validate.calibrate_links", "plena_opt.validate.calibrate_noc"},
-    # the commands dispatch to remote mode, which reuses their flag helpers (speculation_of_args,
-    # batch_list, noise_from_flag, request_from_args, write_outputs...): to move into flag modules
-    {"plena_opt.cli.estimate_cmd", "plena_opt.cli.search_cmd", "plena_opt.cli.simulate_cmd"}
-    | {"plena_opt.cli.remote", "plena_opt.cli.remote.requests", "plena_opt.cli.remote.session"}
-    | {"plena_opt.cli.robust_report"},
 ]
 
 
