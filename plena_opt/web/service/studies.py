@@ -20,11 +20,11 @@ def list_studies(storage: str | None) -> list[dict[str, Any]]:
     import optuna
 
     from plena_opt.api.studies import list_studies as _list
-    from plena_opt.api.studies import open_storage, storage_exists
+    from plena_opt.api.studies import open_store
 
-    if not storage_exists(storage):
+    store = open_store(storage)
+    if store is None:
         return []
-    store = open_storage(storage)
     rows = _list(store)
     attrs = {s.study_name: s.user_attrs for s in optuna.get_all_study_summaries(store, False)}
     for r in rows:
@@ -36,16 +36,11 @@ def list_studies(storage: str | None) -> list[dict[str, Any]]:
 def _stored_study(storage: str | None, name: str) -> Iterator[tuple[Any, Any]]:
     """(store, study ``name``) read as committed on disk (``committed_view``); 404 when the
     store or the study is absent."""
-    from plena_opt.api.studies import (
-        committed_view,
-        load_existing_study,
-        open_storage,
-        storage_exists,
-    )
+    from plena_opt.api.studies import committed_view, load_existing_study, open_store
 
-    if not storage_exists(storage):
+    store = open_store(storage)
+    if store is None:
         raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
-    store = open_storage(storage)
     with committed_view(store):
         yield store, load_existing_study(name, store)
 
