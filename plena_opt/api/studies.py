@@ -38,7 +38,9 @@ _EXPORTS = {
     "trials_completed": "plena_opt.search.trials",
 }
 
-__all__ = sorted(_EXPORTS)
+USE_CASES = ["FrontTrial", "StoredFront", "clear_stale_lock", "fail_stale", "open_store"]
+USE_CASES += ["stored_front", "study_rows"]
+__all__ = sorted([*_EXPORTS, *USE_CASES])
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
