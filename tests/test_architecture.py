@@ -5,7 +5,13 @@ deepstack ← chip/memory/models ← estimate ← search / simulator ← api (us
 ``plena_opt.stop``, ``plena_opt.bounds`` and ``plena_opt.jsonio`` are leaves every layer may use;
 the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
 may import its own package and lower layers, never a peer package of its layer (the front ends'
-exceptions are listed), and never a private (``_name``) name of another package.
+exceptions are listed), and never a private (``_name``) name of another package. A front end
+(cli, web, server) imports only ``plena_opt.api`` (its use cases and the re-export modules that
+name what a front end shows: ``api.catalog``, ``api.studies``, ``api.search_io``,
+``api.simulation_io``, ``api.launch``, ``api.network``), the use case ``plena_opt.validate``, the
+package ``plena_opt`` itself, the leaves and the exceptions listed. No import cycle exists
+anywhere, imports inside functions counted (``KNOWN_CYCLES`` lists today's, to be removed).
+Each rule is shown failing on a small fake tree.
 """
 
 from __future__ import annotations
@@ -57,6 +63,18 @@ ALLOWED = {
     ("plena_opt.cli", "plena_opt.web"),  # `plena-opt ui` starts the web app
 }
 PROTO_USERS = {"plena_opt.api", "plena_opt.cli", "plena_server", "plena_client"}
+FRONT_ENDS = {"plena_opt.cli", "plena_opt.web", "plena_server"}
+# What a front end may import besides its own package and the ALLOWED exceptions: the use cases
+# (``plena_opt.api``; ``plena_opt.validate``, the scorecard use case; ``plena_opt``, the library
+# API), the leaves, and the generated API. Never chip, memory, models, estimate, search,
+# simulator, serving, export or deepstack: their names reach a front end through ``api``.
+FRONT_END_MAY_IMPORT = {
+    "plena_opt",
+    "plena_opt.api",
+    "plena_opt.validate",
+    "plena_proto",
+    *(pkg for pkg, layer in LAYER.items() if layer == 1),
+}
 
 
 def package_of(module: str) -> str:
@@ -88,6 +106,8 @@ def check_source(module: str, source: str) -> list[str]:
         for target, name in targets:
             if not first_party(target):
                 continue
+            if target == "plena_opt" and f"plena_opt.{name}" in LAYER:  # from plena_opt import x
+                target = f"plena_opt.{name}"
             pkg = package_of(target)
             if name and name.startswith("_") and not name.startswith("__") and pkg != own:
                 out.append(f"{module}: imports private name {name} of {target}")
@@ -106,13 +126,16 @@ def check_source(module: str, source: str) -> list[str]:
             low, high = LAYER.get(pkg), LAYER.get(own)
             if low is None or high is None or low >= high:
                 out.append(f"{module}: imports {target} (layer {high} may not import {low})")
+            elif own in FRONT_ENDS and pkg not in FRONT_END_MAY_IMPORT:
+                out.append(f"{module}: imports {target} (a front end imports only plena_opt.api)")
     return out
 
 
-def product_modules() -> dict[str, Path]:
-    """Every first-party module of the product (not tests, benchmarks or generated stubs)."""
+def product_modules(roots: dict[str, Path] | None = None) -> dict[str, Path]:
+    """Every first-party module of the product (not tests, benchmarks or generated stubs); with
+    ``roots`` (top package → the folder holding it), those packages' modules."""
     mods = {}
-    for top, root in ROOTS.items():
+    for top, root in (ROOTS if roots is None else roots).items():
         for path in sorted((root / top).rglob("*.py")):
             rel = path.relative_to(root).with_suffix("")
             parts = list(rel.parts)
@@ -146,7 +169,11 @@ def test_the_product_keeps_the_dependency_rules():
         ("plena_client.x", "from plena_opt.errors import E", "imports only plena_proto"),
         ("plena_opt.search.x", "from plena_proto import plena_opt_pb2", "generated API"),
         ("deepstack.x", "from plena_opt.errors import E", "deepstack imports nothing"),
-        ("plena_opt.cli.x", "from plena_opt.search.runner import _Search", "private name"),
+        ("plena_opt.cli.x", "from plena_opt.api.searches import _Search", "private name"),
+        ("plena_opt.cli.x", "from plena_opt.search.storage import S", "front end imports only"),
+        ("plena_opt.web.x", "def f():\n    import plena_opt.simulator.engine", "front end imports"),
+        ("plena_server.x", "from plena_opt import estimate", "front end imports only"),
+        ("plena_opt.cli.x", "import deepstack", "front end imports only"),
         ("plena_opt.estimate.sub.x", "from ...search import runner", "layer 3 may not import 4"),
     ],
 )
@@ -160,6 +187,8 @@ def test_a_broken_rule_is_reported(module, source, expected):
     [
         ("plena_opt.search.x", "from plena_opt.estimate.plan import Plan"),
         ("plena_opt.cli.x", "from plena_opt import api"),
+        ("plena_server.x", "from plena_opt.api.studies import open_storage"),
+        ("plena_opt.web.x", "from plena_opt.errors import PlenaInputError"),
         ("plena_opt.estimate.x", "from plena_opt.estimate.plan import _private"),
         ("plena_opt.memory.x", "import numpy\nfrom plena_opt.vocabulary import OVERLAP_POLICIES"),
         ("plena_client.x", "from plena_proto import plena_opt_pb2 as pb"),
@@ -176,3 +205,174 @@ def test_the_removed_pipeline_shim_is_gone():
 
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("plena_opt.pipeline")
+
+
+# --- import cycles --------------------------------------------------------------------------
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs (module level and inside functions), not those under
+    ``if TYPE_CHECKING:`` (read by type checkers only)."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module → the modules of ``modules`` it imports (``from a import b``: ``a.b`` when that is
+    a module, else ``a``; a relative import resolved against the module's package)."""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [(alias.name, None) for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parent, base] if base else parent)
+                names = [(base, alias.name) for alias in node.names]
+            for base, name in names:
+                target = f"{base}.{name}" if f"{base}.{name}" in modules else base
+                while target and target not in modules:  # import a.b.c → the module a.b
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(component)
+    return cycles
+
+
+# Import cycles of today (imports inside functions counted), each to be removed: a cycle may
+# lose modules or vanish, never grow or appear. Each is a strongly connected component.
+KNOWN_CYCLES = [
+    # a multi-node profile is built from presets, and presets name multi-node profiles
+    {"deepstack.gpu_nodes", "deepstack.presets", "deepstack.profile"},
+    {"plena_opt.models.hf_config", "plena_opt.models.model_spec"},
+    {"plena_opt.estimate.attention_variants", "plena_opt.estimate.layer"},
+    # the decode code, one package-to-be (issue 27 item 3)
+    {"plena_opt.estimate.decode_checks", "plena_opt.estimate.decode_runs"}
+    | {"plena_opt.estimate.decode_steps"},
+    {"plena_opt.search.modes", "plena_opt.search.sampled"},
+    {"plena_opt.search.grpc_proxy", "plena_opt.search.storage", "plena_opt.search.trials"},
+    {"plena_opt.search.disaggregated", "plena_opt.search.serving_optuna"},
+    {"plena_opt.search.codesign_workers", "plena_opt.search.workers"},
+    {"plena_opt.validate.fig08", "plena_opt.validate.scorecard"},
+    {"plena_opt.validate.calibrate", "plena_opt.validate.calibrate_gemm"}
+    | {"plena_opt.validate.calibrate_w4a16"},
+    {"plena_opt.validate.calibrate_links", "plena_opt.validate.calibrate_noc"},
+]
+
+
+def new_cycles(cycles: list[set[str]], known: list[set[str]]) -> list[set[str]]:
+    """The cycles of ``cycles`` that no known cycle contains."""
+    return [c for c in cycles if not any(c <= k for k in known)]
+
+
+def test_no_new_import_cycle():
+    """No import cycle anywhere in the product (plena_opt, deepstack, the server, the client),
+    imports inside functions counted, cycles inside one package too; today's are listed."""
+    cycles = import_cycles(import_graph(product_modules()))
+    assert [sorted(c) for c in new_cycles(cycles, KNOWN_CYCLES)] == []
+
+
+def test_every_known_cycle_still_exists():
+    """The list only shrinks: a known cycle that is gone (or whose modules moved) is removed from
+    ``KNOWN_CYCLES`` so that it cannot come back unnoticed."""
+    cycles = import_cycles(import_graph(product_modules()))
+    stale = [sorted(k) for k in KNOWN_CYCLES if not any(c <= k for c in cycles)]
+    assert stale == []
+
+
+def _fake_tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
+    """Write ``files`` (path under tmp_path → source) and return their modules."""
+    for rel, source in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    tops = {rel.split("/")[0] for rel in files}
+    return product_modules({top: tmp_path for top in tops})
+
+
+def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
+    modules = _fake_tree(
+        tmp_path,
+        {
+            "fake/__init__.py": "",
+            "fake/a.py": "from fake import b\n",
+            "fake/b.py": "def f():\n    from . import c\n",
+            "fake/c.py": "def g():\n    import fake.a\n",
+            "fake/d.py": "from fake.a import x\n",  # imports the cycle, is not in it
+            "fake/e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import fake.d\n",
+        },
+    )
+    modules["fake.d"].write_text("from fake.a import x\nimport fake.e\n")
+    cycles = import_cycles(import_graph(modules))
+    assert cycles == [{"fake.a", "fake.b", "fake.c"}]  # e → d only for type checkers
+    assert new_cycles(cycles, [{"fake.a", "fake.b", "fake.c", "fake.z"}]) == []
+    assert new_cycles(cycles, [{"fake.a", "fake.b"}]) == cycles  # grown: reported
+
+
+def test_a_front_end_reaching_under_the_use_cases_is_found_in_a_fake_tree(tmp_path):
+    modules = _fake_tree(
+        tmp_path,
+        {
+            "plena_opt/__init__.py": "",
+            "plena_opt/web/__init__.py": "from plena_opt.api.studies import open_storage\n",
+            "plena_opt/web/routes.py": "def f():\n    from plena_opt.search.storage import s\n",
+        },
+    )
+    problems = [p for m, path in modules.items() for p in check_source(m, path.read_text())]
+    assert problems == [
+        "plena_opt.web.routes: imports plena_opt.search.storage"
+        " (a front end imports only plena_opt.api)"
+    ]

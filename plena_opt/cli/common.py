@@ -15,16 +15,15 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from plena_opt.api.catalog import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC, PLAN_DIMS
 from plena_opt.cli.conventions import ENV_SERVER, env_default, server_target
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC, PLAN_DIMS
 from plena_opt.vocabulary import COMM_OVERLAPS, MOE_ROUTING_MODES, MOE_TP_MODES, OVERLAP_POLICIES
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from plena_opt.estimate.plan import Plan
-    from plena_opt.estimate.problem import ProblemSpec
+    from plena_opt.api.catalog import Plan, ProblemSpec
 
 __all__ = [
     "add_plan_args",
@@ -231,7 +230,7 @@ def plan_fill_hints(args: argparse.Namespace) -> Iterator[None]:
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
-    from plena_opt.estimate.plan import Plan
+    from plena_opt.api.catalog import Plan
 
     return Plan.from_dict(vars(args))
 
@@ -252,14 +251,14 @@ def check_sources(args: argparse.Namespace) -> None:
         raise PlenaInputError("memory", "give --memory or --fixed-bandwidth-gbs, not both")
     for name in ("precision", "kv_precision"):
         if getattr(args, name, None) is not None:
-            from plena_opt.chip.precision import check_format
+            from plena_opt.api.catalog import check_format
 
             check_format(getattr(args, name), name)
 
 
 def is_gpu_chip(name: str | None) -> bool:
     """Whether ``--chip`` names a GPU profile (built-in name or JSON with ``kind: gpu``)."""
-    from plena_opt.estimate.problem import names_gpu_chip
+    from plena_opt.api.catalog import names_gpu_chip
 
     return names_gpu_chip(name)
 
@@ -279,7 +278,7 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
     """The ``ProblemSpec`` the flags describe; bad values raise ``PlenaInputError`` (exit 2)."""
     from pydantic import ValidationError
 
-    from plena_opt.estimate.problem import ProblemSpec
+    from plena_opt.api.catalog import ProblemSpec
 
     check_sources(args)
     memory = args.memory or DEFAULT_MEMORY

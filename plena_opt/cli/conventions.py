@@ -55,18 +55,18 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def _catalog(kind: str) -> list[str]:
     """The built-in names of one catalog (imported only when an error needs them)."""
     if kind == "model":
-        from plena_opt.models import list_models
+        from plena_opt.api.catalog import list_models
 
         return list_models()
     if kind == "NoC profile":
-        from deepstack import list_noc_profiles
+        from plena_opt.api.catalog import list_noc_profiles
 
         return list_noc_profiles()
     if kind == "memory profile":
-        from plena_opt.memory import list_memory_profiles
+        from plena_opt.api.catalog import list_memory_profiles
 
         return list_memory_profiles()
-    from plena_opt.chip import list_chip_profiles
+    from plena_opt.api.catalog import list_chip_profiles
 
     return list_chip_profiles()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from plena_opt.api.catalog import DEFAULT_NOC, Plan
 from plena_opt.cli.calibration_flag import add_calibration_flag
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
@@ -15,8 +16,10 @@ from plena_opt.cli.common import (
     plan_from_args,
     problem_from_args,
 )
+from plena_opt.cli.load_args import pools as _pools
+from plena_opt.cli.load_args import speculation_of_args
+from plena_opt.cli.load_args import wants_load as _wants_load
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_NOC, Plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -191,7 +194,7 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         # The single-chip estimate ignores the network; load the rest of the flags as usual.
         spec = problem_from_args(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
         problem = api.load_problem(spec)
-        from plena_opt.chip.gpu import GpuChipProfile
+        from plena_opt.api.catalog import GpuChipProfile
 
         if isinstance(problem.chip, GpuChipProfile):
             raise PlenaInputError(
@@ -201,7 +204,7 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         result = api.estimate_single_chip(problem)
     else:
         problem = api.load_problem(problem_from_args(args))
-        from plena_opt.estimate.cost import load_prices
+        from plena_opt.api.catalog import load_prices
 
         result = api.estimate_plan(problem, plan, load_prices(args.prices))
         if _wants_load(args):
@@ -241,13 +244,6 @@ def _print_with_burst(args: argparse.Namespace, problem, plan: Plan, result) -> 
     return 0
 
 
-def _wants_load(args: argparse.Namespace) -> bool:
-    return any(
-        getattr(args, k, None) is not None
-        for k in ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
-    )
-
-
 def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> int:  # noqa: ANN001
     """The estimate plus the plan under load (``serving_under_load`` key / a text block)."""
     from plena_opt.api import serve_under_load
@@ -275,39 +271,6 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
     if verdict is not None:
         print(verdict.to_text())
     return 0
-
-
-def speculation_of_args(args: argparse.Namespace):  # noqa: ANN202
-    """The checked speculative setting of the flags (None: no --speculative)."""
-    from plena_opt.api.speculative import speculation
-
-    k, method, rates = args.speculative, args.speculative_method, args.acceptance
-    if k is None:
-        if method is not None or rates is not None:
-            flag = "--speculative-method" if method is not None else "--acceptance"
-            raise PlenaInputError("speculative", f"{flag} needs --speculative K")
-        return None
-    if _pools(args) is None and not _wants_load(args):
-        raise PlenaInputError(
-            "speculative",
-            "--speculative is priced under load: give --concurrency or --request-rate",
-        )
-    acceptance = None
-    if rates is not None:
-        try:
-            acceptance = tuple(float(a) for a in rates.split(","))
-        except ValueError:
-            raise PlenaInputError(
-                "acceptance", f"--acceptance takes comma-separated rates in (0, 1]; got {rates!r}"
-            ) from None
-    return speculation(method or "eagle", k, acceptance)
-
-
-def _pools(args: argparse.Namespace):  # noqa: ANN202
-    """The pools of the four pool flags (None: none given); an error names a missing one."""
-    from plena_opt.api.under_load_disagg import POOL_FIELDS, check_pools
-
-    return check_pools({f: getattr(args, f, None) for f in POOL_FIELDS})
 
 
 def _print_disaggregated(args: argparse.Namespace) -> int:

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from plena_opt.api.catalog import MAX_WORKLOAD
 from plena_opt.bounds import check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import MAX_WORKLOAD
 
 FORMATS = ("vllm", "sglang", "trtllm", "json")
 
@@ -100,8 +100,8 @@ def _key_and_problem(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     if args.trial is None or args.plan is not None:
         raise PlenaInputError("trial", "--study takes --trial N and no plan key")
     from plena_opt.api import stored_trial
+    from plena_opt.api.studies import DEFAULT_STORAGE
     from plena_opt.cli.conventions import ENV_STORAGE
-    from plena_opt.search.storage import DEFAULT_STORAGE
 
     storage = args.storage or os.environ.get(ENV_STORAGE) or DEFAULT_STORAGE
     t = stored_trial(storage, args.study, args.trial)
@@ -111,8 +111,8 @@ def _key_and_problem(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 def spec_of(args: argparse.Namespace, problem: dict[str, Any]) -> Any:
     """The bundle's shared settings: flags first, then the stored problem, then defaults."""
     from plena_opt.api import engine_model
-    from plena_opt.chip.precision import check_format
-    from plena_opt.export import ExportSpec
+    from plena_opt.api.catalog import check_format
+    from plena_opt.api.launch import ExportSpec
 
     for name in ("precision", "kv_precision"):
         if getattr(args, name) is not None:
@@ -148,7 +148,7 @@ def configs(args: argparse.Namespace) -> list[Any]:
 
 def _configs(args: argparse.Namespace) -> tuple[list[Any], str, Any, dict[str, Any]]:
     """(commands, key, spec, stored problem) of the bundle."""
-    from plena_opt.export import ENGINE_NAMES, bundle
+    from plena_opt.api.launch import ENGINE_NAMES, bundle
 
     key, problem = _key_and_problem(args)
     engines = ENGINE_NAMES if args.format == "json" else (args.format,)
@@ -162,7 +162,7 @@ def handle(args: argparse.Namespace) -> int:
         reasons = "; ".join(r for c in launches for r in c.refused)
         raise PlenaInputError("plan", f"{args.format} cannot run this plan as priced: {reasons}")
     if args.out_dir is not None:
-        from plena_opt.export.files import write_bundle
+        from plena_opt.api.launch import write_bundle
 
         try:
             paths = write_bundle(Path(args.out_dir), launches)
@@ -180,10 +180,10 @@ def handle(args: argparse.Namespace) -> int:
 def _write_deployment(args: argparse.Namespace, key: str, spec: Any, problem: dict[str, Any],
                       launches: list[Any]) -> str:  # fmt: skip
     """The bundle's deployment.json (what validate --bundle reads)."""
-    from plena_opt.export.files import write_deployment
+    from plena_opt.api.launch import write_deployment
 
     if args.gpu is not None:
-        from plena_opt.chip import load_chip
+        from plena_opt.api.catalog import load_chip
 
         load_chip(args.gpu)  # an unknown chip: PlenaNotFoundError naming it
     gpu = args.gpu or problem.get("chip")

@@ -13,9 +13,9 @@ import argparse
 from typing import Any
 
 from plena_opt import jsonio
+from plena_opt.api.catalog import StackedDramModel, list_memory_profiles, load_memory
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
-from plena_opt.memory import StackedDramModel, list_memory_profiles, load_memory
 
 
 def _int_list(text: str) -> list[int]:

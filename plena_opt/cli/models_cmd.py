@@ -6,12 +6,18 @@ import argparse
 from typing import Any
 
 from plena_opt import jsonio
+from plena_opt.api.catalog import (
+    HbmStoragePrecision,
+    ModelSpec,
+    architecture,
+    count_parameters,
+    list_models,
+    load_model,
+    model_info,
+    show_fields,
+)
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError
-from plena_opt.memory import HbmStoragePrecision
-from plena_opt.models import ModelSpec, list_models, load_model, model_info
-from plena_opt.models.params import count_parameters
-from plena_opt.models.summary import architecture, show_fields
 
 _COLUMNS = (
     ("name", "name"),

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import deepstack
-from deepstack import DIMS, Network, ParallelScheme, ProfileError, ProfileTypeError
-
 from plena_opt import jsonio
+from plena_opt.api import network
+from plena_opt.api.network import DIMS, Network, ParallelScheme, ProfileError, ProfileTypeError
 from plena_opt.cli.commands import help_of
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 
@@ -23,16 +22,16 @@ def _num(x: float) -> str:
     return f"{x:.6g}"
 
 
-def _load(source: str) -> deepstack.NocProfile:
+def _load(source: str) -> network.NocProfile:
     try:
-        return deepstack.load_noc_profile(source)
+        return network.load_noc_profile(source)
     except ProfileTypeError as exc:
         raise PlenaTypeError(exc.field, str(exc)) from exc
     except ProfileError as exc:
         raise PlenaInputError(exc.field, str(exc)) from exc
 
 
-def describe_text(profile: deepstack.NocProfile) -> str:
+def describe_text(profile: network.NocProfile) -> str:
     """The analytic-model §5 text: header, one line per level, energy line."""
     lines = [f"{profile.name}: {profile.num_devices} devices (ranks fill L1 first)"]
     for name, lv in zip(("L3", "L2", "L1"), profile.levels, strict=True):
@@ -66,7 +65,7 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def price(profile: deepstack.NocProfile, op: str, nbytes: int, dim: str, sizes: dict) -> dict:
+def price(profile: network.NocProfile, op: str, nbytes: int, dim: str, sizes: dict) -> dict:
     """Price one collective; returns the JSON document printed by ``collective --json``."""
     try:
         scheme = ParallelScheme(**sizes)
@@ -142,7 +141,7 @@ def _collective(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``describe-noc`` and ``collective`` to the ``plena-opt`` command."""
-    names = ", ".join(deepstack.list_noc_profiles())
+    names = ", ".join(network.list_noc_profiles())
     p = subparsers.add_parser(
         "describe-noc",
         help=help_of("describe-noc"),

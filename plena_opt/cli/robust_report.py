@@ -93,7 +93,7 @@ def annotate_remote(args: argparse.Namespace, result: Any) -> None:
     machine cannot load leaves the front unmarked."""
     if not result.front:
         return
-    from plena_opt.cli.search_cmd import request_from_args
+    from plena_opt.cli.search_args import request_from_args
 
     try:
         request = request_from_args(args)

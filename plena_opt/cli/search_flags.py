@@ -10,9 +10,9 @@ import argparse
 from typing import Any
 
 from plena_opt.api.recheck import DEFAULT_NOISE, DEFAULT_RECHECK, DEFAULT_SAMPLES
+from plena_opt.api.search_io import DEFAULT_OBJECTIVES, OBJECTIVES
+from plena_opt.api.studies import DEFAULT_STORAGE
 from plena_opt.cli.conventions import ENV_STORAGE
-from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
-from plena_opt.search.storage import DEFAULT_STORAGE
 from plena_opt.vocabulary import PERCENTILES, SAMPLERS, SERVING_MODES, SERVING_SAMPLERS
 
 

@@ -14,9 +14,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from plena_opt.api.search_io import Progress, SearchResult
 from plena_opt.cli.common import add_workload_args
-from plena_opt.search.result import SearchResult
-from plena_opt.search.runner import Progress
 
 LINE_INTERVAL_S = 2.0
 PLAN_FLAGS = ("tp", "ep", "dp", "pp", "cp")
@@ -135,7 +134,7 @@ def _load_flags(result: SearchResult) -> str:
 def empty_reason(result: SearchResult) -> str:
     """Why a search ends without a recommendation: the empty front's reason, else the
     serving comparison's."""
-    from plena_opt.search.output import no_front_message
+    from plena_opt.api.search_io import no_front_message
 
     if not result.front:
         return no_front_message(result)

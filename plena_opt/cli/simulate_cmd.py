@@ -10,11 +10,17 @@ pipeline-simulator §1.3).
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
-from pathlib import Path
 
 from plena_opt import api, jsonio
+from plena_opt.api.simulation_io import (
+    SCHEDULES,
+    NoiseSpec,
+    check_schedule_shape,
+    check_seed,
+    render_schedule,
+    schedule_op_types,
+)
 from plena_opt.bounds import MAX_SAMPLES, MAX_SCHEDULE_OPS, MAX_WINDOW_STEPS, check_count
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import (
@@ -26,64 +32,8 @@ from plena_opt.cli.common import (
     plan_from_args,
     problem_from_args,
 )
+from plena_opt.cli.simulate_args import noise_from_flag, parse_durations, write_traces
 from plena_opt.errors import PlenaInputError
-from plena_opt.simulator.engine import (
-    NoiseSpec,
-    check_duration,
-    check_schedule_durations,
-    check_seed,
-    parse_noise,
-    write_trace,
-)
-from plena_opt.simulator.report import render_schedule
-from plena_opt.simulator.scheduler import SCHEDULES, check_schedule_shape, schedule_op_types
-
-
-def parse_durations(
-    text: str, schedule: str | None = None, simulate_comm: bool = False
-) -> dict[str, float]:
-    """``F=1,B=2`` → ``{"F": 1.0, "B": 2.0}`` (ms per stage). Each value must be finite, >= 0 and
-    <= ``MAX_DURATION``; keys must be unique and, with ``schedule``, op types of that schedule.
-    Errors name ``durations`` or ``durations.<type>``."""
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise PlenaInputError("durations", f"--durations item {part!r} must look like F=1")
-        if key in out:
-            raise PlenaInputError(
-                f"durations.{key}", f"durations.{key} is given twice; each op type once"
-            )
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise PlenaInputError(
-                f"durations.{key}", f"durations.{key} must be a number, got {value.strip()!r}"
-            ) from None
-    if schedule is not None:  # the server's rules and order (schedule op types first)
-        return check_schedule_durations(schedule, out, simulate_comm=simulate_comm)
-    return {k: check_duration(v, f"durations.{k}") for k, v in out.items()}
-
-
-def noise_from_flag(text: str | None, flag: str = "--noise") -> NoiseSpec:
-    """The ``--noise`` flag (key=value list or JSON) as a validated ``NoiseSpec`` within the
-    request bounds every front end applies (``api.limits.check_noise``: MoE experts, tokens,
-    alpha, straggler factor); errors name the field and the range."""
-    from plena_opt.api.limits import LimitError, check_noise
-
-    if text and text.strip().startswith("{"):
-        try:
-            spec = parse_noise(json.loads(text))
-        except (json.JSONDecodeError, RecursionError) as exc:
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-            raise PlenaInputError("noise", f"{flag} is not valid JSON: {why}") from None
-    else:
-        spec = parse_noise(text)
-    try:
-        return check_noise(spec)
-    except LimitError as exc:
-        raise PlenaInputError(exc.field, f"{flag}: {exc}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -153,17 +103,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_server_arg(p, "simulate on a plena-opt server (remote mode)")
     p.set_defaults(func=run)
-
-
-def write_traces(path: str, traces: dict[str, dict]) -> list[str]:
-    """Write Chrome traces by name: ``deterministic`` at ``path``, the others beside it as
-    ``<stem>.<name><suffix>`` (local and remote mode)."""
-    base = Path(path)
-    out = []
-    for name, trace in traces.items():
-        target = base if name == "deterministic" else base.with_suffix(f".{name}{base.suffix}")
-        out.append(str(write_trace(target, trace)))
-    return out
 
 
 def _check_args(args: argparse.Namespace) -> None:

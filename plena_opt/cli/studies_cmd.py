@@ -8,19 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plena_opt.api.studies import (
+    DEFAULT_STORAGE,
+    list_studies,
+    open_storage,
+    run_dashboard,
+    salvage_journal,
+    scan_journal,
+    storage_exists,
+    torn_tail_note,
+)
 from plena_opt.cli.commands import help_of
 from plena_opt.cli.common import add_server_arg
 from plena_opt.cli.conventions import ENV_STORAGE, env_default
 from plena_opt.errors import PlenaInputError
-from plena_opt.search.dashboard import run_dashboard
-from plena_opt.search.journal import salvage_journal, scan_journal
-from plena_opt.search.storage import (
-    DEFAULT_STORAGE,
-    list_studies,
-    open_storage,
-    storage_exists,
-    torn_tail_note,
-)
 
 
 def register(subparsers: Any) -> None:

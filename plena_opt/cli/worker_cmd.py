@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle_proxy(args: argparse.Namespace) -> int:
-    from plena_opt.search.grpc_proxy import serve_proxy
+    from plena_opt.api.studies import serve_proxy
 
     if args.storage is None:
         raise PlenaInputError("storage", f"--storage is required (or set ${ENV_STORAGE})")

@@ -137,51 +137,28 @@ def enable_reflection(server: grpc.Server, services: tuple[str, ...]) -> None:
 
 def clear_stale_journal_lock(storage: str | None, stale_after: float = STALE_LOCK_SECONDS) -> bool:
     """Remove a journal lock left by a process killed while writing (``search.storage``)."""
-    from plena_opt.search.storage import DEFAULT_STORAGE
-    from plena_opt.search.storage import clear_stale_journal_lock as clear
+    from plena_opt.api.studies import clear_stale_lock
 
-    return clear(storage or DEFAULT_STORAGE, stale_after)
+    return clear_stale_lock(storage, stale_after)
 
 
 # Libraries the handlers import lazily (to keep `plena-opt --help` fast). Imported once before
 # serving: two RPC threads importing the same module for the first time can otherwise meet in
-# importlib's module locks (`_DeadlockError`, seen once in 10,000 fuzzed requests).
-PRELOAD = (
-    "optuna",
-    "optuna.trial",
-    "plena_opt.api",
-    "plena_opt.api.estimates",
-    "plena_opt.api.recheck",
-    "plena_opt.api.searches",
-    "plena_opt.api.simulations",
-    "plena_opt.api.wire",
-    "plena_opt.estimate",
-    "plena_opt.estimate.evaluator",
-    "plena_opt.estimate.plan",
-    "plena_opt.estimate.problem",
-    "plena_opt.estimate.report",
-    "plena_opt.estimate.single_chip",
-    "plena_opt.models",
-    "plena_opt.memory",
-    "plena_opt.chip",
-    "plena_opt.simulator.report",
-    "plena_opt.simulator.scheduler",
-    "plena_opt.simulator.engine",
-    "plena_opt.search.pareto",
-    "plena_opt.search.record",
-    "plena_opt.search.request",
-    "plena_opt.search.result",
-    "plena_opt.search.runner",
-    "plena_opt.search.storage",
-)
+# importlib's module locks (`_DeadlockError`, seen once in 10,000 fuzzed requests). The product's
+# modules are listed by the use-case layer (`plena_opt.api.warm.MODULES`).
+PRELOAD = ("optuna", "optuna.trial")
 
 
 def preload() -> None:
-    """Import :data:`PRELOAD` in this thread (before any RPC thread runs)."""
+    """Import :data:`PRELOAD` and ``plena_opt.api.warm.MODULES`` in this thread (before any RPC
+    thread runs)."""
     import importlib
+
+    from plena_opt.api import warm
 
     for name in PRELOAD:
         importlib.import_module(name)
+    warm.import_all()
 
 
 def start_server(

@@ -135,16 +135,16 @@ MAX_DISPLAY_NAME = bounds.MAX_DISPLAY_NAME  # characters of an inline model's di
 
 
 def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.model") -> Any:
-    from plena_opt import models
+    from plena_opt.api import catalog
 
     kind = src.WhichOneof("source")
     if kind == "name":  # load_model(name=...) never reads a path
         with field_scope(f"{field}.name"):
             try:
-                return models.load_model(name=src.name)
+                return catalog.load_model(name=src.name)
             except PlenaNotFoundError as exc:
                 if len(src.name) > MAX_ECHO:  # the catalog echoes the name whole
-                    known = models.list_models()
+                    known = catalog.list_models()
                     raise not_found(f"{field}.name", "model", src.name, known) from exc
                 raise PlenaNotFoundError(f"{field}.name", str(exc)) from exc
     if kind == "hf_config_json":
@@ -157,7 +157,7 @@ def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.m
         cfg = parse_json_object(f, src.hf_config_json, limits)
         with field_scope(f):
             try:
-                return models.ModelSpec.from_hf_config(cfg, src.display_name or "custom")
+                return catalog.ModelSpec.from_hf_config(cfg, src.display_name or "custom")
             except PlenaInputError as exc:
                 raise _prefix(f, exc) from exc
     raise PlenaInputError(field, f"{field} is required: give a built-in name or hf_config_json")
@@ -195,16 +195,16 @@ def _load_profile(
 
 def profile_api(kind: str) -> tuple[Any, Any]:
     if kind == "noc":
-        import deepstack
+        from plena_opt.api import network
 
-        return deepstack.load_noc_profile, deepstack.list_noc_profiles
+        return network.load_noc_profile, network.list_noc_profiles
     if kind == "memory":
-        from plena_opt import memory
+        from plena_opt.api import catalog
 
-        return memory.load_memory, memory.list_memory_profiles
-    from plena_opt import chip
+        return catalog.load_memory, catalog.list_memory_profiles
+    from plena_opt.api import catalog
 
-    return chip.load_chip, chip.list_chip_profiles
+    return catalog.load_chip, catalog.list_chip_profiles
 
 
 def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
@@ -221,10 +221,10 @@ def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
         raise PlenaInputError(
             f"{field}.capacity_gib", f"{field}.capacity_gib must be greater than zero"
         )
-    from plena_opt import memory
+    from plena_opt.api import catalog
 
     try:
-        return memory.fixed_bandwidth(gbs, gib)
+        return catalog.fixed_bandwidth(gbs, gib)
     except PlenaInputError as exc:  # name the proto fields, not the CLI's
         names = {
             "fixed_bandwidth_gbs": "bandwidth_gbytes_per_s",
@@ -238,10 +238,9 @@ def _fixed_bandwidth(fb: pb.FixedBandwidthMemory, field: str, kind: str) -> Any:
 
 def default_memory() -> Any:
     """The memory when a request names none: the CLI default (``DEFAULT_MEMORY``)."""
-    from plena_opt import memory
-    from plena_opt.estimate.plan import DEFAULT_MEMORY
+    from plena_opt.api.catalog import DEFAULT_MEMORY, load_memory
 
-    return memory.load_memory(DEFAULT_MEMORY)
+    return load_memory(DEFAULT_MEMORY)
 
 
 def load_system(
@@ -258,7 +257,7 @@ def load_system(
     memory = _load_profile(spec.memory, f"{field}.memory", "memory", limits, required=False)
     chip = _load_profile(spec.chip, f"{field}.chip", "chip", limits, required=False)
     if memory is None:
-        from plena_opt.estimate.gpu import gpu_memory, is_gpu
+        from plena_opt.api.catalog import gpu_memory, is_gpu
 
         memory = gpu_memory(chip) if is_gpu(chip) else default_memory()  # a GPU carries its HBM
     return System(model=model, noc=noc, memory=memory, chip=chip)
@@ -274,7 +273,7 @@ def load_inputs(
 ) -> Any:
     """``EvaluatorInputs`` of a request's system and workload (``field``: their parent in the
     request, e.g. ``inference``); ``noc=False``: no NoC needed (single-chip estimate)."""
-    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.api.catalog import EvaluatorInputs
 
     prefix = f"{field}." if field else ""
     s = load_system(system, limits, f"{prefix}system", require_noc=noc)
@@ -311,7 +310,7 @@ def workload_kwargs(w: pb.Workload, field: str = "workload") -> dict:
 
 
 def to_workload(w: pb.Workload, field: str = "workload") -> Any:
-    from plena_opt.estimate import Workload
+    from plena_opt.api.catalog import Workload
 
     try:
         return Workload(**workload_kwargs(w, field))
@@ -335,7 +334,7 @@ def plan_kwargs(p: pb.Plan) -> dict:
 def to_plan(p: pb.Plan, field: str = "plan") -> Any:
     """The library ``Plan``; a degree above ``MAX_DEVICES`` (no NoC profile has more devices) is
     refused naming ``<field>.<degree>`` before the plan is priced."""
-    from plena_opt.estimate import Plan
+    from plena_opt.api.catalog import Plan
 
     for name, value in plan_kwargs(p).items():
         if name in (*PLAN_DIMS, "moe_tp") and value > bounds.MAX_DEVICES:
@@ -377,8 +376,8 @@ def qualify_load(exc: PlenaInputError) -> PlenaInputError:
 def noise_of(request: pb.SimulateRequest | pb.SearchOptions, default: str) -> Any:
     """The library ``NoiseSpec`` of a request's ``noise`` (unset → ``default``, the CLI's)."""
     from plena_opt.api.limits import check_noise
+    from plena_opt.api.simulation_io import parse_noise
     from plena_opt.api.wire import noise_from_proto
-    from plena_opt.simulator.engine import parse_noise
 
     if not request.HasField("noise"):
         return parse_noise(default)

@@ -31,7 +31,7 @@ from plena_opt.errors import (
 log = logging.getLogger("plena_server")
 
 try:  # deepstack is a sibling package; keep the server importable while it is being written
-    from deepstack.errors import ProfileError
+    from plena_opt.api.network import ProfileError
 except ImportError:  # pragma: no cover - only while deepstack lacks errors.py
 
     class ProfileError(ValueError):  # type: ignore[no-redef]

@@ -11,16 +11,18 @@ from typing import Any
 from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.api import limits as bounds
-from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_MEMORY, MAX_WORKLOAD, Workload
-from plena_opt.estimate.problem import (
+from plena_opt.api.catalog import (
+    DEFAULT_MEMORY,
+    MAX_WORKLOAD,
     EvaluatorInputs,
     InlineDocument,
     ProblemSpec,
+    Workload,
     names_gpu_chip,
 )
-from plena_opt.search.request import SearchRequest
-from plena_opt.simulator.engine import NoiseSpec
+from plena_opt.api.search_io import SearchRequest
+from plena_opt.api.simulation_io import NoiseSpec
+from plena_opt.errors import PlenaInputError
 from plena_server import convert
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
@@ -274,6 +276,6 @@ def search_field(exc: PlenaInputError) -> PlenaInputError:
 def _default_store() -> str:
     """The server's study store when it was started without ``--storage`` (never ``:memory:``
     by accident: the library default is for the library, the service keeps its studies)."""
-    from plena_opt.search.storage import DEFAULT_STORAGE
+    from plena_opt.api.studies import DEFAULT_STORAGE
 
     return DEFAULT_STORAGE

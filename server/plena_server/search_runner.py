@@ -27,11 +27,10 @@ from plena_proto.traces import pack_trace, trace_chunks
 from plena_opt import api, jsonio
 from plena_opt.api import limits as bounds
 from plena_opt.api.recheck import DEFAULT_SAMPLES
+from plena_opt.api.search_io import SearchResult, default_study_name
 from plena_opt.api.serving_wire import decisions_to_proto, recommendation_to_proto
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
 from plena_opt.errors import PlenaInputError
-from plena_opt.search.result import SearchResult
-from plena_opt.search.runner import default_study_name
 from plena_opt.stop import StopToken
 from plena_server import convert
 from plena_server.limits import MIB

@@ -47,11 +47,11 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     @unary_errors
     def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> Any:
-        from plena_opt import models
+        from plena_opt.api import catalog
 
         out = pb.ListModelsResponse()
-        for name in models.list_models():
-            describe = models.load_model(name=name).describe()
+        for name in catalog.list_models():
+            describe = catalog.load_model(name=name).describe()
             out.models.add(
                 name=name,
                 describe_json=jsonio.dumps(describe, default=str),

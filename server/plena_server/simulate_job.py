@@ -88,7 +88,7 @@ def _simulate(servicer: Any, request: pb.SimulateRequest, token: StopToken) -> A
         raise PlenaInputError("samples", "samples must be >= 0")
     if samples > limits.max_samples:
         raise ServerLimitError("samples", f"samples is above the server limit {limits.max_samples}")
-    from plena_opt.simulator.engine import check_seed
+    from plena_opt.api.simulation_io import check_seed
 
     seed = check_seed(_opt(request, "seed", 0))  # 0 <= seed < 2**32, as the CLI's --seed
     noise = convert.noise_of(request, DEFAULT_NOISE)
@@ -110,8 +110,7 @@ def _training(
     limits: Any,
     token: StopToken,
 ) -> pb.SimulateResponse:
-    from plena_opt.simulator.engine import check_schedule_durations
-    from plena_opt.simulator.scheduler import SCHEDULES
+    from plena_opt.api.simulation_io import SCHEDULES, check_schedule_durations
 
     if t.schedule not in SCHEDULES:
         raise PlenaInputError(

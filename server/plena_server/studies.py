@@ -1,8 +1,8 @@
 """Stored studies as the server sees them: the store opened once, stale trials failed, and a
 study's feasible Pareto front (GetStudy, and the answer of a search that overran its deadline).
 
-Only Optuna's public API is used (stale trials: ``Study.tell(number, state=FAIL)`` through
-``plena_opt.search.storage.fail_stale_trials``; the front: ``plena_opt.search.trials``).
+The use cases are ``plena_opt.api.studies``'s (``open_store``, ``fail_stale``, ``stored_front``,
+``study_rows``); this module keeps the opened stores and maps to proto.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ _STORES_LOCK = threading.Lock()
 
 def _open(storage: str | None) -> Any:
     """The server's study store, opened once (a journal is then synced incrementally)."""
-    from plena_opt.search.storage import DEFAULT_STORAGE, open_storage, storage_exists
+    from plena_opt.api.studies import DEFAULT_STORAGE, open_store
 
     url = storage or DEFAULT_STORAGE
     with _STORES_LOCK:
         if url in _STORES:
             return _STORES[url]
-        if not storage_exists(storage):
-            return None
-        _STORES[url] = open_storage(storage)
-        return _STORES[url]
+        store = open_store(storage)
+        if store is not None:
+            _STORES[url] = store
+        return store
 
 
 def fail_stale_trials(storage: str | None, name: str) -> int:
@@ -41,14 +41,10 @@ def fail_stale_trials(storage: str | None, name: str) -> int:
     process that died mid-trial (e.g. kill -9): ask/tell has no heartbeat (service-conventions
     §1.4), so the service fails stale trials itself. Completed trials are untouched.
     """
-    import optuna
-
-    from plena_opt.search.storage import fail_stale_trials as fail_stale
+    from plena_opt.api.studies import fail_stale
 
     store = _open(storage)
-    if store is None or name not in optuna.get_all_study_names(store):
-        return 0
-    return len(fail_stale(optuna.load_study(study_name=name, storage=store), older_than_s=0))
+    return 0 if store is None else fail_stale(store, name)
 
 
 def study_exists(storage: str | None, name: str) -> bool:
@@ -60,33 +56,20 @@ def study_exists(storage: str | None, name: str) -> bool:
 
 def get_study(storage: str | None, name: str) -> pb.GetStudyResponse:
     """The feasible Pareto front of a stored study's completed trials."""
-    from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
-    from plena_opt.search.storage import committed_view, load_existing_study
-    from plena_opt.search.trials import front_trials, trials_completed
+    from plena_opt.api.studies import stored_front
 
     store = _open(storage)
     if store is None:
         raise PlenaNotFoundError("study_name", f"unknown study {echo(name)}; the store is empty")
-    with committed_view(store):  # report only what is on disk: a kill -9 then loses none of it
-        try:
-            study = load_existing_study(name, store)
-        except PlenaNotFoundError as exc:  # its message lists the first few studies
-            raise PlenaNotFoundError("study_name", exc.rule) from exc
-        out = pb.GetStudyResponse(
-            study_name=name,
-            trials_completed=trials_completed(study),
-            objectives=list(study.metric_names or []),
-        )
-        front = front_trials(study)
-    for t in front:
-        out.front.append(
-            summary_to_proto(
-                t.user_attrs[PLAN_ATTR],
-                t.user_attrs[METRICS_ATTR],
-                label=str(t.user_attrs.get("label", "")),
-                trial_number=t.number,
-            )
-        )
+    try:
+        front = stored_front(store, name)
+    except PlenaNotFoundError as exc:  # its message lists the first few studies
+        raise PlenaNotFoundError("study_name", exc.rule) from exc
+    out = pb.GetStudyResponse(
+        study_name=name, trials_completed=front.trials_completed, objectives=front.objectives
+    )
+    for t in front.front:
+        out.front.append(summary_to_proto(t.plan, t.metrics, label=t.label, trial_number=t.number))
     return out
 
 
@@ -97,15 +80,10 @@ def list_studies(storage: str | None) -> pb.ListStudiesResponse:
     """Summaries of the stored studies (``plena_opt.search.storage.list_studies`` rows)."""
     import json
 
-    from plena_opt.search.storage import committed_view
-    from plena_opt.search.storage import list_studies as rows_of
+    from plena_opt.api.studies import study_rows
 
     store = _open(storage)
-    if store is None:
-        rows = []
-    else:
-        with committed_view(store):  # store order, as `plena-opt studies`
-            rows = rows_of(store)
+    rows = [] if store is None else study_rows(store)
     out = pb.ListStudiesResponse(truncated=len(rows) > MAX_LISTED_STUDIES)
     for row in rows[:MAX_LISTED_STUDIES]:
         out.studies.append(

@@ -100,9 +100,10 @@ def _print_disaggregated(args: argparse.Namespace, msg: object) -> int:
 
 def remote_search(args: argparse.Namespace) -> int:
     """``plena-opt search --server``: run remotely, print exactly what local mode prints."""
+    from plena_opt.api.search_io import no_front_message
     from plena_opt.cli.robust_report import annotate_remote
-    from plena_opt.cli.search_cmd import check_outputs, recheck_noise, write_outputs
-    from plena_opt.search.output import no_front_message
+    from plena_opt.cli.search_args import check_outputs, recheck_noise
+    from plena_opt.cli.search_output import write_outputs
 
     recheck_noise(args)  # same checks as local mode, before anything runs
     check_outputs(args)
@@ -134,7 +135,7 @@ def remote_studies(args: argparse.Namespace) -> list[dict] | None:
 
 def _plot_title(args: argparse.Namespace) -> str | None:
     """The plot's title (model, cluster, workload) as local mode names it; None without --plot."""
-    from plena_opt.cli.search_cmd import request_from_args
+    from plena_opt.cli.search_args import request_from_args
     from plena_opt.cli.search_report import plot_title
     from plena_opt.errors import PlenaInputError
 
@@ -148,8 +149,8 @@ def _plot_title(args: argparse.Namespace) -> str | None:
 
 def remote_simulate(args: argparse.Namespace) -> int:
     """``plena-opt simulate --server``: print what local mode prints (same tables and JSON)."""
-    from plena_opt.cli.simulate_cmd import write_traces
-    from plena_opt.simulator.report import render_schedule, render_serving
+    from plena_opt.api.simulation_io import render_schedule, render_serving
+    from plena_opt.cli.simulate_args import write_traces
 
     request = simulate_request_from_args(args)
     try:

@@ -13,10 +13,10 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.api.catalog import DEFAULT_MEMORY, DEFAULT_MODEL
 from plena_opt.api.wire import noise_to_proto, plan_to_proto
 from plena_opt.cli.common import check_sources, is_gpu_chip, plan_from_args
 from plena_opt.errors import PlenaInputError
-from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL
 
 
 def _is_path(value: str) -> bool:
@@ -134,7 +134,7 @@ def _speculative_fields(args: argparse.Namespace) -> dict[str, Any]:
     spec = getattr(args, "speculative", None)
     if spec is None:
         return {}
-    from plena_opt.cli.estimate_cmd import speculation_of_args
+    from plena_opt.cli.load_args import speculation_of_args
 
     s = speculation_of_args(args)
     rates = list(s.acceptance) if args.acceptance is not None else []
@@ -151,8 +151,8 @@ def _recheck_top_k(args: argparse.Namespace) -> int:
 
 def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     """The proto ``SearchRequest`` the ``plena-opt search`` flags describe."""
-    from plena_opt.cli.search_cmd import batch_list, precision_list
-    from plena_opt.cli.simulate_cmd import noise_from_flag
+    from plena_opt.cli.search_args import batch_list, precision_list
+    from plena_opt.cli.simulate_args import noise_from_flag
 
     if getattr(args, "storage", None):
         raise PlenaInputError(
@@ -207,7 +207,7 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
 
 def simulate_request_from_args(args: argparse.Namespace) -> pb.SimulateRequest:
     """The proto ``SimulateRequest`` the ``plena-opt simulate`` flags describe."""
-    from plena_opt.cli.simulate_cmd import noise_from_flag, parse_durations
+    from plena_opt.cli.simulate_args import noise_from_flag, parse_durations
 
     noise = noise_to_proto(noise_from_flag(args.noise))
     if args.samples < 0:

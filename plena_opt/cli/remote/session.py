@@ -24,11 +24,10 @@ from plena_client.errors import PlenaRpcError
 from plena_proto import plena_opt_pb2 as pb
 from plena_proto.traces import unpack_trace
 
+from plena_opt.api.search_io import Progress, SearchResult
 from plena_opt.api.serving_wire import decisions_from_proto
 from plena_opt.cli.remote.requests import search_request_from_args
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.search.result import SearchResult
-from plena_opt.search.runner import Progress
 
 USER_ERRORS = (
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -194,7 +193,7 @@ def run_search_remote(
     ``progress`` receives ``Progress`` reports like a local search. Traces of the re-check are
     written to ``args.trace_dir`` under the names local mode uses.
     """
-    from plena_opt.simulator.engine import write_trace
+    from plena_opt.api.simulation_io import write_trace
 
     request = search_request_from_args(args)
     own = client is None

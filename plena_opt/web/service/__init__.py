@@ -15,14 +15,14 @@ are simulated in seconds (as the evaluator) and :attr:`SimRun.to_ms` scales them
 
 from __future__ import annotations
 
-from plena_opt.simulator.engine import (
+from plena_opt.api.simulation_io import (
     BUBBLE_DEFINITION,
+    SCHEDULES,
     DepReason,
     QuantileStats,
     Timeline,
     validate_trace,
 )
-from plena_opt.simulator.scheduler import SCHEDULES
 from plena_opt.web.service.catalog import catalog
 from plena_opt.web.service.runs import (
     SimRun,
@@ -32,13 +32,8 @@ from plena_opt.web.service.runs import (
     trace_of,
 )
 from plena_opt.web.service.serving import ServingProblem, estimate_serving, run_serving
-from plena_opt.web.service.studies import (
-    FORM_FIELDS,
-    list_studies,
-    not_in_form,
-    serving_front,
-    study_front,
-)
+from plena_opt.web.service.serving_study import FORM_FIELDS, not_in_form
+from plena_opt.web.service.studies import list_studies, serving_front, study_front
 
 __all__ = [
     "BUBBLE_DEFINITION",

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from plena_opt.simulator.engine import DepReason
-from plena_opt.simulator.scheduler import SCHEDULES, schedule_op_types
+from plena_opt.api.simulation_io import SCHEDULES, DepReason, schedule_op_types
 
 
 def catalog() -> dict[str, Any]:
     """Choices for the forms: schedules with their op types, and the shipped profiles."""
-    from deepstack import list_noc_profiles
-
     from plena_opt.api import names_gpu_chip
-    from plena_opt.chip import list_chip_profiles
-    from plena_opt.estimate.problem import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
-    from plena_opt.memory import list_memory_profiles
-    from plena_opt.models import list_models
+    from plena_opt.api.catalog import (
+        DEFAULT_MEMORY,
+        DEFAULT_MODEL,
+        DEFAULT_NOC,
+        list_chip_profiles,
+        list_memory_profiles,
+        list_models,
+        list_noc_profiles,
+    )
 
     return {
         "schedules": {

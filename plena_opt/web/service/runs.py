@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.simulator.engine import (
+from plena_opt.api.simulation_io import (
     QuantileStats,
     SimulationResult,
     check_schedule_durations,
@@ -19,6 +18,7 @@ from plena_opt.simulator.engine import (
     chunked_op_types,
     parse_noise,
 )
+from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from plena_opt.api.simulation_io import (
+    InferenceStageTimes,
+    simulate_serving,
+    stage_times_from_estimate,
+)
 from plena_opt.errors import PlenaInputError
-from plena_opt.simulator.engine import simulate_serving
-from plena_opt.simulator.scheduler import InferenceStageTimes, stage_times_from_estimate
 from plena_opt.web.service.runs import SimRun, prefixed
 
 

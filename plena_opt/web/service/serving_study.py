@@ -20,6 +20,36 @@ DIMS = ("tp", "ep", "dp", "pp", "cp")
 _PAIR = re.compile(r"^(\d+)P\[(.*)\] (\d+)D\[(.*)\]$")
 
 
+#: The study problem's fields the serving form shows (built-in profile names and the workload).
+FORM_FIELDS = ("model", "noc", "memory", "batch_size", "input_seq", "output_seq")
+
+
+def not_in_form(problem: dict[str, Any] | None) -> list[str]:
+    """Fields of a study's problem that the serving form cannot show: a profile given as a file
+    or missing, and every other field that differs from ``ProblemSpec``'s default (a GPU chip,
+    a precision, a device count…). Opening such a plan would simulate another problem."""
+    from plena_opt.api import ProblemSpec, names_gpu_chip
+
+    if not problem:
+        return ["problem"]
+    defaults = ProblemSpec().identity()
+    bad = []
+    for key, value in problem.items():
+        if key == "memory" and value is None and names_gpu_chip(problem.get("chip")):
+            continue  # a GPU chip's own HBM: follows from the chip (named below)
+        if key in ("model", "noc", "memory"):
+            if (
+                not isinstance(value, str)
+                or "/" in value
+                or "\\" in value
+                or value.endswith(".json")
+            ):
+                bad.append(key)
+        elif key not in FORM_FIELDS and (key not in defaults or value != defaults[key]):
+            bad.append(key)
+    return bad
+
+
 def is_serving_study(user_attrs: dict[str, Any]) -> bool:
     """Whether a study's user attributes are those of a serving comparison."""
     return OWNER_ATTR in user_attrs
@@ -88,7 +118,7 @@ def _mode_fronts(rows: list[dict[str, Any]], values: dict[int, list[float]], sig
     """Mark ``on_front``: the Pareto front of each mode's SLA-meeting deployments."""
     import numpy as np
 
-    from plena_opt.search.pareto import pareto_mask
+    from plena_opt.api.studies import pareto_mask
 
     for mode in ("aggregated", "disaggregated"):
         ok = [r for r in rows if r["serving"] == mode and r["meets_sla"]]
@@ -166,8 +196,6 @@ def serving_study(study: Any, owner: Any | None, max_trials: int) -> dict[str, A
     """The ``ServingStudyOut`` document of serving comparison ``study`` (``owner``: the search
     study it compares, for the problem; None when it is gone)."""
     from optuna.trial import TrialState
-
-    from plena_opt.web.service.studies import not_in_form
 
     attrs = study.user_attrs
     if not is_serving_study(attrs):

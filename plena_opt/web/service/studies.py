@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
-from plena_opt.web.service.serving_study import is_serving_study, serving_study
+from plena_opt.web.service.serving_study import is_serving_study, not_in_form, serving_study
 
 #: SLA constraints of a plan study (``search.objectives.Constraints.names``)
 SLA_CONSTRAINTS = ("max_ttft", "min_tps_per_seq", "max_tpot")
@@ -19,12 +19,12 @@ def list_studies(storage: str | None) -> list[dict[str, Any]]:
     for a serving comparison); an absent store has none and nothing is created."""
     import optuna
 
-    from plena_opt.search.storage import list_studies as _list
-    from plena_opt.search.storage import open_storage, storage_exists
+    from plena_opt.api.studies import list_studies as _list
+    from plena_opt.api.studies import open_store
 
-    if not storage_exists(storage):
+    store = open_store(storage)
+    if store is None:
         return []
-    store = open_storage(storage)
     rows = _list(store)
     attrs = {s.study_name: s.user_attrs for s in optuna.get_all_study_summaries(store, False)}
     for r in rows:
@@ -32,50 +32,15 @@ def list_studies(storage: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-#: The study problem's fields the serving form shows (built-in profile names and the workload).
-FORM_FIELDS = ("model", "noc", "memory", "batch_size", "input_seq", "output_seq")
-
-
-def not_in_form(problem: dict[str, Any] | None) -> list[str]:
-    """Fields of a study's problem that the serving form cannot show: a profile given as a file
-    or missing, and every other field that differs from ``ProblemSpec``'s default (a GPU chip,
-    a precision, a device count…). Opening such a plan would simulate another problem."""
-    from plena_opt.api import ProblemSpec, names_gpu_chip
-
-    if not problem:
-        return ["problem"]
-    defaults = ProblemSpec().identity()
-    bad = []
-    for key, value in problem.items():
-        if key == "memory" and value is None and names_gpu_chip(problem.get("chip")):
-            continue  # a GPU chip's own HBM: follows from the chip (named below)
-        if key in ("model", "noc", "memory"):
-            if (
-                not isinstance(value, str)
-                or "/" in value
-                or "\\" in value
-                or value.endswith(".json")
-            ):
-                bad.append(key)
-        elif key not in FORM_FIELDS and (key not in defaults or value != defaults[key]):
-            bad.append(key)
-    return bad
-
-
 @contextmanager
 def _stored_study(storage: str | None, name: str) -> Iterator[tuple[Any, Any]]:
     """(store, study ``name``) read as committed on disk (``committed_view``); 404 when the
     store or the study is absent."""
-    from plena_opt.search.storage import (
-        committed_view,
-        load_existing_study,
-        open_storage,
-        storage_exists,
-    )
+    from plena_opt.api.studies import committed_view, load_existing_study, open_store
 
-    if not storage_exists(storage):
+    store = open_store(storage)
+    if store is None:
         raise PlenaNotFoundError("study", f"unknown study {name!r}; the store has no studies")
-    store = open_storage(storage)
     with committed_view(store):
         yield store, load_existing_study(name, store)
 
@@ -87,8 +52,13 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
     study's problem. Only what is on disk is read (``committed_view``)."""
     from optuna.trial import TrialState
 
-    from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
-    from plena_opt.search.trials import VALUES_ATTR, front_trials, scored_trials
+    from plena_opt.api.studies import (
+        METRICS_ATTR,
+        PLAN_ATTR,
+        VALUES_ATTR,
+        front_trials,
+        scored_trials,
+    )
 
     with _stored_study(storage, name) as (_, study):
         if is_serving_study(study.user_attrs):
@@ -141,7 +111,7 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
 def serving_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
     """Serving comparison study ``name`` (``serving_study.serving_study``): its first
     ``max_trials`` deployments; the problem from the search study it compares."""
-    from plena_opt.search.storage import load_existing_study
+    from plena_opt.api.studies import load_existing_study
 
     with _stored_study(storage, name) as (store, study):
         owner_name = study.user_attrs.get("serving_comparison_of")

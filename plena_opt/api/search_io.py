@@ -1,0 +1,35 @@
+"""What a front end needs around ``search_plans``: the request and result types, progress, the
+objectives, the study's default name and the renderers of a front (text, JSON, CSV, plot, goodput,
+serving comparison). Re-exports of ``plena_opt.search`` so no front end imports it
+(docs/ARCHITECTURE.md).
+
+Names are imported on first use (``plena_opt.lazy``), so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+from plena_opt.lazy import lazy_exports
+
+_EXPORTS = {
+    "BASIS_MONTE_CARLO": "plena_opt.search.serving",
+    "DEFAULT_OBJECTIVES": "plena_opt.search.objectives",
+    "MEMORY_STORAGE": "plena_opt.search.request",
+    "OBJECTIVES": "plena_opt.search.objectives",
+    "PLOT_FORMATS": "plena_opt.search.output",
+    "Progress": "plena_opt.search.runner",
+    "SearchRequest": "plena_opt.search.request",
+    "SearchResult": "plena_opt.search.result",
+    "default_study_name": "plena_opt.search.runner",
+    "no_front_message": "plena_opt.search.output",
+    "plot_front": "plena_opt.search.output",
+    "render_comparison": "plena_opt.search.serving_compare",
+    "render_goodput": "plena_opt.search.serving",
+    "render_json": "plena_opt.search.output",
+    "render_text": "plena_opt.search.output",
+    "write_csv": "plena_opt.search.output",
+    "write_csv_all": "plena_opt.search.output",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

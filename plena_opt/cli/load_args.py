@@ -1,0 +1,49 @@
+"""The estimate's load flags read back, shared by local and remote mode: whether a serving
+workload is asked for, the disaggregated pools, the checked speculative setting."""
+
+from __future__ import annotations
+
+import argparse
+
+from plena_opt.errors import PlenaInputError
+
+
+def wants_load(args: argparse.Namespace) -> bool:
+    """Whether any flag of a serving workload (load, engine, lengths' range) is given."""
+    return any(
+        getattr(args, k, None) is not None
+        for k in ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+    )
+
+
+def speculation_of_args(args: argparse.Namespace):  # noqa: ANN202
+    """The checked speculative setting of the flags (None: no --speculative)."""
+    from plena_opt.api.speculative import speculation
+
+    k, method, rates = args.speculative, args.speculative_method, args.acceptance
+    if k is None:
+        if method is not None or rates is not None:
+            flag = "--speculative-method" if method is not None else "--acceptance"
+            raise PlenaInputError("speculative", f"{flag} needs --speculative K")
+        return None
+    if pools(args) is None and not wants_load(args):
+        raise PlenaInputError(
+            "speculative",
+            "--speculative is priced under load: give --concurrency or --request-rate",
+        )
+    acceptance = None
+    if rates is not None:
+        try:
+            acceptance = tuple(float(a) for a in rates.split(","))
+        except ValueError:
+            raise PlenaInputError(
+                "acceptance", f"--acceptance takes comma-separated rates in (0, 1]; got {rates!r}"
+            ) from None
+    return speculation(method or "eagle", k, acceptance)
+
+
+def pools(args: argparse.Namespace):  # noqa: ANN202
+    """The pools of the four pool flags (None: none given); an error names a missing one."""
+    from plena_opt.api.under_load_disagg import POOL_FIELDS, check_pools
+
+    return check_pools({f: getattr(args, f, None) for f in POOL_FIELDS})
