@@ -106,7 +106,8 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--frequency-hz", type=float, default=1e9, help="compute clock, Hz")
     g.add_argument("--eplb-redundant", type=int, default=None, metavar="N",
-                   help="EPLB: N redundant expert replicas over the EP ranks")  # fmt: skip
+                   help="EPLB: N redundant expert replicas over the EP ranks (default: none, "
+                   "EPLB off)")  # fmt: skip
     g.add_argument(
         "--precision",
         default=None,
