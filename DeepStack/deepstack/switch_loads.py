@@ -64,6 +64,19 @@ def _chain_latency(levels, outermost: int) -> float:
     return lat + h1
 
 
+def _stage_hop(router: Router, flows: int, cross_node: int, cross_pod: int) -> float:
+    """Longest chain latency of a stage of ``flows`` flows, ``cross_node`` of them leaving their
+    node and ``cross_pod`` their pod (each level present adds its hops)."""
+    present = []
+    if cross_node < flows:
+        present.append(L1)
+    if cross_pod < cross_node:
+        present.append(L2)
+    if cross_pod:
+        present.append(L3)
+    return max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
+
+
 def _keys(router: Router, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Link key of each device's L3, L2 and L1 port link (per instance or per port number)."""
     s3, s2, s1 = router.sizes
@@ -101,16 +114,9 @@ def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     per_level = (w3, w2, w)
     up = tuple(np.bincount(ks[i], per_level[i], sizes[i]) for i in range(3))
     down = tuple(np.bincount(kd[i], per_level[i], sizes[i]) for i in range(3))
-    n_node = int(np.count_nonzero(cross_node))
-    n_pod = int(np.count_nonzero(cross_pod))
-    present = []
-    if n_node < len(w):
-        present.append(L1)
-    if n_pod < n_node:
-        present.append(L2)
-    if n_pod:
-        present.append(L3)
-    hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
+    hop = _stage_hop(
+        router, len(w), int(np.count_nonzero(cross_node)), int(np.count_nonzero(cross_pod))
+    )
     nic = None
     if router.nic_bps is not None:
         nic = (np.bincount(ks[2], w2, sizes[2]), np.bincount(kd[2], w2, sizes[2]))
@@ -182,15 +188,8 @@ def group_flow_loads(
     def count(mask: np.ndarray) -> int:
         return int(np.dot(mask.sum(axis=1), per_shape))
 
-    flows, n_node, n_pod = count(sent), count(sent & cross_node), count(sent & cross_pod)
-    present = []
-    if n_node < flows:
-        present.append(L1)
-    if n_pod < n_node:
-        present.append(L2)
-    if n_pod:
-        present.append(L3)
-    hop = max((_chain_latency(router.levels, lv) for lv in present), default=0.0)
+    flows = count(sent)
+    hop = _stage_hop(router, flows, count(sent & cross_node), count(sent & cross_pod))
     nic = None
     if router.nic_bps is not None:
         nic = (loads(L2, pi[None, :], keys[2]), loads(L2, pj[None, :], keys[2]))

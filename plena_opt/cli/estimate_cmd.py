@@ -17,7 +17,7 @@ from plena_opt.cli.common import (
     problem_from_args,
 )
 from plena_opt.cli.load_args import pools as _pools
-from plena_opt.cli.load_args import speculation_of_args
+from plena_opt.cli.load_args import print_under_load, speculation_of_args
 from plena_opt.cli.load_args import wants_load as _wants_load
 from plena_opt.errors import PlenaInputError
 
@@ -260,17 +260,7 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         from plena_opt.api.speculative import speculate
 
         verdict = speculate(problem, plan, load, spec, args.engine or "vllm")
-    if args.json:
-        result.document["serving_under_load"] = load.to_dict()
-        if verdict is not None:
-            result.document["speculative"] = verdict.to_dict()
-        print(result.to_text(as_json=True))
-        return 0
-    print(result.to_text())
-    print(load.to_text())
-    if verdict is not None:
-        print(verdict.to_text())
-    return 0
+    return print_under_load(args, result, load, verdict)
 
 
 def _print_disaggregated(args: argparse.Namespace) -> int:

@@ -47,3 +47,19 @@ def pools(args: argparse.Namespace):  # noqa: ANN202
     from plena_opt.api.under_load_disagg import POOL_FIELDS, check_pools
 
     return check_pools({f: getattr(args, f, None) for f in POOL_FIELDS})
+
+
+def print_under_load(args: argparse.Namespace, result, load, verdict) -> int:  # noqa: ANN001
+    """Print an estimate with its figures under load and the speculative verdict (None: not
+    asked), as text or in ``--json`` (keys ``serving_under_load``, ``speculative``); exit 0."""
+    if args.json:
+        result.document["serving_under_load"] = load.to_dict()
+        if verdict is not None:
+            result.document["speculative"] = verdict.to_dict()
+        print(result.to_text(as_json=True))
+        return 0
+    print(result.to_text())
+    print(load.to_text())
+    if verdict is not None:
+        print(verdict.to_text())
+    return 0

@@ -12,6 +12,7 @@ import json
 import sys
 
 from plena_opt import jsonio
+from plena_opt.cli.load_args import print_under_load
 from plena_opt.cli.remote.requests import (
     estimate_request_from_args,
     search_request_from_args,
@@ -72,17 +73,7 @@ def remote_estimate(args: argparse.Namespace) -> int:
         from plena_opt.api.speculative import verdict_from_proto
 
         verdict = verdict_from_proto(reply.speculative)
-    if args.json:
-        result.document["serving_under_load"] = load.to_dict()
-        if verdict is not None:
-            result.document["speculative"] = verdict.to_dict()
-        print(result.to_text(as_json=True))
-        return 0
-    print(result.to_text())
-    print(load.to_text())
-    if verdict is not None:
-        print(verdict.to_text())
-    return 0
+    return print_under_load(args, result, load, verdict)
 
 
 def _print_disaggregated(args: argparse.Namespace, msg: object) -> int:
