@@ -4,7 +4,8 @@
 disaggregated ``2P:KEY+3D:KEY``) pool by pool: where a step's time goes (compute, HBM, network per
 pipeline stage of prefill and of one decode step, and the decode attribution of the CLI's
 ``estimate``), memory per device (weights, KV cache, the rest) against capacity, and, for a GPU
-chip with an engine and a concurrency, TTFT/TPOT under load (``serve_under_load``).
+chip with an engine and a concurrency, TTFT/TPOT under load (``serve_under_load``) with the
+measured error's interval of their means (``error_bars``, as ``estimate --concurrency``).
 ``bundle_files`` is the launch bundle ``plena-opt export KEY --out-dir DIR`` writes, as
 file name → text. Times in ms, memory in bytes.
 """
@@ -168,7 +169,21 @@ def _under_load(
         "tpot_ms": {k: v * 1e3 for k, v in u.tpot.to_dict().items()},
         "output_tps_per_gpu": u.output_tps_per_gpu,
         "output_tps_per_user": u.output_tps_per_user,
+        "error_bars": _bars_ms(u),
     }, None
+
+
+def _bars_ms(u: Any) -> dict[str, Any] | None:
+    """The mean TTFT/TPOT interval of ``estimate --concurrency`` (``UnderLoad.error_bars``:
+    the closest measured group) in ms (``*_ms_low``/``*_ms_high``), or None: no group."""
+    bars = u.error_bars()
+    if bars is None:
+        return None
+    out = {k: bars[k] for k in ("level", "group", "group_rows")}
+    for metric in ("ttft", "tpot"):
+        for end in ("low", "high"):
+            out[f"{metric}_mean_ms_{end}"] = bars[f"{metric}_mean_seconds_{end}"] * 1e3
+    return out
 
 
 def plan_detail(

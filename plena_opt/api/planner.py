@@ -268,6 +268,7 @@ def run_planner(
 ) -> PlannerResult:
     """Run the search, then (unless stopped) the serving comparison; then the recommendation
     (of a stopped search: from the front it found)."""
+    from plena_opt.api.planner_intervals import annotate_planner
     from plena_opt.api.recommendation import recommend
     from plena_opt.api.searches import search_plans
     from plena_opt.api.serving import decide_serving
@@ -278,6 +279,7 @@ def run_planner(
         decide_serving(result, [], ps.request, ps.problem, stop=stop)
     if result.front or result.serving:
         rec = recommend(result, ps.request)
+    annotate_planner(result, ps.request, ps.problem)  # error bars and robust marks
     return PlannerResult(result, rec, front_points(result))
 
 
@@ -322,16 +324,19 @@ def _entry_point(e: Any, basis: str) -> dict[str, Any]:
 def front_points(result: SearchResult) -> list[dict[str, Any]]:
     """What the page plots: front points (``feasible``; ``mode`` aggregated or disaggregated)
     then at most :data:`MAX_INFEASIBLE_POINTS` infeasible scored plans (``reason``)."""
+    from plena_opt.api.planner_intervals import point_intervals
+
     cmp = (result.serving or {}).get("comparison")
     if cmp:
         basis = str(cmp.get("figures_basis", "model, under load"))
+        note = {"interval_note": "no interval: a serving comparison's deployments are not bounded"}
         pts = [
-            _serving_point(e, basis)
+            {**_serving_point(e, basis), **note}
             for mode in ("aggregated", "disaggregated")
             for e in (cmp.get(mode) or {}).get("front", [])
         ]
     else:
-        pts = [_entry_point(e, basis_of(result)) for e in result.front]
+        pts = [{**_entry_point(e, basis_of(result)), **point_intervals(e)} for e in result.front]
     bad = [e for e in getattr(result, "scored", []) or [] if not e.feasible]
     pts += [_entry_point(e, basis_of(result)) for e in bad[:MAX_INFEASIBLE_POINTS]]
     return pts

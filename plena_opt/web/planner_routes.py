@@ -132,11 +132,13 @@ def job_view(job: Job) -> dict[str, Any]:
     }
     a = job.answer
     if a is not None:
+        from plena_opt.api.planner_intervals import goodput_doc, recommendation_doc
+
         r = a.result
         cmp = (r.serving or {}).get("comparison") or {}
         out["answer"] = {
             "points": a.points,
-            "recommendation": None if a.recommendation is None else a.recommendation.to_dict(),
+            "recommendation": recommendation_doc(a.recommendation, r),
             "summary": {
                 "evaluated": r.evaluated,
                 "legal_points": r.legal_points,
@@ -149,6 +151,7 @@ def job_view(job: Job) -> dict[str, Any]:
                 "empty_reason": getattr(r, "empty_reason", None),
                 "infeasible": r.infeasible,
                 "under_load": getattr(r, "under_load", None),
+                "goodput_interval": goodput_doc(r, job.search.request),
             },
         }
     return finite(out)

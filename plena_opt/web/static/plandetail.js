@@ -2,7 +2,7 @@
 // TTFT/TPOT under load), two or three plans side by side, and what to take away (the launch
 // bundle, the CLI command that reproduces the search, the URL of this view).
 
-import { esc } from "./plot.js";
+import { esc, span } from "./plot.js";
 
 const KEY = /^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(\w+?)-(\w+?)-b(\d+)(?:-(\w+))?$/;
 const ms = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3));
@@ -56,9 +56,14 @@ function memory(p) {
 function underLoad(p) {
   const u = p.under_load;
   if (!u) return p.under_load_note ? `<p class="hint">${esc(p.under_load_note)}</p>` : "";
-  const row = (name, d) => `<tr><td>${name}</td><td>${ms(d.mean)}</td><td>${ms(d.p50)}</td><td>${ms(d.p90)}</td><td>${ms(d.p99)}</td></tr>`;
+  const e = u.error_bars;
+  const iv = (k) => (e ? span(e[`${k}_mean_ms_low`], e[`${k}_mean_ms_high`], ms) : "");
+  const row = (name, d, k) => `<tr><td>${name}</td><td class="m-${k}">${ms(d.mean)}${iv(k)}</td><td>${ms(d.p50)}</td><td>${ms(d.p90)}</td><td>${ms(d.p99)}</td></tr>`;
+  const bars = e
+    ? `<p class="hint" id="pl-load-bars">mean (low–high): the ${Math.round(e.level * 100)} % interval of the model's measured error on group ${esc(e.group)} (${e.group_rows} measured runs)</p>`
+    : `<p class="hint" id="pl-load-bars">no interval: no measured group for this engine</p>`;
   return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.request_rate != null ? `${u.request_rate} requests/s` : `${u.concurrency} clients`}: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
-    <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms)}${row("TPOT", u.tpot_ms)}</table>`;
+    <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms, "ttft")}${row("TPOT", u.tpot_ms, "tpot")}</table>${bars}`;
 }
 
 /** The decode step's attribution as ``plena-opt estimate`` prints it (ms per token). */
@@ -76,9 +81,17 @@ function pool(p) {
     ${attribution(p.decode_attribution_ms)}</div></div></div>`;
 }
 
+/** Where a point's interval comes from (or why it has none) and whether it is robust. */
+function pointBars(p) {
+  const robust = p.robust == null ? "" : p.robust ? ` Robust: the SLA holds at ${esc(p.robust_basis)}.` : ` Not robust: ${esc(p.robust_reason)} at ${esc(p.robust_basis)}.`;
+  if (p.interval_group) return `<br><span class="hint" id="pl-detail-bars">(low–high): the ${Math.round((p.interval_level || 0.9) * 100)} % interval of the model's measured error on group ${esc(p.interval_group)}.${robust}</span>`;
+  return p.interval_note ? `<br><span class="hint" id="pl-detail-bars">${esc(p.interval_note)}${robust}</span>` : "";
+}
+
 /** The plan view: its pools, the simulator link (aggregated plans) and the compare button. */
 export function detailHtml(d, point, view) {
-  const fig = point ? `${point.tps_per_gpu.toFixed(0)} tokens/s per GPU · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms · TPOT ${ms(point.tpot_ms)} ms <span class="muted">(${esc(point.basis)})</span>` : "";
+  const f0 = (v) => v.toFixed(0);
+  const fig = point ? `<span id="pl-detail-figs">${point.tps_per_gpu.toFixed(0)} tokens/s per GPU${span(point.tps_per_gpu_low, point.tps_per_gpu_high, f0)} · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms${span(point.ttft_ms_low, point.ttft_ms_high, ms)} · TPOT ${ms(point.tpot_ms)} ms${span(point.tpot_ms_low, point.tpot_ms_high, ms)}${point.usd_per_mtok == null ? "" : ` · $${point.usd_per_mtok.toPrecision(3)} per M output tokens${span(point.usd_per_mtok_low, point.usd_per_mtok_high, (v) => v.toPrecision(3))}`}</span> <span class="muted">(${esc(point.basis)})</span>${pointBars(point)}` : "";
   const canSim = !d.disaggregated && !view.uploaded && !view.model_dir && !view.noc_uploaded;
   const why = d.disaggregated ? "a disaggregated deployment has no single-plan simulation"
     : view.noc_uploaded ? "an uploaded NoC profile is not in the simulator's list" : "this model is not in the simulator's catalog";
@@ -91,16 +104,19 @@ export function detailHtml(d, point, view) {
     <p>${fig}</p>${d.pools.map(pool).join("")}`;
 }
 
+/** An interval as plain text (the compare table escapes its cells). */
+const txt = (lo, hi, f) => (lo == null || hi == null ? "" : ` (${f(lo)}–${f(hi)})`);
+
 /** Two or three plans side by side. */
 export function compareHtml(keys, points, details) {
   const rows = [
     ["mode", (p) => p.mode],
     ["GPUs", (p) => p.devices],
-    ["tokens/s per GPU", (p) => p.tps_per_gpu.toFixed(0)],
+    ["tokens/s per GPU", (p) => p.tps_per_gpu.toFixed(0) + txt(p.tps_per_gpu_low, p.tps_per_gpu_high, (v) => v.toFixed(0))],
     ["tokens/s per user", (p) => p.tps_per_user.toFixed(0)],
-    ["TTFT ms", (p) => ms(p.ttft_ms)],
-    ["TPOT ms", (p) => ms(p.tpot_ms)],
-    ["$ per M output tokens", (p) => (p.usd_per_mtok == null ? "–" : p.usd_per_mtok.toFixed(3))],
+    ["TTFT ms", (p) => ms(p.ttft_ms) + txt(p.ttft_ms_low, p.ttft_ms_high, ms)],
+    ["TPOT ms", (p) => ms(p.tpot_ms) + txt(p.tpot_ms_low, p.tpot_ms_high, ms)],
+    ["$ per M output tokens", (p) => (p.usd_per_mtok == null ? "–" : p.usd_per_mtok.toFixed(3) + txt(p.usd_per_mtok_low, p.usd_per_mtok_high, (v) => v.toFixed(3)))],
   ];
   const poolRows = [
     ["prefill compute / HBM / network ms", (q) => `${ms(sum(q.prefill, "compute_ms"))} / ${ms(sum(q.prefill, "hbm_ms"))} / ${ms(sum(q.prefill, "network_ms"))}`],

@@ -2,11 +2,13 @@
 // tokens/s per user (log axes; the TPOT SLA region shaded; aggregated blue, disaggregated orange,
 // infeasible scored plans grey with the constraint they break on hover), and the front's table.
 
-import { esc, scatter } from "./plot.js";
+import { esc, scatter, span } from "./plot.js";
 
 const MODE_CLASS = { aggregated: "agg", disaggregated: "disagg", infeasible: "violates" };
 const f0 = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v.toPrecision(3));
 const f2 = (v) => (v == null ? "–" : v.toFixed(2));
+const f3 = (v) => (v == null ? "–" : v.toFixed(3));
+const usd = (v) => (v == null ? "–" : v.toPrecision(3));
 
 /** The recommendation in one line (kind, plan, figures and why). */
 export function recommendationLine(rec, infeasible = {}) {
@@ -15,9 +17,10 @@ export function recommendationLine(rec, infeasible = {}) {
     return `<p class="rec muted" id="pl-rec">No plan to recommend: no scored plan met the constraints${why ? ` (${esc(why)})` : ""}; relax the SLA or add GPUs.</p>`;
   }
   const g = rec.figures || {};
-  const ttft = g.ttft_seconds == null ? "" : `, TTFT ${(g.ttft_seconds * 1e3).toFixed(1)} ms`;
-  const tpot = g.tpot_seconds == null ? "" : `, TPOT ${(g.tpot_seconds * 1e3).toFixed(2)} ms`;
-  const tps = g.tps_per_device == null ? "" : ` — ${g.tps_per_device.toFixed(0)} tokens/s per GPU`;
+  const k = (v) => (v == null ? null : v * 1e3);
+  const ttft = g.ttft_seconds == null ? "" : `, TTFT ${(g.ttft_seconds * 1e3).toFixed(1)} ms${span(k(g.ttft_seconds_low), k(g.ttft_seconds_high), (v) => v.toFixed(1))}`;
+  const tpot = g.tpot_seconds == null ? "" : `, TPOT ${(g.tpot_seconds * 1e3).toFixed(2)} ms${span(k(g.tpot_seconds_low), k(g.tpot_seconds_high), f2)}`;
+  const tps = g.tps_per_device == null ? "" : ` — ${g.tps_per_device.toFixed(0)} tokens/s per GPU${span(g.tps_per_device_low, g.tps_per_device_high, f0)}`;
   return `<p class="rec" id="pl-rec"><b>Recommended (${esc(rec.kind)}):</b> <a href="#" data-open="${esc(rec.decode_key ? `${g.prefill_workers}P:${rec.key}+${g.decode_workers}D:${rec.decode_key}` : rec.key)}">${esc(rec.label)}</a>${tps}${ttft}${tpot} <span class="muted">(${esc(g.basis || "")}) · ${esc(rec.reason || "")}</span></p>`;
 }
 
@@ -28,6 +31,7 @@ function hover(p) {
     `TTFT ${f2(p.ttft_ms)} ms · TPOT ${f2(p.tpot_ms)} ms · ${p.devices} GPUs`,
     `basis: ${p.basis}`,
   ];
+  if (p.ttft_ms_low != null) lines.push(`${ivName(p)}: TTFT ${f2(p.ttft_ms_low)}–${f2(p.ttft_ms_high)} ms · TPOT ${f2(p.tpot_ms_low)}–${f2(p.tpot_ms_high)} ms`);
   if (p.reason) lines.push(`infeasible: ${p.reason}`);
   return lines.join("\n");
 }
@@ -65,13 +69,42 @@ function table(v, compare) {
   const rows = v.answer.points.filter((p) => p.feasible)
     .sort((a, b) => b.tps_per_gpu - a.tps_per_gpu)
     .map((p) => `<tr data-key="${esc(p.key)}" data-mode="${p.mode}" tabindex="0">
-      <td><span class="dot ${MODE_CLASS[p.mode]}"></span>${esc(p.mode)}</td><td>${esc(p.label)}</td><td>${p.devices}</td>
-      <td>${f0(p.tps_per_gpu)}</td><td>${f0(p.tps_per_user)}</td><td>${f2(p.ttft_ms)}</td><td>${f2(p.tpot_ms)}</td>
-      <td>${p.usd_per_mtok == null ? "–" : p.usd_per_mtok.toFixed(3)}</td>
+      <td><span class="dot ${MODE_CLASS[p.mode]}"></span>${esc(p.mode)}</td><td>${esc(p.label)}${robustMark(p)}</td><td>${p.devices}</td>
+      <td class="m-tps">${f0(p.tps_per_gpu)}${span(p.tps_per_gpu_low, p.tps_per_gpu_high, f0)}</td><td>${f0(p.tps_per_user)}</td>
+      <td class="m-ttft">${f2(p.ttft_ms)}${span(p.ttft_ms_low, p.ttft_ms_high, f2)}</td><td class="m-tpot">${f2(p.tpot_ms)}${span(p.tpot_ms_low, p.tpot_ms_high, f2)}</td>
+      <td class="m-usd">${f3(p.usd_per_mtok)}${span(p.usd_per_mtok_low, p.usd_per_mtok_high, usd)}</td>
       <td><input type="checkbox" data-compare="${esc(p.key)}" aria-label="compare ${esc(p.label)}"${compare.includes(p.key) ? " checked" : ""}></td></tr>`)
     .join("");
   return `<table class="front-table" id="pl-table"><thead><tr><th>mode</th><th>plan</th><th>GPUs</th><th>tok/s/GPU</th>
     <th>tok/s/user</th><th>TTFT${at} ms</th><th>TPOT${at} ms</th><th>$/Mtok</th><th>compare</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+/** "90 % interval" of a point's measured group (or "interval"). */
+function ivName(p) {
+  return p.interval_level ? `${Math.round(p.interval_level * 100)} % interval` : "interval";
+}
+
+/** A front plan's robustness mark: SLA holds (or not) at the interval's pessimistic end. */
+function robustMark(p) {
+  if (p.robust == null) return "";
+  const why = p.robust ? `SLA holds at ${p.robust_basis}` : `misses the SLA at ${p.robust_basis}: ${p.robust_reason}`;
+  return ` <span class="badge ${p.robust ? "robust" : "fragile"}" title="${esc(why)}">${p.robust ? "robust" : "not robust"}</span>`;
+}
+
+/** What the front's intervals are (or why there are none), and goodput's interval. */
+function intervalsHint(v) {
+  const pts = v.answer.points.filter((p) => p.feasible);
+  const withIv = pts.filter((p) => p.interval_group);
+  const g = v.answer.summary.goodput_interval;
+  if (!withIv.length) {
+    const note = (pts.find((p) => p.interval_note) || {}).interval_note;
+    return note ? `<p class="hint" id="pl-intervals">error bars: ${esc(note)}</p>` : "";
+  }
+  const groups = [...new Set(withIv.map((p) => p.interval_group))].join(", ");
+  const good = g && (g.goodput_tps_per_device_low != null || g.goodput_tps_per_device_high != null)
+    ? ` Goodput ${f0(g.goodput_tps_per_device_low)}–${f0(g.goodput_tps_per_device_high)} tokens/s per GPU across the interval.` : "";
+  const some = withIv.length < pts.length ? ` (${pts.length - withIv.length} plan(s) without one: ${esc((pts.find((p) => !p.interval_group && p.interval_note) || {}).interval_note || "")})` : "";
+  return `<p class="hint" id="pl-intervals">(low–high): the ${ivName(withIv[0])} from the model's measured error on group ${esc(groups)}${some}${withIv[0].robust_basis ? `; robust: the SLA holds at ${esc(withIv[0].robust_basis)}` : ""}.${good}</p>`;
 }
 
 /** The front of a running search as it grows (``progress.front``, thinned by the server). */
@@ -96,7 +129,7 @@ export function answerHtml(v, compare) {
   return `${recommendationLine(v.answer.recommendation, s.infeasible)}${verdict}${note}${empty}
     <div class="answer-grid"><div>${plot(v)}</div>
     <div class="answer-side"><h4 id="pl-front-head">Front${under} (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare)}
-    <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p></div></div>`;
+    ${intervalsHint(v)}    <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p></div></div>`;
 }
 
 /** Clicks and keys: a point or a row opens its plan; a checkbox adds it to the comparison. */

@@ -4,6 +4,9 @@ import { fmt } from "./timeline.js";
 
 export const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 
+/** A measured-error interval ` (lo–hi)` as a muted span formatted by `f` ("" without one). */
+export const span = (lo, hi, f) => (lo == null || hi == null ? "" : ` <span class="iv">(${f(lo)}–${f(hi)})</span>`);
+
 const lx = (v) => Math.log10(Math.max(v, 1e-9));
 
 function pad(lo, hi) {
