@@ -82,6 +82,9 @@ class Candidate:
     gpu_hours_per_day_high: float | None = None
     usd_per_day_low: float | None = None
     usd_per_day_high: float | None = None
+    # requests/s per replica per interval at the interval's ``low`` end (the optimistic one:
+    # the model's TTFT/TPOT × the low ratios) and ``high`` end; empty without a measured group
+    max_rate_per_replica_at_end: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def priced(self) -> bool:
@@ -152,8 +155,7 @@ def _interval_fields(c: Candidate | MixedCandidate | None) -> dict[str, Any]:
     names = ("gpu_hours_per_day_low", "gpu_hours_per_day_high", "usd_per_day_low",
              "usd_per_day_high", "interval_group", "interval_note")  # fmt: skip
     out = {n: getattr(c, n, None) for n in names}
-    if c is not None and not isinstance(c, Candidate):
-        out["interval_note"] = "no interval: a mix of pools is not bounded (its pools are)"
+    out["interval_left_out"] = getattr(c, "interval_left_out", None)  # a mix's unbounded pools
     return out
 
 

@@ -51,8 +51,9 @@ def occupancy(p: Profile) -> int | None:
 def bound_candidate(
     cand: Any, profiles: dict[Any, Profile], keys: list[Any], curve: Any, sla: Any, req: Any
 ) -> None:
-    """Set ``cand``'s interval fields (``interval_group``, ``replicas_low/high``,
-    ``gpu_hours_per_day_low/high``, ``usd_per_day_low/high``) or ``interval_note``."""
+    """Set ``cand``'s interval fields (``interval_group``, ``max_rate_per_replica_at_end``,
+    ``replicas_low/high``, ``gpu_hours_per_day_low/high``, ``usd_per_day_low/high``) or
+    ``interval_note``."""
     from plena_opt.serving.error_bars import load_table, measured_band
 
     bands = {}
@@ -64,9 +65,11 @@ def bound_candidate(
         bands[key] = band
     cand.interval_group = ", ".join(sorted({b.group for b in bands.values()}))
     lam = [iv.rate_per_s for iv in curve.intervals]
-    for end in ("low", "high"):
+    for end in ("low", "high"):  # both ends' rates first: a mix uses them even where one fails
         rates = {k: _rate_at(profiles[k], bands[k], sla, end) for k in profiles}
-        per = [rates[k] for k in keys]
+        cand.max_rate_per_replica_at_end[end] = [rates[k] for k in keys]
+    for end in ("low", "high"):
+        per = cand.max_rate_per_replica_at_end[end]
         try:
             reps = _replicas(lam, per, req.min_replicas)
         except PlenaInputError as exc:

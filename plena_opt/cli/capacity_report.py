@@ -19,6 +19,9 @@ def _row(c: Any, chosen: Any) -> str:
     reps = c.total_replicas()
     react = f"{_money(c.reactive_usd_per_day)} {100 * c.reactive_slo_attainment:.1f}%"
     mark = "<- cheapest" if c is chosen else ""
+    lo, hi = getattr(c, "usd_per_day_low", None), getattr(c, "usd_per_day_high", None)
+    if lo is not None and hi is not None:
+        mark = f"[{_money(lo)}-{_money(hi)}/day at the error bars] {mark}".rstrip()
     return (
         f"{c.name:<16} {f'{min(mus):.2f}' if mus else '-':>13} {f'{min(reps)}-{max(reps)}':>9} "
         f"{c.gpu_hours_per_day:>9.0f} {_money(c.usd_per_day):>8} "
@@ -76,28 +79,39 @@ def render_text(plan: Any) -> str:
         f"{100 * saving:.0f}%)"
     )
     lines.append(_interval_line(c))
+    if plan.mix is not None and plan.mix is not c and plan.mix.priced:
+        lines.append(f"mixed: {_interval_line(plan.mix)}")
     if len(plan.intervals) <= MAX_INTERVAL_LINES:
-        lines.append(f"{'hour':>6} {'req/s':>8}  replicas -> GPUs")
+        ends = c.replicas_low is not None and c.replicas_high is not None
+        head = "  [replicas at the error bars: low .. high]" if ends else ""
+        lines.append(f"{'hour':>6} {'req/s':>8}  replicas -> GPUs{head}")
         for i, iv in enumerate(plan.intervals):
+            bars = (
+                f"  [{_replicas(c.replicas_low[i])} .. {_replicas(c.replicas_high[i])}]"
+                if ends
+                else ""
+            )
             lines.append(
                 f"{iv['start_hour']:>6g} {iv['requests_per_second']:>8.2f}  "
-                f"{_replicas(c.replicas_at(i))} -> {_gpus(c.gpus_at(i))}"
+                f"{_replicas(c.replicas_at(i))} -> {_gpus(c.gpus_at(i))}{bars}"
             )
     return "\n".join(lines)
 
 
 def _interval_line(c: Any) -> str:
     """The chosen deployment's $/day and replicas across the measured error's interval."""
-    high = getattr(c, "usd_per_day_high", None)
-    group = getattr(c, "interval_group", None)
+    high = c.usd_per_day_high
+    group = c.interval_group
     if group is None or high is None:
-        note = getattr(c, "interval_note", None) or "no interval: a mix of pools is not bounded"
-        lo = getattr(c, "usd_per_day_low", None)
+        note = c.interval_note or "no interval"
+        lo = c.usd_per_day_low
         extra = f"; $/day at the low end {_money(lo)}" if lo is not None else ""
         return f"error bars: {note}{extra}"
-    reps = c.replicas_high
+    reps = [r if isinstance(r, int) else sum(r.values()) for r in c.replicas_high]
+    left = getattr(c, "interval_left_out", None)
+    out = f"; without {', '.join(left)} (no measured group)" if left else ""
     return (
         f"error bars (90 % interval of measured error, group {group}): "
         f"{_money(c.usd_per_day_low)}-{_money(high)}/day; at the worst end "
-        f"{min(reps)}-{max(reps)} replicas, {c.gpu_hours_per_day_high:.0f} GPU-h/day"
+        f"{min(reps)}-{max(reps)} replicas, {c.gpu_hours_per_day_high:.0f} GPU-h/day{out}"
     )
