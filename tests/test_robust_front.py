@@ -74,6 +74,7 @@ def test_replicas_and_cost_at_the_interval_ends_by_hand(monkeypatch) -> None:
     assert cand.usd_per_day_low == pytest.approx(3 * 2 * 24 * 3.0)
     assert cand.usd_per_day_high == pytest.approx(5 * 2 * 24 * 3.0)
     assert cand.gpu_hours_per_day_high == pytest.approx(5 * 2 * 24)
+    assert cand.max_rate_per_replica_at_end == {"low": [6.25], "high": [4.0]}  # what a mix uses
 
 
 def test_peak_scaling_scales_compute_memory_and_network_only_in_the_copy() -> None:

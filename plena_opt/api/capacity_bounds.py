@@ -65,11 +65,13 @@ def bound_candidate(
         bands[key] = band
     cand.interval_group = ", ".join(sorted({b.group for b in bands.values()}))
     lam = [iv.rate_per_s for iv in curve.intervals]
-    for end in ("low", "high"):  # both ends' rates first: a mix uses them even where one fails
-        rates = {k: _rate_at(profiles[k], bands[k], sla, end) for k in profiles}
-        cand.max_rate_per_replica_at_end[end] = [rates[k] for k in keys]
+    ends = {}  # both ends' rates first: a mix uses them even where one end fails here
     for end in ("low", "high"):
-        per = cand.max_rate_per_replica_at_end[end]
+        rates = {k: _rate_at(profiles[k], bands[k], sla, end) for k in profiles}
+        ends[end] = [rates[k] for k in keys]
+    cand.max_rate_per_replica_at_end = ends
+    for end in ("low", "high"):
+        per = ends[end]
         try:
             reps = _replicas(lam, per, req.min_replicas)
         except PlenaInputError as exc:
