@@ -190,6 +190,21 @@ def test_the_page_renders_each_interval(tmp_path_factory) -> None:
             bars["tpot_mean_ms_low"], bars["tpot_mean_ms_high"], _ms
         )
         assert bars["group"] in pg.text_content("#pl-load-bars")
+        # the plan at 64 clients, re-estimated: its means' interval is the 33-128 band's
+        pg.fill("#pl-k-load", "64")
+        pg.click("#pl-k-run")
+        pg.wait_for_selector("#pl-knob-table", timeout=WAIT_MS)
+        knob = httpx.post(
+            f"{url}/api/planner/jobs/{job}/reestimate", json={"key": p["key"], "concurrency": 64}
+        ).json()["detail"]["pools"][0]["under_load"]
+        kb = knob["error_bars"]
+        assert kb["group"] == "vllm|h100-sxm|33-128"
+        want = f"{_ms(knob['tpot_ms']['mean'])} " + _range(
+            kb["tpot_mean_ms_low"], kb["tpot_mean_ms_high"], _ms
+        )
+        assert want in pg.text_content("#pl-knob-table")
+        wide = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        assert pg.evaluate(wide) <= 0  # nothing pushes the 1280 px page sideways
         pg.screenshot(path=str(shots / "ui-planner-intervals-plan.png"), full_page=True)
         pg.close()
     assert errors == []

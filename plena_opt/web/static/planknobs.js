@@ -52,8 +52,15 @@ function figures(pool) {
     "memory per device GB": `${gb(pool.weight_bytes + pool.kv_bytes)} of ${gb(pool.capacity_bytes)}${pool.fits === false ? " (does not fit)" : ""}`,
     "TTFT p50 under load ms": u ? ms(u.ttft_ms.p50) : "–",
     "TPOT p50 under load ms": u ? ms(u.tpot_ms.p50) : "–",
+    "TTFT / TPOT mean under load ms (measured-error interval)": u ? `${ms(u.ttft_ms.mean)}${bar(u, "ttft")} / ${ms(u.tpot_ms.mean)}${bar(u, "tpot")}` : "–",
     "tokens/s per GPU under load": u ? u.output_tps_per_gpu.toFixed(0) : "–",
   };
+}
+
+/** ` (lo–hi)` of a mean under load from its measured error (`error_bars`), or "". */
+function bar(u, k) {
+  const e = u.error_bars;
+  return e ? ` (${ms(e[`${k}_mean_ms_low`])}–${ms(e[`${k}_mean_ms_high`])})` : "";
 }
 
 /** Before and after, side by side. */
