@@ -146,3 +146,23 @@ def test_the_recommended_estimate_command_carries_the_load(capsys):
     assert main([*SEARCH, *LOAD]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "estimate it:" in x)
     assert line.endswith("--concurrency 64 --engine vllm --range-ratio 0.8")
+
+
+def test_plans_not_priced_under_load_are_not_counted_as_breaking_an_sla(capsys):
+    """PP/CP plans are refused under load (NaN objectives): they are reported once as not
+    priced, with the reason, and neither counted against --max-tpot-ms nor given as its
+    nearest miss (that once printed an infinite excess and failed the JSON output)."""
+    argv = ["search", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+            "--input-seq", "1024", "--output-seq", "256", "--batch-sizes", "16",
+            "--storage", ":memory:", "--concurrency", "16", "--max-tpot-ms", "2.0",
+            "--quiet"]  # fmt: skip
+    code, doc = _json(capsys, argv)
+    assert code in (0, 2)
+    refused = [w for w in doc["warnings"] if "not priced" in w and "DP replicas" in w]
+    assert len(refused) == 1
+    n_refused = int(refused[0].split()[0])
+    assert n_refused > 0
+    priced = doc["legal_points"] - n_refused
+    assert 0 < doc["infeasible"].get("max_tpot", 0) <= priced
+    for miss in doc["nearest_miss"].values():
+        assert miss["excess"] > 0 and miss["excess"] < float("inf")

@@ -8,6 +8,7 @@ batch at ``--memory-fraction``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,8 +51,12 @@ def infeasible_summary(
     counts: dict[str, int] = {}
     best: dict[str, Any] = {}
     for r in records:
+        if not r.valid:
+            continue  # not priced (an objective is not finite): see ``unpriced_reasons``
         for k in constraints.violated(r.constraints):
             counts[k] = counts.get(k, 0) + 1
+            if not math.isfinite(r.constraints[k]):
+                continue  # no finite value to be near the limit with
             if k not in best or r.constraints[k] < best[k].constraints[k]:
                 best[k] = r
     misses = {}
@@ -66,6 +71,19 @@ def infeasible_summary(
             unit=unit,
         )
     return counts, misses
+
+
+def unpriced_reasons(records: Sequence[Any]) -> dict[str, int]:
+    """Plans with an objective that is not finite (not priced), counted per stated reason."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.valid:
+            continue
+        under = r.summary.get("under_load")
+        reason = under.get("refused") if isinstance(under, dict) else None
+        key = reason or "an objective is not available (not finite)"
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def miss_text(name: str, m: NearestMiss) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from plena_opt.search.hypervolume import Normaliser
-from plena_opt.search.misses import infeasible_summary
+from plena_opt.search.misses import infeasible_summary, unpriced_reasons
 from plena_opt.search.modes import (
     choose_sampler,
     compares_exact,
@@ -114,6 +114,8 @@ def run_search(
     front = s.front_records(recs)
     result_extra, hv, hv_norm = _rate_front(s, front, recs, complete, partial, sampler_name)
     infeasible, nearest = infeasible_summary(recs, s.constraints)
+    for reason, n in unpriced_reasons(recs).items():
+        s.warnings.append(f"{n} plan(s) not priced: {reason}")
     best_infeasible: FrontEntry | None = None
     if not front:
         valid = [r for r in recs if r.valid]
