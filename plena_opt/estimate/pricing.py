@@ -3,7 +3,7 @@
 Analytic-model §3.3 ``price_stage``.
 
 Same rules as :func:`plena_opt.memory.price_stage`, applied to numpy arrays of evaluation points;
-each point stands for a number of decode steps (``StepWeights``, see ``decode_steps``), so sums
+each point stands for a number of decode steps (``StepWeights``, see ``estimate.decode``), so sums
 and means over the decode are weighted sums over the points.
 """
 
