@@ -14,6 +14,7 @@ import math
 
 import pytest
 from conftest import SHARED, load_golden, needs_shared
+from deepstack import switch_noc
 from golden_support import golden_memory, golden_model, golden_noc
 from test_evaluator_fixture import CASES
 
@@ -21,10 +22,14 @@ from plena_opt.api import load_problem
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import Plan, Workload
 from plena_opt.estimate.context import EstimateContext
-from plena_opt.estimate.distributed import PlanCost
+from plena_opt.estimate.distributed import FIELDS, PlanCost
 from plena_opt.estimate.evaluator import metrics_of
 from plena_opt.estimate.reference import plan_layout, reference_metrics
 from plena_opt.estimate.reference.collectives import layer_collectives
+from plena_opt.estimate.reference.metrics import pass_field_total
+from plena_opt.estimate.reference.steps import decode_pass, prefill_pass
+from plena_opt.memory import load_memory
+from plena_opt.models import load_model
 
 REL = 1e-12
 HEADLINE = ("ttft_seconds", "tps", "tps_per_sequence", "decode_step_seconds")
@@ -47,8 +52,12 @@ def _same_as_reference(cost: PlanCost) -> None:
     _close("first decode latency", cost.decode.latency_at(0), ref.first_decode_latency_seconds)
     if cost.ctx.gpu is None:  # a GPU's board-power energy is not restated by the reference
         _close("energy_per_token_joules", fast.energy_per_token_joules, ref.energy_per_token_joules)
-    # The collectives: the same network calls, so bit-identical, by reference name.
+    # Phase totals (the single-chip report's fields; ``PassResult.total``).
     lay = plan_layout(cost.ctx, cost.plan)
+    for fast_pass, ref_pass in ((cost.prefill, prefill_pass(lay)), (cost.decode, decode_pass(lay))):
+        for name in FIELDS:
+            _close(name, fast_pass.total(name), pass_field_total(lay, ref_pass, name))
+    # The collectives: the same network calls, so bit-identical, by reference name.
     passes = (("prefill", cost.prefill, cost.shard.q_prefill), ("decode", cost.decode, 1))
     for mode, dec, q in passes:
         for kind in cost.ctx.distinct_kinds:
@@ -134,3 +143,13 @@ def test_an_illegal_plan_is_refused_by_name() -> None:
     with pytest.raises(PlenaInputError) as exc:
         reference_metrics(ev.ctx, Plan(tp=3, dp=1, pp=1))
     assert exc.value.field == "plan"
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt-oss-20b", "gemma-2-27b", "llama-4-scout"])
+@pytest.mark.parametrize("memory", ["fictional_stacked_dram", "fictional_fixed_bandwidth"])
+def test_single_chip_equals_the_reference(model: str, memory: str) -> None:
+    """The one-device case (``estimate_decoder_latency``: its phase totals are
+    ``PassResult.total``) equals the reference, sliding, chunked and MoE layers included."""
+    workload = Workload(batch_size=4, input_seq_len=1500, output_seq_len=700)
+    ctx = EstimateContext(load_model(model), switch_noc(1), load_memory(memory), workload)
+    _same_as_reference(PlanCost(ctx, Plan()))

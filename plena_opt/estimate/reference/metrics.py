@@ -95,11 +95,12 @@ def noc_energy_per_decode_token(lay: PlanLayout, decode: PassPrice) -> float | N
     return (total / lay.pp + transfer) / lay.shard.micro
 
 
-def _decode_field_total(lay: PlanLayout, decode: PassPrice, name: str) -> float:
-    """Σ over every step, stage and layer of one ``LayerPrice`` field (one device per stage)."""
-    total = sum(float(getattr(ex, name).sum()) for exs in decode.extras.values() for ex in exs)
+def pass_field_total(lay: PlanLayout, p: PassPrice, name: str) -> float:
+    """Σ over every step, stage and layer of one ``LayerPrice`` field of a pass (one device of
+    each stage; collectives not included): the single-chip report's phase totals."""
+    total = sum(float(getattr(ex, name).sum()) for exs in p.extras.values() for ex in exs)
     for kind, count in lay.ctx.kind_totals.items():
-        total += count * float(getattr(decode.layers[kind], name).sum())
+        total += count * float(getattr(p.layers[kind], name).sum())
     return total
 
 
@@ -109,8 +110,8 @@ def plena_energy_per_token(lay: PlanLayout, decode: PassPrice, decode_s: float) 
     busy/idle compute power where the chip states it."""
     ctx, plan = lay.ctx, lay.plan
     out = ctx.workload.output_seq_len
-    reads = _decode_field_total(lay, decode, "read_bytes")
-    writes = _decode_field_total(lay, decode, "write_bytes")
+    reads = pass_field_total(lay, decode, "read_bytes")
+    writes = pass_field_total(lay, decode, "write_bytes")
     dram = ctx.memory.energy_pj(reads, writes)
     if dram is None:
         dram = DEFAULT_MEMORY_ENERGY.energy_pj(reads, writes)
@@ -118,7 +119,7 @@ def plena_energy_per_token(lay: PlanLayout, decode: PassPrice, decode_s: float) 
     energy = (dram + (noc_energy_per_decode_token(lay, decode) or 0.0)) * PJ
     power = ctx.chip.power
     if power is not None:
-        busy = _decode_field_total(lay, decode, "compute_seconds") * plan.world_size / plan.pp
+        busy = pass_field_total(lay, decode, "compute_seconds") * plan.world_size / plan.pp
         idle = max(decode_s * plan.world_size - busy, 0.0)
         energy += (busy * power.busy_watts + idle * power.idle_watts) / (lay.shard.micro * out)
     return energy

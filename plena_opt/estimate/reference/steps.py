@@ -22,18 +22,15 @@ from plena_opt.memory import Memory
 @dataclass(frozen=True)
 class LayerPrice:
     """One layer (or an embedding / LM head) on one device, per step: seconds (the roofline
-    of the two below), compute and DRAM seconds, quantised read and write bytes."""
+    of compute and DRAM seconds), quantised read and write bytes, and ``seconds`` where the
+    memory bounds it (else 0; a GPU decides that per kernel)."""
 
     seconds: np.ndarray
     compute_seconds: np.ndarray
     memory_seconds: np.ndarray
     read_bytes: np.ndarray
     write_bytes: np.ndarray
-
-    @property
-    def memory_bound_seconds(self) -> np.ndarray:
-        """``seconds`` where DRAM time exceeds compute time, else 0."""
-        return np.where(self.memory_seconds > self.compute_seconds, self.seconds, 0.0)
+    memory_bound_seconds: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -80,13 +77,13 @@ def price_traffic(
     r, w = quantised_bytes(reads, mem, n), quantised_bytes(writes, mem, n)
     t_c = np.broadcast_to(np.asarray(cycles, dtype=float) / ctx.compute_hz, (n,))
     t_m = (r + w) / mem.usable_bandwidth_bytes_per_s
-    return LayerPrice(roofline(t_c, t_m, ctx.workload.overlap_policy), t_c, t_m, r, w)
+    seconds = roofline(t_c, t_m, ctx.workload.overlap_policy)
+    return LayerPrice(seconds, t_c, t_m, r, w, np.where(t_m > t_c, seconds, 0.0))
 
 
 def _from_stage_arrays(st) -> LayerPrice:
-    return LayerPrice(
-        st.seconds, st.compute_seconds, st.memory_seconds, st.read_bytes, st.write_bytes
-    )
+    fields = ("seconds", "compute_seconds", "memory_seconds", "read_bytes", "write_bytes")
+    return LayerPrice(*(getattr(st, f) for f in fields), st.memory_bound_seconds)
 
 
 def layer_price(lay: PlanLayout, kind: LayerKind, mode: str, q: int, kv: np.ndarray) -> LayerPrice:
