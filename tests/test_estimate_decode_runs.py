@@ -1,6 +1,6 @@
 """Decode grids of runs of equal attention tiles (``decode.runs``): corner weights give exact sums,
 the corner checks cut exactly where a branch switches, and the evaluator's metrics on such grids
-equal the per-step sum (independent reference in ``test_estimate_decode_steps``)."""
+equal the per-step sum (independent reference: ``estimate.reference.decode_sums``)."""
 
 from __future__ import annotations
 

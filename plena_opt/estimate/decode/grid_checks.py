@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from plena_opt.estimate.decode.blocks import CheckBlocks
-from plena_opt.estimate.decode.stairs import FIT_TOL, SIGN_TOL
+from plena_opt.estimate.decode.stairs import FIT_TOL, SIGN_TOL, LayerFacts
 from plena_opt.estimate.decode.steps import DecodeGrid
 
 MARGIN = 0.5  # share of a tolerance the fast tests may use
@@ -76,7 +76,7 @@ def layers_hold(grid: DecodeGrid, layers: Sequence) -> bool:
     if not all(_roof(e, grid.blocks.rounding) for e in env[:n]):
         return False
     for la, e in zip(layers, env[n:], strict=True):
-        grid.layer_facts[id(la)] = (la, (True, *_extremes(e)))
+        grid.layer_facts[id(la)] = (la, LayerFacts(True, *_extremes(e)))
     return True
 
 
@@ -97,14 +97,14 @@ def _extremes(env: list[tuple[float, float, float, float]]) -> tuple[float, floa
     return min(e[2] for e in env), max(e[3] for e in env), max(e[1] for e in env)
 
 
-def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, float]:
+def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> LayerFacts:
     """(the roofline sign clears zero and fits on every piece with margin, the lowest and
     highest envelope of ``la.seconds``, its largest fit residual), memoised per layer object."""
     hit = grid.layer_facts.get(id(la))
     if hit is not None and hit[0] is la:  # the object is kept with its facts: ids stay unique
         return hit[1]
     sign, seconds = envelopes(np.vstack([la.memory_seconds - la.compute_seconds, la.seconds]), b)
-    facts = (_roof(sign, b.rounding), *_extremes(seconds))
+    facts = LayerFacts(_roof(sign, b.rounding), *_extremes(seconds))
     grid.layer_facts[id(la)] = (la, facts)
     return facts
 

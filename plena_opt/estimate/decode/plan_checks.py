@@ -22,7 +22,7 @@ import numpy as np
 from plena_opt.estimate.decode.checks import corner_ok, failed_pieces, residuals
 from plena_opt.estimate.decode.grid_checks import grid_checks_hold, layers_hold
 from plena_opt.estimate.decode.runs import Corners, RunGrid
-from plena_opt.estimate.decode.stairs import FIT_TOL, SIGN_TOL
+from plena_opt.estimate.decode.stairs import FIT_TOL, SIGN_TOL, LayerFacts
 from plena_opt.estimate.decode.steps import DecodeGrid
 
 EPS = 2.0**-52
@@ -64,11 +64,11 @@ def layer_checks(grid: object, layers: Sequence) -> dict[int, list[int]]:
             lo, hi = c.min(axis=(1, 2)).tolist(), c.max(axis=(1, 2)).tolist()
             resid = residuals(values, b).max(axis=1).tolist()
             for la, facts in zip(layers, zip(lo, hi, resid, strict=True), strict=True):
-                grid.layer_facts[id(la)] = (la, (True, *facts))
+                grid.layer_facts[id(la)] = (la, LayerFacts(True, *facts))
     return failed
 
 
-def _facts(grid: RunGrid, b: Corners, la) -> tuple[bool, float, float, float]:
+def _facts(grid: RunGrid, b: Corners, la) -> LayerFacts:
     """(roofline sign holds on every block, min and max of ``la.seconds`` over every corner,
     its largest fit residual), memoised on the grid per priced layer object."""
     hit = grid.layer_facts.get(id(la))
@@ -80,7 +80,7 @@ def _facts(grid: RunGrid, b: Corners, la) -> tuple[bool, float, float, float]:
     seconds = la.seconds[at:]
     c = seconds.reshape(n, 5)[:, :4]
     resid = float(residuals(seconds.reshape(1, -1), b).max())
-    facts = (bool(ok.all()), float(c.min()), float(c.max()), resid)
+    facts = LayerFacts(bool(ok.all()), float(c.min()), float(c.max()), resid)
     grid.layer_facts[id(la)] = (la, facts)
     return facts
 

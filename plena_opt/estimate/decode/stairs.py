@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from itertools import count
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -128,6 +129,17 @@ class Check:
         return lo, slope, excess
 
 
+class LayerFacts(NamedTuple):
+    """What a plan's fast checks need of one priced layer on a grid (``plan_checks``,
+    ``grid_checks``): whether its roofline sign holds on every piece, the lowest and highest
+    envelope of its seconds, and its largest fit residual (s)."""
+
+    roof: bool
+    lo: float
+    hi: float
+    resid: float
+
+
 class GridMemo:
     """What both grid kinds (``DecodeGrid``, ``runs.RunGrid``) keep per grid object."""
 
@@ -138,9 +150,9 @@ class GridMemo:
         return next(_TOKENS)
 
     @cached_property
-    def layer_facts(self) -> dict:
-        """Memo of ``plan_checks`` / ``grid_checks`` (facts about priced layers
-        at these points)."""
+    def layer_facts(self) -> dict[int, tuple[Any, LayerFacts]]:
+        """Memo of ``plan_checks`` / ``grid_checks``: id of a priced layer -> (the layer, kept
+        alive so that ids stay unique; its ``LayerFacts`` at these points)."""
         return {}
 
 
