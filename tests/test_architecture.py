@@ -298,10 +298,6 @@ KNOWN_CYCLES = [
     # a multi-node profile is built from presets, and presets name multi-node profiles
     {"deepstack.gpu_nodes", "deepstack.presets", "deepstack.profile"},
     {"plena_opt.models.hf_config", "plena_opt.models.model_spec"},
-    {"plena_opt.estimate.attention_variants", "plena_opt.estimate.layer"},
-    # the decode code, one package-to-be (issue 27 item 3)
-    {"plena_opt.estimate.decode_checks", "plena_opt.estimate.decode_runs"}
-    | {"plena_opt.estimate.decode_steps"},
     {"plena_opt.search.modes", "plena_opt.search.sampled"},
     {"plena_opt.search.grpc_proxy", "plena_opt.search.storage", "plena_opt.search.trials"},
     {"plena_opt.search.disaggregated", "plena_opt.search.serving_optuna"},

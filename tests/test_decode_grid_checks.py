@@ -1,5 +1,5 @@
-"""``decode_grid_checks``: a plan's fast checks on a stair-compressed grid (memory with a
-transfer quantum) are sufficient conditions for ``decode_checks.failed_pieces`` finding nothing,
+"""``decode.grid_checks``: a plan's fast checks on a stair-compressed grid (memory with a
+transfer quantum) are sufficient conditions for ``decode.checks.failed_pieces`` finding nothing,
 they hold in the plain case, and stacked-DRAM decodes still equal the per-step reference."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from test_estimate_decode_steps import compressed, reference
 
 from plena_opt.estimate import Evaluator, Workload
-from plena_opt.estimate.decode_checks import failed_pieces
-from plena_opt.estimate.decode_plan_checks import plan_checks_hold
-from plena_opt.estimate.decode_steps import DecodeGrid, StairSpec, decode_grid
+from plena_opt.estimate.decode import DecodeGrid, StairSpec, decode_grid
+from plena_opt.estimate.decode.checks import failed_pieces
+from plena_opt.estimate.decode.plan_checks import plan_checks_hold
 from plena_opt.estimate.distributed import PlanCost
 from plena_opt.memory import load_memory
 from plena_opt.models import load_model

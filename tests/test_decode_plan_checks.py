@@ -1,5 +1,5 @@
-"""``decode_plan_checks``: a plan's fast checks on a run grid are sufficient conditions for
-``decode_checks.failed_pieces`` finding nothing, and they hold in the plain cases."""
+"""``decode.plan_checks``: a plan's fast checks on a run grid are sufficient conditions for
+``decode.checks.failed_pieces`` finding nothing, and they hold in the plain cases."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plena_opt.estimate.decode_checks import failed_pieces
-from plena_opt.estimate.decode_plan_checks import layer_checks, plan_checks_hold
-from plena_opt.estimate.decode_runs import Span, assemble
-from plena_opt.estimate.decode_steps import StairSpec
+from plena_opt.estimate.decode import StairSpec
+from plena_opt.estimate.decode.checks import failed_pieces
+from plena_opt.estimate.decode.plan_checks import layer_checks, plan_checks_hold
+from plena_opt.estimate.decode.runs import Span, assemble
 
 M = 64
 

@@ -1,6 +1,6 @@
-"""Decode grids of runs of equal attention tiles (``decode_runs``): corner weights give exact sums,
+"""Decode grids of runs of equal attention tiles (``decode.runs``): corner weights give exact sums,
 the corner checks cut exactly where a branch switches, and the evaluator's metrics on such grids
-equal the per-step sum (independent reference in ``test_estimate_decode_steps``)."""
+equal the per-step sum (independent reference: ``estimate.reference.decode_sums``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from test_estimate_decode_steps import compressed, reference
 
 from plena_opt.estimate import Evaluator, Workload
-from plena_opt.estimate.decode_checks import _few_band_cuts, _many_band_cuts, failed_pieces
-from plena_opt.estimate.decode_runs import RunGrid, Span, assemble, blocks_of, run_grid
-from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid, StairSpec
+from plena_opt.estimate.decode import MAX_REFINES, DecodeGrid, StairSpec
+from plena_opt.estimate.decode.checks import _few_band_cuts, _many_band_cuts, failed_pieces
+from plena_opt.estimate.decode.runs import RunGrid, Span, assemble, blocks_of, run_grid
 from plena_opt.estimate.distributed import PlanCost
 from plena_opt.memory import FixedBandwidthMemory, load_memory
 from plena_opt.models import load_model

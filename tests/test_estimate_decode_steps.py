@@ -1,5 +1,6 @@
-"""The compressed decode (weighted evaluation points, ``decode_steps``) equals pricing every
-decode step, on random workloads, plans and output lengths (property test)."""
+"""The compressed decode (weighted evaluation points, ``estimate.decode``) equals pricing every
+decode step (``estimate.reference.decode_sums``), on random workloads, plans and output lengths
+(property test)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from plena_opt.estimate import Evaluator, Workload
 from plena_opt.estimate.distributed import PlanCost
 from plena_opt.estimate.evaluator import decode_attribution
-from plena_opt.estimate.layer import layer_cycles, layer_traffic
+from plena_opt.estimate.reference import decode_sums
 from plena_opt.memory import FixedBandwidthMemory, load_memory, unbounded
 from plena_opt.models import load_model
 
@@ -27,67 +28,10 @@ NOC = load_noc_profile("illustrative_gpu_cluster_32")
 REL = 1e-12
 
 
-def _quantised(parts: dict, quantum: int | None, n: int) -> np.ndarray:
-    """Σ of the positive traffic components, each rounded up to whole quanta (bytes, per step)."""
-    total = np.zeros(n)
-    for value in parts.values():
-        v = np.broadcast_to(np.maximum(np.asarray(value, dtype=float), 0.0), (n,))
-        total += v if quantum is None else np.ceil(v / quantum) * quantum
-    return total
-
-
 def reference(cost: PlanCost) -> dict[str, float]:
-    """Every decode step priced on its own and summed plainly (independent of ``decode_steps``,
-    ``StepWeights``, ``StageArrays`` and ``PassResult``): only the per-layer cycle and traffic
-    formulas (``layer_cycles`` / ``layer_traffic``) and the constant collectives, LM head and
-    stage-boundary transfer are taken from the product."""
-    ctx, plan = cost.ctx, cost.plan
-    w, mem = ctx.workload, ctx.memory
-    j = np.arange(w.output_seq_len, dtype=np.int64)
-    kv = ((w.input_seq_len + j + plan.cp - 1) // plan.cp).astype(float)  # ceil((S + j) / cp)
-    n, quantum, bw = len(kv), mem.transfer_quantum_bytes, mem.usable_bandwidth_bytes_per_s
-    load = cost.loads.get("decode")
-    dec = cost.decode
-    sums = dict.fromkeys(
-        ("seconds", "compute_seconds", "memory_seconds", "memory_bound_seconds"), 0.0
-    ) | {"read_bytes": 0.0, "write_bytes": 0.0, "overlap_excess": 0.0}
-    combined = {}
-    for kind in dec.layer:
-        cyc = layer_cycles(cost.shape, kind, "decode", 1, kv.copy(), load)
-        reads, writes = layer_traffic(cost.shape, kind, "decode", 1, kv.copy(), plan.cp, load)
-        r, wr = _quantised(reads, quantum, n), _quantised(writes, quantum, n)
-        t_c, t_m = cyc / ctx.compute_hz, (r + wr) / bw
-        t = np.maximum(t_c, t_m) if w.overlap_policy == "stage-roofline" else t_c + t_m
-        comm = sum(c.seconds for c in dec.comm[kind].values())
-        combined[kind] = np.maximum(t, comm) if dec.full_overlap else t + comm
-        for name, v in (("seconds", t), ("compute_seconds", t_c), ("memory_seconds", t_m)):
-            sums[name] += float(v.sum())
-        sums["memory_bound_seconds"] += float(np.where(t_m > t_c, t, 0.0).sum())
-        sums["read_bytes"] += float(r.sum())
-        sums["write_bytes"] += float(wr.sum())
-        if dec.full_overlap:  # what full overlap hides (decode attribution); 0 otherwise
-            sums["overlap_excess"] += float(np.maximum(comm - t, 0.0).sum())
-    stages = []
-    for i, counts in enumerate(ctx.stage_kind_counts(plan.pp)):
-        row = np.zeros(n)
-        for kind, count in counts.items():
-            row += count * combined[kind]
-        for ex in dec.extras.get(i, []):  # the LM head: the same at every step
-            assert np.all(ex.seconds == ex.seconds[0])
-            row += ex.seconds[0]
-        stages.append(row)
-    rows = np.array(stages)
-    period = rows.max(axis=0) + dec.transfer_seconds
-    in_flight = -(-w.batch_size // cost.shard.micro)
-    if in_flight < plan.pp:  # the token loop bounds the period (docs/deviations.md §5)
-        loop = (rows.sum(axis=0) + plan.pp * dec.transfer_seconds) / in_flight
-        period = np.maximum(period, loop)
-    return sums | {
-        "decode_seconds": float(period.sum()),
-        "period_mean": float(period.mean()),
-        "stage_mean": float(rows.mean(axis=1).sum()),
-        "first_latency": float(rows[:, 0].sum()) + (plan.pp - 1) * dec.transfer_seconds,
-    }
+    """Every decode step priced on its own and summed plainly (``estimate.reference``,
+    independent of ``estimate.decode``, ``StepWeights``, ``StageArrays`` and ``PassResult``)."""
+    return decode_sums(cost.ctx, cost.plan).as_dict()
 
 
 def compressed(cost: PlanCost) -> dict[str, float]:

@@ -12,7 +12,8 @@ from deepstack import Network, ParallelScheme, switch_noc
 
 from plena_opt.estimate import Evaluator, EvaluatorInputs, Plan, Workload
 from plena_opt.estimate.comm import Cost, PricedNetwork
-from plena_opt.estimate.decode_steps import KV, ONE, StairSpec, _zone_pieces
+from plena_opt.estimate.decode.stairs import KV, ONE, StairSpec
+from plena_opt.estimate.decode.steps import _zone_pieces
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.memory import FixedBandwidthMemory, load_memory
 from plena_opt.models import load_model
@@ -103,7 +104,7 @@ def test_long_fixed_bandwidth_decode_matches_point_by_point() -> None:
     mem = FixedBandwidthMemory(0.9e12, None, name="fixed")
     w = Workload(batch_size=16, input_seq_len=2048, output_seq_len=20_000)
     ev = Evaluator(model, NOC, mem, w)
-    from plena_opt.estimate import decode_steps
+    from plena_opt.estimate.decode import steps as decode_steps
 
     plans = ev.legal_plans()
     fast = ev.evaluate_batch(plans)

@@ -153,15 +153,15 @@ def gate_projection_cycles(s: LayerShape, q: int, mode: str) -> int:
 
 
 def variant_traffic(
-    s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray, weights: float
+    s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray, weights: float, spill: int
 ) -> tuple[dict[str, np.ndarray | float], dict[str, float]]:
     """DRAM bytes ``(reads, writes)`` of a Gated DeltaNet or DSA layer (as ``layer_traffic``).
 
     Gated DeltaNet: the fixed state is read and written once per pass, whatever the context.
     DSA: the MLA latents of the ``min(kv, index_topk)`` attended keys and the indexer keys of
-    all ``kv`` are read (prefill: once per ``MLEN`` query tile); each new token writes both."""
-    from plena_opt.estimate.layer import spill_elements
-
+    all ``kv`` are read (prefill: once per ``MLEN`` query tile); each new token writes both.
+    ``spill``: activation elements beyond vector SRAM at one spill site (``layer.spill_elements``;
+    prefill only)."""
     m, d, prec = s.model, s.shard, s.precision
     prefill = mode == "prefill"
     if kind.linear:
@@ -186,7 +186,7 @@ def variant_traffic(
         }
     if prefill:
         sites = 3 + (2 if m.family == "moe" else 1)
-        spill = sites * spill_elements(s, q) * prec.activation_bytes
-        reads["activation_spill"] = spill
-        writes["activation_spill"] = spill
+        spilled = sites * spill * prec.activation_bytes
+        reads["activation_spill"] = spilled
+        writes["activation_spill"] = spilled
     return reads, writes

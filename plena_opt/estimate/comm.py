@@ -7,7 +7,7 @@ Byte counts are per device and truncated to integers, as the reference passes ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
@@ -44,6 +44,15 @@ def _cost(c) -> Cost:
     return Cost(c.seconds, c.noc_energy_pj)
 
 
+@dataclass
+class CollectivePrices:
+    """``PricedNetwork``'s memo (shared by the contexts of one network, ``estimate.memo``)."""
+
+    layouts: dict[tuple, int] = field(default_factory=dict)  # (scheme sizes, dim) -> layout id
+    ids: dict[tuple, int] = field(default_factory=dict)  # (groups' shape, bytes) -> layout id
+    costs: dict[tuple[str, int, int], Cost] = field(default_factory=dict)  # (op, layout, bytes)
+
+
 class PricedNetwork:
     """A ``Network`` whose collective and pipeline-transfer prices (seconds, energy) are memoised
     per evaluation context, keyed by the rank groups of the dimension and the byte count.
@@ -55,13 +64,13 @@ class PricedNetwork:
     every candidate; other calls go to the network unchanged.
     """
 
-    def __init__(self, net: Network, memo: dict | None = None) -> None:
-        """``memo``: a dictionary to keep the prices in (shared by contexts of one network)."""
+    def __init__(self, net: Network, memo: CollectivePrices | None = None) -> None:
+        """``memo``: where to keep the prices (shared by contexts of one network)."""
         self.net = net
-        memo = {} if memo is None else memo
-        self._layouts: dict[tuple, int] = memo.setdefault("layouts", {})  # (sizes, dim) -> id
-        self._ids: dict[tuple, int] = memo.setdefault("ids", {})  # (shape, bytes) -> id
-        self._costs: dict[tuple, Cost] = memo.setdefault("costs", {})
+        memo = CollectivePrices() if memo is None else memo
+        self._layouts = memo.layouts
+        self._ids = memo.ids
+        self._costs = memo.costs
 
     def __getattr__(self, name: str):
         return getattr(self.net, name)

@@ -17,10 +17,10 @@ from deepstack import Network, NocProfile
 
 from plena_opt.chip import ChipProfile, PerfModel, load_chip
 from plena_opt.estimate.comm import PricedNetwork
-from plena_opt.estimate.decode_steps import DecodeGrid, StairSpec, decode_grid
+from plena_opt.estimate.decode import DecodeGrid, StairSpec, decode_grid
 from plena_opt.estimate.gpu import GpuPricing, checkpoint_workload, is_gpu, storage_precision
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
-from plena_opt.estimate.memo import PricingCaches, PricingMemo
+from plena_opt.estimate.memo import PricingCaches, PricingMemo, StageLayouts
 from plena_opt.estimate.moe_load import power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.plan import Workload
@@ -104,7 +104,7 @@ class EstimateContext:
         self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
         self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
-        self.row_groups: dict[tuple, tuple] = {}
+        self.row_groups = StageLayouts()
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of

@@ -2,7 +2,7 @@
 
 ``EstimateContext`` (``estimate.context``) holds what is fixed for a (model, NoC, memory, chip,
 workload); ``PlanCost`` prices one plan: per-stage prefill and the whole decode (a few weighted
-evaluation points standing for every generated token, ``decode_steps``), priced by its base
+evaluation points standing for every generated token, ``estimate.decode``), priced by its base
 ``PlanPasses`` (``estimate.plan_passes``; a pass's sums in ``estimate.passes``), then TTFT, TPS,
 footprints, NoC energy and warnings here.
 ``DistributedEstimate.to_dict()`` is the reference JSON (golden ``distributed.json`` outputs).
@@ -82,13 +82,13 @@ class PlanCost(PlanPasses):
         """The first stage of the largest footprint (only the first stage of each distinct
         layout is priced: stages of equal layer counts and tables hold equal bytes)."""
         pp = self.plan.pp
-        key = ("footprint_stages", pp)
-        stages = self.ctx.row_groups.get(key)
+        memo = self.ctx.row_groups.footprint_stages
+        stages = memo.get(pp)
         if stages is None:
             first: dict[tuple, int] = {}
             for i, counts in enumerate(self.stage_kind_counts):
                 first.setdefault((tuple(counts.items()), i == 0, i == pp - 1), i)
-            stages = self.ctx.row_groups[key] = sorted(first.values())
+            stages = memo[pp] = sorted(first.values())
         best = None
         for wb, kb in self.stage_footprints(stages=stages):
             if best is None or wb + kb > best[0] + best[1]:
@@ -150,14 +150,14 @@ class PlanCost(PlanPasses):
         if self.plan.world_size == 1:
             return 0.0
         shared = self.decode.shared  # the same for the plans that differ in comm overlap
-        hit = shared.get("noc_energy")
+        hit = shared.noc_energy
         if hit is None:
             comm = self.decode.comm
             total = 0.0
             for kind, count in self.ctx.kind_totals.items():
                 total += count * sum((c.energy_pj or 0.0) for c in comm[kind].values())
             transfer = self.decode.transfer.energy_pj or 0.0
-            hit = shared["noc_energy"] = (total / self.plan.pp + transfer) / self.shard.micro
+            hit = shared.noc_energy = (total / self.plan.pp + transfer) / self.shard.micro
         return hit
 
     def capacity_warning(self, single_chip: bool) -> str:

@@ -198,7 +198,7 @@ def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | No
     energy figure, + NoC; weight and KV bytes per device, fits, warnings): the same
     for the plans that differ only in comm overlap, so kept in the decode pass's shared memo."""
     shared = cost.decode.shared
-    hit = shared.get("base_metrics")
+    hit = shared.base_metrics
     if hit is None:
         plan, decode = cost.plan, cost.decode
         # DRAM energy of the whole decode: every device of a stage does that stage's work.
@@ -214,7 +214,7 @@ def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | No
             energy = (dram + (cost.noc_energy_pj_per_decode_token or 0.0)) * PJ
         wb, kb = cost.footprint
         hit = (energy, wb, kb, cost.fits_in_memory, tuple(cost.warnings))
-        shared["base_metrics"] = hit
+        shared.base_metrics = hit
     return hit
 
 
@@ -244,7 +244,7 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     rows, _, mult = dec.stage_rows
     # Σ multiplicities = the number of stages (a small integer: the same float either way)
     per_row = rows @ weights
-    m = dec._groups[3]
+    m = dec.groups.mult_floats
     total = m[0] * float(per_row[0]) if len(m) == 1 else float(mult @ per_row)
     mean_stage = total / steps / float(len(dec.stage_layers))
     stage_period = dec.stage_period_total / steps
@@ -260,8 +260,7 @@ def _shared_parts(dec: PassResult, policy: str) -> tuple[float, float, list]:
     """(Σ compute share, Σ DRAM share, per layer kind with collectives: (its seconds per point,
     Σ of its collectives, [(collective, layers × its seconds)])): the same for the plans that
     differ only in comm overlap, so kept in the pass's shared memo."""
-    key = ("attribution", policy)
-    hit = dec.shared.get(key)
+    hit = dec.shared.attribution.get(policy)
     if hit is None:
         compute, dram = _split_totals(dec, policy)
         comm_parts = []
@@ -271,7 +270,7 @@ def _shared_parts(dec: PassResult, policy: str) -> tuple[float, float, list]:
                 continue
             named = [(name, n_layers * x.seconds) for name, x in dec.comm[kind].items()]
             comm_parts.append((la.seconds, csum, named))
-        hit = dec.shared[key] = (compute, dram, comm_parts)
+        hit = dec.shared.attribution[policy] = (compute, dram, comm_parts)
     return hit
 
 

@@ -233,7 +233,7 @@ def layer_traffic(
     if kind.linear or m.is_sparse:
         from plena_opt.estimate.attention_variants import variant_traffic
 
-        return variant_traffic(s, kind, mode, q, kv, weights)
+        return variant_traffic(s, kind, mode, q, kv, weights, spill_elements(s, q))
     if kind.sliding:
         attended = np.minimum(kv, m.sliding_window)
     elif kind.chunked:

@@ -22,25 +22,55 @@ the NoC, the rank groups and the byte count) depend on neither and are always sh
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from plena_opt.estimate.comm import CollectivePrices, Cost
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.decode import DecodeGrid, RunGrid
+    from plena_opt.estimate.layer import LayerKind
+    from plena_opt.estimate.passes import StageGroups
+    from plena_opt.estimate.pricing import StageArrays
 
 MAX_ENTRIES = 8  # distinct (inputs, workload-minus-batch) kept; the oldest is dropped beyond
 
 
 @dataclass
 class PricingCaches:
-    """The memo dictionaries of one ``EstimateContext`` (possibly shared with others)."""
+    """The memos of one ``EstimateContext`` (possibly shared with others), each keyed by what
+    its entries depend on (small interned ids for shards and schemes: ``PlanBase.shard_id``)."""
 
-    layer: dict = field(default_factory=dict)
-    comm: dict = field(default_factory=dict)
-    extras: dict = field(default_factory=dict)
-    grids: dict = field(default_factory=dict)
-    stage_counts: dict = field(default_factory=dict)
-    collectives: dict = field(default_factory=dict)  # ``comm.PricedNetwork``'s prices
-    refined: dict = field(default_factory=dict)  # decode grids refined at given cuts
-    shard_ids: dict = field(default_factory=dict)  # interned (shard, tp, cp) / scheme keys
-    layer_grids: dict = field(default_factory=dict)  # decode grids refined per priced layer
+    # ((shard id, phase), layer kind, points key) -> one priced layer
+    layer: dict[tuple, StageArrays] = field(default_factory=dict)
+    # ((comm id, phase), layer kind) -> one layer's collectives by reference name
+    comm: dict[tuple, dict[str, Cost]] = field(default_factory=dict)
+    # ((shard id, phase), pp, points key) -> (extras by stage, stage-boundary transfer), and
+    # ((shard id, phase), "priced", points key) -> the (embedding, LM head) pair
+    extras: dict[tuple, tuple] = field(default_factory=dict)
+    # (cp, read / quantum) or ("read", cp, read bytes) -> the base decode grid
+    grids: dict[tuple, DecodeGrid | RunGrid] = field(default_factory=dict)
+    stage_counts: dict[int, list[Counter]] = field(default_factory=dict)  # pp -> kinds by stage
+    collectives: CollectivePrices = field(default_factory=CollectivePrices)
+    # (grid key, cuts, last) -> the decode grid refined at those cuts
+    refined: dict[tuple, DecodeGrid | RunGrid] = field(default_factory=dict)
+    shard_ids: dict[tuple, int] = field(default_factory=dict)  # interned (shard, tp, cp) / schemes
+    # (shard id, grid token) -> the grid refined until every layer keeps its roofline side
+    layer_grids: dict[tuple[int, int], DecodeGrid | RunGrid] = field(default_factory=dict)
+
+
+@dataclass
+class StageLayouts:
+    """Per-context memo of what follows from a stage layout alone (kinds per stage), shared by
+    every plan of that pipeline depth."""
+
+    # (stages, kinds) -> layers of each kind over the whole pipeline
+    per_kind: dict[tuple[int, tuple[LayerKind, ...]], list[int]] = field(default_factory=dict)
+    # (stages, kinds, stages with extras) -> stages grouped by equal layout (``StageGroups``)
+    groups: dict[tuple, StageGroups] = field(default_factory=dict)
+    # pp -> the first stage of each distinct footprint
+    footprint_stages: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass

@@ -10,15 +10,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost
-from plena_opt.estimate.decode_checks import failed_pieces
-from plena_opt.estimate.decode_plan_checks import plan_checks_hold
-from plena_opt.estimate.decode_steps import DecodeGrid
+from plena_opt.estimate.decode.checks import failed_pieces
+from plena_opt.estimate.decode.plan_checks import plan_checks_hold
+from plena_opt.estimate.decode.steps import DecodeGrid
 from plena_opt.estimate.layer import LayerKind
+from plena_opt.estimate.memo import StageLayouts
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
 
 
@@ -31,18 +33,43 @@ def weighted_sum(weights: Sequence[float], arrays: Sequence[np.ndarray]) -> np.n
     return np.zeros(len(arrays[0])) if total is None else total
 
 
+class StageGroups(NamedTuple):
+    """Stages grouped by (layer counts by kind, own extras): stages of one group take the same
+    time, so each group's row is computed once."""
+
+    distinct: list[tuple[tuple[int, ...], int]]  # per group: layers of each kind, stage with
+    # extras (or -1 for none)
+    index: np.ndarray  # each stage's group
+    mult: np.ndarray  # each group's number of stages (floats)
+    mult_floats: list[float]  # ``mult`` as Python floats (no array call per use)
+
+
 def stage_groups(
     counts: list[Counter], kinds: list[LayerKind], extras: dict[int, list]
-) -> tuple[list[tuple[tuple[int, ...], int]], np.ndarray, np.ndarray]:
-    """Stages grouped by (layer counts by kind, own extras): the distinct groups as
-    (counts, stage with extras or -1), each stage's group index and each group's stage count."""
+) -> StageGroups:
+    """The ``StageGroups`` of stages with layer ``counts`` and ``extras`` (by stage)."""
     keys: dict[tuple, int] = {}
     index = []
     for i, c in enumerate(counts):
         key = (tuple(c.get(k, 0) for k in kinds), i if i in extras else -1)
         index.append(keys.setdefault(key, len(keys)))
     idx = np.asarray(index)
-    return list(keys), idx, np.bincount(idx, minlength=len(keys)).astype(float)
+    mult = np.bincount(idx, minlength=len(keys)).astype(float)
+    return StageGroups(list(keys), idx, mult, mult.tolist())
+
+
+@dataclass
+class PassFigures:
+    """Figures of a pass that follow from its priced pieces alone, not from the comm overlap or
+    the micro-batches in flight: shared by the passes of the plans that differ only in comm
+    overlap (one ``PlanBase``). None: not computed yet."""
+
+    comm_totals: dict[LayerKind, float] | None = None  # Σ of one layer's collectives (s)
+    groups: StageGroups | None = None
+    totals: dict[tuple[str, bool], float | None] = field(default_factory=dict)  # ``total``
+    noc_energy: float | None = None  # ``PlanCost.noc_energy_pj_per_decode_token``
+    base_metrics: tuple | None = None  # ``evaluator._base_metrics``
+    attribution: dict[str, tuple] = field(default_factory=dict)  # ``evaluator._shared_parts``
 
 
 @dataclass
@@ -61,14 +88,14 @@ class PassResult:
     transfer: Cost  # slowest stage-boundary transfer
     full_overlap: bool
     steps: StepWeights = ONE_STEP  # decode steps each evaluation point stands for
-    row_groups: dict = field(default_factory=dict)  # memo of ``stage_groups`` (per context)
+    row_groups: StageLayouts = field(default_factory=StageLayouts)  # per context
     # Micro-batches in flight when fewer than pp (0: pp of them, the reference's assumption).
     # A micro-batch's next token needs its last stage done, so the period is also bounded by
     # (Σ stages + pp·X) / in_flight (docs/deviations.md, "decode with fewer micro-batches").
     in_flight: int = 0
     # Figures that depend on the pieces above but not on the overlap or in-flight count
     # (field totals), shared by the passes of plans that differ only in comm overlap.
-    shared: dict = field(default_factory=dict)
+    shared: PassFigures = field(default_factory=PassFigures)
 
     @property
     def transfer_seconds(self) -> float:
@@ -78,18 +105,19 @@ class PassResult:
     def layers_per_kind(self) -> list[int]:
         """How many layers of each kind (in ``layer`` order) the whole pipeline runs."""
         kinds = tuple(self.layer)
-        key = ("per_kind", len(self.counts), kinds)
-        hit = self.row_groups.get(key)
+        key = (len(self.counts), kinds)
+        memo = self.row_groups.per_kind
+        hit = memo.get(key)
         if hit is None:
-            hit = self.row_groups[key] = [sum(c.get(k, 0) for c in self.counts) for k in kinds]
+            hit = memo[key] = [sum(c.get(k, 0) for c in self.counts) for k in kinds]
         return hit
 
     @cached
     def _comm_totals(self) -> dict[LayerKind, float]:
-        hit = self.shared.get("comm_totals")  # the same collectives for either comm overlap
+        hit = self.shared.comm_totals  # the same collectives for either comm overlap
         if hit is None:
             hit = {k: sum(c.seconds for c in comm.values()) for k, comm in self.comm.items()}
-            self.shared["comm_totals"] = hit
+            self.shared.comm_totals = hit
         return hit
 
     def comm_seconds(self, kind: LayerKind) -> float:
@@ -119,18 +147,18 @@ class PassResult:
         return failed_pieces(grid, signs, self.stage_rows[0])
 
     @cached
-    def _groups(self) -> tuple[list, np.ndarray, np.ndarray, list[float]]:
-        """``stage_groups`` of this pass plus the multiplicities as Python floats (kept in the
-        pieces' memo, so the plans of one base look them up once)."""
-        hit = self.shared.get("groups")
+    def groups(self) -> StageGroups:
+        """``stage_groups`` of this pass (kept in the pieces' memo, so the plans of one base
+        look them up once)."""
+        hit = self.shared.groups
         if hit is None:
             kinds = tuple(self.layer)
             gkey = (len(self.counts), kinds, tuple(self.extras))
-            hit = self.row_groups.get(gkey)
+            memo = self.row_groups.groups
+            hit = memo.get(gkey)
             if hit is None:
-                distinct, index, mult = stage_groups(self.counts, list(kinds), self.extras)
-                hit = self.row_groups[gkey] = (distinct, index, mult, mult.tolist())
-            self.shared["groups"] = hit
+                hit = memo[gkey] = stage_groups(self.counts, list(kinds), self.extras)
+            self.shared.groups = hit
         return hit
 
     @cached
@@ -140,7 +168,7 @@ class PassResult:
         Stages with the same layer counts and no extras take the same time, so each distinct
         stage is computed once (e.g. one row for four identical pipeline stages).
         """
-        distinct, index, mult, _ = self._groups
+        distinct, index, mult, _ = self.groups
         if self.steps.points == 1:
             return np.array(self._point_values).reshape(-1, 1), index, mult
         combined = [self.combined_seconds(k) for k in self.layer]
@@ -179,7 +207,7 @@ class PassResult:
             combined.append((la if la >= c else c) if full else la + c)
         values = []
         extras = self.extras
-        for counts, stage in self._groups[0]:
+        for counts, stage in self.groups.distinct:
             total = None
             for w, a in zip(counts, combined, strict=True):
                 if w:
@@ -236,7 +264,7 @@ class PassResult:
     def latency_at(self, step: int) -> float:
         """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""
         pp = len(self.stage_layers)
-        mult = self._groups[3]
+        mult = self.groups.mult_floats
         if step == 0 and len(mult) == 1:  # one distinct stage: its time × pp (one product)
             first = self._point_values[0] if self.steps.points == 1 else self.stage_rows[0][0, 0]
             return float(mult[0] * first) + (pp - 1) * self.transfer.seconds
@@ -256,10 +284,11 @@ class PassResult:
 
     def total(self, name: str, first_step: bool = False) -> float | None:
         """A field summed over every stage and every step (or step 0 only)."""
-        key = ("total", name, first_step)
-        if key in self.shared:
-            return self.shared[key]
-        value = self.shared[key] = self._total(name, first_step)
+        key = (name, first_step)
+        totals = self.shared.totals
+        if key in totals:
+            return totals[key]
+        value = totals[key] = self._total(name, first_step)
         return value
 
     def _total(self, name: str, first_step: bool) -> float | None:

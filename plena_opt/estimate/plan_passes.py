@@ -3,7 +3,7 @@ at the weighted decode points (analytic-model §4.6).
 
 ``PlanPasses`` shares a ``PlanBase`` (shard, schemes, MoE loads) with the plans that differ only
 in comm overlap, prices each layer kind once per shard and point set (the caches live on the
-``EstimateContext``) and refines the decode grid until every check holds (``decode_checks``).
+``EstimateContext``) and refines the decode grid until every check holds (``decode.checks``).
 ``PlanCost`` (``estimate.distributed``) builds the headline metrics on top.
 """
 
@@ -17,10 +17,10 @@ from plena_opt.chip.precision import GPU_REDUCE_BYTES
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext
-from plena_opt.estimate.decode_plan_checks import layer_checks
-from plena_opt.estimate.decode_steps import MAX_REFINES, DecodeGrid
+from plena_opt.estimate.decode import MAX_REFINES, DecodeGrid
+from plena_opt.estimate.decode.plan_checks import layer_checks
 from plena_opt.estimate.layer import LayerKind, decode_kv_read_bytes, layer_cycles, layer_traffic
-from plena_opt.estimate.passes import PassResult
+from plena_opt.estimate.passes import PassFigures, PassResult
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.plan_base import PlanBase
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights, price_arrays
@@ -142,7 +142,7 @@ class PlanPasses:
 
     def _pass_parts(
         self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
-    ) -> tuple[dict, dict, dict, Cost, dict]:
+    ) -> tuple[dict, dict, dict, Cost, PassFigures]:
         """(layer arrays by kind, collectives by kind, extras by stage, transfer, a memo of the
         figures that follow from them alone) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
@@ -188,7 +188,7 @@ class PlanPasses:
             )
             extras_cache[ekey] = cached
         extras, transfer = cached
-        return layer_arrays, layer_comm, extras, transfer, {}
+        return layer_arrays, layer_comm, extras, transfer, PassFigures()
 
     @property
     def in_flight(self) -> int:

@@ -3,7 +3,7 @@
 Analytic-model §3.3 ``price_stage``.
 
 Same rules as :func:`plena_opt.memory.price_stage`, applied to numpy arrays of evaluation points;
-each point stands for a number of decode steps (``StepWeights``, see ``decode_steps``), so sums
+each point stands for a number of decode steps (``StepWeights``, see ``estimate.decode``), so sums
 and means over the decode are weighted sums over the points.
 """
 
@@ -53,7 +53,9 @@ class StageArrays:
         self.steps = steps
         self._n = steps.points
         self._memory = memory
-        self._sums: dict[tuple, object] = {}  # memo of split_means / field_sum (shared arrays)
+        # memos of ``split_means`` (by overlap policy) and ``field_sum`` (by field, step 0 only)
+        self._split: dict[str, tuple[float, float]] = {}
+        self._sums: dict[tuple[str, bool], float | None] = {}
         self.seconds = np.maximum(t_c, t_m) if policy == "stage-roofline" else t_c + t_m
         if np.ndim(self.seconds) == 0:
             self.seconds = np.full(self._n, float(self.seconds))
@@ -90,10 +92,9 @@ class StageArrays:
     def split_means(self, policy: str) -> tuple[float, float]:
         """Mean over steps of the (compute, DRAM) share of ``seconds``: under the roofline the
         bound side takes all of it; ``serial`` adds both."""
-        key = ("split", policy)
-        hit = self._sums.get(key)
+        hit = self._split.get(policy)
         if hit is None:
-            hit = self._sums[key] = self._split_means(policy)
+            hit = self._split[policy] = self._split_means(policy)
         return hit
 
     def _split_means(self, policy: str) -> tuple[float, float]:

@@ -5,6 +5,16 @@ last one finishes), ``EngineModel`` (vLLM, SGLang, TensorRT-LLM scheduler defaul
 ``closed_loop`` (steady-state fixed point, for the search) and ``replay_closed_loop`` (a
 discrete-event replay of the same scheduler, for percentiles and the re-check). Step times come
 from the evaluator (``StepModel``). Sits above ``plena_opt.estimate``, below ``plena_opt.api``.
+
+Reference beside fast path, as in the evaluator (``estimate.reference`` beside ``PlanCost``):
+each workload has a fast steady state and a discrete-event replay of the same scheduler that
+serves as its reference, and tests hold the two to agree on the means.
+
+* closed loop: ``closed_loop`` (``steady.py``, fast) against ``replay_closed_loop``
+  (``replay.py``, reference; ``tests/test_serving.py``
+  ``test_steady_state_agrees_with_the_replay_on_the_mean`` and ``…_on_an_evaluated_plan``);
+* open loop (Poisson): ``open_loop`` against ``replay_open_loop`` (``open_loop.py``;
+  ``test_open_loop_steady_state_agrees_with_its_replay`` in ``tests/test_serving.py``).
 """
 
 from plena_opt.serving.benchmark import PROMPTS_PER_CLIENT, benchmark_run

@@ -1,7 +1,7 @@
 """A plan's decode checks on a stair-compressed ``DecodeGrid`` from memoised layer facts.
 
-The counterpart of ``decode_plan_checks`` for the grids of memory with a transfer quantum (and
-chunked or sliding layers): ``decode_checks.failed_pieces`` recovers each quantity's stair
+The counterpart of ``plan_checks`` for the grids of memory with a transfer quantum (and
+chunked or sliding layers): ``checks.failed_pieces`` recovers each quantity's stair
 coefficients at every compressed piece's points, bounds it between two affine envelopes and
 asks that the sign keep clear of zero and the fit residual stay small. The priced layers are
 shared by the plans of a shard, so per layer object the envelopes of its seconds (lowest and
@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from plena_opt.estimate.decode_checks import CheckBlocks
-from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, DecodeGrid
+from plena_opt.estimate.decode.blocks import CheckBlocks
+from plena_opt.estimate.decode.stairs import FIT_TOL, SIGN_TOL, LayerFacts
+from plena_opt.estimate.decode.steps import DecodeGrid
 
 MARGIN = 0.5  # share of a tolerance the fast tests may use
 
@@ -42,7 +43,7 @@ def grid_checks_hold(
 def envelopes(values: np.ndarray, b: CheckBlocks) -> list[list[tuple[float, float, float, float]]]:
     """Per quantity (rows of ``values`` [Q, grid points]) and check: (the largest |value| at
     its points, the largest fit residual, the lowest and the highest envelope value), as
-    ``decode_checks._zones`` bounds them; plain Python on one product (a few dozen numbers)."""
+    ``checks._zones`` bounds them; plain Python on one product (a few dozen numbers)."""
     op, parts = b.row_test
     v = values[:, b.cols]
     ys = (v @ op.T).tolist()
@@ -75,7 +76,7 @@ def layers_hold(grid: DecodeGrid, layers: Sequence) -> bool:
     if not all(_roof(e, grid.blocks.rounding) for e in env[:n]):
         return False
     for la, e in zip(layers, env[n:], strict=True):
-        grid.layer_facts[id(la)] = (la, (True, *_extremes(e)))
+        grid.layer_facts[id(la)] = (la, LayerFacts(True, *_extremes(e)))
     return True
 
 
@@ -96,14 +97,14 @@ def _extremes(env: list[tuple[float, float, float, float]]) -> tuple[float, floa
     return min(e[2] for e in env), max(e[3] for e in env), max(e[1] for e in env)
 
 
-def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> tuple[bool, float, float, float]:
+def _facts(grid: DecodeGrid, b: CheckBlocks, la) -> LayerFacts:
     """(the roofline sign clears zero and fits on every piece with margin, the lowest and
     highest envelope of ``la.seconds``, its largest fit residual), memoised per layer object."""
     hit = grid.layer_facts.get(id(la))
     if hit is not None and hit[0] is la:  # the object is kept with its facts: ids stay unique
         return hit[1]
     sign, seconds = envelopes(np.vstack([la.memory_seconds - la.compute_seconds, la.seconds]), b)
-    facts = (_roof(sign, b.rounding), *_extremes(seconds))
+    facts = LayerFacts(_roof(sign, b.rounding), *_extremes(seconds))
     grid.layer_facts[id(la)] = (la, facts)
     return facts
 

@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plena_opt.estimate import decode_steps as steps_mod
-from plena_opt.estimate.decode_steps import GridMemo, StairSpec, _kv_of, _weights_of
+from plena_opt.estimate.decode import steps as steps_mod
+from plena_opt.estimate.decode.stairs import GridMemo, StairSpec, _kv_of, _weights_of
 from plena_opt.estimate.pricing import StepWeights
 
 SMALL_KV = 8  # an interval up to this many KV lengths is priced point by point
@@ -232,7 +232,7 @@ def _corners(
 
 def run_grid(input_len: int, steps: int, cp: int, spec: StairSpec) -> RunGrid:
     """The base grid: step 0, the partial end KV lengths, then the inner KV lengths (each ``cp``
-    steps) as one span (priced point by point up to ``ENUM_KV`` KV lengths, as ``decode_steps``)."""
+    steps) as one span (priced point by point up to ``ENUM_KV`` KV lengths, as ``steps``)."""
     spans: list[Span] = []
     if steps > 1:
         u0, u1 = _kv_of(input_len, cp, 1) + 1, _kv_of(input_len, cp, steps - 1)

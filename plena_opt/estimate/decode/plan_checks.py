@@ -1,6 +1,6 @@
 """A plan's decode checks on a ``RunGrid`` from memoised facts about its layers.
 
-``passes.PassResult.failed_checks`` judges, at every block's corners (``decode_checks``), the
+``passes.PassResult.failed_checks`` judges, at every block's corners (``checks``), the
 roofline sign of each layer kind, under full comm overlap the sign of ``comm − layer seconds``,
 and the stage rows (affine, ≥ 0). The priced layers are shared by every plan of a shard (one
 object per kind and grid), so what they contribute is judged once per object and kept on the
@@ -8,7 +8,7 @@ grid: whether the roofline sign holds on every block, the extremes of the layer 
 every corner, and its largest fit residual. A plan's comm sign then holds on every block when
 the constant comm time clears those extremes by the sign tolerance and its fit residual stays
 below the fit tolerance with a rounding allowance; the single stage row is judged with one
-product. Each test is a sufficient condition for ``decode_checks.failed_pieces`` returning no
+product. Each test is a sufficient condition for ``checks.failed_pieces`` returning no
 failure, so where one does not hold the caller runs the full check: the grids, and so the
 metrics, are the same as when the full check always runs.
 """
@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from plena_opt.estimate.decode_checks import corner_ok, failed_pieces, residuals
-from plena_opt.estimate.decode_grid_checks import grid_checks_hold, layers_hold
-from plena_opt.estimate.decode_runs import Corners, RunGrid
-from plena_opt.estimate.decode_steps import FIT_TOL, SIGN_TOL, DecodeGrid
+from plena_opt.estimate.decode.checks import corner_ok, failed_pieces, residuals
+from plena_opt.estimate.decode.grid_checks import grid_checks_hold, layers_hold
+from plena_opt.estimate.decode.runs import Corners, RunGrid
+from plena_opt.estimate.decode.stairs import FIT_TOL, SIGN_TOL, LayerFacts
+from plena_opt.estimate.decode.steps import DecodeGrid
 
 EPS = 2.0**-52
 ROUNDING = 64 * EPS  # allowance for rounding between two float evaluations of one residual
@@ -63,11 +64,11 @@ def layer_checks(grid: object, layers: Sequence) -> dict[int, list[int]]:
             lo, hi = c.min(axis=(1, 2)).tolist(), c.max(axis=(1, 2)).tolist()
             resid = residuals(values, b).max(axis=1).tolist()
             for la, facts in zip(layers, zip(lo, hi, resid, strict=True), strict=True):
-                grid.layer_facts[id(la)] = (la, (True, *facts))
+                grid.layer_facts[id(la)] = (la, LayerFacts(True, *facts))
     return failed
 
 
-def _facts(grid: RunGrid, b: Corners, la) -> tuple[bool, float, float, float]:
+def _facts(grid: RunGrid, b: Corners, la) -> LayerFacts:
     """(roofline sign holds on every block, min and max of ``la.seconds`` over every corner,
     its largest fit residual), memoised on the grid per priced layer object."""
     hit = grid.layer_facts.get(id(la))
@@ -79,7 +80,7 @@ def _facts(grid: RunGrid, b: Corners, la) -> tuple[bool, float, float, float]:
     seconds = la.seconds[at:]
     c = seconds.reshape(n, 5)[:, :4]
     resid = float(residuals(seconds.reshape(1, -1), b).max())
-    facts = (bool(ok.all()), float(c.min()), float(c.max()), resid)
+    facts = LayerFacts(bool(ok.all()), float(c.min()), float(c.max()), resid)
     grid.layer_facts[id(la)] = (la, facts)
     return facts
 
