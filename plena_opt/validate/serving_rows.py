@@ -9,6 +9,7 @@ product exactly, else the row is refused with the reason (never priced as a neig
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -153,6 +154,7 @@ def resolve(row: ServingRow) -> Deployment:
     model = resolved[0]
     fmt = _format(row, chip, model)
     tp, ep, mode, gpus, moe_tp = _split(row, model)
+    _check_id_sizes(row, gpus)
     conc, batch = _int(row, "concurrency"), row.get("batch_size")
     if batch and conc != _int(row, "batch_size") * _int(row, "attention_dp_size", 1):
         raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
@@ -163,6 +165,27 @@ def resolve(row: ServingRow) -> Deployment:
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp)  # fmt: skip
     return _with_block(row, d)
+
+
+# InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.
+# ``..._agg_1024x1024_c64_tp8_ep8_937`` (``_tp8_0_ep8_0_`` in some dumps; ``epnone`` when unset).
+ID_SIZES = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+|none)(?:_0)?_\d+$")
+
+
+def _check_id_sizes(row: ServingRow, gpus: int) -> None:
+    """Refuse an agg row whose id names another GPU count than its size fields (the file's
+    README: "a few rows' id and size fields disagree"). On the shipped file these are 107
+    DeepSeek-R1 B200 rows whose fields say 16 or 64 GPUs (tp 64, or attention DP 64, x MoE 8x8)
+    where the id says tp4/tp8 on one node; some repeat, to the last digit, the TPOT of a row
+    with consistent fields. Neither reading is priced: the row does not say which is true."""
+    m = ID_SIZES.search(row.id)
+    if m is None:
+        return
+    if int(m.group(1)) != gpus:
+        dp = row.get("attention_dp_size") or "1"
+        raise Refused(f"size fields disagree with the row id: id tp{m.group(1)} (one worker of "
+                      f"{m.group(1)} GPUs) vs tp_size {row.get('tp_size')} x attention_dp_size "
+                      f"{dp} = {gpus} GPUs")  # fmt: skip
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
