@@ -144,12 +144,12 @@ def test_shipped_file_is_the_shared_copy():
 
 
 # Rows of the shipped file priced (1,353 of 1,877, one of them disaggregated; the rest refused:
-# 393 disagg rows without worker counts, 107 DeepSeek-R1 B200 rows whose size fields name 16 or
-# 64 GPUs where the id names 4 or 8 (106 of them were priced as 16/64-GPU plans until r6),
-# 13 with unrecorded replicas, 8 without a concurrency, 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b rows labelled nvfp4 price as the
-# checkpoint's MXFP4 run weight-only (W4A16; issue 24). Before MoE splits were a plan field
-# (issue 24) 113 rows were refused as not expressible: 108 of them are priced now, 5 are refused
-# for unrecorded replicas.
+# 393 disagg rows without worker counts, 107 B200 rows whose size fields name 4 to 64 GPUs where
+# the id names 2 to 8 (106 of them were priced as 16/64-GPU plans until r6), 13 with unrecorded
+# replicas, 8 without a concurrency, 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b
+# rows labelled nvfp4 price as the checkpoint's MXFP4 run weight-only (W4A16; issue 24). Before
+# MoE splits were a plan field (issue 24) 113 rows were refused as not expressible: 108 of them
+# were priced since, 5 are refused for unrecorded replicas.
 SHIPPED_PRICED = 1353
 
 
