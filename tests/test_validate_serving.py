@@ -232,3 +232,26 @@ def test_spearman_and_tpot_ranking_within_groups():
 def test_cli_cross_validate_needs_measurements(capsys):
     assert main(["validate", "--cross-validate"]) == 2
     assert "--measurements" in capsys.readouterr().err
+
+
+def test_kv_cache_format_of_a_row():
+    # an InferenceX row (id starts with its dump date) runs its recipe's fp8 KV cache
+    ix = "2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp1_ep1_1"
+    assert resolve(ServingRow(ix, LLAMA)).kv_precision == "fp8"
+    assert resolve(ServingRow("grid_row", LLAMA)).kv_precision is None  # NVIDIA grid: bf16
+    oss = {**LLAMA, "model_path": "openai/gpt-oss-120b", "tp_size": "1", "moe_tp_size": "1",
+           "moe_ep_size": "1", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}  # fmt: skip
+    assert resolve(ServingRow(ix.replace("llama", "oss"), oss)).kv_precision is None  # H100 recipe
+    assert resolve(ServingRow("x", {**LLAMA, "kv_cache_dtype": "fp8_e4m3"})).kv_precision == "fp8"
+    assert resolve(ServingRow(ix, {**LLAMA, "kv_cache_dtype": "auto"})).kv_precision is None
+    with pytest.raises(Refused, match="kv_cache_dtype 'int4' is not modelled"):
+        resolve(ServingRow("x", {**LLAMA, "kv_cache_dtype": "int4"}))
+    # an fp8 KV cache reads half the KV bytes: a long-context decode is faster
+    from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.validate.serving_score import step_model
+
+    long = {**LLAMA, "isl": "8192", "concurrency": "64", "batch_size": "64"}
+    bf16, fp8 = (benchmark_run(step_model(resolve(ServingRow(i, long))),
+                               ServingWorkload(64, 8192, 256)).tpot_seconds
+                 for i in ("grid_row", ix))  # fmt: skip
+    assert fp8 < 0.95 * bf16
