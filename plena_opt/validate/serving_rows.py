@@ -88,6 +88,7 @@ class Deployment:
     fp8_block_gemm: bool = False  # the row's GEMMs / experts are fp8_block (Workload fields)
     fp8_block_moe: bool = False
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
+    async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
 
 
 class Refused(Exception):
@@ -163,9 +164,11 @@ def resolve(row: ServingRow) -> Deployment:
     if gpus > per_node and gpus % per_node:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    ix_vllm = engine == "vllm" and bool(INFERENCEX_ID.match(row.id))
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
-                   kv_precision=kv_cache_format(row, system, engine, model))  # fmt: skip
+                   kv_precision=kv_cache_format(row, system, engine, model),
+                   async_scheduling=ix_vllm)  # fmt: skip
     return _with_block(row, d)
 
 
@@ -182,6 +185,9 @@ def resolve(row: ServingRow) -> Deployment:
 # 5.5 to 9.3 % (bias +0.5 to -6.9 %: that fp8-KV decode is slower than the HBM bytes say).
 INFERENCEX_ID = re.compile(r"^\d{4}_\d\d_\d\d_")
 INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
+# The InferenceX vLLM recipes also run ``async-scheduling: true`` (the same scripts' config.yaml;
+# gptoss_fp4_h100.sh too), which vLLM's default leaves off: such a row's engine overlaps
+# scheduling as SGLang and TensorRT-LLM do by default (``EngineModel.overlap_schedule``).
 # a ``kv_cache_dtype`` column, when present, names the row's KV format (engine spellings)
 KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
 

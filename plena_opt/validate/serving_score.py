@@ -9,7 +9,7 @@ band. No constant is fitted on these rows (the engines' host time per step is 0)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -220,7 +220,7 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
-           d.kv_precision)  # fmt: skip
+           d.kv_precision, d.async_scheduling)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -258,4 +258,6 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
                   fp8_block_moe=d.fp8_block_moe, kv_precision=d.kv_precision)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
+    if d.async_scheduling:
+        eng = replace(eng, overlap_schedule=True)
     return model, noc, gpu_memory(chip), chip, wl, eng
