@@ -74,8 +74,8 @@ def test_a_poisson_run_is_priced_open_loop_and_a_capped_rate_refused(capsys):
     "key, reason",
     [
         ("tp1-ep1-dp1-pp2-cp1-replace-none-b32", "pp 2: only one engine instance"),
-        ("1P:tp1-ep1-dp1-pp1-cp1-replace-none-b8+1D:tp1-ep1-dp1-pp1-cp1-replace-none-b32",
-         "disaggregated bundle's bench results are not priced yet"),
+        ("1P:tp1-ep1-dp1-pp1-cp1-replace-none-b8+1D:tp1-ep2-dp1-pp1-cp1-replace-none-b32",
+         "decode pool: ep 2: a pool worker is one TP engine instance"),
         ("tp1-ep1-dp1-pp1-cp1-replace-none-b32-fp4", "h100-sxm has no fp4 tensor cores"),
     ],
 )  # fmt: skip
@@ -84,6 +84,36 @@ def test_a_deployment_the_product_cannot_express_is_refused_with_the_reason(caps
             "--engine", "vllm"]  # fmt: skip
     (row,) = _json(capsys, argv)["rows"]
     assert row["status"] == "refused" and reason in row["reason"]
+
+
+DISAGG = "2P:tp1-ep1-dp1-pp1-cp1-replace-none-b8+1D:tp2-ep1-dp1-pp1-cp1-replace-none-b32"
+
+
+def test_a_disaggregated_bundle_is_priced_as_its_pools(capsys):
+    from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
+    from plena_opt.serving.pools import pool_steps
+    from plena_opt.validate.bench_results import read_bench_runs
+    from plena_opt.validate.bench_score import deployment, target_from_flags
+    from plena_opt.validate.serving_score import _parts
+
+    argv = [str(VLLM), "--deployment", DISAGG, "--model", "llama-3.1-8b", "--gpu", "h100_sxm",
+            "--engine", "vllm"]  # fmt: skip
+    (row,) = _json(capsys, argv)["rows"]
+    assert row["status"] == "priced" and row["mode"] == "disagg", row["reason"]
+    target = target_from_flags(DISAGG, "meta-llama/Llama-3.1-8B", "h100-sxm", "vllm")
+    (run,) = read_bench_runs(VLLM)
+    d = deployment(target, run)
+    assert (d.pools, d.gpus, d.noc) == ((2, 1, 1, 2), 4, "hgx-h100x8")
+    model, noc, memory, chip, wl, eng = _parts(d, 0.0)
+    pools = Pools(2, 1, 1, 2)
+    steps = pool_steps(model, noc, memory, chip, wl, pools, eng)
+    m = disaggregated_under_load(*steps, pools, (1024, 256, run.range_ratio), 32)
+    assert row["ttft_ms"] == pytest.approx(1e3 * m.ttft_seconds)
+    assert row["tpot_ms"] == pytest.approx(1e3 * m.tpot_seconds)
+    # the prefill queue is in the TTFT: more prefill workers, a shorter wait
+    wide = DISAGG.replace("2P:", "4P:")
+    (row4,) = _json(capsys, [str(VLLM), "--deployment", wide, *argv[3:]])["rows"]
+    assert row4["ttft_ms"] < row["ttft_ms"]
 
 
 def test_an_export_bundle_names_the_deployment(capsys, tmp_path):

@@ -102,6 +102,18 @@ def test_parallel_sizes_map_to_the_plan():
         resolve(ServingRow("x", {**LLAMA, "concurrency": ""}))
 
 
+def test_a_row_whose_id_names_other_sizes_is_refused():
+    # an InferenceX id names the worker's GPUs (tp8) and EP; fields saying 64 GPUs are refused
+    ok = resolve(ServingRow("r1_b200_trtllm_fp8_agg_1024x1024_c8_tp8_ep8_929", R1))
+    assert ok.gpus == 8
+    dump = resolve(ServingRow("r1_agg_1024x1024_c8_tp8_0_ep8_0_12", R1))  # "_0" suffixes
+    assert dump.gpus == 8
+    bad = {**R1, "tp_size": "64", "moe_tp_size": "8", "moe_ep_size": "8"}
+    with pytest.raises(Refused, match=r"disagree with the row id: id tp8 .* = 64 GPUs"):
+        resolve(ServingRow("r1_b200_trtllm_fp8_agg_1024x1024_c8_tp8_ep8_929", bad))
+    assert resolve(ServingRow("no_sizes_in_this_id", bad)).gpus == 64  # no id sizes: fields
+
+
 def test_cli_json_and_text(results_csv, capsys):
     assert main(["validate", "--measurements", str(results_csv), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -131,13 +143,14 @@ def test_shipped_file_is_the_shared_copy():
     assert shipped_serving_csv().read_bytes() == shared.read_bytes()
 
 
-# Rows of the shipped file priced (1,459 of 1,877, one of them disaggregated; the rest refused:
-# 393 disagg rows without worker counts, 13 with unrecorded replicas, 8 without a concurrency,
-# 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b rows labelled nvfp4 price as the
-# checkpoint's MXFP4 run weight-only (W4A16; issue 24). Before MoE splits were a plan field
-# (issue 24) 113 rows were refused as not expressible: 108 of them are priced now, 5 are refused
-# for unrecorded replicas.
-SHIPPED_PRICED = 1459
+# Rows of the shipped file priced (1,353 of 1,877, one of them disaggregated; the rest refused:
+# 393 disagg rows without worker counts, 107 B200 rows whose size fields name 4 to 64 GPUs where
+# the id names 2 to 8 (106 of them were priced as 16/64-GPU plans until r6), 13 with unrecorded
+# replicas, 8 without a concurrency, 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b
+# rows labelled nvfp4 price as the checkpoint's MXFP4 run weight-only (W4A16; issue 24). Before
+# MoE splits were a plan field (issue 24) 113 rows were refused as not expressible: 108 of them
+# were priced since, 5 are refused for unrecorded replicas.
+SHIPPED_PRICED = 1353
 
 
 def test_shipped_file_priced_fraction_and_reasons():
@@ -219,3 +232,29 @@ def test_spearman_and_tpot_ranking_within_groups():
 def test_cli_cross_validate_needs_measurements(capsys):
     assert main(["validate", "--cross-validate"]) == 2
     assert "--measurements" in capsys.readouterr().err
+
+
+def test_kv_cache_format_of_a_row():
+    # an InferenceX row (id starts with its dump date) runs its recipe's fp8 KV cache
+    ix = "2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp1_ep1_1"
+    assert resolve(ServingRow(ix, LLAMA)).kv_precision == "fp8"
+    # ... and, on vLLM, its recipe's async scheduling (overlap), which vLLM leaves off by default
+    assert resolve(ServingRow(ix, LLAMA)).async_scheduling
+    assert not resolve(ServingRow("grid_row", LLAMA)).async_scheduling
+    assert resolve(ServingRow("grid_row", LLAMA)).kv_precision is None  # NVIDIA grid: bf16
+    oss = {**LLAMA, "model_path": "openai/gpt-oss-120b", "tp_size": "1", "moe_tp_size": "1",
+           "moe_ep_size": "1", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}  # fmt: skip
+    assert resolve(ServingRow(ix.replace("llama", "oss"), oss)).kv_precision is None  # H100 recipe
+    assert resolve(ServingRow("x", {**LLAMA, "kv_cache_dtype": "fp8_e4m3"})).kv_precision == "fp8"
+    assert resolve(ServingRow(ix, {**LLAMA, "kv_cache_dtype": "auto"})).kv_precision is None
+    with pytest.raises(Refused, match="kv_cache_dtype 'int4' is not modelled"):
+        resolve(ServingRow("x", {**LLAMA, "kv_cache_dtype": "int4"}))
+    # an fp8 KV cache reads half the KV bytes: a long-context decode is faster
+    from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.validate.serving_score import step_model
+
+    long = {**LLAMA, "isl": "8192", "concurrency": "64", "batch_size": "64"}
+    bf16, fp8 = (benchmark_run(step_model(resolve(ServingRow(i, long))),
+                               ServingWorkload(64, 8192, 256)).tpot_seconds
+                 for i in ("grid_row", ix))  # fmt: skip
+    assert fp8 < 0.95 * bf16

@@ -6,9 +6,11 @@ export --out-dir DIR`` writes beside the launch scripts (``--bundle DIR``; a fla
 or overrides its field). Each run (``bench_results``) brings its load and mean lengths: a closed
 loop (``max_concurrency`` with ``request_rate`` inf) is priced as a benchmark run of
 ``completed / max_concurrency`` prompts per client (``serving.benchmark_run``: start burst and
-steady state), a Poisson rate without a concurrency cap by ``serving.open_loop``. A run or plan
-the product cannot express (a rate with a cap, every prompt at once, pipeline or context
-parallelism, a disaggregated key) is refused with the reason, as the CSV rows are.
+steady state), a Poisson rate without a concurrency cap by ``serving.open_loop``. A
+disaggregated key (``xP:KEY+yD:KEY``) is priced as its pools (``serving.disaggregated``: prefill
+queue, KV transfer, decode batch). A run or plan the product cannot express (a rate with a cap,
+every prompt at once, pipeline or context parallelism, MoE or non-TP pool workers) is refused
+with the reason, as the CSV rows are.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from pathlib import Path
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.bench_results import BenchRun, read_bench_runs
 from plena_opt.validate.serving_rows import SYSTEMS, Deployment, Refused, catalog_model
-from plena_opt.validate.serving_score import RowResult, ServingReport, cached_step
+from plena_opt.validate.serving_score import (
+    RowResult,
+    ServingReport,
+    cached_step,
+    price_disaggregated,
+)
 
 DEPLOYMENT_FILE = "deployment.json"  # written by plena_opt.export.files.write_deployment
 
@@ -114,6 +121,10 @@ def _price(run: BenchRun, t: BenchTarget, steps: dict, host: dict[str, float]) -
                 measured_tpot_ms=run.tpot_ms)  # fmt: skip
     try:
         d = deployment(t, run)
+        if d.pools is not None:
+            base["mode"] = "disagg"
+            rate = run.request_rate_per_s if run.concurrency is None else None
+            return price_disaggregated(d, host, base, run.range_ratio, rate)
         step = cached_step(d, steps, host)
         if run.concurrency is not None:
             per_client = max(1, round(run.completed / run.concurrency))
@@ -146,11 +157,9 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
         raise Refused("a request rate with a concurrency cap is not modelled")
     if run.concurrency is None and run.request_rate_per_s is None:
         raise Refused("max_concurrency null and request_rate inf: every prompt sent at once")
-    if parse_deployment_key(t.key) is not None:
-        raise Refused(
-            "a disaggregated bundle's bench results are not priced yet "
-            "(price its pools with estimate --prefill-workers … --concurrency)"
-        )
+    pools = parse_deployment_key(t.key)
+    if pools is not None:
+        return _disaggregated(t, run, pools)
     plan, _, key_precision = parse_point_key(t.key)
     for dim in ("pp", "dp", "cp"):
         if getattr(plan, dim) != 1:
@@ -169,3 +178,34 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
     return Deployment(chip_name, noc_name, gpus, t.model, fmt, plan.tp, plan.ep,
                       plan.moe_tp_mode, t.engine, run.input_len, run.output_len,
                       run.concurrency or 1)  # fmt: skip
+
+
+def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, str]) -> Deployment:
+    """A ``xP:KEY+yD:KEY`` bundle's run: its pools as ``serving.disaggregated`` prices them
+    (dense models, one attention-TP plan per worker, both pools in one format)."""
+    from plena_opt.chip import load_chip
+    from plena_opt.export import parse_point_key
+    from plena_opt.models import load_model
+
+    if load_model(t.model).num_experts:
+        raise Refused("disaggregated MoE pools under load are not modelled (issue 24)")
+    x, pkey, y, dkey = pools
+    (pplan, _, pfmt), (dplan, _, dfmt) = parse_point_key(pkey), parse_point_key(dkey)
+    for role, plan in (("prefill", pplan), ("decode", dplan)):
+        for dim in ("ep", "pp", "dp", "cp"):
+            if getattr(plan, dim) != 1:
+                raise Refused(f"{role} pool: {dim} {getattr(plan, dim)}: a pool worker is one "
+                              "TP engine instance under load")  # fmt: skip
+    if pfmt != dfmt:
+        raise Refused(f"prefill pool in {pfmt}, decode pool in {dfmt}: one format per bundle")
+    chip_name, noc, per_node = SYSTEMS[t.system]
+    fmt = t.precision or pfmt or load_model(t.model).checkpoint_precision
+    if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
+        raise Refused(f"{chip_name} has no {fmt} tensor cores")
+    gpus = x * pplan.tp + y * dplan.tp
+    if gpus > per_node and gpus % per_node:
+        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
+    noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    return Deployment(chip_name, noc_name, gpus, t.model, fmt, dplan.tp, 1, "replace", t.engine,
+                      run.input_len, run.output_len, run.concurrency or 1,
+                      pools=(x, pplan.tp, y, dplan.tp))  # fmt: skip

@@ -9,6 +9,7 @@ product exactly, else the row is refused with the reason (never priced as a neig
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -86,6 +87,8 @@ class Deployment:
     pools: tuple[int, int, int, int] | None = None
     fp8_block_gemm: bool = False  # the row's GEMMs / experts are fp8_block (Workload fields)
     fp8_block_moe: bool = False
+    kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
+    async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
 
 
 class Refused(Exception):
@@ -153,6 +156,7 @@ def resolve(row: ServingRow) -> Deployment:
     model = resolved[0]
     fmt = _format(row, chip, model)
     tp, ep, mode, gpus, moe_tp = _split(row, model)
+    _check_id_sizes(row, gpus)
     conc, batch = _int(row, "concurrency"), row.get("batch_size")
     if batch and conc != _int(row, "batch_size") * _int(row, "attention_dp_size", 1):
         raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
@@ -160,9 +164,67 @@ def resolve(row: ServingRow) -> Deployment:
     if gpus > per_node and gpus % per_node:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    ix_vllm = engine == "vllm" and bool(INFERENCEX_ID.match(row.id))
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
-                   _int(row, "isl"), _int(row, "osl"), conc, moe_tp)  # fmt: skip
+                   _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
+                   kv_precision=kv_cache_format(row, system, engine, model),
+                   async_scheduling=ix_vllm)  # fmt: skip
     return _with_block(row, d)
+
+
+# The KV-cache format of an InferenceX run is its launch recipe's (SemiAnalysisAI/InferenceX,
+# benchmarks/*.sh): every recipe of the file's (system, engine, model) groups stores an fp8 KV
+# cache except gpt-oss on H100 (gptoss_fp4_h100.sh sets no kv-cache-dtype: vLLM's "auto" keeps
+# the bf16 of the checkpoint's activations). TRT-LLM: ``kv_cache_config: dtype: fp8``
+# (70b_fp8_b200_trt_slurm.sh, 70b_fp4_b200_trt_slurm.sh, gptoss_fp4_b200_trt.sh,
+# dsr1_fp4_b200_trt.sh, dsr1_fp8_b200_trt.sh); vLLM ``kv-cache-dtype: fp8`` (70b_fp8_h100_slurm.sh,
+# 70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh, gptoss_fp4_b200.sh); SGLang ``--kv-cache-dtype
+# fp8_e4m3`` (dsr1_fp4_b200.sh, dsr1_fp8_b200.sh). An InferenceX row is one whose id starts with
+# its dump date (``2026_04_06_…``). Not fitted: on the shipped file it moved B200 TPOT MAPE from
+# 35.0 to 30.0 % (every B200 engine and model group closer) and H100 vLLM Llama-3.1-70B's from
+# 5.5 to 9.3 % (bias +0.5 to -6.9 %: that fp8-KV decode is slower than the HBM bytes say).
+INFERENCEX_ID = re.compile(r"^\d{4}_\d\d_\d\d_")
+INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
+# The InferenceX vLLM recipes also run ``async-scheduling: true`` (the same scripts' config.yaml;
+# gptoss_fp4_h100.sh too), which vLLM's default leaves off: such a row's engine overlaps
+# scheduling as SGLang and TensorRT-LLM do by default (``EngineModel.overlap_schedule``).
+# a ``kv_cache_dtype`` column, when present, names the row's KV format (engine spellings)
+KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
+
+
+def kv_cache_format(row: ServingRow, system: str, engine: str, model: str) -> str | None:
+    """The KV-cache format of ``row`` (None: bf16): its ``kv_cache_dtype`` column, else an
+    InferenceX row's recipe format (``INFERENCEX_ID``), else bf16."""
+    if "kv_cache_dtype" in row.fields:
+        v = row.get("kv_cache_dtype")
+        if v not in KV_CACHE_DTYPES:
+            raise Refused(f"kv_cache_dtype {v!r} is not modelled (known: "
+                          f"{', '.join(k for k in KV_CACHE_DTYPES if k)})")  # fmt: skip
+        return KV_CACHE_DTYPES[v]
+    if INFERENCEX_ID.match(row.id) and (system, engine, model) not in INFERENCEX_BF16_KV:
+        return "fp8"
+    return None
+
+
+# InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.
+# ``..._agg_1024x1024_c64_tp8_ep8_937`` (``_tp8_0_ep8_0_`` in some dumps; ``epnone`` when unset).
+ID_SIZES = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+|none)(?:_0)?_\d+$")
+
+
+def _check_id_sizes(row: ServingRow, gpus: int) -> None:
+    """Refuse an agg row whose id names another GPU count than its size fields (the file's
+    README: "a few rows' id and size fields disagree"). On the shipped file these are 107
+    DeepSeek-R1 B200 rows whose fields say 16 or 64 GPUs (tp 64, or attention DP 64, x MoE 8x8)
+    where the id says tp4/tp8 on one node; some repeat, to the last digit, the TPOT of a row
+    with consistent fields. Neither reading is priced: the row does not say which is true."""
+    m = ID_SIZES.search(row.id)
+    if m is None:
+        return
+    if int(m.group(1)) != gpus:
+        dp = row.get("attention_dp_size") or "1"
+        raise Refused(f"size fields disagree with the row id: id tp{m.group(1)} (one worker of "
+                      f"{m.group(1)} GPUs) vs tp_size {row.get('tp_size')} x attention_dp_size "
+                      f"{dp} = {gpus} GPUs")  # fmt: skip
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:

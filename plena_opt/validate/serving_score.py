@@ -9,7 +9,7 @@ band. No constant is fitted on these rows (the engines' host time per step is 0)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -171,7 +171,7 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
     try:
         d = resolve(row)
         if d.pools is not None:
-            return _price_disaggregated(d, host, base)
+            return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
         m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
             d.concurrency, d.input_len, d.output_len, range_ratio_of(row)))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
@@ -196,16 +196,21 @@ def range_ratio_of(row: ServingRow) -> float:
     return ROWS_RANGE_RATIO if row.get("measured_on") else FIXED_LENGTHS_RANGE_RATIO
 
 
-def _price_disaggregated(d: Deployment, host: dict[str, float], base: dict) -> RowResult:
-    """A disagg row: the steady state of its pools (``serving.disaggregated``)."""
+def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range_ratio: float,
+                        request_rate: float | None = None) -> RowResult:  # fmt: skip
+    """A disaggregated run: the steady state of its pools (``serving.disaggregated``) under
+    ``d.concurrency`` closed-loop clients, or Poisson ``request_rate`` (requests/s) when given."""
     from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
     from plena_opt.serving.pools import pool_steps
 
     pools = Pools(*d.pools)  # type: ignore[misc]
     model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
     prefill, decode, transfer = pool_steps(model, noc, memory, chip, wl, pools, eng)
-    lengths = (d.input_len, d.output_len, ROWS_RANGE_RATIO)
-    m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, d.concurrency)
+    lengths = (d.input_len, d.output_len, range_ratio)
+    if request_rate is not None:
+        m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, None, request_rate)
+    else:
+        m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, d.concurrency)
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
                      tpot_ms=1e3 * m.tpot_seconds, e2e_ms=1e3 * m.e2e_seconds,
                      output_tps_per_gpu=m.output_tps_per_gpu, **base)  # type: ignore[arg-type]  # fmt: skip
@@ -214,7 +219,8 @@ def _price_disaggregated(d: Deployment, host: dict[str, float], base: dict) -> R
 def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel:
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
-           d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe)  # fmt: skip
+           d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
+           d.kv_precision, d.async_scheduling)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -249,7 +255,9 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     routing = "power_law" if model.num_experts else "balanced"
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing, fp8_block_gemm=d.fp8_block_gemm,
-                  fp8_block_moe=d.fp8_block_moe)  # fmt: skip
+                  fp8_block_moe=d.fp8_block_moe, kv_precision=d.kv_precision)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
+    if d.async_scheduling:
+        eng = replace(eng, overlap_schedule=True)
     return model, noc, gpu_memory(chip), chip, wl, eng
