@@ -34,6 +34,7 @@ LAYER = {
     "deepstack": 0,
     "plena_opt.errors": 1,
     "plena_opt.vocabulary": 1,
+    "plena_opt.metrics": 1,  # the metric registry (name, unit, direction, interval)
     "plena_opt.lazy": 1,
     "plena_opt.stop": 1,  # deadline/cancel token of long work (simulation, re-check, server)
     "plena_opt.bounds": 1,  # ranges of physical inputs and request sizes (every front end)

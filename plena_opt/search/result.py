@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
@@ -71,6 +72,14 @@ class FrontEntry(BaseModel):
         from plena_opt.search.space import Point
 
         return Point.from_dict(self.plan).key
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tpot_seconds(self) -> float | None:
+        """Time per output token of one sequence (s) = 1 / per-sequence TPS (None: no decode).
+        A registry metric (``plena_opt.metrics``) carrying ``tpot_seconds_low/high``."""
+        x = self.tps_per_sequence
+        return 1.0 / x if x > 0 and math.isfinite(x) else None
 
     @property
     def tpot_ms(self) -> float:

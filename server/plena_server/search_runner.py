@@ -27,6 +27,7 @@ from plena_proto.traces import pack_trace, trace_chunks
 from plena_opt import api, jsonio
 from plena_opt.api import limits as bounds
 from plena_opt.api.recheck import DEFAULT_SAMPLES
+from plena_opt.api.robust import annotate_front
 from plena_opt.api.search_io import SearchResult, default_study_name
 from plena_opt.api.serving_wire import decisions_to_proto, recommendation_to_proto
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
@@ -220,9 +221,12 @@ class SearchJob:
         budget = deadline_budget(self.context.time_remaining(), limit)
         request = self.request.model_copy(update={"deadline": budget})
         try:
-            return api.search_plans(
+            result = api.search_plans(
                 request, self.inputs, progress=progress, should_stop=self.stop.is_set
             )
+            if result.front:  # error bars and robust marks, as local mode (issue 30)
+                annotate_front(result, request, self.inputs)
+            return result
         except PlenaInputError as exc:
             raise convert.qualify(search_field(exc)) from exc
 

@@ -167,7 +167,7 @@ class NamedValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note", "under_load")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note", "tpot_seconds", "ttft_seconds_low", "ttft_seconds_high", "tpot_seconds_low", "tpot_seconds_high", "tps_per_device_low", "tps_per_device_high", "usd_per_million_output_tokens_low", "usd_per_million_output_tokens_high", "interval_group", "interval_level", "interval_note", "robust", "robust_reason", "robust_basis", "under_load")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,21 @@ class PlanMetrics(_message.Message):
     TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
     POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
     COST_NOTE_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_LOW_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_GROUP_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_NOTE_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_REASON_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_BASIS_FIELD_NUMBER: _ClassVar[int]
     UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
@@ -219,8 +234,23 @@ class PlanMetrics(_message.Message):
     tps_per_kilowatt: float
     power_watts_per_device: float
     cost_note: str
+    tpot_seconds: float
+    ttft_seconds_low: float
+    ttft_seconds_high: float
+    tpot_seconds_low: float
+    tpot_seconds_high: float
+    tps_per_device_low: float
+    tps_per_device_high: float
+    usd_per_million_output_tokens_low: float
+    usd_per_million_output_tokens_high: float
+    interval_group: str
+    interval_level: float
+    interval_note: str
+    robust: bool
+    robust_reason: str
+    robust_basis: str
     under_load: PlanUnderLoad
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ..., under_load: _Optional[_Union[PlanUnderLoad, _Mapping]] = ...) -> None: ...
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ..., tpot_seconds: _Optional[float] = ..., ttft_seconds_low: _Optional[float] = ..., ttft_seconds_high: _Optional[float] = ..., tpot_seconds_low: _Optional[float] = ..., tpot_seconds_high: _Optional[float] = ..., tps_per_device_low: _Optional[float] = ..., tps_per_device_high: _Optional[float] = ..., usd_per_million_output_tokens_low: _Optional[float] = ..., usd_per_million_output_tokens_high: _Optional[float] = ..., interval_group: _Optional[str] = ..., interval_level: _Optional[float] = ..., interval_note: _Optional[str] = ..., robust: _Optional[bool] = ..., robust_reason: _Optional[str] = ..., robust_basis: _Optional[str] = ..., under_load: _Optional[_Union[PlanUnderLoad, _Mapping]] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
