@@ -122,6 +122,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("power_watts_per_device", "W", MINIMIZE, "mean device power over the decode"),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+# What an interval stands on, beside the ``*_low``/``*_high`` (``api.robust``): the measured group,
+# its nominal coverage, why there is none, and the robust verdict with its reason and basis.
+INTERVAL_BASIS = (
+    "interval_group",
+    "interval_level",
+    "interval_note",
+    "robust",
+    "robust_reason",
+    "robust_basis",
+)
 
 
 def interval_fields() -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.derate import ROBUST_PEAK_FACTOR, derate
-from plena_opt.metrics import interval_fields
+from plena_opt.metrics import INTERVAL_BASIS, interval_fields
 
 if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
@@ -293,7 +293,7 @@ def recommendation_interval(rec_doc: dict[str, Any], result: SearchResult) -> di
 
 
 # a recommendation's interval fields: the registry's ``*_low``/``*_high`` and their basis
-INTERVAL_FIELDS = (*interval_fields(), "interval_group", "interval_note", "robust", "robust_reason")
+INTERVAL_FIELDS = (*interval_fields(), *INTERVAL_BASIS)
 
 
 def robust_search(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from plena_proto import plena_opt_pb2 as pb
 
-from plena_opt.metrics import METRICS
+from plena_opt.metrics import INTERVAL_BASIS, METRICS
 from plena_opt.vocabulary import PLAN_DIMS
 
 if TYPE_CHECKING:
@@ -22,8 +22,7 @@ PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
 # PlanMetrics figures a summary always has (set by name); the registry's others are optional
 _REQUIRED = ("ttft_seconds", "tps", "tps_per_sequence")
 # a summary's figures beside the registry's: serving, cost, and the interval's basis (issue 30)
-_SUMMARY_EXTRA = ("max_batch", "capacity_bound", "cost_note", "interval_group", "interval_level",
-                  "interval_note", "robust", "robust_reason", "robust_basis")  # fmt: skip
+_SUMMARY_EXTRA = ("max_batch", "capacity_bound", "cost_note", *INTERVAL_BASIS)
 # ``estimate.cost.COST_FIELDS`` (named here so the wire does not import the cost module)
 COST_FIELDS = (
     "usd_per_million_output_tokens",

@@ -178,7 +178,7 @@ class Recheck:
             out.warnings.append(f"serving figures not sent: {exc}")
         rec = api.recommend(result, self.job.request)
         if rec is not None:
-            recommendation_to_proto(rec, out.recommendation)
+            recommendation_to_proto(rec, out.recommendation, result.front)
 
     def _pack(self, checks: list[Any], out: pb.SearchResult, emit_trace: Any) -> None:
         used = 0

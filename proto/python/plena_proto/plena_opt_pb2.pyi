@@ -421,7 +421,7 @@ class SearchResult(_message.Message):
     def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ..., recommendation: _Optional[_Union[Recommendation, _Mapping]] = ..., under_load: _Optional[_Union[SearchLoadBasis, _Mapping]] = ...) -> None: ...
 
 class Recommendation(_message.Message):
-    __slots__ = ("kind", "key", "decode_key", "label", "basis", "tps_per_device", "ttft_seconds", "tpot_seconds", "devices", "prefill_workers", "decode_workers", "reason", "export_command")
+    __slots__ = ("kind", "key", "decode_key", "label", "basis", "tps_per_device", "ttft_seconds", "tpot_seconds", "devices", "prefill_workers", "decode_workers", "reason", "export_command", "ttft_seconds_low", "ttft_seconds_high", "tpot_seconds_low", "tpot_seconds_high", "tps_per_device_low", "tps_per_device_high", "usd_per_million_output_tokens_low", "usd_per_million_output_tokens_high", "interval_group", "interval_level", "interval_note", "robust", "robust_reason", "robust_basis")
     KIND_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     DECODE_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -435,6 +435,20 @@ class Recommendation(_message.Message):
     DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXPORT_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_LOW_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_GROUP_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_NOTE_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_REASON_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_BASIS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     key: str
     decode_key: str
@@ -448,7 +462,21 @@ class Recommendation(_message.Message):
     decode_workers: int
     reason: str
     export_command: str
-    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., decode_key: _Optional[str] = ..., label: _Optional[str] = ..., basis: _Optional[str] = ..., tps_per_device: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., devices: _Optional[int] = ..., prefill_workers: _Optional[int] = ..., decode_workers: _Optional[int] = ..., reason: _Optional[str] = ..., export_command: _Optional[str] = ...) -> None: ...
+    ttft_seconds_low: float
+    ttft_seconds_high: float
+    tpot_seconds_low: float
+    tpot_seconds_high: float
+    tps_per_device_low: float
+    tps_per_device_high: float
+    usd_per_million_output_tokens_low: float
+    usd_per_million_output_tokens_high: float
+    interval_group: str
+    interval_level: float
+    interval_note: str
+    robust: bool
+    robust_reason: str
+    robust_basis: str
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., decode_key: _Optional[str] = ..., label: _Optional[str] = ..., basis: _Optional[str] = ..., tps_per_device: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., devices: _Optional[int] = ..., prefill_workers: _Optional[int] = ..., decode_workers: _Optional[int] = ..., reason: _Optional[str] = ..., export_command: _Optional[str] = ..., ttft_seconds_low: _Optional[float] = ..., ttft_seconds_high: _Optional[float] = ..., tpot_seconds_low: _Optional[float] = ..., tpot_seconds_high: _Optional[float] = ..., tps_per_device_low: _Optional[float] = ..., tps_per_device_high: _Optional[float] = ..., usd_per_million_output_tokens_low: _Optional[float] = ..., usd_per_million_output_tokens_high: _Optional[float] = ..., interval_group: _Optional[str] = ..., interval_level: _Optional[float] = ..., interval_note: _Optional[str] = ..., robust: _Optional[bool] = ..., robust_reason: _Optional[str] = ..., robust_basis: _Optional[str] = ...) -> None: ...
 
 class ServingSla(_message.Message):
     __slots__ = ("max_ttft_seconds", "max_tpot_seconds", "min_tps_per_seq")
@@ -1177,7 +1205,7 @@ class SteadyStateMetrics(_message.Message):
     def __init__(self, ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., decode_batch: _Optional[float] = ...) -> None: ...
 
 class LoadErrorBand(_message.Message):
-    __slots__ = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level")
+    __slots__ = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level", "ttft_mean_seconds_low", "ttft_mean_seconds_high", "tpot_mean_seconds_low", "tpot_mean_seconds_high")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     TTFT_LOW_FIELD_NUMBER: _ClassVar[int]
@@ -1185,6 +1213,10 @@ class LoadErrorBand(_message.Message):
     TPOT_LOW_FIELD_NUMBER: _ClassVar[int]
     TPOT_HIGH_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MEAN_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MEAN_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MEAN_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MEAN_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
     group: str
     rows: int
     ttft_low: float
@@ -1192,7 +1224,11 @@ class LoadErrorBand(_message.Message):
     tpot_low: float
     tpot_high: float
     level: float
-    def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ...) -> None: ...
+    ttft_mean_seconds_low: float
+    ttft_mean_seconds_high: float
+    tpot_mean_seconds_low: float
+    tpot_mean_seconds_high: float
+    def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ..., ttft_mean_seconds_low: _Optional[float] = ..., ttft_mean_seconds_high: _Optional[float] = ..., tpot_mean_seconds_low: _Optional[float] = ..., tpot_mean_seconds_high: _Optional[float] = ...) -> None: ...
 
 class UnderLoadMetrics(_message.Message):
     __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "max_running_requests", "cuda_graph_max_batch", "host_step_seconds", "engine_source", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "gpus", "replayed_requests", "ttft", "tpot", "itl", "e2e", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "steady", "benchmark_run_ttft_seconds", "error_band", "replicas")
