@@ -120,6 +120,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("usd_per_million_input_tokens", "USD", MINIMIZE, "USD per million prompt tokens"),
     Metric("tps_per_kilowatt", "tokens/s/kW", MAXIMIZE, "decode tokens/s per kW of device power"),
     Metric("power_watts_per_device", "W", MINIMIZE, "mean device power over the decode"),
+    Metric(
+        "e2e_seconds",
+        "s",
+        MINIMIZE,
+        "mean request end-to-end latency under load, TTFT + (output − 1)·TPOT (steady state; "
+        "none without a serving workload)",
+    ),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 # What an interval stands on, beside the ``*_low``/``*_high`` (``api.robust``): the measured group,

@@ -107,8 +107,25 @@ def test_csv_carries_the_intervals_json_has_and_the_study_its_units(tmp_path) ->
             low, value, high = (float(row[n]) for n in (f"{m.name}_low", m.name, f"{m.name}_high"))
             assert (low, high) == (entry[f"{m.name}_low"], entry[f"{m.name}_high"])
             assert low < value < high, m.name
+        load = entry["under_load"]  # E2E: TTFT + (output − 1)·TPOT of the steady state's means
+        assert float(row["e2e_seconds"]) == entry["e2e_seconds"] == load["e2e_mean_seconds"]
+        assert entry["e2e_seconds"] == pytest.approx(
+            load["ttft_mean_seconds"] + 255 * load["tpot_mean_seconds"], rel=1e-12
+        )
     study = optuna.load_study(study_name=doc["study_name"], storage=_journal(store))
     assert study.user_attrs["objective_units"] == {"ttft_ms": "ms", "tps_per_device": "tokens/s"}
+
+
+def test_a_static_search_has_no_e2e_latency(tmp_path) -> None:
+    at = SEARCH.index("--concurrency")
+    static = SEARCH[:at] + SEARCH[at + 4 :]  # without --concurrency 32 --engine vllm
+    assert "--engine" not in static and "--batch-sizes" in static
+    path = tmp_path / "front.csv"
+    doc = json.loads(_run([*static, "--storage", str(tmp_path / "s.log"), "--csv", str(path),
+                           "--json"]))  # fmt: skip
+    assert doc["front"] and all(e["e2e_seconds"] is None for e in doc["front"])
+    with open(path, newline="") as f:
+        assert all(row["e2e_seconds"] == "" for row in csv.DictReader(f))
 
 
 def _journal(path):
@@ -146,6 +163,7 @@ def test_the_grpc_front_and_recommendation_carry_the_intervals(server) -> None:
             assert msg.HasField(name) and getattr(msg, name) == entry[name], name
         assert msg.ttft_seconds_low < msg.ttft_seconds < msg.ttft_seconds_high
         assert msg.tpot_seconds == pytest.approx(1 / msg.tps_per_sequence)
+        assert msg.e2e_seconds == entry["e2e_seconds"] == entry["under_load"]["e2e_mean_seconds"]
     rec = reply.recommendation
     picked = next(e for e in front if e["label"] == rec.label)
     for name in interval_fields():

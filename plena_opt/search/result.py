@@ -57,6 +57,7 @@ class FrontEntry(BaseModel):
     tps_per_kilowatt: float | None = None
     power_watts_per_device: float | None = None
     cost_note: str | None = None
+    e2e_seconds: float | None = None  # mean request end-to-end latency under load (s)
     # Serving under load (issue 23): with a search workload, ``ttft_ms``/``tps``/
     # ``tps_per_sequence`` are the under-load figures; the static batch's stay here (ms, tokens/s)
     # and ``under_load`` holds the steady state (means, the percentile judged, throughputs).
