@@ -2,7 +2,8 @@
 
 deepstack ← chip/memory/models ← estimate ← search / simulator ← api (use cases) ←
 {cli, server, web}; ``plena_opt.errors``, ``plena_opt.vocabulary``, ``plena_opt.lazy``,
-``plena_opt.stop``, ``plena_opt.bounds`` and ``plena_opt.jsonio`` are leaves every layer may use;
+``plena_opt.stop``, ``plena_opt.bounds``, ``plena_opt.jsonio`` and ``plena_opt.metrics`` are leaves
+every layer may use;
 the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
 may import its own package and lower layers, never a peer package of its layer (the front ends'
 exceptions are listed), and never a private (``_name``) name of another package. A front end
