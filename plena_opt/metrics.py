@@ -6,12 +6,16 @@ interval (``<name>_low``/``<name>_high``, issue 30 item 4). The search objective
 (``search.objectives``), the CSV columns of a front (``search.output``), the SI names of
 ``--json`` (``search.output``), the interval fields of a front and a recommendation
 (``api.robust``), the units a study records for optuna-dashboard (``search.session``) and the
-front's gRPC mapping (``api.wire``) read this table. The proto cannot be generated from Python
-at run time: ``tests/test_metrics.py`` fails when a declared metric (or its ``_low``/``_high``)
-has no ``PlanMetrics`` field or no ``FrontEntry`` field.
+front's gRPC mapping (``api.wire``) and the summary a trial stores (``search.record``: every
+declared figure the priced metrics carry) read this table. The proto cannot be generated from
+Python at run time: ``tests/test_metrics.py`` fails when a declared metric (or its
+``_low``/``_high``) has no ``PlanMetrics`` or ``FrontEntry`` field (or, for the interval ends, no
+``Recommendation`` field).
 
-Adding a metric: one ``Metric`` here, its formula where the plan's figures are priced, and its
-proto field (``proto/plena_opt/v1/plena_opt.proto``, then ``python -m plena_proto.codegen``).
+Adding a metric: one ``Metric`` here, its formula where the plan's figures are priced (an
+attribute of that name on the metrics the evaluator returns), its ``FrontEntry`` field
+(``search/result.py``) and its proto field (``proto/plena_opt/v1/plena_opt.proto``, then
+``python -m plena_proto.codegen``). E2E latency under load was added so.
 
 A leaf module (imports nothing of ``plena_opt``), so every layer may use it.
 """
@@ -128,7 +132,6 @@ METRICS: tuple[Metric, ...] = (
         "none without a serving workload)",
     ),
 )
-BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 # What an interval stands on, beside the ``*_low``/``*_high`` (``api.robust``): the measured group,
 # its nominal coverage, why there is none, and the robust verdict with its reason and basis.
 INTERVAL_BASIS = (
@@ -149,8 +152,3 @@ def interval_fields() -> tuple[str, ...]:
 def columns() -> tuple[str, ...]:
     """The metric columns of a table (CSV): each metric, then its interval ends."""
     return tuple(n for m in METRICS for n in (m.name, *m.interval_names))
-
-
-def units() -> dict[str, str]:
-    """SI unit of each metric and interval end, by name."""
-    return {n: m.unit for m in METRICS for n in (m.name, *m.interval_names)}
