@@ -14,7 +14,7 @@ from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
-from plena_opt.metrics import INTERVAL_BASIS, interval_fields
+from plena_opt.metrics import INTERVAL_BASIS, METRICS, interval_fields
 from plena_opt.search.serving import BASIS_STATIC, BASIS_UNDER_LOAD, PERCENTILE_BASIS
 from plena_opt.search.space import Point
 
@@ -256,6 +256,9 @@ def decisions_from_proto(msg: pb.ServingDecisions) -> dict[str, Any]:
     return doc
 
 
+_REC_FIELDS = pb.Recommendation.DESCRIPTOR.fields_by_name
+
+
 def recommendation_to_proto(rec: Any, out: pb.Recommendation, front: Sequence[Any] = ()) -> None:
     """Fill ``out`` from a ``plena_opt.api.recommendation.Recommendation``; an aggregated pick
     takes the interval fields (``plena_opt.metrics``) of its plan in ``front``."""
@@ -264,9 +267,9 @@ def recommendation_to_proto(rec: Any, out: pb.Recommendation, front: Sequence[An
     out.reason, out.export_command = rec.reason, rec.export_command()
     if rec.decode_key is not None:
         out.decode_key = rec.decode_key
-    for name in ("tps_per_device", "ttft_seconds", "tpot_seconds"):
-        if getattr(rec, name) is not None:
-            setattr(out, name, float(getattr(rec, name)))
+    for m in METRICS:  # the declared figures a recommendation carries (SI)
+        if m.name in _REC_FIELDS and getattr(rec, m.name, None) is not None:
+            setattr(out, m.name, float(getattr(rec, m.name)))
     for name in ("devices", "prefill_workers", "decode_workers"):
         if getattr(rec, name) is not None:
             setattr(out, name, int(getattr(rec, name)))
