@@ -2,7 +2,8 @@
 
 deepstack ← chip/memory/models ← estimate ← search / simulator ← api (use cases) ←
 {cli, server, web}; ``plena_opt.errors``, ``plena_opt.vocabulary``, ``plena_opt.lazy``,
-``plena_opt.stop``, ``plena_opt.bounds`` and ``plena_opt.jsonio`` are leaves every layer may use;
+``plena_opt.stop``, ``plena_opt.bounds``, ``plena_opt.jsonio`` and ``plena_opt.metrics`` are leaves
+every layer may use;
 the generated ``plena_proto`` imports nothing of ours and the client imports only it. A module
 may import its own package and lower layers, never a peer package of its layer (the front ends'
 exceptions are listed), and never a private (``_name``) name of another package. A front end
@@ -34,6 +35,7 @@ LAYER = {
     "deepstack": 0,
     "plena_opt.errors": 1,
     "plena_opt.vocabulary": 1,
+    "plena_opt.metrics": 1,  # the metric registry (name, unit, direction, interval)
     "plena_opt.lazy": 1,
     "plena_opt.stop": 1,  # deadline/cancel token of long work (simulation, re-check, server)
     "plena_opt.bounds": 1,  # ranges of physical inputs and request sizes (every front end)

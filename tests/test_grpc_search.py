@@ -74,9 +74,11 @@ def test_unary_search_equals_local_run_for_the_same_seed(client, tmp_path):
         "0",
     ]
     args = _search_args(argv)
-    local = run_search(
-        request_from_args(args).model_copy(update={"storage": str(tmp_path / "l.log")})
-    )
+    from plena_opt.api.robust import annotate_front
+
+    request = request_from_args(args).model_copy(update={"storage": str(tmp_path / "l.log")})
+    local = run_search(request)
+    annotate_front(local, request, request.problem.load())  # the server marks its front too
     remote = client.search(search_request_from_args(args), timeout=120)
     assert not remote.partial and remote.stop_reason == "completed"
     assert _comparable(json.loads(remote.result_json)) == _comparable(local.model_dump(mode="json"))

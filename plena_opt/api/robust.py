@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.derate import ROBUST_PEAK_FACTOR, derate
+from plena_opt.metrics import INTERVAL_BASIS, interval_fields
 
 if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
@@ -291,20 +292,8 @@ def recommendation_interval(rec_doc: dict[str, Any], result: SearchResult) -> di
     return rec_doc
 
 
-INTERVAL_FIELDS = (
-    "ttft_seconds_low",
-    "ttft_seconds_high",
-    "tpot_seconds_low",
-    "tpot_seconds_high",
-    "tps_per_device_low",
-    "tps_per_device_high",
-    "usd_per_million_output_tokens_low",
-    "usd_per_million_output_tokens_high",
-    "interval_group",
-    "interval_note",
-    "robust",
-    "robust_reason",
-)
+# a recommendation's interval fields: the registry's ``*_low``/``*_high`` and their basis
+INTERVAL_FIELDS = (*interval_fields(), *INTERVAL_BASIS)
 
 
 def robust_search(

@@ -43,6 +43,7 @@ class LoadedMetrics:
         self.ttft_seconds, self.tps = ttft_s, tps
         self.tps_per_sequence = 1.0 / tpot_s if tpot_s > 0 else math.nan
         self.under_load = under_load
+        self.e2e_seconds = under_load.get("e2e_mean_seconds")  # TTFT + (output − 1)·TPOT
         self.static_figures = {
             "static_ttft_ms": float(static.ttft_seconds) * 1e3,
             "static_tps": float(static.tps),

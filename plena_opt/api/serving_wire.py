@@ -9,11 +9,12 @@ a key the document leaves out is an unset proto field and comes back left out; N
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.metrics import INTERVAL_BASIS, METRICS, interval_fields
 from plena_opt.search.serving import BASIS_STATIC, BASIS_UNDER_LOAD, PERCENTILE_BASIS
 from plena_opt.search.space import Point
 
@@ -255,16 +256,24 @@ def decisions_from_proto(msg: pb.ServingDecisions) -> dict[str, Any]:
     return doc
 
 
-def recommendation_to_proto(rec: Any, out: pb.Recommendation) -> None:
-    """Fill ``out`` from a ``plena_opt.api.recommendation.Recommendation``."""
+_REC_FIELDS = pb.Recommendation.DESCRIPTOR.fields_by_name
+
+
+def recommendation_to_proto(rec: Any, out: pb.Recommendation, front: Sequence[Any] = ()) -> None:
+    """Fill ``out`` from a ``plena_opt.api.recommendation.Recommendation``; an aggregated pick
+    takes the interval fields (``plena_opt.metrics``) of its plan in ``front``."""
     out.SetInParent()
     out.kind, out.key, out.label, out.basis = rec.kind, rec.key, rec.label, rec.basis
     out.reason, out.export_command = rec.reason, rec.export_command()
     if rec.decode_key is not None:
         out.decode_key = rec.decode_key
-    for name in ("tps_per_device", "ttft_seconds", "tpot_seconds"):
-        if getattr(rec, name) is not None:
-            setattr(out, name, float(getattr(rec, name)))
+    for m in METRICS:  # the declared figures a recommendation carries (SI)
+        if m.name in _REC_FIELDS and getattr(rec, m.name, None) is not None:
+            setattr(out, m.name, float(getattr(rec, m.name)))
     for name in ("devices", "prefill_workers", "decode_workers"):
         if getattr(rec, name) is not None:
             setattr(out, name, int(getattr(rec, name)))
+    plan = next((e for e in front if rec.decode_key is None and e.label == rec.label), None)
+    for name in () if plan is None else (*interval_fields(), *INTERVAL_BASIS):
+        if getattr(plan, name, None) is not None:
+            setattr(out, name, getattr(plan, name))

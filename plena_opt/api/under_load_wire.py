@@ -28,6 +28,8 @@ _STEADY = (
     "decode_batch",
 )
 _BAND = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level")
+_BAND_ENDS = ("ttft_mean_seconds_low", "ttft_mean_seconds_high", "tpot_mean_seconds_low",
+              "tpot_mean_seconds_high")  # fmt: skip
 _PLAIN = (
     "engine",
     "engine_version",
@@ -90,6 +92,9 @@ def under_load_to_proto(u: UnderLoad) -> pb.UnderLoadMetrics:
     if u.error_band is not None:
         for name in _BAND:
             setattr(out.error_band, name, getattr(u.error_band, name))
+        bars = u.error_bars() or {}  # the interval ends in seconds, as ``--json`` has them
+        for name in _BAND_ENDS:
+            setattr(out.error_band, name, bars[name])
     return out
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from plena_proto import plena_opt_pb2 as pb
 
+from plena_opt.metrics import INTERVAL_BASIS, METRICS
 from plena_opt.vocabulary import PLAN_DIMS
 
 if TYPE_CHECKING:
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
     from plena_opt.simulator.engine import NoiseSpec, QuantileStats, RecheckResult
 
 PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap")
+# PlanMetrics figures a summary always has (set by name); the registry's others are optional
+_REQUIRED = ("ttft_seconds", "tps", "tps_per_sequence")
+# a summary's figures beside the registry's: serving, cost, and the interval's basis (issue 30)
+_SUMMARY_EXTRA = ("max_batch", "capacity_bound", "cost_note", *INTERVAL_BASIS)
 # ``estimate.cost.COST_FIELDS`` (named here so the wire does not import the cost module)
 COST_FIELDS = (
     "usd_per_million_output_tokens",
@@ -124,7 +129,8 @@ def summary_to_proto(
     trial_number: int | None = None,
 ) -> pb.PlanMetrics:
     """A stored metric summary (a trial's ``metrics`` attribute or a ``FrontEntry``: ms,
-    tokens/s, J/token, bytes) → proto (SI: ms → s)."""
+    tokens/s, J/token, bytes) → proto (SI: ms → s): the metrics of ``plena_opt.metrics`` by
+    their names, with their ``_low``/``_high`` where the summary has an interval."""
     attribution = s.get("attribution_s") or {}
     msg = pb.PlanMetrics(
         plan=plan_to_proto(plan),
@@ -142,20 +148,27 @@ def summary_to_proto(
         batch_size=int(plan.get("batch_size", 0)),
         precision=str(plan.get("precision") or ""),
     )
-    if s.get("energy_j_per_token") is not None:
-        msg.energy_per_token_joules = s["energy_j_per_token"]
     if s.get("fits_in_memory") is not None:
         msg.fits_in_memory = s["fits_in_memory"]
     if trial_number is not None:
         msg.trial_number = trial_number
-    for name in ("tps_per_device", "max_batch", "capacity_bound", *COST_FIELDS):
-        if s.get(name) is not None:  # serving figures (issue 16), cost and power (issue 30)
-            setattr(msg, name, s[name])
+    for m in METRICS:  # the registry's other figures and interval ends (SI; unset when None)
+        if m.name not in _REQUIRED:
+            _set(msg, m.name, m.to_si(s.get(m.field)))
+        for end in m.interval_names:
+            _set(msg, end, s.get(end))
+    for name in _SUMMARY_EXTRA:  # serving (issue 16), cost (issue 30), the interval's basis
+        _set(msg, name, s.get(name))
     if s.get("under_load") is not None:  # a search under load (issue 23)
         from plena_opt.api.under_load_wire import plan_under_load_to
 
         plan_under_load_to(s, msg.under_load)
     return msg
+
+
+def _set(msg: pb.PlanMetrics, name: str, value: Any) -> None:
+    if value is not None:
+        setattr(msg, name, value)
 
 
 def front_entry_to_proto(e: FrontEntry) -> pb.PlanMetrics:

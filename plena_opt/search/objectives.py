@@ -1,7 +1,8 @@
 """Search objectives and constraints over ``PlanMetrics`` (issue 5; service-conventions §1.1).
 
-Objectives: TTFT (ms, minimise), system decode tokens/s (maximise), energy per generated token (J,
-minimise), per-sequence decode tokens/s (maximise), USD per million output tokens (minimise).
+Objectives: the metrics of ``plena_opt.metrics`` that name an objective key (TTFT in ms, system
+and per-sequence decode tokens/s, energy per generated token, tokens/s per device, USD per million
+output tokens; direction and unit as declared there) and ``tps-per-user``.
 Constraints are Optuna-style values: feasible when every value is ≤ 0
 (``optuna/study/_constrained_optimization.py``); each is a relative excess.
 """
@@ -14,16 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.metrics import METRICS, Metric
 
 
 @dataclass(frozen=True)
 class Objective:
-    """One objective: CLI ``key``, study metric ``name``, direction and a metric getter."""
+    """One objective: CLI ``key``, study metric ``name``, direction, a metric getter and the
+    unit of the value it returns (what a study records for optuna-dashboard)."""
 
     key: str
     name: str
     direction: str  # "minimize" | "maximize"
     getter: Callable[[Any], float | None]
+    unit: str = ""
 
     def value(self, metrics: Any) -> float:
         v = self.getter(metrics)
@@ -35,31 +39,26 @@ class Objective:
         return 1.0 if self.direction == "minimize" else -1.0
 
 
-OBJECTIVES: dict[str, Objective] = {
-    "ttft": Objective("ttft", "ttft_ms", "minimize", lambda m: m.ttft_seconds * 1e3),
-    "tps": Objective("tps", "tps", "maximize", lambda m: m.tps),
-    "energy": Objective(
-        "energy", "energy_j_per_token", "minimize", lambda m: m.energy_per_token_joules
-    ),
-    "tps-per-seq": Objective(
-        "tps-per-seq", "tps_per_sequence", "maximize", lambda m: m.tps_per_sequence
-    ),
-    # Serving views (issue 16): system decode tokens/s per device, and the speed one user sees
-    # (per-sequence decode tokens/s, = 1000 / TPOT ms).
-    "tps-per-device": Objective(
-        "tps-per-device", "tps_per_device", "maximize", lambda m: m.tps_per_device
-    ),
-    "tps-per-user": Objective(
-        "tps-per-user", "tps_per_user", "maximize", lambda m: m.tps_per_sequence
-    ),
-    # Cost (issue 30): USD per million output tokens from the price file (``estimate.cost``).
-    "cost-per-mtok": Objective(
-        "cost-per-mtok",
-        "usd_per_million_output_tokens",
-        "minimize",
-        lambda m: m.usd_per_million_output_tokens,
-    ),
-}
+def _from_metric(m: Metric) -> Objective:
+    """The objective of a registry metric: its study name is the stored ``field`` (ms for TTFT)."""
+
+    def getter(v: Any) -> float | None:
+        return _stored(getattr(v, m.name, None), m.scale)
+
+    return Objective(str(m.objective), m.field, m.direction, getter, m.field_unit)
+
+
+def _stored(value: float | None, scale: float) -> float | None:
+    return value if value is None or scale == 1.0 else value * scale
+
+
+_DECLARED = {str(m.objective): _from_metric(m) for m in METRICS if m.objective}
+# The one objective that is a view of another metric: the speed one user sees (issue 16), the
+# per-sequence decode tokens/s (= 1000 / TPOT ms) under the name serving studies use.
+TPS_PER_USER = Objective(
+    "tps-per-user", "tps_per_user", "maximize", lambda m: m.tps_per_sequence, "tokens/s"
+)
+OBJECTIVES: dict[str, Objective] = {**_DECLARED, "tps-per-user": TPS_PER_USER}
 DEFAULT_OBJECTIVES = ("ttft", "tps", "energy")
 
 

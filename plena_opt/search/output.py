@@ -7,41 +7,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from plena_opt import metrics
 from plena_opt.jsonio import dumps as strict_json
 from plena_opt.search.hypervolume import REFERENCE
 from plena_opt.search.misses import miss_text
 from plena_opt.search.result import FrontEntry, SearchResult
 from plena_opt.search.serving import BASIS_STATIC
 
+# The front as CSV: the plan, every registry metric (SI, with its ``_low``/``_high`` when it
+# carries an interval; ``plena_opt.metrics``), then the plan's other figures.
 CSV_FIELDS = (
-    "label",
-    "tp",
-    "ep",
-    "dp",
-    "pp",
-    "cp",
-    "moe_tp_mode",
-    "comm_overlap",
-    "batch_size",
-    "ttft_seconds",
-    "tps",
-    "tps_per_sequence",
-    "energy_per_token_joules",
-    "weight_bytes_per_device",
-    "kv_cache_bytes_per_device",
-    "memory_bytes_per_device",
-    "fits_in_memory",
-    "bottleneck",
-    "trial_number",
-    "tps_per_device",
-    "max_batch",
-    "capacity_bound",
-    "precision",
-    "usd_per_million_output_tokens",
-    "usd_per_million_input_tokens",
-    "tps_per_kilowatt",
-    "power_watts_per_device",
-    "key",
+    *("label", "tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "batch_size"),
+    *metrics.columns(),
+    *("weight_bytes_per_device", "kv_cache_bytes_per_device", "memory_bytes_per_device"),
+    *("fits_in_memory", "bottleneck", "trial_number", "max_batch", "capacity_bound", "precision"),
+    *("interval_group", "interval_level", "interval_note", "robust", "cost_note", "key"),
     "moe_tp",  # an explicit MoE split (empty: moe_tp_mode's shorthand)
 )
 
@@ -185,11 +165,11 @@ def no_front_message(result: SearchResult) -> str:
 
 
 # JSON is SI under the names PlanMetrics and gRPC use (README "Units and names"); the table keeps
-# the front's display units (ms, J/token). Key → (JSON key, factor dividing the value).
+# the front's display units (ms, J/token). Key → (JSON key, factor dividing the value): the
+# registry's stored names (``plena_opt.metrics``) and the figures beside them.
 _SI_KEYS = {
-    "ttft_ms": ("ttft_seconds", 1e3),
+    **{m.field: (m.name, m.scale) for m in metrics.METRICS if m.field != m.name},
     "static_ttft_ms": ("static_ttft_seconds", 1e3),
-    "energy_j_per_token": ("energy_per_token_joules", 1.0),
     "elapsed_s": ("elapsed_seconds", 1.0),
 }
 
@@ -220,7 +200,8 @@ def render_json(result: SearchResult) -> str:
 
 
 def write_csv(result: SearchResult, path: str | Path) -> None:
-    """The front as CSV (``CSV_FIELDS``, SI under the JSON's names), by TPS."""
+    """The front as CSV (``CSV_FIELDS``, SI under the JSON's names, interval ends included), by
+    TPS."""
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()

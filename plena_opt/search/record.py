@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from plena_opt.estimate.cost import COST_FIELDS
+from plena_opt.metrics import METRICS
 from plena_opt.search.objectives import Constraints, Objective
 from plena_opt.search.result import FrontEntry
 from plena_opt.search.space import Point
@@ -23,6 +24,10 @@ PLAN_ATTR = "plan"
 METRICS_ATTR = "metrics"
 # serving under load (issue 23): the static-batch figures and the under-load block of a summary
 LOAD_FIELDS = ("static_ttft_ms", "static_tps", "static_tps_per_sequence", "under_load")
+# registry figures a front entry takes from the summary by name alone (the rest are passed below)
+_DECLARED_ONLY = {m.field for m in METRICS} & set(FrontEntry.model_fields) - {
+    "ttft_ms", "tps", "tps_per_sequence", "energy_j_per_token", "tps_per_device", *COST_FIELDS,
+}  # fmt: skip
 
 
 def summarise_metrics(m: Any) -> dict[str, Any]:
@@ -33,7 +38,7 @@ def summarise_metrics(m: Any) -> dict[str, Any]:
     devices = getattr(plan, "world_size", None)
     loaded = getattr(m, "under_load", None)
     extra = {} if loaded is None else {**m.static_figures, "under_load": loaded}
-    return {
+    summary = {
         **extra,
         "ttft_ms": float(m.ttft_seconds) * 1e3,
         "tps": float(m.tps),
@@ -47,6 +52,18 @@ def summarise_metrics(m: Any) -> dict[str, Any]:
         "attribution_s": {str(k): float(v) for k, v in dict(attribution).items()},
         "warnings": [str(w) for w in (m.warnings or [])],
     }
+    return summary | {k: v for k, v in _declared(m).items() if k not in summary}
+
+
+def _declared(m: Any) -> dict[str, float]:
+    """The registry's figures (``plena_opt.metrics``) that ``m`` carries beyond the ones
+    summarised by name (e.g. ``e2e_seconds`` under load), under their stored ``field``."""
+    out: dict[str, float] = {}
+    for metric in METRICS:
+        value = getattr(m, metric.name, None)
+        if value is not None:
+            out[metric.field] = float(value) * metric.scale
+    return out
 
 
 class _MetricView:
@@ -65,6 +82,9 @@ class _MetricView:
         self.max_batch = s.get("max_batch")
         self.batch_size = s.get("batch_size")
         self.usd_per_million_output_tokens = s.get("usd_per_million_output_tokens")
+        for m in METRICS:  # the other declared figures, in SI
+            if not hasattr(self, m.name):
+                setattr(self, m.name, m.to_si(s.get(m.field)))
 
 
 @dataclass
@@ -115,7 +135,9 @@ class Record:
 
     def entry(self) -> FrontEntry:
         s = self.summary
+        declared = {m.field: s.get(m.field) for m in METRICS if m.field in _DECLARED_ONLY}
         return FrontEntry(
+            **declared,
             plan=self.point.to_dict(),
             label=self.point.label(),
             ttft_ms=s["ttft_ms"],

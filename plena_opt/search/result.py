@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
@@ -56,6 +57,7 @@ class FrontEntry(BaseModel):
     tps_per_kilowatt: float | None = None
     power_watts_per_device: float | None = None
     cost_note: str | None = None
+    e2e_seconds: float | None = None  # mean request end-to-end latency under load (s)
     # Serving under load (issue 23): with a search workload, ``ttft_ms``/``tps``/
     # ``tps_per_sequence`` are the under-load figures; the static batch's stay here (ms, tokens/s)
     # and ``under_load`` holds the steady state (means, the percentile judged, throughputs).
@@ -71,6 +73,14 @@ class FrontEntry(BaseModel):
         from plena_opt.search.space import Point
 
         return Point.from_dict(self.plan).key
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tpot_seconds(self) -> float | None:
+        """Time per output token of one sequence (s) = 1 / per-sequence TPS (None: no decode).
+        A registry metric (``plena_opt.metrics``) carrying ``tpot_seconds_low/high``."""
+        x = self.tps_per_sequence
+        return 1.0 / x if x > 0 and math.isfinite(x) else None
 
     @property
     def tpot_ms(self) -> float:

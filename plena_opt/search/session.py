@@ -219,6 +219,8 @@ class _Search:
             study.set_user_attr("fingerprint", fp)
             study.set_user_attr("problem", req.problem.identity())
             study.set_user_attr("objectives", list(req.objectives))
+            # what optuna-dashboard shows beside the metric names (``plena_opt.metrics``)
+            study.set_user_attr("objective_units", {o.name: o.unit for o in self.objectives})
             study.set_user_attr("batch_sizes", self.batches)
             study.set_user_attr("constraints", self.constraints.names())
             if self.precisions:

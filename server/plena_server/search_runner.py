@@ -27,6 +27,7 @@ from plena_proto.traces import pack_trace, trace_chunks
 from plena_opt import api, jsonio
 from plena_opt.api import limits as bounds
 from plena_opt.api.recheck import DEFAULT_SAMPLES
+from plena_opt.api.robust import annotate_front
 from plena_opt.api.search_io import SearchResult, default_study_name
 from plena_opt.api.serving_wire import decisions_to_proto, recommendation_to_proto
 from plena_opt.api.wire import front_entry_to_proto, recheck_to_proto
@@ -177,7 +178,7 @@ class Recheck:
             out.warnings.append(f"serving figures not sent: {exc}")
         rec = api.recommend(result, self.job.request)
         if rec is not None:
-            recommendation_to_proto(rec, out.recommendation)
+            recommendation_to_proto(rec, out.recommendation, result.front)
 
     def _pack(self, checks: list[Any], out: pb.SearchResult, emit_trace: Any) -> None:
         used = 0
@@ -220,9 +221,12 @@ class SearchJob:
         budget = deadline_budget(self.context.time_remaining(), limit)
         request = self.request.model_copy(update={"deadline": budget})
         try:
-            return api.search_plans(
+            result = api.search_plans(
                 request, self.inputs, progress=progress, should_stop=self.stop.is_set
             )
+            if result.front:  # error bars and robust marks, as local mode (issue 30)
+                annotate_front(result, request, self.inputs)
+            return result
         except PlenaInputError as exc:
             raise convert.qualify(search_field(exc)) from exc
 

@@ -167,7 +167,7 @@ class NamedValue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class PlanMetrics(_message.Message):
-    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note", "under_load")
+    __slots__ = ("plan", "ttft_seconds", "tps", "tps_per_sequence", "energy_per_token_joules", "weight_bytes_per_device", "kv_cache_bytes_per_device", "fits_in_memory", "bottleneck", "attribution_seconds", "warnings", "label", "constraints", "trial_number", "decode_step_seconds", "batch_size", "tps_per_device", "max_batch", "capacity_bound", "precision", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "tps_per_kilowatt", "power_watts_per_device", "cost_note", "tpot_seconds", "ttft_seconds_low", "ttft_seconds_high", "tpot_seconds_low", "tpot_seconds_high", "tps_per_device_low", "tps_per_device_high", "usd_per_million_output_tokens_low", "usd_per_million_output_tokens_high", "interval_group", "interval_level", "interval_note", "robust", "robust_reason", "robust_basis", "e2e_seconds", "under_load")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,22 @@ class PlanMetrics(_message.Message):
     TPS_PER_KILOWATT_FIELD_NUMBER: _ClassVar[int]
     POWER_WATTS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
     COST_NOTE_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_LOW_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_GROUP_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_NOTE_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_REASON_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_BASIS_FIELD_NUMBER: _ClassVar[int]
+    E2E_SECONDS_FIELD_NUMBER: _ClassVar[int]
     UNDER_LOAD_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     ttft_seconds: float
@@ -219,8 +235,24 @@ class PlanMetrics(_message.Message):
     tps_per_kilowatt: float
     power_watts_per_device: float
     cost_note: str
+    tpot_seconds: float
+    ttft_seconds_low: float
+    ttft_seconds_high: float
+    tpot_seconds_low: float
+    tpot_seconds_high: float
+    tps_per_device_low: float
+    tps_per_device_high: float
+    usd_per_million_output_tokens_low: float
+    usd_per_million_output_tokens_high: float
+    interval_group: str
+    interval_level: float
+    interval_note: str
+    robust: bool
+    robust_reason: str
+    robust_basis: str
+    e2e_seconds: float
     under_load: PlanUnderLoad
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ..., under_load: _Optional[_Union[PlanUnderLoad, _Mapping]] = ...) -> None: ...
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., ttft_seconds: _Optional[float] = ..., tps: _Optional[float] = ..., tps_per_sequence: _Optional[float] = ..., energy_per_token_joules: _Optional[float] = ..., weight_bytes_per_device: _Optional[float] = ..., kv_cache_bytes_per_device: _Optional[float] = ..., fits_in_memory: _Optional[bool] = ..., bottleneck: _Optional[str] = ..., attribution_seconds: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[NamedValue, _Mapping]]] = ..., trial_number: _Optional[int] = ..., decode_step_seconds: _Optional[float] = ..., batch_size: _Optional[int] = ..., tps_per_device: _Optional[float] = ..., max_batch: _Optional[int] = ..., capacity_bound: _Optional[bool] = ..., precision: _Optional[str] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., tps_per_kilowatt: _Optional[float] = ..., power_watts_per_device: _Optional[float] = ..., cost_note: _Optional[str] = ..., tpot_seconds: _Optional[float] = ..., ttft_seconds_low: _Optional[float] = ..., ttft_seconds_high: _Optional[float] = ..., tpot_seconds_low: _Optional[float] = ..., tpot_seconds_high: _Optional[float] = ..., tps_per_device_low: _Optional[float] = ..., tps_per_device_high: _Optional[float] = ..., usd_per_million_output_tokens_low: _Optional[float] = ..., usd_per_million_output_tokens_high: _Optional[float] = ..., interval_group: _Optional[str] = ..., interval_level: _Optional[float] = ..., interval_note: _Optional[str] = ..., robust: _Optional[bool] = ..., robust_reason: _Optional[str] = ..., robust_basis: _Optional[str] = ..., e2e_seconds: _Optional[float] = ..., under_load: _Optional[_Union[PlanUnderLoad, _Mapping]] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("metric", "unit", "samples", "mean", "p50", "p90", "p99", "mean_ci_low", "mean_ci_high", "p50_ci_low", "p50_ci_high", "p90_ci_low", "p90_ci_high", "p99_ci_low", "p99_ci_high")
@@ -391,7 +423,7 @@ class SearchResult(_message.Message):
     def __init__(self, study_name: _Optional[str] = ..., partial: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., trials_completed: _Optional[int] = ..., front: _Optional[_Iterable[_Union[PlanMetrics, _Mapping]]] = ..., recheck: _Optional[_Iterable[_Union[RecheckResult, _Mapping]]] = ..., traces: _Optional[_Iterable[_Union[Trace, _Mapping]]] = ..., hypervolume: _Optional[float] = ..., elapsed_seconds: _Optional[float] = ..., warnings: _Optional[_Iterable[str]] = ..., objectives: _Optional[_Iterable[str]] = ..., recheck_json: _Optional[str] = ..., result_json: _Optional[str] = ..., serving_json: _Optional[str] = ..., serving: _Optional[_Union[ServingDecisions, _Mapping]] = ..., recommendation: _Optional[_Union[Recommendation, _Mapping]] = ..., under_load: _Optional[_Union[SearchLoadBasis, _Mapping]] = ...) -> None: ...
 
 class Recommendation(_message.Message):
-    __slots__ = ("kind", "key", "decode_key", "label", "basis", "tps_per_device", "ttft_seconds", "tpot_seconds", "devices", "prefill_workers", "decode_workers", "reason", "export_command")
+    __slots__ = ("kind", "key", "decode_key", "label", "basis", "tps_per_device", "ttft_seconds", "tpot_seconds", "devices", "prefill_workers", "decode_workers", "reason", "export_command", "ttft_seconds_low", "ttft_seconds_high", "tpot_seconds_low", "tpot_seconds_high", "tps_per_device_low", "tps_per_device_high", "usd_per_million_output_tokens_low", "usd_per_million_output_tokens_high", "interval_group", "interval_level", "interval_note", "robust", "robust_reason", "robust_basis")
     KIND_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     DECODE_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -405,6 +437,20 @@ class Recommendation(_message.Message):
     DECODE_WORKERS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXPORT_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPS_PER_DEVICE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_LOW_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MILLION_OUTPUT_TOKENS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_GROUP_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_NOTE_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_REASON_FIELD_NUMBER: _ClassVar[int]
+    ROBUST_BASIS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     key: str
     decode_key: str
@@ -418,7 +464,21 @@ class Recommendation(_message.Message):
     decode_workers: int
     reason: str
     export_command: str
-    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., decode_key: _Optional[str] = ..., label: _Optional[str] = ..., basis: _Optional[str] = ..., tps_per_device: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., devices: _Optional[int] = ..., prefill_workers: _Optional[int] = ..., decode_workers: _Optional[int] = ..., reason: _Optional[str] = ..., export_command: _Optional[str] = ...) -> None: ...
+    ttft_seconds_low: float
+    ttft_seconds_high: float
+    tpot_seconds_low: float
+    tpot_seconds_high: float
+    tps_per_device_low: float
+    tps_per_device_high: float
+    usd_per_million_output_tokens_low: float
+    usd_per_million_output_tokens_high: float
+    interval_group: str
+    interval_level: float
+    interval_note: str
+    robust: bool
+    robust_reason: str
+    robust_basis: str
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., decode_key: _Optional[str] = ..., label: _Optional[str] = ..., basis: _Optional[str] = ..., tps_per_device: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., devices: _Optional[int] = ..., prefill_workers: _Optional[int] = ..., decode_workers: _Optional[int] = ..., reason: _Optional[str] = ..., export_command: _Optional[str] = ..., ttft_seconds_low: _Optional[float] = ..., ttft_seconds_high: _Optional[float] = ..., tpot_seconds_low: _Optional[float] = ..., tpot_seconds_high: _Optional[float] = ..., tps_per_device_low: _Optional[float] = ..., tps_per_device_high: _Optional[float] = ..., usd_per_million_output_tokens_low: _Optional[float] = ..., usd_per_million_output_tokens_high: _Optional[float] = ..., interval_group: _Optional[str] = ..., interval_level: _Optional[float] = ..., interval_note: _Optional[str] = ..., robust: _Optional[bool] = ..., robust_reason: _Optional[str] = ..., robust_basis: _Optional[str] = ...) -> None: ...
 
 class ServingSla(_message.Message):
     __slots__ = ("max_ttft_seconds", "max_tpot_seconds", "min_tps_per_seq")
@@ -1147,7 +1207,7 @@ class SteadyStateMetrics(_message.Message):
     def __init__(self, ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., decode_batch: _Optional[float] = ...) -> None: ...
 
 class LoadErrorBand(_message.Message):
-    __slots__ = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level")
+    __slots__ = ("group", "rows", "ttft_low", "ttft_high", "tpot_low", "tpot_high", "level", "ttft_mean_seconds_low", "ttft_mean_seconds_high", "tpot_mean_seconds_low", "tpot_mean_seconds_high")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     TTFT_LOW_FIELD_NUMBER: _ClassVar[int]
@@ -1155,6 +1215,10 @@ class LoadErrorBand(_message.Message):
     TPOT_LOW_FIELD_NUMBER: _ClassVar[int]
     TPOT_HIGH_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MEAN_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MEAN_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MEAN_SECONDS_LOW_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MEAN_SECONDS_HIGH_FIELD_NUMBER: _ClassVar[int]
     group: str
     rows: int
     ttft_low: float
@@ -1162,7 +1226,11 @@ class LoadErrorBand(_message.Message):
     tpot_low: float
     tpot_high: float
     level: float
-    def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ...) -> None: ...
+    ttft_mean_seconds_low: float
+    ttft_mean_seconds_high: float
+    tpot_mean_seconds_low: float
+    tpot_mean_seconds_high: float
+    def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ..., ttft_mean_seconds_low: _Optional[float] = ..., ttft_mean_seconds_high: _Optional[float] = ..., tpot_mean_seconds_low: _Optional[float] = ..., tpot_mean_seconds_high: _Optional[float] = ...) -> None: ...
 
 class UnderLoadMetrics(_message.Message):
     __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "max_running_requests", "cuda_graph_max_batch", "host_step_seconds", "engine_source", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "gpus", "replayed_requests", "ttft", "tpot", "itl", "e2e", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "steady", "benchmark_run_ttft_seconds", "error_band", "replicas")
