@@ -154,13 +154,13 @@ def test_a_moe_attention_dp_plan_under_load_is_slower_and_says_why(capsys) -> No
     load = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert load["attention_dp_imbalance"] > 1.0
     tpot = load["steady_state"]["tpot_seconds"]
-    off = StepModel._straggler_seconds
+    off = StepModel.straggler_seconds
     try:  # the same plan without the imbalance
-        StepModel._straggler_seconds = lambda self, n: 0.0  # type: ignore[method-assign]
+        StepModel.straggler_seconds = lambda self, n: 0.0  # type: ignore[method-assign]
         assert main([*MOE, "--ep", "8", "--concurrency", "32", "--range-ratio", "0.8",
                      "--json"]) == 0  # fmt: skip
     finally:
-        StepModel._straggler_seconds = off  # type: ignore[method-assign]
+        StepModel.straggler_seconds = off  # type: ignore[method-assign]
     base = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert tpot > base["steady_state"]["tpot_seconds"]
     assert load["replay"]["tpot_seconds"]["mean"] > base["replay"]["tpot_seconds"]["mean"]
@@ -175,11 +175,22 @@ def test_dense_dp_replicas_under_load_are_unchanged(capsys) -> None:
     assert main(dense) == 0
     doc = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert doc["attention_dp_imbalance"] is None and doc["replicas"] == 2
-    off = StepModel._straggler_seconds
+    off = StepModel.straggler_seconds
     try:  # a straggler term that would show if it were applied
-        StepModel._straggler_seconds = lambda self, n: 1.0  # type: ignore[method-assign]
+        StepModel.straggler_seconds = lambda self, n: 1.0  # type: ignore[method-assign]
         assert main(dense) == 0
     finally:
-        StepModel._straggler_seconds = off  # type: ignore[method-assign]
+        StepModel.straggler_seconds = off  # type: ignore[method-assign]
     again = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert again["steady_state"] == doc["steady_state"] and again["replay"] == doc["replay"]
+
+
+def test_a_speculative_verify_step_waits_for_the_busiest_rank_too() -> None:
+    from plena_opt.serving.speculative import Speculation, VerifyStepModel
+
+    spec = Speculation("ngram", 2, (0.5, 0.5), "test")
+    li, lo = 2048, 512
+    plain, slow = _kv_step(li, lo, 0.8, False), _kv_step(li, lo, 0.8, True)
+    v0 = VerifyStepModel(spec, KvCosts(li, lo), plain, 48).verify_seconds(64)
+    v1 = VerifyStepModel(spec, KvCosts(li, lo), slow, 48).verify_seconds(64)
+    assert v1 - v0 == pytest.approx(slow.straggler_seconds(64)) and v1 > v0

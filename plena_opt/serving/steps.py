@@ -70,14 +70,14 @@ class StepModel:
         if n not in self._decode:
             t = self.costs.decode_mean_seconds(n)
             if self.attention_dp is not None:  # MoE attention-DP ranks: the busiest one's wait
-                t += self._straggler_seconds(n)
+                t += self.straggler_seconds(n)
             limit = self.engine.cuda_graph_max_batch
             if limit is not None and n > limit:
                 t += self.costs.host_seconds
             self._decode[n] = t
         return self._decode[n]
 
-    def _straggler_seconds(self, n: int) -> float:
+    def straggler_seconds(self, n: int) -> float:
         """Extra seconds of a decode step of ``n`` requests waiting for the busiest attention-DP
         rank: the step's KV-dependent part per request at the mean KV length × (the busiest
         rank's KV work in requests − the requests per rank the evaluator priced). The KV part is
