@@ -194,3 +194,21 @@ def test_a_speculative_verify_step_waits_for_the_busiest_rank_too() -> None:
     v0 = VerifyStepModel(spec, KvCosts(li, lo), plain, 48).verify_seconds(64)
     v1 = VerifyStepModel(spec, KvCosts(li, lo), slow, 48).verify_seconds(64)
     assert v1 - v0 == pytest.approx(slow.straggler_seconds(64)) and v1 > v0
+
+
+def test_the_imbalance_travels_over_grpc() -> None:
+    from dataclasses import replace
+
+    from plena_opt.api.under_load import Stats, UnderLoad
+    from plena_opt.api.under_load_wire import under_load_from_proto, under_load_to_proto
+    from plena_opt.serving.error_bars import ErrorBand
+    from plena_opt.serving.workload import ServingMetrics
+
+    s = Stats(0.1, 0.1, 0.2, 0.3)
+    st = ServingMetrics(0.1, 0.01, 2.0, 5.0, 1000.0, 125.0, 100.0, 32.0)
+    band = ErrorBand("g", 3, 0.5, 2.0, 0.5, 2.0, 0.9)
+    u = UnderLoad("vllm", "0.34.0", 8192, None, 512, 0.0, "src", 32, None, 1024, 256, 0.8, 8,
+                  128, s, s, s, s, 125.0, 100.0, 5.0, st, None, band, 1, 1.3)  # fmt: skip
+    assert under_load_from_proto(under_load_to_proto(u)) == u
+    none = replace(u, attention_dp_imbalance=None)
+    assert under_load_from_proto(under_load_to_proto(none)).attention_dp_imbalance is None
