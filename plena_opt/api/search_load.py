@@ -105,7 +105,8 @@ class LoadedEvaluator:
         wl = replace(self._inner.workload, batch_size=1)
         evs = self._shared.setdefault(("evaluators", wl.precision, one.world_size), {})
         i = self._inputs
-        step = StepModel.from_problem(i.model, noc, i.memory, i.chip, wl, one, self._eng, evs)
+        step = StepModel.from_problem(i.model, noc, i.memory, i.chip, wl, one, self._eng, evs,
+                                      self._req.range_ratio)  # fmt: skip
         lengths = (wl.input_seq_len, wl.output_seq_len, self._req.range_ratio)
         if rate is not None:
             st = open_loop(step, OpenLoopWorkload(rate, *lengths))

@@ -91,7 +91,7 @@ def speculate(
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
     eng = engine_model(engine, hbm)
     args = (problem.model, problem.noc, problem.memory, problem.chip)
-    plain = StepModel.from_problem(*args, wl, plan, eng)
+    plain = StepModel.from_problem(*args, wl, plan, eng, range_ratio=load.range_ratio)
     k1 = spec.k + 1
     scaled = replace(
         wl,

@@ -78,6 +78,7 @@ class UnderLoad:
     # DP replicas of the plan (each an engine of ``gpus`` GPUs, ⌈C/dp⌉ clients or rate/dp): the
     # figures are one replica's (its tokens/s per GPU are the plan's at an even split)
     replicas: int = 1
+    attention_dp_imbalance: float | None = None  # ``serving.attention_dp``; None: no such ranks
 
     @property
     def mean_ttft_seconds(self) -> float:
@@ -123,6 +124,7 @@ class UnderLoad:
             },
             "gpus": self.gpus,
             "replicas": self.replicas,
+            "attention_dp_imbalance": self.attention_dp_imbalance,
             "replay": {
                 "requests": self.replayed_requests,
                 "ttft_seconds": self.ttft.to_dict(),
@@ -194,6 +196,10 @@ class UnderLoad:
             lines.append(
                 f"  a benchmark run of {PROMPTS_PER_CLIENT}×{self.concurrency} requests timed "
                 f"from its start burst: mean TTFT {1e3 * self.run_ttft_seconds:.1f} ms"
+            )
+        if self.attention_dp_imbalance is not None:
+            lines.append(
+                f"  attention DP: busiest rank's KV {self.attention_dp_imbalance:.3f}x the mean"
             )
         bars = self.error_bars()
         if bars is not None:
@@ -280,9 +286,8 @@ def serve_under_load(
         )
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
     eng = calibrated(engine_model(engine, hbm), problem.chip.name)
-    step = StepModel.from_problem(
-        problem.model, problem.noc, problem.memory, problem.chip, wl, plan, eng
-    )
+    step = StepModel.from_problem(problem.model, problem.noc, problem.memory, problem.chip, wl,
+                                  plan, eng, range_ratio=range_ratio)  # fmt: skip
     lengths = (wl.input_seq_len, wl.output_seq_len, range_ratio)
     steady, replay = _run(step, lengths, concurrency, request_rate)
     return UnderLoad(
@@ -308,6 +313,7 @@ def serve_under_load(
         _run_ttft(step, lengths, concurrency),
         _error_band(engine, problem.chip.name, concurrency),
         dp,
+        None if step.attention_dp is None else step.attention_dp.factor(steady.decode_batch),
     )
 
 
@@ -368,20 +374,13 @@ def _run(
     step: Any, lengths: tuple[int, int, float], concurrency: int | None, rate: float | None
 ) -> tuple[ServingMetrics, ServingMetrics]:
     """(steady state, replay) of the closed loop or the Poisson workload."""
-    from plena_opt.serving import (
-        OpenLoopWorkload,
-        ServingWorkload,
-        closed_loop,
-        open_loop,
-        replay_closed_loop,
-        replay_open_loop,
-    )
+    from plena_opt import serving as sv
 
     if concurrency is not None:
-        wl = ServingWorkload(concurrency, *lengths)
-        return closed_loop(step, wl), replay_closed_loop(step, wl, warmup_waves=WARMUP_WAVES)
-    owl = OpenLoopWorkload(float(rate), *lengths)  # type: ignore[arg-type]
-    return open_loop(step, owl), replay_open_loop(step, owl, measured=OPEN_LOOP_MEASURED)
+        wl = sv.ServingWorkload(concurrency, *lengths)
+        return sv.closed_loop(step, wl), sv.replay_closed_loop(step, wl, warmup_waves=WARMUP_WAVES)
+    owl = sv.OpenLoopWorkload(float(rate), *lengths)  # type: ignore[arg-type]
+    return sv.open_loop(step, owl), sv.replay_open_loop(step, owl, measured=OPEN_LOOP_MEASURED)
 
 
 def _stats(m: ServingMetrics) -> tuple[Stats, Stats, Stats, Stats]:

@@ -55,6 +55,7 @@ _OPTIONAL = {
     "concurrency": "concurrency",
     "request_rate_per_s": "request_rate_per_s",
     "run_ttft_seconds": "benchmark_run_ttft_seconds",
+    "attention_dp_imbalance": "attention_dp_imbalance",
 }
 _STATS = ("ttft", "tpot", "itl", "e2e")
 

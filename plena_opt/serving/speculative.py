@@ -146,6 +146,8 @@ class VerifyStepModel:
         if n not in self._memo:
             tokens = n * (self.spec.k + 1)
             t = self.costs.decode_mean_seconds(tokens)  # type: ignore[attr-defined]
+            if self.plain.attention_dp is not None:  # the same KV per rank waits for the busiest
+                t += self.plain.straggler_seconds(n)
             limit = self.plain.engine.cuda_graph_max_batch
             if limit is not None and tokens > limit:
                 t += self.plain.costs.host_seconds

@@ -9,13 +9,17 @@ running requests at the mean KV length over the output (``decode_mean_seconds``:
 decode batch above the engine's CUDA-graph limit pays the eager host time of a forward.
 Fractional batches (the steady-state model's means) interpolate linearly between whole ones;
 below one request a decode step costs that fraction of a one-request step (the share of steps
-that have one).
+that have one). A MoE plan with attention-DP ranks (``Plan.ep`` > 1) waits each decode step for
+its busiest rank: the step's KV-dependent part is scaled to that rank's KV work
+(``serving.attention_dp``; the replay and the steady state both read it here, so they agree on it).
 """
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
+
+from plena_opt.serving.attention_dp import AttentionDpImbalance, imbalance_of
 
 if TYPE_CHECKING:
     from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
@@ -25,30 +29,70 @@ if TYPE_CHECKING:
 class StepModel:
     """Seconds per engine step for one (model, plan, chip, NoC, workload) and one engine."""
 
-    def __init__(self, costs: EvaluatorStepCosts, engine: EngineModel, gpus: int) -> None:
+    def __init__(self, costs: EvaluatorStepCosts, engine: EngineModel, gpus: int,
+                 attention_dp: AttentionDpImbalance | None = None) -> None:  # fmt: skip
         self.costs, self.engine, self.gpus = costs, engine, gpus
+        self.attention_dp = attention_dp  # None: no attention-DP ranks synchronised by MoE
         self._decode: dict[int, float] = {}
+        self._spread: dict[float, StepModel] = {}
 
     @classmethod
     def from_problem(cls, model: object, noc: object, memory: object, chip: object,
                      workload: object, plan: object, engine: EngineModel,
-                     evaluators: dict | None = None) -> StepModel:  # fmt: skip
+                     evaluators: dict | None = None,
+                     range_ratio: float = 0.0) -> StepModel:  # fmt: skip
         """Build the evaluator's step costs for the plan (``workload``: an estimate Workload
         whose lengths are the serving workload's) and wrap them; ``evaluators``: a cache shared
-        by the step models of many plans of one problem (``EvaluatorStepCosts``)."""
+        by the step models of many plans of one problem (``EvaluatorStepCosts``);
+        ``range_ratio``: the serving workload's length spread (the attention-DP imbalance)."""
         from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
 
         costs = EvaluatorStepCosts(model, noc, memory, chip, workload, plan, evaluators)  # type: ignore[arg-type]
-        return cls(costs, engine, plan.world_size)  # type: ignore[attr-defined]
+        wl = workload
+        adp = imbalance_of(model, plan, wl.input_seq_len, wl.output_seq_len, range_ratio)  # type: ignore[attr-defined]
+        return cls(costs, engine, plan.world_size, adp)  # type: ignore[attr-defined]
+
+    def with_spread(self, range_ratio: float) -> StepModel:
+        """This step model for lengths drawn with ``range_ratio`` (the same evaluator costs);
+        itself when it has no attention-DP imbalance."""
+        adp = self.attention_dp
+        if adp is None:
+            return self
+        if range_ratio not in self._spread:
+            wl = self.costs.workload
+            new = AttentionDpImbalance.of(
+                adp.ranks, wl.input_seq_len, wl.output_seq_len, range_ratio
+            )
+            self._spread[range_ratio] = StepModel(self.costs, self.engine, self.gpus, new)
+        return self._spread[range_ratio]
 
     def _decode_int(self, n: int) -> float:
         if n not in self._decode:
             t = self.costs.decode_mean_seconds(n)
+            if self.attention_dp is not None:  # MoE attention-DP ranks: the busiest one's wait
+                t += self.straggler_seconds(n)
             limit = self.engine.cuda_graph_max_batch
             if limit is not None and n > limit:
                 t += self.costs.host_seconds
             self._decode[n] = t
         return self._decode[n]
+
+    def straggler_seconds(self, n: int) -> float:
+        """Extra seconds of a decode step of ``n`` requests waiting for the busiest attention-DP
+        rank: the step's KV-dependent part per request at the mean KV length × (the busiest
+        rank's KV work in requests − the requests per rank the evaluator priced). The KV part is
+        the evaluator's own growth over the output: (mean step − first step) / ((osl − 1)/2)
+        seconds per KV token, × the mean KV length ``L_in + (osl − 1)/2``."""
+        adp, wl = self.attention_dp, self.costs.workload
+        half = (wl.output_seq_len - 1) / 2
+        if adp is None or half <= 0:  # no decode growth to read the KV part from
+            return 0.0
+        grow = self.costs.decode_mean_seconds(n) - self.costs.decode_seconds(n)
+        kv_part = max(0.0, grow) / half * (wl.input_seq_len + half)
+        lo = 1 << (n.bit_length() - 1)  # requests per rank as the step costs interpolate them
+        per_lo, per_hi = math.ceil(lo / adp.ranks), math.ceil(2 * lo / adp.ranks)
+        priced = per_lo + (n - lo) / lo * (per_hi - per_lo)
+        return kv_part / priced * max(0.0, adp.busiest_kv(n) / adp.mean_kv - priced)
 
     def decode_seconds(self, n: float) -> float:
         """A step's decode part for ``n`` running requests (0 when none), host time excluded."""

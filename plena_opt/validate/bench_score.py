@@ -125,7 +125,7 @@ def _price(run: BenchRun, t: BenchTarget, steps: dict, host: dict[str, float]) -
             base["mode"] = "disagg"
             rate = run.request_rate_per_s if run.concurrency is None else None
             return price_disaggregated(d, host, base, run.range_ratio, rate)
-        step = cached_step(d, steps, host)
+        step = cached_step(d, steps, host).with_spread(run.range_ratio)
         if run.concurrency is not None:
             per_client = max(1, round(run.completed / run.concurrency))
             wl = ServingWorkload(run.concurrency, run.input_len, run.output_len, run.range_ratio)

@@ -172,8 +172,10 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
         d = resolve(row)
         if d.pools is not None:
             return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
-        m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
-            d.concurrency, d.input_len, d.output_len, range_ratio_of(row)))  # fmt: skip
+        rr = range_ratio_of(row)
+        m: ServingMetrics = benchmark_run(cached_step(d, steps, host).with_spread(rr),
+                                          ServingWorkload(d.concurrency, d.input_len,
+                                                          d.output_len, rr))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
