@@ -295,21 +295,10 @@ def import_cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 # Import cycles of today (imports inside functions counted), each to be removed: a cycle may
 # lose modules or vanish, never grow or appear. Each is a strongly connected component.
 KNOWN_CYCLES = [
-    # a multi-node profile is built from presets, and presets name multi-node profiles
-    {"deepstack.gpu_nodes", "deepstack.presets", "deepstack.profile"},
-    {"plena_opt.models.hf_config", "plena_opt.models.model_spec"},
     {"plena_opt.estimate.attention_variants", "plena_opt.estimate.layer"},
     # the decode code, one package-to-be (issue 27 item 3)
     {"plena_opt.estimate.decode_checks", "plena_opt.estimate.decode_runs"}
     | {"plena_opt.estimate.decode_steps"},
-    {"plena_opt.search.modes", "plena_opt.search.sampled"},
-    {"plena_opt.search.grpc_proxy", "plena_opt.search.storage", "plena_opt.search.trials"},
-    {"plena_opt.search.disaggregated", "plena_opt.search.serving_optuna"},
-    {"plena_opt.search.codesign_workers", "plena_opt.search.workers"},
-    {"plena_opt.validate.fig08", "plena_opt.validate.scorecard"},
-    {"plena_opt.validate.calibrate", "plena_opt.validate.calibrate_gemm"}
-    | {"plena_opt.validate.calibrate_w4a16"},
-    {"plena_opt.validate.calibrate_links", "plena_opt.validate.calibrate_noc"},
 ]
 
 
