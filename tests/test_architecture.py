@@ -357,11 +357,11 @@ def test_a_front_end_reaching_under_the_use_cases_is_found_in_a_fake_tree(tmp_pa
         {
             "plena_opt/__init__.py": "",
             "plena_opt/web/__init__.py": "from plena_opt.api.studies import open_storage\n",
-            "plena_opt/web/routes.py": "def f():\n    from plena_opt.search.storage import s\n",
+            "plena_opt/web/routes.py": "def f():\n    from plena_opt.search.y import s\n",
         },
     )
     problems = [p for m, path in modules.items() for p in check_source(m, path.read_text())]
     assert problems == [
-        "plena_opt.web.routes: imports plena_opt.search.storage"
+        "plena_opt.web.routes: imports plena_opt.search.y"
         " (a front end imports only plena_opt.api)"
     ]
