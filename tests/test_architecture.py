@@ -10,7 +10,8 @@ exceptions are listed), and never a private (``_name``) name of another package.
 name what a front end shows: ``api.catalog``, ``api.studies``, ``api.search_io``,
 ``api.simulation_io``, ``api.launch``, ``api.network``), the use case ``plena_opt.validate``, the
 package ``plena_opt`` itself, the leaves and the exceptions listed. No import cycle exists
-anywhere, imports inside functions counted (``KNOWN_CYCLES`` lists today's, to be removed).
+anywhere, imports inside functions counted (``KNOWN_CYCLES`` lists today's, to be removed), and
+none between the sub-packages of a package.
 Each rule is shown failing on a small fake tree.
 """
 
@@ -322,6 +323,52 @@ def test_every_known_cycle_still_exists():
     assert stale == []
 
 
+def sub_package_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Sub-package → the sibling sub-packages its modules import (``plena_opt.search.storage`` →
+    ``plena_opt.search.fronts``, …); modules beside a package's ``__init__`` belong to none."""
+
+    def node(module: str) -> str | None:
+        parts = module.split(".")
+        depth = 3 if parts[0] == "plena_opt" else 2
+        head = ".".join(parts[:depth])
+        if len(parts) > depth and head in modules and modules[head].name == "__init__.py":
+            return head
+        return None
+
+    out: dict[str, set[str]] = {}
+    for module, targets in import_graph(modules).items():
+        if (a := node(module)) is not None:
+            out.setdefault(a, set())
+            for b in filter(None, map(node, targets)):
+                if b != a and b.rpartition(".")[0] == a.rpartition(".")[0]:
+                    out[a].add(b)
+    return out
+
+
+def test_no_cycle_between_sub_packages():
+    """The sub-packages of one package import each other in one direction only (a layering
+    inside the package: ``plena_opt.search``'s space, fronts, storage, serving, run, …)."""
+    assert import_cycles(sub_package_graph(product_modules())) == []
+
+
+def test_a_cycle_between_sub_packages_is_found(tmp_path):
+    """Modules without a cycle between them, in two sub-packages that import each other."""
+    modules = _fake_tree(
+        tmp_path,
+        {
+            "fake/__init__.py": "",
+            "fake/up/__init__.py": "",
+            "fake/up/a.py": "from fake.down import b\n",
+            "fake/down/__init__.py": "",
+            "fake/down/b.py": "",
+            "fake/down/c.py": "def f():\n    import fake.up.a\n",
+            "fake/top.py": "import fake.up.a\nimport fake.down.c\n",  # beside: in no sub-package
+        },
+    )
+    assert import_cycles(import_graph(modules)) == []
+    assert import_cycles(sub_package_graph(modules)) == [{"fake.up", "fake.down"}]
+
+
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
     """Write ``files`` (path under tmp_path → source) and return their modules."""
     for rel, source in files.items():
@@ -362,6 +409,5 @@ def test_a_front_end_reaching_under_the_use_cases_is_found_in_a_fake_tree(tmp_pa
     )
     problems = [p for m, path in modules.items() for p in check_source(m, path.read_text())]
     assert problems == [
-        "plena_opt.web.routes: imports plena_opt.search.y"
-        " (a front end imports only plena_opt.api)"
+        "plena_opt.web.routes: imports plena_opt.search.y (a front end imports only plena_opt.api)"
     ]
