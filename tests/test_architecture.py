@@ -324,7 +324,7 @@ def test_every_known_cycle_still_exists():
 
 
 def sub_package_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Sub-package → the sibling sub-packages its modules import (``plena_opt.search.storage`` →
+    """Sub-package → the sibling sub-packages its modules import (``plena_opt.search.run`` →
     ``plena_opt.search.fronts``, …); modules beside a package's ``__init__`` belong to none."""
 
     def node(module: str) -> str | None:
