@@ -11,7 +11,7 @@ exceptions are listed), and never a private (``_name``) name of another package.
 name what a front end shows: ``api.catalog``, ``api.studies``, ``api.search_io``,
 ``api.simulation_io``, ``api.launch``, ``api.network``), the use case ``plena_opt.validate``, the
 package ``plena_opt`` itself, the leaves and the exceptions listed. No import cycle exists
-anywhere, imports inside functions counted (``KNOWN_CYCLES`` lists today's, to be removed).
+anywhere, imports inside functions counted, and none between the sub-packages of a package.
 Each rule is shown failing on a small fake tree.
 """
 
@@ -294,41 +294,57 @@ def import_cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return cycles
 
 
-# Import cycles of today (imports inside functions counted), each to be removed: a cycle may
-# lose modules or vanish, never grow or appear. Each is a strongly connected component.
-KNOWN_CYCLES = [
-    # a multi-node profile is built from presets, and presets name multi-node profiles
-    {"deepstack.gpu_nodes", "deepstack.presets", "deepstack.profile"},
-    {"plena_opt.models.hf_config", "plena_opt.models.model_spec"},
-    {"plena_opt.search.modes", "plena_opt.search.sampled"},
-    {"plena_opt.search.grpc_proxy", "plena_opt.search.storage", "plena_opt.search.trials"},
-    {"plena_opt.search.disaggregated", "plena_opt.search.serving_optuna"},
-    {"plena_opt.search.codesign_workers", "plena_opt.search.workers"},
-    {"plena_opt.validate.fig08", "plena_opt.validate.scorecard"},
-    {"plena_opt.validate.calibrate", "plena_opt.validate.calibrate_gemm"}
-    | {"plena_opt.validate.calibrate_w4a16"},
-    {"plena_opt.validate.calibrate_links", "plena_opt.validate.calibrate_noc"},
-]
-
-
-def new_cycles(cycles: list[set[str]], known: list[set[str]]) -> list[set[str]]:
-    """The cycles of ``cycles`` that no known cycle contains."""
-    return [c for c in cycles if not any(c <= k for k in known)]
-
-
-def test_no_new_import_cycle():
+def test_no_import_cycle():
     """No import cycle anywhere in the product (plena_opt, deepstack, the server, the client),
-    imports inside functions counted, cycles inside one package too; today's are listed."""
+    imports inside functions counted, cycles inside one package too."""
     cycles = import_cycles(import_graph(product_modules()))
-    assert [sorted(c) for c in new_cycles(cycles, KNOWN_CYCLES)] == []
+    assert [sorted(c) for c in cycles] == []
 
 
-def test_every_known_cycle_still_exists():
-    """The list only shrinks: a known cycle that is gone (or whose modules moved) is removed from
-    ``KNOWN_CYCLES`` so that it cannot come back unnoticed."""
-    cycles = import_cycles(import_graph(product_modules()))
-    stale = [sorted(k) for k in KNOWN_CYCLES if not any(c <= k for c in cycles)]
-    assert stale == []
+def sub_package_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Sub-package → the sibling sub-packages its modules import (``plena_opt.search.run`` →
+    ``plena_opt.search.fronts``, …); modules beside a package's ``__init__`` belong to none."""
+
+    def node(module: str) -> str | None:
+        parts = module.split(".")
+        depth = 3 if parts[0] == "plena_opt" else 2
+        head = ".".join(parts[:depth])
+        if len(parts) > depth and head in modules and modules[head].name == "__init__.py":
+            return head
+        return None
+
+    out: dict[str, set[str]] = {}
+    for module, targets in import_graph(modules).items():
+        if (a := node(module)) is not None:
+            out.setdefault(a, set())
+            for b in filter(None, map(node, targets)):
+                if b != a and b.rpartition(".")[0] == a.rpartition(".")[0]:
+                    out[a].add(b)
+    return out
+
+
+def test_no_cycle_between_sub_packages():
+    """The sub-packages of one package import each other in one direction only (a layering
+    inside the package: ``plena_opt.search``'s space, fronts, storage, serving, run, …)."""
+    assert import_cycles(sub_package_graph(product_modules())) == []
+
+
+def test_a_cycle_between_sub_packages_is_found(tmp_path):
+    """Modules without a cycle between them, in two sub-packages that import each other."""
+    modules = _fake_tree(
+        tmp_path,
+        {
+            "fake/__init__.py": "",
+            "fake/up/__init__.py": "",
+            "fake/up/a.py": "from fake.down import b\n",
+            "fake/down/__init__.py": "",
+            "fake/down/b.py": "",
+            "fake/down/c.py": "def f():\n    import fake.up.a\n",
+            "fake/top.py": "import fake.up.a\nimport fake.down.c\n",  # beside: in no sub-package
+        },
+    )
+    assert import_cycles(import_graph(modules)) == []
+    assert import_cycles(sub_package_graph(modules)) == [{"fake.up", "fake.down"}]
 
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
@@ -356,8 +372,6 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
     modules["fake.d"].write_text("from fake.a import x\nimport fake.e\n")
     cycles = import_cycles(import_graph(modules))
     assert cycles == [{"fake.a", "fake.b", "fake.c"}]  # e → d only for type checkers
-    assert new_cycles(cycles, [{"fake.a", "fake.b", "fake.c", "fake.z"}]) == []
-    assert new_cycles(cycles, [{"fake.a", "fake.b"}]) == cycles  # grown: reported
 
 
 def test_a_front_end_reaching_under_the_use_cases_is_found_in_a_fake_tree(tmp_path):
@@ -366,11 +380,10 @@ def test_a_front_end_reaching_under_the_use_cases_is_found_in_a_fake_tree(tmp_pa
         {
             "plena_opt/__init__.py": "",
             "plena_opt/web/__init__.py": "from plena_opt.api.studies import open_storage\n",
-            "plena_opt/web/routes.py": "def f():\n    from plena_opt.search.storage import s\n",
+            "plena_opt/web/routes.py": "def f():\n    from plena_opt.search.y import s\n",
         },
     )
     problems = [p for m, path in modules.items() for p in check_source(m, path.read_text())]
     assert problems == [
-        "plena_opt.web.routes: imports plena_opt.search.storage"
-        " (a front end imports only plena_opt.api)"
+        "plena_opt.web.routes: imports plena_opt.search.y (a front end imports only plena_opt.api)"
     ]

@@ -20,7 +20,8 @@ per expert: the two ``gpu-*`` cases (H200) were re-recorded, every other case is
 Re-record (only when a deliberate model change moves figures) from a checkout of the code the
 figures should come from::
 
-    python benchmarks/_compare.py --source DIR tests/test_evaluator_fixture.py --record OUT.json
+    python benchmarks/_compare.py --source DIR tests/test_evaluator_fixture.py \\
+        --record OUT.json
 """
 
 from __future__ import annotations

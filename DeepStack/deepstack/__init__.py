@@ -22,7 +22,8 @@ from .presets import (
     torus_mesh_switch,
     torus_mesh_switch_64,
 )
-from .profile import EnergyConfig, NocProfile, list_noc_profiles, load_noc_profile
+from .profile import EnergyConfig, NocProfile
+from .profile_load import list_noc_profiles, load_noc_profile
 from .routing import Router
 from .topology import KINDS, Level
 

@@ -40,7 +40,8 @@ from .ep_dispatch import EP_ESTIMATE_TOKENS, active_rows, routed_pattern, unifor
 from .errors import ProfileError
 from .measured import MeasuredTable
 from .placement import ParallelScheme, check_dim
-from .profile import NocProfile, load_noc_profile
+from .profile import NocProfile
+from .profile_load import load_noc_profile
 from .routing import Router
 from .stage_patterns import StagePatterns
 

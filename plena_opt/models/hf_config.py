@@ -17,8 +17,8 @@ from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.models import hf_fields as hf
 from plena_opt.models import hf_hybrid
 from plena_opt.models.hf_layers import attention_types, mlp_types
+from plena_opt.models.layer_runs import runs_from_lists
 from plena_opt.models.limits import MAX_NAME_CHARS, bounded, check_depth, short
-from plena_opt.models.model_spec import runs_from_lists
 
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 TOP_K_KEYS = ("experts_per_token", "num_experts_per_tok")

@@ -37,16 +37,15 @@ from plena_opt.search.rdb_bulk import add_finished_trials
 from plena_opt.search.request import SearchRequest
 from plena_opt.search.result import FrontEntry
 from plena_opt.search.storage import open_storage
-from plena_opt.search.workers import (
+from plena_opt.search.work_claims import Claimer, _Heartbeat
+from plena_opt.search.work_queue import (
     CHUNK_ATTR,
     POINTS_ATTR,
     QUEUE_ATTR,
     REQUEST_ATTR,
-    Claimer,
     QueueInfo,
     WorkerReport,
     _check_storage,
-    _Heartbeat,
     queue_name,
 )
 

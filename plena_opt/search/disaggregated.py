@@ -162,7 +162,7 @@ class ServingSpace:
         if sampler == "optuna":
             from plena_opt.search.serving_optuna import optuna_points
 
-            return optuna_points(self, ws, objectives or ["ttft", "tps-per-device"])
+            return optuna_points(self, ws, objectives or ["ttft", "tps-per-device"], pair_points)
         groups = [[w for w in ws if w.precision == prec] for prec in self.precisions]
         if objectives is None:
             parts = []

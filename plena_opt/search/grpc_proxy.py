@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.search.storage_backend import RDB_SCHEMES, sqlalchemy_url
 
 GRPC_SCHEME = "grpc://"
 DEFAULT_PORT = 13000
@@ -62,8 +63,6 @@ def open_grpc(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> optuna.storages
 
 
 def _backend(url: str) -> optuna.storages.BaseStorage:
-    from plena_opt.search.storage import RDB_SCHEMES, sqlalchemy_url
-
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     if scheme not in RDB_SCHEMES:
         raise PlenaInputError(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.search.record import Record
+from plena_opt.search.request import budget_left
 from plena_opt.search.space import Point
 
 if TYPE_CHECKING:
@@ -91,13 +92,6 @@ def sampler_cost_model(
     if compares_exact(req, unscored - budget, space, devices, kind):
         sampler += (unscored - budget) * per_plan
     return exhaustive, sampler
-
-
-def budget_left(req: SearchRequest, unscored: int, space: int) -> int:
-    """New plans a sampler may still score: ``trials`` counts the distinct plans the study holds
-    in all (``space - unscored`` stored already, by this search or an earlier run of it), so a
-    re-run with the same ``trials`` scores nothing and a larger one scores the difference."""
-    return max(0, min(req.trials - (space - unscored), unscored))
 
 
 def compares_exact(

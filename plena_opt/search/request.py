@@ -187,3 +187,10 @@ class SearchRequest(BaseModel):
 
     def batch_list(self) -> list[int]:
         return self.batch_sizes or [self.problem.batch_size]
+
+
+def budget_left(req: SearchRequest, unscored: int, space: int) -> int:
+    """New plans a sampler may still score: ``trials`` counts the distinct plans the study holds
+    in all (``space - unscored`` stored already, by this search or an earlier run of it), so a
+    re-run with the same ``trials`` scores nothing and a larger one scores the difference."""
+    return max(0, min(req.trials - (space - unscored), unscored))

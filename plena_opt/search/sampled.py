@@ -9,7 +9,7 @@ distinct scored plans reach the stored study (``plena_opt.search.trials``), so r
 illegal suggestions never inflate it, and no plan is scored twice.
 
 The budget (``trials`` distinct plans in the stored study, a hard limit: the plans an earlier run of
-the same search stored count, so this run scores ``modes.budget_left`` new ones) is spent in phases:
+the same search stored count, so this run scores ``budget_left`` new ones) is spent in phases:
 the sampler first scores ``SAMPLER_SHARE`` of it, then the local refinement
 (``plena_opt.search.refine``) scores the unscored one-step neighbours of the current front, round
 after round, until no front plan has one left; the sampler then takes half of what remains, the new
@@ -38,9 +38,9 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import TrialState, create_trial
 
-from plena_opt.search.modes import budget_left
 from plena_opt.search.record import Record
 from plena_opt.search.refine import MoveCredit, neighbour_order
+from plena_opt.search.request import budget_left
 from plena_opt.search.samplers import make_sampler
 
 if TYPE_CHECKING:

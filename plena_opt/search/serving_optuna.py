@@ -18,7 +18,7 @@ plan params the dashboard shows and a later run resumes from it (``seed_trials``
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,12 +156,17 @@ def _valid(choices: PairChoices, prm: dict[str, Any]) -> bool:
     return True
 
 
-def optuna_points(space: Any, ws: list[WorkerFigures], objectives: Sequence[str]) -> Points:
+def optuna_points(
+    space: Any,
+    ws: list[WorkerFigures],
+    objectives: Sequence[str],
+    pair_points: Callable[..., Points],
+) -> Points:
     """The deployments the study picks from the workers ``ws`` of ``space`` (a
     ``ServingSpace``: its budget, seed, sampler, resume params and stop token); all of them
-    are kept (``space.optuna``), ``evaluated`` counts those this run scored."""
-    from plena_opt.search.disaggregated import pair_points
-
+    are kept (``space.optuna``), ``evaluated`` counts those this run scored. ``pair_points``
+    scores (prefill, decode) worker pairs (``search.disaggregated.pair_points``, passed in by
+    its caller so that this module does not import it back)."""
     noc, n = space.inputs.noc, space.inputs.noc.num_devices
     out = space.inputs.workload.output_seq_len
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-import weakref
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,15 @@ from optuna.storages import JournalStorage, RDBStorage
 
 from plena_opt.errors import PlenaInputError, not_found
 from plena_opt.search.journal import BatchingJournalBackend
+from plena_opt.search.storage_backend import (
+    _BACKENDS,
+    RDB_SCHEMES,
+    batch_writes,
+    committed_view,
+    is_batched,
+    journal_backend,
+    sqlalchemy_url,
+)
 from plena_opt.search.storage_repair import (
     LOCK_GRACE_SECONDS,
     LOCK_SUFFIX,
@@ -42,6 +49,7 @@ from plena_opt.search.storage_repair import (
 __all__ = [
     "torn_tail_note",
     "DEFAULT_STORAGE",
+    "RDB_SCHEMES",
     "LOCK_GRACE_SECONDS",
     "LOCK_SUFFIX",
     "STALE_TRIAL_SECONDS",
@@ -61,7 +69,6 @@ __all__ = [
 ]
 
 DEFAULT_STORAGE = "plena-opt-studies.log"
-RDB_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
 
 # Heartbeat stores (workers): a trial silent for this many heartbeat periods is stale; a stale
 # trial is enqueued again at most MAX_RETRY times.
@@ -70,12 +77,6 @@ MAX_RETRY = 3
 
 _log = logging.getLogger(__name__)
 _OPEN: dict[str, optuna.storages.BaseStorage] = {}
-# Journal files opened here, by their storage object: weak keys, because a storage dropped from
-# ``_OPEN`` is collected and an ``id()`` key could then name a new storage (an in-memory one
-# picked up a damaged file's backend this way in a test run).
-_BACKENDS: weakref.WeakKeyDictionary[optuna.storages.BaseStorage, BatchingJournalBackend] = (
-    weakref.WeakKeyDictionary()
-)
 _OPEN_LOCK = threading.Lock()
 
 
@@ -104,41 +105,6 @@ def open_storage(
         if storage is None:
             storage = _OPEN[key] = _open(url, heartbeat_s, repair)
     return storage
-
-
-def is_batched(storage: optuna.storages.BaseStorage) -> bool:
-    """Whether ``storage`` is a journal file opened here (``batch_writes`` holds its lock)."""
-    return storage in _BACKENDS
-
-
-def journal_backend(storage: optuna.storages.BaseStorage) -> BatchingJournalBackend | None:
-    """The journal file under ``storage`` when it is one opened here, else None."""
-    return _BACKENDS.get(storage)
-
-
-def batch_writes(storage: optuna.storages.BaseStorage) -> Any:
-    """Context in which a journal store's appends become one locked append and one fsync.
-
-    Keep it short (it holds the journal lock: other writers wait). Other stores: no effect.
-    """
-    backend = _BACKENDS.get(storage)
-    return backend.batch() if backend is not None else nullcontext()
-
-
-def committed_view(storage: optuna.storages.BaseStorage) -> Any:
-    """Context in which reads of a journal store see only records already on disk (it waits
-    for this process's batches in progress). Other stores: no effect."""
-    backend = _BACKENDS.get(storage)
-    return backend.committed_view() if backend is not None else nullcontext()
-
-
-def sqlalchemy_url(url: str) -> str:
-    """``url`` as SQLAlchemy needs it: ``postgresql://`` (no driver named) uses psycopg 3, the
-    driver ``pip install "plena-opt[postgres]"`` installs (SQLAlchemy's default is psycopg2)."""
-    for plain in ("postgresql://", "postgres://"):
-        if url.lower().startswith(plain):
-            return "postgresql+psycopg://" + url[len(plain) :]
-    return url
 
 
 def _rdb(url: str, heartbeat_s: float | None) -> RDBStorage:

@@ -35,7 +35,7 @@ from plena_opt.search.journal_bulk import JournalTrialWriter
 from plena_opt.search.pareto import pareto_mask
 from plena_opt.search.record import METRICS_ATTR, POINT_ATTR, Record
 from plena_opt.search.space import COMM_OVERLAPS, MOE_TP_MODES, PlanSpace
-from plena_opt.search.storage import batch_writes, is_batched, journal_backend
+from plena_opt.search.storage_backend import batch_writes, is_batched, journal_backend
 
 VALUES_ATTR = "values"
 INFEASIBLE_ATTR = "infeasible"

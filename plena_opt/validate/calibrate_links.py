@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from plena_opt.validate.calibrate_noc import measured_collective, node_profile
+
 LINK_OPS = ("all_gather", "reduce_scatter", "all_to_all")
 LINK_GROUPS = (2, 4, 8)
 # Sizes (bytes per device) where the measured time is bandwidth- / latency-dominated.
@@ -68,8 +70,6 @@ def model_collective(
     links (no measured table); ``sizes`` are nccl-tests bytes per device."""
     from deepstack import Network, ParallelScheme
 
-    from plena_opt.validate.calibrate_noc import node_profile
-
     net = Network(node_profile("fit", hop_s, link_bps))
     s = ParallelScheme(tp=group, dp=8 // group)
     if op == "all_gather":
@@ -94,8 +94,6 @@ def _fit_one(data, mask, hop: float, bw: float, which: int) -> float:
 
 def fit_links(folder: Path, system: str, nominal_bps: float) -> LinkFit:
     """Fit one system's links on its nccl-tests tables (module docstring)."""
-    from plena_opt.validate.calibrate_noc import measured_collective
-
     data = [
         (op, g, *measured_collective(folder, system, op, g)) for op in LINK_OPS for g in LINK_GROUPS
     ]

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from plena_opt.validate.scorecard import Point, data_dir
+from plena_opt.validate.points import Point, data_dir
 
 CASES = ("ag_gemm", "gemm_rs", "moe_reduce_ar", "ep_a2a", "ulysses")
 # NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): the SXM5 H100 has 132 SMs.

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import csv
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from plena_opt.validate.points import Point, data_dir
 
 if TYPE_CHECKING:
     from plena_opt.estimate.gpu_queue import BurstTtft
@@ -47,20 +48,6 @@ FIG09_MAX_BS = 512  # the 40 compared points of the paper (BS 1-512)
 # DeepSeek-V3 ships FP8 (e4m3, 128x128 block scales); the others ship bf16.
 CHECKPOINT_PRECISION = {"deepseek-v3": "fp8"}
 FIG09_MOE_ROUTING = "power_law"
-
-
-@dataclass(frozen=True)
-class Point:
-    dataset: str
-    model: str
-    batch_size: int
-    measured: float
-    predicted: float
-
-    @property
-    def error(self) -> float:
-        """Signed relative error (predicted / measured − 1)."""
-        return self.predicted / self.measured - 1.0
 
 
 @dataclass(frozen=True)
@@ -112,10 +99,6 @@ def _score(dataset: str, model: str, pts: list[Point]) -> ModelScore:
         100 * worst.error,
         worst.batch_size,
     )
-
-
-def data_dir() -> Path:
-    return Path(str(resources.files("plena_opt.validate") / "data"))
 
 
 def fig09_measurements(
