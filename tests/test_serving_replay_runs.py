@@ -114,3 +114,19 @@ def test_replay_equals_the_per_request_replay(engine) -> None:
             if any(n for _, n in gaps):  # the ITL percentiles of the unmerged gaps
                 for q in (50, 90, 99):
                     assert getattr(got, f"itl_p{q}_seconds") == weighted_percentile(gaps, q)
+
+
+def test_steady_state_memo_keeps_every_workload_apart() -> None:
+    """The step model keeps lock-step groups and prefill times across calls: a step model warmed
+    by other workloads (other lengths, clients, engines' groupings) gives each workload exactly
+    what a fresh one gives."""
+    from plena_opt.serving import closed_loop
+
+    eng = EngineModel("t", 2048, None, 4, 1e-3)
+    loads = [ServingWorkload(c, isl, 64, 0.0) for c in (3, 8, 64) for isl in (100, 700, 3000)]
+    loads.append(ServingWorkload(16, 512, 64, 0.5))
+    fresh = [closed_loop(StepModel(LinearCosts(), eng, gpus=2), wl) for wl in loads]  # type: ignore[arg-type]
+    shared = StepModel(LinearCosts(), eng, gpus=2)  # type: ignore[arg-type]
+    for wl, want in reversed(list(zip(loads, fresh, strict=True))):
+        assert closed_loop(shared, wl) == want
+    assert any(k[0] == "lockstep" for k in shared.memo)
