@@ -123,7 +123,7 @@ def test_steady_state_memo_keeps_every_workload_apart() -> None:
     from plena_opt.serving import closed_loop
 
     eng = EngineModel("t", 2048, None, 4, 1e-3)
-    loads = [ServingWorkload(c, isl, 64, 0.0) for c in (3, 8, 64) for isl in (100, 700, 3000)]
+    loads = [ServingWorkload(c, isl, 64, 0.0) for c in (3, 8, 64) for isl in (100, 700, 1000, 3000)]
     loads.append(ServingWorkload(16, 512, 64, 0.5))
     fresh = [closed_loop(StepModel(LinearCosts(), eng, gpus=2), wl) for wl in loads]  # type: ignore[arg-type]
     shared = StepModel(LinearCosts(), eng, gpus=2)  # type: ignore[arg-type]
