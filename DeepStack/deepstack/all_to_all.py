@@ -42,11 +42,14 @@ def _a2a_chunks(g: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndar
         yield src, dst, np.ones(len(src))
 
 
-def complete_exchange(router: Router, g: np.ndarray) -> StagePattern:
+def complete_exchange(router: Router, g: np.ndarray, devices: int | None = None) -> StagePattern:
     """Weight 1 from every member to every other member of each row of ``g`` (innermost-switch
-    or all-switch NoC)."""
+    or all-switch NoC). ``devices`` (all-switch only): ``g`` holds the groups of devices
+    [0, devices) of a layout that repeats them every ``devices`` devices."""
     if router.all_switch:
-        return StagePattern.from_level_loads(router, all_to_all_loads(router, g))
+        return StagePattern.from_level_loads(router, all_to_all_loads(router, g, devices))
+    if devices is not None:
+        raise ValueError("a periodic layout's exchange is priced on all-switch NoCs only")
     n_groups, size = g.shape
     if size > 1 and n_groups <= MAX_GROUPS and n_groups * size * size > A2A_COUNT_PAIRS:
         tables = tables_for(router.split)

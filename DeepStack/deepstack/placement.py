@@ -84,3 +84,23 @@ def groups(scheme: ParallelScheme, dim: str) -> np.ndarray:
     """Rank groups of ``dim`` as an int array [n_groups, group_size], in the §2 enumeration order
     (offset in the stride outer loop, outer block inner loop)."""
     return _groups(scheme.sizes(), DIMS.index(check_dim(dim)))
+
+
+def layout(scheme: ParallelScheme, dim: str) -> tuple[int, int, int]:
+    """(group size, stride, blocks) of ``dim``'s groups, a key equal for two (scheme, dim) exactly
+    when their ``groups`` arrays are equal: a group of size ≥ 2 starts 0, stride, …; groups of
+    one device list the devices in order when stride or blocks is 1, else transposed."""
+    sizes = scheme.sizes()
+    index = DIMS.index(check_dim(dim))
+    stride = math.prod(sizes[:index])
+    blocks = math.prod(sizes[index + 1 :])
+    if sizes[index] == 1 and (stride == 1 or blocks == 1):
+        return 1, 1, stride * blocks
+    return sizes[index], stride, blocks
+
+
+def groups_below(key: tuple[int, int, int], devices: int) -> np.ndarray:
+    """The groups (rows of ``groups``) of the layout ``key`` that lie in devices [0, devices),
+    a multiple of size · stride devices (the layout repeats every size · stride devices)."""
+    size, stride, _ = key
+    return _groups((stride, size, devices // (size * stride)), 1)

@@ -52,16 +52,22 @@ class StagePattern:
         weight: np.ndarray,
         *,
         routed: bool = False,
+        devices: int | None = None,
     ) -> None:
-        """``routed`` forces per-pair routing where a per-level closed form exists (checks)."""
+        """``routed`` forces per-pair routing where a per-level closed form exists (checks).
+        ``devices`` (all-switch NoCs, from ``switch_loads.period_devices``): the flows given are
+        those of devices [0, devices) of a layout that repeats them every ``devices`` devices."""
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
         weight = np.asarray(weight, dtype=np.int64).ravel()
         keep = (src != dst) & (weight > 0)
         n = router.num_devices
         if router.all_switch and not routed:  # loads are sums: repeated pairs need no merging
-            self._set_level_loads(router, flow_loads(router, src[keep], dst[keep], weight[keep]))
+            loads = flow_loads(router, src[keep], dst[keep], weight[keep], devices)
+            self._set_level_loads(router, loads)
             return
+        if devices is not None:
+            raise ValueError("a periodic layout's flows are priced on all-switch NoCs only")
         key, inverse = np.unique(src[keep] * n + dst[keep], return_inverse=True)
         wsum = np.bincount(inverse, weights=weight[keep], minlength=len(key))
         self.flows = len(key)

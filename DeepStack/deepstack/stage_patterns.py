@@ -14,9 +14,10 @@ from functools import lru_cache
 import numpy as np
 
 from .all_to_all import complete_exchange
-from .placement import ParallelScheme, groups
+from .placement import ParallelScheme, groups, groups_below, layout
 from .routing import Router
 from .stage import StagePattern
+from .switch_loads import period_devices
 
 
 @dataclass
@@ -78,38 +79,52 @@ class StagePatterns:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.memo: dict[tuple, StagePattern] = {}
-        self._groups: dict[tuple, tuple[np.ndarray, tuple]] = {}
-        self._layouts: dict[tuple, int] = {}
+        self._keys: dict[tuple, tuple] = {}
+
+    def layout_key(self, scheme: ParallelScheme, dim: str) -> tuple:
+        """The memo key the groups of ``dim`` give a pattern: equal for equal device groups
+        (``placement.layout``), so schemes that place a dimension's groups on the same devices
+        (e.g. tp=8 beside dp=4 or beside pp=4) share the routed pattern."""
+        gkey = (scheme.sizes(), dim)
+        key = self._keys.get(gkey)
+        if key is None:
+            key = self._keys[gkey] = layout(scheme, dim)
+        return key
 
     def group_key(self, scheme: ParallelScheme, dim: str) -> tuple[np.ndarray, tuple]:
-        """Rank groups of ``dim`` and the memo key they give a pattern: keyed by the device groups
-        themselves, so schemes that place a dimension's groups on the same devices (e.g. tp=8
-        beside dp=4 or beside pp=4) share the routed pattern."""
-        gkey = (scheme.sizes(), dim)
-        hit = self._groups.get(gkey)
-        if hit is None:
-            g = groups(scheme, dim)
-            # equal layouts get one small id, so pattern keys never compare the device lists
-            gid = self._layouts.setdefault((g.shape, g.tobytes()), len(self._layouts))
-            hit = self._groups[gkey] = (g, (g.shape, gid))
-        return hit
+        """Rank groups of ``dim`` and their memo key (``layout_key``)."""
+        return groups(scheme, dim), self.layout_key(scheme, dim)
 
     def pairs(
         self, scheme: ParallelScheme, dim: str, name: str, build: Callable[[], object]
     ) -> StagePattern:
         """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
         replicated in every group of ``dim``."""
-        g, gk = self.group_key(scheme, dim)
-        key = (*gk, name)
+        gk = self.layout_key(scheme, dim)
+        key = (gk, name)
         pat = self.memo.get(key)
         if pat is None:
             arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
+            g, devices = self._period(scheme, dim, gk)
             src = g[:, arr[:, 1]]
             dst = g[:, arr[:, 2]]
             w = np.broadcast_to(arr[:, 0], src.shape)
-            pat = StagePattern(self.router, src, dst, w)
+            pat = StagePattern(self.router, src, dst, w, devices=devices)
             self.memo[key] = pat
         return pat
+
+    def _period(
+        self, scheme: ParallelScheme, dim: str, key: tuple[int, int, int]
+    ) -> tuple[np.ndarray, int | None]:
+        """The groups of ``dim`` within one period of the device ids and its device count, or
+        all groups and None. ``dim``'s groups fill runs of size · stride devices (placement.py),
+        so on an all-switch NoC the loads of every pod-aligned period are the same numbers."""
+        devices = None
+        if self.router.all_switch:
+            devices = period_devices(self.router, key[0] * key[1])
+        if devices is None:
+            return groups(scheme, dim), None
+        return groups_below(key, devices), devices
 
     def xor_stage(self, scheme: ParallelScheme, dim: str, g: int, k: int) -> StagePattern:
         """Stage ``k`` of recursive doubling / halving: position i exchanges with i XOR 2^k."""
@@ -122,11 +137,12 @@ class StagePatterns:
     def a2a_stage(self, scheme: ParallelScheme, dim: str, g: int) -> StagePattern:
         """Complete exchange: every ordered pair of every group sends once."""
         if self.router.inner_switch:  # never lists all g² pairs at once (all_to_all.py)
-            g_arr, key = self.group_key(scheme, dim)
-            key = (*key, "all_to_all")
+            gk = self.layout_key(scheme, dim)
+            key = (gk, "all_to_all")
             pat = self.memo.get(key)
             if pat is None:
-                pat = self.memo[key] = complete_exchange(self.router, g_arr)
+                g_arr, devices = self._period(scheme, dim, gk)
+                pat = self.memo[key] = complete_exchange(self.router, g_arr, devices)
             return pat
 
         def build() -> np.ndarray:

@@ -19,6 +19,7 @@ own NIC's rate however few devices of the node send.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,9 @@ class LevelLoads:
     are device / node / pod numbers (default identity) or the port number inside the instance
     (``paper_compat``). ``flows``: (src, dst) entries with weight (distinct pairs for every
     pattern the collectives build); ``hop``: longest chain latency (s). ``nic``: (NIC-out,
-    NIC-in) load per L1 key when the profile has per-device NICs, else None.
+    NIC-in) load per L1 key when the profile has per-device NICs, else None. ``tiles``: the
+    arrays hold the keys of the first 1/``tiles`` of the devices, whose loads the rest repeat
+    (a layout periodic in the device ids, ``flow_loads(..., devices=)``); ``flows`` counts all.
     """
 
     up: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -48,6 +51,7 @@ class LevelLoads:
     hop: float
     flows: int
     nic: tuple[np.ndarray, np.ndarray] | None = None
+    tiles: int = 1
 
 
 def _chain_latency(levels, outermost: int) -> float:
@@ -87,16 +91,38 @@ def _keys(router: Router, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return pod, node, dev
 
 
-def _key_sizes(router: Router) -> tuple[int, int, int]:
+def _key_sizes(router: Router, devices: int | None = None) -> tuple[int, int, int]:
     s3, s2, s1 = router.sizes
     if router.paper_compat:
         return s3, s2, s1
+    if devices is not None:  # the keys of devices [0, devices), whole pods
+        return devices // (s2 * s1), devices // s1, devices
     return s3, s3 * s2, s3 * s2 * s1
 
 
-def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> LevelLoads:
+def period_devices(router: Router, block: int) -> int | None:
+    """Devices of one period of a layout that repeats every ``block`` devices (each run of
+    ``block`` devices holding whole groups), aligned to whole pods so that every level's loads
+    repeat with it; None when it is the whole NoC or the link identity is ``paper_compat``."""
+    n = router.num_devices
+    period = math.lcm(block, router.sizes[1] * router.sizes[2])
+    if router.paper_compat or period >= n or n % period:
+        return None
+    return period
+
+
+def flow_loads(
+    router: Router,
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    devices: int | None = None,
+) -> LevelLoads:
     """Loads of flows ``src → dst`` (src ≠ dst, weight > 0) on an all-switch NoC; a repeated
-    pair simply adds its weights."""
+    pair simply adds its weights. ``devices`` (from ``period_devices``): the flows are those of
+    devices [0, devices) of a layout whose flows repeat, shifted, every ``devices`` devices; the
+    loads then hold that period's keys and count every period's flows (exact: the other periods'
+    loads are the same numbers at shifted keys)."""
     s3, s2, s1 = router.sizes
     node_s, node_d = src // s1, dst // s1
     pod_s, pod_d = node_s // s2, node_d // s2
@@ -110,17 +136,18 @@ def flow_loads(router: Router, src: np.ndarray, dst: np.ndarray, weight: np.ndar
         kd = (pod_d, node_d - pod_d * s2, dst - node_d * s1)
     else:
         ks, kd = (pod_s, node_s, src), (pod_d, node_d, dst)
-    sizes = _key_sizes(router)
+    sizes = _key_sizes(router, devices)
+    tiles = 1 if devices is None else router.num_devices // devices
     per_level = (w3, w2, w)
     up = tuple(np.bincount(ks[i], per_level[i], sizes[i]) for i in range(3))
     down = tuple(np.bincount(kd[i], per_level[i], sizes[i]) for i in range(3))
-    hop = _stage_hop(
-        router, len(w), int(np.count_nonzero(cross_node)), int(np.count_nonzero(cross_pod))
-    )
+    flows = len(w) * tiles
+    crossing = (int(np.count_nonzero(cross_node)) * tiles, int(np.count_nonzero(cross_pod)) * tiles)
+    hop = _stage_hop(router, flows, *crossing)
     nic = None
     if router.nic_bps is not None:
         nic = (np.bincount(ks[2], w2, sizes[2]), np.bincount(kd[2], w2, sizes[2]))
-    return LevelLoads(up, down, hop, len(src), nic)  # type: ignore[arg-type]
+    return LevelLoads(up, down, hop, flows, nic, tiles)  # type: ignore[arg-type]
 
 
 def _row_classes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,13 +223,15 @@ def group_flow_loads(
     return LevelLoads(up, down, hop, flows, nic)  # type: ignore[arg-type]
 
 
-def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
+def all_to_all_loads(router: Router, groups: np.ndarray, devices: int | None = None) -> LevelLoads:
     """Loads of a complete exchange (weight 1 per ordered pair) inside every row of ``groups``.
 
     A member sends to the g − 1 others: g − (members on its node) of them leave the node and
-    g − (members in its pod) leave the pod; receiving is symmetric.
+    g − (members in its pod) leave the pod; receiving is symmetric. ``devices``: as in
+    ``flow_loads``, ``groups`` are those of devices [0, devices) of a periodic layout.
     """
     n_groups, g = groups.shape
+    tiles = 1 if devices is None else router.num_devices // devices
     s1 = router.sizes[2]
     s12 = router.sizes[1] * s1
     flat = groups.ravel()
@@ -216,7 +245,7 @@ def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
     on_node = members_sharing(s1)
     in_pod = members_sharing(s12)
     per_level = (g - in_pod, g - on_node, np.full(len(flat), g - 1.0))
-    keys, sizes = _keys(router, flat), _key_sizes(router)
+    keys, sizes = _keys(router, flat), _key_sizes(router, devices)
     up = tuple(np.bincount(keys[i], per_level[i], sizes[i]) for i in range(3))
     present = []
     if (on_node > 1).any():
@@ -230,7 +259,8 @@ def all_to_all_loads(router: Router, groups: np.ndarray) -> LevelLoads:
     if router.nic_bps is not None:
         out = np.bincount(keys[2], per_level[1], sizes[2])
         nic = (out, out)
-    return LevelLoads(up, up, hop, n_groups * g * (g - 1), nic)  # type: ignore[arg-type]
+    flows = n_groups * tiles * g * (g - 1)
+    return LevelLoads(up, up, hop, flows, nic, tiles)  # type: ignore[arg-type]
 
 
 def link_key(router: Router, level: int, direction: str, key: int) -> tuple:
@@ -256,14 +286,17 @@ def top_links(
     router: Router, loads: LevelLoads
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(link ids, load, capacity) of the links within rounding of the busiest load/capacity,
-    one per distinct (load, capacity), plus the energy per unit payload (pJ)."""
+    one per distinct (load, capacity), plus the energy per unit payload (pJ). Loads of one period
+    (``tiles`` > 1) give the same links: every load of a later period occurs first in the first;
+    the energy counts every period (integer-valued sums, so exactly the whole arrays' sums)."""
     epb = router._epb
     energy = 0.0
     # (level, direction, loads per key, capacity, pJ/bit, NIC?) of every kind of port link
     kinds = []
     for level in range(3):
         cap = router.levels[level].link_bandwidth_bps
-        energy += float(loads.up[level].sum() + loads.down[level].sum()) * 8.0 * epb[level]
+        total = loads.up[level].sum() + loads.down[level].sum()
+        energy += float(total * loads.tiles) * 8.0 * epb[level]
         for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
             kinds.append((level, direction, arr, cap, epb[level], False))
     if loads.nic is not None:  # NIC links: no energy of their own (module docstring)

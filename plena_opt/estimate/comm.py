@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
-from deepstack import Network, ParallelScheme, groups
+from deepstack import Network, ParallelScheme
+from deepstack.placement import layout
 
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
@@ -80,8 +81,7 @@ class PricedNetwork:
         key = (scheme.sizes(), dim)
         lid = self._layouts.get(key)
         if lid is None:
-            g = groups(scheme, dim)
-            lid = self._ids.setdefault((g.shape, g.tobytes()), next(_LAYOUT_IDS))
+            lid = self._ids.setdefault(layout(scheme, dim), next(_LAYOUT_IDS))
             self._layouts[key] = lid
         return lid
 

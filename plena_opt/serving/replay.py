@@ -51,22 +51,28 @@ def replay_closed_loop(
     left_prompt = [draw(i)[0] for i in range(c)]
     waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
     prefilling: list[int] = []  # admitted, prompt not done
-    decoding: list[list] = []  # [request, tokens still to generate, time of its last token]
+    lo = warmup_waves * c
+    decoding = _Decoding(lo, total)
     t, steps, done, ended = 0.0, 0, 0, 0  # ended: requests finished in the last step
     gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
-    lo = warmup_waves * c
     came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
     while done < total:
+        if not prefilling and decoding.count and (not waiting or decoding.count >= cap):
+            # decode-only steps up to the next finish: nothing is admitted, nothing arrives
+            dt = step.step_seconds(0, decoding.count)
+            t, coasted = decoding.coast(t, dt, gaps, MAX_REPLAY_STEPS - steps)
+            steps += coasted
+            ended = 0 if coasted else ended
         steps += 1
         if steps > MAX_REPLAY_STEPS:
             raise PlenaInputError("concurrency", "the replay exceeds its step bound")
-        while (waiting and len(prefilling) + len(decoding) < cap
+        while (waiting and len(prefilling) + decoding.count < cap
                and came.get(waiting[0], -1) <= steps - lag):  # fmt: skip
             prefilling.append(waiting.popleft())
         arrived = len(arrival)
         # a prefill-first engine decodes nobody in a step that carries prompt tokens
-        n = 0 if prefilling and not eng.mixed_prefill else len(decoding)
+        n = 0 if prefilling and not eng.mixed_prefill else decoding.count
         room, tokens, firsts = eng.budget_tokens - n, 0, []
         for r in prefilling:
             if room <= 0:
@@ -81,41 +87,82 @@ def replay_closed_loop(
         dt = step.step_seconds(tokens, n if tokens or n or not waiting else ended)
         t += dt
         ended = done
-        if n or not decoding:  # prefill-first: else the decoding requests wait out this step
-            gaps.extend(_gaps(decoding, t, lo, total).items())
-            still = []
-            for d in decoding:
-                d[1], d[2] = d[1] - 1, t
-                if d[1] > 0:
-                    still.append(d)
-                else:
-                    finish[d[0]] = t
-                    done += d[0] < total
-                    _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
-            decoding = still
+        if n:  # prefill-first: else the decoding requests wait out this step
+            by_gap, finished = decoding.advance(t)
+            gaps.extend(by_gap.items())
+            for r in finished:
+                finish[r] = t
+                done += r < total
+                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
         for r in firsts:
             prefilling.remove(r)
             first[r] = t
             if draw(r)[1] > 1:
-                decoding.append([r, draw(r)[1] - 1, t])
+                decoding.join(r, draw(r)[1] - 1, t)
             else:
                 finish[r] = t
                 done += r < total
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
         ended = done - ended
-        came.update((r, steps) for r in range(arrived, len(arrival)))
+        if len(arrival) > arrived:
+            came.update((r, steps) for r in range(arrived, len(arrival)))
     ids = range(lo, total)
     return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps)
 
 
-def _gaps(decoding: list[list], t: float, lo: int, hi: int) -> dict[float, int]:
-    """Inter-token gaps (seconds) of the measured requests (ids ``lo``..``hi − 1``) given a
-    token at ``t``, counted by value (one value per step on a mixed engine)."""
-    out: dict[float, int] = {}
-    for r, _, last in decoding:
-        if lo <= r < hi:
-            out[t - last] = out.get(t - last, 0) + 1
-    return out
+class _Decoding:
+    """The requests past their prompt: the decode step at which each finishes and, in the order
+    they joined, runs of requests whose last token came at the same time (with how many of them
+    are measured, ids ``lo``..``hi − 1``). Every decode step gives each of them one token, so a
+    step costs a few runs, not one entry per request."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi, self.count, self.steps = lo, hi, 0, 0
+        self.ends: dict[int, list[int]] = {}  # decode step -> requests finishing, join order
+        self.runs: list[list] = []  # [time of the last token, measured requests], join order
+
+    def join(self, r: int, tokens: int, t: float) -> None:
+        """Request ``r`` got its first token at ``t`` and has ``tokens`` (≥ 1) still to come."""
+        self.count += 1
+        self.ends.setdefault(self.steps + tokens, []).append(r)
+        m = 1 if self.lo <= r < self.hi else 0
+        if self.runs and self.runs[-1][0] == t:
+            self.runs[-1][1] += m
+        else:
+            self.runs.append([t, m])
+
+    def coast(self, t: float, dt: float, gaps: list, most: int) -> tuple[float, int]:
+        """Up to ``most`` decode steps of ``dt`` seconds each from ``t`` in which nobody finishes
+        (all of them got their last token at ``t``), their gaps appended to ``gaps`` as
+        ``advance`` gives them: (the time after them, how many)."""
+        if len(self.runs) != 1 or self.runs[0][0] != t:
+            return t, 0
+        k = min(most, min(self.ends) - self.steps - 1)
+        measured = self.runs[0][1]
+        for _ in range(k):
+            after = t + dt
+            if measured:
+                gaps.append((after - t, measured))
+            t = after
+        self.steps += max(0, k)
+        self.runs = [[t, measured]]
+        return t, max(0, k)
+
+    def advance(self, t: float) -> tuple[dict[float, int], list[int]]:
+        """One token each at ``t``: the measured requests' inter-token gaps counted by value (in
+        join order of their first request) and the requests that finish, in join order."""
+        out: dict[float, int] = {}
+        measured = 0
+        for last, m in self.runs:
+            if m:
+                out[t - last] = out.get(t - last, 0) + m
+                measured += m
+        self.steps += 1
+        finished = self.ends.pop(self.steps, [])
+        self.count -= len(finished)
+        measured -= sum(1 for r in finished if self.lo <= r < self.hi)
+        self.runs = [[t, measured]] if self.count else []
+        return out, finished
 
 
 class _Lengths:
@@ -186,7 +233,11 @@ def _itl(gaps: list[tuple[float, int]]) -> dict[str, float]:
     count = sum(n for _, n in gaps)
     if not count:
         return {}
+    by_value: dict[float, int] = {}  # equal gaps merged: the same nearest-rank percentiles
+    for v, n in gaps:
+        by_value[v] = by_value.get(v, 0) + n
+    merged = list(by_value.items())
     return {"itl_seconds": sum(v * n for v, n in gaps) / count,
-            "itl_p50_seconds": weighted_percentile(gaps, 50),
-            "itl_p90_seconds": weighted_percentile(gaps, 90),
-            "itl_p99_seconds": weighted_percentile(gaps, 99)}  # fmt: skip
+            "itl_p50_seconds": weighted_percentile(merged, 50),
+            "itl_p90_seconds": weighted_percentile(merged, 90),
+            "itl_p99_seconds": weighted_percentile(merged, 99)}  # fmt: skip

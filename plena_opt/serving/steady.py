@@ -56,8 +56,11 @@ TTFT is then up to 2x this form's).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
+from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
@@ -86,30 +89,63 @@ def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[fl
 
 def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
     """(TTFT, TPOT) of fixed-length clients in lock-step groups (module docstring)."""
+    return _lockstep_at(step, wl, c)(phi)
+
+
+def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
+    """``_lockstep`` as a function of φ alone, its constants bound once (the bisection calls it
+    41 times a plan) and the last grouping's prompt steps kept."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
-    others = (c - 1) * phi
-    room = max(1.0, eng.budget_tokens - others)
-    host = eng.host_step_seconds
-    if isl <= room:
-        g = min(c, math.floor(room / isl))
-        while g < c and (g + 1) * isl <= eng.budget_tokens - max(0.0, others - g):
-            g += 1  # the group's own members free their decode slots while they prefill
+    budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
+    last: list = [None, [], 0.0]  # group size g, its groups, the others' prompt time
+
+    def at(phi: float) -> tuple[float, float]:
+        others = (c - 1) * phi
+        room = budget - others
+        room = room if room > 1.0 else 1.0  # max(1, ·) inline
+        if isl <= room:
+            g = min(c, math.floor(room / isl))
+            while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
+                g += 1  # the group's own members free their decode slots while they prefill
+            if g != last[0]:
+                hit = step.memo.get(("lockstep", isl, c, g))
+                last[:] = (g, *(hit if hit is not None else _groups(step, isl, c, g)))
+            groups, tpot_extra = last[1], last[2]
+            ttft = 0.0
+            for m, n, prefill in groups:
+                mates = others - (m - 1)  # the group's own members are not decoding
+                ttft += n * m * (prefill + decode(mates if mates > 0.0 else 0.0) + host)  # a step
+            ttft = ttft / c
+        else:
+            span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
+            full = step.prefill_seconds(room)
+            ttft = span * step.step_seconds(room, others)
+            tpot_extra = max(0.0, c * isl / room - span) * full
+        tpot = decode(1 + others) + host + (tpot_extra / (osl - 1) if osl > 1 else 0.0)
+        return ttft, tpot
+
+    return at
+
+
+Groups = list[tuple[int, int, float]]  # (members, groups of that size, their prompt step's s)
+
+
+def _groups(step: StepModel, isl: int, c: int, g: int) -> tuple[Groups, float]:
+    """The lock-step groups of ``c`` clients in groups of ``g``: (members, groups of that size,
+    their prompt step's prefill seconds) each, and the others' prompt time in a request's decode
+    window averaged over the clients (s); kept on ``step`` (they do not depend on φ)."""
+    key = ("lockstep", isl, c, g)
+    hit = step.memo.get(key)
+    if hit is None:
         full, rest = divmod(c, g)
-        groups = [(g, full)] + ([(rest, 1)] if rest else [])
-        wave = sum(n * step.prefill_seconds(m * isl) for m, n in groups)  # prompt time per cycle
-        ttft = tpot_extra = 0.0
-        for m, n in groups:
-            mates = max(0.0, others - (m - 1))  # the group's own members are not decoding
-            ttft += n * m * step.step_seconds(m * isl, mates)
-            tpot_extra += n * m * (wave - step.prefill_seconds(m * isl))
-        ttft, tpot_extra = ttft / c, tpot_extra / c
-    else:
-        span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
-        full = step.prefill_seconds(room)
-        ttft = span * step.step_seconds(room, others)
-        tpot_extra = max(0.0, c * isl / room - span) * full
-    tpot = step.decode_seconds(1 + others) + host + (tpot_extra / (osl - 1) if osl > 1 else 0.0)
-    return ttft, tpot
+        sizes = [(g, full)] + ([(rest, 1)] if rest else [])
+        groups = [(m, n, step.prefill_seconds(m * isl)) for m, n in sizes]
+        wave = sum(n * p for _, n, p in groups)  # prompt time per cycle
+        extra = 0.0
+        for m, n, p in groups:
+            extra += n * m * (wave - p)
+        hit = step.memo[key] = (groups, extra / c)
+    return hit  # type: ignore[return-value]
 
 
 def wave(step: StepModel, wl: ServingWorkload, c: int, phi: float = 0.0) -> tuple[float, float]:
@@ -136,8 +172,6 @@ def _admitted(step: StepModel, cycle, wl: ServingWorkload, c: int, phi: float
     request misses the step prepared while it arrived (``OVERLAP_ADMISSION_STEPS``), a mean
     step (TPOT) when others decode; in a prefill-first wave, the decode step of the ``c``
     requests that just finished (their finish is seen one step late)."""
-    from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
-
     ttft, tpot = cycle(step, wl, c, phi)
     if step.engine.overlap_schedule:
         missed = step.step_seconds(0, c) if cycle is wave else tpot
@@ -153,10 +187,14 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     cycle = _cycle
     if wl.range_ratio == 0 and c > 1:
         cycle = _lockstep if step.engine.mixed_prefill else wave
+    if step.engine.overlap_schedule:
+        at = partial(_admitted, step, cycle, wl, c)
+    else:  # _admitted without the overlap scheduler's delay
+        at = _lockstep_at(step, wl, c) if cycle is _lockstep else partial(cycle, step, wl, c)
     lo, hi = 0.0, 1.0
     for _ in range(BISECTION_STEPS):
         phi = (lo + hi) / 2
-        ttft, tpot = _admitted(step, cycle, wl, c, phi)
+        ttft, tpot = at(phi)
         if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
             lo = phi
         else:

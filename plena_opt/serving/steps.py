@@ -35,6 +35,9 @@ class StepModel:
         self.attention_dp = attention_dp  # None: no attention-DP ranks synchronised by MoE
         self._decode: dict[int, float] = {}
         self._spread: dict[float, StepModel] = {}
+        self._prefill: dict[float, float] = {}
+        # values of the steady-state model that depend on this step model only (steady.py)
+        self.memo: dict[tuple, object] = {}
 
     @classmethod
     def from_problem(cls, model: object, noc: object, memory: object, chip: object,
@@ -100,13 +103,24 @@ class StepModel:
             return 0.0
         if n < 1:
             return n * self._decode_int(1)
-        lo = math.floor(n)
-        t = self._decode_int(lo)
-        return t if n == lo else t + (n - lo) * (self._decode_int(lo + 1) - t)
+        lo = int(n)  # math.floor of n ≥ 1
+        t = self._decode.get(lo)  # the usual case: both ends already priced
+        if t is None:
+            t = self._decode_int(lo)
+        if n == lo:
+            return t
+        hi = self._decode.get(lo + 1)
+        if hi is None:
+            hi = self._decode_int(lo + 1)
+        return t + (n - lo) * (hi - t)
 
     def prefill_seconds(self, tokens: float) -> float:
-        """A step's prefill part for ``tokens`` prompt tokens (0 when none)."""
-        return self.costs.prefill_seconds(tokens) if tokens > 0 else 0.0  # type: ignore[arg-type]
+        """A step's prefill part for ``tokens`` prompt tokens (0 when none), kept per count."""
+        t = self._prefill.get(tokens)
+        if t is None:
+            t = self.costs.prefill_seconds(tokens) if tokens > 0 else 0.0  # type: ignore[arg-type]
+            self._prefill[tokens] = t
+        return t
 
     def step_seconds(self, prefill_tokens: float, decoding: float) -> float:
         """One step: prefill part + decode part + the engine's host time per step."""
