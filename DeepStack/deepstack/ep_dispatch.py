@@ -84,6 +84,34 @@ def _slot_stack(active: np.ndarray, ep: int, num_experts: int, slots: int) -> np
     return stack
 
 
+def _slot_pairs(
+    active: np.ndarray, ep: int, num_experts: int, slots: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero entries of ``_slot_stack`` without the dense [slots, ep, ep] array (32 GiB
+    at ep = 65,536): (slot, source·ep + destination, tokens) with sources ≠ destinations, sorted
+    by slot then pair. A token's source rank is its owner under the even in-order split of its
+    window; each distinct destination of a token gets one copy."""
+    total = active.shape[0]
+    window = math.ceil(total / slots)
+    dst_rank = np.clip((active * ep) // num_experts, 0, ep - 1)
+    token = np.arange(total, dtype=np.int64)
+    slot = token // window
+    t = token - slot * window  # position in the slot's window
+    n = np.minimum(window, total - slot * window)  # tokens in the window
+    base, rem = n // ep, n % ep
+    big = rem * (base + 1)  # the first ``rem`` ranks own ``base + 1`` tokens each
+    owner = np.where(t < big, t // (base + 1), rem + (t - big) // np.maximum(base, 1))
+    k = active.shape[1]
+    tok_rep, dst = np.repeat(token, k), dst_rank.ravel()
+    copies = np.unique(tok_rep * ep + dst)  # one copy per (token, distinct destination)
+    tok, d = copies // ep, copies % ep
+    s_c, o_c = slot[tok], owner[tok]
+    remote = o_c != d
+    key = s_c[remote] * (ep * ep) + o_c[remote] * ep + d[remote]
+    uniq, count = np.unique(key, return_counts=True)
+    return uniq // (ep * ep), uniq % (ep * ep), count.astype(np.int64)
+
+
 def routed_pattern(
     router: Router, scheme: ParallelScheme, active: np.ndarray, num_experts: int
 ) -> tuple[StagePattern, int]:
@@ -97,21 +125,31 @@ def routed_pattern(
     from each group's count matrix (``group_flow_loads``) without listing the pairs."""
     ep = scheme.ep
     slots = scheme.dp * scheme.sp
-    stack = _slot_stack(active, ep, num_experts, slots)
     g = groups(scheme, "ep")
+    total = active.shape[0]
+    if total == 0:
+        return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0)), 0
+    p_slot, pair, count = _slot_pairs(active, ep, num_experts, slots)
+    filled = np.zeros(slots, dtype=bool)  # windows with tokens
+    filled[: math.ceil(total / math.ceil(total / slots))] = True
+    used = p_slot < min(slots, g.shape[0])  # group n uses slot n mod slots
+    busiest = 0
+    if used.any():
+        sent = np.bincount(p_slot[used] * ep + pair[used] // ep, count[used])
+        got = np.bincount(p_slot[used] * ep + pair[used] % ep, count[used])
+        busiest = int(max(sent.max(), got.max()))
     slot_of = np.arange(g.shape[0]) % slots
-    used = stack[: min(slots, g.shape[0])]  # group n uses slot n mod slots
-    used = used[used[:, 0, 0] >= 0]
-    busiest = max(int(used.sum(axis=2).max()), int(used.sum(axis=1).max())) if len(used) else 0
-    valid = stack[slot_of, 0, 0] >= 0
+    valid = filled[slot_of]
     members, slot_of = g[valid], slot_of[valid]
     if not len(members):
-        return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0)), 0
+        return StagePattern(router, np.zeros(0), np.zeros(0), np.zeros(0)), busiest
+    keys, column = np.unique(pair, return_inverse=True)  # the pairs any window uses
+    weights = np.zeros((slots, len(keys)), dtype=np.int64)
+    weights[p_slot, column] = count
+    pi, pj = keys // ep, keys % ep
     if router.all_switch:
-        pairs = (np.repeat(np.arange(ep), ep), np.tile(np.arange(ep), ep))
-        loads = group_flow_loads(router, members, pairs, stack.reshape(slots, -1), slot_of)
+        loads = group_flow_loads(router, members, (pi, pj), weights, slot_of)
         return StagePattern.from_level_loads(router, loads), busiest
-    counts = stack[slot_of]
-    src = np.repeat(members, ep, axis=1).ravel()  # rank i to every rank j, group by group
-    dst = np.tile(members, (1, ep)).ravel()
-    return StagePattern(router, src, dst, counts.reshape(-1)), busiest
+    src = members[:, pi].ravel()  # the non-zero pairs, group by group
+    dst = members[:, pj].ravel()
+    return StagePattern(router, src, dst, weights[slot_of].ravel()), busiest
