@@ -163,7 +163,7 @@ METRICS: tuple[Metric, ...] = (
         "USD per million output tokens (price file)",
         interval=True,
         objective="cost-per-mtok",
-        label="output",
+        label="output cost",
         display_unit="$/Mtok",
     ),
     Metric(
@@ -171,7 +171,7 @@ METRICS: tuple[Metric, ...] = (
         "USD",
         MINIMIZE,
         "USD per million prompt tokens",
-        label="input",
+        label="input cost",
         display_unit="$/Mtok",
     ),
     Metric(
