@@ -6,8 +6,12 @@ interval (``<name>_low``/``<name>_high``, issue 30 item 4). The search objective
 (``search.objectives``), the CSV columns of a front (``search.output``), the SI names of
 ``--json`` (``search.output``), the interval fields of a front and a recommendation
 (``api.robust``), the units a study records for optuna-dashboard (``search.session``) and the
-front's gRPC mapping (``api.wire``) and the summary a trial stores (``search.record``: every
-declared figure the priced metrics carry) read this table. The proto cannot be generated from
+front's gRPC mapping (``api.wire``), an estimate's (``api.wire.metrics_to_proto``: every
+declared figure the estimate and its cost carry, by name), the summary a trial stores
+(``search.record``: every declared figure the priced metrics carry), the web UI (``GET
+/api/metrics``: the planner's front and compare tables take their headings, display units and
+tooltips from it; a planner point's ``figures``, ``api.planner_figures``) and the E2E column of
+``plena-opt search``'s text table read this table. The proto cannot be generated from
 Python at run time: ``tests/test_metrics.py`` fails when a declared metric (or its
 ``_low``/``_high``) has no ``PlanMetrics`` or ``FrontEntry`` field (or, for the interval ends, no
 ``Recommendation`` field).
