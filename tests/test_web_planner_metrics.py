@@ -2,7 +2,8 @@
 in a real headless Chromium (Debian's package, driven by Playwright), each heading, unit and
 hover text is the declaration ``GET /api/metrics`` serves (a description and a label changed in
 ``plena_opt.metrics`` show up on the page unedited), and a search under load has the E2E column,
-each cell the point's ``figures.e2e_seconds`` in the declared display unit. The screenshot
+each cell the point's ``figures.e2e_seconds`` in the declared display unit (and the plan view
+the same figure). The screenshot
 (``ui-planner-metrics.png``, 1280 px wide) goes to ``$PLENA_UI_SCREENSHOTS`` or a temporary
 folder.
 
@@ -102,6 +103,13 @@ def test_the_front_tables_columns_come_from_the_registry(monkeypatch, tmp_path_f
             )
             assert cell == f"{e2e * 1e3:.2f}"
         pg.screenshot(path=str(shots / "ui-planner-metrics.png"), full_page=True)
+        p = pts[0]  # the plan view names E2E as the registry declares it
+        pg.click(f"#pl-table tbody tr[data-key='{p['key']}']")
+        pg.wait_for_selector("#pl-detail-e2e", timeout=WAIT_MS)
+        e2e = pg.text_content("#pl-detail-e2e")
+        assert e2e == f"E2E {p['figures']['e2e_seconds'] * 1e3:.2f} ms"
+        assert pg.get_attribute("#pl-detail-e2e", "title") == _tooltip(declared["e2e_seconds"])
+        pg.screenshot(path=str(shots / "ui-planner-metrics-plan.png"), full_page=False)
         wide = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         assert pg.evaluate(wide) <= 0  # nothing pushes the 1280 px page sideways
         pg.close()

@@ -3,7 +3,7 @@
 // bundle, the CLI command that reproduces the search, the URL of this view).
 
 import { esc, span } from "./plot.js";
-import { TABLE_METRICS, cellText, columns, tooltip } from "./metrics.js";
+import { TABLE_METRICS, cellText, columns, formatter, shown, tooltip } from "./metrics.js";
 
 const KEY = /^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(\w+?)-(\w+?)-b(\d+)(?:-(\w+))?$/;
 const ms = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3));
@@ -89,10 +89,17 @@ function pointBars(p) {
   return p.interval_note ? `<br><span class="hint" id="pl-detail-bars">${esc(p.interval_note)}${robust}</span>` : "";
 }
 
+/** ` · E2E 616.92 ms` of a point under load (the registry's heading, unit and tooltip). */
+function e2eFig(point, metrics) {
+  const m = (metrics || []).find((x) => x.name === "e2e_seconds");
+  const v = m ? shown(m, point) : null;
+  return v == null ? "" : ` · <span id="pl-detail-e2e" title="${esc(tooltip(m))}">${esc(m.label)} ${formatter(m)(v)} ${esc(m.display_unit)}</span>`;
+}
+
 /** The plan view: its pools, the simulator link (aggregated plans) and the compare button. */
-export function detailHtml(d, point, view) {
+export function detailHtml(d, point, view, metrics) {
   const f0 = (v) => v.toFixed(0);
-  const fig = point ? `<span id="pl-detail-figs">${point.tps_per_gpu.toFixed(0)} tokens/s per GPU${span(point.tps_per_gpu_low, point.tps_per_gpu_high, f0)} · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms${span(point.ttft_ms_low, point.ttft_ms_high, ms)} · TPOT ${ms(point.tpot_ms)} ms${span(point.tpot_ms_low, point.tpot_ms_high, ms)}${point.usd_per_mtok == null ? "" : ` · $${point.usd_per_mtok.toPrecision(3)} per M output tokens${span(point.usd_per_mtok_low, point.usd_per_mtok_high, (v) => v.toPrecision(3))}`}</span> <span class="muted">(${esc(point.basis)})</span>${pointBars(point)}` : "";
+  const fig = point ? `<span id="pl-detail-figs">${point.tps_per_gpu.toFixed(0)} tokens/s per GPU${span(point.tps_per_gpu_low, point.tps_per_gpu_high, f0)} · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms${span(point.ttft_ms_low, point.ttft_ms_high, ms)} · TPOT ${ms(point.tpot_ms)} ms${span(point.tpot_ms_low, point.tpot_ms_high, ms)}${e2eFig(point, metrics)}${point.usd_per_mtok == null ? "" : ` · $${point.usd_per_mtok.toPrecision(3)} per M output tokens${span(point.usd_per_mtok_low, point.usd_per_mtok_high, (v) => v.toPrecision(3))}`}</span> <span class="muted">(${esc(point.basis)})</span>${pointBars(point)}` : "";
   const canSim = !d.disaggregated && !view.uploaded && !view.model_dir && !view.noc_uploaded;
   const why = d.disaggregated ? "a disaggregated deployment has no single-plan simulation"
     : view.noc_uploaded ? "an uploaded NoC profile is not in the simulator's list" : "this model is not in the simulator's catalog";

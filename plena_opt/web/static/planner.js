@@ -235,7 +235,7 @@ async function openPlan(key) {
   try {
     const d = await detail(key);
     const point = st.view.answer.points.find((p) => p.key === key);
-    box.innerHTML = detailHtml(d, point, st.view) + knobsHtml(key, st.view, st.catalog.precisions);
+    box.innerHTML = detailHtml(d, point, st.view, st.metrics) + knobsHtml(key, st.view, st.catalog.precisions);
     wireKnobs(box, key, d, (body) => planner.reestimate(st.job, body));
     linkBundles(box, st.job);
     const sim = $("pl-open-sim");
