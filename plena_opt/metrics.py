@@ -6,8 +6,12 @@ interval (``<name>_low``/``<name>_high``, issue 30 item 4). The search objective
 (``search.objectives``), the CSV columns of a front (``search.output``), the SI names of
 ``--json`` (``search.output``), the interval fields of a front and a recommendation
 (``api.robust``), the units a study records for optuna-dashboard (``search.session``) and the
-front's gRPC mapping (``api.wire``) and the summary a trial stores (``search.record``: every
-declared figure the priced metrics carry) read this table. The proto cannot be generated from
+front's gRPC mapping (``api.wire``), an estimate's (``api.wire.metrics_to_proto``: every
+declared figure the estimate and its cost carry, by name), the summary a trial stores
+(``search.record``: every declared figure the priced metrics carry), the web UI (``GET
+/api/metrics``: the planner's front and compare tables take their headings, display units and
+tooltips from it; a planner point's ``figures``, ``api.planner_figures``) and the E2E column of
+``plena-opt search``'s text table read this table. The proto cannot be generated from
 Python at run time: ``tests/test_metrics.py`` fails when a declared metric (or its
 ``_low``/``_high``) has no ``PlanMetrics`` or ``FrontEntry`` field (or, for the interval ends, no
 ``Recommendation`` field).
@@ -38,6 +42,10 @@ class Metric:
     objective. ``field``/``scale``: the key of a stored trial summary and a ``FrontEntry`` when
     it differs from ``name`` (older studies keep display units: ``ttft_ms`` = SI × 1000), with
     ``field_unit`` its unit there; the Optuna metric name of an objective is ``field``.
+    ``label``/``display_unit``/``display_scale``: a table's heading and the unit its cells show
+    (cell = SI × ``display_scale``; the web UI's front table, ``plena-opt search``'s E2E
+    column); ``percentile``: under load a search reads it at its SLA percentile (the heading
+    names it).
     """
 
     name: str
@@ -49,6 +57,10 @@ class Metric:
     field: str = ""
     scale: float = 1.0
     field_unit: str = ""
+    label: str = ""
+    display_unit: str = ""
+    display_scale: float = 1.0
+    percentile: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in (MINIMIZE, MAXIMIZE):
@@ -57,6 +69,19 @@ class Metric:
             object.__setattr__(self, "field", self.name)
         if not self.field_unit:
             object.__setattr__(self, "field_unit", self.unit)
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+        if not self.display_unit:
+            object.__setattr__(self, "display_unit", self.unit)
+
+    @property
+    def heading(self) -> str:
+        """A table's column heading: ``label`` and ``display_unit`` (``E2E ms``)."""
+        return f"{self.label} {self.display_unit}"
+
+    def to_display(self, si: float | None) -> float | None:
+        """An SI value in ``display_unit`` (None stays None)."""
+        return None if si is None else si * self.display_scale
 
     @property
     def interval_names(self) -> tuple[str, ...]:
@@ -81,21 +106,40 @@ METRICS: tuple[Metric, ...] = (
         field="ttft_ms",
         scale=1e3,
         field_unit="ms",
+        label="TTFT",
+        percentile=True,
+        display_unit="ms",
+        display_scale=1e3,
     ),
-    Metric("tps", "tokens/s", MAXIMIZE, "decode tokens/s of the whole system", objective="tps"),
+    Metric(
+        "tps",
+        "tokens/s",
+        MAXIMIZE,
+        "decode tokens/s of the whole system",
+        objective="tps",
+        label="TPS",
+        display_unit="tok/s",
+    ),
     Metric(
         "tps_per_sequence",
         "tokens/s",
         MAXIMIZE,
         "decode tokens/s one sequence sees (1 / TPOT)",
         objective="tps-per-seq",
+        label="TPS/user",
+        display_unit="tok/s",
     ),
     Metric(
         "tpot_seconds",
         "s",
         MINIMIZE,
-        "time per output token of one sequence (1 / tps_per_sequence)",
+        "time per output token of one sequence (1 / tps_per_sequence; under load: at the "
+        "search's percentile)",
         interval=True,
+        label="TPOT",
+        percentile=True,
+        display_unit="ms",
+        display_scale=1e3,
     ),
     Metric(
         "energy_per_token_joules",
@@ -104,6 +148,7 @@ METRICS: tuple[Metric, ...] = (
         "energy per generated token",
         objective="energy",
         field="energy_j_per_token",
+        label="energy",
     ),
     Metric(
         "tps_per_device",
@@ -112,6 +157,8 @@ METRICS: tuple[Metric, ...] = (
         "system decode tokens/s per device",
         interval=True,
         objective="tps-per-device",
+        label="TPS/device",
+        display_unit="tok/s",
     ),
     Metric(
         "usd_per_million_output_tokens",
@@ -120,18 +167,45 @@ METRICS: tuple[Metric, ...] = (
         "USD per million output tokens (price file)",
         interval=True,
         objective="cost-per-mtok",
+        label="output cost",
+        display_unit="$/Mtok",
     ),
-    Metric("usd_per_million_input_tokens", "USD", MINIMIZE, "USD per million prompt tokens"),
-    Metric("tps_per_kilowatt", "tokens/s/kW", MAXIMIZE, "decode tokens/s per kW of device power"),
-    Metric("power_watts_per_device", "W", MINIMIZE, "mean device power over the decode"),
+    Metric(
+        "usd_per_million_input_tokens",
+        "USD",
+        MINIMIZE,
+        "USD per million prompt tokens",
+        label="input cost",
+        display_unit="$/Mtok",
+    ),
+    Metric(
+        "tps_per_kilowatt",
+        "tokens/s/kW",
+        MAXIMIZE,
+        "decode tokens/s per kW of device power",
+        label="TPS/kW",
+        display_unit="tok/s/kW",
+    ),
+    Metric(
+        "power_watts_per_device",
+        "W",
+        MINIMIZE,
+        "mean device power over the decode",
+        label="power/device",
+    ),
     Metric(
         "e2e_seconds",
         "s",
         MINIMIZE,
         "mean request end-to-end latency under load, TTFT + (output − 1)·TPOT (steady state; "
         "none without a serving workload)",
+        label="E2E",
+        display_unit="ms",
+        display_scale=1e3,
     ),
 )
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+"""The declarations by SI name."""
 # What an interval stands on, beside the ``*_low``/``*_high`` (``api.robust``): the measured group,
 # its nominal coverage, why there is none, and the robust verdict with its reason and basis.
 INTERVAL_BASIS = (

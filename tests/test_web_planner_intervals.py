@@ -165,12 +165,12 @@ def test_the_page_renders_each_interval(tmp_path_factory) -> None:
         v = httpx.get(f"{url}/api/planner/jobs/{job}").json()
         p = max((p for p in v["answer"]["points"] if p["feasible"]), key=lambda p: p["tps_per_gpu"])
         row = f"#pl-table tbody tr[data-key='{p['key']}']"
-        ttft = pg.text_content(f"{row} td.m-ttft")
+        ttft = pg.text_content(f"{row} td.m-ttft_seconds")
         assert ttft == f"{p['ttft_ms']:.2f} {_range(p['ttft_ms_low'], p['ttft_ms_high'], _f2)}"
-        tpot = pg.text_content(f"{row} td.m-tpot")
+        tpot = pg.text_content(f"{row} td.m-tpot_seconds")
         assert tpot == f"{p['tpot_ms']:.2f} {_range(p['tpot_ms_low'], p['tpot_ms_high'], _f2)}"
-        assert "(" in pg.text_content(f"{row} td.m-tps") and "(" in pg.text_content(
-            f"{row} td.m-usd"
+        assert "(" in pg.text_content(f"{row} td.m-tps_per_device") and "(" in pg.text_content(
+            f"{row} td.m-usd_per_million_output_tokens"
         )
         assert "vllm|h100-sxm|" in pg.text_content("#pl-intervals")
         rec = v["answer"]["recommendation"]["figures"]

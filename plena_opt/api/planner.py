@@ -13,6 +13,7 @@ plans with the constraints they break. Times in ms, rates in tokens/s.
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from plena_opt.api.planner_figures import entry_figures, serving_figures
 from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
@@ -297,14 +299,13 @@ def _serving_point(e: dict[str, Any], basis: str) -> dict[str, Any]:
         "usd_per_mtok": e.get("usd_per_million_output_tokens"),
         "feasible": True,
         "reason": None,
+        "figures": serving_figures(e),
     }
 
 
 def _entry_point(e: Any, basis: str) -> dict[str, Any]:
     broken = [k for k, v in e.constraints.items() if v > 0]
-    devices = 1
-    for k in ("tp", "ep", "dp", "pp", "cp"):
-        devices *= int(e.plan.get(k, 1))
+    devices = math.prod(int(e.plan.get(k, 1)) for k in ("tp", "ep", "dp", "pp", "cp"))
     return {
         "key": e.key,
         "label": e.label,
@@ -318,6 +319,7 @@ def _entry_point(e: Any, basis: str) -> dict[str, Any]:
         "usd_per_mtok": e.usd_per_million_output_tokens,
         "feasible": e.feasible,
         "reason": ("breaks " + ", ".join(broken)) if broken else None,
+        "figures": entry_figures(e, e.tps / devices),
     }
 
 

@@ -64,13 +64,12 @@ def metrics_to_proto(
     m: PlanMetrics | Mapping[str, Any], cost: CostFigures | None = None
 ) -> pb.PlanMetrics:
     """``PlanMetrics`` (SI: seconds, tokens/s, J/token, bytes) or its ``to_dict()`` → proto,
-    with the plan's ``cost`` figures when given."""
+    with the plan's ``cost`` figures when given. The registry's metrics (``plena_opt.metrics``)
+    go by name: every declared figure the estimate or its cost carries (and its
+    ``_low``/``_high``), unset when None; the rest of the message is the plan's breakdown."""
     d = m if isinstance(m, Mapping) else m.to_dict()
     msg = pb.PlanMetrics(
         plan=plan_to_proto(d["plan"]),
-        ttft_seconds=_num(d.get("ttft_seconds")),
-        tps=_num(d.get("tps")),
-        tps_per_sequence=_num(d.get("tps_per_sequence")),
         weight_bytes_per_device=_num(d.get("weight_bytes_per_device")),
         kv_cache_bytes_per_device=_num(d.get("kv_cache_bytes_per_device")),
         bottleneck=str(d.get("bottleneck") or ""),
@@ -79,13 +78,13 @@ def metrics_to_proto(
         constraints=_named(d.get("constraints")),
         warnings=[str(w) for w in d.get("warnings") or []],
     )
-    if d.get("energy_per_token_joules") is not None:
-        msg.energy_per_token_joules = float(d["energy_per_token_joules"])
+    figures = {**d, **(cost.to_dict() if cost is not None else {})}  # cost: issue 30
+    for metric in METRICS:
+        for name in (metric.name, *metric.interval_names):
+            _set(msg, name, None if figures.get(name) is None else float(figures[name]))
     if d.get("fits_in_memory") is not None:
         msg.fits_in_memory = bool(d["fits_in_memory"])
-    for name, value in (cost.to_dict() if cost is not None else {}).items():
-        if value is not None:  # cost and power of the plan (issue 30)
-            setattr(msg, name, value)
+    _set(msg, "cost_note", figures.get("cost_note"))
     return msg
 
 

@@ -14,6 +14,7 @@ from plena_opt.search.misses import miss_text
 from plena_opt.search.result import FrontEntry, SearchResult
 from plena_opt.search.serving import BASIS_STATIC
 
+_E2E = metrics.BY_NAME["e2e_seconds"]  # its column: the declaration's heading and display unit
 # The front as CSV: the plan, every registry metric (SI, with its ``_low``/``_high`` when it
 # carries an interval; ``plena_opt.metrics``), then the plan's other figures.
 CSV_FIELDS = (
@@ -40,6 +41,12 @@ def _max_batch(e: FrontEntry) -> str:
     return f"{e.max_batch}{'*' if e.capacity_bound else ''}"
 
 
+def _e2e_cell(e: FrontEntry) -> str:
+    """E2E under load in its declared display unit (``-``: the plan has none)."""
+    v = _E2E.to_display(e.e2e_seconds)
+    return "-" if v is None else f"{v:.2f}"
+
+
 def _cost_cells(e: FrontEntry | None) -> tuple[str, ...]:
     """The cost columns' head (``e`` None) or cells: $/Mtok output, W per device."""
     if e is None:
@@ -49,16 +56,19 @@ def _cost_cells(e: FrontEntry | None) -> tuple[str, ...]:
 
 
 def front_table(entries: list[FrontEntry]) -> str:
-    """Fixed-width table: plan, batch, precision (when searched), TTFT ms, TPS, TPS/seq,
-    TPS/dev, J/token, $/Mtok output and W/device (when any plan has them), GiB/device, the
-    capacity-bound batch (``*``: this batch is capacity-bound), bottleneck."""
+    """Fixed-width table: plan, batch, precision (when searched), TTFT ms, E2E ms (when any plan
+    has it: under load), TPS, TPS/seq, TPS/dev, J/token, $/Mtok output and W/device (when any
+    plan has them), GiB/device, the capacity-bound batch (``*``: this batch is
+    capacity-bound), bottleneck."""
     with_prec = any("precision" in e.plan for e in entries)
     with_cost = any(e.power_watts_per_device is not None for e in entries)
+    with_e2e = any(e.e2e_seconds is not None for e in entries)
     head = (
         "plan",
         "batch",
         *(("precision",) if with_prec else ()),
         "TTFT ms",
+        *((_E2E.heading,) if with_e2e else ()),
         "TPS",
         "TPS/seq",
         "TPS/dev",
@@ -75,6 +85,7 @@ def front_table(entries: list[FrontEntry]) -> str:
             str(e.plan["batch_size"]),
             *((str(e.plan.get("precision", "-")),) if with_prec else ()),
             f"{e.ttft_ms:.2f}",
+            *((_e2e_cell(e),) if with_e2e else ()),
             f"{e.tps:.1f}",
             f"{e.tps_per_sequence:.2f}",
             "-" if e.tps_per_device is None else f"{e.tps_per_device:.2f}",

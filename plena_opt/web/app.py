@@ -147,6 +147,7 @@ def create_app(
     _add_error_handlers(app)
     _add_simulation_routes(app, _Results(limits.RESULT_CACHE), limits.WorkSlots())
     _add_study_routes(app, storage)
+    _add_metric_route(app)
     app.state.planner_jobs = add_planner_routes(app)
 
     @app.get("/", include_in_schema=False)
@@ -249,6 +250,16 @@ def _add_simulation_routes(app: FastAPI, results: _Results, slots: limits.WorkSl
     def estimate(req: schemas.EstimateIn) -> dict:
         problem = service.ServingProblem(**req.model_dump(exclude={"durations_ms"}))
         return service.estimate_serving(problem)
+
+
+def _add_metric_route(app: FastAPI) -> None:
+    """``GET /api/metrics``: the metric registry's declarations, in its order."""
+
+    @app.get("/api/metrics", response_model=list[schemas.MetricOut])
+    def metric_list() -> list[dict]:
+        from plena_opt import metrics
+
+        return [{k: getattr(m, k) for k in schemas.MetricOut.model_fields} for m in metrics.METRICS]
 
 
 def _add_study_routes(app: FastAPI, storage: str | None) -> None:

@@ -308,3 +308,20 @@ class ServingStudyOut(BaseModel):
     problem: dict | None
     not_in_form: list[str]
     trials: list[ServingTrialOut]
+
+
+class MetricOut(BaseModel):
+    """One declaration of the metric registry (``plena_opt.metrics``): the page's table
+    headings, units and tooltips come from these. A cell shows SI × ``display_scale`` in
+    ``display_unit``; ``percentile``: under load the figure is at the search's percentile."""
+
+    name: str
+    unit: str
+    direction: Literal["minimize", "maximize"]
+    description: str
+    interval: bool
+    objective: str | None
+    label: str
+    display_unit: str
+    display_scale: float
+    percentile: bool

@@ -3,6 +3,7 @@
 // bundle, the CLI command that reproduces the search, the URL of this view).
 
 import { esc, span } from "./plot.js";
+import { TABLE_METRICS, cellText, columns, formatter, shown, tooltip } from "./metrics.js";
 
 const KEY = /^tp(\d+)-ep(\d+)-dp(\d+)-pp(\d+)-cp(\d+)-(\w+?)-(\w+?)-b(\d+)(?:-(\w+))?$/;
 const ms = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3));
@@ -88,10 +89,17 @@ function pointBars(p) {
   return p.interval_note ? `<br><span class="hint" id="pl-detail-bars">${esc(p.interval_note)}${robust}</span>` : "";
 }
 
+/** ` · E2E 616.92 ms` of a point under load (the registry's heading, unit and tooltip). */
+function e2eFig(point, metrics) {
+  const m = (metrics || []).find((x) => x.name === "e2e_seconds");
+  const v = m ? shown(m, point) : null;
+  return v == null ? "" : ` · <span id="pl-detail-e2e" title="${esc(tooltip(m))}">${esc(m.label)} ${formatter(m)(v)} ${esc(m.display_unit)}</span>`;
+}
+
 /** The plan view: its pools, the simulator link (aggregated plans) and the compare button. */
-export function detailHtml(d, point, view) {
+export function detailHtml(d, point, view, metrics) {
   const f0 = (v) => v.toFixed(0);
-  const fig = point ? `<span id="pl-detail-figs">${point.tps_per_gpu.toFixed(0)} tokens/s per GPU${span(point.tps_per_gpu_low, point.tps_per_gpu_high, f0)} · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms${span(point.ttft_ms_low, point.ttft_ms_high, ms)} · TPOT ${ms(point.tpot_ms)} ms${span(point.tpot_ms_low, point.tpot_ms_high, ms)}${point.usd_per_mtok == null ? "" : ` · $${point.usd_per_mtok.toPrecision(3)} per M output tokens${span(point.usd_per_mtok_low, point.usd_per_mtok_high, (v) => v.toPrecision(3))}`}</span> <span class="muted">(${esc(point.basis)})</span>${pointBars(point)}` : "";
+  const fig = point ? `<span id="pl-detail-figs">${point.tps_per_gpu.toFixed(0)} tokens/s per GPU${span(point.tps_per_gpu_low, point.tps_per_gpu_high, f0)} · ${point.tps_per_user.toFixed(0)} per user · TTFT ${ms(point.ttft_ms)} ms${span(point.ttft_ms_low, point.ttft_ms_high, ms)} · TPOT ${ms(point.tpot_ms)} ms${span(point.tpot_ms_low, point.tpot_ms_high, ms)}${e2eFig(point, metrics)}${point.usd_per_mtok == null ? "" : ` · $${point.usd_per_mtok.toPrecision(3)} per M output tokens${span(point.usd_per_mtok_low, point.usd_per_mtok_high, (v) => v.toPrecision(3))}`}</span> <span class="muted">(${esc(point.basis)})</span>${pointBars(point)}` : "";
   const canSim = !d.disaggregated && !view.uploaded && !view.model_dir && !view.noc_uploaded;
   const why = d.disaggregated ? "a disaggregated deployment has no single-plan simulation"
     : view.noc_uploaded ? "an uploaded NoC profile is not in the simulator's list" : "this model is not in the simulator's catalog";
@@ -104,19 +112,12 @@ export function detailHtml(d, point, view) {
     <p>${fig}</p>${d.pools.map(pool).join("")}`;
 }
 
-/** An interval as plain text (the compare table escapes its cells). */
-const txt = (lo, hi, f) => (lo == null || hi == null ? "" : ` (${f(lo)}–${f(hi)})`);
-
-/** Two or three plans side by side. */
-export function compareHtml(keys, points, details) {
+/** Two or three plans side by side (the metric rows: the registry's declarations). */
+export function compareHtml(keys, points, details, metrics) {
   const rows = [
     ["mode", (p) => p.mode],
     ["GPUs", (p) => p.devices],
-    ["tokens/s per GPU", (p) => p.tps_per_gpu.toFixed(0) + txt(p.tps_per_gpu_low, p.tps_per_gpu_high, (v) => v.toFixed(0))],
-    ["tokens/s per user", (p) => p.tps_per_user.toFixed(0)],
-    ["TTFT ms", (p) => ms(p.ttft_ms) + txt(p.ttft_ms_low, p.ttft_ms_high, ms)],
-    ["TPOT ms", (p) => ms(p.tpot_ms) + txt(p.tpot_ms_low, p.tpot_ms_high, ms)],
-    ["$ per M output tokens", (p) => (p.usd_per_mtok == null ? "–" : p.usd_per_mtok.toFixed(3) + txt(p.usd_per_mtok_low, p.usd_per_mtok_high, (v) => v.toFixed(3)))],
+    ...columns(metrics, TABLE_METRICS, points.filter(Boolean)).map((m) => [`${m.label} ${m.display_unit}`, (p) => cellText(m, p), tooltip(m)]),
   ];
   const poolRows = [
     ["prefill compute / HBM / network ms", (q) => `${ms(sum(q.prefill, "compute_ms"))} / ${ms(sum(q.prefill, "hbm_ms"))} / ${ms(sum(q.prefill, "network_ms"))}`],
@@ -125,7 +126,7 @@ export function compareHtml(keys, points, details) {
     ["TTFT / TPOT under load (mean ms)", (q) => (q.under_load ? `${ms(q.under_load.ttft_ms.mean)} / ${ms(q.under_load.tpot_ms.mean)}` : "–")],
   ];
   const head = `<tr><th></th>${points.map((p, i) => `<th>${esc(p ? p.label : keys[i])}</th>`).join("")}</tr>`;
-  const body = rows.map(([n, f]) => `<tr><td>${n}</td>${points.map((p) => `<td>${p ? esc(f(p)) : "–"}</td>`).join("")}</tr>`).join("");
+  const body = rows.map(([n, f, tip]) => `<tr><td${tip ? ` title="${esc(tip)}"` : ""}>${esc(n)}</td>${points.map((p) => `<td>${p ? esc(f(p)) : "–"}</td>`).join("")}</tr>`).join("");
   const pools = poolRows.map(([n, f]) => `<tr><td>${n}</td>${details.map((d) => `<td>${d.pools.map((q) => esc(f(q))).join("<br>")}</td>`).join("")}</tr>`).join("");
   return `<h3>Compare</h3><table class="compare" id="pl-compare-table">${head}${body}${pools}</table>
     <p class="hint">A disaggregated deployment lists its prefill pool, then its decode pool.</p>`;

@@ -10,11 +10,12 @@ import { knobsHtml, wireKnobs } from "./planknobs.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 200;
-const st = { catalog: null, upload: null, nocUpload: null, job: null, view: null, plan: null, compare: [], details: {}, timer: null };
+const st = { catalog: null, metrics: [], upload: null, nocUpload: null, job: null, view: null, plan: null, compare: [], details: {}, timer: null };
 window.plenaPlanner = st; // for tests and benchmarks
 
 const planner = {
   list: () => call("GET", "/api/planner/catalog"),
+  metrics: () => call("GET", "/api/metrics"), // the registry's declarations (table headings)
   start: (body) => call("POST", "/api/planner/jobs", body),
   job: (id) => call("GET", `/api/planner/jobs/${encodeURIComponent(id)}`),
   cancel: (id) => call("POST", `/api/planner/jobs/${encodeURIComponent(id)}/cancel`),
@@ -204,7 +205,7 @@ async function poll() {
 
 function renderAnswer(v) {
   $("pl-answer").hidden = false;
-  $("pl-answer").innerHTML = answerHtml(v, st.compare);
+  $("pl-answer").innerHTML = answerHtml(v, st.compare, st.metrics);
   wireAnswer($("pl-answer"), v, { open: openPlan, toggle: toggleCompare });
   if (st.firstDrawnAt === undefined && st.startedAt !== undefined) st.firstDrawnAt = performance.now() - st.startedAt;
   renderTakeaway();
@@ -234,7 +235,7 @@ async function openPlan(key) {
   try {
     const d = await detail(key);
     const point = st.view.answer.points.find((p) => p.key === key);
-    box.innerHTML = detailHtml(d, point, st.view) + knobsHtml(key, st.view, st.catalog.precisions);
+    box.innerHTML = detailHtml(d, point, st.view, st.metrics) + knobsHtml(key, st.view, st.catalog.precisions);
     wireKnobs(box, key, d, (body) => planner.reestimate(st.job, body));
     linkBundles(box, st.job);
     const sim = $("pl-open-sim");
@@ -267,7 +268,7 @@ async function renderCompare() {
   const keys = [...st.compare];
   const details = await Promise.all(keys.map(detail));
   const points = keys.map((k) => st.view.answer.points.find((p) => p.key === k));
-  box.innerHTML = compareHtml(keys, points, details);
+  box.innerHTML = compareHtml(keys, points, details, st.metrics);
   document.body.dataset.compared = String(keys.length);
 }
 
@@ -325,7 +326,7 @@ function loadKind() {
 export function initPlanner(simulate) {
   onSimulate = simulate;
   const ready = (async () => {
-    st.catalog = await planner.list();
+    [st.catalog, st.metrics] = await Promise.all([planner.list(), planner.metrics()]);
     fillForm(st.catalog);
     $("pl-form").addEventListener("submit", start);
     $("pl-cancel").addEventListener("click", async () => {

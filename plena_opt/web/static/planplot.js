@@ -3,12 +3,11 @@
 // infeasible scored plans grey with the constraint they break on hover), and the front's table.
 
 import { esc, scatter, span } from "./plot.js";
+import { TABLE_METRICS, cell, columns, heading } from "./metrics.js";
 
 const MODE_CLASS = { aggregated: "agg", disaggregated: "disagg", infeasible: "violates" };
 const f0 = (v) => (v == null ? "–" : v >= 100 ? v.toFixed(0) : v.toPrecision(3));
 const f2 = (v) => (v == null ? "–" : v.toFixed(2));
-const f3 = (v) => (v == null ? "–" : v.toFixed(3));
-const usd = (v) => (v == null ? "–" : v.toPrecision(3));
 
 /** The recommendation in one line (kind, plan, figures and why). */
 export function recommendationLine(rec, infeasible = {}) {
@@ -63,20 +62,20 @@ function plot(v) {
     <p class="hint">Hover a point for its figures, click it to open the plan.${ttft}</p>`;
 }
 
-function table(v, compare) {
+/** The front's table; its metric columns (headings, units, tooltips) are the registry's. */
+function table(v, compare, metrics) {
   const load = v.answer.summary && v.answer.summary.under_load;
-  const at = load ? ` ${esc(load.percentile)}` : "";
-  const rows = v.answer.points.filter((p) => p.feasible)
-    .sort((a, b) => b.tps_per_gpu - a.tps_per_gpu)
+  const at = load ? ` ${load.percentile}` : "";
+  const pts = v.answer.points.filter((p) => p.feasible).sort((a, b) => b.tps_per_gpu - a.tps_per_gpu);
+  const cols = columns(metrics, TABLE_METRICS, pts);
+  const rows = pts
     .map((p) => `<tr data-key="${esc(p.key)}" data-mode="${p.mode}" tabindex="0">
       <td><span class="dot ${MODE_CLASS[p.mode]}"></span>${esc(p.mode)}</td><td>${esc(p.label)}${robustMark(p)}</td><td>${p.devices}</td>
-      <td class="m-tps">${f0(p.tps_per_gpu)}${span(p.tps_per_gpu_low, p.tps_per_gpu_high, f0)}</td><td>${f0(p.tps_per_user)}</td>
-      <td class="m-ttft">${f2(p.ttft_ms)}${span(p.ttft_ms_low, p.ttft_ms_high, f2)}</td><td class="m-tpot">${f2(p.tpot_ms)}${span(p.tpot_ms_low, p.tpot_ms_high, f2)}</td>
-      <td class="m-usd">${f3(p.usd_per_mtok)}${span(p.usd_per_mtok_low, p.usd_per_mtok_high, usd)}</td>
+      ${cols.map((m) => cell(m, p)).join("")}
       <td><input type="checkbox" data-compare="${esc(p.key)}" aria-label="compare ${esc(p.label)}"${compare.includes(p.key) ? " checked" : ""}></td></tr>`)
     .join("");
-  return `<table class="front-table" id="pl-table"><thead><tr><th>mode</th><th>plan</th><th>GPUs</th><th>tok/s/GPU</th>
-    <th>tok/s/user</th><th>TTFT${at} ms</th><th>TPOT${at} ms</th><th>$/Mtok</th><th>compare</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return `<table class="front-table" id="pl-table"><thead><tr><th>mode</th><th>plan</th><th>GPUs</th>
+    ${cols.map((m) => heading(m, at)).join("")}<th>compare</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** "90 % interval" of a point's measured group (or "interval"). */
@@ -116,7 +115,7 @@ export function liveHtml(v) {
 }
 
 /** The answer panel of a finished (or cancelled) job. */
-export function answerHtml(v, compare) {
+export function answerHtml(v, compare, metrics) {
   const s = v.answer.summary;
   const partial = s.partial ? ` <b class="warn">partial (${esc(s.stop_reason || "stopped")})</b>` : "";
   const rec = v.answer.recommendation;
@@ -128,7 +127,7 @@ export function answerHtml(v, compare) {
   const under = s.under_load && front ? ` ${esc(front.basis)}` : "";
   return `${recommendationLine(v.answer.recommendation, s.infeasible)}${verdict}${note}${empty}
     <div class="answer-grid"><div>${plot(v)}</div>
-    <div class="answer-side"><h4 id="pl-front-head">Front${under} (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare)}
+    <div class="answer-side"><h4 id="pl-front-head">Front${under} (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare, metrics)}
     ${intervalsHint(v)}    <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p></div></div>`;
 }
 
