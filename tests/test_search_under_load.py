@@ -166,3 +166,21 @@ def test_plans_not_priced_under_load_are_not_counted_as_breaking_an_sla(capsys):
     assert 0 < doc["infeasible"].get("max_tpot", 0) <= priced
     for miss in doc["nearest_miss"].values():
         assert miss["excess"] > 0 and miss["excess"] < float("inf")
+
+
+def test_under_a_concurrency_the_plan_batch_is_the_concurrency(capsys):
+    """A plan's batch is its engine's cap on running requests (``max_num_seqs`` in the launch
+    files). Under ``--concurrency 16`` the front once listed b4/b16/b64 of one plan with the same
+    figures, and b4's launch file would have queued 12 of the 16 clients the figures admitted."""
+    argv = ["search", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+            "--input-seq", "1024", "--output-seq", "256", "--batch-sizes", "4,16,64",
+            "--storage", ":memory:", "--concurrency", "16", "--quiet"]  # fmt: skip
+    code, doc = _json(capsys, argv)
+    assert code == 0 and doc["front"]
+    assert {e["key"].rsplit("-", 1)[1] for e in doc["front"]} == {"b16"}
+    assert any("batch sizes 4,16,64 not searched" in w for w in doc["warnings"])
+    assert main(["export", doc["recommendation"]["key"], "--model", "llama-3.1-8b",
+                 "--engine", "vllm"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    plan_dp = doc["recommendation"]["plan"]["dp"] * doc["recommendation"]["plan"]["ep"]
+    assert f"--max-num-seqs {-(-16 // plan_dp)}" in out

@@ -33,4 +33,11 @@ def search_plans(
     factory = loaded_factory(inputs.evaluator, inputs, request)
     result = run_search(request, factory, progress=progress, should_stop=should_stop)
     result.under_load = load_document(request, version)
+    c, asked = request.concurrency, request.batch_sizes
+    if c is not None and asked is not None and asked != [c]:
+        result.warnings.append(
+            f"batch sizes {','.join(map(str, asked))} not searched: under --concurrency {c} a "
+            f"plan's batch is {c}, its engine's cap on running requests (max_num_seqs in the "
+            "launch files), so every client is admitted as the benchmark runs"
+        )
     return result

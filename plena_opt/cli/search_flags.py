@@ -36,7 +36,8 @@ def _add_space_flags(g: Any) -> None:
         default=None,
         help="comma list of global batch sizes to search (e.g. 8,16,64), or 'auto': powers of "
         "two up to the largest batch whose weights + KV + activations fit (--memory-fraction) "
-        "(default: --batch-size)",
+        "(default: --batch-size); under --concurrency C the batch is C (the engine's cap on "
+        "running requests, max_num_seqs in the launch files)",
     )
     g.add_argument(
         "--memory-fraction",

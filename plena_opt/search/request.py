@@ -186,6 +186,11 @@ class SearchRequest(BaseModel):
         return self.concurrency is not None or self.request_rate is not None
 
     def batch_list(self) -> list[int]:
+        """The searched global batch sizes. Under ``concurrency`` C it is C alone: a plan's batch
+        is its engine's cap on running requests (the launch files' ``max_num_seqs``), and the
+        serving model admits every client, as a benchmark at that concurrency runs."""
+        if self.concurrency is not None:
+            return [self.concurrency]
         return self.batch_sizes or [self.problem.batch_size]
 
 

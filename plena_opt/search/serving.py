@@ -70,7 +70,7 @@ class CapacityCache:
     def batches(self, request: Any, evaluator: Callable[..., Any]) -> list[int]:
         """The batch sizes to search: the request's list, or ``auto`` (powers of two up to the
         largest capacity bound over the legal plans and searched precisions)."""
-        if not self.auto:
+        if not self.auto or getattr(request, "concurrency", None) is not None:
             return request.batch_list()
         from plena_opt.search.space import PlanSpace
 
