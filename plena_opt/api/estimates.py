@@ -53,9 +53,9 @@ def estimate_plan(
     estimate, metrics = ev.estimate_with_metrics(plan)
     cost = plan_cost(metrics, ev.workload, ev.chip_name, prices or load_prices())
     doc = estimate.to_dict()
-    power = getattr(ev.ctx.chip, "power", None)
-    if ev.ctx.gpu is None and power is not None:  # a PLENA chip's compute power (issue 30)
-        doc["chip_power"] = power.model_dump()
+    power = ev.ctx.pricer.power_report()  # a PLENA chip's compute power (issue 30)
+    if power is not None:
+        doc["chip_power"] = power
     return PlanEstimate("distributed", doc, metrics, cost)
 
 

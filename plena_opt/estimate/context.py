@@ -15,15 +15,15 @@ from fractions import Fraction
 import numpy as np
 from deepstack import Network, NocProfile
 
-from plena_opt.chip import ChipProfile, PerfModel, load_chip
+from plena_opt.chip import ChipProfile, load_chip
 from plena_opt.estimate.comm import PricedNetwork
 from plena_opt.estimate.decode_steps import DecodeGrid, StairSpec, decode_grid
-from plena_opt.estimate.gpu import GpuPricing, checkpoint_workload, is_gpu, storage_precision
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
 from plena_opt.estimate.memo import PricingCaches, PricingMemo
 from plena_opt.estimate.moe_load import power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.plan import Workload
+from plena_opt.estimate.pricer import LayerPricer, pricer_of
 from plena_opt.memory import HbmStoragePrecision, Memory
 from plena_opt.models import ModelSpec
 
@@ -63,16 +63,19 @@ class EstimateContext:
         self.noc = noc
         self.memory = memory
         self.chip = chip if chip is not None else load_chip()
-        workload = checkpoint_workload(self.chip, model, workload)  # GPU: the checkpoint's format
+        pricer_cls = pricer_of(self.chip)  # by the profile's ``kind``; an unknown one is refused
+        workload = pricer_cls.checkpoint_workload(
+            self.chip, model, workload
+        )  # GPU: the checkpoint's
         self.workload = workload
         if precision is None:
-            precision = storage_precision(self.chip, workload) or HbmStoragePrecision.default()
+            precision = (
+                pricer_cls.storage_precision(self.chip, workload) or HbmStoragePrecision.default()
+            )
         self.precision = precision
-        # A GPU chip prices layers kernel by kernel (estimate/gpu.py); PLENA by ISA cycles.
-        self.gpu = (
-            GpuPricing(self.chip, precision, workload, memory, model) if is_gpu(self.chip) else None
-        )
-        self.perf = None if self.gpu else PerfModel(self.chip)
+        # The chip kind's layer pricer: PLENA by ISA cycles, a GPU kernel by kernel, …
+        self.pricer: LayerPricer = pricer_cls(self.chip, precision, workload, memory, model)
+        self.perf = self.pricer.perf_model  # the PLENA ISA model ``LayerShape`` reads, or None
         self.net = shared_network(noc)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kind_runs = layer_kind_runs(model)
@@ -92,8 +95,8 @@ class EstimateContext:
         if memo is None:
             caches = PricingCaches()
         else:
-            dense_plena = self.gpu is None and not model.num_experts
-            caches = memo.caches(model, noc, memory, chip, workload, dense_plena)
+            shares = pricer_cls.shares_layers_across_batches and not model.num_experts
+            caches = memo.caches(model, noc, memory, chip, workload, shares)
         self.layer_cache: dict = caches.layer
         self.comm_cache: dict = caches.comm
         self.extras_cache: dict = caches.extras
@@ -121,11 +124,11 @@ class EstimateContext:
             m, w = self.model, self.workload
             kinds = self.distinct_kinds
             spec = StairSpec(
-                1 if self.perf is None else self.perf.MLEN,
+                self.pricer.decode_tile,
                 ratio,
                 m.attention_chunk_size if any(k.chunked for k in kinds) else None,
                 m.sliding_window if any(k.sliding for k in kinds) else None,
-                every_step=self.gpu is not None or m.is_sparse,  # DSA: min(kv, top-k) + kv
+                every_step=self.pricer.every_decode_step or m.is_sparse,  # DSA: min(kv, top-k) + kv
             )
             grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
             self._grids[key] = grid
