@@ -66,5 +66,10 @@ def estimate_single_chip(problem: EvaluatorInputs, plan: Plan | None = None) -> 
 
     if plan is not None and plan.world_size != 1:
         raise PlenaInputError("noc", "a multi-device plan needs a NoC profile")
+    from plena_opt.estimate.pricer import pricer_of
+
+    refusal = pricer_of(problem.chip).single_chip_refusal  # by the chip's kind (a GPU: a node)
+    if refusal is not None:
+        raise PlenaInputError("noc", refusal)
     est = single(problem.model, problem.memory, problem.workload, problem.chip)
     return PlanEstimate("single_chip", est.to_dict())

@@ -146,7 +146,9 @@ class GpuPricing(LayerPricer):
 
     kind = "gpu"
     carries_memory = True  # the profile's HBM (``gpu_memory``)
-    prices_single_chip = False  # a GPU is priced on a node profile
+    single_chip_refusal = (
+        "a GPU chip is priced on a node profile: give --noc (e.g. hgx-h200x8 --devices 1)"
+    )
     every_decode_step = True
     default_dram_energy = False  # board power prices energy (``gpu_energy_per_token``)
 

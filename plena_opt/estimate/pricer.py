@@ -61,7 +61,8 @@ class LayerPricer(ABC):
 
     kind: ClassVar[str]
     carries_memory: ClassVar[bool] = False  # the profile names its own memory (a GPU's HBM)
-    prices_single_chip: ClassVar[bool] = True  # the one-device estimate without a NoC applies
+    # why the one-device estimate without a NoC does not apply to this kind (None: it does)
+    single_chip_refusal: ClassVar[str | None] = None
     every_decode_step: ClassVar[bool] = False  # decode grids keep every step (no ISA stairs)
     default_dram_energy: ClassVar[bool] = True  # a memory without energy: the cited default
     # priced layers do not depend on the batch size beyond the shard (dense models only;
@@ -173,3 +174,11 @@ def pricer_for(chip: Any, precision: HbmStoragePrecision, workload: Workload, me
 def known_kinds() -> list[str]:
     """Every chip kind with a pricer (built-in and registered)."""
     return sorted({*_BUILTIN, *_REGISTRY})
+
+
+def chip_memory(chip: Any) -> Memory | None:
+    """The memory a loaded chip profile carries (a GPU's HBM), else None (None: no chip)."""
+    if chip is None:
+        return None
+    cls = pricer_of(chip)
+    return cls.own_memory(chip) if cls.carries_memory else None
