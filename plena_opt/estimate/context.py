@@ -13,7 +13,7 @@ from collections import Counter
 from fractions import Fraction
 
 import numpy as np
-from deepstack import Network, NocProfile
+from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile, load_chip
 from plena_opt.estimate.comm import PricedNetwork
@@ -22,6 +22,7 @@ from plena_opt.estimate.layer import layer_kind_runs, stage_counts
 from plena_opt.estimate.memo import PricingCaches, PricingMemo
 from plena_opt.estimate.moe_load import power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
+from plena_opt.estimate.network import DEFAULT_NETWORK, NetworkBackend, network_factory
 from plena_opt.estimate.plan import Workload
 from plena_opt.estimate.pricer import LayerPricer, pricer_of
 from plena_opt.memory import HbmStoragePrecision, Memory
@@ -30,8 +31,9 @@ from plena_opt.models import ModelSpec
 _THREAD = threading.local()
 
 
-def shared_network(noc: NocProfile) -> Network:
-    """The ``Network`` of a profile, shared by the evaluators of one thread.
+def shared_network(noc: NocProfile, backend: str = DEFAULT_NETWORK) -> NetworkBackend:
+    """The network model of a profile (``backend``: a registered name, ``estimate.network``),
+    shared by the evaluators of one thread.
 
     Routing patterns depend only on the profile, so every evaluator of a search (one per batch
     size) reuses them. ``Network`` is not thread-safe, hence one cache per thread.
@@ -40,9 +42,11 @@ def shared_network(noc: NocProfile) -> Network:
     if cache is None:
         cache = _THREAD.networks = {}
     key = json.dumps(noc.describe(), sort_keys=True, default=str)
+    if backend != DEFAULT_NETWORK:
+        key = f"{backend}:{key}"
     net = cache.get(key)
     if net is None:
-        net = cache[key] = Network(noc)
+        net = cache[key] = network_factory(backend)(noc)
     return net
 
 
@@ -58,7 +62,10 @@ class EstimateContext:
         chip: ChipProfile | None = None,
         precision: HbmStoragePrecision | None = None,
         memo: PricingMemo | None = None,
+        network: str = DEFAULT_NETWORK,
     ) -> None:
+        """``network``: the registered network back-end that prices collectives (a back-end
+        other than the default keeps its own memo: ``memo`` is then not shared)."""
         self.model = model
         self.noc = noc
         self.memory = memory
@@ -76,7 +83,7 @@ class EstimateContext:
         # The chip kind's layer pricer: PLENA by ISA cycles, a GPU kernel by kernel, …
         self.pricer: LayerPricer = pricer_cls(self.chip, precision, workload, memory, model)
         self.perf = self.pricer.perf_model  # the PLENA ISA model ``LayerShape`` reads, or None
-        self.net = shared_network(noc)
+        self.net = shared_network(noc, network)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kind_runs = layer_kind_runs(model)
         self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))
@@ -92,7 +99,7 @@ class EstimateContext:
         self._memory_warnings = list(memory.warnings())
         # Memoised per-layer pricing and collectives, shared by the plans of one evaluation
         # (and, through ``memo``, by the evaluations that differ only in the batch size).
-        if memo is None:
+        if memo is None or network != DEFAULT_NETWORK:
             caches = PricingCaches()
         else:
             shares = pricer_cls.shares_layers_across_batches and not model.num_experts

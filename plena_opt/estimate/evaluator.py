@@ -23,6 +23,7 @@ from plena_opt.estimate.distributed import (
     PlanCost,
 )
 from plena_opt.estimate.memo import PricingMemo
+from plena_opt.estimate.network import DEFAULT_NETWORK
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
 from plena_opt.memory import DEFAULT_MEMORY_ENERGY, Memory
 from plena_opt.models import ModelSpec
@@ -75,10 +76,13 @@ class Evaluator:
         workload: Workload | None = None,
         chip: ChipProfile | None = None,
         memo: PricingMemo | None = None,
+        network: str = DEFAULT_NETWORK,
     ) -> None:
         """``memo`` shares priced layers and collectives with the other evaluators built with
-        it for the same inputs and another batch size (``estimate.memo``)."""
-        self.ctx = EstimateContext(model, noc, memory, workload or Workload(), chip, memo=memo)
+        it for the same inputs and another batch size (``estimate.memo``); ``network`` names
+        the registered network back-end (``estimate.network``; default ``deepstack``)."""
+        w = workload or Workload()
+        self.ctx = EstimateContext(model, noc, memory, w, chip, memo=memo, network=network)
 
     @property
     def model(self) -> ModelSpec:
