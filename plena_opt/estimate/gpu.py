@@ -1,7 +1,8 @@
 """GPU chips in the evaluator: per-layer kernel times, extras, energy (the ``kind: gpu`` path).
 
-``EstimateContext`` builds a ``GpuPricing`` when its chip is a ``GpuChipProfile``; the pass code
-then asks it for each layer's ``StageArrays`` instead of PLENA cycles + a stage roofline. A layer
+``GpuPricing`` is the ``LayerPricer`` registered for ``kind: gpu`` (``estimate.pricer``):
+``EstimateContext`` builds it for a ``GpuChipProfile`` and the pass code asks it for each layer's
+``StageArrays`` as it asks the PLENA pricer for cycles on a stage roofline. A layer
 is the list of kernels vLLM launches (fused add+RMSNorm, QKV GEMM, RoPE, KV-cache write,
 attention, O GEMM, add+RMSNorm, gate/up GEMM, SiLU·mul, down GEMM; MoE: router GEMM, top-k, two
 grouped expert GEMMs, activation, sum); each kernel is priced by ``GpuPerfModel`` and the layer
@@ -25,7 +26,14 @@ from plena_opt.estimate.gpu_stage import GpuStageArrays, active_experts, busy_se
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
 from plena_opt.estimate.plan import Workload
-from plena_opt.estimate.pricer import CollectiveOptions, LayerPricer, pricer_of, register_pricer
+from plena_opt.estimate.pricer import (
+    CollectiveOptions,
+    LayerPricer,
+    checkpoint_workload,
+    precision_notes,
+    register_pricer,
+    storage_precision,
+)
 from plena_opt.estimate.pricing import StageArrays, StepWeights
 from plena_opt.memory import HbmStoragePrecision, Memory
 
@@ -33,7 +41,14 @@ if TYPE_CHECKING:
     from plena_opt.estimate.distributed import PlanCost
     from plena_opt.models import ModelSpec
 
-__all__ = ["GpuStageArrays", "busy_seconds"]  # re-exported from ``estimate.gpu_stage``
+# re-exported from ``estimate.gpu_stage`` and (by kind) ``estimate.pricer``
+__all__ = [
+    "GpuStageArrays",
+    "busy_seconds",
+    "checkpoint_workload",
+    "precision_notes",
+    "storage_precision",
+]
 
 PJ = 1e-12  # joules per picojoule
 DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
@@ -68,11 +83,6 @@ def gpu_memory(chip: GpuChipProfile) -> Memory:
     )
 
 
-def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision | None:
-    """Bytes per element for the workload's formats on ``chip``'s kind; None = the default."""
-    return pricer_of(chip).storage_precision(chip, workload)
-
-
 def _gpu_storage_precision(chip: GpuChipProfile, workload: Workload) -> HbmStoragePrecision:
     """A GPU's bytes per element: the compute format's weights, the KV cache format's KV."""
     p, kv = workload.precision, workload.kv_precision
@@ -86,11 +96,6 @@ def _gpu_storage_precision(chip: GpuChipProfile, workload: Workload) -> HbmStora
         )
     fb, kvb = gpu_bytes(p, compute), GPU_BYTES[kv].activation
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
-
-
-def checkpoint_workload(chip: object, model: ModelSpec, workload: Workload) -> Workload:
-    """``workload`` with the chip's format defaulted from the checkpoint (its kind's rule)."""
-    return pricer_of(chip).checkpoint_workload(chip, model, workload)
 
 
 def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: Workload
@@ -121,11 +126,6 @@ def quantisation_note(model: ModelSpec, precision: str) -> str | None:
     return (f"precision {precision} is not the checkpoint's: {model.name} ships {ckpt} "
             f"({model.checkpoint_source}); the plan needs a {precision} checkpoint or online "
             "quantisation")  # fmt: skip
-
-
-def precision_notes(chip: object, model: ModelSpec | None, formats: list[str | None]) -> list[str]:
-    """What a search states about the formats it prices on ``chip`` (its kind's notes)."""
-    return pricer_of(chip).precision_notes(chip, model, formats)
 
 
 def _gpu_precision_notes(chip: GpuChipProfile, model: ModelSpec | None,

@@ -182,3 +182,18 @@ def chip_memory(chip: Any) -> Memory | None:
         return None
     cls = pricer_of(chip)
     return cls.own_memory(chip) if cls.carries_memory else None
+
+
+def storage_precision(chip: Any, workload: Workload) -> HbmStoragePrecision | None:
+    """Bytes per element for the workload's formats on ``chip``'s kind; None = the default."""
+    return pricer_of(chip).storage_precision(chip, workload)
+
+
+def checkpoint_workload(chip: Any, model: ModelSpec, workload: Workload) -> Workload:
+    """``workload`` with the chip's format defaulted from the checkpoint (its kind's rule)."""
+    return pricer_of(chip).checkpoint_workload(chip, model, workload)
+
+
+def precision_notes(chip: Any, model: ModelSpec | None, formats: list) -> list[str]:
+    """What a search states about the formats it prices on ``chip`` (its kind's notes)."""
+    return pricer_of(chip).precision_notes(chip, model, formats)
