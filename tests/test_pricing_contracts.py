@@ -113,10 +113,9 @@ class ToyMemory(MemoryBase):
     usable_bandwidth_bytes_per_s = 100e9
     capacity_bytes = 2**36
     compute_frequency_scale = 1.0
-    transfer_quantum_bytes = 4096
 
     def __init__(self) -> None:
-        self._freeze({"name": "toy-pages", "energy": None})
+        self._freeze({"name": "toy-pages", "energy": None, "_quantum": 4096})
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind}
@@ -128,7 +127,8 @@ class ToyMemory(MemoryBase):
 def test_both_memory_models_share_one_rounding_and_energy():
     for cls in (FixedBandwidthMemory, StackedDramModel):
         assert issubclass(cls, MemoryBase)
-        for name in ("quantize_bytes", "quantize_array", "energy_pj", "__setattr__"):
+        names = ("transfer_quantum_bytes", "quantize_bytes", "quantize_array", "energy_pj")
+        for name in (*names, "__setattr__"):
             assert getattr(cls, name) is getattr(MemoryBase, name), (cls, name)
     stacked = load_memory("fictional_stacked_dram")
     with pytest.raises(AttributeError, match="use with_layers"):
@@ -137,7 +137,11 @@ def test_both_memory_models_share_one_rounding_and_energy():
 
 def test_a_new_memory_kind_is_one_subclass():
     mem = ToyMemory()
-    assert mem.quantize_bytes(1) == 4096.0 and mem.quantize_bytes(0) == 0.0
+    assert (
+        mem.transfer_quantum_bytes == 4096
+        and mem.quantize_bytes(1) == 4096.0
+        and mem.quantize_bytes(0) == 0.0
+    )
     assert list(mem.quantize_array(np.array([1.0, 4097.0, -3.0]))) == [4096.0, 8192.0, -3.0]
     assert mem.energy_pj(1.0, 1.0) is None
     with pytest.raises(AttributeError, match="immutable"):

@@ -129,8 +129,12 @@ class PlanCost(PlanPasses):
             if i == plan.pp - 1 and not (plan.pp == 1 and m.tie_word_embeddings):
                 tables += 1
             welem += tables * d.vocab * h
-            moe_layers = sum(n for kind, n in all_counts[i].items() if kind.moe)
-            wbytes = ctx.pricer.stage_weight_bytes(welem, moe_layers * experts, prec.weight_bytes)
+            wbytes = welem * prec.weight_bytes
+            dense_wb = ctx.pricer.dense_weight_bytes  # an experts-only checkpoint format
+            if dense_wb is not None:
+                moe_layers = sum(n for kind, n in all_counts[i].items() if kind.moe)
+                quant = moe_layers * experts
+                wbytes = quant * prec.weight_bytes + (welem - quant) * dense_wb
             out.append((wbytes, kvelem * prec.kv_write_bytes + state))
         return out
 

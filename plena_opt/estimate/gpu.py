@@ -205,6 +205,8 @@ class GpuPricing(LayerPricer):
             if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
                 self.dense = self.dense.block_scaled()
         self.warnings = _ignored_options(workload)
+        if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
+            self.dense_weight_bytes = self.dense.wb
 
     def describe(self) -> dict:
         """The ``chip`` field of a GPU estimate: name, kind and the formats priced."""
@@ -289,12 +291,6 @@ class GpuPricing(LayerPricer):
         if load is not None:
             load = replace(load, pairs=load.tokens_local)
         return CollectiveOptions(load, True, GPU_REDUCE_BYTES)
-
-    def stage_weight_bytes(self, welem: int, expert_elems: int, weight_bytes: float) -> float:
-        """An experts-only checkpoint keeps all but the routed experts at ``dense``'s bytes."""
-        if self.dense is self.perf:
-            return welem * weight_bytes
-        return expert_elems * weight_bytes + (welem - expert_elems) * self.dense.wb
 
     def chip_warnings(self, model: ModelSpec) -> list[str]:
         """The workload options a GPU does not read (``_ignored_options``)."""

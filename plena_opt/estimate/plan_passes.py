@@ -178,7 +178,15 @@ class PlanPasses:
         cached = extras_cache.get(ekey)
         if cached is None:
             cached = (
-                self._extras(mode, q, steps, extras_cache, (shard_key, "priced", points_key)),
+                ctx.pricer.extras(  # embedding, LM head (, step overhead) by stage index
+                    shape,
+                    mode,
+                    q,
+                    steps,
+                    plan.pp - 1,
+                    extras_cache,
+                    (shard_key, "priced", points_key),
+                ),
                 pipeline_transfer(ctx.priced_net, self.dense, shape, q),
             )
             extras_cache[ekey] = cached
@@ -190,13 +198,6 @@ class PlanPasses:
         """Decode micro-batches in flight when fewer than pp, else 0 (``PassResult``)."""
         m = -(-self.ctx.workload.batch_size // self.shard.micro)
         return m if m < self.plan.pp else 0
-
-    def _extras(
-        self, mode: str, q: int, steps: StepWeights, cache: dict, key: tuple
-    ) -> dict[int, list[StageArrays]]:
-        """Embedding, LM head (and any step overhead) as stages by index, from the chip's
-        pricer; what it prices once for plans of another depth it keeps in ``cache``."""
-        return self.ctx.pricer.extras(self.shape, mode, q, steps, self.plan.pp - 1, cache, key)
 
     @cached
     def prefill(self) -> PassResult:

@@ -70,6 +70,9 @@ class LayerPricer(ABC):
     shares_layers_across_batches: ClassVar[bool] = False
     perf_model: PerfModel | None = None  # the PLENA ISA model ``LayerShape`` reads (None: none)
     decode_tile: int = 1  # tokens of one decode stair (PLENA: MLEN)
+    # bytes per element of the weights other than the routed experts where they differ from the
+    # storage precision's (an experts-only quantised checkpoint); None: every weight alike
+    dense_weight_bytes: float | None = None
 
     # -- before a context: the chip's formats and memory --------------------------------------
     @classmethod
@@ -113,11 +116,6 @@ class LayerPricer(ABC):
     def collective_options(self, load: MoeLoad | None) -> CollectiveOptions:
         """The PLENA reference's collectives: the experts' pairs, separate shared sums."""
         return CollectiveOptions(load, False, None)
-
-    def stage_weight_bytes(self, welem: int, expert_elems: int, weight_bytes: float) -> float:
-        """Bytes of ``welem`` weight elements of a stage, ``expert_elems`` of them routed
-        experts, at ``weight_bytes`` per element."""
-        return welem * weight_bytes
 
     def chip_warnings(self, model: ModelSpec) -> list[str]:
         """Warnings about what this chip kind does not price for ``model``."""

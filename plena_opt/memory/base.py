@@ -1,9 +1,9 @@
 """What every memory model shares: transfer rounding, access energy and immutability (§3.1, §3.5).
 
-A memory model subclasses ``MemoryBase``, sets its slots once through ``_freeze`` and names its
-transfer granularity (``transfer_quantum_bytes``, bytes or None) and its ``energy``
-(``DramEnergyConfig`` or None); the rounding of transfers and the energy of an access are
-written here once.
+A memory model subclasses ``MemoryBase`` and sets its slots once through ``_freeze``, among them
+``_quantum`` (its transfer granularity in bytes, None: no rounding; read as
+``transfer_quantum_bytes``) and ``energy`` (a ``DramEnergyConfig`` or None); the rounding of
+transfers and the energy of an access are written here once.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 class MemoryBase:
     """Base of the memory models (``Memory`` protocol): bytes, pJ."""
 
-    __slots__ = ()
+    __slots__ = ("_quantum",)  # whole bytes a transfer is rounded up to, or None
     kind: ClassVar[str]
     _immutable_hint: ClassVar[str] = ""  # appended to the immutability error
 
@@ -32,11 +32,11 @@ class MemoryBase:
     @property
     def transfer_quantum_bytes(self) -> int | None:
         """Whole bytes every transfer is rounded up to a multiple of, or None (no rounding)."""
-        raise NotImplementedError
+        return self._quantum
 
     def quantize_bytes(self, num_bytes: float) -> float:
         """One transfer (bytes) rounded up to whole quanta, if any; 0 (or less) unchanged."""
-        size = self.transfer_quantum_bytes
+        size = self._quantum
         if size is None or num_bytes <= 0:
             return float(num_bytes)
         return math.ceil(num_bytes / size) * float(size)
@@ -45,7 +45,7 @@ class MemoryBase:
         """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64);
         ``nonnegative``: the caller knows no entry is negative (skips that check)."""
         values = np.asarray(num_bytes, dtype=np.float64)
-        size = self.transfer_quantum_bytes
+        size = self._quantum
         if size is None:
             return values.copy()
         size = float(size)

@@ -93,6 +93,7 @@ class FixedBandwidthMemory(MemoryBase):
             "bandwidth_bytes_per_s": float(fields.bandwidth_bytes_per_s),
             "capacity_bytes": fields.capacity_bytes,
             "transaction_bytes": fields.transaction_bytes,
+            "_quantum": fields.transaction_bytes,  # transfers round up to whole transactions
             "energy": fields.energy,
             "provenance": MappingProxyType(dict(provenance or {})),
         }
@@ -116,11 +117,6 @@ class FixedBandwidthMemory(MemoryBase):
     def usable_bandwidth_bytes_per_s(self) -> float:
         """Usable bandwidth (B/s) = the given bandwidth."""
         return self.bandwidth_bytes_per_s
-
-    @property
-    def transfer_quantum_bytes(self) -> int | None:
-        """Transaction size (bytes) transfers are rounded up to, or None."""
-        return self.transaction_bytes
 
     def warnings(self) -> list[str]:
         """A fixed-bandwidth memory has no policy that could warn."""

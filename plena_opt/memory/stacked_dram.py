@@ -101,7 +101,6 @@ class StackedDramModel(MemoryBase):
         "usable_bandwidth_bytes_per_s",
         "capacity_bytes",
         "compute_frequency_scale",
-        "_wave",
     )
 
     def __init__(
@@ -146,7 +145,7 @@ class StackedDramModel(MemoryBase):
             else bound.bandwidth_bytes_per_s,
             "capacity_bytes": config.capacity_bytes,
             "compute_frequency_scale": scale,
-            "_wave": config.wave_bytes if config.apply_wave_quantization else None,
+            "_quantum": config.wave_bytes if config.apply_wave_quantization else None,
         }
         self._freeze(values)
 
@@ -171,11 +170,6 @@ class StackedDramModel(MemoryBase):
     def wave_bytes(self) -> int:
         """Transfer granularity (bytes) when wave quantisation applies."""
         return self.config.wave_bytes
-
-    @property
-    def transfer_quantum_bytes(self) -> int | None:
-        """Wave size (bytes) transfers are rounded up to when quantisation is on, or None."""
-        return self._wave
 
     def with_layers(
         self, total_layers: int, connected_layers: int | None = None
