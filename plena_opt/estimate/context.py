@@ -70,18 +70,18 @@ class EstimateContext:
         self.noc = noc
         self.memory = memory
         self.chip = chip if chip is not None else load_chip()
-        pricer_cls = pricer_of(self.chip)  # by the profile's ``kind``; an unknown one is refused
-        workload = pricer_cls.checkpoint_workload(
-            self.chip, model, workload
-        )  # GPU: the checkpoint's
+        # the chip kind's pricer, by the profile's ``kind`` (an unknown one is refused); its
+        # formats first: a GPU defaults to the checkpoint's format and its own storage bytes
+        kind_cls = pricer_of(self.chip)
+        workload = kind_cls.checkpoint_workload(self.chip, model, workload)
         self.workload = workload
         if precision is None:
-            precision = (
-                pricer_cls.storage_precision(self.chip, workload) or HbmStoragePrecision.default()
-            )
+            precision = kind_cls.storage_precision(self.chip, workload)
+        if precision is None:
+            precision = HbmStoragePrecision.default()
         self.precision = precision
         # The chip kind's layer pricer: PLENA by ISA cycles, a GPU kernel by kernel, …
-        self.pricer: LayerPricer = pricer_cls(self.chip, precision, workload, memory, model)
+        self.pricer: LayerPricer = kind_cls(self.chip, precision, workload, memory, model)
         self.perf = self.pricer.perf_model  # the PLENA ISA model ``LayerShape`` reads, or None
         self.net = shared_network(noc, network)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
@@ -102,7 +102,7 @@ class EstimateContext:
         if memo is None or network != DEFAULT_NETWORK:
             caches = PricingCaches()
         else:
-            shares = pricer_cls.shares_layers_across_batches and not model.num_experts
+            shares = kind_cls.shares_layers_across_batches and not model.num_experts
             caches = memo.caches(model, noc, memory, chip, workload, shares)
         self.layer_cache: dict = caches.layer
         self.comm_cache: dict = caches.comm
@@ -135,7 +135,8 @@ class EstimateContext:
                 ratio,
                 m.attention_chunk_size if any(k.chunked for k in kinds) else None,
                 m.sliding_window if any(k.sliding for k in kinds) else None,
-                every_step=self.pricer.every_decode_step or m.is_sparse,  # DSA: min(kv, top-k) + kv
+                # a GPU prices every step; DSA: min(kv, top-k) + kv
+                every_step=self.pricer.every_decode_step or m.is_sparse,
             )
             grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
             self._grids[key] = grid
