@@ -56,7 +56,7 @@ def test_w4a16_decode_step_of_gpt_oss_on_h100_reads_the_4_bit_weights():
     assert ctx.workload.precision == "mxfp4"  # the checkpoint's format, not bf16
     assert ctx.precision.weight_bytes == pytest.approx(4.25 / 8)
     assert ctx.precision.activation_bytes == 2.0
-    d = ctx.gpu.describe()
+    d = ctx.pricer.describe()
     assert d["weight_only"] and d["compute_format"] == "bf16"
     assert d["checkpoint_precision"] == "mxfp4" and not d["quantised_from_checkpoint"]
     q = Evaluator(model, noc, gpu_memory(c), wl, c).evaluate(Plan(tp=8))
@@ -70,7 +70,7 @@ def test_default_gpu_precision_of_a_bf16_checkpoint_stays_bf16():
     c = load_chip("h100-sxm")
     ctx = EstimateContext(load_model("llama-3.1-8b"), load_noc_profile("hgx-h100x8"),
                           gpu_memory(c), Workload(), c)  # fmt: skip
-    assert ctx.gpu.perf.precision == "bf16" and not ctx.gpu.perf.weight_only
+    assert ctx.pricer.perf.precision == "bf16" and not ctx.pricer.perf.weight_only
 
 
 # -- the checkpoint's precision --------------------------------------------------------------
@@ -217,12 +217,12 @@ def test_an_experts_only_checkpoint_keeps_attention_and_lm_head_in_bf16():
     assert model.checkpoint_experts_only
     c = load_chip("h100-sxm")
     ctx = EstimateContext(model, load_noc_profile("hgx-h100x8"), gpu_memory(c), Workload(), c)
-    g = ctx.gpu
+    g = ctx.pricer
     assert g.perf.wb == pytest.approx(4.25 / 8) and g.dense.wb == 2.0
     assert g.dense.precision == "bf16" and not g.dense.weight_only
     # a re-quantised plan (fp8 for all weights) prices every GEMM at its own format
     fp8 = EstimateContext(model, load_noc_profile("hgx-h100x8"), gpu_memory(c),
-                          Workload(precision="fp8"), c).gpu  # fmt: skip
+                          Workload(precision="fp8"), c).pricer  # fmt: skip
     assert fp8.dense is fp8.perf
     assert not load_model("llama-3.1-8b").checkpoint_experts_only
 

@@ -51,6 +51,7 @@ _EXPORTS = {
     "estimate_single_chip": "plena_opt.api.estimates",
     "load_problem": "plena_opt.api.problems",
     "names_gpu_chip": "plena_opt.estimate.problem",
+    "chip_carries_memory": "plena_opt.estimate.problem",
     "recheck_front": "plena_opt.api.recheck",
     "recommend": "plena_opt.api.recommendation",
     "Recommendation": "plena_opt.api.recommendation",

@@ -53,9 +53,9 @@ def estimate_plan(
     estimate, metrics = ev.estimate_with_metrics(plan)
     cost = plan_cost(metrics, ev.workload, ev.chip_name, prices or load_prices())
     doc = estimate.to_dict()
-    power = getattr(ev.ctx.chip, "power", None)
-    if ev.ctx.gpu is None and power is not None:  # a PLENA chip's compute power (issue 30)
-        doc["chip_power"] = power.model_dump()
+    power = ev.ctx.pricer.power_report()  # a PLENA chip's compute power (issue 30)
+    if power is not None:
+        doc["chip_power"] = power
     return PlanEstimate("distributed", doc, metrics, cost)
 
 
@@ -66,5 +66,10 @@ def estimate_single_chip(problem: EvaluatorInputs, plan: Plan | None = None) -> 
 
     if plan is not None and plan.world_size != 1:
         raise PlenaInputError("noc", "a multi-device plan needs a NoC profile")
+    from plena_opt.estimate.pricer import pricer_of
+
+    refusal = pricer_of(problem.chip).single_chip_refusal  # by the chip's kind (a GPU: a node)
+    if refusal is not None:
+        raise PlenaInputError("noc", refusal)
     est = single(problem.model, problem.memory, problem.workload, problem.chip)
     return PlanEstimate("single_chip", est.to_dict())

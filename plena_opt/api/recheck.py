@@ -108,11 +108,11 @@ def default_top_k(top_k: int | None, request: Any) -> int | None:
 def modelled_search_cpu_seconds(result: SearchResult, inputs: EvaluatorInputs) -> float:
     """The search's CPU seconds by the cost model: ``SEARCH_CPU_SECONDS_FIXED`` plus every plan
     it holds (scored now or stored before) at ``modes.plan_cpu_seconds`` of its chip kind."""
-    from plena_opt.estimate.gpu import is_gpu
+    from plena_opt.estimate.pricer import chip_kind
     from plena_opt.search.modes import plan_cpu_seconds
 
     devices = inputs.noc.num_devices if inputs.noc is not None else 1
-    per_plan = plan_cpu_seconds(devices, "gpu" if is_gpu(inputs.chip) else "plena")
+    per_plan = plan_cpu_seconds(devices, chip_kind(inputs.chip))
     return SEARCH_CPU_SECONDS_FIXED + (result.evaluated + result.reused) * per_plan
 
 

@@ -300,6 +300,20 @@ def _input_error(exc: ValidationError) -> PlenaInputError:
     return PlenaInputError(field, message)
 
 
+CHIP_KINDS = ("plena", "gpu")  # the profile formats ``load_chip`` reads (``kind``; default plena)
+
+
+def _document_kind(data: Mapping[str, Any]) -> str:
+    """A profile document's ``kind``; one this loader cannot read is refused naming ``kind``
+    (never priced as another kind)."""
+    kind = data.get("kind", "plena")
+    if kind not in CHIP_KINDS:
+        raise PlenaInputError(
+            "kind", f"chip profile kind must be one of {', '.join(CHIP_KINDS)} (got {echo(kind)})"
+        )
+    return kind
+
+
 def load_chip(source: str | Path | Mapping[str, Any] | ChipProfile | None = None) -> Any:
     """Load a chip profile: a PLENA ``ChipProfile`` or a ``GpuChipProfile`` (``kind: gpu``).
 
@@ -321,7 +335,7 @@ def load_chip(source: str | Path | Mapping[str, Any] | ChipProfile | None = None
     if isinstance(source, ChipProfile | GpuChipProfile):
         return source
     if isinstance(source, Mapping):
-        if source.get("kind") == "gpu":
+        if _document_kind(source) == "gpu":
             return validate_gpu_profile(source)
         return _validate(_merge(source))
     if isinstance(source, str) and source in _builtin_names():
@@ -333,7 +347,7 @@ def load_chip(source: str | Path | Mapping[str, Any] | ChipProfile | None = None
     ):
         data = _read_json(Path(source), "chip profile")
         data.setdefault("name", Path(source).stem)
-        if data.get("kind") == "gpu":
+        if _document_kind(data) == "gpu":
             return validate_gpu_profile(data)
         return _validate(_merge(data))
     if isinstance(source, str):

@@ -257,11 +257,12 @@ def check_sources(args: argparse.Namespace) -> None:
             check_format(getattr(args, name), name)
 
 
-def is_gpu_chip(name: str | None) -> bool:
-    """Whether ``--chip`` names a GPU profile (built-in name or JSON with ``kind: gpu``)."""
-    from plena_opt.api.catalog import names_gpu_chip
+def chip_carries_memory(name: str | None) -> bool:
+    """Whether ``--chip`` names a chip that carries its own memory (its kind's pricer says so:
+    a GPU profile's HBM), so ``--memory`` is not defaulted."""
+    from plena_opt.api.catalog import chip_carries_memory as carries
 
-    return names_gpu_chip(name)
+    return carries(name)
 
 
 def pydantic_to_input_error(exc: ValidationError) -> PlenaInputError:
@@ -283,7 +284,7 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
 
     check_sources(args)
     memory = args.memory or DEFAULT_MEMORY
-    if not args.memory and is_gpu_chip(args.chip):
+    if not args.memory and chip_carries_memory(args.chip):
         memory = None  # a GPU chip carries its HBM
     try:
         return ProblemSpec(

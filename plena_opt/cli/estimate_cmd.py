@@ -194,14 +194,7 @@ def _run_local(args: argparse.Namespace, plan: Plan) -> int:
         # The single-chip estimate ignores the network; load the rest of the flags as usual.
         spec = problem_from_args(argparse.Namespace(**{**vars(args), "noc": DEFAULT_NOC}))
         problem = api.load_problem(spec)
-        from plena_opt.api.catalog import GpuChipProfile
-
-        if isinstance(problem.chip, GpuChipProfile):
-            raise PlenaInputError(
-                "noc",
-                "a GPU chip is priced on a node profile: give --noc (e.g. hgx-h200x8 --devices 1)",
-            )
-        result = api.estimate_single_chip(problem)
+        result = api.estimate_single_chip(problem)  # refuses a chip kind priced on a node
     else:
         problem = api.load_problem(problem_from_args(args))
         from plena_opt.api.catalog import load_prices

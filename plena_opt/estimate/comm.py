@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
-from deepstack import Network, ParallelScheme
+from deepstack import ParallelScheme
 from deepstack.placement import layout
 
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
+from plena_opt.estimate.network import NetworkBackend
 
 # Reference collective names, in report order.
 COLLECTIVES = (
@@ -55,8 +56,9 @@ class CollectivePrices:
 
 
 class PricedNetwork:
-    """A ``Network`` whose collective and pipeline-transfer prices (seconds, energy) are memoised
-    per evaluation context, keyed by the rank groups of the dimension and the byte count.
+    """A network back-end (``estimate.network``; ``deepstack.Network`` by default) whose
+    collective and pipeline-transfer prices (seconds, energy) are memoised per evaluation
+    context, keyed by the rank groups of the dimension and the byte count.
 
     A collective's cost depends on the scheme only through the device groups of its dimension
     (deepstack routes and prices every group of that layout), so plans whose schemes place those
@@ -65,7 +67,7 @@ class PricedNetwork:
     every candidate; other calls go to the network unchanged.
     """
 
-    def __init__(self, net: Network, memo: CollectivePrices | None = None) -> None:
+    def __init__(self, net: NetworkBackend, memo: CollectivePrices | None = None) -> None:
         """``memo``: where to keep the prices (shared by contexts of one network)."""
         self.net = net
         memo = CollectivePrices() if memo is None else memo

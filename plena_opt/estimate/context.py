@@ -13,25 +13,27 @@ from collections import Counter
 from fractions import Fraction
 
 import numpy as np
-from deepstack import Network, NocProfile
+from deepstack import NocProfile
 
-from plena_opt.chip import ChipProfile, PerfModel, load_chip
+from plena_opt.chip import ChipProfile, load_chip
 from plena_opt.estimate.comm import PricedNetwork
 from plena_opt.estimate.decode import DecodeGrid, StairSpec, decode_grid
-from plena_opt.estimate.gpu import GpuPricing, checkpoint_workload, is_gpu, storage_precision
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
 from plena_opt.estimate.memo import PricingCaches, PricingMemo, StageLayouts
 from plena_opt.estimate.moe_load import power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
+from plena_opt.estimate.network import DEFAULT_NETWORK, NetworkBackend, network_factory
 from plena_opt.estimate.plan import Workload
+from plena_opt.estimate.pricer import LayerPricer, pricer_of
 from plena_opt.memory import HbmStoragePrecision, Memory
 from plena_opt.models import ModelSpec
 
 _THREAD = threading.local()
 
 
-def shared_network(noc: NocProfile) -> Network:
-    """The ``Network`` of a profile, shared by the evaluators of one thread.
+def shared_network(noc: NocProfile, backend: str = DEFAULT_NETWORK) -> NetworkBackend:
+    """The network model of a profile (``backend``: a registered name, ``estimate.network``),
+    shared by the evaluators of one thread.
 
     Routing patterns depend only on the profile, so every evaluator of a search (one per batch
     size) reuses them. ``Network`` is not thread-safe, hence one cache per thread.
@@ -40,9 +42,11 @@ def shared_network(noc: NocProfile) -> Network:
     if cache is None:
         cache = _THREAD.networks = {}
     key = json.dumps(noc.describe(), sort_keys=True, default=str)
+    if backend != DEFAULT_NETWORK:
+        key = f"{backend}:{key}"
     net = cache.get(key)
     if net is None:
-        net = cache[key] = Network(noc)
+        net = cache[key] = network_factory(backend)(noc)
     return net
 
 
@@ -58,22 +62,28 @@ class EstimateContext:
         chip: ChipProfile | None = None,
         precision: HbmStoragePrecision | None = None,
         memo: PricingMemo | None = None,
+        network: str = DEFAULT_NETWORK,
     ) -> None:
+        """``network``: the registered network back-end that prices collectives (a back-end
+        other than the default keeps its own memo: ``memo`` is then not shared)."""
         self.model = model
         self.noc = noc
         self.memory = memory
         self.chip = chip if chip is not None else load_chip()
-        workload = checkpoint_workload(self.chip, model, workload)  # GPU: the checkpoint's format
+        # the chip kind's pricer, by the profile's ``kind`` (an unknown one is refused); its
+        # formats first: a GPU defaults to the checkpoint's format and its own storage bytes
+        kind_cls = pricer_of(self.chip)
+        workload = kind_cls.checkpoint_workload(self.chip, model, workload)
         self.workload = workload
         if precision is None:
-            precision = storage_precision(self.chip, workload) or HbmStoragePrecision.default()
+            precision = kind_cls.storage_precision(self.chip, workload)
+        if precision is None:
+            precision = HbmStoragePrecision.default()
         self.precision = precision
-        # A GPU chip prices layers kernel by kernel (estimate/gpu.py); PLENA by ISA cycles.
-        self.gpu = (
-            GpuPricing(self.chip, precision, workload, memory, model) if is_gpu(self.chip) else None
-        )
-        self.perf = None if self.gpu else PerfModel(self.chip)
-        self.net = shared_network(noc)
+        # The chip kind's layer pricer: PLENA by ISA cycles, a GPU kernel by kernel, …
+        self.pricer: LayerPricer = kind_cls(self.chip, precision, workload, memory, model)
+        self.perf = self.pricer.perf_model  # the PLENA ISA model ``LayerShape`` reads, or None
+        self.net = shared_network(noc, network)
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kind_runs = layer_kind_runs(model)
         self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))
@@ -89,11 +99,11 @@ class EstimateContext:
         self._memory_warnings = list(memory.warnings())
         # Memoised per-layer pricing and collectives, shared by the plans of one evaluation
         # (and, through ``memo``, by the evaluations that differ only in the batch size).
-        if memo is None:
+        if memo is None or network != DEFAULT_NETWORK:
             caches = PricingCaches()
         else:
-            dense_plena = self.gpu is None and not model.num_experts
-            caches = memo.caches(model, noc, memory, chip, workload, dense_plena)
+            shares = kind_cls.shares_layers_across_batches and not model.num_experts
+            caches = memo.caches(model, noc, memory, chip, workload, shares)
         self.layer_cache: dict = caches.layer
         self.comm_cache: dict = caches.comm
         self.extras_cache: dict = caches.extras
@@ -121,11 +131,12 @@ class EstimateContext:
             m, w = self.model, self.workload
             kinds = self.distinct_kinds
             spec = StairSpec(
-                1 if self.perf is None else self.perf.MLEN,
+                self.pricer.decode_tile,
                 ratio,
                 m.attention_chunk_size if any(k.chunked for k in kinds) else None,
                 m.sliding_window if any(k.sliding for k in kinds) else None,
-                every_step=self.gpu is not None or m.is_sparse,  # DSA: min(kv, top-k) + kv
+                # a GPU prices every step; DSA: min(kv, top-k) + kv
+                every_step=self.pricer.every_decode_step or m.is_sparse,
             )
             grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
             self._grids[key] = grid

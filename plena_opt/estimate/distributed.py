@@ -130,10 +130,11 @@ class PlanCost(PlanPasses):
                 tables += 1
             welem += tables * d.vocab * h
             wbytes = welem * prec.weight_bytes
-            if ctx.gpu is not None and ctx.gpu.dense is not ctx.gpu.perf:  # experts-only format
+            dense_wb = ctx.pricer.dense_weight_bytes  # an experts-only checkpoint format
+            if dense_wb is not None:
                 moe_layers = sum(n for kind, n in all_counts[i].items() if kind.moe)
                 quant = moe_layers * experts
-                wbytes = quant * prec.weight_bytes + (welem - quant) * ctx.gpu.dense.wb
+                wbytes = quant * prec.weight_bytes + (welem - quant) * dense_wb
             out.append((wbytes, kvelem * prec.kv_write_bytes + state))
         return out
 
@@ -197,15 +198,7 @@ class PlanCost(PlanPasses):
             out.append(self.capacity_warning(single_chip=False))
         out.extend(ctx._memory_warnings)
         out.extend(m.not_modelled)  # parts of the model that are not priced (vision tower, …)
-        if ctx.gpu is not None:
-            out.extend(ctx.gpu.warnings)
-        width = m.head_dim * m.num_heads
-        if width != m.hidden_size and not m.is_mla and ctx.gpu is None:
-            out.append(
-                f"head_dim * num_attention_heads ({width}) differs from hidden_size "
-                f"({m.hidden_size}); weight traffic uses the true projection shapes, PerfModel's "
-                "projection cycles assume hidden-wide Q/O"
-            )
+        out.extend(ctx.pricer.chip_warnings(m))  # what this chip kind does not price
         return out
 
     def moe_report(self) -> dict | None:
@@ -253,7 +246,7 @@ class PlanCost(PlanPasses):
             moe=self.moe_report(),
             noc_energy_pj_per_decode_token=self.noc_energy_pj_per_decode_token,
             warnings=list(self.warnings),
-            chip=None if ctx.gpu is None else ctx.gpu.describe(),
+            chip=ctx.pricer.describe(),
         )
 
 

@@ -22,8 +22,8 @@ from plena_opt.estimate.distributed import (
     PassResult,
     PlanCost,
 )
-from plena_opt.estimate.gpu import gpu_energy_per_token, is_gpu
 from plena_opt.estimate.memo import PricingMemo
+from plena_opt.estimate.network import DEFAULT_NETWORK
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
 from plena_opt.memory import DEFAULT_MEMORY_ENERGY, Memory
 from plena_opt.models import ModelSpec
@@ -76,10 +76,13 @@ class Evaluator:
         workload: Workload | None = None,
         chip: ChipProfile | None = None,
         memo: PricingMemo | None = None,
+        network: str = DEFAULT_NETWORK,
     ) -> None:
         """``memo`` shares priced layers and collectives with the other evaluators built with
-        it for the same inputs and another batch size (``estimate.memo``)."""
-        self.ctx = EstimateContext(model, noc, memory, workload or Workload(), chip, memo=memo)
+        it for the same inputs and another batch size (``estimate.memo``); ``network`` names
+        the registered network back-end (``estimate.network``; default ``deepstack``)."""
+        w = workload or Workload()
+        self.ctx = EstimateContext(model, noc, memory, w, chip, memo=memo, network=network)
 
     @property
     def model(self) -> ModelSpec:
@@ -96,8 +99,8 @@ class Evaluator:
 
     @property
     def chip_kind(self) -> str:
-        """``gpu`` for a GPU chip profile (``kind: gpu``), else ``plena``."""
-        return "gpu" if is_gpu(self.ctx.chip) else "plena"
+        """The chip profile's ``kind`` (``plena``, ``gpu``, …): the pricer that prices it."""
+        return self.ctx.pricer.kind
 
     @property
     def num_devices(self) -> int:
@@ -160,10 +163,7 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     ctx, plan = cost.ctx, cost.plan
     out = ctx.workload.output_seq_len
     energy, wb, kb, fits, warnings = _base_metrics(cost)
-    if ctx.gpu is not None:  # GPU: board power over the decode, plus any NoC energy
-        energy = gpu_energy_per_token(cost) + (cost.noc_energy_pj_per_decode_token or 0.0) * PJ
-    elif ctx.chip.power is not None and energy is not None:  # PLENA with a power figure
-        energy += plena_compute_energy_per_token(cost)
+    energy = ctx.pricer.energy_per_token(cost, energy)  # the chip kind's power model
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
     return PlanMetrics(
@@ -182,17 +182,6 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     )
 
 
-def plena_compute_energy_per_token(cost: PlanCost) -> float:
-    """Joules per generated token of a PLENA chip's compute (its profile's ``power``): every
-    device draws ``busy_watts`` over its stage's compute seconds and ``idle_watts`` for the rest
-    of the decode (DRAM and NoC energy are priced apart, per bit)."""
-    pw, plan = cost.ctx.chip.power, cost.plan
-    busy_dev = cost.decode.total("compute_seconds") * plan.world_size / plan.pp
-    idle_dev = max(cost.decode_seconds * plan.world_size - busy_dev, 0.0)
-    joules = busy_dev * pw.busy_watts + idle_dev * pw.idle_watts
-    return joules / (cost.shard.micro * cost.ctx.workload.output_seq_len)
-
-
 def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:
     """(PLENA energy per token (J): DRAM, with ``DEFAULT_MEMORY_ENERGY`` where the memory has no
     energy figure, + NoC; weight and KV bytes per device, fits, warnings): the same
@@ -204,11 +193,11 @@ def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | No
         # DRAM energy of the whole decode: every device of a stage does that stage's work.
         per_stage_devices = plan.world_size / plan.pp
         dram = decode.total("dram_energy_pj")
-        if dram is None and cost.ctx.gpu is None:  # no energy figure: the cited HBM default
+        if dram is None and cost.ctx.pricer.default_dram_energy:  # the cited HBM default
             dram = DEFAULT_MEMORY_ENERGY.energy_pj(
                 decode.total("read_bytes"), decode.total("write_bytes")
             )
-        energy = None  # a GPU prices energy from its board power (metrics_of)
+        energy = None  # a GPU prices energy from its board power (its pricer)
         if dram is not None:
             dram *= per_stage_devices / (cost.shard.micro * cost.ctx.workload.output_seq_len)
             energy = (dram + (cost.noc_energy_pj_per_decode_token or 0.0)) * PJ

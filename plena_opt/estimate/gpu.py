@@ -1,7 +1,8 @@
 """GPU chips in the evaluator: per-layer kernel times, extras, energy (the ``kind: gpu`` path).
 
-``EstimateContext`` builds a ``GpuPricing`` when its chip is a ``GpuChipProfile``; the pass code
-then asks it for each layer's ``StageArrays`` instead of PLENA cycles + a stage roofline. A layer
+``GpuPricing`` is the ``LayerPricer`` registered for ``kind: gpu`` (``estimate.pricer``):
+``EstimateContext`` builds it for a ``GpuChipProfile`` and the pass code asks it for each layer's
+``StageArrays`` as it asks the PLENA pricer for cycles on a stage roofline. A layer
 is the list of kernels vLLM launches (fused add+RMSNorm, QKV GEMM, RoPE, KV-cache write,
 attention, O GEMM, add+RMSNorm, gate/up GEMM, SiLU·mul, down GEMM; MoE: router GEMM, top-k, two
 grouped expert GEMMs, activation, sum); each kernel is priced by ``GpuPerfModel`` and the layer
@@ -10,19 +11,29 @@ takes their sum (a per-kernel roofline). Collectives are priced by ``deepstack``
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.precision import GPU_BYTES, PLENA_BYTES, gpu_bytes
+from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
+from plena_opt.estimate.gpu_stage import GpuStageArrays, active_experts, busy_seconds, stage_of
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
 from plena_opt.estimate.plan import Workload
+from plena_opt.estimate.pricer import (
+    CollectiveOptions,
+    LayerPricer,
+    checkpoint_workload,
+    precision_notes,
+    register_pricer,
+    storage_precision,
+)
 from plena_opt.estimate.pricing import StageArrays, StepWeights
 from plena_opt.memory import HbmStoragePrecision, Memory
 
@@ -30,6 +41,16 @@ if TYPE_CHECKING:
     from plena_opt.estimate.distributed import PlanCost
     from plena_opt.models import ModelSpec
 
+# re-exported from ``estimate.gpu_stage`` and (by kind) ``estimate.pricer``
+__all__ = [
+    "GpuStageArrays",
+    "busy_seconds",
+    "checkpoint_workload",
+    "precision_notes",
+    "storage_precision",
+]
+
+PJ = 1e-12  # joules per picojoule
 DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
 # Model types whose published fp8 checkpoint is block-scaled (HF ``quantization_config``:
 # ``fmt: e4m3``, ``weight_block_size: [128, 128]``): at ``fp8`` their experts run vLLM's fused
@@ -47,6 +68,7 @@ def block_scaled_ops(chip: GpuChipProfile, workload: Workload, model: ModelSpec)
 
 
 def is_gpu(chip: object) -> bool:
+    """True for a GPU chip profile (``kind: gpu``)."""
     return isinstance(chip, GpuChipProfile)
 
 
@@ -61,15 +83,9 @@ def gpu_memory(chip: GpuChipProfile) -> Memory:
     )
 
 
-def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision | None:
-    """Bytes per element for the workload's formats; None = the PLENA default (unchanged)."""
+def _gpu_storage_precision(chip: GpuChipProfile, workload: Workload) -> HbmStoragePrecision:
+    """A GPU's bytes per element: the compute format's weights, the KV cache format's KV."""
     p, kv = workload.precision, workload.kv_precision
-    if not is_gpu(chip):
-        if p is None and kv is None:
-            return None
-        base = PLENA_BYTES[p or "mxfp8"]
-        kvb = PLENA_BYTES[kv or p or "mxfp8"].activation
-        return HbmStoragePrecision(base.weight, kvb, kvb, base.activation)
     p = p or DEFAULT_GPU_PRECISION
     compute = chip.compute_format(p)  # raises naming --precision if the chip lacks it
     kv = kv or DEFAULT_GPU_PRECISION
@@ -82,11 +98,12 @@ def storage_precision(chip: object, workload: Workload) -> HbmStoragePrecision |
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
 
 
-def checkpoint_workload(chip: object, model: ModelSpec, workload: Workload) -> Workload:
+def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: Workload
+                             ) -> Workload:  # fmt: skip
     """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
     a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
     format the chip cannot run is refused naming ``precision`` and the config field."""
-    if not is_gpu(chip) or workload.precision is not None:
+    if workload.precision is not None:
         return workload
     ckpt = model.checkpoint_precision
     if ckpt == DEFAULT_GPU_PRECISION:
@@ -111,10 +128,11 @@ def quantisation_note(model: ModelSpec, precision: str) -> str | None:
             "quantisation")  # fmt: skip
 
 
-def precision_notes(chip: object, model: ModelSpec | None, formats: list[str | None]) -> list[str]:
+def _gpu_precision_notes(chip: GpuChipProfile, model: ModelSpec | None,
+                         formats: list[str | None]) -> list[str]:  # fmt: skip
     """What a search states about its formats on a GPU: the precision each front plan runs
     and, for each searched format that is not the checkpoint's, that it quantises it."""
-    if not is_gpu(chip) or model is None:
+    if model is None:
         return []
     ckpt = model.checkpoint_precision
     named = [f or (ckpt if ckpt in chip.formats else DEFAULT_GPU_PRECISION) for f in formats]
@@ -122,57 +140,35 @@ def precision_notes(chip: object, model: ModelSpec | None, formats: list[str | N
     return notes + [n for f in dict.fromkeys(named) if (n := quantisation_note(model, f))]
 
 
-class GpuStageArrays(StageArrays):
-    """A stage priced kernel by kernel: ``seconds`` = compute-bound + memory-bound kernel time
-    (+ fixed overheads, counted as compute); no DRAM energy (the power model prices energy)."""
-
-    def __init__(self, t_c, t_m, r, w, steps: StepWeights, memory: Memory) -> None:
-        super().__init__(t_c, t_m, r, w, steps, "serial", memory)
-
-    def split_means(self, policy: str) -> tuple[float, float]:
-        return self.steps.mean(self.compute_seconds), self.steps.mean(self.memory_seconds)
-
-    @property
-    def memory_bound_seconds(self) -> np.ndarray:  # type: ignore[override]
-        return self.memory_seconds
-
-    def field_sum(self, name: str, first_step: bool = False) -> float | None:
-        if name == "dram_energy_pj":
-            return None
-        return super().field_sum(name, first_step)
-
-    @property
-    def dram_energy_pj(self) -> None:  # type: ignore[override]
-        return None
-
-
-def _stage(kernels: list[KernelTime], steps: StepWeights, memory: Memory, fixed: float = 0.0):
-    """Sum kernels into a stage: scalar kernels first (most of them), then the per-step ones."""
-    n = steps.points
-    c, m, r, w = fixed, 0.0, 0.0, 0.0
-    arrays = []
-    for k in kernels:
-        if np.ndim(k.seconds) == 0 and np.ndim(k.compute_bound) == 0:
-            if k.compute_bound:
-                c += float(k.seconds)
-            else:
-                m += float(k.seconds)
-        else:
-            arrays.append(k)
-        r = r + k.read_bytes
-        w = w + k.write_bytes
-    t_c, t_m = np.full(n, c), np.full(n, m)
-    for k in arrays:
-        s = np.broadcast_to(np.asarray(k.seconds, dtype=float), (n,))
-        cb = np.broadcast_to(np.asarray(k.compute_bound), (n,))
-        t_c += np.where(cb, s, 0.0)
-        t_m += np.where(cb, 0.0, s)
-    r, w = np.broadcast_to(r, (n,)).astype(float), np.broadcast_to(w, (n,)).astype(float)
-    return GpuStageArrays(t_c, t_m, r, w, steps, memory)
-
-
-class GpuPricing:
+@register_pricer
+class GpuPricing(LayerPricer):
     """Kernel-by-kernel pricing of layers and extras on one GPU chip."""
+
+    kind = "gpu"
+    carries_memory = True  # the profile's HBM (``gpu_memory``)
+    single_chip_refusal = (
+        "a GPU chip is priced on a node profile: give --noc (e.g. hgx-h200x8 --devices 1)"
+    )
+    every_decode_step = True
+    default_dram_energy = False  # board power prices energy (``gpu_energy_per_token``)
+
+    @classmethod
+    def storage_precision(cls, chip: GpuChipProfile, workload: Workload) -> HbmStoragePrecision:
+        return _gpu_storage_precision(chip, workload)
+
+    @classmethod
+    def checkpoint_workload(cls, chip: GpuChipProfile, model: ModelSpec, workload: Workload
+                            ) -> Workload:  # fmt: skip
+        return _gpu_checkpoint_workload(chip, model, workload)
+
+    @classmethod
+    def own_memory(cls, chip: GpuChipProfile) -> Memory:
+        return gpu_memory(chip)
+
+    @classmethod
+    def precision_notes(cls, chip: GpuChipProfile, model: ModelSpec | None, formats: list
+                        ) -> list[str]:  # fmt: skip
+        return _gpu_precision_notes(chip, model, formats)
 
     def __init__(self, chip: GpuChipProfile, precision: HbmStoragePrecision, workload: Workload,
                  memory: Memory, model: ModelSpec | None = None) -> None:  # fmt: skip
@@ -209,6 +205,8 @@ class GpuPricing:
             if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
                 self.dense = self.dense.block_scaled()
         self.warnings = _ignored_options(workload)
+        if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
+            self.dense_weight_bytes = self.dense.wb
 
     def describe(self) -> dict:
         """The ``chip`` field of a GPU estimate: name, kind and the formats priced."""
@@ -237,7 +235,7 @@ class GpuPricing:
         }
 
     def layer(self, s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray,
-              load: MoeLoad | None, steps: StepWeights) -> GpuStageArrays:  # fmt: skip
+              load: MoeLoad | None, steps: StepWeights, cp: int = 1) -> GpuStageArrays:  # fmt: skip
         """One layer (attention half + MLP half) on one device at each KV length (``steps``:
         how many decode steps each stands for)."""
         p, m, d = self.perf, s.model, s.shard
@@ -260,7 +258,7 @@ class GpuPricing:
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
             ops = gpu_host.layer_ops(m, kind.moe, s.tp, self._block_moe(m) or self.block_host)
             host = gpu_host.ops_seconds(self.chip.eager_host, ops)
-        return _stage(ks, steps, self.memory, fixed=host)
+        return stage_of(ks, steps, self.memory, fixed=host)
 
     def eager_host_seconds(self, model, tp: int) -> float:
         """Host seconds of one eager forward of the whole model (``estimate.gpu_host``); 0 on
@@ -272,7 +270,7 @@ class GpuPricing:
         """Router GEMM (bf16), top-k, fused expert GEMMs over the busiest rank's active experts."""
         p, m, d = self.perf, s.model, s.shard
         h, f = m.hidden_size, d.expert_ffn
-        active = _active_experts(load, (m.num_experts + self.redundant) // max(d.ep_moe, 1))
+        active = active_experts(load, (m.num_experts + self.redundant) // max(d.ep_moe, 1))
         topk = p.elementwise(T * m.num_experts * 4, T * m.top_k * 8)
         return [
             self.dense.gemm(T, m.num_experts, h),
@@ -286,14 +284,24 @@ class GpuPricing:
         block = m.model_type in BLOCK_FP8_MODEL_TYPES or self.block_moe_flag
         return self.perf.compute_format == "fp8" and block
 
-    def collective_load(self, load: MoeLoad | None) -> MoeLoad | None:
+    def collective_options(self, load: MoeLoad | None) -> CollectiveOptions:
         """vLLM's fused MoE reduces over the top-k inside the kernel, so the TP all-reduce after
-        the experts carries one row per token, not per token-expert pair."""
-        if load is None:
-            return None
-        return replace(load, pairs=load.tokens_local)
+        the experts carries one row per token, not per token-expert pair; the shared experts'
+        sums ride in it; TP all-reduces carry bf16 (``GPU_REDUCE_BYTES``)."""
+        if load is not None:
+            load = replace(load, pairs=load.tokens_local)
+        return CollectiveOptions(load, True, GPU_REDUCE_BYTES)
 
-    def extras(self, s: LayerShape, mode: str, q: int, steps: StepWeights, last_stage: int
+    def chip_warnings(self, model: ModelSpec) -> list[str]:
+        """The workload options a GPU does not read (``_ignored_options``)."""
+        return list(self.warnings)
+
+    def energy_per_token(self, cost: PlanCost, base: float | None) -> float:
+        """Board power over the decode (``gpu_energy_per_token``) plus any NoC energy."""
+        return gpu_energy_per_token(cost) + (cost.noc_energy_pj_per_decode_token or 0.0) * PJ
+
+    def extras(self, s: LayerShape, mode: str, q: int, steps: StepWeights, last_stage: int,
+               cache: dict | None = None, key: Hashable = None
                ) -> dict[int, list[StageArrays]]:  # fmt: skip
         """Embedding + step overhead (first stage) and final norm, LM head, sampling (last).
 
@@ -305,14 +313,14 @@ class GpuPricing:
         fixed = p.step_s
         if gpu_host.runs_eagerly(self.chip.eager_host, mode, T):
             fixed += gpu_host.ops_seconds(self.chip.eager_host, gpu_host.EXTRA_OPS)
-        out: dict[int, list[StageArrays]] = {0: [_stage([emb], steps, self.memory, fixed=fixed)]}
+        out: dict[int, list[StageArrays]] = {0: [stage_of([emb], steps, self.memory, fixed=fixed)]}
         rows = d.b_dev  # the LM head runs on the last position of each sequence
         head = [
             p.elementwise(2 * rows * h * ab, rows * h * ab),
             self.dense.gemm(rows, d.vocab, h),
             p.elementwise(rows * d.vocab * 4, rows * 8),
         ]
-        out.setdefault(last_stage, []).append(_stage(head, steps, self.memory))
+        out.setdefault(last_stage, []).append(stage_of(head, steps, self.memory))
         return out
 
 
@@ -331,22 +339,6 @@ def _ignored_options(w: Workload) -> list[str]:
     return out
 
 
-def _active_experts(load: MoeLoad, local_experts: int) -> float:
-    """Experts that receive a token on the busiest rank. ``balanced`` load (analytic-model
-    §4.5) gives every expert ``ceil(T·k/E)`` tokens, which at small batches marks all experts
-    active; a GPU reads only the experts routed to, so balanced routing spreads the ``pairs``
-    over ``min(experts, pairs)`` experts (as the fused-MoE measurements do). Traces and random
-    routing keep their counted experts."""
-    if not load.source.startswith("balanced"):  # also "balanced, EPLB …"
-        return float(max(load.active_experts, 1))
-    return float(max(1, min(local_experts, load.pairs)))
-
-
-def busy_seconds(arrays: StageArrays) -> float:
-    """Kernel-busy seconds of one priced stage summed over its steps (excludes comm)."""
-    return arrays.steps.total(arrays.seconds)
-
-
 def gpu_energy_per_token(cost: PlanCost) -> float:
     """Joules per generated token: every device draws ``busy_watts`` while its kernels run and
     ``idle_watts`` for the rest of the decode (collectives, pipeline bubbles, host overhead)."""
@@ -362,9 +354,9 @@ def gpu_energy_per_token(cost: PlanCost) -> float:
             busy += busy_seconds(ex)
     for count, la in zip(dec.layers_per_kind, dec.layer.values(), strict=True):
         busy += count * busy_seconds(la)
-    host = ctx.gpu.perf.step_s  # host overhead is not busy
+    host = ctx.pricer.perf.step_s  # host overhead is not busy
     if gpu_host.runs_eagerly(ctx.chip.eager_host, "decode", cost.shard.b_dev):
-        host += ctx.gpu.eager_host_seconds(ctx.model, cost.plan.tp)
+        host += ctx.pricer.eager_host_seconds(ctx.model, cost.plan.tp)
     busy -= host * ctx.workload.output_seq_len
     busy_dev = busy * per_stage_devices  # device-seconds of kernel work over the decode
     idle_dev = max(total_s * plan.world_size - busy_dev, 0.0)

@@ -13,17 +13,16 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from plena_opt.chip.precision import GPU_REDUCE_BYTES
 from plena_opt.estimate.cached import cached
 from plena_opt.estimate.comm import Cost, layer_collectives, pipeline_transfer
 from plena_opt.estimate.context import EstimateContext
 from plena_opt.estimate.decode import MAX_REFINES, DecodeGrid
 from plena_opt.estimate.decode.plan_checks import layer_checks
-from plena_opt.estimate.layer import LayerKind, decode_kv_read_bytes, layer_cycles, layer_traffic
+from plena_opt.estimate.layer import LayerKind, decode_kv_read_bytes
 from plena_opt.estimate.passes import PassFigures, PassResult
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.plan_base import PlanBase
-from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights, price_arrays
+from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
 
 
 class PlanPasses:
@@ -69,14 +68,7 @@ class PlanPasses:
         if priced is not None:
             return priced
         load = self.loads.get(mode)
-        if ctx.gpu is not None:
-            priced = ctx.gpu.layer(shape, kind, mode, q, kv, load, steps)
-        else:
-            cyc = layer_cycles(shape, kind, mode, q, kv, load)
-            reads, writes = layer_traffic(shape, kind, mode, q, kv, self.plan.cp, load)
-            priced = price_arrays(
-                cyc, reads, writes, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
-            )
+        priced = ctx.pricer.layer(shape, kind, mode, q, kv, load, steps, self.plan.cp)
         cache[key] = priced
         return priced
 
@@ -155,11 +147,14 @@ class PlanPasses:
         shard_key = (self.base.shard_id, mode)
         comm_key = (self.base.comm_id, mode)
         layer_cache = ctx.layer_cache if points_key is not None else {}
+        opts = None  # how this chip kind carries the collectives (asked once, on a miss)
         for kind in self.distinct_kinds:
             layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
             ckey = (comm_key, kind)
             comm = ctx.comm_cache.get(ckey)
             if comm is None:
+                if opts is None:
+                    opts = ctx.pricer.collective_options(load)
                 comm = layer_collectives(
                     ctx.priced_net,
                     shape,
@@ -170,11 +165,11 @@ class PlanPasses:
                     moe=self.moe,
                     cp=plan.cp,
                     input_seq_len=ctx.workload.input_seq_len,
-                    load=ctx.gpu.collective_load(load) if ctx.gpu else load,
+                    load=opts.load,
                     rows=self._rows,
                     micro=self.shard.micro,
-                    shared_with_experts=ctx.gpu is not None,
-                    reduce_bytes=GPU_REDUCE_BYTES if ctx.gpu is not None else None,
+                    shared_with_experts=opts.shared_with_experts,
+                    reduce_bytes=opts.reduce_bytes,
                 )
                 ctx.comm_cache[ckey] = comm
             layer_comm[kind] = comm
@@ -183,7 +178,15 @@ class PlanPasses:
         cached = extras_cache.get(ekey)
         if cached is None:
             cached = (
-                self._extras(mode, q, steps, extras_cache, (shard_key, "priced", points_key)),
+                ctx.pricer.extras(  # embedding, LM head (, step overhead) by stage index
+                    shape,
+                    mode,
+                    q,
+                    steps,
+                    plan.pp - 1,
+                    extras_cache,
+                    (shard_key, "priced", points_key),
+                ),
                 pipeline_transfer(ctx.priced_net, self.dense, shape, q),
             )
             extras_cache[ekey] = cached
@@ -195,48 +198,6 @@ class PlanPasses:
         """Decode micro-batches in flight when fewer than pp, else 0 (``PassResult``)."""
         m = -(-self.ctx.workload.batch_size // self.shard.micro)
         return m if m < self.plan.pp else 0
-
-    def _extras(
-        self, mode: str, q: int, steps: StepWeights, cache: dict, key: tuple
-    ) -> dict[int, list[StageArrays]]:
-        """Embedding (prefill, first stage) and LM head (last stage) as separate stages; the
-        priced pair is kept in ``cache`` under ``key`` for plans of another depth."""
-        ctx = self.ctx
-        if ctx.gpu is not None:
-            return ctx.gpu.extras(self.shape, mode, q, steps, self.plan.pp - 1)
-        pair = cache.get(key)
-        if pair is None:
-            pair = cache[key] = self._price_extras(mode, q, steps)
-        emb, lm = pair
-        out: dict[int, list[StageArrays]] = {}
-        if emb is not None:
-            out.setdefault(0, []).append(emb)
-        if lm is not None:
-            out.setdefault(self.plan.pp - 1, []).append(lm)
-        return out
-
-    def _price_extras(
-        self, mode: str, q: int, steps: StepWeights
-    ) -> tuple[StageArrays | None, StageArrays | None]:
-        """(embedding, LM head) of one device, each None where the phase does not price it."""
-        ctx, d = self.ctx, self.shard
-        h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
-        price = lambda cyc, reads: price_arrays(  # noqa: E731
-            cyc, reads, {}, ctx.memory, ctx.compute_hz, ctx.workload.overlap_policy, steps
-        )
-        emb = lm = None
-        if mode == "prefill":
-            emb = price(
-                perf.embeddings(h, q, d.b_dev, "prefill"),
-                {"embedding_rows": d.b_dev * q * h * prec.activation_bytes},
-            )
-        lm_prefill, lm_decode = ctx.lm_head_phases()
-        if (mode == "prefill" and lm_prefill) or (mode == "decode" and lm_decode):
-            lm = price(
-                perf.lm_head(h, d.vocab, d.b_dev),
-                {"lm_head_weights": d.vocab * h * prec.weight_bytes},
-            )
-        return emb, lm
 
     @cached
     def prefill(self) -> PassResult:

@@ -119,25 +119,43 @@ def _source(value: Source | None) -> str | dict | None:
     return value.document if isinstance(value, InlineDocument) else value
 
 
-def names_gpu_chip(source: Source | None) -> bool:
-    """Whether a chip source names a GPU profile (a built-in GPU name, or a JSON document or file
-    with ``"kind": "gpu"``). Unreadable sources answer False; loading reports them by field."""
+def chip_source_kind(source: Source | None) -> str | None:
+    """The ``kind`` a chip source names without loading it: a built-in name's, or a JSON
+    document's or file's ``kind`` (``plena`` where it names none). None: no source, or one that
+    cannot be read here (loading reports it by field)."""
     if isinstance(source, InlineDocument):
-        return isinstance(source.document, dict) and source.document.get("kind") == "gpu"
+        doc = source.document
+        return str(doc.get("kind", "plena")) if isinstance(doc, dict) else None
     if not isinstance(source, str):
-        return False
+        return None
     from plena_opt.chip.gpu import gpu_profile_names
 
     if source in gpu_profile_names():
-        return True
+        return "gpu"
     path = Path(source)
     if path.suffix.lower() != ".json" or not path.is_file():
-        return False
+        return "plena"  # a built-in PLENA name (an unknown one is refused when loaded)
     try:
         doc = jsonio.load_document(path.read_bytes(), "chip", "chip profile")
     except (OSError, PlenaInputError):
-        return False
-    return isinstance(doc, dict) and doc.get("kind") == "gpu"
+        return None
+    return str(doc.get("kind", "plena")) if isinstance(doc, dict) else None
+
+
+def names_gpu_chip(source: Source | None) -> bool:
+    """Whether a chip source names a GPU profile (a built-in GPU name, or a JSON document or file
+    with ``"kind": "gpu"``). Unreadable sources answer False; loading reports them by field."""
+    return chip_source_kind(source) == "gpu"
+
+
+def chip_carries_memory(source: Source | None) -> bool:
+    """Whether the chip a source names carries its own memory (its kind's pricer says so: a
+    GPU's HBM), so no memory profile is defaulted. Unreadable sources and unknown kinds answer
+    False; loading reports them by field."""
+    from plena_opt.estimate.pricer import known_kinds, pricer_class
+
+    kind = chip_source_kind(source)
+    return kind in known_kinds() and pricer_class(kind).carries_memory
 
 
 class ProblemSpec(BaseModel):
@@ -182,7 +200,7 @@ class ProblemSpec(BaseModel):
         if self.total_layers is not None and self.fixed_bandwidth_gbs is not None:
             raise ValueError("total_layers applies to stacked_dram profiles, not fixed bandwidth")
         unset = "memory" not in self.model_fields_set and self.fixed_bandwidth_gbs is None
-        if unset and names_gpu_chip(self.chip):
+        if unset and chip_carries_memory(self.chip):
             object.__setattr__(self, "memory", None)  # a GPU chip carries its HBM (frozen model)
         return self
 
@@ -254,10 +272,13 @@ class ProblemSpec(BaseModel):
             except (ValueError, OSError) as exc:
                 raise _as_input_error(exc, "chip") from exc
         try:
-            from plena_opt.estimate.gpu import gpu_memory, is_gpu
+            from plena_opt.estimate.pricer import chip_memory
 
-            if self.memory is None and self.fixed_bandwidth_gbs is None and is_gpu(chip):
-                memory = gpu_memory(chip)  # a GPU chip carries its HBM
+            own = None
+            if self.memory is None and self.fixed_bandwidth_gbs is None:
+                own = chip_memory(chip)
+            if own is not None:
+                memory = own  # a GPU chip carries its HBM
             else:
                 memory = self._load_memory()
         except (ValueError, OSError) as exc:

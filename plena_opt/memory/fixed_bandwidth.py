@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-import numpy as np
 from pydantic import ValidationError
 
 from plena_opt.bounds import (
@@ -25,6 +24,7 @@ from plena_opt.bounds import (
 )
 from plena_opt.errors import PlenaInputError
 from plena_opt.memory._validation import StrictModel, input_error
+from plena_opt.memory.base import MemoryBase
 from plena_opt.memory.config import DramEnergyConfig
 
 UNBOUNDED_BANDWIDTH_BYTES_PER_S = 1e30
@@ -48,7 +48,7 @@ class FixedBandwidthFields(StrictModel):
     energy: DramEnergyConfig | None = None
 
 
-class FixedBandwidthMemory:
+class FixedBandwidthMemory(MemoryBase):
     """Sustains ``bandwidth_bytes_per_s`` (B/s) for any access pattern; clock scale 1.
 
     ``capacity_bytes`` (bytes) may be None when capacity is not studied; with
@@ -93,14 +93,11 @@ class FixedBandwidthMemory:
             "bandwidth_bytes_per_s": float(fields.bandwidth_bytes_per_s),
             "capacity_bytes": fields.capacity_bytes,
             "transaction_bytes": fields.transaction_bytes,
+            "_quantum": fields.transaction_bytes,  # transfers round up to whole transactions
             "energy": fields.energy,
             "provenance": MappingProxyType(dict(provenance or {})),
         }
-        for key, value in values.items():
-            object.__setattr__(self, key, value)
-
-    def __setattr__(self, key: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
+        self._freeze(values)
 
     def __repr__(self) -> str:
         return (
@@ -120,39 +117,6 @@ class FixedBandwidthMemory:
     def usable_bandwidth_bytes_per_s(self) -> float:
         """Usable bandwidth (B/s) = the given bandwidth."""
         return self.bandwidth_bytes_per_s
-
-    @property
-    def transfer_quantum_bytes(self) -> int | None:
-        """Transaction size (bytes) transfers are rounded up to, or None."""
-        return self.transaction_bytes
-
-    def quantize_bytes(self, num_bytes: float) -> float:
-        """One transfer (bytes) rounded up to whole transactions, if a size is given."""
-        size = self.transaction_bytes
-        if size is None or num_bytes <= 0:
-            return float(num_bytes)
-        return math.ceil(num_bytes / size) * float(size)
-
-    def quantize_array(self, num_bytes: np.ndarray, nonnegative: bool = False) -> np.ndarray:
-        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64);
-        ``nonnegative``: the caller knows no entry is negative (skips that check)."""
-        values = np.asarray(num_bytes, dtype=np.float64)
-        if self.transaction_bytes is None:
-            return values.copy()
-        size = float(self.transaction_bytes)
-        # In place: ceil(0 / size) = 0 keeps empty transfers at zero; negatives pass through.
-        out = values / size
-        np.ceil(out, out=out)
-        out *= size
-        if nonnegative or not values.size or values.min() >= 0:
-            return out
-        return np.where(values < 0, values, out)
-
-    def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
-        """DRAM access energy (pJ), or None without an energy model."""
-        if self.energy is None:
-            return None
-        return self.energy.energy_pj(read_bytes, write_bytes)
 
     def warnings(self) -> list[str]:
         """A fixed-bandwidth memory has no policy that could warn."""

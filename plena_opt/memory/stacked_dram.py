@@ -8,15 +8,13 @@ is reported then, naming the field.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from plena_opt.errors import PlenaInputError, PlenaTypeError
+from plena_opt.memory.base import MemoryBase
 from plena_opt.memory.config import (
     BufferingPolicy,
     DramEnergyConfig,
@@ -81,13 +79,14 @@ def littles_law_bound(
     return LittlesLawResult(limited, latency_s, required, available, bandwidth)
 
 
-class StackedDramModel:
+class StackedDramModel(MemoryBase):
     """A :class:`StackedDramConfig` plus optional buffering, thermal and energy policies.
 
     Bandwidths in B/s, capacity in bytes, ``compute_frequency_scale`` dimensionless.
     """
 
     kind = "stacked_dram"
+    _immutable_hint = "; use with_layers()"
     __slots__ = (
         "name",
         "config",
@@ -102,7 +101,6 @@ class StackedDramModel:
         "usable_bandwidth_bytes_per_s",
         "capacity_bytes",
         "compute_frequency_scale",
-        "_wave",
     )
 
     def __init__(
@@ -147,13 +145,9 @@ class StackedDramModel:
             else bound.bandwidth_bytes_per_s,
             "capacity_bytes": config.capacity_bytes,
             "compute_frequency_scale": scale,
-            "_wave": config.wave_bytes if config.apply_wave_quantization else None,
+            "_quantum": config.wave_bytes if config.apply_wave_quantization else None,
         }
-        for key, value in values.items():
-            object.__setattr__(self, key, value)
-
-    def __setattr__(self, key: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable; use with_layers()")
+        self._freeze(values)
 
     def __repr__(self) -> str:
         return (
@@ -176,39 +170,6 @@ class StackedDramModel:
     def wave_bytes(self) -> int:
         """Transfer granularity (bytes) when wave quantisation applies."""
         return self.config.wave_bytes
-
-    @property
-    def transfer_quantum_bytes(self) -> int | None:
-        """Wave size (bytes) transfers are rounded up to when quantisation is on, or None."""
-        return self._wave
-
-    def quantize_bytes(self, num_bytes: float) -> float:
-        """One transfer (bytes) rounded up to whole waves when quantisation is on; 0 stays 0."""
-        wave = self._wave
-        if wave is None or num_bytes <= 0:
-            return float(num_bytes)
-        return math.ceil(num_bytes / wave) * float(wave)
-
-    def quantize_array(self, num_bytes: np.ndarray, nonnegative: bool = False) -> np.ndarray:
-        """Vectorised :meth:`quantize_bytes` over an array of transfers (bytes, float64);
-        ``nonnegative``: the caller knows no entry is negative (skips that check)."""
-        values = np.asarray(num_bytes, dtype=np.float64)
-        if self._wave is None:
-            return values.copy()
-        wave = float(self._wave)
-        # In place: ceil(0 / wave) = 0 keeps empty transfers at zero; negatives pass through.
-        out = values / wave
-        np.ceil(out, out=out)
-        out *= wave
-        if nonnegative or not values.size or values.min() >= 0:
-            return out
-        return np.where(values < 0, values, out)
-
-    def energy_pj(self, read_bytes: float, write_bytes: float) -> float | None:
-        """DRAM access energy (pJ), or None without an energy model."""
-        if self.energy is None:
-            return None
-        return self.energy.energy_pj(read_bytes, write_bytes)
 
     def with_layers(
         self, total_layers: int, connected_layers: int | None = None

@@ -61,7 +61,7 @@ def default_study_name(request: SearchRequest) -> str:
 
 def _precision_notes(ev: PlanEvaluator, precisions: list[str] | None) -> list[str]:
     """The searched GPU formats, and each one that quantises the checkpoint (issue 24)."""
-    from plena_opt.estimate.gpu import precision_notes
+    from plena_opt.estimate.pricer import precision_notes
 
     ctx = getattr(ev, "ctx", None)
     if ctx is None:

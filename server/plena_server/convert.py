@@ -257,9 +257,9 @@ def load_system(
     memory = _load_profile(spec.memory, f"{field}.memory", "memory", limits, required=False)
     chip = _load_profile(spec.chip, f"{field}.chip", "chip", limits, required=False)
     if memory is None:
-        from plena_opt.api.catalog import gpu_memory, is_gpu
+        from plena_opt.api.catalog import chip_memory
 
-        memory = gpu_memory(chip) if is_gpu(chip) else default_memory()  # a GPU carries its HBM
+        memory = chip_memory(chip) or default_memory()  # a GPU carries its HBM
     return System(model=model, noc=noc, memory=memory, chip=chip)
 
 

@@ -18,7 +18,7 @@ from plena_opt.api.catalog import (
     InlineDocument,
     ProblemSpec,
     Workload,
-    names_gpu_chip,
+    chip_carries_memory,
 )
 from plena_opt.api.search_io import SearchRequest
 from plena_opt.api.simulation_io import NoiseSpec
@@ -74,7 +74,7 @@ def problem_spec(system: pb.SystemSpec, workload: Workload) -> ProblemSpec:
     else:
         kw["memory"] = _source(mem) or DEFAULT_MEMORY
     kw["chip"] = _source(system.chip)
-    if mem.WhichOneof("source") is None and names_gpu_chip(kw["chip"]):
+    if mem.WhichOneof("source") is None and chip_carries_memory(kw["chip"]):
         kw["memory"] = None  # a GPU chip carries its HBM
     kw.update(
         batch_size=workload.batch_size,

@@ -15,7 +15,7 @@ from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.api.catalog import DEFAULT_MEMORY, DEFAULT_MODEL
 from plena_opt.api.wire import noise_to_proto, plan_to_proto
-from plena_opt.cli.common import check_sources, is_gpu_chip, plan_from_args
+from plena_opt.cli.common import check_sources, chip_carries_memory, plan_from_args
 from plena_opt.errors import PlenaInputError
 
 
@@ -71,7 +71,7 @@ def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -
         if args.fixed_capacity_gib is not None:
             fb.capacity_gib = args.fixed_capacity_gib
         spec.memory.CopyFrom(pb.ProfileSource(fixed_bandwidth=fb))
-    elif args.memory or not is_gpu_chip(args.chip):  # as locally: a GPU chip carries its HBM
+    elif args.memory or not chip_carries_memory(args.chip):  # as locally: a GPU carries its HBM
         spec.memory.CopyFrom(_profile(args.memory or DEFAULT_MEMORY, "memory"))
     chip = _profile(args.chip, "chip")
     if chip is not None:

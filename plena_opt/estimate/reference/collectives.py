@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from deepstack import ParallelScheme
 
-from plena_opt.chip.precision import GPU_REDUCE_BYTES
 from plena_opt.estimate.comm import EP_ROUTED_TOKENS, FREE, Cost, flat_expert_scheme
 from plena_opt.estimate.layer import LayerKind
 from plena_opt.estimate.moe_load import MoeLoad
@@ -26,7 +25,8 @@ def _price(lay: PlanLayout, op: str, scheme: ParallelScheme, dim: str, nbytes: i
 def _reduced_bytes(lay: PlanLayout) -> float:
     """Bytes per element a TP all-reduce carries: bf16 on a GPU whatever the weight format
     (``GPU_REDUCE_BYTES``), else the precision's activations."""
-    return GPU_REDUCE_BYTES if lay.ctx.gpu is not None else lay.shape.precision.activation_bytes
+    opts = lay.ctx.pricer.collective_options(None)
+    return lay.shape.precision.activation_bytes if opts.reduce_bytes is None else opts.reduce_bytes
 
 
 def tp_all_reduce(lay: PlanLayout, q: int) -> Cost:
@@ -46,7 +46,8 @@ def tp_all_reduces(lay: PlanLayout, kind: LayerKind) -> int:
     if not kind.moe:
         return 2
     d = lay.shard
-    fused = lay.ctx.gpu is not None and d.tp_moe == lay.plan.tp and d.ep_moe == 1
+    carried = lay.ctx.pricer.collective_options(None).shared_with_experts
+    fused = carried and d.tp_moe == lay.plan.tp and d.ep_moe == 1
     return 1 + int(bool(d.shared_ffn) and lay.plan.tp > 1 and not fused)
 
 
@@ -108,7 +109,7 @@ def moe_tp_all_reduce(lay: PlanLayout, load: MoeLoad) -> Cost:
     rank (a GPU's fused MoE reduces over the top-k first: one row per token)."""
     if lay.shard.tp_moe <= 1:
         return FREE
-    pairs = load.tokens_local if lay.ctx.gpu is not None else load.pairs
+    pairs = lay.ctx.pricer.collective_options(load).load.pairs  # type: ignore[union-attr]
     nbytes = int(pairs * lay.ctx.model.hidden_size * _reduced_bytes(lay))
     return _price(lay, "all_reduce", lay.moe, "tp", nbytes)
 

@@ -142,7 +142,7 @@ def reference_metrics(ctx: EstimateContext, plan: Plan) -> ReferenceMetrics:
         tps_per_sequence=tokens_per_second_per_sequence(lay, decode_s),
         noc_energy_pj_per_decode_token=noc_energy_per_decode_token(lay, decode),
         energy_per_token_joules=(
-            None if ctx.gpu is not None else plena_energy_per_token(lay, decode, decode_s)
+            None if ctx.pricer.kind != "plena" else plena_energy_per_token(lay, decode, decode_s)
         ),
     )
 

@@ -91,9 +91,10 @@ def layer_price(lay: PlanLayout, kind: LayerKind, mode: str, q: int, kv: np.ndar
     PLENA from its ISA cycles and DRAM traffic, a GPU from its kernel curves."""
     ctx, n = lay.ctx, len(kv)
     load = lay.loads.get(mode)
-    if ctx.gpu is not None:
+    if ctx.pricer.kind != "plena":  # another chip kind: its pricer's own layer (a GPU's kernels)
         steps = StepWeights(np.ones(n), n)
-        return _from_stage_arrays(ctx.gpu.layer(lay.shape, kind, mode, q, kv.copy(), load, steps))
+        priced = ctx.pricer.layer(lay.shape, kind, mode, q, kv.copy(), load, steps, lay.plan.cp)
+        return _from_stage_arrays(priced)
     cycles = layer_cycles(lay.shape, kind, mode, q, kv.copy(), load)
     reads, writes = layer_traffic(lay.shape, kind, mode, q, kv.copy(), lay.plan.cp, load)
     return price_traffic(lay, cycles, reads, writes, n)
@@ -103,9 +104,9 @@ def stage_extras(lay: PlanLayout, mode: str, q: int, n: int) -> dict[int, list[L
     """The embedding (prefill, first stage) and the LM head (last stage, in the phases
     ``lm_head_phases`` names) on one device; a GPU adds its per-step overheads."""
     ctx, d = lay.ctx, lay.shard
-    if ctx.gpu is not None:
+    if ctx.pricer.kind != "plena":
         steps = StepWeights(np.ones(n), n)
-        extras = ctx.gpu.extras(lay.shape, mode, q, steps, lay.pp - 1)
+        extras = ctx.pricer.extras(lay.shape, mode, q, steps, lay.pp - 1, {}, None)
         return {i: [_from_stage_arrays(e) for e in exs] for i, exs in extras.items()}
     h, prec, perf = ctx.model.hidden_size, ctx.precision, ctx.perf
     out: dict[int, list[LayerPrice]] = {}

@@ -59,7 +59,7 @@ def _evaluate(problem: ServingProblem) -> dict[str, Any]:
     )
     if problem.chip is not None:
         spec["chip"] = problem.chip
-        if api.names_gpu_chip(problem.chip):
+        if api.chip_carries_memory(problem.chip):
             del spec["memory"]  # a GPU chip carries its HBM
     try:
         plan = api.Plan(

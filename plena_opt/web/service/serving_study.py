@@ -28,14 +28,14 @@ def not_in_form(problem: dict[str, Any] | None) -> list[str]:
     """Fields of a study's problem that the serving form cannot show: a profile given as a file
     or missing, and every other field that differs from ``ProblemSpec``'s default (a GPU chip,
     a precision, a device count…). Opening such a plan would simulate another problem."""
-    from plena_opt.api import ProblemSpec, names_gpu_chip
+    from plena_opt.api import ProblemSpec, chip_carries_memory
 
     if not problem:
         return ["problem"]
     defaults = ProblemSpec().identity()
     bad = []
     for key, value in problem.items():
-        if key == "memory" and value is None and names_gpu_chip(problem.get("chip")):
+        if key == "memory" and value is None and chip_carries_memory(problem.get("chip")):
             continue  # a GPU chip's own HBM: follows from the chip (named below)
         if key in ("model", "noc", "memory"):
             if (
