@@ -139,3 +139,13 @@ def test_cp_is_still_refused_with_its_reason(capsys):
     err = capsys.readouterr().err
     assert "error: --cp 2: serving under load models" in err
     assert "context parallelism is not modelled" in err and "Traceback" not in err
+
+
+def test_speculative_decoding_on_a_pp_plan_is_refused_by_name(capsys):
+    argv = [*GPU, "--tp", "4", "--pp", "2", "--concurrency", "8", "--speculative", "1",
+            "--speculative-method", "mtp"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        "error: --speculative 1: speculative decoding on a pipeline-parallel plan (--pp 2)" in err
+    )
