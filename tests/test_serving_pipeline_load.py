@@ -64,6 +64,18 @@ def test_drawn_lengths_steady_state_agrees_with_the_replay_on_a_pp_plan(problem,
     assert u.steady.tpot_seconds == pytest.approx(u.tpot.mean, rel=0.05)
 
 
+def test_poisson_load_on_a_pp_plan_splits_over_the_batches_in_flight(problem):
+    """A rate splits in pp equal parts; steady state and replay agree within the tolerances of
+    tests/test_serving.py's open-loop check (TTFT 20 %, TPOT 10 %)."""
+    from plena_opt import api
+
+    u = api.serve_under_load(problem, Plan(tp=2, pp=4), request_rate=20.0, range_ratio=0.5)
+    assert u.in_flight_batches == 4 and u.request_rate_per_s == 5.0
+    assert u.steady.ttft_seconds == pytest.approx(u.ttft.mean, rel=0.2)
+    assert u.steady.tpot_seconds == pytest.approx(u.tpot.mean, rel=0.1)
+    assert u.steady.output_tps_per_gpu == pytest.approx(20.0 * 256 / 8)  # the plan's whole rate
+
+
 def test_a_pp_plans_tpot_is_at_least_a_full_pass_of_the_tp_only_plan(problem):
     from plena_opt import api
 
