@@ -184,9 +184,9 @@ def test_engine_on_a_plena_chip_is_refused_by_name(capsys):
 
 def test_a_plan_the_serving_model_cannot_express_is_refused(capsys):
     argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
-            "--tp", "4", "--pp", "2", "--concurrency", "8"]  # fmt: skip
+            "--tp", "4", "--cp", "2", "--concurrency", "8"]  # fmt: skip
     assert main(argv) == 2
-    assert "--pp 2: serving under load models engine instances" in capsys.readouterr().err
+    assert "--cp 2: serving under load models engine instances" in capsys.readouterr().err
 
 
 def test_replay_itl_pools_every_gap_and_shows_the_prefill_stalls(llama8b):

@@ -87,7 +87,7 @@ def test_a_plan_the_serving_model_does_not_express_scores_invalid():
     from plena_opt.estimate.plan import Plan
 
     _, ev = _loaded()
-    m = ev.evaluate(Plan(tp=4, pp=2))
+    m = ev.evaluate(Plan(tp=4, cp=2))
     assert m.ttft_seconds != m.ttft_seconds  # NaN: not priced as something else
     assert "one engine instance" not in m.under_load["refused"]
     assert "DP replicas" in m.under_load["refused"]

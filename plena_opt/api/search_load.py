@@ -15,11 +15,13 @@ taken once per search on its first priced plan (``pilot``; one replay per search
 approximation: the ratio comes from the lengths' spread and the queue, which the pilot shares
 with the other plans of the same workload (``tests/test_search_under_load.py``: within 25 % of
 each plan's own replay at p90 and p99, TP 8 down to eight TP 1 replicas). Plans the serving model
-does not express (pp or cp above 1) or a rate a plan does not serve are scored invalid (not on
-the front), never priced as something else. A plan with ``dp`` replicas is ``dp`` engine
-instances behind a balancer: the clients split as evenly as they go (the TTFT and TPOT judged
-are the busiest replica's, ``⌈C/dp⌉`` clients; tokens/s sums the replicas), a Poisson rate
-splits in ``dp`` equal parts.
+does not express (cp above 1) or a rate a plan does not serve are scored invalid (not on the
+front), never priced as something else. A plan with ``pp`` stages keeps ``k = min(pp, ⌈C/dp⌉)``
+batches in flight per replica, each priced as an engine whose step is a turn of the pipeline
+(``serving.pipeline``): the clients split over ``dp·k`` such batches as over replicas. A plan
+with ``dp`` replicas is ``dp`` engine instances behind a balancer: the clients split as evenly
+as they go (the TTFT and TPOT judged are the busiest replica's, ``⌈C/dp⌉`` clients; tokens/s sums
+the replicas), a Poisson rate splits in ``dp`` equal parts.
 """
 
 from __future__ import annotations
@@ -93,26 +95,22 @@ class LoadedEvaluator:
 
     def _steady(self, plan: Any) -> tuple[Any, float]:
         """(the busiest replica's steady state, the plan's output tokens/s over its replicas)."""
-        from plena_opt.serving import (
-            OpenLoopWorkload,
-            ServingWorkload,
-            StepModel,
-            closed_loop,
-            open_loop,
-        )
+        from plena_opt.serving import OpenLoopWorkload, ServingWorkload, closed_loop, open_loop
+        from plena_opt.serving.pipeline import in_flight_load
 
         one, noc, clients, rate = self._replica(plan)
         wl = replace(self._inner.workload, batch_size=1)
         evs = self._shared.setdefault(("evaluators", wl.precision, one.world_size), {})
-        i = self._inputs
-        step = StepModel.from_problem(i.model, noc, i.memory, i.chip, wl, one, self._eng, evs,
-                                      self._req.range_ratio)  # fmt: skip
-        lengths = (wl.input_seq_len, wl.output_seq_len, self._req.range_ratio)
+        i, ratio = self._inputs, self._req.range_ratio
+        # pp > 1: one of k in-flight batches (serving.pipeline), the clients over dp·k of them
+        step, clients, rate, k = in_flight_load((i.model, noc, i.memory, i.chip), wl, one,
+                                                self._eng, clients, rate, evs, ratio)  # fmt: skip
+        lengths = (wl.input_seq_len, wl.output_seq_len, ratio)
         if rate is not None:
             st = open_loop(step, OpenLoopWorkload(rate, *lengths))
-            return st, st.output_tps * plan.dp
+            return st, st.output_tps * plan.dp * k
         st = closed_loop(step, ServingWorkload(clients, *lengths))  # type: ignore[arg-type]
-        c, dp = self._req.concurrency, plan.dp
+        c, dp = self._req.concurrency, plan.dp * k
         busy, rest = c % dp or dp, (c // dp if c % dp else 0)  # replicas at ⌈C/dp⌉ and ⌊C/dp⌋
         tps = busy * st.output_tps
         if rest and dp - busy:
@@ -137,9 +135,10 @@ class LoadedEvaluator:
 
     def _price(self, plan: Any, static: Any) -> Any:
         nan = math.nan
-        if plan.pp != 1 or plan.cp != 1:
-            reason = "serving under load models engine instances of TP (and EP), DP replicas"
-            return LoadedMetrics(static, nan, nan, nan, {"refused": reason})
+        if plan.cp != 1:
+            from plena_opt.serving.pipeline import CP_REFUSED
+
+            return LoadedMetrics(static, nan, nan, nan, {"refused": CP_REFUSED})
         try:
             st, tps = self._steady(plan)
         except PlenaInputError as exc:  # this plan does not serve the load

@@ -82,6 +82,14 @@ def speculate(
     from plena_opt.serving import StepModel, engine_model
     from plena_opt.serving.speculative import VerifyStepModel
 
+    if plan.pp > 1:  # its verify step is not a turn of the pipeline (serving.pipeline)
+        from plena_opt.errors import PlenaInputError
+
+        raise PlenaInputError(
+            "speculative",
+            f"--speculative {spec.k}: speculative decoding on a pipeline-parallel plan "
+            f"(--pp {plan.pp}) is not modelled under load",
+        )
     if plan.dp > 1:  # one replica, as serve_under_load prices it
         from plena_opt.estimate.disaggregated import sub_noc
 

@@ -79,6 +79,9 @@ class UnderLoad:
     # figures are one replica's (its tokens/s per GPU are the plan's at an even split)
     replicas: int = 1
     attention_dp_imbalance: float | None = None  # ``serving.attention_dp``; None: no such ranks
+    # pp stages, batches in flight (``serving.pipeline``): figures of one batch (per GPU: all)
+    pp: int = 1
+    in_flight_batches: int = 1
 
     @property
     def mean_ttft_seconds(self) -> float:
@@ -124,6 +127,7 @@ class UnderLoad:
             },
             "gpus": self.gpus,
             "replicas": self.replicas,
+            "pipeline": {"stages": self.pp, "batches_in_flight": self.in_flight_batches},
             "attention_dp_imbalance": self.attention_dp_imbalance,
             "replay": {
                 "requests": self.replayed_requests,
@@ -161,11 +165,8 @@ class UnderLoad:
         st = self.steady
         r = self.range_ratio
         lengths = f"drawn in ±{100 * r:g} %" if r else "fixed lengths"
-        after = (
-            "after the start burst and its echoes"
-            if self.concurrency
-            else "after as many warm-up arrivals"
-        )
+        after = "after " + ("the start burst and its echoes" if self.concurrency else
+                            "as many warm-up arrivals")  # fmt: skip
         rows = [
             ("TTFT", self.ttft, st.ttft_seconds),
             ("TPOT", self.tpot, st.tpot_seconds),
@@ -179,7 +180,8 @@ class UnderLoad:
             f"  engine {self.engine} {self.engine_version}: chunked prefill "
             f"{self.budget_tokens} tokens/step, max running {running}, CUDA graphs up to batch "
             f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs"
-            + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else ""),
+            + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else "")
+            + (f"; one of {self.in_flight_batches} batches in flight" * (self.pp > 1)),
             f"  replay of {self.replayed_requests} requests ({after}):",
             f"  {'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}   steady-state mean",
         ]
@@ -258,12 +260,13 @@ def serve_under_load(
     scheduler: replay and steady state. ``range_ratio``: 0 fixed lengths, else each request's
     lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
     state uses the means). Bad input raises naming the field."""
-    from plena_opt.serving import StepModel, engine_model
+    from plena_opt.serving import engine_model
     from plena_opt.serving.calibration import calibrated
+    from plena_opt.serving.pipeline import check_plan, in_flight_load
 
     check_load(concurrency, request_rate, range_ratio)
     version = check_target_engine(problem, engine, engine_version)
-    _check_plan(plan)
+    check_plan(plan)
     dp = plan.dp
     if dp > 1:  # one replica: its devices, its share of the clients or the rate
         from dataclasses import replace
@@ -286,8 +289,11 @@ def serve_under_load(
         )
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
     eng = calibrated(engine_model(engine, hbm), problem.chip.name)
-    step = StepModel.from_problem(problem.model, problem.noc, problem.memory, problem.chip, wl,
-                                  plan, eng, range_ratio=range_ratio)  # fmt: skip
+    inputs = (problem.model, problem.noc, problem.memory, problem.chip)
+    # pp > 1: one of the replica's in-flight batches, its clients or rate (serving.pipeline)
+    step, concurrency, request_rate, in_flight = in_flight_load(
+        inputs, wl, plan, eng, concurrency, request_rate, range_ratio=range_ratio
+    )
     lengths = (wl.input_seq_len, wl.output_seq_len, range_ratio)
     steady, replay = _run(step, lengths, concurrency, request_rate)
     return UnderLoad(
@@ -314,6 +320,8 @@ def serve_under_load(
         _error_band(engine, problem.chip.name, concurrency),
         dp,
         None if step.attention_dp is None else step.attention_dp.factor(steady.decode_batch),
+        plan.pp,
+        in_flight,
     )
 
 
@@ -357,17 +365,6 @@ def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | No
             f"for version {VERSIONS[engine]} only; got {version!r}",
         )
     return VERSIONS[engine]
-
-
-def _check_plan(plan: Plan) -> None:
-    """Engine instances of TP (and EP) and their DP replicas: the plans the model expresses."""
-    for dim in ("pp", "cp"):
-        if getattr(plan, dim) != 1:
-            raise PlenaInputError(
-                dim,
-                f"--{dim} {getattr(plan, dim)}: serving under load models "
-                "engine instances of TP (and EP) and their DP replicas only",
-            )
 
 
 def _run(

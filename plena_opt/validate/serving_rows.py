@@ -282,7 +282,8 @@ def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int, int]:
 
     tp, pp, dp = _int(row, "tp_size"), _int(row, "pp_size", 1), _int(row, "attention_dp_size", 1)
     if pp != 1:
-        raise Refused("pipeline parallel serving is not modelled under load")
+        raise Refused("pipeline-parallel rows are not priced by validate yet (estimate and search "
+                      "price PP under load: serving.pipeline)")  # fmt: skip
     experts = load_model(model_name).num_experts
     if not experts:
         if dp != 1:
