@@ -187,8 +187,9 @@ def _attention_fit(folder: Path, system: str, phase: str, peak: float, bw: float
 # Fused-MoE curves per ``moe_dtype``: bf16, per-tensor fp8 and block-scaled fp8 (128x128 weight
 # blocks, the format DeepSeek-V3 ships; computed at the fp8 rate).
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
-# The kernel each MoE dtype's rows time (default ``vllm_fused_moe``): vLLM runs NVFP4 experts on
-# Blackwell through FlashInfer's TensorRT-LLM fused-MoE kernel (the table's only nvfp4 source).
+# The kernel each MoE dtype's rows time (default ``vllm_fused_moe``): NVFP4 experts on Blackwell
+# run FlashInfer's TensorRT-LLM fused-MoE kernel (vLLM's FlashInfer backend, TensorRT-LLM's own;
+# the table's only nvfp4 source). MXFP4 experts (gpt-oss) take this fp4 curve on B200 too.
 MOE_SOURCES = {"nvfp4": "vllm_flashinfer_trtllm_moe_fp4"}
 MOE_MAX_TOKENS = 1024  # the decode operating range: tokens per step ≤ the largest batch
 MOE_SHAPE = ("hidden_size", "inter_size", "topk", "num_experts")  # a model's MoE layer shape
