@@ -186,7 +186,11 @@ def _attention_fit(folder: Path, system: str, phase: str, peak: float, bw: float
 
 # Fused-MoE curves per ``moe_dtype``: bf16, per-tensor fp8 and block-scaled fp8 (128x128 weight
 # blocks, the format DeepSeek-V3 ships; computed at the fp8 rate).
-MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
+# The kernel each MoE dtype's rows time (default ``vllm_fused_moe``): NVFP4 experts on Blackwell
+# run FlashInfer's TensorRT-LLM fused-MoE kernel (vLLM's FlashInfer backend, TensorRT-LLM's own;
+# the table's only nvfp4 source). MXFP4 experts (gpt-oss) take this fp4 curve on B200 too.
+MOE_SOURCES = {"nvfp4": "vllm_flashinfer_trtllm_moe_fp4"}
 MOE_MAX_TOKENS = 1024  # the decode operating range: tokens per step ≤ the largest batch
 MOE_SHAPE = ("hidden_size", "inter_size", "topk", "num_experts")  # a model's MoE layer shape
 
@@ -209,7 +213,7 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
     rows = [
         r
         for r in read_rows(path)
-        if r["kernel_source"] == "vllm_fused_moe"
+        if r["kernel_source"] == MOE_SOURCES.get(r["moe_dtype"], "vllm_fused_moe")
         and r["distribution"] == "balanced"
         and r["moe_ep_size"] == "1"
         and tuple(int(r[c]) for c in MOE_SHAPE) not in exclude
@@ -222,7 +226,7 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
     out = {}
     for dtype, fmt in MOE_DTYPES.items():
         sel = [r for r in rows if r["moe_dtype"] == dtype]
-        if not sel:
+        if not sel or fmt.removesuffix("_block") not in peaks:
             continue
         T, h, f = _col(sel, "num_tokens"), _col(sel, "hidden_size"), _col(sel, "inter_size")
         k, E, tp = _col(sel, "topk"), _col(sel, "num_experts"), _col(sel, "moe_tp_size")
@@ -233,7 +237,8 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
         nbytes = active * 3 * h * f_dev * DTYPE_BYTES[fmt] + 2 * (2 * T * h + 3 * pairs * f_dev)
         t = _col(sel, "latency") * 1e-3
         span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
-        data = f"{path.name} vllm_fused_moe {dtype} balanced ep=1 {span}"
+        source = MOE_SOURCES.get(dtype, "vllm_fused_moe")
+        data = f"{path.name} {source} {dtype} balanced ep=1 {span}"
         peak = peaks[fmt.removesuffix("_block")]
         out[fmt] = fit_moe(flops, nbytes, active, t, peak, bw, data, pairs if prefill else None)
     return out

@@ -25,7 +25,12 @@ from plena_opt.validate.calibrate import (
     gemm_fits,
     moe_fits,
 )
-from plena_opt.validate.calibrate_gemm import DECODE_MAX_M, gemm_decode_fits, pooled_gemm_fits
+from plena_opt.validate.calibrate_gemm import (
+    DECODE_MAX_M,
+    gemm_decode_fits,
+    pooled_gemm_fits,
+    tensor_rate_fits,
+)
 from plena_opt.validate.calibrate_w4a16 import hopper_w4a16_fits
 
 
@@ -45,7 +50,7 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
         prof = profs[system]
         peaks = _peaks(prof)
         bw = specs[system][1]
-        g = pooled[system]
+        g = tensor_rate_fits(peaks, pooled[system])
         gd = gemm_decode_fits(folder, system, peaks, bw, g)
         a = attention_fits(folder, system, specs)
         mo = moe_fits(folder, system, peaks, bw)
