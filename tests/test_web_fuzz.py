@@ -28,6 +28,7 @@ REFUSED_PEAK_BYTES = 4 * limits.MIB
 #: API routes this fuzz covers (a new route fails ``test_every_route_is_fuzzed``).
 FUZZED = {
     "/api/catalog",
+    "/api/metrics",
     "/api/simulate",
     "/api/trace",
     "/api/estimate",
@@ -358,8 +359,9 @@ def test_study_routes_refuse_or_miss_never_500(client, name):
 
 
 def test_get_routes_and_wrong_methods(client):
-    for path in ("/", "/api/catalog", "/api/studies", "/api/openapi.json"):
+    for path in ("/", "/api/catalog", "/api/metrics", "/api/studies", "/api/openapi.json"):
         assert client.get(path).status_code == 200, path
+    assert client.post("/api/metrics", json={}).status_code == 405
     for path in ("/api/simulate", "/api/trace", "/api/estimate"):
         assert client.get(path).status_code == 405, path
     assert client.post("/api/catalog", json={}).status_code == 405
