@@ -50,7 +50,7 @@ def _same_as_reference(cost: PlanCost) -> None:
     _close("noc_energy", cost.noc_energy_pj_per_decode_token, ref.noc_energy_pj_per_decode_token)
     _close("prefill latency", cost.prefill.latency_at(0), ref.prefill_latency_seconds)
     _close("first decode latency", cost.decode.latency_at(0), ref.first_decode_latency_seconds)
-    if cost.ctx.pricer.kind == "plena":  # a GPU's board-power energy is not restated by the reference
+    if cost.ctx.pricer.kind == "plena":  # a GPU board-power energy: not restated by the reference
         _close("energy_per_token_joules", fast.energy_per_token_joules, ref.energy_per_token_joules)
     # Phase totals (the single-chip report's fields; ``PassResult.total``).
     lay = plan_layout(cost.ctx, cost.plan)

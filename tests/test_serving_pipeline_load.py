@@ -161,3 +161,16 @@ def test_speculative_decoding_on_a_pp_plan_is_refused_by_name(capsys):
     assert (
         "error: --speculative 1: speculative decoding on a pipeline-parallel plan (--pp 2)" in err
     )
+
+
+def test_the_pipeline_fields_cross_grpc(problem):
+    """A PP plan's stages and batches in flight reach the gRPC message and come back equal."""
+    from plena_opt.api import serve_under_load
+    from plena_opt.api.under_load_wire import under_load_from_proto, under_load_to_proto
+
+    u = serve_under_load(problem, Plan(tp=4, pp=2), concurrency=16)
+    msg = under_load_to_proto(u)
+    assert (msg.pipeline_stages, msg.batches_in_flight) == (2, u.in_flight_batches) == (2, 2)
+    assert under_load_from_proto(msg) == u
+    one = serve_under_load(problem, Plan(tp=8), concurrency=16)
+    assert under_load_from_proto(under_load_to_proto(one)).pp == 1

@@ -48,6 +48,8 @@ _RENAMED = {
     "budget_tokens": "max_num_batched_tokens",
     "input_len": "input_seq_len",
     "output_len": "output_seq_len",
+    "pp": "pipeline_stages",
+    "in_flight_batches": "batches_in_flight",
 }
 _OPTIONAL = {
     "max_running": "max_running_requests",
@@ -103,6 +105,7 @@ def under_load_from_proto(msg: pb.UnderLoadMetrics) -> UnderLoad:
     """The ``UnderLoad`` a reply carries (the steady state's percentiles are None, as local)."""
     kw: dict[str, Any] = {name: getattr(msg, name) for name in _PLAIN}
     kw.update({attr: getattr(msg, field) for attr, field in _RENAMED.items()})
+    kw["pp"], kw["in_flight_batches"] = kw["pp"] or 1, kw["in_flight_batches"] or 1  # 0: unset
     kw.update({attr: getattr(msg, f) if msg.HasField(f) else None for attr, f in _OPTIONAL.items()})
     for name in _STATS:
         s = getattr(msg, name)
