@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plena_opt.serving.error_bars import band_of
+from plena_opt.validate.aic_deploy import generated_batch, generated_engine
 from plena_opt.validate.serving_rows import Deployment, Refused, read_rows, resolve
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
                 measured_ttft_ms=row.measured_ms("ttft_ms"),
                 measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
     try:
-        d = resolve(row)
+        d = replace(resolve(row), generated_batch=generated_batch(row))
         if d.pools is not None:
             return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
         m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
@@ -220,7 +221,7 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
-           d.kv_precision, d.async_scheduling)  # fmt: skip
+           d.kv_precision, d.async_scheduling, d.generated_batch)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -260,4 +261,6 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     if d.async_scheduling:
         eng = replace(eng, overlap_schedule=True)
+    if d.generated_batch is not None:  # the step budget AIConfigurator's generator wrote
+        eng = generated_engine(eng, d.generated_batch, d.input_len)
     return model, noc, gpu_memory(chip), chip, wl, eng
