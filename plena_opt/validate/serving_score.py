@@ -1,8 +1,11 @@
 """``validate --measurements``: price each row of a serving results file under its workload.
 
-Each priced row runs the steady-state closed-loop model (``plena_opt.serving.closed_loop``) of its
-engine's default scheduler on its plan, with step times from the evaluator (MoE routing
-``power_law``, as the fig09 scorecard). Rows whose measured columns are empty are predicted only.
+Each priced row runs a benchmark run (``serving.benchmark_run``: start burst, then the
+closed-loop steady state) of its engine's default scheduler on its plan, with step times from the
+evaluator (MoE routing ``power_law``, as the fig09 scorecard); a fixed-length row runs the
+replay of its run from the start burst (``serving.benchmark.fixed_length_run``), and an undated
+row the step budget AIConfigurator's generator wrote (``validate.aic_deploy``).
+Rows whose measured columns are empty are predicted only.
 The summary gives MAPE of TTFT and TPOT overall and by GPU, engine, model, mode and concurrency
 band. No constant is fitted on these rows (the engines' host time per step is 0).
 """
@@ -162,7 +165,8 @@ def score_serving(path: Path, host_step_seconds: dict[str, float] | None = None)
 
 def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResult:
     from plena_opt.errors import PlenaInputError
-    from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.serving import ServingWorkload
+    from plena_opt.serving.benchmark import fixed_length_run
 
     base = dict(id=row.id, system=row.get("system"), backend=row.get("backend"),
                 model=row.get("model_path"), mode=row.get("mode"),
@@ -173,7 +177,7 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
         d = replace(resolve(row), generated_batch=generated_batch(row))
         if d.pools is not None:
             return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
-        m: ServingMetrics = benchmark_run(cached_step(d, steps, host), ServingWorkload(
+        m: ServingMetrics = fixed_length_run(cached_step(d, steps, host), ServingWorkload(
             d.concurrency, d.input_len, d.output_len, range_ratio_of(row)))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
