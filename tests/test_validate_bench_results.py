@@ -251,21 +251,30 @@ def _llama8b_c8(r):
 def test_dated_rows_are_priced_as_drawn_lengths_undated_as_fixed(tmp_path):
     # InferenceX rows (dated) draw lengths (RANDOM_RANGE_RATIO 0.8): no lock step; the undated
     # gap-analysis rows run fixed lengths (aiperf stddev 0): lock step; a column overrides both
+    from dataclasses import replace
+
     from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.serving.benchmark import fixed_length_run
+    from plena_opt.validate.aic_deploy import generated_batch
     from plena_opt.validate.serving_rows import read_rows, resolve
     from plena_opt.validate.serving_score import ROWS_RANGE_RATIO, score_serving, step_model
 
     undated = _one_row_file(tmp_path, _llama8b_c8)
-    d = resolve(read_rows(undated)[0])
+    row = read_rows(undated)[0]
+    d = resolve(row)
     step = step_model(d)
     drawn = benchmark_run(step, ServingWorkload(8, d.input_len, d.output_len, ROWS_RANGE_RATIO))
     fixed = benchmark_run(step, ServingWorkload(8, d.input_len, d.output_len))
     assert fixed.ttft_seconds > 1.1 * drawn.ttft_seconds  # lock step prices it otherwise
+    # undated: AIConfigurator's step budget (aic_deploy), the run replayed from its burst
+    gen = step_model(replace(d, generated_batch=generated_batch(row)))
+    run = fixed_length_run(gen, ServingWorkload(8, d.input_len, d.output_len))
     (priced,) = score_serving(undated).rows
-    assert priced.ttft_ms == pytest.approx(1e3 * fixed.ttft_seconds)
+    assert priced.ttft_ms == pytest.approx(1e3 * run.ttft_seconds)
     dated = _one_row_file(tmp_path, _llama8b_c8, measured_on="2026-01-01")
     assert score_serving(dated).rows[0].ttft_ms == pytest.approx(1e3 * drawn.ttft_seconds)
     told = _one_row_file(tmp_path, _llama8b_c8, random_range_ratio="0.8")
-    assert score_serving(told).rows[0].ttft_ms == pytest.approx(1e3 * drawn.ttft_seconds)
+    told_drawn = benchmark_run(gen, ServingWorkload(8, d.input_len, d.output_len, 0.8))
+    assert score_serving(told).rows[0].ttft_ms == pytest.approx(1e3 * told_drawn.ttft_seconds)
     bad = score_serving(_one_row_file(tmp_path, _llama8b_c8, random_range_ratio="1.5")).rows[0]
     assert bad.status == "refused" and "random_range_ratio" in bad.reason

@@ -89,6 +89,7 @@ class Deployment:
     fp8_block_moe: bool = False
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
     async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
+    generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
 
 
 class Refused(Exception):

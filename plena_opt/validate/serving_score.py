@@ -1,8 +1,11 @@
 """``validate --measurements``: price each row of a serving results file under its workload.
 
-Each priced row runs the steady-state closed-loop model (``plena_opt.serving.closed_loop``) of its
-engine's default scheduler on its plan, with step times from the evaluator (MoE routing
-``power_law``, as the fig09 scorecard). Rows whose measured columns are empty are predicted only.
+Each priced row runs a benchmark run (``serving.benchmark_run``: start burst, then the
+closed-loop steady state) of its engine's default scheduler on its plan, with step times from the
+evaluator (MoE routing ``power_law``, as the fig09 scorecard); a fixed-length row runs the
+replay of its run from the start burst (``serving.benchmark.fixed_length_run``), and an undated
+row the step budget AIConfigurator's generator wrote (``validate.aic_deploy``).
+Rows whose measured columns are empty are predicted only.
 The summary gives MAPE of TTFT and TPOT overall and by GPU, engine, model, mode and concurrency
 band. No constant is fitted on these rows (the engines' host time per step is 0).
 """
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plena_opt.serving.error_bars import band_of
+from plena_opt.validate.aic_deploy import generated_batch, generated_engine
 from plena_opt.validate.serving_rows import Deployment, Refused, read_rows, resolve
 
 if TYPE_CHECKING:
@@ -161,7 +165,8 @@ def score_serving(path: Path, host_step_seconds: dict[str, float] | None = None)
 
 def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResult:
     from plena_opt.errors import PlenaInputError
-    from plena_opt.serving import ServingWorkload, benchmark_run
+    from plena_opt.serving import ServingWorkload
+    from plena_opt.serving.benchmark import fixed_length_run
 
     base = dict(id=row.id, system=row.get("system"), backend=row.get("backend"),
                 model=row.get("model_path"), mode=row.get("mode"),
@@ -169,13 +174,13 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
                 measured_ttft_ms=row.measured_ms("ttft_ms"),
                 measured_tpot_ms=row.measured_ms("tpot_ms"))  # fmt: skip
     try:
-        d = resolve(row)
+        d = replace(resolve(row), generated_batch=generated_batch(row))
         if d.pools is not None:
             return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
         rr = range_ratio_of(row)
-        m: ServingMetrics = benchmark_run(cached_step(d, steps, host).with_spread(rr),
-                                          ServingWorkload(d.concurrency, d.input_len,
-                                                          d.output_len, rr))  # fmt: skip
+        m: ServingMetrics = fixed_length_run(cached_step(d, steps, host).with_spread(rr),
+                                             ServingWorkload(d.concurrency, d.input_len,
+                                                             d.output_len, rr))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
@@ -222,7 +227,7 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
-           d.kv_precision, d.async_scheduling)  # fmt: skip
+           d.kv_precision, d.async_scheduling, d.generated_batch)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -262,4 +267,6 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     if d.async_scheduling:
         eng = replace(eng, overlap_schedule=True)
+    if d.generated_batch is not None:  # the step budget AIConfigurator's generator wrote
+        eng = generated_engine(eng, d.generated_batch, d.input_len)
     return model, noc, gpu_memory(chip), chip, wl, eng
