@@ -56,7 +56,7 @@ def test_the_client_gets_typed_under_load_metrics_equal_to_local(server, load):
     with PlenaClient(server) as client:
         reply = client.estimate(_system(), pb.Plan(tp=8), workload, load=pb.ServingLoad(**load))
     u = reply.under_load
-    local = _local(**load)
+    local = _local(**load, batch=load.get("concurrency"))  # an unset batch under C is C
     assert u.engine == load["engine"] and u.gpus == 8
     assert u.ttft.mean_seconds == local.ttft.mean and u.tpot.p99_seconds == local.tpot.p99
     assert u.e2e.p90_seconds == local.e2e.p90 and u.itl.p50_seconds == local.itl.p50

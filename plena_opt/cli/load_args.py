@@ -8,6 +8,16 @@ import argparse
 from plena_opt.errors import PlenaInputError
 
 
+def resolve_batch(args: argparse.Namespace) -> int | None:
+    """Fill ``estimate``'s unset ``--batch-size`` (C under ``--concurrency C``, else 16) and
+    return the batch the running cap is priced with: the one given, C, or None (the engine's
+    default: ``--request-rate`` without ``--batch-size``)."""
+    given = args.batch_size
+    concurrency = getattr(args, "concurrency", None)
+    args.batch_size = given or concurrency or 16
+    return given or concurrency
+
+
 def wants_load(args: argparse.Namespace) -> bool:
     """Whether any flag of a serving workload (load, engine, lengths' range) is given."""
     return any(

@@ -119,6 +119,10 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
                         "load.speculative", "speculative decoding prices one aggregated plan"
                     )
                 return self._disaggregated(request, pools)
+        if request.HasField("load") and not request.workload.HasField("batch_size"):
+            if request.load.concurrency:  # an unset batch under C clients is C, as the CLI's
+                request = pb.EstimateRequest.FromString(request.SerializeToString())
+                request.workload.batch_size = request.load.concurrency
         if not request.system.HasField("noc"):
             if request.HasField("load"):
                 raise PlenaInputError("load", "serving under load needs a GPU chip on a system.noc")
@@ -163,7 +167,9 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         try:
             spec = speculation_of_load(request.load)
             kwargs = load_kwargs(request.load)
-            load = api.serve_under_load(inputs, plan, **kwargs)
+            w = request.workload  # unset under a rate: the engine's default cap
+            batch = w.batch_size if w.HasField("batch_size") else None
+            load = api.serve_under_load(inputs, plan, **kwargs, batch=batch)
             reply.under_load.CopyFrom(under_load_to_proto(load))
             if spec is not None:
                 verdict = speculate(inputs, plan, load, spec, kwargs["engine"])
