@@ -12,7 +12,7 @@ generic one, so ``engine`` is refused there. Times in seconds, throughputs in to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from plena_opt.bounds import MAX_CONCURRENCY, MAX_REPLAY_TOKENS, MAX_REQUEST_RATE
@@ -82,7 +82,7 @@ class UnderLoad:
     # pp stages, batches in flight (``serving.pipeline``): figures of one batch (per GPU: all)
     pp: int = 1
     in_flight_batches: int = 1
-    max_running_source: str = field(default="the engine's default", compare=False)  # load_cap
+    max_running_source: str = "the engine's default"  # or the plan's batch (``api.load_cap``)
 
     @property
     def mean_ttft_seconds(self) -> float:

@@ -11,6 +11,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_opt import api, jsonio
+from plena_opt.bounds import MAX_CONCURRENCY
 from plena_opt.api.wire import (
     estimate_to_proto,
     metrics_to_proto,
@@ -120,7 +121,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
                     )
                 return self._disaggregated(request, pools)
         if request.HasField("load") and not request.workload.HasField("batch_size"):
-            if request.load.concurrency:  # an unset batch under C clients is C, as the CLI's
+            # an unset batch under C clients is C, as the CLI's (a bad C is refused naming it)
+            if 0 < request.load.concurrency <= MAX_CONCURRENCY:
                 request = pb.EstimateRequest.FromString(request.SerializeToString())
                 request.workload.batch_size = request.load.concurrency
         if not request.system.HasField("noc"):
