@@ -11,13 +11,13 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_proto import plena_opt_pb2_grpc as pb_grpc
 
 from plena_opt import api, jsonio
-from plena_opt.bounds import MAX_CONCURRENCY
 from plena_opt.api.wire import (
     estimate_to_proto,
     metrics_to_proto,
     model_to_proto,
     profile_description,
 )
+from plena_opt.bounds import MAX_CONCURRENCY
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, echo
 from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
