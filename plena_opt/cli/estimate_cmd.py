@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_workload_args(p)
     p.set_defaults(noc=None, batch_size=None)  # None: C under --concurrency C, else 16
+    batch_flag = next(a for a in p._actions if a.dest == "batch_size")
+    batch_flag.help = "global batch, sequences, and the engine's running cap under load (default: "
+    batch_flag.help += "C under --concurrency C, else 16)"
     add_plan_args(p)
     add_server_arg(p, "estimate on a plena-opt server (remote mode)")
     p.add_argument("--json", action="store_true", help="print the reference JSON document")

@@ -12,10 +12,11 @@ def resolve_batch(args: argparse.Namespace) -> int | None:
     """Fill ``estimate``'s unset ``--batch-size`` (C under ``--concurrency C``, else 16) and
     return the batch the running cap is priced with: the one given, C, or None (the engine's
     default: ``--request-rate`` without ``--batch-size``)."""
-    given = args.batch_size
-    concurrency = getattr(args, "concurrency", None)
-    args.batch_size = given or concurrency or 16
-    return given or concurrency
+    batch, clients = args.batch_size, getattr(args, "concurrency", None)
+    if batch is None and clients is not None and clients >= 1:  # a bad C is refused naming it
+        batch = clients
+    args.batch_size = 16 if batch is None else batch  # checked with the workload
+    return batch
 
 
 def wants_load(args: argparse.Namespace) -> bool:
