@@ -100,7 +100,10 @@ def test_estimate_prints_the_under_load_block(capsys):
     assert "TTFT" in out.split("Under load")[0]  # the static-batch figures come first
     block = out.split("Under load")[1]
     assert "closed loop, 32 concurrent clients, 1024 prompt + 256 output tokens" in block
-    assert "engine vllm 0.34.0: chunked prefill 8192 tokens/step, max running 1024" in block
+    assert (
+        "engine vllm 0.34.0: chunked prefill 8192 tokens/step, max running 32 (the plan's "
+        "batch: max_num_seqs in its launch files)"
+    ) in block  # --batch-size defaults to C
     for name in ("TTFT ms", "TPOT ms", "ITL ms", "E2E ms", "output tokens/s per GPU"):
         assert name in block
 

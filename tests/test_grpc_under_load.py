@@ -56,7 +56,7 @@ def test_the_client_gets_typed_under_load_metrics_equal_to_local(server, load):
     with PlenaClient(server) as client:
         reply = client.estimate(_system(), pb.Plan(tp=8), workload, load=pb.ServingLoad(**load))
     u = reply.under_load
-    local = _local(**load)
+    local = _local(**load, batch=load.get("concurrency"))  # an unset batch under C is C
     assert u.engine == load["engine"] and u.gpus == 8
     assert u.ttft.mean_seconds == local.ttft.mean and u.tpot.p99_seconds == local.tpot.p99
     assert u.e2e.p90_seconds == local.e2e.p90 and u.itl.p50_seconds == local.itl.p50
@@ -153,3 +153,30 @@ def test_bad_pools_are_invalid_argument_naming_them(server, pools, field):
     with PlenaClient(server) as client, pytest.raises(PlenaRpcError) as err:
         client.estimate(_system(), pb.Plan(), pb.Workload(), load=load)
     assert (err.value.code, err.value.field) == (grpc.StatusCode.INVALID_ARGUMENT, field)
+
+
+def test_cli_grpc_and_web_price_the_same_capped_engine(server, capsys):
+    """The same explicit request (batch 4 under 8 clients): the engine runs 4, on every front."""
+    import json
+
+    from plena_opt.api.plan_detail import _under_load
+    from plena_opt.api.under_load_wire import under_load_from_proto
+
+    workload = pb.Workload(batch_size=4, input_seq_len=1024, output_seq_len=128)
+    with PlenaClient(server) as client:
+        reply = client.estimate(_system(), pb.Plan(tp=8), workload,
+                                load=pb.ServingLoad(concurrency=8))  # fmt: skip
+    remote = under_load_from_proto(reply.under_load)
+    assert remote == _local(concurrency=8, batch=4) != _local(concurrency=8)
+    assert remote.max_running == 4 and "max_num_seqs" in remote.max_running_source
+    assert main(["estimate", *GPU, "--concurrency", "8", "--batch-size", "4", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["serving_under_load"]
+    assert cli == remote.to_dict()
+    from plena_opt import api
+    from plena_opt.estimate.plan import Plan
+
+    problem = api.load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm",
+                               input_seq=1024, output_seq=128, batch_size=4)  # fmt: skip
+    web, _ = _under_load(problem, Plan(tp=8), "vllm", (8, None), 4)
+    assert web["ttft_ms"]["mean"] == remote.ttft.mean * 1e3
+    assert web["tpot_ms"]["p90"] == remote.tpot.p90 * 1e3

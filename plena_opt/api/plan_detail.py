@@ -122,7 +122,7 @@ def _pool(
     load, note = None, None
     loaded = bool(engine) and (concurrency is not None or request_rate is not None)
     if loaded and role == "plan":
-        load, note = _under_load(problem, plan, str(engine), concurrency, request_rate)
+        load, note = _under_load(problem, plan, str(engine), (concurrency, request_rate), batch)
     elif loaded:
         note = "under load: priced for aggregated plans only (a pool of a deployment is not)"
     return PoolDetail(
@@ -147,15 +147,17 @@ def _pool(
 
 
 def _under_load(
-    problem: Any, plan: Any, engine: str, concurrency: int | None, request_rate: float | None
+    problem: Any, plan: Any, engine: str, load: tuple[int | None, float | None], batch: int
 ) -> tuple[dict | None, str | None]:
     """TTFT/TPOT of the plan under ``concurrency`` clients (closed loop) or ``request_rate``
-    requests/s (open loop) of ``engine`` (ms), or why not."""
+    requests/s (open loop) of ``engine`` (ms), its engine capped at the plan's ``batch`` as its
+    launch files cap it, or why not."""
+    concurrency, request_rate = load
     from plena_opt.api.under_load import serve_under_load
 
     try:
         u = serve_under_load(
-            problem, plan, engine, concurrency=concurrency, request_rate=request_rate
+            problem, plan, engine, concurrency=concurrency, request_rate=request_rate, batch=batch
         )
     except PlenaInputError as exc:
         return None, str(exc)
@@ -165,6 +167,8 @@ def _under_load(
         "engine_version": u.engine_version,
         "concurrency": concurrency,
         "request_rate": request_rate,
+        "max_running_requests": u.max_running,
+        "max_running_source": u.max_running_source,
         "ttft_ms": ms,
         "tpot_ms": {k: v * 1e3 for k, v in u.tpot.to_dict().items()},
         "output_tps_per_gpu": u.output_tps_per_gpu,

@@ -12,7 +12,7 @@ generic one, so ``engine`` is refused there. Times in seconds, throughputs in to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from plena_opt.bounds import MAX_CONCURRENCY, MAX_REPLAY_TOKENS, MAX_REQUEST_RATE
@@ -82,6 +82,7 @@ class UnderLoad:
     # pp stages, batches in flight (``serving.pipeline``): figures of one batch (per GPU: all)
     pp: int = 1
     in_flight_batches: int = 1
+    max_running_source: str = "the engine's default"  # or the plan's batch (``api.load_cap``)
 
     @property
     def mean_ttft_seconds(self) -> float:
@@ -121,6 +122,7 @@ class UnderLoad:
                 "version": self.engine_version,
                 "max_num_batched_tokens": self.budget_tokens,
                 "max_running_requests": self.max_running,
+                "max_running_source": self.max_running_source,
                 "cuda_graph_max_batch": self.cuda_graph_max_batch,
                 "host_step_seconds": self.host_step_seconds,
                 "source": self.engine_source,
@@ -178,8 +180,9 @@ class UnderLoad:
             f"Under load ({load}, {self.input_len} prompt + {self.output_len} output tokens "
             f"each, {lengths})",
             f"  engine {self.engine} {self.engine_version}: chunked prefill "
-            f"{self.budget_tokens} tokens/step, max running {running}, CUDA graphs up to batch "
-            f"{graphs}, host {self.host_step_seconds * 1e3:g} ms/step, {self.gpus} GPUs"
+            f"{self.budget_tokens} tokens/step, max running {running} ({self.max_running_source}), "
+            f"CUDA graphs up to batch {graphs}, host {self.host_step_seconds * 1e3:g} ms/step, "
+            f"{self.gpus} GPUs"
             + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else "")
             + (f"; one of {self.in_flight_batches} batches in flight" * (self.pp > 1)),
             f"  replay of {self.replayed_requests} requests ({after}):",
@@ -234,9 +237,8 @@ def check_load(
             "(a rate with a concurrency cap is not modelled)",
         )
     if concurrency is None and request_rate is None:
-        raise PlenaInputError(
-            "concurrency", "serving under load needs --concurrency or --request-rate"
-        )
+        msg = "serving under load needs --concurrency or --request-rate"
+        raise PlenaInputError("concurrency", msg)
     if concurrency is not None:
         check_count(concurrency, "concurrency", "--concurrency", 1, MAX_CONCURRENCY)
     if request_rate is not None and not 0 < request_rate <= MAX_REQUEST_RATE:
@@ -255,11 +257,14 @@ def serve_under_load(
     request_rate: float | None = None,
     engine_version: str | None = None,
     range_ratio: float = 0.0,
+    batch: int | None = None,
 ) -> UnderLoad:
     """``plan`` of ``problem`` (a GPU chip on a NoC) under the workload, priced by ``engine``'s
     scheduler: replay and steady state. ``range_ratio``: 0 fixed lengths, else each request's
     lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
-    state uses the means). Bad input raises naming the field."""
+    state uses the means). ``batch``: the plan's global batch, exported as the engine's running
+    cap (``api.load_cap``; None: the engine's default). Bad input raises naming the field."""
+    from plena_opt.api.load_cap import capped_engine
     from plena_opt.serving import engine_model
     from plena_opt.serving.calibration import calibrated
     from plena_opt.serving.pipeline import check_plan, in_flight_load
@@ -267,10 +272,10 @@ def serve_under_load(
     check_load(concurrency, request_rate, range_ratio)
     version = check_target_engine(problem, engine, engine_version)
     check_plan(plan)
+    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
+    eng, cap_source = capped_engine(engine_model(engine, hbm), engine, plan, batch)
     dp = plan.dp
     if dp > 1:  # one replica: its devices, its share of the clients or the rate
-        from dataclasses import replace
-
         from plena_opt.estimate.disaggregated import sub_noc
 
         plan = replace(plan, dp=1)
@@ -283,12 +288,10 @@ def serve_under_load(
     if rounds * wl.output_seq_len * (1 + range_ratio) > MAX_REPLAY_TOKENS:
         raise PlenaInputError(
             "concurrency",
-            f"the replay would generate {rounds:,} × "
-            f"{wl.output_seq_len:,} tokens, over {MAX_REPLAY_TOKENS:,}: lower "
-            "--concurrency or --output-seq",
+            f"the replay would generate {rounds:,} × {wl.output_seq_len:,} tokens, over "
+            f"{MAX_REPLAY_TOKENS:,}: lower --concurrency or --output-seq",
         )
-    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
-    eng = calibrated(engine_model(engine, hbm), problem.chip.name)
+    eng = calibrated(eng, problem.chip.name)
     inputs = (problem.model, problem.noc, problem.memory, problem.chip)
     # pp > 1: one of the replica's in-flight batches, its clients or rate (serving.pipeline)
     step, concurrency, request_rate, in_flight = in_flight_load(
@@ -322,6 +325,7 @@ def serve_under_load(
         None if step.attention_dp is None else step.attention_dp.factor(steady.decode_batch),
         plan.pp,
         in_flight,
+        cap_source,
     )
 
 

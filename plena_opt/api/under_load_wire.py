@@ -42,6 +42,7 @@ _PLAIN = (
     "output_tps_per_user",
     "request_throughput_per_s",
     "replicas",
+    "max_running_source",
 )
 # UnderLoad attribute -> proto field, where the names differ
 _RENAMED = {

@@ -17,7 +17,7 @@ from plena_opt.cli.common import (
     problem_from_args,
 )
 from plena_opt.cli.load_args import pools as _pools
-from plena_opt.cli.load_args import print_under_load, speculation_of_args
+from plena_opt.cli.load_args import print_under_load, resolve_batch, speculation_of_args
 from plena_opt.cli.load_args import wants_load as _wants_load
 from plena_opt.errors import PlenaInputError
 
@@ -33,11 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "input+output); tps_per_sequence = one sequence's rate; ttft_seconds = prefill of the "
         "batch + the first decode step (no queueing; on a GPU chip the prefill includes the host "
         "time of vLLM's eager prefill forward, the chip's eager_host; --burst-ttft adds each "
-        "request's first token under vLLM's chunked-prefill queueing on GPU chips).",
+        "request's first token under vLLM's chunked-prefill queueing on GPU chips). Under load the "
+        "engine runs at most the plan's batch at once, as its launch files cap it: --batch-size "
+        "defaults to C under --concurrency C (else 16; --request-rate without it: the engine's "
+        "default cap).",
         epilog=UNITS_EPILOG,
     )
     add_workload_args(p)
-    p.set_defaults(noc=None)
+    p.set_defaults(noc=None, batch_size=None)  # None: C under --concurrency C, else 16
+    batch_flag = next(a for a in p._actions if a.dest == "batch_size")
+    batch_flag.help = "global batch, sequences, and the engine's running cap under load (default: "
+    batch_flag.help += "C under --concurrency C, else 16)"
     add_plan_args(p)
     add_server_arg(p, "estimate on a plena-opt server (remote mode)")
     p.add_argument("--json", action="store_true", help="print the reference JSON document")
@@ -157,6 +163,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.load_batch = resolve_batch(args)
     plan = plan_from_args(args)
     speculation_of_args(args)  # bad flags fail before any pricing
     if args.noc is None and plan.world_size != 1:  # the default NoC of every command
@@ -245,7 +252,7 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         raise PlenaInputError("burst_ttft", "--burst-ttft and --concurrency: give one")
     load = serve_under_load(
         problem, plan, args.engine or "vllm", args.concurrency, args.request_rate,
-        args.engine_version, args.range_ratio or 0.0,
+        args.engine_version, args.range_ratio or 0.0, args.load_batch,
     )  # fmt: skip
     verdict = None
     spec = speculation_of_args(args)

@@ -8,6 +8,17 @@ import argparse
 from plena_opt.errors import PlenaInputError
 
 
+def resolve_batch(args: argparse.Namespace) -> int | None:
+    """Fill ``estimate``'s unset ``--batch-size`` (C under ``--concurrency C``, else 16) and
+    return the batch the running cap is priced with: the one given, C, or None (the engine's
+    default: ``--request-rate`` without ``--batch-size``)."""
+    batch, clients = args.batch_size, getattr(args, "concurrency", None)
+    if batch is None and clients is not None and clients >= 1:  # a bad C is refused naming it
+        batch = clients
+    args.batch_size = 16 if batch is None else batch  # checked with the workload
+    return batch
+
+
 def wants_load(args: argparse.Namespace) -> bool:
     """Whether any flag of a serving workload (load, engine, lengths' range) is given."""
     return any(

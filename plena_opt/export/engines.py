@@ -322,3 +322,20 @@ def _trtllm_eplb_refusals(plan: Plan, spec: ExportSpec) -> list[str]:
 
 
 BUILDERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}
+
+
+# The launch option that caps the requests one engine runs at once, per engine.
+RUNNING_CAP_FLAG = {"vllm": "max_num_seqs", "sglang": "max_running_requests",
+                    "trtllm": "max_batch_size"}  # fmt: skip
+
+
+def running_cap(engine: str, plan: Plan, batch: int) -> int:
+    """Requests one DP replica of ``plan`` (its ``tp·pp·cp·ep`` devices) runs at once when the
+    builders above export the plan's global ``batch`` (sequences). vLLM and TensorRT-LLM write
+    ``ceil(batch/(dp·ep))`` per DP / attention-DP rank, ``ep`` ranks to a replica; SGLang writes
+    ``batch`` itself, which 0.5.23 applies whole to each worker of plain ``--dp-size`` and as
+    ``max(1, batch // dp-size)`` per rank under ``--enable-dp-attention`` (``attn_dp_size``;
+    sglang/srt/model_executor/pool_configurator.py, requested_max_running_requests_per_worker)."""
+    if engine == "sglang":
+        return max(1, batch // plan.ep) * plan.ep if plan.moe_tp and plan.ep > 1 else batch
+    return ceil(batch / (plan.dp * plan.ep)) * plan.ep

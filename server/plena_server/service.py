@@ -17,6 +17,7 @@ from plena_opt.api.wire import (
     model_to_proto,
     profile_description,
 )
+from plena_opt.bounds import MAX_CONCURRENCY
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, echo
 from plena_server import convert, search_runner, simulate_job, studies
 from plena_server.errors import stream_errors, unary_errors
@@ -119,6 +120,11 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
                         "load.speculative", "speculative decoding prices one aggregated plan"
                     )
                 return self._disaggregated(request, pools)
+        if request.HasField("load") and not request.workload.HasField("batch_size"):
+            # an unset batch under C clients is C, as the CLI's (a bad C is refused naming it)
+            if 0 < request.load.concurrency <= MAX_CONCURRENCY:
+                request = pb.EstimateRequest.FromString(request.SerializeToString())
+                request.workload.batch_size = request.load.concurrency
         if not request.system.HasField("noc"):
             if request.HasField("load"):
                 raise PlenaInputError("load", "serving under load needs a GPU chip on a system.noc")
@@ -163,7 +169,9 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         try:
             spec = speculation_of_load(request.load)
             kwargs = load_kwargs(request.load)
-            load = api.serve_under_load(inputs, plan, **kwargs)
+            w = request.workload  # unset under a rate: the engine's default cap
+            batch = w.batch_size if w.HasField("batch_size") else None
+            load = api.serve_under_load(inputs, plan, **kwargs, batch=batch)
             reply.under_load.CopyFrom(under_load_to_proto(load))
             if spec is not None:
                 verdict = speculate(inputs, plan, load, spec, kwargs["engine"])

@@ -83,8 +83,9 @@ def workload_from_args(args: argparse.Namespace) -> pb.Workload:
     routing = args.routing
     if routing and _is_path(routing):
         raise PlenaInputError("routing", "--routing trace files are not supported with --server")
+    unset = getattr(args, "load_batch", 0) is None  # estimate --request-rate: engine's cap
     return pb.Workload(
-        batch_size=args.batch_size,
+        batch_size=None if unset else args.batch_size,
         input_seq_len=args.input_seq,
         output_seq_len=args.output_seq,
         frequency_hz=args.frequency_hz,

@@ -1233,7 +1233,7 @@ class LoadErrorBand(_message.Message):
     def __init__(self, group: _Optional[str] = ..., rows: _Optional[int] = ..., ttft_low: _Optional[float] = ..., ttft_high: _Optional[float] = ..., tpot_low: _Optional[float] = ..., tpot_high: _Optional[float] = ..., level: _Optional[float] = ..., ttft_mean_seconds_low: _Optional[float] = ..., ttft_mean_seconds_high: _Optional[float] = ..., tpot_mean_seconds_low: _Optional[float] = ..., tpot_mean_seconds_high: _Optional[float] = ...) -> None: ...
 
 class UnderLoadMetrics(_message.Message):
-    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "max_running_requests", "cuda_graph_max_batch", "host_step_seconds", "engine_source", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "gpus", "replayed_requests", "ttft", "tpot", "itl", "e2e", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "steady", "benchmark_run_ttft_seconds", "error_band", "replicas", "attention_dp_imbalance", "pipeline_stages", "batches_in_flight")
+    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "max_running_requests", "cuda_graph_max_batch", "host_step_seconds", "engine_source", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "gpus", "replayed_requests", "ttft", "tpot", "itl", "e2e", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "steady", "benchmark_run_ttft_seconds", "error_band", "replicas", "attention_dp_imbalance", "pipeline_stages", "batches_in_flight", "max_running_source")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -1262,6 +1262,7 @@ class UnderLoadMetrics(_message.Message):
     ATTENTION_DP_IMBALANCE_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_STAGES_FIELD_NUMBER: _ClassVar[int]
     BATCHES_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     engine: str
     engine_version: str
     max_num_batched_tokens: int
@@ -1290,7 +1291,8 @@ class UnderLoadMetrics(_message.Message):
     attention_dp_imbalance: float
     pipeline_stages: int
     batches_in_flight: int
-    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., max_running_requests: _Optional[int] = ..., cuda_graph_max_batch: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., gpus: _Optional[int] = ..., replayed_requests: _Optional[int] = ..., ttft: _Optional[_Union[LoadStats, _Mapping]] = ..., tpot: _Optional[_Union[LoadStats, _Mapping]] = ..., itl: _Optional[_Union[LoadStats, _Mapping]] = ..., e2e: _Optional[_Union[LoadStats, _Mapping]] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., steady: _Optional[_Union[SteadyStateMetrics, _Mapping]] = ..., benchmark_run_ttft_seconds: _Optional[float] = ..., error_band: _Optional[_Union[LoadErrorBand, _Mapping]] = ..., replicas: _Optional[int] = ..., attention_dp_imbalance: _Optional[float] = ..., pipeline_stages: _Optional[int] = ..., batches_in_flight: _Optional[int] = ...) -> None: ...
+    max_running_source: str
+    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., max_running_requests: _Optional[int] = ..., cuda_graph_max_batch: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., gpus: _Optional[int] = ..., replayed_requests: _Optional[int] = ..., ttft: _Optional[_Union[LoadStats, _Mapping]] = ..., tpot: _Optional[_Union[LoadStats, _Mapping]] = ..., itl: _Optional[_Union[LoadStats, _Mapping]] = ..., e2e: _Optional[_Union[LoadStats, _Mapping]] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., steady: _Optional[_Union[SteadyStateMetrics, _Mapping]] = ..., benchmark_run_ttft_seconds: _Optional[float] = ..., error_band: _Optional[_Union[LoadErrorBand, _Mapping]] = ..., replicas: _Optional[int] = ..., attention_dp_imbalance: _Optional[float] = ..., pipeline_stages: _Optional[int] = ..., batches_in_flight: _Optional[int] = ..., max_running_source: _Optional[str] = ...) -> None: ...
 
 class PlanUnderLoad(_message.Message):
     __slots__ = ("percentile", "ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds", "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "static_ttft_seconds", "static_tps", "static_tps_per_sequence", "refused")
