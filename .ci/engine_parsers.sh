@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engines' own argument parsers for tests/test_export_engine_parsers.py: a throwaway virtual
+# The engines' own argument parsers for tests/export/test_export_engine_parsers.py: a throwaway virtual
 # environment with the vLLM, SGLang and sglang-router wheels installed WITHOUT their dependencies
 # (no torch, no CUDA: ~0.8 GB on disk, about a minute to install on a fast link), plus the few
 # small pure packages their parsers need for real. Every other import is faked by

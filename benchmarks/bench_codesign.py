@@ -13,9 +13,9 @@ import time
 import numpy as np
 
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.search.codesign import run_codesign
-from plena_opt.search.design_space import load_design_space
-from plena_opt.search.hypervolume import Normaliser
+from plena_opt.search.codesign.codesign import run_codesign
+from plena_opt.search.codesign.design_space import load_design_space
+from plena_opt.search.fronts.hypervolume import Normaliser
 from plena_opt.search.request import SearchRequest
 
 

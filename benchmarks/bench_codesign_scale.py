@@ -25,8 +25,8 @@ import optuna
 
 from plena_opt import api
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.search.codesign_workers import codesign_from_storage
 from plena_opt.search.request import SearchRequest
+from plena_opt.search.workers.codesign_workers import codesign_from_storage
 
 BIG = {
     "name": "plena-stacked-dram-big",

@@ -15,7 +15,7 @@ command (``search_cpu_s``, imports excluded), of which the re-check (``recheck_c
 ``os.getloadavg()`` right after the row. Exponents are least-squares slopes of log(CPU s) over
 log(devices or layers). ``--quick``: devices up to 8,192 and layers 20, 80, 320 (one model
 each). ``--tpe-overhead`` measures the TPE cost per budgeted trial that
-``plena_opt.search.modes.TPE_CPU_SECONDS_PER_TRIAL`` records, ``--plan-cost`` the per-plan
+``plena_opt.search.run.modes.TPE_CPU_SECONDS_PER_TRIAL`` records, ``--plan-cost`` the per-plan
 evaluator cost behind ``PLAN_CPU_SECONDS``. Prints a text table, then one JSON object.
 """
 
@@ -71,7 +71,7 @@ def child(model: str, devices: int, layers: int | None) -> dict:
     t_imp = time.process_time()
     import plena_opt.api as api
     from plena_opt.cli.main import main
-    from plena_opt.search import runner
+    from plena_opt.search.run import runner
 
     import_cpu = time.process_time() - t_imp
     spent = {"recheck_cpu_s": 0.0}
@@ -154,9 +154,9 @@ def tpe_overhead(seeds: int = 3) -> dict:
     from bench_scale import switch_profile
 
     from plena_opt.estimate.problem import InlineDocument, ProblemSpec
-    from plena_opt.search import session
     from plena_opt.search.request import SearchRequest
-    from plena_opt.search.runner import run_search
+    from plena_opt.search.run import session
+    from plena_opt.search.run.runner import run_search
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     noc = InlineDocument(document=switch_profile(1024).to_dict(), name="switch-1024")

@@ -1,7 +1,7 @@
 """CPU time per plan on a PLENA chip and on a GPU chip, side by side (issue 26).
 
-What ``auto`` (``plena_opt.search.modes``) models per plan: a fresh evaluator scoring every legal
-plan of the default workload, NoC routes already built by a first evaluator
+What ``auto`` (``plena_opt.search.run.modes``) models per plan: a fresh evaluator scoring every
+legal plan of the default workload, NoC routes already built by a first evaluator
 (``evaluator_ms``), and what the search pays per plan it scores, metrics summary, cost and
 record included (``score_ms``: an exhaustive ``run_search`` in memory, CPU spent in
 ``_Search.score`` over the plans scored). ``time.process_time``; the cases alternate, ``--rounds``
@@ -54,9 +54,9 @@ def evaluator_ms(model: str, noc: str, chip: str | None) -> tuple[int, float]:
 def score_ms(model: str, noc: str, chip: str | None) -> float:
     """CPU ms per plan the exhaustive search spends in ``_Search.score`` (a fresh problem)."""
     from plena_opt.estimate.problem import ProblemSpec
-    from plena_opt.search import session
     from plena_opt.search.request import SearchRequest
-    from plena_opt.search.runner import run_search
+    from plena_opt.search.run import session
+    from plena_opt.search.run.runner import run_search
 
     spent = [0.0]
     real = session._Search.score

@@ -39,10 +39,10 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 import optuna
 
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.search.objectives import parse_objectives
 from plena_opt.search.request import SearchRequest
-from plena_opt.search.runner import run_search
-from plena_opt.search.storage import open_storage
+from plena_opt.search.run.runner import run_search
+from plena_opt.search.space.objectives import parse_objectives
+from plena_opt.search.storage.storage import open_storage
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -91,7 +91,7 @@ def noc_tms(devices: int):
 
 def _refine_counter() -> dict:
     """Count the plans the local refinement scores (wraps ``SampledRun.refine``)."""
-    from plena_opt.search import sampled
+    from plena_opt.search.run import sampled
 
     acc = {"n": 0}
     original = sampled.SampledRun.refine
@@ -110,8 +110,8 @@ def _refine_counter() -> dict:
 def _sampled_run(base: dict, exact, inputs, budget: int, seed: int, share: float, acc: dict):
     """One TPE run with ``sampled.SAMPLER_SHARE = share`` (1.0: the sampler alone, as before the
     refinement existed — the same suggestions), rated against the exact front."""
-    from plena_opt.search import sampled
-    from plena_opt.search.quality import front_quality
+    from plena_opt.search.fronts.quality import front_quality
+    from plena_opt.search.run import sampled
 
     sampled.SAMPLER_SHARE, acc["n"] = share, 0
     t = time.perf_counter()
@@ -152,7 +152,7 @@ def bench_sampled(models: list[str], seeds: int, devices: list[int]) -> dict:
     """Exact front vs TPE with 10 % of the evaluations, sampler alone (before) and sampler +
     local refinement (after), side by side in one process, per model, device count and seed."""
     from plena_opt.estimate.problem import EvaluatorInputs
-    from plena_opt.search import sampled
+    from plena_opt.search.run import sampled
 
     acc = _refine_counter()
     share = sampled.SAMPLER_SHARE
@@ -224,7 +224,7 @@ def _worker(url: str, n: int, q: mp.Queue) -> None:
 
 CRASH_CHILD = """
 import sys, optuna
-from plena_opt.search.storage import open_storage
+from plena_opt.search.storage.storage import open_storage
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 study = optuna.create_study(study_name="crash", storage=open_storage(sys.argv[1]),
                             sampler=optuna.samplers.RandomSampler(0), load_if_exists=True)
@@ -331,7 +331,7 @@ STORE_BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 10
 
 def _timed_store() -> dict:
     """Wrap ``_Search.add_records`` to add up its time and the points it stores."""
-    from plena_opt.search import session
+    from plena_opt.search.run import session
 
     acc = {"s": 0.0, "points": 0}
     original = session._Search.add_records

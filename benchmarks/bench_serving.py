@@ -28,9 +28,9 @@ from plena_opt.estimate import Workload
 from plena_opt.estimate.problem import EvaluatorInputs
 from plena_opt.memory import FixedBandwidthMemory
 from plena_opt.models import load_model
-from plena_opt.search.disaggregated import ServingSpace
-from plena_opt.search.hypervolume import Normaliser
-from plena_opt.search.serving_compare import front_of
+from plena_opt.search.fronts.hypervolume import Normaliser
+from plena_opt.search.serving.disaggregated import ServingSpace
+from plena_opt.search.serving.serving_compare import front_of
 
 OBJ = ["ttft", "tps-per-device", "tps-per-user"]
 SLA = {"max_ttft_seconds": None, "max_tpot_seconds": None, "min_tps_per_seq": None}

@@ -30,9 +30,9 @@ from sqlalchemy.engine import Engine
 
 from plena_opt import api
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.search import workers
 from plena_opt.search.request import SearchRequest
-from plena_opt.search.storage import open_storage
+from plena_opt.search.storage.storage import open_storage
+from plena_opt.search.workers import workers
 
 MODELS = "llama-3.1-70b,qwen3-235b-a22b"  # 112 and 182 plans per batch size on 32 H200s
 NOC, CHIP = "illustrative_gpu_cluster_32", "h200-sxm"

@@ -1,9 +1,9 @@
 """Where one PostgreSQL saturates under many workers (issue 17): storage cost per chunk and per
 plan with N concurrent writer processes whose evaluator is a sleep (it needs no CPU).
 
-Each writer does exactly a worker's storage calls (``plena_opt.search.workers``: stale check,
-claim, heartbeat, one bulk write of the chunk's plan trials, complete), with ``--think-ms`` of
-sleep per plan standing in for the evaluator. Measured per N: aggregate plans/s, client-side
+Each writer does exactly a worker's storage calls (``plena_opt.search.workers.workers``: stale
+check, claim, heartbeat, one bulk write of the chunk's plan trials, complete), with ``--think-ms``
+of sleep per plan standing in for the evaluator. Measured per N: aggregate plans/s, client-side
 storage seconds per chunk, the bulk write alone (it holds the study-row lock: the serial part),
 and PostgreSQL's server CPU seconds per chunk (its processes' /proc times). The projection model
 (benchmarks/README.md, "17 saturation") is computed from these inputs.
@@ -28,13 +28,13 @@ from optuna.trial import TrialState
 
 from plena_opt.api import workers as aw
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.search import workers
-from plena_opt.search.rdb_bulk import add_finished_trials
 from plena_opt.search.request import SearchRequest
-from plena_opt.search.runner import _default_factory
-from plena_opt.search.session import _Search
-from plena_opt.search.storage import open_storage
-from plena_opt.search.trials import record_trial
+from plena_opt.search.run.runner import _default_factory
+from plena_opt.search.run.session import _Search
+from plena_opt.search.storage.rdb_bulk import add_finished_trials
+from plena_opt.search.storage.storage import open_storage
+from plena_opt.search.storage.trials import record_trial
+from plena_opt.search.workers import workers
 
 PROBLEM = ProblemSpec(model="gpt-oss-20b", noc="illustrative_gpu_node_8", input_seq=256,
                       output_seq=8)  # fmt: skip

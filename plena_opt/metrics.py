@@ -3,9 +3,9 @@
 A ``Metric`` names a figure of a scored plan as ``--json``, ``--csv`` and gRPC spell it (SI),
 its unit, whether smaller or larger is better, what it means, and whether it carries a measured
 interval (``<name>_low``/``<name>_high``, issue 30 item 4). The search objectives
-(``search.objectives``), the CSV columns of a front (``search.output``), the SI names of
-``--json`` (``search.output``), the interval fields of a front and a recommendation
-(``api.robust``), the units a study records for optuna-dashboard (``search.session``) and the
+(``search.space.objectives``), the CSV columns of a front (``search.run.output``), the SI names of
+``--json`` (``search.run.output``), the interval fields of a front and a recommendation
+(``api.robust``), the units a study records for optuna-dashboard (``search.run.session``) and the
 front's gRPC mapping (``api.wire``), an estimate's (``api.wire.metrics_to_proto``: every
 declared figure the estimate and its cost carry, by name), the summary a trial stores
 (``search.record``: every declared figure the priced metrics carry), the web UI (``GET

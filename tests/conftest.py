@@ -75,7 +75,7 @@ def postgres_url() -> str:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     yield base.rsplit("/", 1)[0] + "/" + name
-    from plena_opt.search import storage
+    from plena_opt.search.storage import storage
 
     for key in [k for k in storage._OPEN if name in k]:  # close this process's pools first
         engine = getattr(storage._OPEN.pop(key), "engine", None)

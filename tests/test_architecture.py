@@ -172,7 +172,11 @@ def test_the_product_keeps_the_dependency_rules():
         ("plena_opt.search.x", "from plena_proto import plena_opt_pb2", "generated API"),
         ("deepstack.x", "from plena_opt.errors import E", "deepstack imports nothing"),
         ("plena_opt.cli.x", "from plena_opt.api.searches import _Search", "private name"),
-        ("plena_opt.cli.x", "from plena_opt.search.storage import S", "front end imports only"),
+        (
+            "plena_opt.cli.x",
+            "from plena_opt.search.storage.storage import S",
+            "front end imports only",
+        ),
         ("plena_opt.web.x", "def f():\n    import plena_opt.simulator.engine", "front end imports"),
         ("plena_server.x", "from plena_opt import estimate", "front end imports only"),
         ("plena_opt.cli.x", "import deepstack", "front end imports only"),

@@ -14,7 +14,8 @@ import ast
 from pathlib import Path
 
 import pytest
-from test_architecture import REPO, product_modules
+
+from tests.test_architecture import REPO, product_modules
 
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
@@ -101,7 +102,7 @@ def test_the_measure_finds_each_kind_of_offender(source: str, expected: dict[str
 
 def test_a_new_offender_and_a_stale_entry_are_reported(tmp_path: Path, monkeypatch):
     """The two rules on a fake tree: one file too long and one allow-list entry that fits."""
-    import test_code_size as mod
+    import tests.test_code_size as mod
 
     big, small = tmp_path / "big.py", tmp_path / "small.py"
     big.write_text("x = 1\n" * 401)

@@ -70,7 +70,7 @@ def test_a_declaration_without_its_fields_fails_loudly() -> None:
 def test_the_objectives_are_the_declared_metrics() -> None:
     from types import SimpleNamespace
 
-    from plena_opt.search.objectives import OBJECTIVES
+    from plena_opt.search.space.objectives import OBJECTIVES
 
     declared = [m for m in METRICS if m.objective]
     assert {m.objective for m in declared} | {"tps-per-user"} == set(OBJECTIVES)

@@ -7,9 +7,9 @@ import os
 import re
 
 import pytest
-from conftest import SHARED, load_golden
 
 from plena_opt.cli.main import main
+from tests.conftest import SHARED, load_golden
 
 MIXTRAL_EP16 = ["--model", "mixtral-8x7b", "--noc", "illustrative_gpu_cluster_32"]
 

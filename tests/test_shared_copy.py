@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, REPO, UPSTREAM
+
+from tests.conftest import IN_CI, REPO, UPSTREAM
 
 COPY = REPO / "tests" / "shared"
 PARTS = ("golden", "spec", "data")  # what the tests read; design/, hooks/, README are not copied

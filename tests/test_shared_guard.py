@@ -19,13 +19,13 @@ def _run(tests: list[str], ci: str, tmp_path: Path) -> subprocess.CompletedProce
 
 
 def test_missing_shared_fails_under_ci(tmp_path: Path) -> None:
-    tests = ["tests/test_estimate_golden.py", "tests/test_models_catalog.py"]
+    tests = ["tests/estimate/test_estimate_golden.py", "tests/models/test_models_catalog.py"]
     result = _run(tests, "true", tmp_path)
     assert result.returncode != 0, result.stdout[-2000:]
     assert "under CI=true this is a failure" in result.stdout
 
 
 def test_missing_shared_skips_outside_ci(tmp_path: Path) -> None:
-    result = _run(["tests/test_estimate_golden.py"], "", tmp_path)
+    result = _run(["tests/estimate/test_estimate_golden.py"], "", tmp_path)
     assert result.returncode == 0, result.stdout[-2000:]
     assert "skipped" in result.stdout and "failed" not in result.stdout

@@ -5,8 +5,8 @@ Spec: validation-data.md §1 (case parameters s5 = t2 = 32 GB/s & 32 ns/hop, s0 
 ``bytes' = X + ceil(X/988)·36``; models per panel) and network-model.md §13.
 A validation script, not part of the ``deepstack`` library: run
 ``python DeepStack/validation/fig13.py [DIR]`` for the per-panel table (``DIR`` defaults to
-``../shared/data/validation/fig13`` beside the repository). ``tests/test_deepstack_fig13.py``
-imports it by path.
+``../shared/data/validation/fig13`` beside the repository).
+``tests/deepstack/test_deepstack_fig13.py`` imports it by path.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ One function per use case (docs/ARCHITECTURE.md, "Use cases"):
 * ``search_plans(request, problem=None)`` — the Pareto search (``SearchResult``).
 * ``search_codesign(request, design_space)`` — hardware knobs × plans, the joint front.
 * ``prepare_workers(request)`` / ``run_worker(url, study)`` / ``run_local_workers(request, n)`` —
-  one study scored by many worker processes on PostgreSQL (``plena_opt.search.workers``).
+  one study scored by many worker processes on PostgreSQL (``plena_opt.search.workers.workers``).
 * ``prepare_codesign_workers`` / ``run_codesign_workers`` — a co-design's hardware points scored
-  by worker processes, the joint front read back (``plena_opt.search.codesign_workers``).
+  by worker processes, the joint front read back (``plena_opt.search.workers.codesign_workers``).
 * ``recheck_front(result, problem)`` — Monte Carlo re-check of a front's best plans.
 * ``decide_serving(result, checks, request, problem)`` — goodput at the SLA and the
   aggregated/disaggregated serving comparison of a finished search.

@@ -1,6 +1,6 @@
 """``plena-opt capacity --mixed``: the cheapest mix of the priced candidates in each interval.
 
-In every interval, ``search.pool_mix.cheapest_mix`` (an exact branch and bound over integer
+In every interval, ``search.serving.pool_mix.cheapest_mix`` (an exact branch and bound over integer
 replica counts) picks the replicas of each candidate deployment — each serving its own most
 requests/s within the SLA in that interval, weighted by the interval's output length so the
 demand is in output tokens/s — that serve the interval's rate for the least $/hour. A router
@@ -79,7 +79,7 @@ class MixedCandidate:
 def price_mix(cands: list[Any], curve: Any, min_replicas: int, delay_min: float) -> MixedCandidate:
     """The per-interval cheapest mix of the priced ``cands`` over ``curve``, with its interval."""
     from plena_opt.errors import PlenaInputError
-    from plena_opt.search.pool_mix import METHOD
+    from plena_opt.search.serving.pool_mix import METHOD
 
     mix = MixedCandidate(method=METHOD)
     ok = [c for c in cands if c.priced]
@@ -111,7 +111,7 @@ def interval_mixes(ok: list[Any], rates: dict[str, list[float]], curve: Any,
     ``rates[c.name][i]`` requests/s per replica there, filled up to ``min_replicas`` with the
     candidate cheapest per replica-hour. Raises naming ``sla`` when no mix serves an interval."""
     from plena_opt.errors import PlenaInputError
-    from plena_opt.search.pool_mix import PoolOption, cheapest_mix
+    from plena_opt.search.serving.pool_mix import PoolOption, cheapest_mix
 
     filler = min(ok, key=lambda c: (c.tp * c.usd_per_gpu_hour, c.name))
     out = []

@@ -1,4 +1,5 @@
-"""Use case: hardware × plan co-design over a design space (``plena_opt.search.codesign``)."""
+"""Use case: hardware × plan co-design over a design space
+(``plena_opt.search.codesign.codesign``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from plena_opt.search.codesign import CodesignResult
+    from plena_opt.search.codesign.codesign import CodesignResult
     from plena_opt.search.request import SearchRequest
 
 
@@ -22,8 +23,8 @@ def search_codesign(
 ) -> CodesignResult:
     """Search the hardware points of ``design_space`` (a file or shipped name) with the exact
     plan front on each; ``auto``: every point when they are at most ``trials``, else TPE."""
-    from plena_opt.search.codesign import run_codesign
-    from plena_opt.search.design_space import load_design_space
+    from plena_opt.search.codesign.codesign import run_codesign
+    from plena_opt.search.codesign.design_space import load_design_space
 
     space = load_design_space(design_space)
     if sampler == "auto":

@@ -27,8 +27,8 @@ class StoredTrial:
 def stored_trial(storage: str, study: str, number: int) -> StoredTrial:
     """Trial ``number`` of ``study`` in ``storage``; its key and the study's problem."""
     from plena_opt.search.record import POINT_ATTR
-    from plena_opt.search.serving_store import OWNER_ATTR
-    from plena_opt.search.storage import (
+    from plena_opt.search.serving.serving_store import OWNER_ATTR
+    from plena_opt.search.storage.storage import (
         committed_view,
         load_existing_study,
         open_storage,

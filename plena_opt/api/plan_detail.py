@@ -105,7 +105,7 @@ def _pool(
 ) -> PoolDetail:
     from plena_opt.api.estimates import estimate_plan
     from plena_opt.export.launch import parse_point_key
-    from plena_opt.search.space import Point
+    from plena_opt.search.space.space import Point
 
     plan, batch, precision = parse_point_key(key)
     update: dict[str, Any] = {"batch_size": batch, "devices": plan.world_size}

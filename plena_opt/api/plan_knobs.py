@@ -64,7 +64,7 @@ def changed_key(key: str, change: KnobChange, cluster_devices: int, noc_name: st
     """``key`` (a plan key, not a deployment) with the batch, tp and precision changed; a plan
     needing more devices than the cluster has is refused as ``estimate`` refuses it."""
     from plena_opt.export.launch import parse_deployment_key, parse_point_key
-    from plena_opt.search.space import Point
+    from plena_opt.search.space.space import Point
 
     if parse_deployment_key(key) is not None:
         raise PlenaInputError(

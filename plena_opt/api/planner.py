@@ -380,7 +380,7 @@ def planner_catalog() -> dict[str, Any]:
     from plena_opt.chip.precision import FORMATS
     from plena_opt.estimate.problem import names_gpu_chip
     from plena_opt.models import list_models
-    from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
+    from plena_opt.search.space.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
     from plena_opt.serving.engines import ENGINES
     from plena_opt.vocabulary import Sampler, ServingMode
 

@@ -17,7 +17,7 @@ from plena_opt.metrics import METRICS
 if TYPE_CHECKING:
     from plena_opt.search.result import FrontEntry
 
-# a serving comparison's deployment names one figure otherwise (``search.serving_points``)
+# a serving comparison's deployment names one figure otherwise (``search.serving.serving_points``)
 _SERVING_ALIAS = {"tps_per_sequence": "tps_per_user"}
 
 

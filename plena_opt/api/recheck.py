@@ -15,7 +15,7 @@ from typing import Any
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.problem import EvaluatorInputs
 from plena_opt.search.result import SearchResult
-from plena_opt.search.space import Point
+from plena_opt.search.space.space import Point
 from plena_opt.simulator.engine import RecheckResult, recheck_plans
 from plena_opt.stop import StopToken
 
@@ -109,7 +109,7 @@ def modelled_search_cpu_seconds(result: SearchResult, inputs: EvaluatorInputs) -
     """The search's CPU seconds by the cost model: ``SEARCH_CPU_SECONDS_FIXED`` plus every plan
     it holds (scored now or stored before) at ``modes.plan_cpu_seconds`` of its chip kind."""
     from plena_opt.estimate.pricer import chip_kind
-    from plena_opt.search.modes import plan_cpu_seconds
+    from plena_opt.search.run.modes import plan_cpu_seconds
 
     devices = inputs.noc.num_devices if inputs.noc is not None else 1
     per_plan = plan_cpu_seconds(devices, chip_kind(inputs.chip))

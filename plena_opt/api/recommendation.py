@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from plena_opt.search.result import FrontEntry, SearchResult
-from plena_opt.search.serving import BASIS_MONTE_CARLO
-from plena_opt.search.serving import BASIS_STATIC as STATIC
-from plena_opt.search.serving import BASIS_UNDER_LOAD as UNDER_LOAD
-from plena_opt.search.space import Point
+from plena_opt.search.serving.serving import BASIS_MONTE_CARLO
+from plena_opt.search.serving.serving import BASIS_STATIC as STATIC
+from plena_opt.search.serving.serving import BASIS_UNDER_LOAD as UNDER_LOAD
+from plena_opt.search.space.space import Point
 
 THROUGHPUT = ("tps", "tps-per-device", "tps-per-user", "tps-per-seq")
 _ENTRY_FIGURE = {  # objective key -> (FrontEntry attribute, larger is better)
@@ -191,7 +191,7 @@ def _with_reason(rec: Recommendation, reason: str) -> Recommendation:
 
 def _from_front(result: SearchResult, request: Any, seqs: dict) -> Recommendation | None:
     """The search front's plan for the user's SLA and objectives (module docstring)."""
-    from plena_opt.search.serving import has_sla, sla_dict, sla_text
+    from plena_opt.search.serving.serving import has_sla, sla_dict, sla_text
 
     if not result.front:
         return None

@@ -99,7 +99,7 @@ def _keep_robust(result: SearchResult, request: Any, problem: EvaluatorInputs) -
     (or not judged); the front is left as is when all of its plans are."""
     import numpy as np
 
-    from plena_opt.search.pareto import pareto_mask
+    from plena_opt.search.fronts.pareto import pareto_mask
 
     band = annotate_entries(result.front, request, problem, derated=True)
     if all(e.robust is not False for e in result.front):
@@ -167,7 +167,7 @@ def peak_ratios(
 ) -> list[tuple[float, float, float]]:
     """Per plan, in order: (TTFT, TPOT, $/Mtok) at the scaled peaks over the nominal (≥ ~1), the
     plans of one (batch, precision) priced in one batch on each problem."""
-    from plena_opt.search.space import Point
+    from plena_opt.search.space.space import Point
 
     groups: dict[tuple[int, Any], list[tuple[int, Any]]] = {}
     for i, e in enumerate(entries):
@@ -305,7 +305,7 @@ def robust_search(
     and a search constraint is one number, so the SLA is tightened by the least high ratios over
     the bands of the possible DP sizes (no robust plan is cut); ``annotate_front(derated=True)``
     then judges each plan at its own band and keeps the Pareto front of the robust ones."""
-    from plena_opt.search.session import default_study_name
+    from plena_opt.search.run.session import default_study_name
 
     scaled = derate(problem, ROBUST_PEAK_FACTOR)
     sb = search_band(request, problem)

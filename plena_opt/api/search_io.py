@@ -11,23 +11,23 @@ from __future__ import annotations
 from plena_opt.lazy import lazy_exports
 
 _EXPORTS = {
-    "BASIS_MONTE_CARLO": "plena_opt.search.serving",
-    "DEFAULT_OBJECTIVES": "plena_opt.search.objectives",
+    "BASIS_MONTE_CARLO": "plena_opt.search.serving.serving",
+    "DEFAULT_OBJECTIVES": "plena_opt.search.space.objectives",
     "MEMORY_STORAGE": "plena_opt.search.request",
-    "OBJECTIVES": "plena_opt.search.objectives",
-    "PLOT_FORMATS": "plena_opt.search.output",
-    "Progress": "plena_opt.search.runner",
+    "OBJECTIVES": "plena_opt.search.space.objectives",
+    "PLOT_FORMATS": "plena_opt.search.run.output",
+    "Progress": "plena_opt.search.run.runner",
     "SearchRequest": "plena_opt.search.request",
     "SearchResult": "plena_opt.search.result",
-    "default_study_name": "plena_opt.search.runner",
-    "no_front_message": "plena_opt.search.output",
-    "plot_front": "plena_opt.search.output",
-    "render_comparison": "plena_opt.search.serving_compare",
-    "render_goodput": "plena_opt.search.serving",
-    "render_json": "plena_opt.search.output",
-    "render_text": "plena_opt.search.output",
-    "write_csv": "plena_opt.search.output",
-    "write_csv_all": "plena_opt.search.output",
+    "default_study_name": "plena_opt.search.run.runner",
+    "no_front_message": "plena_opt.search.run.output",
+    "plot_front": "plena_opt.search.run.output",
+    "render_comparison": "plena_opt.search.serving.serving_compare",
+    "render_goodput": "plena_opt.search.serving.serving",
+    "render_json": "plena_opt.search.run.output",
+    "render_text": "plena_opt.search.run.output",
+    "write_csv": "plena_opt.search.run.output",
+    "write_csv_all": "plena_opt.search.run.output",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -13,9 +13,9 @@ Inside the search each plan costs the **steady state** (``serving.closed_loop`` 
 never the replay. Percentiles: the steady-state mean × the replay's percentile / mean ratio,
 taken once per search on its first priced plan (``pilot``; one replay per search) — a stated
 approximation: the ratio comes from the lengths' spread and the queue, which the pilot shares
-with the other plans of the same workload (``tests/test_search_under_load.py``: within 25 % of
-each plan's own replay at p90 and p99, TP 8 down to eight TP 1 replicas). Plans the serving model
-does not express (cp above 1) or a rate a plan does not serve are scored invalid (not on the
+with the other plans of the same workload (``tests/search/run/test_search_under_load.py``: within 25
+% of each plan's own replay at p90 and p99, TP 8 down to eight TP 1 replicas). Plans the serving
+model does not express (cp above 1) or a rate a plan does not serve are scored invalid (not on the
 front), never priced as something else. A plan with ``pp`` stages keeps ``k = min(pp, ⌈C/dp⌉)``
 batches in flight per replica, each priced as an engine whose step is a turn of the pipeline
 (``serving.pipeline``): the clients split over ``dp·k`` such batches as over replicas. A plan

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.search.request import SearchRequest
     from plena_opt.search.result import SearchResult
-    from plena_opt.search.runner import Progress
+    from plena_opt.search.run.runner import Progress
 
 
 def search_plans(
@@ -21,7 +21,7 @@ def search_plans(
 ) -> SearchResult:
     """Run the search ``request`` describes on ``problem`` (default: ``request.problem``
     loaded); ``progress`` gets reports, ``should_stop()`` is polled between trials."""
-    from plena_opt.search.runner import run_search
+    from plena_opt.search.run.runner import run_search
 
     inputs = problem if problem is not None else request.problem.load()
     if not request.under_load:

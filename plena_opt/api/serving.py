@@ -31,7 +31,7 @@ def decide_serving(
 ) -> dict[str, Any]:
     """Goodput and the ``--serving`` comparison of ``result`` (also kept in ``result.serving``);
     ``checks`` are its re-check results (may be empty)."""
-    from plena_opt.search.serving import goodput, has_sla, judge_sla
+    from plena_opt.search.serving.serving import goodput, has_sla, judge_sla
 
     doc = result.serving
     if has_sla(request) or request.percentile != "p50":
@@ -47,13 +47,13 @@ def _compare(
     """The ``--serving`` comparison, stored (and, for the Optuna pair search, resumed) as study
     ``<study>-serving`` unless the store is in memory or the comparison stopped early."""
     from plena_opt.search.request import MEMORY_STORAGE
-    from plena_opt.search.serving_compare import (
+    from plena_opt.search.serving.serving_compare import (
         SCORED_KEY,
         serving_comparison,
         serving_fingerprint,
     )
-    from plena_opt.search.serving_store import resume_params, store_comparison
-    from plena_opt.search.storage import open_storage
+    from plena_opt.search.serving.serving_store import resume_params, store_comparison
+    from plena_opt.search.storage.storage import open_storage
 
     stored = result.storage != MEMORY_STORAGE
     storage = open_storage(result.storage) if stored else None

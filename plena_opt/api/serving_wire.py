@@ -15,8 +15,8 @@ from typing import Any
 from plena_proto import plena_opt_pb2 as pb
 
 from plena_opt.metrics import INTERVAL_BASIS, METRICS, interval_fields
-from plena_opt.search.serving import BASIS_STATIC, BASIS_UNDER_LOAD, PERCENTILE_BASIS
-from plena_opt.search.space import Point
+from plena_opt.search.serving.serving import BASIS_STATIC, BASIS_UNDER_LOAD, PERCENTILE_BASIS
+from plena_opt.search.space.space import Point
 
 _DIMS = ("tp", "ep", "dp", "pp", "cp")
 _PLAN_TEXT = ("moe_tp_mode", "comm_overlap")
@@ -96,7 +96,7 @@ def _plan_key(plan: Mapping[str, Any]) -> str:
 
 
 def _deployment_key(doc: Mapping[str, Any]) -> str:
-    """The key ``plena-opt export`` takes (``search.serving_points``'s form)."""
+    """The key ``plena-opt export`` takes (``search.serving.serving_points``'s form)."""
     if doc["serving"] == "aggregated":
         return _plan_key(doc["plan"])
     p, d = doc["prefill"], doc["decode"]

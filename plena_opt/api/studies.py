@@ -15,27 +15,27 @@ from typing import Any
 from plena_opt.lazy import lazy_exports
 
 _EXPORTS = {
-    "DEFAULT_STORAGE": "plena_opt.search.storage",
+    "DEFAULT_STORAGE": "plena_opt.search.storage.storage",
     "METRICS_ATTR": "plena_opt.search.record",
     "PLAN_ATTR": "plena_opt.search.record",
-    "VALUES_ATTR": "plena_opt.search.trials",
-    "check_owner": "plena_opt.search.serving_store",
-    "clear_stale_journal_lock": "plena_opt.search.storage",
-    "committed_view": "plena_opt.search.storage",
-    "fail_stale_trials": "plena_opt.search.storage",
-    "front_trials": "plena_opt.search.trials",
-    "list_studies": "plena_opt.search.storage",
-    "load_existing_study": "plena_opt.search.storage",
-    "open_storage": "plena_opt.search.storage",
-    "pareto_mask": "plena_opt.search.pareto",
-    "run_dashboard": "plena_opt.search.dashboard",
-    "salvage_journal": "plena_opt.search.journal",
-    "scan_journal": "plena_opt.search.journal",
-    "scored_trials": "plena_opt.search.trials",
-    "serve_proxy": "plena_opt.search.grpc_proxy",
-    "storage_exists": "plena_opt.search.storage",
-    "torn_tail_note": "plena_opt.search.storage",
-    "trials_completed": "plena_opt.search.trials",
+    "VALUES_ATTR": "plena_opt.search.storage.trials",
+    "check_owner": "plena_opt.search.serving.serving_store",
+    "clear_stale_journal_lock": "plena_opt.search.storage.storage",
+    "committed_view": "plena_opt.search.storage.storage",
+    "fail_stale_trials": "plena_opt.search.storage.storage",
+    "front_trials": "plena_opt.search.storage.trials",
+    "list_studies": "plena_opt.search.storage.storage",
+    "load_existing_study": "plena_opt.search.storage.storage",
+    "open_storage": "plena_opt.search.storage.storage",
+    "pareto_mask": "plena_opt.search.fronts.pareto",
+    "run_dashboard": "plena_opt.search.storage.dashboard",
+    "salvage_journal": "plena_opt.search.storage.journal",
+    "scan_journal": "plena_opt.search.storage.journal",
+    "scored_trials": "plena_opt.search.storage.trials",
+    "serve_proxy": "plena_opt.search.storage.grpc_proxy",
+    "storage_exists": "plena_opt.search.storage.storage",
+    "torn_tail_note": "plena_opt.search.storage.storage",
+    "trials_completed": "plena_opt.search.storage.trials",
 }
 
 USE_CASES = ["FrontTrial", "StoredFront", "clear_stale_lock", "fail_stale", "open_store"]
@@ -58,8 +58,8 @@ class FrontTrial:
 
 @dataclass(frozen=True)
 class StoredFront:
-    """A stored study's feasible Pareto front (``search.trials.front_trials``: each plan once,
-    highest tokens/s first), its distinct scored plans and its objective names."""
+    """A stored study's feasible Pareto front (``search.storage.trials.front_trials``: each plan
+    once, highest tokens/s first), its distinct scored plans and its objective names."""
 
     name: str
     trials_completed: int
@@ -70,14 +70,14 @@ class StoredFront:
 def open_store(storage: str | None) -> Any | None:
     """The study store at ``storage`` (default: ``DEFAULT_STORAGE``), or None when it does not
     exist (an absent store is never created)."""
-    from plena_opt.search.storage import open_storage, storage_exists
+    from plena_opt.search.storage.storage import open_storage, storage_exists
 
     return open_storage(storage) if storage_exists(storage) else None
 
 
 def study_rows(store: Any) -> list[dict[str, Any]]:
-    """One summary row per stored study (``search.storage.list_studies``), as on disk."""
-    from plena_opt.search.storage import committed_view, list_studies
+    """One summary row per stored study (``search.storage.storage.list_studies``), as on disk."""
+    from plena_opt.search.storage.storage import committed_view, list_studies
 
     with committed_view(store):  # store order, as `plena-opt studies`
         return list_studies(store)
@@ -87,8 +87,8 @@ def stored_front(store: Any, name: str) -> StoredFront:
     """The feasible Pareto front of study ``name``'s completed trials, read as committed on disk
     (a kill -9 then loses none of it); an unknown name raises ``PlenaNotFoundError``."""
     from plena_opt.search.record import METRICS_ATTR, PLAN_ATTR
-    from plena_opt.search.storage import committed_view, load_existing_study
-    from plena_opt.search.trials import front_trials, trials_completed
+    from plena_opt.search.storage.storage import committed_view, load_existing_study
+    from plena_opt.search.storage.trials import front_trials, trials_completed
 
     with committed_view(store):
         study = load_existing_study(name, store)
@@ -112,7 +112,7 @@ def fail_stale(store: Any, name: str) -> int:
     for a caller that holds the study, so a RUNNING trial is left over from a dead process."""
     import optuna
 
-    from plena_opt.search.storage import fail_stale_trials
+    from plena_opt.search.storage.storage import fail_stale_trials
 
     if name not in optuna.get_all_study_names(store):
         return 0
@@ -122,6 +122,6 @@ def fail_stale(store: Any, name: str) -> int:
 def clear_stale_lock(storage: str | None, stale_after: float) -> bool:
     """Remove a journal lock (``storage``, default ``DEFAULT_STORAGE``) unchanged for
     ``stale_after`` seconds, left by a process killed mid-append; whether it did."""
-    from plena_opt.search.storage import DEFAULT_STORAGE, clear_stale_journal_lock
+    from plena_opt.search.storage.storage import DEFAULT_STORAGE, clear_stale_journal_lock
 
     return clear_stale_journal_lock(storage or DEFAULT_STORAGE, stale_after)

@@ -34,13 +34,13 @@ MODULES = (
     "plena_opt.simulator.report",
     "plena_opt.simulator.scheduler",
     "plena_opt.simulator.engine",
-    "plena_opt.search.pareto",
+    "plena_opt.search.fronts.pareto",
     "plena_opt.search.record",
     "plena_opt.search.request",
     "plena_opt.search.result",
-    "plena_opt.search.runner",
-    "plena_opt.search.storage",
-    "plena_opt.search.trials",
+    "plena_opt.search.run.runner",
+    "plena_opt.search.storage.storage",
+    "plena_opt.search.storage.trials",
 )
 
 

@@ -2,7 +2,7 @@
 
 ``prepare_workers(request)`` creates the study and its work queue; ``run_worker(url, study)``
 joins it from any machine; ``run_local_workers(request, n)`` does both with ``n`` local
-processes. How work is claimed and retried: ``plena_opt.search.workers``.
+processes. How work is claimed and retried: ``plena_opt.search.workers.workers``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from plena_opt.errors import PlenaInputError, PlenaRunError
 
 if TYPE_CHECKING:
-    from plena_opt.search.codesign import CodesignResult
+    from plena_opt.search.codesign.codesign import CodesignResult
     from plena_opt.search.request import SearchRequest
-    from plena_opt.search.workers import QueueInfo, WorkerReport
+    from plena_opt.search.workers.workers import QueueInfo, WorkerReport
 
 MAX_LOCAL_WORKERS = 256
 # Imported once by the fork server the local workers are forked from, not once per worker: a
@@ -27,9 +27,9 @@ MAX_LOCAL_WORKERS = 256
 # "scale out"). The fork server itself starts from a clean interpreter, so no database
 # connection of this process is shared with a worker.
 PRELOAD = [
-    "plena_opt.search.workers",
-    "plena_opt.search.chunk_store",
-    "plena_opt.search.codesign_workers",
+    "plena_opt.search.workers.workers",
+    "plena_opt.search.storage.chunk_store",
+    "plena_opt.search.workers.codesign_workers",
     "plena_opt.api.workers",
     "sqlalchemy.orm",
     "alembic.command",
@@ -45,8 +45,8 @@ def prepare_workers(
 ) -> QueueInfo:
     """Create ``request``'s study and work queue in ``request.storage`` (an RDB URL);
     ``store_plans``: ``all`` (a trial per plan) or ``front`` (each chunk's fronts as trials,
-    every plan's metrics on the chunk: ``plena_opt.search.chunk_store``)."""
-    from plena_opt.search.workers import prepare_queue
+    every plan's metrics on the chunk: ``plena_opt.search.storage.chunk_store``)."""
+    from plena_opt.search.workers.workers import prepare_queue
 
     return prepare_queue(request, chunk_plans=chunk_plans, store_plans=store_plans)
 
@@ -55,7 +55,7 @@ def run_worker(
     url: str, study: str, heartbeat_s: float | None = None, throttle_s: float = 0.0
 ) -> WorkerReport:
     """Claim and score chunks of ``study`` in ``url`` until its queue is done."""
-    from plena_opt.search import workers
+    from plena_opt.search.workers import workers
 
     return workers.run_worker(
         url, study, heartbeat_s=heartbeat_s or workers.HEARTBEAT_SECONDS, throttle_s=throttle_s
@@ -111,7 +111,7 @@ def _spawn(
     dead = {i + 1: p.exitcode or 0 for i, p in enumerate(procs) if p.exitcode != 0}
     if dead:
         _check_complete(url, study, n, dead)
-    from plena_opt.search.workers import WorkerReport
+    from plena_opt.search.workers.workers import WorkerReport
 
     lost = [asdict(WorkerReport(study, exit_code=c, worker=i)) for i, c in dead.items()]
     return sorted(reports + lost, key=lambda r: r["worker"])
@@ -132,7 +132,7 @@ def _check_complete(url: str | None, study: str, n: int, dead: dict[int, int]) -
     """After worker processes ``dead`` (number → exit code) died: return when the survivors
     finished every chunk of ``study`` (a dead worker's chunk goes stale and is retried), else
     :class:`PlenaRunError` saying what is missing and how to resume."""
-    from plena_opt.search.workers import queue_done
+    from plena_opt.search.workers.workers import queue_done
 
     done, total = queue_done(str(url), study)
     if done == total:
@@ -159,8 +159,8 @@ def prepare_codesign_workers(
 ) -> QueueInfo:
     """Create the co-design study of ``design_space`` and its queue of hardware points in
     ``request.storage`` (an RDB URL); workers join it with ``run_worker``."""
-    from plena_opt.search.codesign_workers import prepare_codesign_queue
-    from plena_opt.search.design_space import load_design_space
+    from plena_opt.search.codesign.design_space import load_design_space
+    from plena_opt.search.workers.codesign_workers import prepare_codesign_queue
 
     return prepare_codesign_queue(request, load_design_space(design_space), max_cost)
 
@@ -174,7 +174,7 @@ def run_codesign_workers(
 ) -> tuple[CodesignResult, list[dict]]:
     """Co-design ``design_space`` (every allowed hardware point) with ``n`` local worker
     processes on ``request.storage``; the joint front read back from the store, the reports."""
-    from plena_opt.search.codesign_workers import codesign_from_storage
+    from plena_opt.search.workers.codesign_workers import codesign_from_storage
 
     if not 1 <= n <= MAX_LOCAL_WORKERS:
         raise PlenaInputError("workers", f"--workers must be 1..{MAX_LOCAL_WORKERS}, got {n}")

@@ -15,9 +15,9 @@ import numpy as np
 
 from plena_opt.estimate.cost import COST_FIELDS
 from plena_opt.metrics import METRICS
-from plena_opt.search.objectives import Constraints, Objective
 from plena_opt.search.result import FrontEntry
-from plena_opt.search.space import Point
+from plena_opt.search.space.objectives import Constraints, Objective
+from plena_opt.search.space.space import Point
 
 POINT_ATTR = "point_key"
 PLAN_ATTR = "plan"

@@ -12,7 +12,7 @@ from plena_opt.bounds import (
     MAX_TRIALS,
 )
 from plena_opt.estimate.problem import ProblemSpec
-from plena_opt.search.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
+from plena_opt.search.space.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
 from plena_opt.vocabulary import Percentile, Sampler, ServingMode, ServingSampler
 
 MEMORY_STORAGE = ":memory:"

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from plena_opt.search.misses import NearestMiss
+from plena_opt.search.space.misses import NearestMiss
 
 
 class FrontEntry(BaseModel):
@@ -70,7 +70,7 @@ class FrontEntry(BaseModel):
     @property
     def key(self) -> str:
         """The key ``plena-opt export`` takes (``tp8-ep1-dp1-pp4-cp1-replace-none-b16``)."""
-        from plena_opt.search.space import Point
+        from plena_opt.search.space.space import Point
 
         return Point.from_dict(self.plan).key
 
@@ -102,9 +102,10 @@ class SearchResult(BaseModel):
     space was scored; ``partial`` marks a search stopped before it finished (cancel, deadline,
     Ctrl-C); ``best_infeasible`` is the least-violating plan when no plan meets the constraints.
     ``trials`` counts every trial in the study; ``trials_completed`` the distinct plans scored and
-    stored in it (``plena_opt.search.trials.trials_completed``); ``front_recall`` and ``igd``
-    rate a front against the exact one (``plena_opt.search.quality``). ``scored`` holds every
-    plan scored or reused in this run (for ``--csv-all`` and ``--plot``; not serialised).
+    stored in it (``plena_opt.search.storage.trials.trials_completed``); ``front_recall`` and
+    ``igd`` rate a front against the exact one (``plena_opt.search.fronts.quality``). ``scored``
+    holds every plan scored or reused in this run (for ``--csv-all`` and ``--plot``; not
+    serialised).
     """
 
     study_name: str

@@ -11,10 +11,10 @@ each workload has a fast steady state and a discrete-event replay of the same sc
 serves as its reference, and tests hold the two to agree on the means.
 
 * closed loop: ``closed_loop`` (``steady.py``, fast) against ``replay_closed_loop``
-  (``replay.py``, reference; ``tests/test_serving.py``
+  (``replay.py``, reference; ``tests/serving/test_serving.py``
   ``test_steady_state_agrees_with_the_replay_on_the_mean`` and ``…_on_an_evaluated_plan``);
 * open loop (Poisson): ``open_loop`` against ``replay_open_loop`` (``open_loop.py``;
-  ``test_open_loop_steady_state_agrees_with_its_replay`` in ``tests/test_serving.py``).
+  ``test_open_loop_steady_state_agrees_with_its_replay`` in ``tests/serving/test_serving.py``).
 """
 
 from plena_opt.serving.benchmark import PROMPTS_PER_CLIENT, benchmark_run

@@ -15,7 +15,7 @@ beside the other requests of that worker. Steady state, means and the TTFT tail:
   ``finite_source`` (each client "thinks" for the transfer and its decode between prefills:
   far fewer arrivals while many wait, which Poisson arrivals overstate ~1.5× at 90 % busy), its
   wait scaled by ``(1 + cs²) / 2``; tail exponential with the same ``Pw`` and mean. Checked
-  against event simulations of both loops (``tests/test_serving_disagg_load.py``). A closed
+  against event simulations of both loops (``tests/serving/test_serving_disagg_load.py``). A closed
   loop of no more clients than prefill workers never waits.
 * **Decode pool**: ``b`` requests per worker decode at ``TPOT(b) = decode_seconds(b) + host``;
   ``b`` is the root of Little's law ``b = λ·(osl − 1)·TPOT(b) / D`` (bisection).

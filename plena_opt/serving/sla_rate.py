@@ -24,12 +24,12 @@ replica serves within an SLA there (a closed form on top of ``open_loop``'s stea
 
 Against the replay (Llama-3.1-70B, H100 TP8, vLLM, 1024/256 tokens, 2–8 requests/s; the 50 ms
 p90 TPOT allows 9.6): p90 TPOT 1–20 % above the replay's, p90 TTFT 13–20 % below it (the
-replay's prompts also queue behind each other within a step); ``tests/test_capacity.py`` holds
-TTFT within 0.70–1.05 and TPOT within 0.98–1.25 of the replay at 2, 4 and 6 requests/s.
+replay's prompts also queue behind each other within a step); ``tests/serving/test_capacity.py``
+holds TTFT within 0.70–1.05 and TPOT within 0.98–1.25 of the replay at 2, 4 and 6 requests/s.
 
 ``max_rate`` bisects the rate (both figures rise with it) up to the rate ``open_loop`` refuses,
-and also keeps ``1 + N_q`` within the KV cache's sequences. ``tests/test_capacity.py`` compares
-the p90 figures with the discrete-event replay (``replay_open_loop``).
+and also keeps ``1 + N_q`` within the KV cache's sequences. ``tests/serving/test_capacity.py``
+compares the p90 figures with the discrete-event replay (``replay_open_loop``).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ decoding. Seen from one request:
 
 ``φ`` is the root of ``φ = (osl − 1)·TPOT(φ) / E2E(φ)``, found by bisection (the right side falls
 as φ grows). Requests beyond ``max_running`` wait ``(C − R) / X`` more before their first token.
-``replay.replay_closed_loop`` runs the same scheduler step by step; ``tests/test_serving.py``
-shows the two agree on the means.
+``replay.replay_closed_loop`` runs the same scheduler step by step;
+``tests/serving/test_serving.py`` shows the two agree on the means.
 
 **Fixed lengths (``range_ratio`` 0) are lock-step, not spread.** The form above assumes the
 clients' cycles are spread over time (true when lengths are drawn). With fixed lengths they never
@@ -43,7 +43,7 @@ prompt; the rest of the wave's prefill falls between its first and second tokens
 TPOT: ``TPOT = decode(C) + (wave − its TTFT) / (osl − 1)``. With drawn lengths a prefill-first
 step of the spread regime carries no decode (``_cycle``: its own prompt step decodes nobody).
 Checked on the 84 fixed-length SGLang rows of the shipped measurements (H100, Qwen3-32B): TTFT
-MAPE 84 % → 18 %, TPOT 56 % → 6 % (``tests/test_validate_serving.py``).
+MAPE 84 % → 18 %, TPOT 56 % → 6 % (``tests/validate/test_validate_serving.py``).
 
 **Overlap scheduling** (``EngineModel.overlap_schedule``: SGLang, TensorRT-LLM) adds to TTFT the
 step an arrival misses (``_admitted``): a mean step (TPOT) while others decode; in a wave, the

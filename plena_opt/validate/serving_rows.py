@@ -28,7 +28,7 @@ SYSTEMS = {
 # Hugging Face ids resolve through the catalog (``plena_opt.models.catalog.resolve_model_id``:
 # hf_id / hf_aliases, quantised variants such as nvidia/…-NVFP4, -Instruct checkpoints). The
 # validation tables group DeepSeek-R1 and DeepSeek-V3.1 rows as deepseek-v3: their config.json
-# has DeepSeek-V3's architecture fields (tests/test_models_catalog_added.py checks it).
+# has DeepSeek-V3's architecture fields (tests/models/test_models_catalog_added.py checks it).
 ARCHITECTURE_TWINS = {"deepseek-r1": "deepseek-v3", "deepseek-v3.1": "deepseek-v3"}
 
 

@@ -136,7 +136,7 @@ def enable_reflection(server: grpc.Server, services: tuple[str, ...]) -> None:
 
 
 def clear_stale_journal_lock(storage: str | None, stale_after: float = STALE_LOCK_SECONDS) -> bool:
-    """Remove a journal lock left by a process killed while writing (``search.storage``)."""
+    """Remove a journal lock left by a process killed while writing (``search.storage.storage``)."""
     from plena_opt.api.studies import clear_stale_lock
 
     return clear_stale_lock(storage, stale_after)

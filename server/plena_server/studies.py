@@ -77,7 +77,7 @@ MAX_LISTED_STUDIES = 1000  # one ListStudies response stays far below the messag
 
 
 def list_studies(storage: str | None) -> pb.ListStudiesResponse:
-    """Summaries of the stored studies (``plena_opt.search.storage.list_studies`` rows)."""
+    """Summaries of the stored studies (``plena_opt.search.storage.storage.list_studies`` rows)."""
     import json
 
     from plena_opt.api.studies import study_rows

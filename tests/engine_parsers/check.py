@@ -1,6 +1,6 @@
 """Parse exported commands with the serving engines' own argument parsers.
 
-Run by ``tests/test_export_engine_parsers.py`` with the Python of the engine environment that
+Run by ``tests/export/test_export_engine_parsers.py`` with the Python of the engine environment that
 ``.ci/engine_parsers.sh`` makes: vLLM, SGLang and sglang-router wheels installed without their
 dependencies, plus the few small pure packages their parsers need for real (pydantic, msgspec,
 regex, PyYAML, packaging). Every other import (torch, transformers, numpy, triton, …) is answered

@@ -13,8 +13,8 @@ Modules, lowest first (each imports only those above it):
 * ``grid_checks`` / ``plan_checks``: a plan's fast sufficient checks from memoised layer facts,
   on a stair-compressed grid / on a run grid.
 
-``estimate.reference`` prices every step plainly; ``tests/test_estimate_decode_steps.py`` and
-``tests/test_estimate_reference.py`` hold the grids to it.
+``estimate.reference`` prices every step plainly; ``tests/estimate/test_estimate_decode_steps.py``
+and ``tests/estimate/test_estimate_reference.py`` hold the grids to it.
 """
 
 from __future__ import annotations

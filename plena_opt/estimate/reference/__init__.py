@@ -23,7 +23,7 @@ Where to find a formula by name:
 * the decode period (slowest stage + transfer, or the token loop): ``steps.decode_period``;
 * TTFT, TPS, TPS per sequence, energy per token: ``metrics.reference_metrics``.
 
-Every fast path is tested against it (``tests/test_estimate_reference.py``).
+Every fast path is tested against it (``tests/estimate/test_estimate_reference.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ intervals (Hahn & Meeker), the same order statistics ``scipy.stats.quantile_test
 Computed with numpy and ``math`` only, so importing the simulator (the search's re-check) does not
 import ``scipy.stats`` (2.9–4.4 s under load, issue 26). The binomial indices were checked equal
 to scipy 1.17's ``binom.ppf``/``binom.isf`` for N = 2…1,199, 2,000, 5,000 and 10,000 at
-q = 0.5, 0.9, 0.99 (``tests/test_pipeline_montecarlo.py`` compares them where scipy is
+q = 0.5, 0.9, 0.99 (``tests/simulator/test_pipeline_montecarlo.py`` compares them where scipy is
 installed); a confidence level other than ``Z_BY_LEVEL``'s asks scipy for its z, lazily.
 """
 

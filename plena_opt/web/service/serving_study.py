@@ -15,7 +15,7 @@ from typing import Any
 
 from plena_opt.errors import PlenaInputError
 
-OWNER_ATTR = "serving_comparison_of"  # = plena_opt.search.serving_store.OWNER_ATTR
+OWNER_ATTR = "serving_comparison_of"  # = plena_opt.search.serving.serving_store.OWNER_ATTR
 DIMS = ("tp", "ep", "dp", "pp", "cp")
 _PAIR = re.compile(r"^(\d+)P\[(.*)\] (\d+)D\[(.*)\]$")
 

@@ -10,7 +10,7 @@ from typing import Any
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError
 from plena_opt.web.service.serving_study import is_serving_study, not_in_form, serving_study
 
-#: SLA constraints of a plan study (``search.objectives.Constraints.names``)
+#: SLA constraints of a plan study (``search.space.objectives.Constraints.names``)
 SLA_CONSTRAINTS = ("max_ttft", "min_tps_per_seq", "max_tpot")
 
 
@@ -48,8 +48,8 @@ def _stored_study(storage: str | None, name: str) -> Iterator[tuple[Any, Any]]:
 def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, Any]:
     """The first ``max_trials`` scored plans of study ``name`` (each plan once; infeasible ones
     are PRUNED trials with their values kept): plan, metrics, feasibility, membership of the
-    study's feasible Pareto front (``plena_opt.search.trials.front_trials``, as GetStudy) and the
-    study's problem. Only what is on disk is read (``committed_view``)."""
+    study's feasible Pareto front (``plena_opt.search.storage.trials.front_trials``, as GetStudy)
+    and the study's problem. Only what is on disk is read (``committed_view``)."""
     from optuna.trial import TrialState
 
     from plena_opt.api.studies import (
@@ -95,7 +95,7 @@ def study_front(storage: str | None, name: str, max_trials: int) -> dict[str, An
     sla = [c for c in study.user_attrs.get("constraints") or [] if c in SLA_CONSTRAINTS]
     per_device = bool(sla) or "tps_per_device" in metric_names
     if not rows or any(r["tps_per_device"] is None for r in rows):
-        per_device = False  # as ``search.output._plot_axes``: only when every plan has it
+        per_device = False  # as ``search.run.output._plot_axes``: only when every plan has it
     return {
         "name": name,
         "view": "per-user-per-device" if per_device else "ttft-tps",

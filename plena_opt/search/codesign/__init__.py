@@ -1,0 +1,1 @@
+"""Hardware × plan co-design: design space files, the outer study, the joint front."""

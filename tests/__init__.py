@@ -1,0 +1,1 @@
+"""The tests: one folder per package (tests/<package>/…), repository-wide tests here."""

@@ -1,0 +1,1 @@
+"""Tests of ``plena_opt.api``."""
