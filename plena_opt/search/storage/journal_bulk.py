@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import optuna
 from optuna.distributions import BaseDistribution, distribution_to_json
 from optuna.storages.journal import BaseJournalBackend
 from optuna.trial import FrozenTrial, TrialState
@@ -27,9 +28,17 @@ from plena_opt.search.storage.journal import CREATE_TRIAL
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
+# Optuna 5 stores a template trial's times in UTC with their offset; Optuna 4 as given (naive
+# local times): the records follow the installed Optuna, so its readers see the same datetimes
+# for bulk and one-by-one trials (``optuna/storages/journal/_storage.py``, create_new_trial).
+_UTC_TIMES = int(optuna.__version__.split(".")[0]) >= 5
+
+
 def _iso(when: datetime | None) -> str | None:
-    """``when`` as the journal stores it (UTC, ISO 8601 with microseconds)."""
-    return None if when is None else when.astimezone(UTC).isoformat(timespec="microseconds")
+    """``when`` as the installed Optuna's journal stores it (ISO 8601 with microseconds)."""
+    if when is None:
+        return None
+    return (when.astimezone(UTC) if _UTC_TIMES else when).isoformat(timespec="microseconds")
 
 
 class JournalTrialWriter:

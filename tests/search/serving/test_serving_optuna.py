@@ -96,7 +96,7 @@ def test_trials_are_stored_once_with_constraints_and_plan_params_and_resume(tmp_
         for role in ("prefill", "decode"):
             for k in ("tp", "ep", "dp", "pp", "cp", "batch_size", "workers"):
                 assert f"{role}_{k}" in t.params
-        assert "max_tpot" in t.user_attrs["constraints"] and t.constraints
+        assert "max_tpot" in t.user_attrs["constraints"] and t.system_attrs["constraints"]
         meets = t.user_attrs["tpot_seconds"] <= 6e-3
         assert (t.user_attrs["constraints"]["max_tpot"] <= 0) == meets
         assert "sampler_params" in t.user_attrs
