@@ -216,7 +216,9 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         argv += [f["pp"], str(plan.pp)]
     if plan.dp > 1:
         argv += [f["dp"], str(plan.dp)]
-    argv += [f["max_seqs"], str(batch), f["max_len"], str(spec.max_len)]
+    # the plan's batch is global: plain --dp-size gives each worker the whole flag (running_cap)
+    seqs = ceil(batch / plan.dp) if plan.dp > 1 else batch
+    argv += [f["max_seqs"], str(seqs), f["max_len"], str(spec.max_len)]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
     if role in ("prefill", "decode"):
         argv += [f["disaggregation"], role, f["transfer_backend"], eng["transfer_backend"]]
@@ -333,9 +335,11 @@ def running_cap(engine: str, plan: Plan, batch: int) -> int:
     """Requests one DP replica of ``plan`` (its ``tp·pp·cp·ep`` devices) runs at once when the
     builders above export the plan's global ``batch`` (sequences). vLLM and TensorRT-LLM write
     ``ceil(batch/(dp·ep))`` per DP / attention-DP rank, ``ep`` ranks to a replica; SGLang writes
-    ``batch`` itself, which 0.5.23 applies whole to each worker of plain ``--dp-size`` and as
-    ``max(1, batch // dp-size)`` per rank under ``--enable-dp-attention`` (``attn_dp_size``;
-    sglang/srt/model_executor/pool_configurator.py, requested_max_running_requests_per_worker)."""
+    ``ceil(batch/dp)`` (``batch`` at dp = 1), which 0.5.23 applies whole to each worker of plain
+    ``--dp-size`` and as ``max(1, flag // dp-size)`` per rank under ``--enable-dp-attention``
+    (``attn_dp_size``; sglang/srt/model_executor/pool_configurator.py,
+    requested_max_running_requests_per_worker)."""
     if engine == "sglang":
-        return max(1, batch // plan.ep) * plan.ep if plan.moe_tp and plan.ep > 1 else batch
+        flag = ceil(batch / plan.dp) if plan.dp > 1 else batch
+        return max(1, flag // plan.ep) * plan.ep if plan.moe_tp and plan.ep > 1 else flag
     return ceil(batch / (plan.dp * plan.ep)) * plan.ep

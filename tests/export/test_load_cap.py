@@ -108,3 +108,11 @@ def test_the_web_plan_detail_prices_the_same_capped_figures():
     assert note is None and web["max_running_requests"] == 8
     assert web["ttft_ms"]["mean"] == pytest.approx(local.ttft.mean * 1e3, rel=1e-12)
     assert web["tpot_ms"]["p99"] == pytest.approx(local.tpot.p99 * 1e3, rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_global_batch_over_dp_replicas_admits_the_batch_in_all(engine):
+    """The plan's batch is global: 33 sequences over dp = 3 replicas is 11 per replica on every
+    engine (SGLang's plain --dp-size once got the whole 33 per worker, 99 in all)."""
+    plan = Plan(tp=2, dp=3)
+    assert running_cap(engine, plan, 33) * plan.dp == 33
