@@ -152,6 +152,7 @@ def job_view(job: Job) -> dict[str, Any]:
                 "infeasible": r.infeasible,
                 "under_load": getattr(r, "under_load", None),
                 "goodput_interval": goodput_doc(r, job.search.request),
+                "warnings": list(r.warnings),  # as the CLI prints them (``warning: …``)
             },
         }
     return finite(out)

@@ -173,6 +173,11 @@ def test_the_page_renders_each_interval(tmp_path_factory) -> None:
             f"{row} td.m-usd_per_million_output_tokens"
         )
         assert "vllm|h100-sxm|" in pg.text_content("#pl-intervals")
+        # the search's warnings, as the CLI prints them: 4,16,64 are not searched under 16 clients
+        warned = v["answer"]["summary"]["warnings"]
+        assert any("batch sizes 4,16,64 not searched" in w for w in warned)
+        shown = pg.text_content("#pl-warnings")
+        assert all(w in shown for w in warned) and shown.count("warning: ") == len(warned)
         rec = v["answer"]["recommendation"]["figures"]
         lo, hi = (rec[f"ttft_seconds_{e}"] * 1e3 for e in ("low", "high"))
         assert f"({lo:.1f}–{hi:.1f})" in pg.text_content("#pl-rec")

@@ -114,6 +114,12 @@ export function liveHtml(v) {
   return `<h4 id="pl-live">The front so far: ${front.length} plans${shown}</h4>${plot({ answer: { points: front }, fields: v.fields })}`;
 }
 
+/** The search's warnings, as the CLI prints them (plans not priced, batch sizes not searched, …). */
+function warningsHtml(warnings) {
+  if (!warnings || !warnings.length) return "";
+  return `<ul class="hint" id="pl-warnings">${warnings.map((w) => `<li>warning: ${esc(w)}</li>`).join("")}</ul>`;
+}
+
 /** The answer panel of a finished (or cancelled) job. */
 export function answerHtml(v, compare, metrics) {
   const s = v.answer.summary;
@@ -128,7 +134,7 @@ export function answerHtml(v, compare, metrics) {
   return `${recommendationLine(v.answer.recommendation, s.infeasible)}${verdict}${note}${empty}
     <div class="answer-grid"><div>${plot(v)}</div>
     <div class="answer-side"><h4 id="pl-front-head">Front${under} (${v.answer.points.filter((p) => p.feasible).length} plans)</h4>${table(v, compare, metrics)}
-    ${intervalsHint(v)}    <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p></div></div>`;
+    ${intervalsHint(v)}    <p class="hint">${s.evaluated} of ${s.legal_points} plans scored, ${esc(s.sampler)} sampler${partial}</p>${warningsHtml(s.warnings)}</div></div>`;
 }
 
 /** Clicks and keys: a point or a row opens its plan; a checkbox adds it to the comparison. */
