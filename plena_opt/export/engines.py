@@ -216,9 +216,7 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         argv += [f["pp"], str(plan.pp)]
     if plan.dp > 1:
         argv += [f["dp"], str(plan.dp)]
-    # the plan's batch is global: plain --dp-size gives each worker the whole flag (running_cap)
-    seqs = ceil(batch / plan.dp) if plan.dp > 1 else batch
-    argv += [f["max_seqs"], str(seqs), f["max_len"], str(spec.max_len)]
+    argv += [f["max_seqs"], str(_sglang_running(plan, batch)), f["max_len"], str(spec.max_len)]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
     if role in ("prefill", "decode"):
         argv += [f["disaggregation"], role, f["transfer_backend"], eng["transfer_backend"]]
@@ -331,6 +329,12 @@ RUNNING_CAP_FLAG = {"vllm": "max_num_seqs", "sglang": "max_running_requests",
                     "trtllm": "max_batch_size"}  # fmt: skip
 
 
+def _sglang_running(plan: Plan, batch: int) -> int:
+    """SGLang's ``--max-running-requests`` for the plan's global ``batch``: plain ``--dp-size``
+    applies the flag whole to each worker, so each gets ``ceil(batch/dp)``."""
+    return ceil(batch / plan.dp)
+
+
 def running_cap(engine: str, plan: Plan, batch: int) -> int:
     """Requests one DP replica of ``plan`` (its ``tp·pp·cp·ep`` devices) runs at once when the
     builders above export the plan's global ``batch`` (sequences). vLLM and TensorRT-LLM write
@@ -340,6 +344,6 @@ def running_cap(engine: str, plan: Plan, batch: int) -> int:
     (``attn_dp_size``; sglang/srt/model_executor/pool_configurator.py,
     requested_max_running_requests_per_worker)."""
     if engine == "sglang":
-        flag = ceil(batch / plan.dp) if plan.dp > 1 else batch
+        flag = _sglang_running(plan, batch)
         return max(1, flag // plan.ep) * plan.ep if plan.moe_tp and plan.ep > 1 else flag
     return ceil(batch / (plan.dp * plan.ep)) * plan.ep
