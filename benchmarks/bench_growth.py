@@ -4,7 +4,7 @@ Each row is one ``plena-opt search`` on its defaults (sampler ``auto``, 200 tria
 the 5 best plans with 1,000 samples, the embedded study file in a temporary folder) run by
 ``plena_opt.cli.main.main`` in a fresh child process, for
 
-* devices: 32, 128, 512, 2,048, 8,192, 32,768, 65,536 on the ``bench_scale.py`` switch
+* devices: 8, 32, 64, 128, 512, 2,048, 8,192, 32,768, 65,536 on the ``bench_scale.py`` switch
   hierarchy (8-port nodes, pods of ≤ 32 nodes, a top switch; made-up link figures), with the
   catalog's dense ``llama-3.1-70b`` and MoE ``qwen3-235b-a22b``;
 * layers: the same two models' HF configs with ``num_hidden_layers`` set to 20 … 640, on 64
@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 MODELS = ("llama-3.1-70b", "qwen3-235b-a22b")
-DEVICES = (32, 128, 512, 2048, 8192, 32768, 65536)
+DEVICES = (8, 32, 64, 128, 512, 2048, 8192, 32768, 65536)
 QUICK_DEVICES = (32, 128, 512, 2048, 8192)
 LAYERS = (20, 40, 80, 160, 320, 640)
 QUICK_LAYERS = (20, 80, 320)
@@ -294,6 +294,31 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+TARGET_CPU_S, SMALL_TARGET_CPU_S, SMALL_DEVICES = 5.0, 2.0, 64  # issue 26's targets
+
+
+def markdown(rows: list[dict]) -> str:
+    """The README's speed table: search CPU s per (model, devices), the target, the load."""
+    lines = ["| model | devices | sampler | plans scored | search CPU s | target | load (1 min) |",
+             "| --- | ---: | --- | ---: | ---: | --- | ---: |"]  # fmt: skip
+    for r in rows:
+        if r.get("layers") or "search_cpu_s" not in r:
+            continue
+        target = SMALL_TARGET_CPU_S if r["devices"] <= SMALL_DEVICES else TARGET_CPU_S
+        met = "met" if r["search_cpu_s"] < target else "**not met**"
+        cells = (
+            r["model"],
+            f"{r['devices']:,}",
+            r["sampler"],
+            f"{r['evaluated']:,}",
+            f"{r['search_cpu_s']:.2f}",
+            f"< {target:g} s {met}",
+            f"{r['load'][0]:.1f}",
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -305,6 +330,7 @@ def main() -> None:
     ap.add_argument("--tpe-overhead", action="store_true", help="measure TPE's cost per trial")
     ap.add_argument("--plan-cost", action="store_true", help="measure the evaluator per plan")
     ap.add_argument("--recheck-cost", action="store_true", help="measure the re-check per plan")
+    ap.add_argument("--markdown", action="store_true", help="also print the README's speed table")
     args = ap.parse_args()
     if args.child:
         m, n, layers = args.child
@@ -336,6 +362,8 @@ def main() -> None:
     }
     print(table(rows))
     print("fitted exponents (log-log least squares of CPU s):", fits)
+    if args.markdown:
+        print(markdown(rows))
     print(json.dumps({"rows": rows, "exponents": fits, "argv": sys.argv[1:]}))
 
 

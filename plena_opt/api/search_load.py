@@ -93,6 +93,16 @@ class LoadedEvaluator:
         rate = None if r.request_rate is None else r.request_rate / dp
         return one, noc, clients, rate
 
+    def _engine(self, plan: Any) -> Any:
+        """The engine a plan is priced with. Under a request rate its running cap is the one the
+        plan's launch files write (its batch, ``api.load_cap``); under a concurrency the batch is
+        the concurrency, which the clients never exceed."""
+        if self._req.request_rate is None:
+            return self._eng
+        from plena_opt.api.load_cap import capped_engine
+
+        return capped_engine(self._eng, self.engine, plan, self._inner.workload.batch_size)[0]
+
     def _steady(self, plan: Any) -> tuple[Any, float]:
         """(the busiest replica's steady state, the plan's output tokens/s over its replicas)."""
         from plena_opt.serving import OpenLoopWorkload, ServingWorkload, closed_loop, open_loop
@@ -104,7 +114,8 @@ class LoadedEvaluator:
         i, ratio = self._inputs, self._req.range_ratio
         # pp > 1: one of k in-flight batches (serving.pipeline), the clients over dp·k of them
         step, clients, rate, k = in_flight_load((i.model, noc, i.memory, i.chip), wl, one,
-                                                self._eng, clients, rate, evs, ratio)  # fmt: skip
+                                                self._engine(plan), clients, rate, evs,
+                                                ratio)  # fmt: skip
         lengths = (wl.input_seq_len, wl.output_seq_len, ratio)
         if rate is not None:
             st = open_loop(step, OpenLoopWorkload(rate, *lengths))
@@ -122,11 +133,11 @@ class LoadedEvaluator:
         if "ratios" not in self._shared:
             from plena_opt.api.under_load import serve_under_load
 
-            r = self._req
-            one, noc, clients, rate = self._replica(plan)
-            problem = replace(self._inputs, workload=self._inner.workload, noc=noc)
-            u = serve_under_load(problem, one, self.engine, clients, rate, r.engine_version,
-                                 r.range_ratio)  # fmt: skip
+            r = self._req  # the whole plan: serve_under_load splits it into replicas as _replica
+            problem = replace(self._inputs, workload=self._inner.workload)
+            batch = None if r.request_rate is None else self._inner.workload.batch_size
+            u = serve_under_load(problem, plan, self.engine, r.concurrency, r.request_rate,
+                                 r.engine_version, r.range_ratio, batch)  # fmt: skip
             q = f"p{self._q}"
             self._shared["ratios"] = (getattr(u.ttft, q) / u.ttft.mean,
                                       getattr(u.tpot, q) / u.tpot.mean)  # fmt: skip

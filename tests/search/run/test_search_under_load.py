@@ -184,3 +184,28 @@ def test_under_a_concurrency_the_plan_batch_is_the_concurrency(capsys):
     out = capsys.readouterr().out
     plan_dp = doc["recommendation"]["plan"]["dp"] * doc["recommendation"]["plan"]["ep"]
     assert f"--max-num-seqs {-(-16 // plan_dp)}" in out
+
+
+def test_under_a_request_rate_a_plan_is_priced_with_the_running_cap_it_exports():
+    """Under ``--request-rate`` a plan's batch is the running cap its launch files write
+    (``max_num_seqs``): at 20 requests/s a TP8 Llama-3.1-8B engine holds ≈ 20 requests decoding,
+    so b4's launch file cannot serve the rate (refused, naming it) where b64's can, and b64's
+    figures equal the estimate of that plan with that batch, not the engine's default cap."""
+    from plena_opt import api
+    from plena_opt.api.search_load import loaded_factory
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.search.request import SearchRequest
+
+    req = SearchRequest(request_rate=20.0)
+    inputs = api.load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm",
+                              input_seq=1024, output_seq=256)  # fmt: skip
+    make = loaded_factory(inputs.evaluator, inputs, req)
+    small, large = make(4).evaluate(Plan(tp=8)), make(64).evaluate(Plan(tp=8))
+    assert "more than the plan serves" in small.under_load["refused"]
+    assert small.ttft_seconds != small.ttft_seconds  # NaN: not priced at the default cap
+    problem = replace(inputs, workload=replace(inputs.workload, batch_size=64))
+    u = api.serve_under_load(problem, Plan(tp=8), request_rate=20.0, batch=64)
+    assert large.under_load["ttft_mean_seconds"] == pytest.approx(u.steady.ttft_seconds)
+    assert large.under_load["tpot_mean_seconds"] == pytest.approx(u.steady.tpot_seconds)
+    default = api.serve_under_load(problem, Plan(tp=8), request_rate=20.0)  # engine's own cap
+    assert default.steady.tpot_seconds == pytest.approx(u.steady.tpot_seconds)
