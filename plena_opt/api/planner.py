@@ -181,9 +181,8 @@ def _search_load(f: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]
     """(the ``SearchRequest`` under-load fields, its serving mode, the page's note). A
     ``percentile`` asks for the search under load (the ``concurrency`` or ``request_rate``
     workload, ``engine``'s scheduler; SLAs and objectives at that percentile); without one the
-    workload prices only the plan view, as before. Under load the search is aggregated (the
-    CLI prices no ``--serving`` comparison under load): ``both`` drops the comparison and says
-    so, ``disaggregated`` is refused with the CLI's message."""
+    workload prices only the plan view, as before. Under load the ``serving`` comparison is
+    priced under the same workload (``api.serving_loaded``), as the CLI's."""
     serving = f.get("serving") or "aggregated"
     pct = f.get("percentile")
     if pct is None:
@@ -200,17 +199,12 @@ def _search_load(f: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]
             f"--percentile {pct} judges the SLA under load on this page (it runs no Monte Carlo "
             "re-check): give --concurrency or --request-rate",
         )
-    if serving == "disaggregated":
-        raise PlenaInputError(
-            "serving",
-            "--serving is not priced under load; drop it or --concurrency/--request-rate",
-        )
     engine = f.get("engine") or "vllm"
-    note = f"searched {load_words(conc, rate, engine, pct)}: aggregated plans only"
-    if serving == "both":
-        note += " — the CLI prices no --serving comparison under load"
+    note = f"searched {load_words(conc, rate, engine, pct)}" + (
+        ": aggregated plans only" if serving == "aggregated"
+        else "; the serving comparison priced under the same load")  # fmt: skip
     load = {"concurrency": conc, "request_rate": rate, "engine": engine, "percentile": pct}
-    return load, "aggregated", note
+    return load, serving, note
 
 
 def _check_load(engine: str | None, concurrency: int | None, rate: float | None = None) -> None:

@@ -18,6 +18,7 @@ what they are (``basis``), and why it was chosen. None when nothing can be recom
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -159,7 +160,10 @@ def _favoured(cmp: dict[str, Any]) -> tuple[str | None, str]:
         return have[0], f"best goodput of the {have[0]} deployments (--serving {have[0]})"
     ga = cmp["aggregated"]["goodput_tps_per_device"]
     gd = cmp["disaggregated"]["goodput_tps_per_device"]
-    mode = "disaggregated" if gd > ga else "aggregated"  # a tie keeps the simpler deployment
+    from plena_opt.search.serving.serving_compare import TIE_RTOL
+
+    tie = math.isclose(ga, gd, rel_tol=TIE_RTOL)
+    mode = "disaggregated" if gd > ga and not tie else "aggregated"  # a tie: the simpler one
     return mode, cmp.get("verdict") or f"{mode} has the higher goodput"
 
 

@@ -7,7 +7,10 @@ disaggregated fronts side by side with the verdict, stored as study ``<study>-se
 the search's own (not for an in-memory store). The CLI and the server both call it. ``stop``
 (a ``plena_opt.stop.StopToken``: deadline / cancel) is polled while the comparison prices workers
 and pairs them; a stopped comparison is returned partial (``partial``, ``stop_reason``, the fronts
-scored so far) and not stored, so a complete stored one is never replaced by it.
+scored so far) and not stored, so a complete stored one is never replaced by it. A search
+under load (``request.under_load``) compares the modes under its workload
+(``api.serving_loaded.compare_under_load``); its front's figures are judged under load already,
+so no goodput from the static batch is added.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ def decide_serving(
     from plena_opt.search.serving.serving import goodput, has_sla, judge_sla
 
     doc = result.serving
+    if request.under_load:  # the front is judged under load already; the comparison is too
+        if request.serving != "aggregated":
+            doc["comparison"] = _compare(result, request, problem, stop)
+        return doc
     if has_sla(request) or request.percentile != "p50":
         doc.update(goodput(result, request, judge_sla(result, checks, request) if checks else []))
     if request.serving != "aggregated":
@@ -61,7 +68,13 @@ def _compare(
     if stored and request.serving_sampler == "optuna":
         fingerprint = serving_fingerprint(request)
         seeds = resume_params(storage, result.study_name, fingerprint)
-    cmp = serving_comparison(request, inputs=problem, stop=stop, resume=seeds)
+    if request.under_load:  # issue 23: both modes priced under the search's workload
+        from plena_opt.api.serving_loaded import compare_under_load
+
+        inputs = problem if problem is not None else request.problem.load()
+        cmp = compare_under_load(request, inputs, stop)
+    else:
+        cmp = serving_comparison(request, inputs=problem, stop=stop, resume=seeds)
     scored = cmp.pop(SCORED_KEY, None)
     if stored and not cmp.get("partial"):
         cmp["study"] = store_comparison(cmp, storage, result.study_name, scored, fingerprint)

@@ -51,9 +51,11 @@ def check_under_load(args: argparse.Namespace, request: SearchRequest) -> None:
     """What a search under load does not combine with (each refused by its flag)."""
     if not request.under_load:
         return
+    from plena_opt.api.serving_loaded import check_loaded_serving
+
+    check_loaded_serving(request)
     for flag, given in (("workers", args.workers is not None),
-                        ("design_space", args.design_space is not None),
-                        ("serving", request.serving != "aggregated")):  # fmt: skip
+                        ("design_space", args.design_space is not None)):  # fmt: skip
         if given:
             raise PlenaInputError(
                 flag,
@@ -153,7 +155,7 @@ def handle(args: argparse.Namespace) -> int:
                 checks = []
     finally:
         signal.signal(signal.SIGINT, previous)
-    if not interrupted["flag"] and not request.under_load:
+    if not interrupted["flag"]:
         api.decide_serving(result, checks, request, problem)
     write_outputs(args, result, [rc.to_dict() for rc in checks], checks, plot_title(request))
     if interrupted["flag"]:  # Ctrl-C: a partial result, whatever it holds so far

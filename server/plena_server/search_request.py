@@ -180,12 +180,17 @@ def search_request(
         raise PlenaInputError(field, f"{field}: {msg}") from exc
     inputs = EvaluatorInputs(system.model, system.noc, system.memory, workload, system.chip)
     if req.under_load:
+        from plena_opt.api.serving_loaded import check_loaded_serving
         from plena_opt.api.under_load import check_target_engine
 
         try:
             check_target_engine(inputs, req.engine or "vllm", req.engine_version)
         except PlenaInputError as exc:
             raise convert.qualify_load(exc) from exc
+        try:
+            check_loaded_serving(req)
+        except PlenaInputError as exc:
+            raise PlenaInputError("options.serving_sampler", exc.rule) from exc
     for prec in req.precisions or []:
         try:
             inputs.evaluator(req.batch_list()[0], prec)

@@ -160,12 +160,12 @@ class Recheck:
         if self.job.request.serving != "aggregated":
             progress("serving", 0, 0)
         try:
-            if not self.job.request.under_load:  # under load: the front is the verdict (CLI too)
-                api.decide_serving(result, checks, self.job.request, self.job.inputs,
-                                   stop=self.job.recheck_token())  # fmt: skip
+            api.decide_serving(result, checks, self.job.request, self.job.inputs,
+                               stop=self.job.recheck_token())  # fmt: skip
         except PlenaInputError as exc:  # e.g. the comparison's study name is someone else's
             out.warnings.append(f"serving comparison not stored: {exc}")
         comparison = result.serving.get("comparison", {})
+        out.warnings.extend(f"serving comparison: {w}" for w in comparison.get("warnings", []))
         if comparison.get("partial"):
             out.partial, out.stop_reason = True, comparison["stop_reason"]
             out.warnings.append(

@@ -1,7 +1,8 @@
 """The planner searches under load (issue 28): with a workload and a ``percentile`` the page's
-search is ``plena-opt search --concurrency/--request-rate --engine --percentile`` (aggregated,
-the figures under load, said so), the command reproduces it, and what the CLI refuses is 422
-naming the field with the CLI's message. Without a percentile nothing changes."""
+search is ``plena-opt search --concurrency/--request-rate --engine --percentile`` (the figures
+under load, said so), the command reproduces it, ``serving both`` runs the comparison under the
+same load with the CLI's verdict, and what the CLI refuses is 422 naming the field with the
+CLI's message. Without a percentile nothing changes."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ LOADED = {
     "output_seq": 256,
     "batch_sizes": "4,16,64",
     "trials": 40,
-    "serving": "both",
+    "serving": "aggregated",
     "engine": "vllm",
     "concurrency": 16,
     "percentile": "p90",
@@ -41,9 +42,8 @@ def client() -> TestClient:
     return TestClient(create_app(storage=None), base_url="http://127.0.0.1")
 
 
-@pytest.fixture(scope="module")
-def done(client) -> dict:
-    r = client.post("/api/planner/jobs", json=LOADED)
+def _job(client, body: dict) -> dict:
+    r = client.post("/api/planner/jobs", json=body)
     assert r.status_code == 200, r.text
     end = time.monotonic() + 300
     v = r.json()
@@ -52,6 +52,16 @@ def done(client) -> dict:
         v = client.get(f"/api/planner/jobs/{v['id']}").json()
     assert v["state"] == "done", v
     return v
+
+
+@pytest.fixture(scope="module")
+def done(client) -> dict:
+    return _job(client, LOADED)
+
+
+@pytest.fixture(scope="module")
+def compared(client) -> dict:
+    return _job(client, {**LOADED, "serving": "both"})
 
 
 def _cli(argv: list[str], capsys) -> dict:
@@ -68,7 +78,7 @@ def test_the_front_is_the_clis_search_under_load_at_p90(done, capsys) -> None:
     assert [g[0] for g in got] == [w[0] for w in want] and len(got) >= 1
     flat = [x for g in got for x in g[1:]]
     assert flat == pytest.approx([x for w in want for x in w[1:]])
-    assert {p["mode"] for p in pts} == {"aggregated"}  # no comparison under load
+    assert {p["mode"] for p in pts} == {"aggregated"}  # --serving aggregated: no comparison
     # the figures are the under-load ones at p90, labelled so (not the static batch's)
     assert all(p["basis"] == "under load (16 clients, vllm, SLA at p90; steady state)" for p in pts)
     static = [e["static_ttft_seconds"] * 1e3 for e in doc["front"]]
@@ -76,7 +86,20 @@ def test_the_front_is_the_clis_search_under_load_at_p90(done, capsys) -> None:
     s = done["answer"]["summary"]
     assert s["under_load"]["percentile"] == "p90" and s["under_load"]["concurrency"] == 16
     assert s["verdict"] is None and "aggregated plans only" in done["note"]
-    assert "--serving comparison under load" in done["note"]
+
+
+def test_serving_both_compares_the_modes_under_the_same_load_as_the_cli(compared, capsys) -> None:
+    doc = _cli([*CLI, "--serving", "both"], capsys)
+    cmp = doc["serving"]["comparison"]
+    assert cmp["verdict"] and compared["answer"]["summary"]["verdict"] == cmp["verdict"]
+    assert cmp["figures_basis"] == "under load (engine vllm 0.34.0, concurrency 16, p90)"
+    pts = [p for p in compared["answer"]["points"] if p["feasible"]]
+    assert {p["mode"] for p in pts} == {"aggregated", "disaggregated"}
+    assert all(p["basis"] == cmp["figures_basis"] for p in pts)
+    want = sorted(e["label"] for m in ("aggregated", "disaggregated") for e in cmp[m]["front"])
+    assert sorted(p["label"] for p in pts) == want
+    assert "the serving comparison priced under the same load" in compared["note"]
+    assert "--serving both" in compared["command"]
 
 
 def test_the_command_shows_the_load_flags_and_reproduces_it(done, capsys) -> None:
@@ -103,7 +126,7 @@ def test_a_request_rate_reaches_the_search_and_the_command(client) -> None:
 def test_without_a_percentile_the_workload_prices_only_the_plan_view() -> None:
     from plena_opt.api.planner import planner_search
 
-    body = {k: v for k, v in LOADED.items() if k != "percentile"}
+    body = {k: v for k, v in LOADED.items() if k != "percentile"} | {"serving": "both"}
     ps = planner_search(body)
     assert not ps.request.under_load and ps.request.serving == "both" and ps.note is None
     assert "--concurrency" not in ps.command and "--percentile" not in ps.command
@@ -116,16 +139,12 @@ def _refused(r, field: str) -> str:
 
 
 def test_what_the_cli_refuses_under_load_is_422_naming_the_field(client, capsys) -> None:
-    # --serving disaggregated under load: the CLI's message, word for word
-    msg = _refused(client.post("/api/planner/jobs", json={**LOADED, "serving": "disaggregated"}),
-                   "serving")  # fmt: skip
-    assert main([*CLI, "--serving", "disaggregated", "--storage", ":memory:"]) == 2
-    assert msg in capsys.readouterr().err
     # both workloads: SearchRequest's rule
     both = {**LOADED, "request_rate": 1.0}
     assert "not both" in _refused(client.post("/api/planner/jobs", json=both), "request_rate")
     # a PLENA chip has no engine to schedule it: refused before the job starts
-    plena = {**LOADED, "chip": "plena-default", "noc": "single_device", "batch_sizes": "4"}
+    plena = {**LOADED, "chip": "plena-default", "noc": "single_device", "batch_sizes": "4",
+             "serving": "both"}  # fmt: skip
     r = client.post("/api/planner/jobs", json=plena)
     assert "needs a GPU --chip" in _refused(r, "engine")
 

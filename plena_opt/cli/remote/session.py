@@ -216,6 +216,10 @@ def run_search_remote(
         )
     result = SearchResult.model_validate_json(final.result_json)
     result.serving.update(decisions_from_proto(final.serving))
+    if result.under_load and "comparison" in result.serving:  # priced under the search's load
+        from plena_opt.api.serving_loaded import mark_loaded
+
+        mark_loaded(result.serving["comparison"], result.under_load)
     trace_dir = getattr(args, "trace_dir", None)
     paths = {}
     if trace_dir:

@@ -8,8 +8,9 @@ goodputs.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,11 @@ from plena_opt.search.serving.disaggregated import (
 )
 from plena_opt.search.serving.serving import BASIS_UNDER_LOAD
 
+# What the static comparison's figures model (a comparison under load names its own model in
+# ``doc["under_load"]["model"]``).
+STATIC_MODEL_WORDS = "prefills interrupt decoding, pools rate-matched"
 ROLE_FRONT_ABOVE = 256  # devices above which ``auto`` pairs only role-front workers
+TIE_RTOL = 1e-9  # goodputs this close are a tie (rounding of equal throughputs, e.g. one rate)
 
 
 def front_of(points: Points, objectives: Sequence[str]) -> np.ndarray:
@@ -60,8 +65,35 @@ def compare_serving(
         sets["aggregated"] = space.aggregated_points()
     if mode in ("disaggregated", "both") and not space.stopped():
         sets["disaggregated"] = space.disaggregated_points(sampler, objectives)
+
+    def why_empty(k: str, pts: Points) -> str:
+        from plena_opt.search.serving.serving_empty import empty_reason
+
+        return empty_reason(space, k, pts.evaluated)
+
+    doc = compare_points(sets, objectives, space.sla, sampler, mode, why_empty,
+                         space.stop_reason if space.stopped() else "")  # fmt: skip
+    if sampler == "optuna" and "disaggregated" in sets:
+        doc[SCORED_KEY] = scored_deployments(space, sets["disaggregated"])
+    doc["elapsed_seconds"] = time.perf_counter() - t0
+    return doc
+
+
+def compare_points(
+    sets: dict[str, Points],
+    objectives: Sequence[str],
+    sla: dict[str, Any],
+    sampler: str,
+    mode: str,
+    why_empty: Callable[[str, Points], str],
+    stop_reason: str = "",
+) -> dict[str, Any]:
+    """The comparison document of the scored deployments ``sets`` (mode → ``Points``): each
+    mode's front, hypervolume (normalised over both fronts) and goodput; with ``mode`` "both"
+    and no ``stop_reason``, the joint front and the verdict (``stop_reason``: partial, no
+    verdict). ``why_empty(mode, points)`` says why a mode's front is empty."""
     fronts = {k: front_of(p, objectives) for k, p in sets.items()}
-    doc: dict[str, Any] = {"objectives": list(objectives), "sla": space.sla, "sampler": sampler}
+    doc: dict[str, Any] = {"objectives": list(objectives), "sla": sla, "sampler": sampler}
     doc["figures_basis"] = BASIS_UNDER_LOAD
     allpts = [sets[k].minimised(objectives)[fronts[k]] for k in sets if len(fronts[k])]
     norm = Normaliser.from_points(np.concatenate(allpts)) if allpts else None
@@ -77,20 +109,15 @@ def compare_serving(
             "goodput_tps_per_device": entries[0]["tps_per_device"] if entries else None,
             "goodput_plan": entries[0]["label"] if entries else None,
         }
-        if not entries and not space.stopped():
-            from plena_opt.search.serving.serving_empty import empty_reason
-
-            doc[k]["empty_reason"] = empty_reason(space, k, pts.evaluated)
-    if sampler == "optuna" and "disaggregated" in sets:
-        doc[SCORED_KEY] = scored_deployments(space, sets["disaggregated"])
-    if space.stopped():
-        doc["partial"], doc["stop_reason"] = True, space.stop_reason
+        if not entries and not stop_reason:
+            doc[k]["empty_reason"] = why_empty(k, pts)
+    if stop_reason:
+        doc["partial"], doc["stop_reason"] = True, stop_reason
     elif mode == "both":
         both = _merge(sets["aggregated"], sets["disaggregated"])
         idx = front_of(both, objectives)
         doc["both"] = {"front": _entries(both, idx)}
         doc["verdict"] = verdict(doc)
-    doc["elapsed_seconds"] = time.perf_counter() - t0
     return doc
 
 
@@ -146,6 +173,8 @@ def verdict(doc: dict[str, Any]) -> str:
     if ga is None or gd is None:
         who = "disaggregated" if ga is None else "aggregated"
         return f"{who} wins: only it has plans meeting the SLA"
+    if math.isclose(ga, gd, rel_tol=TIE_RTOL):
+        return f"tie: goodput {ga:.2f} tokens/s/device in both modes"
     if gd > ga:
         return f"disaggregated wins: goodput {gd:.2f} vs {ga:.2f} tokens/s/device (x{gd / ga:.2f})"
     if ga > gd:
@@ -156,8 +185,9 @@ def verdict(doc: dict[str, Any]) -> str:
 def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
     """Text: each mode's front (best goodput first) and the verdict."""
     basis = doc.get("figures_basis", BASIS_UNDER_LOAD)
+    how = (doc.get("under_load") or {}).get("model", STATIC_MODEL_WORDS)
     lines = [
-        f"serving fronts ({basis}: prefills interrupt decoding, pools rate-matched; objectives "
+        f"serving fronts ({basis}: {how}; objectives "
         f"{', '.join(doc['objectives'])}; sampler {doc['sampler']})"
     ]
     for mode in ("aggregated", "disaggregated"):
@@ -182,6 +212,7 @@ def render_comparison(doc: dict[str, Any], limit: int = 10) -> str:
             )
         if len(m["front"]) > limit:
             lines.append(f"  ... {len(m['front']) - limit} more (--json for all)")
+    lines += [f"warning: {w}" for w in doc.get("warnings", [])]
     if doc.get("partial"):
         lines.append(
             f"comparison stopped ({doc['stop_reason']}): the fronts of the deployments scored "
@@ -232,11 +263,11 @@ def serving_comparison(
     sampler = sampler or request.serving_sampler
     doc = compare_serving(space, objectives, request.serving, sampler)
     doc["batch_sizes"] = batches
-    _add_costs(doc, getattr(inputs.chip, "name", DEFAULT_CHIP), getattr(request, "prices", None))
+    add_costs(doc, getattr(inputs.chip, "name", DEFAULT_CHIP), getattr(request, "prices", None))
     return doc
 
 
-def _add_costs(doc: dict[str, Any], chip: str, prices_path: str | None) -> None:
+def add_costs(doc: dict[str, Any], chip: str, prices_path: str | None) -> None:
     """Each front deployment's cost and power fields (``estimate.cost.deployment_cost``)."""
     prices = load_prices(prices_path)
     for mode in ("aggregated", "disaggregated", "both"):
