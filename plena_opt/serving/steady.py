@@ -49,6 +49,8 @@ MAPE 84 % → 18 %, TPOT 56 % → 6 % (``tests/validate/test_validate_serving.py
 recipe sets it, ``validate.serving_rows.trtllm_batch_wait``) holds waiting prompts back up to
 that many steps: ``batch_wait_steps`` mean steps more TTFT. The start burst does not wait (its
 prompts fill the token threshold, or no step runs to count) and the replay does not model it.
+A receive interval of ``N`` steps (SGLang ``--scheduler-recv-interval``, 1 by default) leaves an
+arrival unseen for ``N / 2`` decode steps on average; likewise not in the burst nor the replay.
 
 **Overlap scheduling** (``EngineModel.overlap_schedule``: SGLang, TensorRT-LLM) adds to TTFT the
 step an arrival misses (``_admitted``): a mean step (TPOT) while others decode; in a wave, the
@@ -184,6 +186,8 @@ def _admitted(step: StepModel, cycle, wl: ServingWorkload, c: int, phi: float
         ttft += OVERLAP_ADMISSION_STEPS * missed
     if step.engine.batch_wait_iters:
         ttft += batch_wait_steps(step.engine, wl, c, phi) * tpot
+    if step.engine.recv_interval_steps > 1:  # read at a uniform point of the interval
+        ttft += step.engine.recv_interval_steps / 2 * step.step_seconds(0, (c - 1) * phi)
     return ttft, tpot
 
 

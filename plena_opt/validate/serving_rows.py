@@ -91,6 +91,7 @@ class Deployment:
     async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
+    recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
 
 
 class Refused(Exception):
@@ -171,7 +172,9 @@ def resolve(row: ServingRow) -> Deployment:
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
                    async_scheduling=ix_vllm)  # fmt: skip
-    return _with_block(row, replace(d, batch_wait=trtllm_batch_wait(row, system, d)))
+    d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
+                recv_interval=sglang_recv_interval(row, system, d))  # fmt: skip
+    return _with_block(row, d)
 
 
 # The KV-cache format of an InferenceX run is its launch recipe's (SemiAnalysisAI/InferenceX,
@@ -227,6 +230,24 @@ def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int,
     if system not in TRTLLM_BATCH_WAIT_SYSTEMS:
         return None
     return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
+
+
+# The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
+# dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
+# TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.
+SGLANG_RECV_INTERVAL_SYSTEMS = frozenset({"b200_sxm"})
+SGLANG_RECV_INTERVAL_MODELS = frozenset({"deepseek-v3"})  # DeepSeek-R1 (ARCHITECTURE_TWINS)
+
+
+def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
+    """The ``--scheduler-recv-interval`` an InferenceX SGLang recipe ran ``row`` with, else 1."""
+    if d.engine != "sglang" or not INFERENCEX_ID.match(row.id):
+        return 1
+    if system not in SGLANG_RECV_INTERVAL_SYSTEMS or d.model not in SGLANG_RECV_INTERVAL_MODELS:
+        return 1
+    if d.precision == "fp8" and d.tp * d.ep == 4:
+        return 10
+    return 30 if d.concurrency >= 16 else 10
 
 
 # InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.

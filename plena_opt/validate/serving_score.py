@@ -229,7 +229,8 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
-           d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait)  # fmt: skip
+           d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
+           d.recv_interval)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -288,6 +289,8 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
         eng = replace(
             eng, batch_wait_iters=d.batch_wait[0], batch_wait_tokens_ratio=d.batch_wait[1]
         )
+    if d.recv_interval > 1:  # the recipe's SGLang receive interval
+        eng = replace(eng, recv_interval_steps=d.recv_interval)
     if d.generated_batch is not None:  # the step budget AIConfigurator's generator wrote
         eng = generated_engine(eng, d.generated_batch, d.input_len)
     return model, noc, gpu_memory(chip), chip, wl, eng

@@ -1,5 +1,6 @@
-"""TensorRT-LLM batch waiting: prompts held back up to N steps (``steady.batch_wait_steps``) and
-the InferenceX recipe that sets it (``validate.serving_rows.trtllm_batch_wait``)."""
+"""Arrivals held back by a recipe's scheduler settings: TensorRT-LLM batch waiting (up to N steps,
+``steady.batch_wait_steps``; ``validate.serving_rows.trtllm_batch_wait``) and SGLang's receive
+interval (read every N decode steps; ``validate.serving_rows.sglang_recv_interval``)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,32 @@ def test_the_recipe_sets_batch_waiting_only_where_it_writes_it():
     assert resolve(ServingRow(IX_ID, {**ROW, "backend": "vllm"})).batch_wait is None
     # an undated row (not an InferenceX run) keeps the engine default
     assert resolve(ServingRow("grid_row_1", ROW)).batch_wait is None
+
+
+R1_SGLANG = {"backend": "sglang", "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm",
+             "mode": "agg", "isl": "1024", "osl": "1024", "tp_size": "8", "concurrency": "16",
+             "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8_block", "moe_tp_size": "8",
+             "moe_ep_size": "1", "measured_on": "2026-04-06"}  # fmt: skip
+R1_ID = "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c16_tp8_ep1_286"
+
+
+def test_receive_interval_adds_half_an_interval_of_decode_steps():
+    with pytest.raises(PlenaInputError) as exc:
+        EngineModel("t", 8192, None, None, recv_interval_steps=0)
+    assert exc.value.field == "recv_interval_steps"
+    base = EngineModel("t", 8192, None, None, mixed_prefill=False, overlap_schedule=True)
+    wl = ServingWorkload(16, 1024, 1024, 0.8)
+    off = closed_loop(StepModel(LinearCosts(), base, gpus=1), wl)  # type: ignore[arg-type]
+    step = StepModel(LinearCosts(), replace(base, recv_interval_steps=30), gpus=1)  # type: ignore[arg-type]
+    on = closed_loop(step, wl)
+    decode = step.step_seconds(0, 15)  # the others decoding, about all of the 15
+    assert on.ttft_seconds - off.ttft_seconds == pytest.approx(15 * decode, rel=0.05)
+    assert on.tpot_seconds == pytest.approx(off.tpot_seconds, rel=0.01)  # φ moves a little
+
+
+def test_the_recipe_sets_the_receive_interval_by_concurrency():
+    assert resolve(ServingRow(R1_ID, R1_SGLANG)).recv_interval == 30
+    c8 = R1_ID.replace("_c16_", "_c8_")
+    assert resolve(ServingRow(c8, {**R1_SGLANG, "concurrency": "8"})).recv_interval == 10
+    assert resolve(ServingRow(R1_ID, {**R1_SGLANG, "system": "h100_sxm"})).recv_interval == 1
+    assert resolve(ServingRow("grid_row_1", R1_SGLANG)).recv_interval == 1
