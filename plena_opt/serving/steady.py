@@ -47,8 +47,9 @@ MAPE 84 % → 18 %, TPOT 56 % → 6 % (``tests/validate/test_validate_serving.py
 
 **Batch waiting** (TensorRT-LLM ``batch_wait_timeout_iters``, off by default; an InferenceX
 recipe sets it, ``validate.serving_rows.trtllm_batch_wait``) holds waiting prompts back up to
-that many steps: ``batch_wait_steps`` mean steps more TTFT. The start burst does not wait (its
-prompts fill the token threshold, or no step runs to count) and the replay does not model it.
+that many steps: ``batch_wait_steps`` mean steps more TTFT. The start burst does not wait (the
+engine waits only while others decode: ``should_check_waiting`` in tensorrt_llm/_torch/pyexecutor)
+and the replay does not model it.
 A receive interval of ``N`` steps (SGLang ``--scheduler-recv-interval``, 1 by default) leaves an
 arrival unseen for ``N / 2`` decode steps on average; likewise not in the burst nor the replay.
 
