@@ -27,6 +27,7 @@ GIB = 1 << 30
 # (the documented trade-off of overlap scheduling: better TPOT, one step more TTFT; TensorRT-LLM
 # PR #14061 adds an opt-in early first-token emission for it). A count, not fitted.
 OVERLAP_ADMISSION_STEPS = 1
+MAX_BATCH_WAIT_ITERS = 10_000  # bound on the batch-wait and receive intervals priced (steps)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,15 @@ class EngineModel:
     source: str = ""
     mixed_prefill: bool = True
     overlap_schedule: bool = False
+    # TensorRT-LLM batch waiting (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``,
+    # tensorrt_llm/llmapi/llm_args.py; both 0 by default: off): waiting prompts are held back up
+    # to ``batch_wait_iters`` steps unless the step's tokens reach ratio × ``budget_tokens``
+    batch_wait_iters: int = 0
+    batch_wait_tokens_ratio: float = 0.0
+    # SGLang ``--scheduler-recv-interval`` (server_args.py, default 1): the scheduler reads new
+    # requests once every that many decode steps (managers/scheduler_recv_skipper.py: a decode
+    # forward adds 1 to a counter, any other forward 1000; requests are read at the threshold)
+    recv_interval_steps: int = 1
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 2:
@@ -54,6 +64,12 @@ class EngineModel:
             raise PlenaInputError("max_running", f"must be at least 1; got {self.max_running}")
         if not 0 <= self.host_step_seconds < 1:
             raise PlenaInputError("host_step_seconds", "must be 0 to 1 s")
+        if not 0 <= self.batch_wait_iters <= MAX_BATCH_WAIT_ITERS:
+            raise PlenaInputError("batch_wait_iters", f"must be 0 to {MAX_BATCH_WAIT_ITERS}")
+        if not 0 <= self.batch_wait_tokens_ratio <= 1:
+            raise PlenaInputError("batch_wait_tokens_ratio", "must be 0 to 1")
+        if not 1 <= self.recv_interval_steps <= MAX_BATCH_WAIT_ITERS:
+            raise PlenaInputError("recv_interval_steps", f"must be 1 to {MAX_BATCH_WAIT_ITERS}")
 
 
 def _vllm(gpu_memory_bytes: float) -> EngineModel:

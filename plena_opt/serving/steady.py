@@ -45,6 +45,14 @@ step of the spread regime carries no decode (``_cycle``: its own prompt step dec
 Checked on the 84 fixed-length SGLang rows of the shipped measurements (H100, Qwen3-32B): TTFT
 MAPE 84 % → 18 %, TPOT 56 % → 6 % (``tests/validate/test_validate_serving.py``).
 
+**Batch waiting** (TensorRT-LLM ``batch_wait_timeout_iters``, off by default; an InferenceX
+recipe sets it, ``validate.serving_rows.trtllm_batch_wait``) holds waiting prompts back up to
+that many steps: ``batch_wait_steps`` mean steps more TTFT. The start burst does not wait (the
+engine waits only while others decode: ``should_check_waiting`` in tensorrt_llm/_torch/pyexecutor)
+and the replay does not model it.
+A receive interval of ``N`` steps (SGLang ``--scheduler-recv-interval``, 1 by default) leaves an
+arrival unseen for ``N / 2`` decode steps on average; likewise not in the burst nor the replay.
+
 **Overlap scheduling** (``EngineModel.overlap_schedule``: SGLang, TensorRT-LLM) adds to TTFT the
 step an arrival misses (``_admitted``): a mean step (TPOT) while others decode; in a wave, the
 decode step of the requests that just finished (the engine sees their finish one step late). The
@@ -64,6 +72,7 @@ from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
+    from plena_opt.serving.engines import EngineModel
     from plena_opt.serving.steps import StepModel
     from plena_opt.serving.workload import ServingWorkload
 
@@ -176,7 +185,29 @@ def _admitted(step: StepModel, cycle, wl: ServingWorkload, c: int, phi: float
     if step.engine.overlap_schedule:
         missed = step.step_seconds(0, c) if cycle is wave else tpot
         ttft += OVERLAP_ADMISSION_STEPS * missed
+    if step.engine.batch_wait_iters:
+        ttft += batch_wait_steps(step.engine, wl, c, phi) * tpot
+    if step.engine.recv_interval_steps > 1:  # read at a uniform point of the interval
+        ttft += step.engine.recv_interval_steps / 2 * step.step_seconds(0, (c - 1) * phi)
     return ttft, tpot
+
+
+def batch_wait_steps(eng: EngineModel, wl: ServingWorkload, c: int, phi: float) -> float:
+    """Mean steps a prompt is held back by TensorRT-LLM's batch waiting (``EngineModel``): the
+    first waiting prompt waits ``W`` = ``batch_wait_iters`` steps, or until the waiting prompts
+    and the ``(c − 1)·φ`` decode tokens reach ratio × budget (``k`` prompts), and prompts that
+    arrive meanwhile (``λ = c·φ / (osl − 1)`` a step, Poisson) leave with it: the mean over a
+    release of ``1 + λW`` prompts is ``W·(1 + λW/2) / (1 + λW)``."""
+    w = float(eng.batch_wait_iters)
+    lam = c * phi / (wl.output_len - 1) if wl.output_len > 1 else 0.0
+    if eng.batch_wait_tokens_ratio > 0:
+        room = eng.batch_wait_tokens_ratio * eng.budget_tokens - (c - 1) * phi
+        k = math.ceil(room / wl.input_len)  # prompts that release the batch by tokens
+        if k <= 1:
+            return 0.0
+        if lam > 0:
+            w = min(w, (k - 1) / lam)
+    return w * (1 + lam * w / 2) / (1 + lam * w)
 
 
 def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:

@@ -90,6 +90,8 @@ class Deployment:
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
     async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
+    batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
+    recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
 
 
 class Refused(Exception):
@@ -170,6 +172,8 @@ def resolve(row: ServingRow) -> Deployment:
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
                    async_scheduling=ix_vllm)  # fmt: skip
+    d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
+                recv_interval=sglang_recv_interval(row, system, d))  # fmt: skip
     return _with_block(row, d)
 
 
@@ -205,6 +209,45 @@ def kv_cache_format(row: ServingRow, system: str, engine: str, model: str) -> st
     if INFERENCEX_ID.match(row.id) and (system, engine, model) not in INFERENCEX_BF16_KV:
         return "fp8"
     return None
+
+
+# The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,
+# 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh) write ``batch_wait_timeout_iters: 20``
+# and ``batch_wait_max_tokens_ratio: 0.9`` when ISL = OSL = 1024 and TP < 8 ("will improve the
+# performance, by default they are all zeros"): waiting prompts are held back up to 20 steps
+# (``serving.steady.batch_wait_steps``). Not fitted; on the shipped file those 72 B200 rows were
+# under-predicted 2.5-3x (TP 1-4; the TP 8 rows, without the setting, within ~10 %).
+TRTLLM_BATCH_WAIT = {("llama-3.1-70b", 1024, 1024): (20, 0.9)}
+TRTLLM_BATCH_WAIT_SYSTEMS = frozenset({"b200_sxm", "h200_sxm"})  # the recipes' systems
+TRTLLM_BATCH_WAIT_MAX_TP = 7  # ``${TP} -lt 8``
+
+
+def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int, float] | None:
+    """(``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``) an InferenceX TensorRT-LLM
+    recipe ran ``row`` with (``TRTLLM_BATCH_WAIT``), else None (the engine default: off)."""
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.tp > TRTLLM_BATCH_WAIT_MAX_TP:
+        return None
+    if system not in TRTLLM_BATCH_WAIT_SYSTEMS:
+        return None
+    return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
+
+
+# The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
+# dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
+# TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.
+SGLANG_RECV_INTERVAL_SYSTEMS = frozenset({"b200_sxm"})
+SGLANG_RECV_INTERVAL_MODELS = frozenset({"deepseek-v3"})  # DeepSeek-R1 (ARCHITECTURE_TWINS)
+
+
+def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
+    """The ``--scheduler-recv-interval`` an InferenceX SGLang recipe ran ``row`` with, else 1."""
+    if d.engine != "sglang" or not INFERENCEX_ID.match(row.id):
+        return 1
+    if system not in SGLANG_RECV_INTERVAL_SYSTEMS or d.model not in SGLANG_RECV_INTERVAL_MODELS:
+        return 1
+    if d.precision == "fp8" and d.tp * d.ep == 4:
+        return 10
+    return 30 if d.concurrency >= 16 else 10
 
 
 # InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.

@@ -7,7 +7,9 @@ replay of its run from the start burst (``serving.benchmark.fixed_length_run``),
 row the step budget AIConfigurator's generator wrote (``validate.aic_deploy``).
 Rows whose measured columns are empty are predicted only.
 The summary gives MAPE of TTFT and TPOT overall and by GPU, engine, model, mode and concurrency
-band. No constant is fitted on these rows (the engines' host time per step is 0).
+band. No constant is fitted on these rows (the engines' host time per step is 0). A vLLM or
+SGLang row runs at most the requests its KV pool holds at the engine's default memory setting
+(``kv_capped``, ``serving.kv_admission``); the clients beyond them queue.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from plena_opt.validate.aic_deploy import generated_batch, generated_engine
 from plena_opt.validate.serving_rows import Deployment, Refused, read_rows, resolve
 
 if TYPE_CHECKING:
-    from plena_opt.serving import ServingMetrics, StepModel
+    from plena_opt.serving import EngineModel, ServingMetrics, StepModel
     from plena_opt.validate.serving_rows import ServingRow
 
 # The InferenceX rows' prompt and output lengths are drawn, not fixed: InferenceX runs its
@@ -227,7 +229,8 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     """``step_model(d)``, memoised in ``steps`` by what it depends on (not the concurrency)."""
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
-           d.kv_precision, d.async_scheduling, d.generated_batch)  # fmt: skip
+           d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
+           d.recv_interval)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -240,7 +243,22 @@ def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
 
     model, noc, memory, chip, wl, eng = _parts(d, host_step_seconds)
     plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+    eng = kv_capped(eng, (model, noc, memory, chip, wl), plan)
     return StepModel.from_problem(model, noc, memory, chip, wl, plan, eng)  # type: ignore[arg-type]
+
+
+def kv_capped(eng: EngineModel, parts: tuple, plan: object) -> EngineModel:
+    """``eng`` with ``max_running`` no larger than the requests its KV pool holds at once on
+    ``plan`` (``serving.kv_admission``; ``parts``: model, NoC, memory, chip, Workload); engines
+    outside ``KV_CAPPED_ENGINES`` unchanged."""
+    from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, kv_running_cap
+
+    if eng.name not in KV_CAPPED_ENGINES:
+        return eng
+    cap = kv_running_cap(*parts, plan, eng.name, eng.budget_tokens)  # type: ignore[arg-type]
+    if cap is None or (eng.max_running is not None and eng.max_running <= cap):
+        return eng
+    return replace(eng, max_running=cap)
 
 
 def _parts(d: Deployment, host_step_seconds: float) -> tuple:
@@ -267,6 +285,12 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     if d.async_scheduling:
         eng = replace(eng, overlap_schedule=True)
+    if d.batch_wait is not None:  # the recipe's TensorRT-LLM batch waiting
+        eng = replace(
+            eng, batch_wait_iters=d.batch_wait[0], batch_wait_tokens_ratio=d.batch_wait[1]
+        )
+    if d.recv_interval > 1:  # the recipe's SGLang receive interval
+        eng = replace(eng, recv_interval_steps=d.recv_interval)
     if d.generated_batch is not None:  # the step budget AIConfigurator's generator wrote
         eng = generated_engine(eng, d.generated_batch, d.input_len)
     return model, noc, gpu_memory(chip), chip, wl, eng

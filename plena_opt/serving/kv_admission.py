@@ -1,0 +1,87 @@
+"""Requests an engine's KV cache admits at once: the running cap set by memory, not by a flag.
+
+A closed-loop benchmark at concurrency ``C`` keeps ``C`` requests in the engine, but the engine
+runs only those whose KV cache fits its KV pool; the rest wait in its queue, and their wait is in
+TTFT (``steady.closed_loop``: ``(C − R) / X`` more per request). The pool per device is what the
+engine's memory setting leaves after the weights (and, where the engine reserves it, the
+activation working set of one step); each default is cited next to its number:
+
+* vLLM: ``gpu_memory_utilization`` 0.9 of the device covers weights, the activations profiled at
+  one step of ``max_num_batched_tokens`` and the KV cache (vLLM engine arguments,
+  ``--gpu-memory-utilization``; ``vllm/worker/gpu_worker.py determine_available_memory``).
+* SGLang: ``mem_fraction_static`` of the device covers weights and the KV pool (activations live
+  outside it); unset, it is 0.88 / 0.87 / 0.85 / 0.81 / 0.79 at TP 1 / 2 / 4–7 / 8–15 / ≥16
+  (``sglang/srt/server_args.py`` ``ServerArgs.__post_init__``).
+* TensorRT-LLM: ``kv_cache_config.free_gpu_memory_fraction`` 0.9 of the memory left after weights
+  and activations goes to the KV cache (``tensorrt_llm/llmapi/llm_args.py`` ``KvCacheConfig``).
+
+What a running request holds: TensorRT-LLM's default capacity scheduler (``GUARANTEED_NO_EVICT``)
+admits a request only with blocks for its whole sequence, ``isl + osl`` tokens; vLLM and SGLang
+allocate blocks as tokens come (and preempt or retract when full), so a request holds on average
+its prompt and half its output, ``isl + osl / 2``. The KV bytes per token and the activation bytes
+per prompt token are the evaluator's own (``estimate.capacity``). Nothing here is fitted.
+
+``validate --measurements`` caps vLLM and SGLang rows so (``KV_CAPPED_ENGINES``). On the shipped
+file the cap binds on 18 of their rows, whose measured TTFTs (8–462 s) are the queue it predicts:
+their TTFT MAPE 85.6 → 73.3 %, signed −85.6 → +4.8 % (Qwen3-32B TP2 vLLM 4096/128 at C=128: 19.0 s
+measured, 2.2 s → 17.4 s; DeepSeek-R1 SGLang 8k/1k at C=256 goes the other way, 8.7 s measured,
+4.1 → 33.7 s: its recipe's memory setting is not the default). TensorRT-LLM is not capped: its
+default admission (whole sequences reserved, defaults above) binds on 20 rows and over-predicts 12
+of them 2.7–8.8× (AIConfigurator's Qwen3-32B H100 grid: the generated deployments' KV memory is
+not recorded in the rows), so its admission is not known well enough to price.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.plan import Plan, Workload
+
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM --gpu-memory-utilization default
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction
+# SGLang mem_fraction_static when unset, by TP size (server_args.py __post_init__): (min TP, value)
+SGLANG_MEM_FRACTION_STATIC = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+WHOLE_SEQUENCE_ENGINES = frozenset({"trtllm"})  # reserve isl + osl per request at admission
+KV_CAPPED_ENGINES = frozenset({"vllm", "sglang"})  # validate caps these (module docstring)
+
+
+def sglang_mem_fraction(tp: int) -> float:
+    """SGLang's default ``mem_fraction_static`` at tensor-parallel size ``tp``."""
+    return next(v for lo, v in SGLANG_MEM_FRACTION_STATIC if tp >= lo)
+
+
+def pool_bytes(engine: str, capacity: float, weights: float, activations: float, tp: int) -> float:
+    """KV pool bytes per device of ``engine`` on a device of ``capacity`` bytes holding
+    ``weights`` bytes of weights and an ``activations``-byte working set of one step."""
+    if engine == "vllm":
+        return VLLM_GPU_MEMORY_UTILIZATION * capacity - weights - activations
+    if engine == "sglang":
+        return sglang_mem_fraction(tp) * capacity - weights
+    return TRTLLM_FREE_GPU_MEMORY_FRACTION * (capacity - weights - activations)
+
+
+def kv_running_cap(model: object, noc: object, memory: object, chip: object, wl: Workload,
+                   plan: Plan, engine: str, budget_tokens: int) -> int | None:  # fmt: skip
+    """Requests of ``wl``'s lengths whose KV cache ``engine``'s pool holds at once on ``plan``
+    (all devices). None, no cap from memory: the memory has no capacity, or the default
+    setting's pool holds no request at all (the deployment could not have started so: it set
+    its memory otherwise, which the row does not record)."""
+    from plena_opt.estimate import Evaluator
+    from plena_opt.estimate.capacity import capacity_bound
+    from plena_opt.estimate.distributed import PlanCost
+
+    ev = Evaluator(model, noc, memory, wl, chip)  # type: ignore[arg-type]
+    b = capacity_bound(PlanCost(ev.ctx, plan), 1.0)
+    if b.budget_bytes is None:
+        return None
+    held = wl.input_seq_len + wl.output_seq_len  # the tokens capacity_bound's KV is priced at
+    mean_held = (
+        held if engine in WHOLE_SEQUENCE_ENGINES else wl.input_seq_len + wl.output_seq_len / 2
+    )
+    per_request = b.kv_bytes_per_sequence * mean_held / held
+    act = b.activation_bytes_per_sequence * budget_tokens / wl.input_seq_len  # one step's tokens
+    pool = pool_bytes(engine, b.budget_bytes, b.weight_bytes, act, plan.tp)
+    fits = math.floor(pool / per_request) if per_request > 0 else 0
+    return fits * b.replicas if fits >= 1 else None
