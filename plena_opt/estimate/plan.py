@@ -129,6 +129,17 @@ class Plan:
             kw["moe_tp"] = int(d["moe_tp"])
         return cls(**kw)
 
+    @classmethod
+    def enumerated(cls, tp: int, ep: int, dp: int, pp: int, cp: int, mode: str, overlap: str) -> Plan:
+        """A plan of values the enumeration produced (positive ints from ``factorisations``,
+        ``mode`` and ``overlap`` from the vocabulary), built without re-checking them: the
+        same object ``Plan(...)`` gives, in a fraction of the time."""
+        plan = object.__new__(cls)
+        plan.__dict__.update(
+            tp=tp, ep=ep, dp=dp, pp=pp, cp=cp, moe_tp_mode=mode, comm_overlap=overlap, moe_tp=0
+        )
+        return plan
+
     @property
     def world_size(self) -> int:
         return self.tp * self.ep * self.dp * self.pp * self.cp

@@ -6,7 +6,6 @@ the footprint and warnings of a plan; plans that differ only in comm overlap sha
 
 from __future__ import annotations
 
-from dataclasses import replace
 from itertools import count
 from math import ceil
 from typing import TYPE_CHECKING
@@ -54,7 +53,7 @@ class PlanBase:
         # What the layers, collectives and extras are priced from: the micro-batch size matters
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
-        self.priced_shard = self.shard if m.num_experts else replace(self.shard, micro=0)
+        self.priced_shard = self.shard if m.num_experts else self.shard.without_micro()
         self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
         self.dense = dense_scheme(plan)
         self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
