@@ -130,7 +130,9 @@ class Plan:
         return cls(**kw)
 
     @classmethod
-    def enumerated(cls, tp: int, ep: int, dp: int, pp: int, cp: int, mode: str, overlap: str) -> Plan:
+    def enumerated(
+        cls, tp: int, ep: int, dp: int, pp: int, cp: int, mode: str, overlap: str
+    ) -> Plan:
         """A plan of values the enumeration produced (positive ints from ``factorisations``,
         ``mode`` and ``overlap`` from the vocabulary), built without re-checking them: the
         same object ``Plan(...)`` gives, in a fraction of the time."""
