@@ -60,19 +60,26 @@ def reference_seconds(path: Path = TIMING) -> dict[int, dict]:
 
 
 def _loaded(inp: dict) -> tuple:
+    """(model, NoC, memory, chip) loaded, and the chip's pricer module imported, outside the
+    timed region (the reference loads its profiles and ``PerfModel`` outside too)."""
     from deepstack import load_noc_profile
 
+    from plena_opt.chip import load_chip
+    from plena_opt.estimate.pricer import pricer_of
     from plena_opt.memory import load_memory
     from plena_opt.models import load_model
 
-    return load_model(inp["model"]), load_noc_profile(inp["noc"]), load_memory(inp["memory"])
+    chip = load_chip()
+    pricer_of(chip)
+    model, noc = load_model(inp["model"]), load_noc_profile(inp["noc"])
+    return model, noc, load_memory(inp["memory"]), chip
 
 
 def _one(loaded: tuple, inp: dict) -> dict:
     """CPU seconds of one fresh evaluator: ``cold`` (build + enumerate + score) and ``score``."""
     from plena_opt.estimate import Evaluator, Workload
 
-    model, noc, memory = loaded
+    model, noc, memory, chip = loaded
     workload = Workload(
         batch_size=inp["batch_size"],
         input_seq_len=inp["input_seq_len"],
@@ -83,7 +90,7 @@ def _one(loaded: tuple, inp: dict) -> dict:
         routing=inp["routing"],
     )
     c0 = time.process_time()
-    ev = Evaluator(model, noc, memory, workload)
+    ev = Evaluator(model, noc, memory, workload, chip=chip)
     plans = ev.legal_plans()
     c1 = time.process_time()
     results = ev.evaluate_batch(plans)

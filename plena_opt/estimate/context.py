@@ -115,6 +115,7 @@ class EstimateContext:
         self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
         self.row_groups = StageLayouts()
+        self.prefill_kv: np.ndarray | None = None  # the prefill's one KV length (``PlanPasses``)
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of

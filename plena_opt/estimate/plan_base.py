@@ -57,12 +57,15 @@ class PlanBase:
         self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
         self.dense = dense_scheme(plan)
         self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
-        per_stage = ceil(m.num_layers / plan.pp)
-        self.stage_ranges = [
-            range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
-            for i in range(plan.pp)
-        ]
-        self.stage_layers = [len(r) for r in self.stage_ranges]
+        ranges = ctx.row_groups.ranges.get(plan.pp)  # the same for every plan of this depth
+        if ranges is None:
+            per_stage = ceil(m.num_layers / plan.pp)
+            rs = [
+                range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
+                for i in range(plan.pp)
+            ]
+            ranges = ctx.row_groups.ranges[plan.pp] = (rs, [len(r) for r in rs])
+        self.stage_ranges, self.stage_layers = ranges
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
         self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)

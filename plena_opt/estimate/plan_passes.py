@@ -201,9 +201,12 @@ class PlanPasses:
 
     @cached
     def prefill(self) -> PassResult:
-        q = self.shard.q_prefill
-        kv = np.array([float(self.ctx.workload.input_seq_len)])
-        return self._run_pass("prefill", q, kv, ONE_STEP, ())
+        ctx = self.ctx
+        kv = ctx.prefill_kv  # one array per context (read, never written)
+        if kv is None:
+            kv = ctx.prefill_kv = np.array([float(ctx.workload.input_seq_len)])
+            kv.setflags(write=False)
+        return self._run_pass("prefill", self.shard.q_prefill, kv, ONE_STEP, ())
 
     @cached
     def decode(self) -> PassResult:
