@@ -168,7 +168,7 @@ def table(rows: dict, title: str) -> str:
     lines = []
     for r in rows.values():
         lines.append(
-            f"{r['output']:>6}  {r['reference_s_per_plan']:>16.4g}  "
+            f"{int(r['output']):>6}  {r['reference_s_per_plan']:>16.4g}  "
             f"{r['warm_routing_cold_s_per_plan']:>31.3e}  {r['warm_routing_cold_ratio']:>5.0f}×  "
             f"{r['warm_routing_score_ratio']:>11.0f}×  "
             f"{r['first_in_process_cold_s_per_plan']:>30.3e}  "
