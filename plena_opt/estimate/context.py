@@ -97,6 +97,8 @@ class EstimateContext:
         if model.num_experts and workload.routing not in ("balanced", "random"):
             self.rows(1)  # read and validate a trace now, not inside the first MoE plan
         self._memory_warnings = list(memory.warnings())
+        # memory, model and chip-kind warnings every plan ends with (``PlanCost._warnings``)
+        self.input_warnings: list[str] | None = None
         # Memoised per-layer pricing and collectives, shared by the plans of one evaluation
         # (and, through ``memo``, by the evaluations that differ only in the batch size).
         if memo is None or network != DEFAULT_NETWORK:
