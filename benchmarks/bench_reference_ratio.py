@@ -120,6 +120,59 @@ def child_first(length: int) -> dict:
     return _one(_loaded(case["inputs"]), case["inputs"])
 
 
+# Where a fresh evaluator's CPU goes (``--breakdown``): (label, module, owner, attribute); the
+# figures are inclusive and nest as indented (each wraps the named callable).
+PIECES = (
+    ("legal_plans: plan bases (checks, shards, schemes)", "plena_opt.estimate.plan_passes",
+     None, "PlanBase"),
+    ("  layer pricing (ISA cycles, traffic)", "plena_opt.estimate.plena_pricer", "PlenaPricer",
+     "layer"),
+    ("  collective and transfer prices (memo + deepstack)", "plena_opt.estimate.comm",
+     "PricedNetwork", "price"),
+    ("  embedding / LM head pricing", "plena_opt.estimate.plena_pricer", "PlenaPricer",
+     "_price_extras"),
+    ("  decode grids", "plena_opt.estimate.context", "EstimateContext", "decode_grid"),
+)  # fmt: skip
+
+
+def child_breakdown(length: int, repeats: int) -> dict:
+    """CPU ms per fresh evaluator (routing warm) spent in each of ``PIECES``, in
+    ``legal_plans``, in ``evaluate_batch`` and in all, median of ``repeats``."""
+    import importlib
+
+    from plena_opt.estimate import Evaluator
+
+    spent: dict[str, float] = {}
+
+    def timed(label: str, func):
+        def run(*a, **k):
+            c = time.process_time()
+            try:
+                return func(*a, **k)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - c
+
+        return run
+
+    for label, module, owner, attr in PIECES:
+        target = importlib.import_module(module)
+        target = getattr(target, owner) if owner else target
+        setattr(target, attr, timed(label, getattr(target, attr)))
+    case = reference_seconds()[length]
+    loaded = _loaded(case["inputs"])
+    _one(loaded, case["inputs"])  # routing, once
+    Evaluator.legal_plans = timed("legal_plans", Evaluator.legal_plans)
+    Evaluator.evaluate_batch = timed("evaluate_batch", Evaluator.evaluate_batch)
+    runs = []
+    for _ in range(repeats):
+        spent.clear()
+        total = _one(loaded, case["inputs"])["cold"]
+        runs.append({**spent, "all (build + enumerate + score)": total})
+    order = ["legal_plans", PIECES[0][0], "evaluate_batch", *(p[0] for p in PIECES[1:])]
+    order.append("all (build + enumerate + score)")
+    return {k: round(1e3 * statistics.median(r.get(k, 0.0) for r in runs), 3) for k in order}
+
+
 def run_child(source: str | None, args: list[str]) -> dict:
     env = dict(os.environ)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -186,14 +239,31 @@ def main() -> None:
     parser.add_argument("--first-repeats", type=int, default=3, help="child processes per length")
     parser.add_argument("--compare", help="also measure this checkout, as 'before'")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (--compare)")
+    parser.add_argument(
+        "--breakdown", type=int, metavar="OUTPUT", help="where the CPU goes at this output length"
+    )
     parser.add_argument("--child-warm", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-first", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-breakdown", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_breakdown:
+        print(json.dumps(child_breakdown(*args.child_breakdown)))
+        return
     if args.child_warm:
         print(json.dumps(child_warm(args.child_warm)))
         return
     if args.child_first:
         print(json.dumps(child_first(args.child_first)))
+        return
+    if args.breakdown:
+        load = os.getloadavg()
+        parts = run_child(None, ["--child-breakdown", str(args.breakdown), str(args.repeats)])
+        if args.json:
+            print(json.dumps({"output": args.breakdown, "cpu_ms": parts, "loadavg": load}))
+        else:
+            for k, v in parts.items():
+                print(f"{k:55} {v:8.3f} ms")
+            print("load average before:", [round(x, 2) for x in load])
         return
     load = [os.getloadavg()]
     result: dict = {"reference": str(TIMING.relative_to(TIMING.parents[3]))}
