@@ -81,6 +81,25 @@ class PlanBase:
         self.comm_id = ids.setdefault(comm, next(_IDS))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
+        self._loads_and_checks(ctx, plan)
+        # what every ``PlanPasses`` of this base reads as its own attributes (one dict update)
+        self.plan_view = {
+            "plan_warnings": self.plan_warnings,
+            "shard": self.shard,
+            "priced_shard": self.priced_shard,
+            "shape": self.shape,
+            "dense": self.dense,
+            "moe": self.moe,
+            "stage_ranges": self.stage_ranges,
+            "stage_kind_counts": self.stage_kind_counts,
+            "distinct_kinds": ctx.distinct_kinds,
+            "loads": self.loads,
+            "_rows": self.rows,
+        }
+
+    def _loads_and_checks(self, ctx: EstimateContext, plan: Plan) -> None:
+        """The EPLB check and, for MoE models, the routing rows and busiest-rank loads."""
+        m, w = ctx.model, ctx.workload
         if w.eplb_redundant:  # refused by name where the engines would refuse it
             check_redundant(w.eplb_redundant, m.num_experts, self.shard.ep_moe)
         if m.num_experts:
