@@ -28,7 +28,10 @@ by the evaluators of a thread, so only the first evaluator of a process routes):
 The ratio is the reference's seconds per estimate over ours per plan; the target is 1,000×.
 ``--compare DIR`` measures checkout DIR ("before") and this one ("after") in alternating child
 processes (``benchmarks/_compare.py``) and prints both tables and the after/before CPU ratios.
-``--json`` prints one JSON object. The load average (1, 5, 15 min) is printed before and after.
+``--breakdown OUTPUT`` times the named pieces of a fresh evaluator (``PIECES``: plan bases,
+layer, collective and embedding/LM-head pricing, decode grids) by wrapping them, CPU ms, median
+of ``--repeats``. ``--json`` prints one JSON object. The load average (1, 5, 15 min) is printed
+before and after.
 """
 
 from __future__ import annotations
