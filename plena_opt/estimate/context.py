@@ -97,6 +97,8 @@ class EstimateContext:
         if model.num_experts and workload.routing not in ("balanced", "random"):
             self.rows(1)  # read and validate a trace now, not inside the first MoE plan
         self._memory_warnings = list(memory.warnings())
+        # memory, model and chip-kind warnings every plan ends with (``PlanCost._warnings``)
+        self.input_warnings: list[str] | None = None
         # Memoised per-layer pricing and collectives, shared by the plans of one evaluation
         # (and, through ``memo``, by the evaluations that differ only in the batch size).
         if memo is None or network != DEFAULT_NETWORK:
@@ -115,6 +117,7 @@ class EstimateContext:
         self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
         self.row_groups = StageLayouts()
+        self.prefill_kv: np.ndarray | None = None  # the prefill's one KV length (``PlanPasses``)
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of

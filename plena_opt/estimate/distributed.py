@@ -196,9 +196,14 @@ class PlanCost(PlanPasses):
             )
         if self.fits_in_memory is False:
             out.append(self.capacity_warning(single_chip=False))
-        out.extend(ctx._memory_warnings)
-        out.extend(m.not_modelled)  # parts of the model that are not priced (vision tower, …)
-        out.extend(ctx.pricer.chip_warnings(m))  # what this chip kind does not price
+        tail = ctx.input_warnings  # the same for every plan of the context: built once
+        if tail is None:
+            tail = ctx.input_warnings = [
+                *ctx._memory_warnings,
+                *m.not_modelled,  # parts of the model that are not priced (vision tower, …)
+                *ctx.pricer.chip_warnings(m),  # what this chip kind does not price
+            ]
+        out.extend(tail)
         return out
 
     def moe_report(self) -> dict | None:

@@ -127,7 +127,7 @@ class Evaluator:
                 continue
             modes = MOE_TP_MODES if moe and tp > 1 else ("replace",)
             for mode, ov in product(modes, COMM_OVERLAPS):
-                plans.append(Plan(tp, ep, dp, pp, cp, mode, ov))
+                plans.append(Plan.enumerated(tp, ep, dp, pp, cp, mode, ov))
         return plans
 
     def legal_plans(self) -> list[Plan]:
@@ -166,7 +166,8 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     energy = ctx.pricer.energy_per_token(cost, energy)  # the chip kind's power model
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
-    return PlanMetrics(
+    metrics = object.__new__(PlanMetrics)  # every field given: the frozen ``__init__`` skipped
+    metrics.__dict__.update(
         plan=plan,
         ttft_seconds=cost.ttft_seconds,
         tps=cost.tps,
@@ -180,6 +181,7 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
         attribution=attribution,
         warnings=warnings,
     )
+    return metrics
 
 
 def _base_metrics(cost: PlanCost) -> tuple[float | None, float, float, bool | None, tuple]:

@@ -71,6 +71,8 @@ class StageLayouts:
     groups: dict[tuple, StageGroups] = field(default_factory=dict)
     # pp -> the first stage of each distinct footprint
     footprint_stages: dict[int, list[int]] = field(default_factory=dict)
+    # pp -> (each stage's range of layer indices, each stage's layer count)
+    ranges: dict[int, tuple[list[range], list[int]]] = field(default_factory=dict)
 
 
 @dataclass

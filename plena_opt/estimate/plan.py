@@ -72,9 +72,20 @@ def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
     """Every ordered ``parts``-tuple of positive integers whose product is ``n``; with the default
     5 parts, the (tp, ep, dp, pp, cp) shapes of every plan on ``n`` devices (the one plan
     enumeration: ``Evaluator.candidate_plans`` and the search's ``PlanSpace`` both use it)."""
-    if parts == 1:
-        return [(n,)]
-    return [(d, *rest) for d in divisors(n) for rest in factorisations(n // d, parts - 1)]
+    divs = divisors(n)  # every divisor of a part is a divisor of n: found once
+    memo: dict[tuple[int, int], list[tuple[int, ...]]] = {}
+
+    def split(m: int, k: int) -> list[tuple[int, ...]]:
+        if k == 1:
+            return [(m,)]
+        hit = memo.get((m, k))
+        if hit is None:
+            hit = memo[m, k] = [
+                (d, *rest) for d in divs if d <= m and m % d == 0 for rest in split(m // d, k - 1)
+            ]
+        return hit
+
+    return split(n, parts)
 
 
 @dataclass(frozen=True, order=True)
@@ -128,6 +139,19 @@ class Plan:
         if d.get("moe_tp"):
             kw["moe_tp"] = int(d["moe_tp"])
         return cls(**kw)
+
+    @classmethod
+    def enumerated(
+        cls, tp: int, ep: int, dp: int, pp: int, cp: int, mode: str, overlap: str
+    ) -> Plan:
+        """A plan of values the enumeration produced (positive ints from ``factorisations``,
+        ``mode`` and ``overlap`` from the vocabulary), built without re-checking them: the
+        same object ``Plan(...)`` gives, in a fraction of the time."""
+        plan = object.__new__(cls)
+        plan.__dict__.update(
+            tp=tp, ep=ep, dp=dp, pp=pp, cp=cp, moe_tp_mode=mode, comm_overlap=overlap, moe_tp=0
+        )
+        return plan
 
     @property
     def world_size(self) -> int:

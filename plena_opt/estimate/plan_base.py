@@ -6,7 +6,6 @@ the footprint and warnings of a plan; plans that differ only in comm overlap sha
 
 from __future__ import annotations
 
-from dataclasses import replace
 from itertools import count
 from math import ceil
 from typing import TYPE_CHECKING
@@ -54,16 +53,19 @@ class PlanBase:
         # What the layers, collectives and extras are priced from: the micro-batch size matters
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
-        self.priced_shard = self.shard if m.num_experts else replace(self.shard, micro=0)
+        self.priced_shard = self.shard if m.num_experts else self.shard.without_micro()
         self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
         self.dense = dense_scheme(plan)
         self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
-        per_stage = ceil(m.num_layers / plan.pp)
-        self.stage_ranges = [
-            range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
-            for i in range(plan.pp)
-        ]
-        self.stage_layers = [len(r) for r in self.stage_ranges]
+        ranges = ctx.row_groups.ranges.get(plan.pp)  # the same for every plan of this depth
+        if ranges is None:
+            per_stage = ceil(m.num_layers / plan.pp)
+            rs = [
+                range(min(m.num_layers, i * per_stage), min(m.num_layers, (i + 1) * per_stage))
+                for i in range(plan.pp)
+            ]
+            ranges = ctx.row_groups.ranges[plan.pp] = (rs, [len(r) for r in rs])
+        self.stage_ranges, self.stage_layers = ranges
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
         self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
@@ -79,6 +81,25 @@ class PlanBase:
         self.comm_id = ids.setdefault(comm, next(_IDS))
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
+        self._loads_and_checks(ctx, plan)
+        # what every ``PlanPasses`` of this base reads as its own attributes (one dict update)
+        self.plan_view = {
+            "plan_warnings": self.plan_warnings,
+            "shard": self.shard,
+            "priced_shard": self.priced_shard,
+            "shape": self.shape,
+            "dense": self.dense,
+            "moe": self.moe,
+            "stage_ranges": self.stage_ranges,
+            "stage_kind_counts": self.stage_kind_counts,
+            "distinct_kinds": ctx.distinct_kinds,
+            "loads": self.loads,
+            "_rows": self.rows,
+        }
+
+    def _loads_and_checks(self, ctx: EstimateContext, plan: Plan) -> None:
+        """The EPLB check and, for MoE models, the routing rows and busiest-rank loads."""
+        m, w = ctx.model, ctx.workload
         if w.eplb_redundant:  # refused by name where the engines would refuse it
             check_redundant(w.eplb_redundant, m.num_experts, self.shard.ep_moe)
         if m.num_experts:

@@ -38,17 +38,9 @@ class PlanPasses:
         if base is None:
             base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
         self.base = base
-        self.plan_warnings = base.plan_warnings
-        self.shard = base.shard
-        self.priced_shard = base.priced_shard
-        self.shape = base.shape
-        self.dense = base.dense
-        self.moe = base.moe
-        self.stage_ranges = base.stage_ranges
-        self.stage_kind_counts = base.stage_kind_counts
-        self.distinct_kinds = ctx.distinct_kinds
-        self.loads = base.loads
-        self._rows = base.rows
+        # base.plan_warnings, shard, priced_shard, shape, dense, moe, stage_ranges,
+        # stage_kind_counts, loads and rows (as ``_rows``), and ctx.distinct_kinds: one update
+        self.__dict__.update(base.plan_view)
 
     # -- passes ------------------------------------------------------------------------------
     def _layer(
@@ -118,19 +110,21 @@ class PlanPasses:
             if points_key is not None:
                 self.base.pass_parts[pkey] = parts
         layer_arrays, layer_comm, extras, transfer, shared = parts
-        return PassResult(
-            self.base.stage_layers,
-            self.stage_kind_counts,
-            layer_arrays,
-            layer_comm,
-            extras,
-            transfer,
-            self.plan.comm_overlap == "full",
-            steps,
-            self.ctx.row_groups,
-            self.in_flight if mode == "decode" else 0,
-            shared,
+        result = object.__new__(PassResult)  # every field given: the generated ``__init__``
+        result.__dict__.update(  # skipped
+            stage_layers=self.base.stage_layers,
+            counts=self.stage_kind_counts,
+            layer=layer_arrays,
+            comm=layer_comm,
+            extras=extras,
+            transfer=transfer,
+            full_overlap=self.plan.comm_overlap == "full",
+            steps=steps,
+            row_groups=self.ctx.row_groups,
+            in_flight=self.in_flight if mode == "decode" else 0,
+            shared=shared,
         )
+        return result
 
     def _pass_parts(
         self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
@@ -201,9 +195,12 @@ class PlanPasses:
 
     @cached
     def prefill(self) -> PassResult:
-        q = self.shard.q_prefill
-        kv = np.array([float(self.ctx.workload.input_seq_len)])
-        return self._run_pass("prefill", q, kv, ONE_STEP, ())
+        ctx = self.ctx
+        kv = ctx.prefill_kv  # one array per context (read, never written)
+        if kv is None:
+            kv = ctx.prefill_kv = np.array([float(ctx.workload.input_seq_len)])
+            kv.setflags(write=False)
+        return self._run_pass("prefill", self.shard.q_prefill, kv, ONE_STEP, ())
 
     @cached
     def decode(self) -> PassResult:

@@ -61,7 +61,19 @@ def shorthand_split(plan: Plan, num_experts: int) -> Plan:
 
 def dense_scheme(plan: Plan) -> ParallelScheme:
     """Attention, dense FFN, norms and pipeline transfers: EP ranks behave as DP (§4.2)."""
-    return ParallelScheme(tp=plan.tp, ep=1, cp=plan.cp, dp=plan.dp * plan.ep, pp=plan.pp)
+    return _checked_scheme(plan.tp, 1, plan.cp, plan.dp * plan.ep, plan.pp, None, 1)
+
+
+def _checked_scheme(
+    tp: int, ep: int, cp: int, dp: int, pp: int, ep1: int | None, ep2: int | None
+) -> ParallelScheme:
+    """``ParallelScheme(tp=tp, ep=ep, cp=cp, dp=dp, pp=pp, ep1=ep1, ep2=ep2)`` of degrees a
+    ``Plan`` has already checked (positive ints), without checking them again."""
+    scheme = object.__new__(ParallelScheme)
+    scheme.__dict__.update(
+        tp=int(tp), ep=int(ep), sp=1, cp=int(cp), dp=int(dp), pp=int(pp), ep1=ep1, ep2=ep2
+    )
+    return scheme
 
 
 def moe_scheme(plan: Plan, tp_moe: int, ep_moe: int) -> ParallelScheme:
@@ -92,6 +104,14 @@ class DeviceShard:
     # shorthands always do, as the reference prices them.
     moe_lanes: bool = True
 
+    def without_micro(self) -> DeviceShard:
+        """This shard with ``micro`` = 0 (``dataclasses.replace(self, micro=0)``, without
+        running ``__init__`` again)."""
+        out = object.__new__(DeviceShard)
+        out.__dict__.update(self.__dict__)
+        out.__dict__["micro"] = 0
+        return out
+
     @classmethod
     def build(cls, model: ModelSpec, plan: Plan, workload: Workload) -> DeviceShard:
         tp = plan.tp
@@ -101,7 +121,8 @@ class DeviceShard:
             tp_moe, ep_moe = tp, 1
         micro = ceil(workload.batch_size / plan.pp)
         kv = model.num_kv_heads
-        return cls(
+        shard = object.__new__(cls)  # every field given: the generated ``__init__`` skipped
+        shard.__dict__.update(
             micro=micro,
             b_dev=ceil(micro / (plan.dp * plan.ep)),
             heads=model.num_heads // tp,
@@ -117,6 +138,7 @@ class DeviceShard:
             linear_v_heads=ceil(model.linear_num_value_heads / tp),
             moe_lanes=not plan.moe_tp or lane_wise(tp, tp_moe),
         )
+        return shard
 
 
 def validate_plan(
