@@ -41,17 +41,18 @@ def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve)
 
 # Why Marlin W4A16 experts take the compute format's fused-MoE curve (``fused_moe(marlin=True)``):
 # the kernel tables' W4A16 MXFP4 rows (``vllm_mxfp4_moe``: AIConfigurator times vLLM's FusedMoE
-# module with ``Mxfp4Config`` and no backend variable, so vLLM 0.19 picks its default SM90
-# backend, OpenAI's Triton ``matmul_ogs`` with its routing kernels; fitted as ``moe.mxfp4``)
-# are not the kernels a Marlin deployment runs, and vLLM measured that backend 35 % slower
-# end to end than Marlin for gpt-oss-120b on Hopper (``vllm bench latency`` 1.58 s vs 1.17 s,
-# vllm-project/vllm#27523). Marlin's MoE (``fused_marlin_moe``) is the same kernel chain as
-# vLLM's ``fused_experts`` (align/sort, gate-up GEMM, activation, down GEMM, top-k sum) with a
-# GEMM that dequantises 4-bit weights in registers on the way to the bf16 tensor cores, and no
-# Marlin MoE table ships (``vllm_marlin_int4_moe`` rows are ``fused_experts`` with an
-# ``int4_w4a16`` config: the Triton GPTQ/AWQ kernel). So it is priced by the chip's fused-MoE
-# curve of the compute format (bf16 ``vllm_fused_moe``, fitted on the same H200 table) reading
-# the weight format's bytes at the weight-only rate. Nothing is fitted for it.
+# module with ``Mxfp4Config`` and no backend variable, i.e. vLLM's default SM90 backend, OpenAI's
+# Triton ``matmul_ogs`` where ``triton_kernels`` is installed; fitted as ``moe.mxfp4``: a 57 us
+# floor) are not the kernels a Marlin deployment runs; a vLLM pull request measured that Triton
+# default 35 % slower end to end than Marlin for gpt-oss-120b on SM90 (``vllm bench latency``
+# 1.58 s vs 1.17 s, vllm-project/vllm#27523). Marlin's MoE (``fused_marlin_moe``) is the kernel
+# chain of vLLM's ``fused_experts`` (align/sort, gate-up GEMM, activation, down GEMM, top-k sum)
+# with GEMMs that dequantise 4-bit weights in registers for the bf16 tensor cores, and no Marlin
+# MoE table ships (``vllm_marlin_int4_moe`` rows are ``fused_experts`` with an ``int4_w4a16``
+# config: the Triton GPTQ/AWQ kernel). So it is priced by the chip's fused-MoE curve of the
+# compute format (bf16 ``vllm_fused_moe``, fitted on the same H200 table) reading the weight
+# format's bytes at the weight-only rate. Nothing is fitted for it (benchmarks/README_serving.md:
+# the shipped H100 gpt-oss vLLM rows' TPOT MAPE 23.8 -> 11.9 %).
 MARLIN_MOE_NOTE = "W4A16 experts on vLLM's Marlin MoE: the compute format's fused-MoE curve"
 
 
