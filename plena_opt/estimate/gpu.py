@@ -204,6 +204,13 @@ class GpuPricing(LayerPricer):
                 )
             if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
                 self.dense = self.dense.block_scaled()
+        self.marlin_moe = workload.marlin_moe
+        if self.marlin_moe and not self.perf.weight_only:
+            raise PlenaInputError(
+                "marlin_moe",
+                "marlin_moe needs weight-only (W4A16) experts; "
+                f"{self.perf.precision} on {chip.name} is not weight-only",
+            )
         self.warnings = _ignored_options(workload)
         if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
             self.dense_weight_bytes = self.dense.wb
@@ -275,7 +282,9 @@ class GpuPricing(LayerPricer):
         return [
             self.dense.gemm(T, m.num_experts, h),
             topk,
-            p.fused_moe(load.tokens_local, load.pairs, active, h, f, self._block_moe(m)),
+            p.fused_moe(
+                load.tokens_local, load.pairs, active, h, f, self._block_moe(m), self.marlin_moe
+            ),
         ]
 
     def _block_moe(self, m) -> bool:

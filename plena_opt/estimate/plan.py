@@ -213,6 +213,10 @@ class Workload:
     # the experts of estimate.gpu.BLOCK_FP8_MODEL_TYPES)
     fp8_block_gemm: bool = False
     fp8_block_moe: bool = False
+    # weight-only (W4A16) routed experts run vLLM's Marlin MoE (``VLLM_MXFP4_USE_MARLIN=1``)
+    # rather than the backend the chip's ``moe.<format>`` curve measured (GPU; ``chip.gpu.perf
+    # .MARLIN_MOE_NOTE``)
+    marlin_moe: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -232,7 +236,7 @@ class Workload:
                 f"frequency_hz must be a finite clock between {MIN_FREQUENCY_HZ:g} and "
                 f"{MAX_FREQUENCY_HZ:g} Hz (got {f!r})",
             )
-        for name in ("include_lm_head", "fp8_block_gemm", "fp8_block_moe"):
+        for name in ("include_lm_head", "fp8_block_gemm", "fp8_block_moe", "marlin_moe"):
             if not isinstance(getattr(self, name), bool):
                 raise PlenaTypeError(name, f"{name} must be a bool")
         check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)

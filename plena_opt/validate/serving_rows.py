@@ -92,6 +92,7 @@ class Deployment:
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
     recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
+    marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
 
 
 class Refused(Exception):
@@ -171,10 +172,20 @@ def resolve(row: ServingRow) -> Deployment:
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
-                   async_scheduling=ix_vllm)  # fmt: skip
+                   async_scheduling=ix_vllm,
+                   marlin_moe=ix_vllm and _weight_only(fmt, chip))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d))  # fmt: skip
     return _with_block(row, d)
+
+
+def _weight_only(fmt: str, chip_name: str) -> bool:
+    """True when ``chip_name`` runs ``fmt`` weight-only (W4A16: no tensor cores of that width)."""
+    from plena_opt.chip import load_chip
+    from plena_opt.chip.precision import is_weight_only
+
+    chip = load_chip(chip_name)
+    return is_weight_only(fmt, chip.formats[fmt])  # type: ignore[union-attr]
 
 
 # The KV-cache format of an InferenceX run is its launch recipe's (SemiAnalysisAI/InferenceX,
@@ -193,6 +204,11 @@ INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
 # The InferenceX vLLM recipes also run ``async-scheduling: true`` (the same scripts' config.yaml;
 # gptoss_fp4_h100.sh too), which vLLM's default leaves off: such a row's engine overlaps
 # scheduling as SGLang and TensorRT-LLM do by default (``EngineModel.overlap_schedule``).
+# The InferenceX vLLM recipes that run 4-bit experts weight-only (gptoss_fp4_h100.sh,
+# gptoss_fp4_h200.sh) export ``VLLM_MXFP4_USE_MARLIN=1``: their experts run vLLM's Marlin MoE,
+# not the Triton backend the kernel table's ``vllm_mxfp4_moe`` rows timed (``Deployment
+# .marlin_moe``; ``chip.gpu.perf.MARLIN_MOE_NOTE``). Not fitted: on the shipped file it moved
+# gpt-oss-120b H100 vLLM TPOT MAPE from 23.8 to 11.9 % (bias +20.4 to -11.1 %; c512 rows aside).
 # a ``kv_cache_dtype`` column, when present, names the row's KV format (engine spellings)
 KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
 

@@ -39,6 +39,23 @@ def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve)
     return t, tc >= tm
 
 
+# Why Marlin W4A16 experts take the compute format's fused-MoE curve (``fused_moe(marlin=True)``):
+# the kernel tables' W4A16 MXFP4 rows (``vllm_mxfp4_moe``: AIConfigurator times vLLM's FusedMoE
+# module with ``Mxfp4Config`` and no backend variable, i.e. vLLM's default SM90 backend, OpenAI's
+# Triton ``matmul_ogs`` where ``triton_kernels`` is installed; fitted as ``moe.mxfp4``: a 57 us
+# floor) are not the kernels a Marlin deployment runs; a vLLM pull request measured that Triton
+# default 35 % slower end to end than Marlin for gpt-oss-120b on SM90 (``vllm bench latency``
+# 1.58 s vs 1.17 s, vllm-project/vllm#27523). Marlin's MoE (``fused_marlin_moe``) is the kernel
+# chain of vLLM's ``fused_experts`` (align/sort, gate-up GEMM, activation, down GEMM, top-k sum)
+# with GEMMs that dequantise 4-bit weights in registers for the bf16 tensor cores, and no Marlin
+# MoE table ships (``vllm_marlin_int4_moe`` rows are ``fused_experts`` with an ``int4_w4a16``
+# config: the Triton GPTQ/AWQ kernel). So it is priced by the chip's fused-MoE curve of the
+# compute format (bf16 ``vllm_fused_moe``, fitted on the same H200 table) reading the weight
+# format's bytes at the weight-only rate. Nothing is fitted for it (benchmarks/README_serving.md:
+# the shipped H100 gpt-oss vLLM rows' TPOT MAPE 23.8 -> 11.9 %).
+MARLIN_MOE_NOTE = "W4A16 experts on vLLM's Marlin MoE: the compute format's fused-MoE curve"
+
+
 class GpuPerfModel:
     """Kernel times on one GPU for a weight/activation format and a KV-cache byte width."""
 
@@ -112,18 +129,27 @@ class GpuPerfModel:
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def fused_moe(
-        self, tokens: int, pairs: float, active: float, h: int, f: int, block_scaled: bool = False
+        self,
+        tokens: int,
+        pairs: float,
+        active: float,
+        h: int,
+        f: int,
+        block_scaled: bool = False,
+        marlin: bool = False,
     ) -> KernelTime:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
         fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
         ``block_scaled``: the experts carry 128x128 block scales (DeepSeek-V3's fp8 checkpoint);
         the chip's ``<format>_block`` curve is used where it has one. Above
-        ``moe_prefill_min_tokens`` tokens the chip's ``moe_prefill`` curves apply."""
+        ``moe_prefill_min_tokens`` tokens the chip's ``moe_prefill`` curves apply. ``marlin``:
+        W4A16 experts run vLLM's Marlin MoE (``VLLM_MXFP4_USE_MARLIN=1``), priced by the
+        compute format's fused-MoE curve at the weight format's bytes (``MARLIN_MOE_NOTE``)."""
         curves = self.chip.moe
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
         curve = curves.get(self.compute_format)
-        if self.weight_only:  # W4A16 experts: the format's own measured curve where fitted
+        if self.weight_only and not marlin:  # W4A16 experts: the format's own measured curve
             curve = curves.get(self.precision, curve)
         if block_scaled:
             curve = curves.get(self.compute_format + "_block", curve)
