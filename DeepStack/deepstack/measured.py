@@ -9,6 +9,10 @@ Between measured sizes the time is interpolated linearly in log(bytes)–log(sec
 smallest size it is the smallest size's time (the latency floor); above the largest it grows in
 proportion to the bytes from the largest size (the bandwidth regime).
 
+``MeasuredAllReduce.lower_envelope()`` is the same tables with each time replaced by the least
+time measured at that size or any larger one: the all-reduce of an engine that runs a message
+as a larger one (padded) whenever that is faster, so that time never falls as the message grows.
+
 JSON (under the profile's top level)::
 
     "measured_allreduce": {
@@ -19,6 +23,7 @@ JSON (under the profile's top level)::
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +33,7 @@ import numpy as np
 from .errors import ProfileError, ProfileTypeError
 
 MAX_GROUPS = 16
+ENVELOPE_NOTE = "each time the least measured at that size or a larger one (lower envelope)"
 MAX_POINTS = 256
 _KEYS = ("source", "groups")
 _GROUP_KEYS = ("devices", "bytes", "microseconds")
@@ -54,6 +60,11 @@ class MeasuredTable:
             return self.seconds[-1] * nbytes / self.nbytes[-1]
         return float(np.exp(np.interp(math.log(nbytes), x, y)))
 
+    def lower_envelope(self) -> MeasuredTable:
+        """This table with each time the least measured at that size or a larger one."""
+        least = tuple(itertools.accumulate(reversed(self.seconds), min))[::-1]
+        return MeasuredTable(self.devices, self.nbytes, least)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "devices": self.devices,
@@ -77,6 +88,11 @@ class MeasuredAllReduce:
         """The tables of groups of at most ``devices`` ranks (None when none is left)."""
         kept = tuple(t for t in self.tables if t.devices <= devices)
         return MeasuredAllReduce(self.source, kept) if kept else None
+
+    def lower_envelope(self) -> MeasuredAllReduce:
+        """Every table's lower envelope from above (module docstring); the source says so."""
+        tables = tuple(t.lower_envelope() for t in self.tables)
+        return MeasuredAllReduce(f"{self.source}; {ENVELOPE_NOTE}", tables)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "groups": [t.to_dict() for t in self.tables]}

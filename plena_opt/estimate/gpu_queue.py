@@ -170,10 +170,11 @@ class EvaluatorStepCosts:
         """``evaluators``: a cache of ``Evaluator`` by (batch, output length) shared by the
         step costs of many plans of one problem (a search), so their memos stay warm."""
         from plena_opt.estimate import gpu_host
+        from plena_opt.estimate.engine_network import engine_network
         from plena_opt.estimate.gpu import block_scaled_ops
 
         self._evaluators = {} if evaluators is None else evaluators
-        self._args = (model, noc, memory, chip)
+        self._args = (model, engine_network(noc), memory, chip)  # the engine's all-reduce
         self.workload, self.plan = workload, plan
         self._cache: dict[int, DistributedEstimate] = {}
         self._mean: dict[int, float] = {}
