@@ -24,7 +24,34 @@ SYSTEMS = {
     # Grace-Blackwell racks: one 72-GPU NVLink domain per rack, racks joined by InfiniBand
     "gb200": ("gb200", "gb200-nvl72", 72),
     "gb300": ("gb300", "gb300-nvl72", 72),
+    # AMD Instinct platforms: 8 OAM GPUs fully connected by Infinity Fabric (mi325x-x8: 7 xGMI
+    # links per GPU, AMD MI325X datasheet, cited in the profile), nodes joined by 400G NICs
+    "mi325x": ("mi325x", "mi325x-x8", 8),
+    "mi300x": ("mi300x", "mi300x-x8", 8),
 }
+# Other spellings of a system, accepted only where one product is meant: "gb200_sxm" /
+# "gb300_sxm" (AIConfigurator's <gpu>_sxm pattern) name the same Grace-Blackwell superchip GPUs
+# "gb200" / "gb300" name (one NVL72 NVLink domain, as "gb200" is priced); "mi325x_sxm" /
+# "mi300x_sxm" follow the same pattern for AMD parts that ship only as the 8-GPU OAM platform
+# (AMD Instinct MI325X / MI300X platform: 8 OAM modules on one baseboard). "b200" / "h100"
+# without "_sxm" are not accepted: PCIe / NVL parts of those names differ in clocks and links.
+SYSTEM_ALIASES = {"gb200_sxm": "gb200", "gb300_sxm": "gb300", "mi325x_sxm": "mi325x",
+                  "mi300x_sxm": "mi300x"}  # fmt: skip
+# engines that run on one vendor's GPUs only: TensorRT-LLM is built on CUDA (NVIDIA GPUs only);
+# vLLM and SGLang ship ROCm builds for AMD Instinct (their ROCm docker images)
+NVIDIA_ONLY_ENGINES = frozenset({"trtllm"})
+AMD_CHIPS = frozenset({"mi325x", "mi300x"})
+
+
+def system_of(name: str) -> str:
+    """The SYSTEMS key of a row's ``system`` (an alias resolved); raises ``Refused``."""
+    system = SYSTEM_ALIASES.get(name, name)
+    if system not in SYSTEMS:
+        raise Refused(f"system {name!r} is not modelled (known: "
+                      f"{', '.join([*SYSTEMS, *SYSTEM_ALIASES])})")  # fmt: skip
+    return system
+
+
 # Hugging Face ids resolve through the catalog (``plena_opt.models.catalog.resolve_model_id``:
 # hf_id / hf_aliases, quantised variants such as nvidia/…-NVFP4, -Instruct checkpoints). The
 # validation tables group DeepSeek-R1 and DeepSeek-V3.1 rows as deepseek-v3: their config.json
@@ -42,11 +69,6 @@ def catalog_model(model: str) -> tuple[str, str] | None:
     return ARCHITECTURE_TWINS.get(found.name, found.name), found.hf_id
 
 
-# published quant mode -> product format ("fp8_block": fp8 with 128x128 block scales, priced on
-# the chip's fitted fp8_block GEMM / fused-MoE curves: Workload.fp8_block_gemm / _moe)
-QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
-               "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}  # fmt: skip
-FOUR_BIT = frozenset({"fp4", "mxfp4", "int4"})
 MAX_ROWS = 100_000  # rows one file may hold
 MAX_FILE_BYTES = 64 << 20
 
@@ -90,6 +112,9 @@ class Deployment:
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
     async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
+    # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp) of a prefill and a decode
+    # worker (``pools`` then gives each pool's workers and GPUs per worker); None: TP workers
+    pool_plans: tuple[tuple[int, int, str, int], tuple[int, int, str, int]] | None = None
 
 
 class Refused(Exception):
@@ -137,12 +162,13 @@ def resolve(row: ServingRow) -> Deployment:
     """The deployment of ``row``; raises ``Refused`` with the reason."""
     from plena_opt.serving import ENGINES
 
-    system = row.get("system")
-    if system not in SYSTEMS:
-        raise Refused(f"system {system!r} is not modelled (known: {', '.join(SYSTEMS)})")
+    system = system_of(row.get("system"))
     engine = row.get("backend")
     if engine not in ENGINES:
         raise Refused(f"engine {engine!r} is not modelled (known: {', '.join(ENGINES)})")
+    if engine in NVIDIA_ONLY_ENGINES and SYSTEMS[system][0] in AMD_CHIPS:
+        raise Refused(f"backend {engine!r} on system {row.get('system')!r}: TensorRT-LLM runs "
+                      "on NVIDIA GPUs only (no ROCm build)")  # fmt: skip
     hf = row.get("model_path")
     resolved = catalog_model(hf)
     if resolved is None:
@@ -229,24 +255,12 @@ def _check_id_sizes(row: ServingRow, gpus: int) -> None:
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
-    from plena_opt.chip import load_chip
-    from plena_opt.models import load_model
+    from plena_opt.validate.serving_formats import FormatRefused, row_format
 
-    model, chip = load_model(model_name), load_chip(chip_name)
-    gemm = row.get("gemm_quant_mode")
-    modes = [gemm] + ([row.get("moe_quant_mode")] if model.num_experts else [])
-    fmts = []
-    for i, m in enumerate(modes):
-        if m not in QUANT_MODES:
-            raise Refused(f"quant mode {m!r} is not modelled (known: {', '.join(QUANT_MODES)})")
-        kind = "gemm" if i == 0 else "moe"
-        if m == "fp8_block" and "fp8_block" not in getattr(chip, kind, {}):
-            raise Refused(f"fp8_block {kind} on {chip.name}: no {kind}.fp8_block curve (no "
-                          f"{kind} kernel table with fp8_block rows for this chip)")  # fmt: skip
-        fmts.append(QUANT_MODES[m])
-    if len(set(fmts)) > 1:
-        raise Refused(f"GEMM and MoE formats differ ({' vs '.join(modes)}): one format per plan")
-    return _on_chip(fmts[0], modes[0], chip, model)
+    try:
+        return row_format(row, chip_name, model_name)
+    except FormatRefused as exc:
+        raise Refused(str(exc)) from None
 
 
 def _with_block(row: ServingRow, d: Deployment) -> Deployment:
@@ -256,43 +270,27 @@ def _with_block(row: ServingRow, d: Deployment) -> Deployment:
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
 
 
-def _on_chip(fmt: str, mode: str, chip, model) -> str:
-    """The format ``chip`` runs the row's ``fmt`` at. A 4-bit label on a GPU without FP4 tensor
-    cores (AIConfigurator writes ``nvfp4`` for gpt-oss on H100) is the checkpoint's own 4-bit
-    format run weight-only (W4A16) where the chip runs that format so; else refused."""
-    from plena_opt.chip.precision import is_weight_only
-
-    ckpt = model.checkpoint_precision
-    if fmt not in chip.formats and fmt in FOUR_BIT and ckpt in FOUR_BIT:
-        if ckpt in chip.formats and is_weight_only(ckpt, chip.formats[ckpt]):
-            fmt = ckpt  # e.g. openai/gpt-oss-120b: quantization_config mxfp4 -> W4A16 MXFP4
-    if fmt not in chip.formats:
-        raise Refused(f"{chip.name} has no {fmt} support (it runs {', '.join(chip.formats)}); "
-                      f"the checkpoint ships {ckpt} ({model.checkpoint_source})")  # fmt: skip
-    if mode.startswith("w4a16") and not is_weight_only(fmt, chip.formats[fmt]):
-        raise Refused(f"{mode} on {chip.name}, which runs {fmt} on its "
-                      f"{chip.formats[fmt]} tensor cores, is not modelled")  # fmt: skip
-    return fmt
-
-
-def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int, int]:
-    """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes:
-    a shorthand where one gives the row's MoE split, else the explicit ``moe_tp``."""
+def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, str, int, int]:
+    """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes
+    (``pool``: "prefill_" / "decode_" for a disaggregated pool's fields): a shorthand where one
+    gives the row's MoE split, else the explicit ``moe_tp``."""
     from plena_opt.estimate.shard import moe_parallel
     from plena_opt.models import load_model
 
-    tp, pp, dp = _int(row, "tp_size"), _int(row, "pp_size", 1), _int(row, "attention_dp_size", 1)
+    tp, pp = _int(row, f"{pool}tp_size"), _int(row, f"{pool}pp_size", 1)
+    dp = _int(row, f"{pool}attention_dp_size", 1)
     if pp != 1:
-        raise Refused("pipeline-parallel rows are not priced by validate yet (estimate and search "
-                      "price PP under load: serving.pipeline)")  # fmt: skip
+        raise Refused(f"{pool}pp_size {pp}: pipeline-parallel rows are not priced by validate yet "
+                      "(estimate and search price PP under load: serving.pipeline)")  # fmt: skip
     experts = load_model(model_name).num_experts
     if not experts:
         if dp != 1:
-            raise Refused("attention data parallelism on a dense model is not modelled")
+            raise Refused(f"{pool}attention_dp_size {dp}: attention data parallelism on a dense "
+                          "model is not modelled")  # fmt: skip
         return tp, 1, "replace", tp, 0
-    mtp, mep = _int(row, "moe_tp_size"), _int(row, "moe_ep_size")
+    mtp, mep = _int(row, f"{pool}moe_tp_size"), _int(row, f"{pool}moe_ep_size")
     if mtp * mep != tp * dp:
-        raise Refused(f"size fields disagree: moe {mtp}x{mep} GPUs vs attention {tp}x{dp}")
+        raise Refused(f"size fields disagree: {pool}moe {mtp}x{mep} GPUs vs attention {tp}x{dp}")
     for mode in ("keep", "replace"):
         try:
             if moe_parallel(tp, dp, experts, mode) == (mtp, mep):
@@ -305,22 +303,24 @@ def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int, int]:
 
 
 def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Deployment:
-    """A disagg row with its pools: dense models, one attention-TP plan per worker."""
-    from plena_opt.models import load_model
-
-    if load_model(model).num_experts:
-        raise Refused("disaggregated MoE pools under load are not modelled (issue 24)")
-    pools = []
+    """A disagg row with its pools: per worker, the pool's attention TP x DP and MoE split (the
+    aggregated rules, on the ``prefill_*`` / ``decode_*`` fields)."""
+    pools: list[int] = []
+    plans = []
     for role in ("prefill", "decode"):
-        if _int(row, f"{role}_pp_size", 1) != 1 or _int(row, f"{role}_attention_dp_size", 1) != 1:
-            raise Refused(f"{role} pool: pipeline or attention DP workers are not modelled")
-        pools += [_int(row, f"{role}_num_workers"), _int(row, f"{role}_tp_size")]
+        tp, dp, mode, width, moe_tp = _split(row, model, f"{role}_")
+        pools += [_int(row, f"{role}_num_workers"), width]
+        plans.append((tp, dp, mode, moe_tp))
     chip, noc, per_node = SYSTEMS[system]
     gpus = pools[0] * pools[1] + pools[2] * pools[3]
-    if gpus > per_node and gpus % per_node:
-        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
-    noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    # the pools fill the first ``gpus`` devices of whole nodes / racks (``serving.pools``: each
+    # worker priced on its own devices, the KV transfer over the whole NoC), so a last node or
+    # rack the deployment fills only in part is expressible: e.g. 96 GPUs of two NVL72 racks
+    nodes = -(-gpus // per_node)
+    noc_name = noc if nodes == 1 else f"{noc}@{nodes}"
+    dense = all(p[1:] == (1, "replace", 0) for p in plans)
     d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
-                   _int(row, "concurrency"), pools=tuple(pools))  # type: ignore[arg-type]  # fmt: skip
+                   _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
+                   pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
     return _with_block(row, d)

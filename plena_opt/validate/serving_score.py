@@ -209,10 +209,14 @@ def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range
     ``d.concurrency`` closed-loop clients, or Poisson ``request_rate`` (requests/s) when given."""
     from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
     from plena_opt.serving.pools import pool_steps
+    from plena_opt.validate.serving_pools import moe_pool_steps
 
-    pools = Pools(*d.pools)  # type: ignore[misc]
-    model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
-    prefill, decode, transfer = pool_steps(model, noc, memory, chip, wl, pools, eng)
+    pools = Pools(*d.pools)  # type: ignore[misc]  # an MoE pool's "tp": a worker's GPUs
+    parts = _parts(d, host.get(d.engine, 0.0))
+    if d.pool_plans is not None:  # MoE workers: attention TP x DP and their MoE split
+        prefill, decode, transfer = moe_pool_steps(d, parts)
+    else:
+        prefill, decode, transfer = pool_steps(*parts[:5], pools, parts[5])
     lengths = (d.input_len, d.output_len, range_ratio)
     if request_rate is not None:
         m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, None, request_rate)
@@ -257,8 +261,9 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
 
     chip, model = load_chip(d.chip), load_model(d.model)
     noc = load_noc_profile(d.noc)
-    if d.gpus < noc.num_devices:
-        noc = first_devices(noc, d.gpus)
+    per_node = noc.levels[2].size  # the L1 switch: one node's / rack's GPUs
+    if d.gpus < noc.num_devices and (d.gpus <= per_node or d.gpus % per_node == 0):
+        noc = first_devices(noc, d.gpus)  # else disaggregated pools on part of the last rack
     routing = "power_law" if model.num_experts else "balanced"
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing, fp8_block_gemm=d.fp8_block_gemm,

@@ -45,7 +45,7 @@ REASONS = {
     "unknown_system": "system 'mi355x' is not modelled",
     "unknown_model": "not in the catalog",
     "disagg": "deployment not fully specified",
-    "fp4_on_hopper": "h100-sxm has no fp4 support",
+    "fp4_on_hopper": "on h100-sxm: the chip has no fp4 tensor cores",
     "experts_split": "256 experts do not split over moe_ep_size 3",
     "sizes_disagree": "size fields disagree",
     "replicas": "replicas not recorded",
