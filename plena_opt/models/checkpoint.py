@@ -52,9 +52,10 @@ QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 # suffixes of post-trained checkpoints that keep the base model's architecture fields
 VARIANT_SUFFIXES = ("-instruct", "-it", "-chat", "-base")
-# a re-upload of a quantised checkpoint (``nvidia/DeepSeek-R1-0528-FP4-v2``): the revision
-# suffix is dropped only after a quantisation suffix, where it names the quantiser's revision
-REVISION = re.compile(r"-v\d+$", re.IGNORECASE)
+# a re-upload of a quantised checkpoint (``nvidia/DeepSeek-R1-0528-FP4-v2``, AMD's
+# ``amd/DeepSeek-R1-0528-MXFP4-Preview``): the suffix is dropped only after a quantisation
+# suffix, where it names the quantiser's revision of the same weights
+REVISION = re.compile(r"-(?:v\d+|preview)$", re.IGNORECASE)
 
 
 def checkpoint_precision(cfg: dict[str, Any]) -> tuple[str, str]:
@@ -119,6 +120,10 @@ class ResolvedModel:
     checkpoint_precision: str
 
 
+def _estimated(row: dict[str, Any]) -> bool:
+    return str(row.get("note", "")).startswith("estimated")
+
+
 def _strip(text: str, suffixes: tuple[str, ...]) -> tuple[str, str | None]:
     low = text.lower()
     for suffix in suffixes:
@@ -136,7 +141,8 @@ def resolve_hf_id(
     by_id: dict[str, str] = {}
     by_repo: dict[str, str] = {}
     formats: dict[str, str] = {}  # repository name -> an alias's own checkpoint format
-    for name in names:
+    # an entry of estimated fields (its note says so) yields a shared id to the published config
+    for name in sorted(names, key=lambda n: _estimated(catalog.get(n, {}))):
         row = catalog.get(name, {})
         for ident in [row.get("hf_id"), *row.get("hf_aliases", [])]:
             if isinstance(ident, str) and "/" in ident:

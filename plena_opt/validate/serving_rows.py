@@ -115,6 +115,7 @@ class Deployment:
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp) of a prefill and a decode
     # worker (``pools`` then gives each pool's workers and GPUs per worker); None: TP workers
     pool_plans: tuple[tuple[int, int, str, int], tuple[int, int, str, int]] | None = None
+    pp: int = 1  # pipeline stages of an aggregated worker (``gpus`` counts them)
 
 
 class Refused(Exception):
@@ -182,8 +183,10 @@ def resolve(row: ServingRow) -> Deployment:
     chip, noc, per_node = SYSTEMS[system]
     model = resolved[0]
     fmt = _format(row, chip, model)
-    tp, ep, mode, gpus, moe_tp = _split(row, model)
-    _check_id_sizes(row, gpus)
+    tp, ep, mode, stage_gpus, moe_tp = _split(row, model)
+    pp = _int(row, "pp_size", 1)  # pipeline stages of the worker (serving.pipeline prices them)
+    gpus = stage_gpus * pp
+    _check_id_sizes(row, stage_gpus, gpus)
     conc, batch = _int(row, "concurrency"), row.get("batch_size")
     if batch and conc != _int(row, "batch_size") * _int(row, "attention_dp_size", 1):
         raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
@@ -195,7 +198,7 @@ def resolve(row: ServingRow) -> Deployment:
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
-                   async_scheduling=ix_vllm)  # fmt: skip
+                   async_scheduling=ix_vllm, pp=pp)  # fmt: skip
     return _with_block(row, d)
 
 
@@ -238,16 +241,17 @@ def kv_cache_format(row: ServingRow, system: str, engine: str, model: str) -> st
 ID_SIZES = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+|none)(?:_0)?_\d+$")
 
 
-def _check_id_sizes(row: ServingRow, gpus: int) -> None:
+def _check_id_sizes(row: ServingRow, gpus: int, with_stages: int | None = None) -> None:
     """Refuse an agg row whose id names another GPU count than its size fields (the file's
     README: "a few rows' id and size fields disagree"). On the shipped file these are 107
     DeepSeek-R1 B200 rows whose fields say 16 or 64 GPUs (tp 64, or attention DP 64, x MoE 8x8)
     where the id says tp4/tp8 on one node; some repeat, to the last digit, the TPOT of a row
-    with consistent fields. Neither reading is priced: the row does not say which is true."""
+    with consistent fields. Neither reading is priced: the row does not say which is true.
+    ``with_stages``: the worker's GPUs with its pipeline stages (an id may count either)."""
     m = ID_SIZES.search(row.id)
     if m is None:
         return
-    if int(m.group(1)) != gpus:
+    if int(m.group(1)) not in (gpus, with_stages or gpus):
         dp = row.get("attention_dp_size") or "1"
         raise Refused(f"size fields disagree with the row id: id tp{m.group(1)} (one worker of "
                       f"{m.group(1)} GPUs) vs tp_size {row.get('tp_size')} x attention_dp_size "
@@ -279,9 +283,9 @@ def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, 
 
     tp, pp = _int(row, f"{pool}tp_size"), _int(row, f"{pool}pp_size", 1)
     dp = _int(row, f"{pool}attention_dp_size", 1)
-    if pp != 1:
-        raise Refused(f"{pool}pp_size {pp}: pipeline-parallel rows are not priced by validate yet "
-                      "(estimate and search price PP under load: serving.pipeline)")  # fmt: skip
+    if pp != 1 and pool:
+        raise Refused(f"{pool}pp_size {pp}: pipeline-parallel workers of a disaggregated pool are "
+                      "not modelled (serving.pools prices TP / EP workers)")  # fmt: skip
     experts = load_model(model_name).num_experts
     if not experts:
         if dp != 1:

@@ -178,9 +178,12 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
         if d.pools is not None:
             return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
         rr = range_ratio_of(row)
-        m: ServingMetrics = fixed_length_run(cached_step(d, steps, host).with_spread(rr),
-                                             ServingWorkload(d.concurrency, d.input_len,
-                                                             d.output_len, rr))  # fmt: skip
+        step, clients = cached_step(d, steps, host), d.concurrency
+        if d.pp > 1:  # one of the pipeline's in-flight batches and its clients (serving.pipeline)
+            step, clients = pipeline_load(d, steps, host)
+        m: ServingMetrics = fixed_length_run(step.with_spread(rr),
+                                             ServingWorkload(clients, d.input_len, d.output_len,
+                                                             rr))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
@@ -234,6 +237,23 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
            d.kv_precision, d.async_scheduling, d.generated_batch)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
+    return steps[key]
+
+
+def pipeline_load(d: Deployment, steps: dict, host: dict[str, float]) -> tuple[StepModel, int]:
+    """(step model of one in-flight batch, its clients) of a pipeline-parallel worker under
+    ``d.concurrency`` clients: ``min(pp, C)`` batches in flight, ``ceil(C / k)`` clients each
+    (``serving.pipeline.in_flight_load``, as ``estimate --pp`` prices a plan under load)."""
+    from plena_opt.estimate import Plan
+    from plena_opt.serving.pipeline import in_flight_load
+
+    key = ("pp", d, host.get(d.engine, 0.0))
+    if key not in steps:
+        model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
+        plan = Plan(tp=d.tp, ep=d.ep, pp=d.pp, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+        step, clients, _, _ = in_flight_load((model, noc, memory, chip), wl, plan, eng,
+                                             d.concurrency, None)  # fmt: skip
+        steps[key] = (step, clients)
     return steps[key]
 
 

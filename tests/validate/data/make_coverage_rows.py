@@ -7,7 +7,8 @@ the catalog's other models by Hugging Face id (base, FP8 / NVFP4 / INT4 checkpoi
 revisions). Each row keeps a shipped row's engine, version, lengths and concurrency and gets a
 parallel split valid for the target model (experts divisible by the expert-parallel size, the
 weights within 70 % of the worker's HBM), aggregated and fully specified disaggregated (worker
-counts), including wide expert parallelism over GB200 / GB300 NVL72 racks. Measured columns are
+counts), including wide expert parallelism over GB200 / GB300 NVL72 racks, and pipeline stages
+(``pp_size`` 2) for the dense models. Measured columns are
 empty (predict only). A few rows are deployments no engine runs (TensorRT-LLM on an AMD GPU,
 NVFP4 weights on Hopper): they must be refused by name (``id`` starts with ``expect_refused``).
 
@@ -136,14 +137,15 @@ def base_row(t: dict[str, str], system: str, hf: str, fmt: str) -> dict[str, str
     return row
 
 
-def agg(t: dict, system: str, ck: tuple, split: tuple[int, int, int, int], n: int) -> dict:
+def agg(t: dict, system: str, ck: tuple, split: tuple[int, int, int, int], n: int,
+        pp: int = 1) -> dict:  # fmt: skip
     hf, fmt, _, experts = ck
     tp, dp, mtp, mep = split
     conc = max(dp, int(t["concurrency"]) // dp * dp)
     row = base_row(t, system, hf, fmt)
     moe = {"attention_dp_size": dp, "moe_tp_size": mtp, "moe_ep_size": mep} if experts else {}
     row.update(mode="agg", concurrency=str(conc), batch_size=str(conc // dp), tp_size=str(tp),
-               **{k: str(v) for k, v in moe.items()})  # fmt: skip
+               pp_size=str(pp), **{k: str(v) for k, v in moe.items()})  # fmt: skip
     ep = str(mep) if experts and mep > 1 else "none"
     row["id"] = _id(row, f"tp{tp * dp}_ep{ep}_{n}")
     return row
@@ -189,6 +191,8 @@ def rows() -> list[dict[str, str]]:
             g = worker_gpus(params, fmt, hbm)
             if g > (64 if system in RACKS else 16):
                 continue
+            if fmt == "nvfp4" and not SYSTEMS[system][1] and ci % 3:
+                continue  # NVFP4 weights where no engine runs them: a few rows, to be refused
             splits = moe_splits(g, experts, system in RACKS) if experts else [(g, 1, g, 1)]
             for k in range(ROWS_PER_PAIR):
                 engine = ENGINES[(si + ci + k) % 3]
@@ -197,6 +201,11 @@ def rows() -> list[dict[str, str]]:
                 t = tpl[engine][(7 * si + 13 * ci + 29 * k) % len(tpl[engine])]
                 n += 1
                 out.append(agg(t, system, ck, splits[(ci + k) % len(splits)], n))
+            if not experts and (si + ci) % 2 == 0:  # pipeline stages: half the TP, pp 2
+                t = tpl[ENGINES[(si + ci + 1) % 3]][(3 * si + 11 * ci) % 50]
+                n += 1
+                half = max(1, g // 2)
+                out.append(agg(t, system, ck, (half, 1, half, 1), n, pp=2))
             if (si + ci) % 3 == 0:  # a fully specified disaggregated deployment
                 t = tpl[ENGINES[ci % 3]][(5 * si + ci) % len(tpl[ENGINES[ci % 3]])]
                 n += 1
