@@ -38,7 +38,12 @@ SYSTEMS = {
 SYSTEM_ALIASES = {"gb200_sxm": "gb200", "gb300_sxm": "gb300", "mi325x_sxm": "mi325x",
                   "mi300x_sxm": "mi300x"}  # fmt: skip
 # engines that run on one vendor's GPUs only: TensorRT-LLM is built on CUDA (NVIDIA GPUs only);
-# vLLM and SGLang ship ROCm builds for AMD Instinct (their ROCm docker images)
+# vLLM and SGLang ship ROCm builds for AMD Instinct (their ROCm docker images). On AMD they run
+# the scheduler defaults of ``serving.engines`` (chosen there by HBM size, as the engines' own
+# code does on any GPU) and the same host time per step as on NVIDIA parts: 0 s, or a user's
+# ``--calibration`` overlay entry for (engine, "mi325x"). No ROCm host-time measurement ships
+# with the project, so no other value is assumed; the MI325X kernel efficiencies are H200's
+# (mi325x.json says so at each number).
 NVIDIA_ONLY_ENGINES = frozenset({"trtllm"})
 AMD_CHIPS = frozenset({"mi325x", "mi300x"})
 
