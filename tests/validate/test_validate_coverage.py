@@ -91,6 +91,12 @@ def test_formats_on_each_chip():
         assert resolve(ServingRow("x", {**layout, "system": system})).precision == "mxfp4"
     with pytest.raises(Refused, match="w4a16_mxfp4 on b200"):
         resolve(ServingRow("x", {**layout, "system": "b200_sxm"}))
+    # Kimi-K2.5's INT4 checkpoint quantises only its experts: bf16 GEMMs + int4 experts is it
+    k25 = {**R1, "system": "h200_sxm", "model_path": "moonshotai/Kimi-K2.5",
+           "gemm_quant_mode": "", "moe_quant_mode": "int4_wo"}  # fmt: skip
+    assert resolve(ServingRow("x", k25)).precision == "int4"
+    with pytest.raises(Refused, match="GEMM and MoE formats differ"):  # Kimi-K2's is FP8
+        resolve(ServingRow("x", {**k25, "model_path": "moonshotai/Kimi-K2-Instruct"}))
     # an NVFP4 checkpoint on a GPU without FP4 tensor cores: refused naming the field
     fp4 = {
         **LLAMA_FP8,
