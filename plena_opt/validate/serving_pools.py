@@ -38,14 +38,16 @@ def moe_pool_steps(d: Deployment, parts: tuple) -> tuple[StepModel, StepModel, f
     model, noc, memory, chip, wl, eng = parts
     assert d.pools is not None and d.pool_plans is not None
     steps = []
-    for role, (tp, dp, mode, moe_tp) in zip(("prefill", "decode"), d.pool_plans, strict=True):
+    for role, (tp, dp, mode, moe_tp, redundant) in zip(("prefill", "decode"), d.pool_plans,
+                                                       strict=True):  # fmt: skip
         try:
             sub = sub_noc(noc, tp * dp)
         except PlenaInputError as exc:
             raise PlenaInputError(f"{role}_tp_size", exc.rule) from None
         plan = Plan(tp=tp, ep=dp, moe_tp_mode=mode, moe_tp=moe_tp)
-        steps.append(StepModel.from_problem(model, sub, memory, chip, wl, plan, eng))
-    (ptp, pdp, _, _), (dtp, ddp, _, _) = d.pool_plans
+        pool_wl = replace(wl, eplb_redundant=redundant)  # the pool's own EPLB replicas
+        steps.append(StepModel.from_problem(model, sub, memory, chip, pool_wl, plan, eng))
+    (ptp, pdp, *_), (dtp, ddp, *_) = d.pool_plans
     ranks = Pools(d.pools[0] * pdp, ptp, d.pools[2] * ddp, dtp)
     ctx = EstimateContext(model, sub_noc(noc, 1), memory, replace(wl, batch_size=1), chip)
     return steps[0], steps[1], transfer_seconds(noc, ranks, kv_bytes_per_sequence(ctx))

@@ -93,6 +93,9 @@ class ServingRow:
         return float(v) if v else None
 
 
+PoolPlan = tuple[int, int, str, int, int]
+
+
 @dataclass(frozen=True)
 class Deployment:
     """A row resolved: chip, NoC, catalog model, format, plan sizes and engine."""
@@ -117,10 +120,11 @@ class Deployment:
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
     async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
-    # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp) of a prefill and a decode
-    # worker (``pools`` then gives each pool's workers and GPUs per worker); None: TP workers
-    pool_plans: tuple[tuple[int, int, str, int], tuple[int, int, str, int]] | None = None
+    # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
+    # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
+    pool_plans: tuple[PoolPlan, PoolPlan] | None = None
     pp: int = 1  # pipeline stages of an aggregated worker (``gpus`` counts them)
+    eplb_redundant: int = 0  # redundant expert replicas an uneven EP size needs (eplb_redundant)
 
 
 class Refused(Exception):
@@ -189,6 +193,7 @@ def resolve(row: ServingRow) -> Deployment:
     model = resolved[0]
     fmt = _format(row, chip, model)
     tp, ep, mode, stage_gpus, moe_tp = _split(row, model)
+    redundant = eplb_redundant(model, _int(row, "moe_ep_size", 1))
     pp = _int(row, "pp_size", 1)  # pipeline stages of the worker (serving.pipeline prices them)
     gpus = stage_gpus * pp
     _check_id_sizes(row, stage_gpus, gpus)
@@ -203,7 +208,7 @@ def resolve(row: ServingRow) -> Deployment:
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
-                   async_scheduling=ix_vllm, pp=pp)  # fmt: skip
+                   async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant)  # fmt: skip
     return _with_block(row, d)
 
 
@@ -306,9 +311,27 @@ def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, 
                 return tp, dp, mode, tp * dp, 0
         except PlenaInputError:
             continue
-    if experts % mep:
-        raise Refused(f"{experts} experts do not split over moe_ep_size {mep}")
     return tp, dp, "replace", tp * dp, mtp
+
+
+# An expert-parallel size that does not divide the routed experts runs only with redundant expert
+# replicas (EPLB: vLLM --enable-eplb num_redundant_experts, SGLang --ep-num-redundant-experts,
+# TensorRT-LLM's load balancer num_slots; each needs experts + replicas divisible by the EP
+# size, estimate.eplb). A row does not record the replica count: it is priced with the fewest
+# the engines accept, (-E) mod EP. For DeepSeek's 256 experts over the 48 decode GPUs LMSYS ran
+# SGLang with on GB200 NVL72 (lmsys.org/blog/2025-06-16-gb200-part-1: 12 decode nodes) that is
+# 32 replicas, 288 physical experts, 6 per rank; over 72 ranks the same 288 slots TensorRT-LLM's
+# wide-EP examples configure (MoeLoadBalancerConfig num_slots). An assumption, not fitted.
+def eplb_redundant(model_name: str, moe_ep: int, field: str = "moe_ep_size") -> int:
+    """Redundant expert replicas of an EP size that does not divide the model's experts."""
+    from plena_opt.models import load_model
+
+    experts = load_model(model_name).num_experts
+    if not experts or experts % moe_ep == 0:
+        return 0
+    if moe_ep > experts:
+        raise Refused(f"{field} {moe_ep} is more than the model's {experts} experts")
+    return -experts % moe_ep
 
 
 def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Deployment:
@@ -319,7 +342,10 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     for role in ("prefill", "decode"):
         tp, dp, mode, width, moe_tp = _split(row, model, f"{role}_")
         pools += [_int(row, f"{role}_num_workers"), width]
-        plans.append((tp, dp, mode, moe_tp))
+        ep_field = f"{role}_moe_ep_size"
+        plans.append(
+            (tp, dp, mode, moe_tp, eplb_redundant(model, _int(row, ep_field, 1), ep_field))
+        )
     chip, noc, per_node = SYSTEMS[system]
     gpus = pools[0] * pools[1] + pools[2] * pools[3]
     # the pools fill the first ``gpus`` devices of whole nodes / racks (``serving.pools``: each
@@ -327,7 +353,7 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     # rack the deployment fills only in part is expressible: e.g. 96 GPUs of two NVL72 racks
     nodes = -(-gpus // per_node)
     noc_name = noc if nodes == 1 else f"{noc}@{nodes}"
-    dense = all(p[1:] == (1, "replace", 0) for p in plans)
+    dense = all(p[1:] == (1, "replace", 0, 0) for p in plans)
     d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]

@@ -123,16 +123,35 @@ def test_disaggregated_moe_pools_resolve_to_per_worker_plans():
                     f"{role}_moe_ep_size": str(mep)})  # fmt: skip
     d = resolve(ServingRow("x", row))
     assert d.pools == (3, 8, 1, 32) and d.noc == "gb200-nvl72" and d.gpus == 56
-    assert d.pool_plans == ((1, 8, "keep", 0), (1, 32, "keep", 0))  # TP 1: keep = replace
+    assert d.pool_plans == ((1, 8, "keep", 0, 0), (1, 32, "keep", 0, 0))  # TP 1: keep = replace
     r = _price_row(ServingRow("x", row), {}, {})
     assert r.status == "priced" and 0 < r.tpot_ms < 1e3 and r.ttft_ms > 0  # type: ignore[operator]
     # 3 x 8 + 64 = 88 GPUs: the pools fill one rack and part of a second
     wide = {**row, "decode_attention_dp_size": "64", "decode_moe_ep_size": "64"}
     assert resolve(ServingRow("x", wide)).noc == "gb200-nvl72@2"
     assert _price_row(ServingRow("x", wide), {}, {}).status == "priced"
+    # DEP48 decode (LMSYS's GB200 layout): 256 experts + 32 EPLB replicas, 6 per rank
+    dep48 = {**row, "decode_attention_dp_size": "48", "decode_moe_ep_size": "48"}
+    assert resolve(ServingRow("x", dep48)).pool_plans[1] == (1, 48, "keep", 0, 32)  # type: ignore[index]
+    assert _price_row(ServingRow("x", dep48), {}, {}).status == "priced"
     bad = {**row, "decode_moe_ep_size": "16"}
     with pytest.raises(Refused, match="size fields disagree: decode_moe 1x16"):
         resolve(ServingRow("x", bad))
+
+
+def test_an_ep_size_that_does_not_divide_the_experts_runs_the_fewest_eplb_replicas():
+    dep = {**R1, "system": "gb200", "tp_size": "1", "attention_dp_size": "72",
+           "moe_ep_size": "72", "batch_size": "2", "concurrency": "144"}  # fmt: skip
+    d = resolve(ServingRow("x", dep))
+    assert (d.eplb_redundant, d.gpus) == (32, 72)  # 288 slots, 4 per rank (TRT-LLM's layout)
+    assert resolve(ServingRow("x", {**dep, "attention_dp_size": "64", "moe_ep_size": "64",
+                                    "concurrency": "128"})).eplb_redundant == 0  # fmt: skip
+    assert _price_row(ServingRow("x", dep), {}, {}).status == "priced"
+    mixtral = {**dep, "model_path": "mistralai/Mixtral-8x7B-Instruct-v0.1", "moe_quant_mode": "",
+               "gemm_quant_mode": "", "attention_dp_size": "16", "moe_ep_size": "16",
+               "concurrency": "32"}  # fmt: skip
+    with pytest.raises(Refused, match="moe_ep_size 16 is more than the model's 8 experts"):
+        resolve(ServingRow("x", mixtral))
 
 
 def test_pipeline_stages_of_an_aggregated_worker_are_priced():

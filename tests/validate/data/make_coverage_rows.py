@@ -115,10 +115,12 @@ def worker_gpus(params_b: float, fmt: str, hbm_gb: int) -> int:
 
 
 def moe_splits(g: int, experts: int, racks: bool) -> list[tuple[int, int, int, int]]:
-    """(tp, attention dp, moe_tp, moe_ep) splits of ``g`` GPUs, wide EP on a rack."""
+    """(tp, attention dp, moe_tp, moe_ep) splits of ``g`` GPUs, wide EP on a rack (48 and 72:
+    EP sizes that need redundant expert replicas, as GB200 NVL72 deployments run them)."""
     out = []
-    for ep in [g, 16, 32, 64] if racks else [g]:
-        if ep >= g and experts % ep == 0 and ep <= 72:
+    for ep in [g, 16, 32, 48, 64, 72] if racks else [g]:
+        uneven_ok = ep in (48, 72) and ep < experts
+        if ep >= g and (experts % ep == 0 or uneven_ok) and ep <= 72:
             out.append((1, ep, 1, ep))  # attention DP x expert parallel (DEP)
     if experts % g == 0:
         out.append((g, 1, 1, g))  # attention TP, MoE EP (TEP)
