@@ -193,7 +193,7 @@ def resolve(row: ServingRow) -> Deployment:
     model = resolved[0]
     fmt = _format(row, chip, model)
     tp, ep, mode, stage_gpus, moe_tp = _split(row, model)
-    redundant = eplb_redundant(model, _int(row, "moe_ep_size", 1))
+    redundant = eplb_redundant(row, model)
     pp = _int(row, "pp_size", 1)  # pipeline stages of the worker (serving.pipeline prices them)
     gpus = stage_gpus * pp
     _check_id_sizes(row, stage_gpus, gpus)
@@ -322,12 +322,16 @@ def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, 
 # SGLang with on GB200 NVL72 (lmsys.org/blog/2025-06-16-gb200-part-1: 12 decode nodes) that is
 # 32 replicas, 288 physical experts, 6 per rank; over 72 ranks the same 288 slots TensorRT-LLM's
 # wide-EP examples configure (MoeLoadBalancerConfig num_slots). An assumption, not fitted.
-def eplb_redundant(model_name: str, moe_ep: int, field: str = "moe_ep_size") -> int:
-    """Redundant expert replicas of an EP size that does not divide the model's experts."""
+def eplb_redundant(row: ServingRow, model_name: str, field: str = "moe_ep_size") -> int:
+    """Redundant expert replicas of the row's EP size ``field`` where it does not divide the
+    model's experts (a dense model's MoE fields are not read)."""
     from plena_opt.models import load_model
 
     experts = load_model(model_name).num_experts
-    if not experts or experts % moe_ep == 0:
+    if not experts:
+        return 0
+    moe_ep = _int(row, field, 1)
+    if experts % moe_ep == 0:
         return 0
     if moe_ep > experts:
         raise Refused(f"{field} {moe_ep} is more than the model's {experts} experts")
@@ -342,10 +346,7 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     for role in ("prefill", "decode"):
         tp, dp, mode, width, moe_tp = _split(row, model, f"{role}_")
         pools += [_int(row, f"{role}_num_workers"), width]
-        ep_field = f"{role}_moe_ep_size"
-        plans.append(
-            (tp, dp, mode, moe_tp, eplb_redundant(model, _int(row, ep_field, 1), ep_field))
-        )
+        plans.append((tp, dp, mode, moe_tp, eplb_redundant(row, model, f"{role}_moe_ep_size")))
     chip, noc, per_node = SYSTEMS[system]
     gpus = pools[0] * pools[1] + pools[2] * pools[3]
     # the pools fill the first ``gpus`` devices of whole nodes / racks (``serving.pools``: each
