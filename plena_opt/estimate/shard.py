@@ -183,7 +183,9 @@ def validate_plan(
             )
     if model.num_experts:
         _, ep_moe = moe_split(plan, model.num_experts)
-        if model.num_experts % ep_moe:
+        # with EPLB replicas the physical experts E + N must split (estimate.eplb.check_redundant
+        # refuses naming eplb_redundant); without, the experts themselves
+        if model.num_experts % ep_moe and not workload.eplb_redundant:
             raise PlenaInputError(
                 "moe_tp" if plan.moe_tp else "ep",
                 f"{model.num_experts} experts do not split evenly over {ep_moe} "

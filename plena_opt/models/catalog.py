@@ -102,13 +102,19 @@ def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
     """The shipped spec (one shared object per name and format), at ``checkpoint`` or the
     catalog's ``checkpoint`` format (the published checkpoint's; else the config's own)."""
     spec = ModelSpec.from_hf_config(builtin_config(name), name)
-    fmt = checkpoint or _catalog().get(name, {}).get("checkpoint")
+    row = _catalog().get(name, {})
+    fmt = checkpoint or row.get("checkpoint")
     if fmt is None or fmt == spec.checkpoint_precision:
         return spec
     source = (
         "the Hugging Face id's suffix" if checkpoint else "catalog.json: the published checkpoint"
     )
-    return spec.model_copy(update={"checkpoint_precision": fmt, "checkpoint_source": source})
+    update = {"checkpoint_precision": fmt, "checkpoint_source": source}
+    # the published checkpoint quantises only its routed experts (catalog.json says so, cited in
+    # its checkpoint_experts_only_source, where the shipped config abridges quantization_config)
+    if fmt == row.get("checkpoint") and row.get("checkpoint_experts_only"):
+        update["checkpoint_experts_only"] = True
+    return spec.model_copy(update=update)
 
 
 def model_name_from_path(path: str | Path) -> str:

@@ -21,11 +21,14 @@ MXFP4 and Kimi-K2-Thinking's INT4 checkpoints).
 Hugging Face ids resolve by the catalog's ``hf_id`` and ``hf_aliases`` (catalog.json), then by
 the repository name with a quantisation suffix (``-NVFP4``, ``-FP8``, ``-FP4``, …, which sets the
 format) and an instruction-tuning suffix (``-Instruct``, …: the same architecture) removed, under
-any owner (``nvidia/DeepSeek-R1-NVFP4`` → ``deepseek-r1`` at ``fp4``).
+any owner (``nvidia/DeepSeek-R1-NVFP4`` → ``deepseek-r1`` at ``fp4``; a quantiser's revision
+after the suffix, ``-FP4-v2``, is dropped too). An alias may ship another format than its
+entry's checkpoint (catalog ``hf_alias_checkpoints``: Kimi-K2-Thinking's INT4).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +43,7 @@ QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("-mxfp4", "mxfp4"),
     ("-fp4", "fp4"),
     ("-fp8-dynamic", "fp8"),
+    ("-fp8-kv", "fp8"),  # AMD Quark (amd/Llama-3.1-70B-Instruct-FP8-KV): fp8 weights and KV
     ("-fp8", "fp8"),
     ("-w4a16", "int4"),
     ("-int4", "int4"),
@@ -48,6 +52,10 @@ QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 # suffixes of post-trained checkpoints that keep the base model's architecture fields
 VARIANT_SUFFIXES = ("-instruct", "-it", "-chat", "-base")
+# a re-upload of a quantised checkpoint (``nvidia/DeepSeek-R1-0528-FP4-v2``, AMD's
+# ``amd/DeepSeek-R1-0528-MXFP4-Preview``): the suffix is dropped only after a quantisation
+# suffix, where it names the quantiser's revision of the same weights
+REVISION = re.compile(r"-(?:v\d+|preview)$", re.IGNORECASE)
 
 
 def checkpoint_precision(cfg: dict[str, Any]) -> tuple[str, str]:
@@ -112,6 +120,10 @@ class ResolvedModel:
     checkpoint_precision: str
 
 
+def _estimated(row: dict[str, Any]) -> bool:
+    return str(row.get("note", "")).startswith("estimated")
+
+
 def _strip(text: str, suffixes: tuple[str, ...]) -> tuple[str, str | None]:
     low = text.lower()
     for suffix in suffixes:
@@ -128,21 +140,29 @@ def resolve_hf_id(
         return None
     by_id: dict[str, str] = {}
     by_repo: dict[str, str] = {}
-    for name in names:
+    formats: dict[str, str] = {}  # repository name -> an alias's own checkpoint format
+    # an entry of estimated fields (its note says so) yields a shared id to the published config
+    for name in sorted(names, key=lambda n: _estimated(catalog.get(n, {}))):
         row = catalog.get(name, {})
         for ident in [row.get("hf_id"), *row.get("hf_aliases", [])]:
             if isinstance(ident, str) and "/" in ident:
                 by_id.setdefault(ident.lower(), name)
                 by_repo.setdefault(ident.split("/", 1)[1].lower(), name)
+        for ident, fmt in (row.get("hf_alias_checkpoints") or {}).items():
+            formats[ident.split("/", 1)[-1].lower()] = fmt
     exact = by_id.get(hf_id.lower())
     if exact is not None:
-        return ResolvedModel(exact, hf_id, catalog[exact].get("checkpoint", "bf16"))
+        own = formats.get(hf_id.split("/", 1)[1].lower())
+        return ResolvedModel(exact, hf_id, own or catalog[exact].get("checkpoint", "bf16"))
     repo = hf_id.split("/", 1)[1]
-    base, quant = _strip(repo, tuple(s for s, _ in QUANT_SUFFIXES))
+    base, quant = _strip(REVISION.sub("", repo), tuple(s for s, _ in QUANT_SUFFIXES))
+    if quant is None:
+        base = repo
     for _ in range(2):  # "-Instruct-FP8" and "-FP8" both reduce to the base repository name
         name = by_repo.get(base.lower())
         if name is not None:
-            fmt = dict(QUANT_SUFFIXES)[quant] if quant else catalog[name].get("checkpoint", "bf16")
+            default = formats.get(base.lower()) or catalog[name].get("checkpoint", "bf16")
+            fmt = dict(QUANT_SUFFIXES)[quant] if quant else default
             return ResolvedModel(name, hf_id, fmt)
         base, variant = _strip(base, VARIANT_SUFFIXES)
         if variant is None:

@@ -46,7 +46,7 @@ Checked on the 84 fixed-length SGLang rows of the shipped measurements (H100, Qw
 MAPE 84 % → 18 %, TPOT 56 % → 6 % (``tests/validate/test_validate_serving.py``).
 
 **Batch waiting** (TensorRT-LLM ``batch_wait_timeout_iters``, off by default; an InferenceX
-recipe sets it, ``validate.serving_rows.trtllm_batch_wait``) holds waiting prompts back up to
+recipe sets it, ``validate.serving_recipes.trtllm_batch_wait``) holds waiting prompts back up to
 that many steps: ``batch_wait_steps`` mean steps more TTFT. The start burst does not wait (the
 engine waits only while others decode: ``should_check_waiting`` in tensorrt_llm/_torch/pyexecutor)
 and the replay does not model it.

@@ -20,7 +20,15 @@ from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.bench_results import BenchRun, read_bench_runs
-from plena_opt.validate.serving_rows import SYSTEMS, Deployment, Refused, catalog_model
+from plena_opt.validate.serving_rows import (
+    AMD_CHIPS,
+    NVIDIA_ONLY_ENGINES,
+    SYSTEM_ALIASES,
+    SYSTEMS,
+    Deployment,
+    Refused,
+    catalog_model,
+)
 from plena_opt.validate.serving_score import (
     RowResult,
     ServingReport,
@@ -73,12 +81,16 @@ def target_from_flags(key: str | None, model: str | None, gpu: str | None,
         )
     name, hf = resolved
     chips = {v[0]: k for k, v in SYSTEMS.items()}
+    gpu = SYSTEM_ALIASES.get(gpu, gpu)  # type: ignore[arg-type]
     system = gpu if gpu in SYSTEMS else chips.get(gpu)  # type: ignore[arg-type]
     if system is None:
         raise PlenaInputError("gpu", f"--gpu {gpu!r} is not modelled (known: "
                               f"{', '.join([*SYSTEMS, *chips])})")  # fmt: skip
     if engine not in ENGINES:
         raise PlenaInputError("engine", f"--engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine in NVIDIA_ONLY_ENGINES and SYSTEMS[system][0] in AMD_CHIPS:
+        raise PlenaInputError("engine", f"--engine {engine} on --gpu {gpu}: TensorRT-LLM runs "
+                              "on NVIDIA GPUs only (no ROCm build)")  # fmt: skip
     return BenchTarget(key, name, hf, system, engine, precision)  # type: ignore[arg-type]
 
 

@@ -30,7 +30,7 @@ from plena_opt.serving.calibration import (
     active,
 )
 from plena_opt.validate.serving_fit import _mape, _scored
-from plena_opt.validate.serving_rows import SYSTEMS
+from plena_opt.validate.serving_rows import SYSTEM_ALIASES, SYSTEMS
 
 if TYPE_CHECKING:
     from plena_opt.validate.bench_score import BenchTarget
@@ -100,6 +100,7 @@ def bench_measurements(path: Path, target: BenchTarget) -> Measurements:
 
 def chip_of(system: str) -> str:
     """The chip profile of an AIConfigurator system name (a chip name stays as it is)."""
+    system = SYSTEM_ALIASES.get(system, system)
     return SYSTEMS[system][0] if system in SYSTEMS else system
 
 

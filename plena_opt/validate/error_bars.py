@@ -35,7 +35,7 @@ def _bound(values: list[float], level: float, upper: bool) -> float:
 def fit_error_table(rows: list[RowResult], level: float = LEVEL) -> dict[str, ErrorBand]:
     """The interval of every group with at least :data:`MIN_ROWS` priced aggregated rows that
     carry both measured means (rows of another status or mode are skipped)."""
-    from plena_opt.validate.serving_rows import SYSTEMS
+    from plena_opt.validate.calibrate_serving import chip_of
 
     groups: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
@@ -46,7 +46,7 @@ def fit_error_table(rows: list[RowResult], level: float = LEVEL) -> dict[str, Er
         if not (r.measured_ttft_ms and r.measured_tpot_ms):
             continue
         ratio = (r.measured_ttft_ms / r.ttft_ms, r.measured_tpot_ms / r.tpot_ms)
-        gpu = SYSTEMS[r.system][0] if r.system in SYSTEMS else r.system
+        gpu = chip_of(r.system)
         for key in group_keys(r.backend, gpu, r.band):
             groups.setdefault(key, []).append(ratio)
     table = {}

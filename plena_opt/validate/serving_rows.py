@@ -14,6 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.validate.serving_recipes import (
+    INFERENCEX_ID,
+    sglang_recv_interval,
+    trtllm_batch_wait,
+)
 
 # AIConfigurator system name -> (GPU chip profile, one-node NoC profile, GPUs per node)
 SYSTEMS = {
@@ -24,7 +29,39 @@ SYSTEMS = {
     # Grace-Blackwell racks: one 72-GPU NVLink domain per rack, racks joined by InfiniBand
     "gb200": ("gb200", "gb200-nvl72", 72),
     "gb300": ("gb300", "gb300-nvl72", 72),
+    # AMD Instinct platforms: 8 OAM GPUs fully connected by Infinity Fabric (mi325x-x8: 7 xGMI
+    # links per GPU, AMD MI325X datasheet, cited in the profile), nodes joined by 400G NICs
+    "mi325x": ("mi325x", "mi325x-x8", 8),
+    "mi300x": ("mi300x", "mi300x-x8", 8),
 }
+# Other spellings of a system, accepted only where one product is meant: "gb200_sxm" /
+# "gb300_sxm" (AIConfigurator's <gpu>_sxm pattern) name the same Grace-Blackwell superchip GPUs
+# "gb200" / "gb300" name (one NVL72 NVLink domain, as "gb200" is priced); "mi325x_sxm" /
+# "mi300x_sxm" follow the same pattern for AMD parts that ship only as the 8-GPU OAM platform
+# (AMD Instinct MI325X / MI300X platform: 8 OAM modules on one baseboard). "b200" / "h100"
+# without "_sxm" are not accepted: PCIe / NVL parts of those names differ in clocks and links.
+SYSTEM_ALIASES = {"gb200_sxm": "gb200", "gb300_sxm": "gb300", "mi325x_sxm": "mi325x",
+                  "mi300x_sxm": "mi300x"}  # fmt: skip
+# engines that run on one vendor's GPUs only: TensorRT-LLM is built on CUDA (NVIDIA GPUs only);
+# vLLM and SGLang ship ROCm builds for AMD Instinct (their ROCm docker images). On AMD they run
+# the scheduler defaults of ``serving.engines`` (chosen there by HBM size, as the engines' own
+# code does on any GPU) and the same host time per step as on NVIDIA parts: 0 s, or a user's
+# ``--calibration`` overlay entry for (engine, "mi325x"). No ROCm host-time measurement ships
+# with the project, so no other value is assumed; the MI325X kernel efficiencies are H200's
+# (mi325x.json says so at each number).
+NVIDIA_ONLY_ENGINES = frozenset({"trtllm"})
+AMD_CHIPS = frozenset({"mi325x", "mi300x"})
+
+
+def system_of(name: str) -> str:
+    """The SYSTEMS key of a row's ``system`` (an alias resolved); raises ``Refused``."""
+    system = SYSTEM_ALIASES.get(name, name)
+    if system not in SYSTEMS:
+        raise Refused(f"system {name!r} is not modelled (known: "
+                      f"{', '.join([*SYSTEMS, *SYSTEM_ALIASES])})")  # fmt: skip
+    return system
+
+
 # Hugging Face ids resolve through the catalog (``plena_opt.models.catalog.resolve_model_id``:
 # hf_id / hf_aliases, quantised variants such as nvidia/…-NVFP4, -Instruct checkpoints). The
 # validation tables group DeepSeek-R1 and DeepSeek-V3.1 rows as deepseek-v3: their config.json
@@ -42,11 +79,6 @@ def catalog_model(model: str) -> tuple[str, str] | None:
     return ARCHITECTURE_TWINS.get(found.name, found.name), found.hf_id
 
 
-# published quant mode -> product format ("fp8_block": fp8 with 128x128 block scales, priced on
-# the chip's fitted fp8_block GEMM / fused-MoE curves: Workload.fp8_block_gemm / _moe)
-QUANT_MODES = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
-               "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}  # fmt: skip
-FOUR_BIT = frozenset({"fp4", "mxfp4", "int4"})
 MAX_ROWS = 100_000  # rows one file may hold
 MAX_FILE_BYTES = 64 << 20
 
@@ -64,6 +96,9 @@ class ServingRow:
     def measured_ms(self, name: str) -> float | None:
         v = self.get(name)
         return float(v) if v else None
+
+
+PoolPlan = tuple[int, int, str, int, int]
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,11 @@ class Deployment:
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
     recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
+    # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
+    # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
+    pool_plans: tuple[PoolPlan, PoolPlan] | None = None
+    pp: int = 1  # pipeline stages of an aggregated worker (``gpus`` counts them)
+    eplb_redundant: int = 0  # redundant expert replicas an uneven EP size needs (eplb_redundant)
 
 
 class Refused(Exception):
@@ -140,12 +180,13 @@ def resolve(row: ServingRow) -> Deployment:
     """The deployment of ``row``; raises ``Refused`` with the reason."""
     from plena_opt.serving import ENGINES
 
-    system = row.get("system")
-    if system not in SYSTEMS:
-        raise Refused(f"system {system!r} is not modelled (known: {', '.join(SYSTEMS)})")
+    system = system_of(row.get("system"))
     engine = row.get("backend")
     if engine not in ENGINES:
         raise Refused(f"engine {engine!r} is not modelled (known: {', '.join(ENGINES)})")
+    if engine in NVIDIA_ONLY_ENGINES and SYSTEMS[system][0] in AMD_CHIPS:
+        raise Refused(f"backend {engine!r} on system {row.get('system')!r}: TensorRT-LLM runs "
+                      "on NVIDIA GPUs only (no ROCm build)")  # fmt: skip
     hf = row.get("model_path")
     resolved = catalog_model(hf)
     if resolved is None:
@@ -159,8 +200,11 @@ def resolve(row: ServingRow) -> Deployment:
     chip, noc, per_node = SYSTEMS[system]
     model = resolved[0]
     fmt = _format(row, chip, model)
-    tp, ep, mode, gpus, moe_tp = _split(row, model)
-    _check_id_sizes(row, gpus)
+    tp, ep, mode, stage_gpus, moe_tp = _split(row, model)
+    redundant = eplb_redundant(row, model)
+    pp = _int(row, "pp_size", 1)  # pipeline stages of the worker (serving.pipeline prices them)
+    gpus = stage_gpus * pp
+    _check_id_sizes(row, stage_gpus, gpus)
     conc, batch = _int(row, "concurrency"), row.get("batch_size")
     if batch and conc != _int(row, "batch_size") * _int(row, "attention_dp_size", 1):
         raise Refused(f"deployment not fully specified: concurrency {conc} is not batch_size x "
@@ -172,7 +216,7 @@ def resolve(row: ServingRow) -> Deployment:
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
-                   async_scheduling=ix_vllm,
+                   async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant,
                    marlin_moe=ix_vllm and _weight_only(fmt, chip))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d))  # fmt: skip
@@ -199,7 +243,6 @@ def _weight_only(fmt: str, chip_name: str) -> bool:
 # its dump date (``2026_04_06_…``). Not fitted: on the shipped file it moved B200 TPOT MAPE from
 # 35.0 to 30.0 % (every B200 engine and model group closer) and H100 vLLM Llama-3.1-70B's from
 # 5.5 to 9.3 % (bias +0.5 to -6.9 %: that fp8-KV decode is slower than the HBM bytes say).
-INFERENCEX_ID = re.compile(r"^\d{4}_\d\d_\d\d_")
 INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
 # The InferenceX vLLM recipes also run ``async-scheduling: true`` (the same scripts' config.yaml;
 # gptoss_fp4_h100.sh too), which vLLM's default leaves off: such a row's engine overlaps
@@ -227,60 +270,22 @@ def kv_cache_format(row: ServingRow, system: str, engine: str, model: str) -> st
     return None
 
 
-# The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,
-# 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh) write ``batch_wait_timeout_iters: 20``
-# and ``batch_wait_max_tokens_ratio: 0.9`` when ISL = OSL = 1024 and TP < 8 ("will improve the
-# performance, by default they are all zeros"): waiting prompts are held back up to 20 steps
-# (``serving.steady.batch_wait_steps``). Not fitted; on the shipped file those 72 B200 rows were
-# under-predicted 2.5-3x (TP 1-4; the TP 8 rows, without the setting, within ~10 %).
-TRTLLM_BATCH_WAIT = {("llama-3.1-70b", 1024, 1024): (20, 0.9)}
-TRTLLM_BATCH_WAIT_SYSTEMS = frozenset({"b200_sxm", "h200_sxm"})  # the recipes' systems
-TRTLLM_BATCH_WAIT_MAX_TP = 7  # ``${TP} -lt 8``
-
-
-def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int, float] | None:
-    """(``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``) an InferenceX TensorRT-LLM
-    recipe ran ``row`` with (``TRTLLM_BATCH_WAIT``), else None (the engine default: off)."""
-    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.tp > TRTLLM_BATCH_WAIT_MAX_TP:
-        return None
-    if system not in TRTLLM_BATCH_WAIT_SYSTEMS:
-        return None
-    return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
-
-
-# The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
-# dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
-# TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.
-SGLANG_RECV_INTERVAL_SYSTEMS = frozenset({"b200_sxm"})
-SGLANG_RECV_INTERVAL_MODELS = frozenset({"deepseek-v3"})  # DeepSeek-R1 (ARCHITECTURE_TWINS)
-
-
-def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
-    """The ``--scheduler-recv-interval`` an InferenceX SGLang recipe ran ``row`` with, else 1."""
-    if d.engine != "sglang" or not INFERENCEX_ID.match(row.id):
-        return 1
-    if system not in SGLANG_RECV_INTERVAL_SYSTEMS or d.model not in SGLANG_RECV_INTERVAL_MODELS:
-        return 1
-    if d.precision == "fp8" and d.tp * d.ep == 4:
-        return 10
-    return 30 if d.concurrency >= 16 else 10
-
-
 # InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.
 # ``..._agg_1024x1024_c64_tp8_ep8_937`` (``_tp8_0_ep8_0_`` in some dumps; ``epnone`` when unset).
 ID_SIZES = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+|none)(?:_0)?_\d+$")
 
 
-def _check_id_sizes(row: ServingRow, gpus: int) -> None:
+def _check_id_sizes(row: ServingRow, gpus: int, with_stages: int | None = None) -> None:
     """Refuse an agg row whose id names another GPU count than its size fields (the file's
     README: "a few rows' id and size fields disagree"). On the shipped file these are 107
     DeepSeek-R1 B200 rows whose fields say 16 or 64 GPUs (tp 64, or attention DP 64, x MoE 8x8)
     where the id says tp4/tp8 on one node; some repeat, to the last digit, the TPOT of a row
-    with consistent fields. Neither reading is priced: the row does not say which is true."""
+    with consistent fields. Neither reading is priced: the row does not say which is true.
+    ``with_stages``: the worker's GPUs with its pipeline stages (an id may count either)."""
     m = ID_SIZES.search(row.id)
     if m is None:
         return
-    if int(m.group(1)) != gpus:
+    if int(m.group(1)) not in (gpus, with_stages or gpus):
         dp = row.get("attention_dp_size") or "1"
         raise Refused(f"size fields disagree with the row id: id tp{m.group(1)} (one worker of "
                       f"{m.group(1)} GPUs) vs tp_size {row.get('tp_size')} x attention_dp_size "
@@ -288,24 +293,12 @@ def _check_id_sizes(row: ServingRow, gpus: int) -> None:
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
-    from plena_opt.chip import load_chip
-    from plena_opt.models import load_model
+    from plena_opt.validate.serving_formats import FormatRefused, row_format
 
-    model, chip = load_model(model_name), load_chip(chip_name)
-    gemm = row.get("gemm_quant_mode")
-    modes = [gemm] + ([row.get("moe_quant_mode")] if model.num_experts else [])
-    fmts = []
-    for i, m in enumerate(modes):
-        if m not in QUANT_MODES:
-            raise Refused(f"quant mode {m!r} is not modelled (known: {', '.join(QUANT_MODES)})")
-        kind = "gemm" if i == 0 else "moe"
-        if m == "fp8_block" and "fp8_block" not in getattr(chip, kind, {}):
-            raise Refused(f"fp8_block {kind} on {chip.name}: no {kind}.fp8_block curve (no "
-                          f"{kind} kernel table with fp8_block rows for this chip)")  # fmt: skip
-        fmts.append(QUANT_MODES[m])
-    if len(set(fmts)) > 1:
-        raise Refused(f"GEMM and MoE formats differ ({' vs '.join(modes)}): one format per plan")
-    return _on_chip(fmts[0], modes[0], chip, model)
+    try:
+        return row_format(row, chip_name, model_name)
+    except FormatRefused as exc:
+        raise Refused(str(exc)) from None
 
 
 def _with_block(row: ServingRow, d: Deployment) -> Deployment:
@@ -315,71 +308,79 @@ def _with_block(row: ServingRow, d: Deployment) -> Deployment:
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
 
 
-def _on_chip(fmt: str, mode: str, chip, model) -> str:
-    """The format ``chip`` runs the row's ``fmt`` at. A 4-bit label on a GPU without FP4 tensor
-    cores (AIConfigurator writes ``nvfp4`` for gpt-oss on H100) is the checkpoint's own 4-bit
-    format run weight-only (W4A16) where the chip runs that format so; else refused."""
-    from plena_opt.chip.precision import is_weight_only
-
-    ckpt = model.checkpoint_precision
-    if fmt not in chip.formats and fmt in FOUR_BIT and ckpt in FOUR_BIT:
-        if ckpt in chip.formats and is_weight_only(ckpt, chip.formats[ckpt]):
-            fmt = ckpt  # e.g. openai/gpt-oss-120b: quantization_config mxfp4 -> W4A16 MXFP4
-    if fmt not in chip.formats:
-        raise Refused(f"{chip.name} has no {fmt} support (it runs {', '.join(chip.formats)}); "
-                      f"the checkpoint ships {ckpt} ({model.checkpoint_source})")  # fmt: skip
-    if mode.startswith("w4a16") and not is_weight_only(fmt, chip.formats[fmt]):
-        raise Refused(f"{mode} on {chip.name}, which runs {fmt} on its "
-                      f"{chip.formats[fmt]} tensor cores, is not modelled")  # fmt: skip
-    return fmt
-
-
-def _split(row: ServingRow, model_name: str) -> tuple[int, int, str, int, int]:
-    """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes:
-    a shorthand where one gives the row's MoE split, else the explicit ``moe_tp``."""
+def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, str, int, int]:
+    """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes
+    (``pool``: "prefill_" / "decode_" for a disaggregated pool's fields): a shorthand where one
+    gives the row's MoE split, else the explicit ``moe_tp``."""
     from plena_opt.estimate.shard import moe_parallel
     from plena_opt.models import load_model
 
-    tp, pp, dp = _int(row, "tp_size"), _int(row, "pp_size", 1), _int(row, "attention_dp_size", 1)
-    if pp != 1:
-        raise Refused("pipeline-parallel rows are not priced by validate yet (estimate and search "
-                      "price PP under load: serving.pipeline)")  # fmt: skip
+    tp, pp = _int(row, f"{pool}tp_size"), _int(row, f"{pool}pp_size", 1)
+    dp = _int(row, f"{pool}attention_dp_size", 1)
+    if pp != 1 and pool:
+        raise Refused(f"{pool}pp_size {pp}: pipeline-parallel workers of a disaggregated pool are "
+                      "not modelled (serving.pools prices TP / EP workers)")  # fmt: skip
     experts = load_model(model_name).num_experts
     if not experts:
         if dp != 1:
-            raise Refused("attention data parallelism on a dense model is not modelled")
+            raise Refused(f"{pool}attention_dp_size {dp}: attention data parallelism on a dense "
+                          "model is not modelled")  # fmt: skip
         return tp, 1, "replace", tp, 0
-    mtp, mep = _int(row, "moe_tp_size"), _int(row, "moe_ep_size")
+    mtp, mep = _int(row, f"{pool}moe_tp_size"), _int(row, f"{pool}moe_ep_size")
     if mtp * mep != tp * dp:
-        raise Refused(f"size fields disagree: moe {mtp}x{mep} GPUs vs attention {tp}x{dp}")
+        raise Refused(f"size fields disagree: {pool}moe {mtp}x{mep} GPUs vs attention {tp}x{dp}")
     for mode in ("keep", "replace"):
         try:
             if moe_parallel(tp, dp, experts, mode) == (mtp, mep):
                 return tp, dp, mode, tp * dp, 0
         except PlenaInputError:
             continue
-    if experts % mep:
-        raise Refused(f"{experts} experts do not split over moe_ep_size {mep}")
     return tp, dp, "replace", tp * dp, mtp
 
 
-def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Deployment:
-    """A disagg row with its pools: dense models, one attention-TP plan per worker."""
+# An expert-parallel size that does not divide the routed experts runs only with redundant expert
+# replicas (EPLB: vLLM --enable-eplb num_redundant_experts, SGLang --ep-num-redundant-experts,
+# TensorRT-LLM's load balancer num_slots; each needs experts + replicas divisible by the EP
+# size, estimate.eplb). A row does not record the replica count: it is priced with the fewest
+# the engines accept, (-E) mod EP. For DeepSeek's 256 experts over the 48 decode GPUs LMSYS ran
+# SGLang with on GB200 NVL72 (lmsys.org/blog/2025-06-16-gb200-part-1: 12 decode nodes) that is
+# 32 replicas, 288 physical experts, 6 per rank; over 72 ranks the same 288 slots TensorRT-LLM's
+# wide-EP examples configure (MoeLoadBalancerConfig num_slots). An assumption, not fitted.
+def eplb_redundant(row: ServingRow, model_name: str, field: str = "moe_ep_size") -> int:
+    """Redundant expert replicas of the row's EP size ``field`` where it does not divide the
+    model's experts (a dense model's MoE fields are not read)."""
     from plena_opt.models import load_model
 
-    if load_model(model).num_experts:
-        raise Refused("disaggregated MoE pools under load are not modelled (issue 24)")
-    pools = []
+    experts = load_model(model_name).num_experts
+    if not experts:
+        return 0
+    moe_ep = _int(row, field, 1)
+    if experts % moe_ep == 0:
+        return 0
+    if moe_ep > experts:
+        raise Refused(f"{field} {moe_ep} is more than the model's {experts} experts")
+    return -experts % moe_ep
+
+
+def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Deployment:
+    """A disagg row with its pools: per worker, the pool's attention TP x DP and MoE split (the
+    aggregated rules, on the ``prefill_*`` / ``decode_*`` fields)."""
+    pools: list[int] = []
+    plans = []
     for role in ("prefill", "decode"):
-        if _int(row, f"{role}_pp_size", 1) != 1 or _int(row, f"{role}_attention_dp_size", 1) != 1:
-            raise Refused(f"{role} pool: pipeline or attention DP workers are not modelled")
-        pools += [_int(row, f"{role}_num_workers"), _int(row, f"{role}_tp_size")]
+        tp, dp, mode, width, moe_tp = _split(row, model, f"{role}_")
+        pools += [_int(row, f"{role}_num_workers"), width]
+        plans.append((tp, dp, mode, moe_tp, eplb_redundant(row, model, f"{role}_moe_ep_size")))
     chip, noc, per_node = SYSTEMS[system]
     gpus = pools[0] * pools[1] + pools[2] * pools[3]
-    if gpus > per_node and gpus % per_node:
-        raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes")
-    noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
+    # the pools fill the first ``gpus`` devices of whole nodes / racks (``serving.pools``: each
+    # worker priced on its own devices, the KV transfer over the whole NoC), so a last node or
+    # rack the deployment fills only in part is expressible: e.g. 96 GPUs of two NVL72 racks
+    nodes = -(-gpus // per_node)
+    noc_name = noc if nodes == 1 else f"{noc}@{nodes}"
+    dense = all(p[1:] == (1, "replace", 0, 0) for p in plans)
     d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
-                   _int(row, "concurrency"), pools=tuple(pools))  # type: ignore[arg-type]  # fmt: skip
+                   _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
+                   pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
     return _with_block(row, d)

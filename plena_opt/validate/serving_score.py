@@ -180,9 +180,13 @@ def _price_row(row: ServingRow, steps: dict, host: dict[str, float]) -> RowResul
         if d.pools is not None:
             return price_disaggregated(d, host, base, ROWS_RANGE_RATIO)
         rr = range_ratio_of(row)
-        m: ServingMetrics = fixed_length_run(cached_step(d, steps, host).with_spread(rr),
-                                             ServingWorkload(d.concurrency, d.input_len,
-                                                             d.output_len, rr))  # fmt: skip
+        if d.pp > 1:  # one of the pipeline's in-flight batches and its clients (serving.pipeline)
+            step, clients = pipeline_load(d, steps, host)
+        else:
+            step, clients = cached_step(d, steps, host), d.concurrency
+        m: ServingMetrics = fixed_length_run(step.with_spread(rr),
+                                             ServingWorkload(clients, d.input_len, d.output_len,
+                                                             rr))  # fmt: skip
     except (Refused, PlenaInputError) as exc:
         return RowResult(status="refused", reason=str(exc), **base)  # type: ignore[arg-type]
     return RowResult(status="priced", reason="", ttft_ms=1e3 * m.ttft_seconds,
@@ -211,10 +215,14 @@ def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range
     ``d.concurrency`` closed-loop clients, or Poisson ``request_rate`` (requests/s) when given."""
     from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
     from plena_opt.serving.pools import pool_steps
+    from plena_opt.validate.serving_pools import moe_pool_steps
 
-    pools = Pools(*d.pools)  # type: ignore[misc]
-    model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
-    prefill, decode, transfer = pool_steps(model, noc, memory, chip, wl, pools, eng)
+    pools = Pools(*d.pools)  # type: ignore[misc]  # an MoE pool's "tp": a worker's GPUs
+    parts = _parts(d, host.get(d.engine, 0.0))
+    if d.pool_plans is not None:  # MoE workers: attention TP x DP and their MoE split
+        prefill, decode, transfer = moe_pool_steps(d, parts)
+    else:
+        prefill, decode, transfer = pool_steps(*parts[:5], pools, parts[5])
     lengths = (d.input_len, d.output_len, range_ratio)
     if request_rate is not None:
         m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, None, request_rate)
@@ -230,9 +238,26 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
            d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
-           d.recv_interval, d.marlin_moe)  # fmt: skip
+           d.recv_interval, d.marlin_moe, d.eplb_redundant, d.pp)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
+    return steps[key]
+
+
+def pipeline_load(d: Deployment, steps: dict, host: dict[str, float]) -> tuple[StepModel, int]:
+    """(step model of one in-flight batch, its clients) of a pipeline-parallel worker under
+    ``d.concurrency`` clients: ``min(pp, C)`` batches in flight, ``ceil(C / k)`` clients each
+    (``serving.pipeline.in_flight_load``, as ``estimate --pp`` prices a plan under load)."""
+    from plena_opt.estimate import Plan
+    from plena_opt.serving.pipeline import in_flight_load
+
+    key = ("pp", d, host.get(d.engine, 0.0))
+    if key not in steps:
+        model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
+        plan = Plan(tp=d.tp, ep=d.ep, pp=d.pp, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+        step, clients, _, _ = in_flight_load((model, noc, memory, chip), wl, plan, eng,
+                                             d.concurrency, None)  # fmt: skip
+        steps[key] = (step, clients)
     return steps[key]
 
 
@@ -275,13 +300,14 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
 
     chip, model = load_chip(d.chip), load_model(d.model)
     noc = load_noc_profile(d.noc)
-    if d.gpus < noc.num_devices:
-        noc = first_devices(noc, d.gpus)
+    per_node = noc.levels[2].size  # the L1 switch: one node's / rack's GPUs
+    if d.gpus < noc.num_devices and (d.gpus <= per_node or d.gpus % per_node == 0):
+        noc = first_devices(noc, d.gpus)  # else disaggregated pools on part of the last rack
     routing = "power_law" if model.num_experts else "balanced"
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing, fp8_block_gemm=d.fp8_block_gemm,
                   fp8_block_moe=d.fp8_block_moe, kv_precision=d.kv_precision,
-                  marlin_moe=d.marlin_moe)  # fmt: skip
+                  marlin_moe=d.marlin_moe, eplb_redundant=d.eplb_redundant)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     if d.async_scheduling:

@@ -206,7 +206,7 @@ def test_h100_gpt_oss_nvfp4_rows_price_as_the_checkpoints_mxfp4_weight_only():
            "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}  # fmt: skip
     assert resolve(ServingRow("x", row)).precision == "mxfp4"
     llama = {**row, "model_path": "meta-llama/Llama-3.1-70B", "moe_quant_mode": ""}
-    with pytest.raises(Refused, match="h100-sxm has no fp4 support.*ships bf16"):
+    with pytest.raises(Refused, match="on h100-sxm: the chip has no fp4 tensor cores.*ships bf16"):
         resolve(ServingRow("x", llama))
 
 

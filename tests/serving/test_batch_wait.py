@@ -1,6 +1,6 @@
 """Arrivals held back by a recipe's scheduler settings: TensorRT-LLM batch waiting (up to N steps,
-``steady.batch_wait_steps``; ``validate.serving_rows.trtllm_batch_wait``) and SGLang's receive
-interval (read every N decode steps; ``validate.serving_rows.sglang_recv_interval``)."""
+``steady.batch_wait_steps``; ``validate.serving_recipes.trtllm_batch_wait``) and SGLang's receive
+interval (read every N decode steps; ``validate.serving_recipes.sglang_recv_interval``)."""
 
 from __future__ import annotations
 

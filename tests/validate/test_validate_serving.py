@@ -45,8 +45,9 @@ REASONS = {
     "unknown_system": "system 'mi355x' is not modelled",
     "unknown_model": "not in the catalog",
     "disagg": "deployment not fully specified",
-    "fp4_on_hopper": "h100-sxm has no fp4 support",
-    "experts_split": "256 experts do not split over moe_ep_size 3",
+    "fp4_on_hopper": "on h100-sxm: the chip has no fp4 tensor cores",
+    # MoE EP 3 runs with 2 EPLB replicas (serving_rows.eplb_redundant); TP 6 is what fails
+    "experts_split": "tp=6 does not divide the 128 attention heads",
     "sizes_disagree": "size fields disagree",
     "replicas": "replicas not recorded",
 }

@@ -1,0 +1,54 @@
+"""Scheduler settings the InferenceX launch recipes ran a row with, beyond the engine defaults
+(``validate --measurements`` prices a row as it was deployed; ``serving_rows.resolve``).
+
+An InferenceX row is one whose id starts with its dump date (``2026_04_06_…``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plena_opt.validate.serving_rows import Deployment, ServingRow
+
+INFERENCEX_ID = re.compile(r"^\d{4}_\d\d_\d\d_")
+
+
+# The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,
+# 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh) write ``batch_wait_timeout_iters: 20``
+# and ``batch_wait_max_tokens_ratio: 0.9`` when ISL = OSL = 1024 and TP < 8 ("will improve the
+# performance, by default they are all zeros"): waiting prompts are held back up to 20 steps
+# (``serving.steady.batch_wait_steps``). Not fitted; on the shipped file those 72 B200 rows were
+# under-predicted 2.5-3x (TP 1-4; the TP 8 rows, without the setting, within ~10 %).
+TRTLLM_BATCH_WAIT = {("llama-3.1-70b", 1024, 1024): (20, 0.9)}
+TRTLLM_BATCH_WAIT_SYSTEMS = frozenset({"b200_sxm", "h200_sxm"})  # the recipes' systems
+TRTLLM_BATCH_WAIT_MAX_TP = 7  # ``${TP} -lt 8``
+
+
+def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int, float] | None:
+    """(``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``) an InferenceX TensorRT-LLM
+    recipe ran ``row`` with (``TRTLLM_BATCH_WAIT``), else None (the engine default: off)."""
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.tp > TRTLLM_BATCH_WAIT_MAX_TP:
+        return None
+    if system not in TRTLLM_BATCH_WAIT_SYSTEMS:
+        return None
+    return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
+
+
+# The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
+# dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
+# TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.
+SGLANG_RECV_INTERVAL_SYSTEMS = frozenset({"b200_sxm"})
+SGLANG_RECV_INTERVAL_MODELS = frozenset({"deepseek-v3"})  # DeepSeek-R1 (ARCHITECTURE_TWINS)
+
+
+def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
+    """The ``--scheduler-recv-interval`` an InferenceX SGLang recipe ran ``row`` with, else 1."""
+    if d.engine != "sglang" or not INFERENCEX_ID.match(row.id):
+        return 1
+    if system not in SGLANG_RECV_INTERVAL_SYSTEMS or d.model not in SGLANG_RECV_INTERVAL_MODELS:
+        return 1
+    if d.precision == "fp8" and d.tp * d.ep == 4:
+        return 10
+    return 30 if d.concurrency >= 16 else 10
