@@ -215,10 +215,11 @@ def test_coverage_file_is_priced_or_refused_about_the_row():
     assert {r.system for r in priced} >= {"h200_sxm", "b300_sxm", "gb200", "gb300", "mi325x",
                                           "gb200_sxm", "mi325x_sxm"}  # fmt: skip
     assert sum(r.mode == "disagg" for r in priced) >= 50
-    # TTFT up to 10 minutes: where the KV pool admits fewer requests than the concurrency the
-    # rest queue (serving.kv_admission); the shipped file measures such TTFTs up to 462 s
+    # TTFT has no fixed ceiling: where the KV pool admits fewer requests than the concurrency the
+    # rest queue (serving.kv_admission; the shipped file measures such TTFTs up to 462 s, and
+    # Kimi-K2 on 16×H100 at C = 512, 1k/8k, holds ~70 of them: about an hour's queue)
     for r in priced:
-        assert 0.5 < r.tpot_ms < 1000 and 1 < r.ttft_ms < 600_000, r  # type: ignore[operator]
+        assert 0.5 < r.tpot_ms < 1000 and 1 < r.ttft_ms < r.e2e_ms, r  # type: ignore[operator]
     about_the_row = ("runs on NVIDIA GPUs only", "has no fp4 tensor cores")
     for r in report.rows:
         if r.status == "refused":
