@@ -94,6 +94,19 @@ def plan_running_cap(
     )
 
 
+def plan_engine(problem: EvaluatorInputs, plan: Plan, engine: str, batch: int | None,
+                memory_fraction: float | None = None) -> tuple[EngineModel, str]:  # fmt: skip
+    """``engine``'s default scheduler on the problem's GPU chip (a ``--calibration`` overlay in
+    force applied) with ``plan_running_cap``'s cap, and where that cap came from."""
+    from plena_opt.serving import engine_model
+    from plena_opt.serving.calibration import calibrated
+
+    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
+    eng, source = plan_running_cap(problem, plan, engine_model(engine, hbm), batch,
+                                   memory_fraction)  # fmt: skip
+    return calibrated(eng, problem.chip.name), source  # type: ignore[union-attr]
+
+
 def no_room(cap: KvCap, problem: EvaluatorInputs) -> str:
     """Why a plan does not serve: its engine's pool holds no request of the workload."""
     wl = problem.workload

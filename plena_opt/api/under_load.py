@@ -266,19 +266,14 @@ def serve_under_load(
     state uses the means). ``batch``: the plan's global batch, exported as the engine's running
     cap, under the KV cap of the pool at ``memory_fraction`` (``api.running_cap``; None: the
     exported default). Bad input raises naming the field."""
-    from plena_opt.api.running_cap import plan_running_cap
-    from plena_opt.serving import engine_model
-    from plena_opt.serving.calibration import calibrated
+    from plena_opt.api.running_cap import plan_engine
     from plena_opt.serving.error_bars import band_of, load_table, lookup
     from plena_opt.serving.pipeline import check_plan, in_flight_load
 
     check_load(concurrency, request_rate, range_ratio)
     version = check_target_engine(problem, engine, engine_version)
     check_plan(plan)
-    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
-    eng, cap_source = plan_running_cap(
-        problem, plan, engine_model(engine, hbm), batch, memory_fraction
-    )
+    eng, cap_source = plan_engine(problem, plan, engine, batch, memory_fraction)
     dp = plan.dp
     if dp > 1:  # one replica: its devices, its share of the clients or the rate
         from plena_opt.estimate.disaggregated import sub_noc
@@ -296,7 +291,6 @@ def serve_under_load(
             f"the replay would generate {rounds:,} × {wl.output_seq_len:,} tokens, over "
             f"{MAX_REPLAY_TOKENS:,}: lower --concurrency or --output-seq",
         )
-    eng = calibrated(eng, problem.chip.name)
     inputs = (problem.model, problem.noc, problem.memory, problem.chip)
     # pp > 1: one of the replica's in-flight batches, its clients or rate (serving.pipeline)
     step, concurrency, request_rate, in_flight = in_flight_load(
