@@ -104,23 +104,27 @@ def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workloa
     """The requests of ``wl``'s lengths ``engine``'s pool holds at once on ``plan`` (all its
     devices) at memory setting ``fraction`` (None: the default); None: the memory has no
     capacity. ``requests`` 0: the pool holds no request (the deployment could not start so)."""
-    from plena_opt.estimate.capacity import capacity_bound
+    from plena_opt.estimate.capacity import activation_bytes_per_sequence
     from plena_opt.estimate.context import EstimateContext
     from plena_opt.estimate.distributed import PlanCost
 
     ctx = EstimateContext(model, noc, memory, replace(wl, batch_size=1), chip)  # type: ignore[arg-type]
-    b = capacity_bound(PlanCost(ctx, plan), 1.0)
-    if b.budget_bytes is None:
+    capacity = ctx.memory.capacity_bytes
+    if capacity is None:
         return None
-    held = wl.input_seq_len + wl.output_seq_len  # the tokens capacity_bound's KV is priced at
+    cost = PlanCost(ctx, plan)
+    # the fullest stage's weights and KV of one sequence per device (``capacity_bound``'s)
+    weights, kv = max(cost.stage_footprints(1), key=sum)
+    held = wl.input_seq_len + wl.output_seq_len  # the tokens the footprint's KV is priced at
     mean_held = (
         held if engine in WHOLE_SEQUENCE_ENGINES else wl.input_seq_len + wl.output_seq_len / 2
     )
-    per_request = b.kv_bytes_per_sequence * mean_held / held
-    act = b.activation_bytes_per_sequence * budget_tokens / wl.input_seq_len  # one step's tokens
-    pool = pool_bytes(engine, b.budget_bytes, b.weight_bytes, act, plan.tp, fraction)
+    per_request = kv * mean_held / held
+    act = activation_bytes_per_sequence(cost) * budget_tokens / wl.input_seq_len  # one step
+    pool = pool_bytes(engine, float(capacity), weights, act, plan.tp, fraction)
     fits = math.floor(pool / per_request) if per_request > 0 else 0
-    return KvCap(engine, max(0, fits) * b.replicas, mean_held, pool, fraction)
+    replicas = plan.dp * plan.ep * plan.pp  # sequence slots of one device across the plan
+    return KvCap(engine, max(0, fits) * replicas, mean_held, pool, fraction)
 
 
 def kv_running_cap(model: object, noc: object, memory: object, chip: object, wl: Workload,
