@@ -180,3 +180,17 @@ def test_a_replica_of_a_dp_plan_is_capped_by_its_own_pool(problem):
     assert one is not None and two is not None and two.requests == one.requests == 50
     u = api.serve_under_load(eight, Plan(tp=4, dp=2), "vllm", concurrency=128)
     assert u.max_running == 50 and u.replicas == 2  # 64 clients a replica, 50 running
+
+
+def test_capacity_keeps_running_what_the_pool_admits():
+    """``capacity`` bounds a replica's decoding requests by the same admission (vLLM, SGLang)."""
+    from plena_opt.api.capacity import Candidate, CapacityRequest, _setup
+    from plena_opt.models import load_model
+
+    model = load_model("llama-3.1-70b")
+    req = CapacityRequest(model="llama-3.1-70b", load="unused.csv", gpus=("h100-sxm",))
+    step_for = _setup(Candidate("h100-sxm tp4", "h100-sxm", 4), model, req, (ISL, OSL))
+    assert step_for(ISL, OSL)[1] == 50  # as estimate's TP4 replica above
+    tp2 = Candidate("h100-sxm tp2", "h100-sxm", 2)
+    assert _setup(tp2, model, req, (ISL, OSL)) is None
+    assert "leave no KV cache" in tp2.skipped  # 66 GiB of weights, as estimate refuses it
