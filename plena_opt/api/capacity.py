@@ -286,13 +286,13 @@ def _price_candidate(
 
 
 def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int, int]) -> Any:
-    """A function of the lengths giving (step model, KV sequences a replica holds), or None
+    """A function of the lengths giving (step model, requests a replica keeps running), or None
     with ``cand.skipped`` set when the plan is not priced at this TP (the model does not split,
-    the chip lacks the format) or its weights leave no
-    room for one sequence of the curve's ``longest`` (prompt, output) lengths."""
+    the chip lacks the format) or holds no request of the curve's ``longest`` lengths."""
     from deepstack import load_noc_profile
     from deepstack.gpu_nodes import first_devices
 
+    from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION
     from plena_opt.chip import load_chip
     from plena_opt.estimate import Evaluator, Plan, Workload
     from plena_opt.estimate.capacity import DEFAULT_MEMORY_FRACTION, capacity_bound
@@ -300,6 +300,7 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
     from plena_opt.estimate.gpu import gpu_memory
     from plena_opt.serving import StepModel, engine_model
     from plena_opt.serving.calibration import calibrated
+    from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, kv_cap
 
     chip = load_chip(cand.gpu)
     node = load_noc_profile(NODE_PROFILES[cand.gpu])
@@ -326,10 +327,27 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
         ev = Evaluator(model, noc, memory, workload(isl, osl), chip)
         return capacity_bound(PlanCost(ev.ctx, plan), DEFAULT_MEMORY_FRACTION)
 
+    def held(isl: int, osl: int) -> int | None:
+        """Requests a replica keeps running: the KV pool's admission where it is priced
+        (vLLM, SGLang: ``api.running_cap``, the rule ``estimate`` applies), else the bound."""
+        if eng.name not in KV_CAPPED_ENGINES:
+            return bound(isl, osl).max_batch
+        cap = kv_cap(model, noc, memory, chip, workload(isl, osl), plan, eng.name,
+                     eng.budget_tokens, EXPORTED_MEMORY_FRACTION)  # fmt: skip
+        if cap is None:
+            return eng.max_running
+        return cap.requests if eng.max_running is None else min(cap.requests, eng.max_running)
+
     try:
         top = bound(*longest)
     except (PlenaInputError, ValueError) as exc:
         cand.skipped = f"not priced at TP {cand.tp}: {exc}"
+        return None
+    if held(*longest) == 0 and not (top.max_batch is not None and top.max_batch < 1):
+        cand.skipped = (
+            f"the {eng.name} KV pool at {EXPORTED_MEMORY_FRACTION:.0%} of memory holds no "
+            "request of the curve's longest lengths beside the weights and one step's activations"
+        )
         return None
     if top.max_batch is not None and top.max_batch < 1:
         cand.skipped = (
@@ -342,7 +360,7 @@ def _setup(cand: Candidate, model: Any, req: CapacityRequest, longest: tuple[int
     def step_for(isl: int, osl: int) -> Any:
         if (isl, osl) not in cache:
             step = StepModel.from_problem(model, noc, memory, chip, workload(isl, osl), plan, eng)
-            cache[(isl, osl)] = (step, bound(isl, osl).max_batch)
+            cache[(isl, osl)] = (step, held(isl, osl))
         return cache[(isl, osl)]
 
     return step_for

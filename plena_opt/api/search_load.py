@@ -94,14 +94,16 @@ class LoadedEvaluator:
         return one, noc, clients, rate
 
     def _engine(self, plan: Any) -> Any:
-        """The engine a plan is priced with. Under a request rate its running cap is the one the
-        plan's launch files write (its batch, ``api.load_cap``); under a concurrency the batch is
-        the concurrency, which the clients never exceed."""
-        if self._req.request_rate is None:
-            return self._eng
-        from plena_opt.api.load_cap import capped_engine
+        """The engine a plan is priced with: its running cap as ``estimate`` prices it
+        (``api.running_cap``: the plan's batch under a request rate, under a concurrency none
+        (the batch is the concurrency, which the clients never exceed); the KV pool at the
+        exported memory setting). A pool that holds no request raises naming ``plan``."""
+        from plena_opt.api.running_cap import memo_running_cap
 
-        return capped_engine(self._eng, self.engine, plan, self._inner.workload.batch_size)[0]
+        batch = None if self._req.request_rate is None else self._inner.workload.batch_size
+        problem = replace(self._inputs, workload=self._inner.workload)
+        frac = self._req.memory_fraction
+        return memo_running_cap(self._shared, problem, plan, self._eng, batch, frac)
 
     def _steady(self, plan: Any) -> tuple[Any, float]:
         """(the busiest replica's steady state, the plan's output tokens/s over its replicas)."""
@@ -137,7 +139,8 @@ class LoadedEvaluator:
             problem = replace(self._inputs, workload=self._inner.workload)
             batch = None if r.request_rate is None else self._inner.workload.batch_size
             u = serve_under_load(problem, plan, self.engine, r.concurrency, r.request_rate,
-                                 r.engine_version, r.range_ratio, batch)  # fmt: skip
+                                 r.engine_version, r.range_ratio, batch,
+                                 r.memory_fraction)  # fmt: skip
             q = f"p{self._q}"
             self._shared["ratios"] = (getattr(u.ttft, q) / u.ttft.mean,
                                       getattr(u.tpot, q) / u.tpot.mean)  # fmt: skip

@@ -13,9 +13,14 @@ the pool, KV transfer on the network model, decode pool batch; TTFT includes the
 
 Workers: legal plans of the pool size with ``dp = pp = cp = 1`` (a worker with ``dp`` replicas
 is ``dp`` workers, which the counts cover; ``pp`` and ``cp`` workers are listed as not priced,
-with the reason). A worker must hold its requests' KV: the prefill worker one prompt, the decode
-worker ``⌈C / y⌉`` requests (closed loop) or its steady batch rounded up (Poisson), against the
-plan's KV-capacity bound (``estimate.capacity``, ``memory_fraction`` of device memory). For a
+with the reason). A worker must hold its requests' KV. vLLM and SGLang (whose admission is
+priced, ``serving.kv_admission``): a worker's running cap is at most the requests its KV pool
+holds at ``memory_fraction`` (the setting the launch files write, ``api.running_cap``), a worker
+whose pool holds none is not listed, and the decode requests beyond the cap wait for a slot
+(``serving.disaggregated``: in TTFT), as those engines queue them. TensorRT-LLM (admission not
+priced): the decode worker must hold ``⌈C / y⌉`` requests (closed loop) or its steady batch
+rounded up (Poisson) within the plan's KV-capacity bound (``estimate.capacity``,
+``memory_fraction`` of device memory), else the deployment is listed as not priced. For a
 prefill pool only the prompt's service time matters (the transfer depends on device counts), so
 each pool size keeps its fastest prefill worker (exact, not a heuristic). A closed loop never
 gives a pool more workers than clients. At most ``MAX_LOADED_DEPLOYMENTS`` deployments are
@@ -44,16 +49,18 @@ CP_REFUSED = (
     "parallelism is not modelled)"
 )
 KV_SHORT = (
-    "a decode worker cannot hold the KV of its requests (closed loop: ⌈C / decode workers⌉; "
-    "Poisson: its steady batch) within the memory fraction; the pool model has no decode "
-    "running cap to queue them"
+    "a TensorRT-LLM decode worker cannot hold the KV of its requests (closed loop: ⌈C / decode "
+    "workers⌉; Poisson: its steady batch) within the memory fraction; its KV admission is not "
+    "priced (serving.kv_admission), so the requests beyond are not queued"
 )
 QUANTILE_INDEX = {"p50": 0, "p90": 1, "p99": 2}
 
 
 @dataclass(frozen=True)
 class LoadedWorker:
-    """One pool worker: its plan and format, step model, prefill service (s), KV capacity."""
+    """One pool worker: its plan and format, step model (its engine's running cap: the KV
+    pool's where priced), prefill service (s), KV capacity checked before pricing (None: none,
+    the running cap queues the requests beyond)."""
 
     plan: Any
     precision: str | None
@@ -106,6 +113,7 @@ class LoadedDisaggSpace:
         from plena_opt.estimate.disaggregated import sub_noc
         from plena_opt.estimate.distributed import PlanCost
         from plena_opt.serving.disaggregated import prefill_service_seconds
+        from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, kv_cap
         from plena_opt.serving.steps import StepModel
 
         p = self.problem
@@ -123,10 +131,18 @@ class LoadedDisaggSpace:
                 continue
             cost = PlanCost(EstimateContext(p.model, sub, p.memory, wl, p.chip), plan)
             cap = capacity_bound(cost, self.memory_fraction).max_batch
+            eng = self.engine
+            if eng.name in KV_CAPPED_ENGINES:  # the pool's admission: queue beyond it
+                kv = kv_cap(p.model, sub, p.memory, p.chip, wl, plan, eng.name,
+                            eng.budget_tokens, self.memory_fraction)  # fmt: skip
+                cap = None if kv is None else kv.requests
+                if cap is not None and (eng.max_running is None or cap < eng.max_running):
+                    eng = replace(eng, max_running=max(1, cap))
             if cap is not None and cap < 1:
                 continue
-            step = StepModel.from_problem(p.model, sub, p.memory, p.chip, wl, plan, self.engine,
+            step = StepModel.from_problem(p.model, sub, p.memory, p.chip, wl, plan, eng,
                                           evs, self.range_ratio)  # fmt: skip
+            cap = None if eng.name in KV_CAPPED_ENGINES else cap  # queued, not refused
             svc = prefill_service_seconds(step, wl.input_seq_len)
             out.append(LoadedWorker(plan, precision, step, svc, cap))
         return out
@@ -168,6 +184,8 @@ def _describe(p: LoadedWorker, d: LoadedWorker, x: int, y: int, dec_batch: int, 
         "prefill_wait_seconds": m.prefill_wait_seconds,
         "prefill_seconds": m.prefill_seconds,
         "prefill_utilisation": m.prefill_utilisation,
+        "decode_wait_seconds": m.decode_wait_seconds,  # for a decode slot (its running cap)
+        "decode_max_running": d.step.engine.max_running,
         "decode_batch_per_worker": m.decode_batch_per_worker,
         "ttft_mean_seconds": m.ttft_seconds,
         "e2e_mean_seconds": m.e2e_seconds,

@@ -82,7 +82,7 @@ class UnderLoad:
     # pp stages, batches in flight (``serving.pipeline``): figures of one batch (per GPU: all)
     pp: int = 1
     in_flight_batches: int = 1
-    max_running_source: str = "the engine's default"  # or the plan's batch (``api.load_cap``)
+    max_running_source: str = "the engine's default"  # api.running_cap
 
     @property
     def mean_ttft_seconds(self) -> float:
@@ -258,22 +258,22 @@ def serve_under_load(
     engine_version: str | None = None,
     range_ratio: float = 0.0,
     batch: int | None = None,
+    memory_fraction: float | None = None,
 ) -> UnderLoad:
     """``plan`` of ``problem`` (a GPU chip on a NoC) under the workload, priced by ``engine``'s
     scheduler: replay and steady state. ``range_ratio``: 0 fixed lengths, else each request's
     lengths drawn uniformly within ±ratio of the workload's (the replay draws them; the steady
     state uses the means). ``batch``: the plan's global batch, exported as the engine's running
-    cap (``api.load_cap``; None: the engine's default). Bad input raises naming the field."""
-    from plena_opt.api.load_cap import capped_engine
-    from plena_opt.serving import engine_model
-    from plena_opt.serving.calibration import calibrated
+    cap, under the KV cap of the pool at ``memory_fraction`` (``api.running_cap``; None: the
+    exported default). Bad input raises naming the field."""
+    from plena_opt.api.running_cap import plan_engine
+    from plena_opt.serving.error_bars import band_of, load_table, lookup
     from plena_opt.serving.pipeline import check_plan, in_flight_load
 
     check_load(concurrency, request_rate, range_ratio)
     version = check_target_engine(problem, engine, engine_version)
     check_plan(plan)
-    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
-    eng, cap_source = capped_engine(engine_model(engine, hbm), engine, plan, batch)
+    eng, cap_source = plan_engine(problem, plan, engine, batch, memory_fraction)
     dp = plan.dp
     if dp > 1:  # one replica: its devices, its share of the clients or the rate
         from plena_opt.estimate.disaggregated import sub_noc
@@ -291,7 +291,6 @@ def serve_under_load(
             f"the replay would generate {rounds:,} × {wl.output_seq_len:,} tokens, over "
             f"{MAX_REPLAY_TOKENS:,}: lower --concurrency or --output-seq",
         )
-    eng = calibrated(eng, problem.chip.name)
     inputs = (problem.model, problem.noc, problem.memory, problem.chip)
     # pp > 1: one of the replica's in-flight batches, its clients or rate (serving.pipeline)
     step, concurrency, request_rate, in_flight = in_flight_load(
@@ -320,20 +319,13 @@ def serve_under_load(
         replay.request_throughput_per_s,
         steady,
         _run_ttft(step, lengths, concurrency),
-        _error_band(engine, problem.chip.name, concurrency),
+        lookup(load_table(), engine, problem.chip.name, band_of(concurrency)),
         dp,
         None if step.attention_dp is None else step.attention_dp.factor(steady.decode_batch),
         plan.pp,
         in_flight,
         cap_source,
     )
-
-
-def _error_band(engine: str, gpu: str, concurrency: int | None) -> ErrorBand | None:
-    """The shipped interval of the closest measured group (``validate.error_bars``)."""
-    from plena_opt.serving.error_bars import band_of, load_table, lookup
-
-    return lookup(load_table(), engine, gpu, band_of(concurrency))
 
 
 def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | None) -> float | None:

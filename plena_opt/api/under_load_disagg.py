@@ -4,12 +4,15 @@
 ``P·tp_p + D·tp_d`` devices of the NoC, run by ``engine``'s default scheduler, under a closed
 loop of ``concurrency`` clients or a Poisson ``request_rate``: the steady state of
 ``plena_opt.serving.disaggregated`` (prefill queue over the pool, KV transfer on the network
-model, decode pool batch; TTFT includes the prefill queue). GPU chips only. Seconds, tokens/s.
+model, decode pool batch; TTFT includes the prefill queue). A decode worker runs at most its
+engine's default running cap, or the requests its KV pool holds at the exported memory setting
+where fewer (vLLM, SGLang: ``api.running_cap``); the requests beyond wait for a slot, in TTFT.
+GPU chips only. Seconds, tokens/s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from plena_opt.errors import PlenaInputError
@@ -37,6 +40,8 @@ class DisaggUnderLoad:
     output_len: int
     range_ratio: float
     metrics: DisaggMetrics
+    decode_max_running: int | None = None  # requests one decode worker runs (None: no cap)
+    decode_max_running_source: str = "the engine's default"
 
     def to_dict(self) -> dict[str, Any]:
         """The ``serving_under_load`` document of ``estimate --json`` for pools (SI)."""
@@ -58,6 +63,8 @@ class DisaggUnderLoad:
                 "name": self.engine,
                 "version": self.engine_version,
                 "max_num_batched_tokens": self.budget_tokens,
+                "decode_max_running_requests": self.decode_max_running,
+                "decode_max_running_source": self.decode_max_running_source,
                 "host_step_seconds": self.host_step_seconds,
                 "source": self.engine_source,
             },
@@ -69,6 +76,7 @@ class DisaggUnderLoad:
                 "prefill_seconds": m.prefill_seconds,
                 "kv_transfer_seconds": m.transfer_seconds,
                 "prefill_utilisation": m.prefill_utilisation,
+                "decode_wait_seconds": m.decode_wait_seconds,
                 "decode_batch_per_worker": m.decode_batch_per_worker,
                 "ttft_seconds": stats(m.ttft_seconds, m.ttft_quantiles_seconds),
                 "tpot_seconds": m.tpot_seconds,
@@ -95,10 +103,15 @@ class DisaggUnderLoad:
             f"output tokens each, {lengths})",
             f"  engine {self.engine} {self.engine_version}: {p.prefill_workers} prefill workers × "
             f"TP{p.prefill_tp}, {p.decode_workers} decode workers × TP{p.decode_tp} "
-            f"({p.gpus} GPUs); chunked prefill {self.budget_tokens} tokens/step",
+            f"({p.gpus} GPUs); chunked prefill {self.budget_tokens} tokens/step; decode max "
+            f"running {self.decode_max_running or 'KV-bound'} per worker "
+            f"({self.decode_max_running_source})",
             f"  steady state: prefill queue {1e3 * m.prefill_wait_seconds:.1f} ms + prefill "
             f"{1e3 * m.prefill_seconds:.1f} ms (pool {100 * m.prefill_utilisation:.0f} % busy) + "
-            f"KV transfer {1e3 * m.transfer_seconds:.2f} ms; decode batch "
+            f"KV transfer {1e3 * m.transfer_seconds:.2f} ms"
+            + (f" + wait for a decode slot {1e3 * m.decode_wait_seconds:.1f} ms"
+               if m.decode_wait_seconds else "")
+            + "; decode batch "
             f"{m.decode_batch_per_worker:.1f} per worker",
             f"  TTFT ms mean {1e3 * m.ttft_seconds:.1f}, p50 {t50:.1f}, p90 {t90:.1f}, "
             f"p99 {t99:.1f}; TPOT ms {1e3 * m.tpot_seconds:.2f}; E2E ms "
@@ -141,7 +154,11 @@ def serve_disaggregated(
 ) -> DisaggUnderLoad:
     """``pools`` on ``problem``'s GPU chip and NoC under the workload (fields as
     ``serve_under_load``'s); bad input raises naming the field."""
+    from plena_opt.api.load_cap import KV_BOUND
+    from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION, replica_kv_cap
     from plena_opt.api.under_load import check_load, check_target_engine
+    from plena_opt.estimate.disaggregated import sub_noc
+    from plena_opt.estimate.plan import Plan
     from plena_opt.serving import engine_model
     from plena_opt.serving.calibration import calibrated
     from plena_opt.serving.disaggregated import disaggregated_under_load
@@ -159,18 +176,17 @@ def serve_disaggregated(
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
     eng = calibrated(engine_model(engine, hbm), problem.chip.name)
     wl = problem.workload
-    prefill, decode, transfer = pool_steps(
-        problem.model,
-        noc,
-        problem.memory,
-        problem.chip,
-        wl,
-        pools,
-        eng,  # type: ignore[arg-type]
-    )
+    parts = (problem.model, noc, problem.memory, problem.chip, wl)
+    prefill, decode, transfer = pool_steps(*parts, pools, eng, EXPORTED_MEMORY_FRACTION)  # type: ignore[arg-type]
     lengths = (wl.input_seq_len, wl.output_seq_len, range_ratio)
     m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, concurrency,
                                  request_rate)  # fmt: skip
+    running = decode.engine.max_running
+    source = "the engine's default" if running is not None else KV_BOUND
+    if running != eng.max_running:  # the decode worker's KV pool binds (pools.pool_steps)
+        sub = replace(problem, noc=sub_noc(noc, pools.decode_tp))  # type: ignore[arg-type]
+        cap = replica_kv_cap(sub, Plan(tp=pools.decode_tp), eng)
+        source = cap.describe(wl.input_seq_len, wl.output_seq_len) if cap else source
     return DisaggUnderLoad(engine, version, eng.budget_tokens, eng.host_step_seconds, eng.source,
                            pools, concurrency, request_rate, wl.input_seq_len, wl.output_seq_len,
-                           range_ratio, m)  # fmt: skip
+                           range_ratio, m, running, source)  # fmt: skip

@@ -165,8 +165,10 @@ _DISAGG = {
     "output_tps": "output_tps",
     "output_tps_per_gpu": "output_tps_per_gpu",
     "output_tps_per_user": "output_tps_per_user",
+    "decode_wait_seconds": "decode_wait_seconds",
 }
-_DISAGG_PLAIN = ("engine", "engine_version", "host_step_seconds", "engine_source", "range_ratio")
+_DISAGG_PLAIN = ("engine", "engine_version", "host_step_seconds", "engine_source", "range_ratio",
+                 "decode_max_running_source")  # fmt: skip
 
 
 def pools_of(msg: pb.ServingLoad) -> Any:
@@ -195,6 +197,8 @@ def disagg_to_proto(d: Any) -> pb.DisaggUnderLoadMetrics:
         out.concurrency = d.concurrency
     if d.request_rate_per_s is not None:
         out.request_rate_per_s = d.request_rate_per_s
+    if d.decode_max_running is not None:
+        out.decode_max_running_requests = d.decode_max_running
     return out
 
 
@@ -212,4 +216,6 @@ def disagg_from_proto(msg: pb.DisaggUnderLoadMetrics) -> Any:
         msg.concurrency if msg.HasField("concurrency") else None,
         msg.request_rate_per_s if msg.HasField("request_rate_per_s") else None,
         msg.input_seq_len, msg.output_seq_len, msg.range_ratio, DisaggMetrics(**m),
+        msg.decode_max_running_requests if msg.HasField("decode_max_running_requests") else None,
+        msg.decode_max_running_source,
     )  # fmt: skip

@@ -25,8 +25,19 @@ beside the other requests of that worker. Steady state, means and the TTFT tail:
 * **Closed loop**: ``λ`` is the root of ``λ·E2E(λ) = C`` on ``(0, P / S)``; **open loop**:
   ``λ`` given, refused naming ``request_rate`` at or beyond what either pool serves.
 
-Not modelled (named, not approximated): several prompts batched in one prefill step, a decode
-running cap (the pools' recorded batch sizes), contention between concurrent KV transfers.
+**Decode running cap.** A decode worker runs at most ``R`` = its engine's ``max_running``
+requests (the default, or fewer where its KV pool holds fewer: ``serving.kv_admission.admitted``
+in ``pools.pool_steps``); the requests beyond wait for a slot, as the engines do (vLLM's decode
+instance keeps a transferred request in its waiting queue until blocks and a ``max_num_seqs``
+slot free up; SGLang's decode server holds it in its pre-allocation queue until the KV pool has
+room, and the prefill side waits for that allocation). Closed loop: when the ``C`` clients would
+put more than ``R`` requests on a worker, ``n`` = the most clients whose steady state keeps
+``b ≤ R`` circulate and the other ``C − n`` wait ``(C − n) / λ`` more before their first token
+(``decode_wait_seconds``, in TTFT and E2E; ``steady.closed_loop``'s rule for an aggregated
+engine). Open loop: a rate that needs ``b > R`` is refused naming ``request_rate``.
+
+Not modelled (named, not approximated): several prompts batched in one prefill step, the pools'
+recorded batch sizes, contention between concurrent KV transfers.
 """
 
 from __future__ import annotations
@@ -77,6 +88,7 @@ class DisaggMetrics:
     output_tps: float
     output_tps_per_gpu: float
     output_tps_per_user: float
+    decode_wait_seconds: float = 0.0  # closed loop: waiting for a decode slot (the cap)
 
 
 def prefill_service_seconds(step: StepModel, isl: int) -> float:
@@ -125,6 +137,7 @@ class _Model:
         self.x = transfer_s
         self.k = (1 + range_ratio**2 / 3) / 2  # Allen–Cunneen (ca² + cs²) / 2
         self.clients: int | None = None
+        self.cap = decode.engine.max_running  # requests one decode worker runs (None: no cap)
 
     def tpot(self, b: float) -> float:
         return self.decode.decode_seconds(max(1.0, b)) + self.decode.engine.host_step_seconds
@@ -171,15 +184,22 @@ def _quantile_wait(pw: float, decay: float, q: int) -> float:
     return math.log(pw / tail) / decay if pw > tail and math.isfinite(decay) else 0.0
 
 
-def _metrics(m: _Model, lam: float) -> DisaggMetrics:
+def _metrics(m: _Model, lam: float, queue: float = 0.0) -> DisaggMetrics:
+    """The steady state at ``λ``, ``queue`` seconds of waiting for a decode slot added."""
     b = m.batch(lam)
     if b is None:
         raise PlenaInputError(
             "request_rate", f"{lam:g} requests/s is more than the decode pool serves"
         )
+    if m.clients is None and m.cap is not None and b > m.cap:
+        raise PlenaInputError(
+            "request_rate",
+            f"{lam:g} requests/s needs {b:.1f} requests on each decode worker, more than its "
+            f"running cap of {m.cap} (the queue grows without bound)",
+        )
     tpot = m.tpot(b)
     w, pw, decay = m.wait(lam)
-    base = m.s + m.x + tpot
+    base = m.s + m.x + tpot + queue
     ttft_q = tuple(base + _quantile_wait(pw, decay, q) for q in QUANTILES)
     rest = (m.osl - 1) * tpot
     out = lam * m.osl
@@ -198,6 +218,7 @@ def _metrics(m: _Model, lam: float) -> DisaggMetrics:
         output_tps=out,
         output_tps_per_gpu=out / m.pools.gpus,
         output_tps_per_user=1.0 / tpot,
+        decode_wait_seconds=queue,
     )
 
 
@@ -222,9 +243,26 @@ def disaggregated_under_load(
                 "the prefill pool serves",
             )
         return _metrics(m, request_rate)
-    m.clients = int(concurrency or 0)
+    c = int(concurrency or 0)
+    lam = _closed(m, c, cap)
+    b = m.batch(lam)
+    if m.cap is None or b is None or b <= m.cap:
+        return _metrics(m, lam)
+    lo, hi = 1, c  # the most clients that keep each decode worker within its cap
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        b = m.batch(_closed(m, mid, cap))
+        lo, hi = (mid, hi) if b is not None and b <= m.cap else (lo, mid)
+    lam = _closed(m, lo, cap)
+    return _metrics(m, lam, (c - lo) / lam)
+
+
+def _closed(m: _Model, clients: int, cap: float) -> float:
+    """``λ`` of ``clients`` closed-loop clients: the root of ``λ·E2E(λ) = clients`` on
+    ``(0, cap)`` (``m.clients`` set to ``clients``)."""
+    m.clients = clients
     lo, hi = 0.0, cap
     for _ in range(BISECTION_STEPS * 2):  # λ·E2E(λ) rises from 0 to ∞ on (0, cap)
         lam = (lo + hi) / 2
-        lo, hi = (lam, hi) if lam * m.e2e(lam) < m.clients else (lo, lam)
-    return _metrics(m, (lo + hi) / 2)
+        lo, hi = (lam, hi) if lam * m.e2e(lam) < clients else (lo, lam)
+    return (lo + hi) / 2

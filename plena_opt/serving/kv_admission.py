@@ -29,22 +29,53 @@ measured, 2.2 s → 17.4 s; DeepSeek-R1 SGLang 8k/1k at C=256 goes the other way
 default admission (whole sequences reserved, defaults above) binds on 20 rows and over-predicts 12
 of them 2.7–8.8× (AIConfigurator's Qwen3-32B H100 grid: the generated deployments' KV memory is
 not recorded in the rows), so its admission is not known well enough to price.
+
+``admitted`` is the one rule every command applies (``validate`` with each engine's default
+memory setting, which the rows do not record; ``estimate``, ``search`` and the disaggregated
+decode pool with the setting the launch files write, ``api.running_cap``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from plena_opt.estimate.plan import Plan, Workload
+    from plena_opt.serving.engines import EngineModel
 
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM --gpu-memory-utilization default
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction
 # SGLang mem_fraction_static when unset, by TP size (server_args.py __post_init__): (min TP, value)
 SGLANG_MEM_FRACTION_STATIC = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 WHOLE_SEQUENCE_ENGINES = frozenset({"trtllm"})  # reserve isl + osl per request at admission
-KV_CAPPED_ENGINES = frozenset({"vllm", "sglang"})  # validate caps these (module docstring)
+KV_CAPPED_ENGINES = frozenset({"vllm", "sglang"})  # every command caps these (module docstring)
+# The launch option of each engine's memory setting (as plena_opt/export/engines.json writes it)
+MEMORY_FLAG = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static",
+               "trtllm": "--kv_cache_free_gpu_memory_fraction"}  # fmt: skip
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class KvCap:
+    """Requests ``engine``'s KV pool holds at once on a plan: ``requests`` (all its devices) of
+    ``tokens_per_request`` tokens each in a pool of ``pool_bytes`` per device, at the memory
+    setting ``fraction`` (None: the engine's default)."""
+
+    engine: str
+    requests: int
+    tokens_per_request: float
+    pool_bytes: float
+    fraction: float | None
+
+    def describe(self, isl: int, osl: int) -> str:
+        """Where a running cap came from, in words (``estimate``'s ``max_running_source``)."""
+        held = f"{isl} + {osl}" if self.engine in WHOLE_SEQUENCE_ENGINES else f"{isl} + {osl}/2"
+        setting = "default" if self.fraction is None else f"{self.fraction:g}"
+        return (f"the KV cache: {self.requests} requests of {held} tokens fit the pool of "
+                f"{self.pool_bytes / GIB:.1f} GiB per GPU ({MEMORY_FLAG[self.engine]} "
+                f"{setting})")  # fmt: skip
 
 
 def sglang_mem_fraction(tp: int) -> float:
@@ -52,36 +83,75 @@ def sglang_mem_fraction(tp: int) -> float:
     return next(v for lo, v in SGLANG_MEM_FRACTION_STATIC if tp >= lo)
 
 
-def pool_bytes(engine: str, capacity: float, weights: float, activations: float, tp: int) -> float:
+def pool_bytes(engine: str, capacity: float, weights: float, activations: float, tp: int,
+               fraction: float | None = None) -> float:  # fmt: skip
     """KV pool bytes per device of ``engine`` on a device of ``capacity`` bytes holding
-    ``weights`` bytes of weights and an ``activations``-byte working set of one step."""
+    ``weights`` bytes of weights and an ``activations``-byte working set of one step, at its
+    memory setting ``fraction`` (None: the engine's default)."""
     if engine == "vllm":
-        return VLLM_GPU_MEMORY_UTILIZATION * capacity - weights - activations
+        f = VLLM_GPU_MEMORY_UTILIZATION if fraction is None else fraction
+        return f * capacity - weights - activations
     if engine == "sglang":
-        return sglang_mem_fraction(tp) * capacity - weights
-    return TRTLLM_FREE_GPU_MEMORY_FRACTION * (capacity - weights - activations)
+        f = sglang_mem_fraction(tp) if fraction is None else fraction
+        return f * capacity - weights
+    f = TRTLLM_FREE_GPU_MEMORY_FRACTION if fraction is None else fraction
+    return f * (capacity - weights - activations)
+
+
+def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workload, plan: Plan,
+           engine: str, budget_tokens: int,
+           fraction: float | None = None) -> KvCap | None:  # fmt: skip
+    """The requests of ``wl``'s lengths ``engine``'s pool holds at once on ``plan`` (all its
+    devices) at memory setting ``fraction`` (None: the default); None: the memory has no
+    capacity. ``requests`` 0: the pool holds no request (the deployment could not start so)."""
+    from plena_opt.estimate.capacity import activation_bytes_per_sequence
+    from plena_opt.estimate.context import EstimateContext
+    from plena_opt.estimate.distributed import PlanCost
+
+    ctx = EstimateContext(model, noc, memory, replace(wl, batch_size=1), chip)  # type: ignore[arg-type]
+    capacity = ctx.memory.capacity_bytes
+    if capacity is None:
+        return None
+    cost = PlanCost(ctx, plan)
+    # the fullest stage's weights and KV of one sequence per device (``capacity_bound``'s)
+    weights, kv = max(cost.stage_footprints(1), key=sum)
+    held = wl.input_seq_len + wl.output_seq_len  # the tokens the footprint's KV is priced at
+    mean_held = (
+        held if engine in WHOLE_SEQUENCE_ENGINES else wl.input_seq_len + wl.output_seq_len / 2
+    )
+    per_request = kv * mean_held / held
+    act = activation_bytes_per_sequence(cost) * budget_tokens / wl.input_seq_len  # one step
+    pool = pool_bytes(engine, float(capacity), weights, act, plan.tp, fraction)
+    fits = math.floor(pool / per_request) if per_request > 0 else 0
+    replicas = plan.dp * plan.ep * plan.pp  # sequence slots of one device across the plan
+    return KvCap(engine, max(0, fits) * replicas, mean_held, pool, fraction)
 
 
 def kv_running_cap(model: object, noc: object, memory: object, chip: object, wl: Workload,
                    plan: Plan, engine: str, budget_tokens: int) -> int | None:  # fmt: skip
-    """Requests of ``wl``'s lengths whose KV cache ``engine``'s pool holds at once on ``plan``
-    (all devices). None, no cap from memory: the memory has no capacity, or the default
-    setting's pool holds no request at all (the deployment could not have started so: it set
-    its memory otherwise, which the row does not record)."""
-    from plena_opt.estimate import Evaluator
-    from plena_opt.estimate.capacity import capacity_bound
-    from plena_opt.estimate.distributed import PlanCost
+    """``kv_cap``'s requests at the engine's default memory setting. None, no cap from memory:
+    no capacity, or the pool holds no request (a row's deployment that ran set its memory
+    otherwise, which the row does not record)."""
+    cap = kv_cap(model, noc, memory, chip, wl, plan, engine, budget_tokens)
+    return None if cap is None or cap.requests < 1 else cap.requests
 
-    ev = Evaluator(model, noc, memory, wl, chip)  # type: ignore[arg-type]
-    b = capacity_bound(PlanCost(ev.ctx, plan), 1.0)
-    if b.budget_bytes is None:
-        return None
-    held = wl.input_seq_len + wl.output_seq_len  # the tokens capacity_bound's KV is priced at
-    mean_held = (
-        held if engine in WHOLE_SEQUENCE_ENGINES else wl.input_seq_len + wl.output_seq_len / 2
-    )
-    per_request = b.kv_bytes_per_sequence * mean_held / held
-    act = b.activation_bytes_per_sequence * budget_tokens / wl.input_seq_len  # one step's tokens
-    pool = pool_bytes(engine, b.budget_bytes, b.weight_bytes, act, plan.tp)
-    fits = math.floor(pool / per_request) if per_request > 0 else 0
-    return fits * b.replicas if fits >= 1 else None
+
+def admitted(eng: EngineModel, parts: tuple, plan: Plan, fraction: float | None = None
+             ) -> tuple[EngineModel, KvCap | None]:  # fmt: skip
+    """``eng`` with ``max_running`` no larger than the requests its KV pool holds at once on
+    ``plan`` (``parts``: model, NoC, memory, chip, Workload; ``fraction`` as ``kv_cap``'s), and
+    that cap where it binds (else None; a pool that holds no request sets no cap, as
+    ``kv_running_cap``). Engines outside ``KV_CAPPED_ENGINES`` unchanged."""
+    if eng.name not in KV_CAPPED_ENGINES:
+        return eng, None
+    cap = kv_cap(*parts, plan, eng.name, eng.budget_tokens, fraction)  # type: ignore[misc]
+    if not binds(cap, eng):
+        return eng, None
+    return replace(eng, max_running=cap.requests), cap  # type: ignore[union-attr]
+
+
+def binds(cap: KvCap | None, eng: EngineModel) -> bool:
+    """Whether ``cap`` lowers ``eng``'s running cap (a pool that holds no request does not)."""
+    if cap is None or cap.requests < 1:
+        return False
+    return eng.max_running is None or cap.requests < eng.max_running

@@ -73,11 +73,15 @@ def pool_steps(
     workload: Workload,
     pools: Pools,
     engine: EngineModel,
+    memory_fraction: float | None = None,
 ) -> tuple[StepModel, StepModel, float]:
-    """(prefill worker's step model, decode worker's, KV transfer seconds per request)."""
+    """(prefill worker's step model, decode worker's, KV transfer seconds per request). The
+    decode worker's running cap is no more than the requests its KV pool holds at the memory
+    setting ``memory_fraction`` (None: the engine's default; ``kv_admission.admitted``)."""
     from plena_opt.estimate.context import EstimateContext
     from plena_opt.estimate.disaggregated import kv_bytes_per_sequence, sub_noc
     from plena_opt.estimate.plan import Plan
+    from plena_opt.serving.kv_admission import admitted
     from plena_opt.serving.steps import StepModel
 
     steps = []
@@ -86,9 +90,11 @@ def pool_steps(
             sub = sub_noc(noc, tp)
         except PlenaInputError as exc:
             raise PlenaInputError(field, exc.rule) from None
-        steps.append(
-            StepModel.from_problem(model, sub, memory, chip, workload, Plan(tp=tp), engine)
-        )
+        eng = engine
+        if field == "decode_tp":
+            parts = (model, sub, memory, chip, workload)
+            eng = admitted(engine, parts, Plan(tp=tp), memory_fraction)[0]
+        steps.append(StepModel.from_problem(model, sub, memory, chip, workload, Plan(tp=tp), eng))
     one = replace(workload, batch_size=1)
     ctx = EstimateContext(model, sub_noc(noc, 1), memory, one, chip)  # type: ignore[arg-type]
     return steps[0], steps[1], transfer_seconds(noc, pools, kv_bytes_per_sequence(ctx))

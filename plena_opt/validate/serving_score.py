@@ -274,16 +274,12 @@ def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
 
 def kv_capped(eng: EngineModel, parts: tuple, plan: object) -> EngineModel:
     """``eng`` with ``max_running`` no larger than the requests its KV pool holds at once on
-    ``plan`` (``serving.kv_admission``; ``parts``: model, NoC, memory, chip, Workload); engines
-    outside ``KV_CAPPED_ENGINES`` unchanged."""
-    from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, kv_running_cap
+    ``plan`` at the engine's default memory setting (``serving.kv_admission.admitted``, the rule
+    every command applies; ``parts``: model, NoC, memory, chip, Workload); engines outside
+    ``KV_CAPPED_ENGINES`` unchanged."""
+    from plena_opt.serving.kv_admission import admitted
 
-    if eng.name not in KV_CAPPED_ENGINES:
-        return eng
-    cap = kv_running_cap(*parts, plan, eng.name, eng.budget_tokens)  # type: ignore[arg-type]
-    if cap is None or (eng.max_running is not None and eng.max_running <= cap):
-        return eng
-    return replace(eng, max_running=cap)
+    return admitted(eng, parts, plan)[0]  # type: ignore[arg-type]
 
 
 def _parts(d: Deployment, host_step_seconds: float) -> tuple:

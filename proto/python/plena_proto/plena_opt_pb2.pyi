@@ -1347,7 +1347,7 @@ class SearchLoadBasis(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., range_ratio: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., percentile: _Optional[str] = ..., basis: _Optional[str] = ..., static_basis: _Optional[str] = ...) -> None: ...
 
 class DisaggUnderLoadMetrics(_message.Message):
-    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "host_step_seconds", "engine_source", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "request_throughput_per_s", "prefill_wait_seconds", "prefill_seconds", "kv_transfer_seconds", "prefill_utilisation", "decode_batch_per_worker", "ttft_seconds", "tpot_seconds", "e2e_seconds", "ttft_quantiles_seconds", "e2e_quantiles_seconds", "output_tps", "output_tps_per_gpu", "output_tps_per_user")
+    __slots__ = ("engine", "engine_version", "max_num_batched_tokens", "host_step_seconds", "engine_source", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "concurrency", "request_rate_per_s", "input_seq_len", "output_seq_len", "range_ratio", "request_throughput_per_s", "prefill_wait_seconds", "prefill_seconds", "kv_transfer_seconds", "prefill_utilisation", "decode_batch_per_worker", "ttft_seconds", "tpot_seconds", "e2e_seconds", "ttft_quantiles_seconds", "e2e_quantiles_seconds", "output_tps", "output_tps_per_gpu", "output_tps_per_user", "decode_wait_seconds", "decode_max_running_requests", "decode_max_running_source")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -1376,6 +1376,9 @@ class DisaggUnderLoadMetrics(_message.Message):
     OUTPUT_TPS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TPS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    DECODE_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_MAX_RUNNING_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_MAX_RUNNING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     engine: str
     engine_version: str
     max_num_batched_tokens: int
@@ -1404,4 +1407,7 @@ class DisaggUnderLoadMetrics(_message.Message):
     output_tps: float
     output_tps_per_gpu: float
     output_tps_per_user: float
-    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., prefill_wait_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., prefill_utilisation: _Optional[float] = ..., decode_batch_per_worker: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., ttft_quantiles_seconds: _Optional[_Iterable[float]] = ..., e2e_quantiles_seconds: _Optional[_Iterable[float]] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ...) -> None: ...
+    decode_wait_seconds: float
+    decode_max_running_requests: int
+    decode_max_running_source: str
+    def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., prefill_wait_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., kv_transfer_seconds: _Optional[float] = ..., prefill_utilisation: _Optional[float] = ..., decode_batch_per_worker: _Optional[float] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., e2e_seconds: _Optional[float] = ..., ttft_quantiles_seconds: _Optional[_Iterable[float]] = ..., e2e_quantiles_seconds: _Optional[_Iterable[float]] = ..., output_tps: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., decode_wait_seconds: _Optional[float] = ..., decode_max_running_requests: _Optional[int] = ..., decode_max_running_source: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,129 @@
+"""The running cap a plan has under a workload: one rule for ``estimate``, ``search`` and the
+disaggregated decode pool (issue 23; ``validate`` applies the same KV rule at each engine's default
+memory setting, ``serving.kv_admission.admitted``).
+
+``max_running`` = min(the engine's default, the plan's batch as its launch files cap it
+(``api.load_cap``), the requests whose KV cache one DP replica's pool holds at once
+(``serving.kv_admission``: vLLM and SGLang; TensorRT-LLM's admission is not priced, the reason in
+that module, and its text says so where its whole-sequence pool would bind)). The clients above
+the cap wait in the engine's queue and their wait is in TTFT (``serving.steady.closed_loop``).
+
+The pool is priced at the memory setting the launch files write: ``plena-opt export`` writes
+``--memory-fraction`` (default ``EXPORTED_MEMORY_FRACTION``) as vLLM's
+``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static`` and TensorRT-LLM's
+``--kv_cache_free_gpu_memory_fraction`` (``export.engines``); for vLLM and TensorRT-LLM that is
+their own default, for SGLang it replaces the default by TP (``tests/export/test_running_cap.py``
+checks the exported flag is the priced setting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.capacity import DEFAULT_MEMORY_FRACTION
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.plan import Plan
+    from plena_opt.estimate.problem import EvaluatorInputs
+    from plena_opt.serving import EngineModel
+    from plena_opt.serving.kv_admission import KvCap
+
+# ``ExportSpec.memory_fraction``'s default (``export --memory-fraction``; ``search --export-dir``
+# writes ``--memory-fraction`` or this): the memory setting every exported engine starts with.
+EXPORTED_MEMORY_FRACTION = DEFAULT_MEMORY_FRACTION
+
+
+def replica_parts(problem: EvaluatorInputs, plan: Plan) -> tuple[tuple, Plan]:
+    """((model, NoC, memory, chip, Workload) of one DP replica of ``plan``, its plan)."""
+    one = replace(plan, dp=1)
+    noc = problem.noc
+    if plan.dp > 1:
+        from plena_opt.estimate.disaggregated import sub_noc
+
+        noc = sub_noc(noc, one.world_size)  # type: ignore[arg-type]
+    wl = replace(problem.workload, batch_size=1)
+    return (problem.model, noc, problem.memory, problem.chip, wl), one
+
+
+def replica_kv_cap(problem: EvaluatorInputs, plan: Plan, eng: EngineModel,
+                   memory_fraction: float | None = None) -> KvCap | None:  # fmt: skip
+    """The requests one DP replica's KV pool holds (``serving.kv_admission.kv_cap``) at the
+    exported memory setting (None: ``EXPORTED_MEMORY_FRACTION``), whatever the engine."""
+    from plena_opt.serving.kv_admission import kv_cap
+
+    parts, one = replica_parts(problem, plan)
+    frac = EXPORTED_MEMORY_FRACTION if memory_fraction is None else memory_fraction
+    return kv_cap(*parts, one, eng.name, eng.budget_tokens, frac)  # type: ignore[misc]
+
+
+def plan_running_cap(
+    problem: EvaluatorInputs,
+    plan: Plan,
+    eng: EngineModel,
+    batch: int | None,
+    memory_fraction: float | None = None,
+    explain: bool = True,
+) -> tuple[EngineModel, str]:
+    """(``eng`` with the plan's running cap per DP replica, where the cap came from in words).
+    ``problem``: the plan's inputs and workload (its lengths); ``batch``: the plan's global batch
+    (None: no batch cap, ``api.load_cap``); ``memory_fraction``: the exported memory setting
+    (None: ``EXPORTED_MEMORY_FRACTION``); ``explain``: say when TensorRT-LLM's unpriced
+    whole-sequence admission would bind (one more pool computation). Raises naming ``plan``
+    when a capped engine's pool holds no request (the exported engine would not start)."""
+    from plena_opt.api.load_cap import capped_engine
+    from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, binds
+
+    eng, source = capped_engine(eng, eng.name, plan, batch)
+    if eng.name not in KV_CAPPED_ENGINES and not explain:
+        return eng, source
+    cap = replica_kv_cap(problem, plan, eng, memory_fraction)
+    if cap is not None and cap.requests < 1 and eng.name in KV_CAPPED_ENGINES:
+        raise PlenaInputError("plan", no_room(cap, problem))
+    if not binds(cap, eng):
+        return eng, source
+    wl = problem.workload
+    if eng.name in KV_CAPPED_ENGINES:
+        return replace(eng, max_running=cap.requests), cap.describe(
+            wl.input_seq_len, wl.output_seq_len
+        )
+    return eng, (
+        f"{source}; not {cap.describe(wl.input_seq_len, wl.output_seq_len)}: "
+        f"{eng.name}'s KV admission is not priced (serving.kv_admission)"
+    )
+
+
+def plan_engine(problem: EvaluatorInputs, plan: Plan, engine: str, batch: int | None,
+                memory_fraction: float | None = None) -> tuple[EngineModel, str]:  # fmt: skip
+    """``engine``'s default scheduler on the problem's GPU chip (a ``--calibration`` overlay in
+    force applied) with ``plan_running_cap``'s cap, and where that cap came from."""
+    from plena_opt.serving import engine_model
+    from plena_opt.serving.calibration import calibrated
+
+    hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
+    eng, source = plan_running_cap(problem, plan, engine_model(engine, hbm), batch,
+                                   memory_fraction)  # fmt: skip
+    return calibrated(eng, problem.chip.name), source  # type: ignore[union-attr]
+
+
+def no_room(cap: KvCap, problem: EvaluatorInputs) -> str:
+    """Why a plan does not serve: its engine's pool holds no request of the workload."""
+    wl = problem.workload
+    said = cap.describe(wl.input_seq_len, wl.output_seq_len).removeprefix("the KV cache: ")
+    return (
+        f"{said}: the {cap.engine} KV pool left after the weights holds no request, so the "
+        "engine does not start; give each replica more devices or a smaller format"
+    )
+
+
+def memo_running_cap(memo: dict, problem: EvaluatorInputs, plan: Plan, eng: EngineModel,
+                     batch: int | None, memory_fraction: float | None = None) -> Any:  # fmt: skip
+    """``plan_running_cap``'s engine, kept in ``memo`` by the plan, lengths, formats and batch
+    (a search prices each plan once per batch; the pool does not depend on the rest)."""
+    wl = problem.workload
+    key = ("running_cap", plan, wl.input_seq_len, wl.output_seq_len, wl.precision,
+           wl.kv_precision, batch, eng)  # fmt: skip
+    if key not in memo:
+        memo[key] = plan_running_cap(problem, plan, eng, batch, memory_fraction, False)[0]
+    return memo[key]
