@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
@@ -73,18 +72,38 @@ SATURATED_U = 0.999  # queue utilisation above which the wait is taken at this v
 
 def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
     """(TTFT, TPOT) of one request when every client decodes a share ``phi`` of its cycle."""
-    isl, osl, budget = wl.input_len, wl.output_len, step.engine.budget_tokens
-    others = (c - 1) * phi
-    p = others * isl / (osl - 1) if osl > 1 else 0.0
-    room = max(1.0, budget - others)
-    chunk = min(float(isl), room)
-    share = min(1.0, p / chunk)
-    mixed = step.prefill_seconds(max(p, chunk)) if p > 0 else 0.0
-    tpot = step.decode_seconds(1 + others) + share * mixed + step.engine.host_step_seconds
-    k = max(1.0, isl / room)  # steps of its prompt (continuous: lengths vary around isl)
-    own = step.step_seconds(min(room, chunk + p), others if step.engine.mixed_prefill else 0.0)
-    u = min(SATURATED_U, p / room)
-    return k * own * (1 + u / (2 * (1 - u))), tpot
+    return _cycle_at(step, wl, c)(phi)
+
+
+def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
+    """``_cycle`` as a function of φ alone, its constants bound once (the bisection calls it
+    41 times a plan). The arithmetic is the module docstring's, in the same order; each
+    ``min``/``max`` is written as the comparison that picks the same operand, and a step is
+    its prefill part + decode part + host time (``StepModel.step_seconds``)."""
+    isl, osl, eng = wl.input_len, wl.output_len, step.engine
+    budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
+    decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
+
+    def at(phi: float) -> tuple[float, float]:
+        others = (c - 1) * phi
+        p = others * isl / (osl - 1) if osl > 1 else 0.0
+        room = budget - others
+        room = room if room > 1.0 else 1.0  # max(1, budget − others)
+        chunk = room if room < fisl else fisl  # min(isl, room)
+        share = p / chunk
+        share = share if share < 1.0 else 1.0
+        mixed = prefill(chunk if chunk > p else p) if p > 0 else 0.0  # max(p, chunk) tokens
+        tpot = decode(1 + others) + share * mixed + host
+        k = isl / room  # steps of its prompt (continuous: lengths vary around isl)
+        k = k if k > 1.0 else 1.0
+        tokens = chunk + p
+        tokens = tokens if tokens < room else room  # min(room, chunk + p)
+        own = prefill(tokens) + decode(others if mixed_prefill else 0.0) + host
+        u = p / room
+        u = u if u < SATURATED_U else SATURATED_U
+        return k * own * (1 + u / (2 * (1 - u))), tpot
+
+    return at
 
 
 def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
@@ -166,17 +185,22 @@ def wave(step: StepModel, wl: ServingWorkload, c: int, phi: float = 0.0) -> tupl
     return ttft, step.decode_seconds(c) + eng.host_step_seconds + tail
 
 
-def _admitted(step: StepModel, cycle, wl: ServingWorkload, c: int, phi: float
-              ) -> tuple[float, float]:  # fmt: skip
-    """``cycle``'s (TTFT, TPOT) with the overlap scheduler's admission delay: an arriving
+def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
+              ) -> Callable[[float], tuple[float, float]]:  # fmt: skip
+    """``at`` (φ → (TTFT, TPOT)) with the overlap scheduler's admission delay: an arriving
     request misses the step prepared while it arrived (``OVERLAP_ADMISSION_STEPS``), a mean
-    step (TPOT) when others decode; in a prefill-first wave, the decode step of the ``c``
-    requests that just finished (their finish is seen one step late)."""
-    ttft, tpot = cycle(step, wl, c, phi)
-    if step.engine.overlap_schedule:
-        missed = step.step_seconds(0, c) if cycle is wave else tpot
-        ttft += OVERLAP_ADMISSION_STEPS * missed
-    return ttft, tpot
+    step (TPOT) when others decode; in a prefill-first wave (``waves``), the decode step of the
+    ``c`` requests that just finished (their finish is seen one step late). ``at`` itself
+    without the overlap scheduler."""
+    if not step.engine.overlap_schedule:
+        return at
+
+    def admitted(phi: float) -> tuple[float, float]:
+        ttft, tpot = at(phi)
+        missed = step.step_seconds(0, c) if waves else tpot
+        return ttft + OVERLAP_ADMISSION_STEPS * missed, tpot
+
+    return admitted
 
 
 def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
@@ -187,10 +211,12 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     cycle = _cycle
     if wl.range_ratio == 0 and c > 1:
         cycle = _lockstep if step.engine.mixed_prefill else wave
-    if step.engine.overlap_schedule:
-        at = partial(_admitted, step, cycle, wl, c)
-    else:  # _admitted without the overlap scheduler's delay
-        at = _lockstep_at(step, wl, c) if cycle is _lockstep else partial(cycle, step, wl, c)
+    if cycle is wave:  # independent of φ: priced once
+        fixed = wave(step, wl, c)
+        base: Callable[[float], tuple] = lambda phi: fixed  # noqa: E731
+    else:  # constants bound once
+        base = _cycle_at(step, wl, c) if cycle is _cycle else _lockstep_at(step, wl, c)
+    at = _admitted(step, base, cycle is wave, c)
     lo, hi = 0.0, 1.0
     for _ in range(BISECTION_STEPS):
         phi = (lo + hi) / 2
@@ -199,7 +225,7 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
             lo = phi
         else:
             hi = phi
-    ttft, tpot = _admitted(step, cycle, wl, c, (lo + hi) / 2)
+    ttft, tpot = at((lo + hi) / 2)
     e2e = ttft + (osl - 1) * tpot
     x = c / e2e
     if wl.concurrency > c:
