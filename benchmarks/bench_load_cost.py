@@ -19,11 +19,13 @@ ones (0.8, InferenceX's ``--random-range-ratio``), "the plan's cost" is, in CPU 
   request throughput at ``C``.
 
 The NoC routes are built and the modules imported before anything is timed (both sides pay
-neither). Cold figures are the median of ``--cold`` calls, warm ones the median over ``--warm``
-calls; each ratio is loaded / static of the same kind (cold / cold, warm / warm). With
-``--compare DIR`` the same measurement runs on checkout ``DIR`` ("before") and on this one
-("after") in alternating child processes, ``--rounds`` times, and the table shows both; each
-side prints its 1-minute load average. ``--json`` prints the rows as JSON.
+neither). A cold figure is the least CPU time of ``--cold`` calls, a warm one the least of
+``--warm`` samples of 20 calls (per call): the work is deterministic, and other processes on
+the machine only lengthen a sample. Each ratio is loaded / static of the same kind (cold / cold,
+warm / warm). With ``--compare DIR`` the same measurement runs on checkout ``DIR`` ("before")
+and on this one ("after") in alternating child processes, ``--rounds`` times (each figure: the
+median over the rounds), and the table shows both; each run prints its 1-minute load average.
+``--json`` prints the rows as JSON.
 """
 
 from __future__ import annotations
@@ -45,16 +47,19 @@ LENGTHS = ((1024, 1024), (8192, 1024))
 RATIOS = (0.0, 0.8)
 KINDS = ("static", "closed", "open")
 TEMPS = ("cold", "warm")
+WARM_INNER = 20  # warm calls per timed sample
 
 
-def _cpu(fn, n: int) -> float:
-    """Median CPU seconds of ``fn()`` over ``n`` calls."""
+def _cpu(fn, samples: int, inner: int = 1) -> float:
+    """CPU seconds of one ``fn()``: the least over ``samples`` runs of ``inner`` calls each
+    (the work is deterministic; what other processes add only lengthens a sample)."""
     out = []
-    for _ in range(n):
+    for _ in range(samples):
         c = time.process_time()
-        fn()
-        out.append(time.process_time() - c)
-    return statistics.median(out)
+        for _ in range(inner):
+            fn()
+        out.append((time.process_time() - c) / inner)
+    return min(out)
 
 
 def _row(env: tuple, model: object, plan: object, c: int, isl: int, osl: int, ratio: float,
@@ -91,9 +96,9 @@ def _row(env: tuple, model: object, plan: object, c: int, isl: int, osl: int, ra
         "static_cold": _cpu(lambda: static().evaluate(plan), cold_n),
         "closed_cold": _cpu(lambda: closed_loop(fresh(), closed), cold_n),
         "open_cold": _cpu(lambda: open_loop(fresh(), opened), cold_n),
-        "static_warm": _cpu(lambda: warm_ev.evaluate(plan), warm_n),
-        "closed_warm": _cpu(lambda: closed_loop(warm_step, closed), warm_n),
-        "open_warm": _cpu(lambda: open_loop(warm_step, opened), warm_n),
+        "static_warm": _cpu(lambda: warm_ev.evaluate(plan), warm_n, WARM_INNER),
+        "closed_warm": _cpu(lambda: closed_loop(warm_step, closed), warm_n, WARM_INNER),
+        "open_warm": _cpu(lambda: open_loop(warm_step, opened), warm_n, WARM_INNER),
     }
     return {"concurrency": c, "isl": isl, "osl": osl, "range_ratio": ratio, "rate_per_s": rate,
             **t}  # fmt: skip
@@ -175,8 +180,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", help="also measure this checkout, as 'before'")
     ap.add_argument("--rounds", type=int, default=1, help="alternating runs per side")
-    ap.add_argument("--cold", type=int, default=5, help="cold calls per figure (median)")
-    ap.add_argument("--warm", type=int, default=50, help="warm calls per figure (median)")
+    ap.add_argument("--cold", type=int, default=7, help="cold calls per figure (least)")
+    ap.add_argument("--warm", type=int, default=7,
+                    help=f"warm samples of {WARM_INNER} calls per figure (least)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
