@@ -83,6 +83,7 @@ def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float],
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
+    dget, pget = step.decode_kept, step.prefill_kept  # the kept counts' dict look-ups
 
     def at(phi: float) -> tuple[float, float]:
         others = (c - 1) * phi
@@ -92,13 +93,39 @@ def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float],
         chunk = room if room < fisl else fisl  # min(isl, room)
         share = p / chunk
         share = share if share < 1.0 else 1.0
-        mixed = prefill(chunk if chunk > p else p) if p > 0 else 0.0  # max(p, chunk) tokens
-        tpot = decode(1 + others) + share * mixed + host
+        if p > 0:  # prefill(max(p, chunk)), a kept count read inline
+            x = chunk if chunk > p else p
+            mixed = pget(x)
+            if mixed is None:
+                mixed = prefill(x)
+        else:
+            mixed = 0.0
+        x = 1 + others
+        lo = int(x)  # decode(x) inline where both ends are kept (StepModel.decode_seconds)
+        t = dget(lo)
+        if t is None or (x != lo and (h := dget(lo + 1)) is None):
+            t = decode(x)
+        elif x != lo:
+            t = t + (x - lo) * (h - t)
+        tpot = t + share * mixed + host
         k = isl / room  # steps of its prompt (continuous: lengths vary around isl)
         k = k if k > 1.0 else 1.0
-        tokens = chunk + p
-        tokens = tokens if tokens < room else room  # min(room, chunk + p)
-        own = prefill(tokens) + decode(others if mixed_prefill else 0.0) + host
+        x = chunk + p
+        x = x if x < room else room  # min(room, chunk + p)
+        own = pget(x)
+        if own is None:
+            own = prefill(x)
+        x = others if mixed_prefill else 0.0
+        if x >= 1:
+            lo = int(x)
+            t = dget(lo)
+            if t is None or (x != lo and (h := dget(lo + 1)) is None):
+                t = decode(x)
+            elif x != lo:
+                t = t + (x - lo) * (h - t)
+        else:
+            t = decode(x)
+        own = own + t + host
         u = p / room
         u = u if u < SATURATED_U else SATURATED_U
         return k * own * (1 + u / (2 * (1 - u))), tpot
@@ -116,6 +143,7 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
     41 times a plan) and the last grouping's prompt steps kept."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
+    dget = step.decode_kept  # decode(x) inline where both ends are kept (as ``_cycle_at``)
     last: list = [None, [], 0.0]  # group size g, its groups, the others' prompt time
 
     def at(phi: float) -> tuple[float, float]:
@@ -132,15 +160,31 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
             groups, tpot_extra = last[1], last[2]
             ttft = 0.0
             for m, n, prefill in groups:
-                mates = others - (m - 1)  # the group's own members are not decoding
-                ttft += n * m * (prefill + decode(mates if mates > 0.0 else 0.0) + host)  # a step
+                x = others - (m - 1)  # the group's own members are not decoding
+                if x >= 1:
+                    lo = int(x)
+                    t = dget(lo)
+                    if t is None or (x != lo and (h := dget(lo + 1)) is None):
+                        t = decode(x)
+                    elif x != lo:
+                        t = t + (x - lo) * (h - t)
+                else:
+                    t = decode(x if x > 0.0 else 0.0)
+                ttft += n * m * (prefill + t + host)  # a step
             ttft = ttft / c
         else:
             span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
             full = step.prefill_seconds(room)
             ttft = span * step.step_seconds(room, others)
             tpot_extra = max(0.0, c * isl / room - span) * full
-        tpot = decode(1 + others) + host + (tpot_extra / (osl - 1) if osl > 1 else 0.0)
+        x = 1 + others
+        lo = int(x)
+        t = dget(lo)
+        if t is None or (x != lo and (h := dget(lo + 1)) is None):
+            t = decode(x)
+        elif x != lo:
+            t = t + (x - lo) * (h - t)
+        tpot = t + host + (tpot_extra / (osl - 1) if osl > 1 else 0.0)
         return ttft, tpot
 
     return at
