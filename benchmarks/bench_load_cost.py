@@ -21,17 +21,19 @@ ones (0.8, InferenceX's ``--random-range-ratio``), "the plan's cost" is, in CPU 
 The NoC routes are built and the modules imported before anything is timed (both sides pay
 neither). A cold figure is the least CPU time of ``--cold`` calls, a warm one the least of
 ``--warm`` samples of 20 calls (per call): the work is deterministic, and other processes on
-the machine only lengthen a sample. Each ratio is loaded / static of the same kind (cold / cold,
-warm / warm). With ``--compare DIR`` the same measurement runs on checkout ``DIR`` ("before")
-and on this one ("after") in alternating child processes, ``--rounds`` times (each figure: the
-median over the rounds), and the table shows both; each run prints its 1-minute load average.
-``--json`` prints the rows as JSON.
+the machine only lengthen a sample. Static, closed and open take turns sample by sample, so a
+ratio compares figures taken under the same load. Each ratio is loaded / static of the same
+kind (cold / cold, warm / warm). With ``--compare DIR`` the same measurement runs on checkout
+``DIR`` ("before") and on this one ("after") in alternating child processes, ``--rounds``
+times (each figure: the median over the rounds), and the table shows both; each run prints
+its 1-minute load average. ``--json`` prints the rows as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -50,16 +52,19 @@ TEMPS = ("cold", "warm")
 WARM_INNER = 20  # warm calls per timed sample
 
 
-def _cpu(fn, samples: int, inner: int = 1) -> float:
-    """CPU seconds of one ``fn()``: the least over ``samples`` runs of ``inner`` calls each
-    (the work is deterministic; what other processes add only lengthens a sample)."""
-    out = []
+def _cpu(fns: dict, samples: int, inner: int = 1) -> dict[str, float]:
+    """CPU seconds of one call of each of ``fns`` (name → function): the least over
+    ``samples`` runs of ``inner`` calls each (the work is deterministic; what other processes
+    add only lengthens a sample). The functions take turns, one sample each, so that the
+    figures compared in a ratio are sampled under the same load."""
+    best = dict.fromkeys(fns, math.inf)
     for _ in range(samples):
-        c = time.process_time()
-        for _ in range(inner):
-            fn()
-        out.append((time.process_time() - c) / inner)
-    return min(out)
+        for name, fn in fns.items():
+            c = time.process_time()
+            for _ in range(inner):
+                fn()
+            best[name] = min(best[name], (time.process_time() - c) / inner)
+    return best
 
 
 def _row(env: tuple, model: object, plan: object, c: int, isl: int, osl: int, ratio: float,
@@ -92,14 +97,23 @@ def _row(env: tuple, model: object, plan: object, c: int, isl: int, osl: int, ra
     warm_ev.evaluate(plan)
     closed_loop(warm_step, closed)
     open_loop(warm_step, opened)
-    t = {
-        "static_cold": _cpu(lambda: static().evaluate(plan), cold_n),
-        "closed_cold": _cpu(lambda: closed_loop(fresh(), closed), cold_n),
-        "open_cold": _cpu(lambda: open_loop(fresh(), opened), cold_n),
-        "static_warm": _cpu(lambda: warm_ev.evaluate(plan), warm_n, WARM_INNER),
-        "closed_warm": _cpu(lambda: closed_loop(warm_step, closed), warm_n, WARM_INNER),
-        "open_warm": _cpu(lambda: open_loop(warm_step, opened), warm_n, WARM_INNER),
-    }
+    t = _cpu(
+        {
+            "static_cold": lambda: static().evaluate(plan),
+            "closed_cold": lambda: closed_loop(fresh(), closed),
+            "open_cold": lambda: open_loop(fresh(), opened),
+        },
+        cold_n,
+    )
+    t |= _cpu(
+        {
+            "static_warm": lambda: warm_ev.evaluate(plan),
+            "closed_warm": lambda: closed_loop(warm_step, closed),
+            "open_warm": lambda: open_loop(warm_step, opened),
+        },
+        warm_n,
+        WARM_INNER,
+    )
     return {"concurrency": c, "isl": isl, "osl": osl, "range_ratio": ratio, "rate_per_s": rate,
             **t}  # fmt: skip
 
