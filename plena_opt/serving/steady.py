@@ -144,20 +144,24 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
     dget = step.decode_kept  # decode(x) inline where both ends are kept (as ``_cycle_at``)
-    last: list = [None, [], 0.0]  # group size g, its groups, the others' prompt time
+    floor, per_token = math.floor, osl - 1 if osl > 1 else 0
+    # group size g, its groups, the others' prompt time, that time per output token
+    last: list = [None, [], 0.0, 0.0]
 
     def at(phi: float) -> tuple[float, float]:
         others = (c - 1) * phi
         room = budget - others
         room = room if room > 1.0 else 1.0  # max(1, ·) inline
         if isl <= room:
-            g = min(c, math.floor(room / isl))
+            g = floor(room / isl)
+            g = g if g < c else c  # min(c, ·)
             while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
                 g += 1  # the group's own members free their decode slots while they prefill
             if g != last[0]:
                 hit = step.memo.get(("lockstep", isl, c, g))
-                last[:] = (g, *(hit if hit is not None else _groups(step, isl, c, g)))
-            groups, tpot_extra = last[1], last[2]
+                groups, extra = hit if hit is not None else _groups(step, isl, c, g)
+                last[:] = (g, groups, extra, extra / per_token if per_token else 0.0)
+            groups, tpot_add = last[1], last[3]
             ttft = 0.0
             for m, n, prefill in groups:
                 x = others - (m - 1)  # the group's own members are not decoding
@@ -177,6 +181,7 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
             full = step.prefill_seconds(room)
             ttft = span * step.step_seconds(room, others)
             tpot_extra = max(0.0, c * isl / room - span) * full
+            tpot_add = tpot_extra / per_token if per_token else 0.0
         x = 1 + others
         lo = int(x)
         t = dget(lo)
@@ -184,7 +189,7 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
             t = decode(x)
         elif x != lo:
             t = t + (x - lo) * (h - t)
-        tpot = t + host + (tpot_extra / (osl - 1) if osl > 1 else 0.0)
+        tpot = t + host + tpot_add
         return ttft, tpot
 
     return at
