@@ -27,9 +27,9 @@ from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
     from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.estimate.distributed import PlanCost
     from plena_opt.estimate.evaluator import Evaluator
     from plena_opt.estimate.plan import Plan, Workload
-    from plena_opt.estimate.results import DistributedEstimate
     from plena_opt.memory import Memory
     from plena_opt.models import ModelSpec
 
@@ -162,7 +162,9 @@ class EvaluatorStepCosts:
     prompt counts), ``decode_seconds`` the first decode step of ``n`` sequences after their
     prompts (KV = ``input_len``), linear between powers of two. A last chunk shorter than one
     prompt is priced as that share of a one-prompt pass's kernels plus the whole eager host
-    time (``host_seconds``, ``estimate.gpu_host``)."""
+    time (``host_seconds``, ``estimate.gpu_host``). Each figure is the evaluator's own
+    (``estimate`` / ``evaluate`` of the plan at that batch), but only the pass it reads is
+    priced: no report, metrics, energy or warnings (``tests/serving/test_step_costs.py``)."""
 
     def __init__(self, model: ModelSpec, noc: object, memory: Memory, chip: GpuChipProfile,
                  workload: Workload, plan: Plan,
@@ -176,7 +178,9 @@ class EvaluatorStepCosts:
         self._evaluators = {} if evaluators is None else evaluators
         self._args = (model, engine_network(noc), memory, chip)  # the engine's all-reduce
         self.workload, self.plan = workload, plan
-        self._cache: dict[int, DistributedEstimate] = {}
+        self._cache: dict[int, PlanCost] = {}
+        self._pre: dict[int, float] = {}
+        self._whole: dict[int, PlanCost] = {}
         self._mean: dict[int, float] = {}
         block = block_scaled_ops(chip, workload, model)
         # host time of the eager prefill forward: paid whole by a step however short its chunk
@@ -184,13 +188,41 @@ class EvaluatorStepCosts:
             chip.eager_host, gpu_host.model_ops(model, plan.tp, block)
         )
 
-    def _estimate(self, batch: int) -> DistributedEstimate:
+    def _first(self, batch: int) -> PlanCost:
+        """The plan priced at ``batch`` prompts and one output token: only the passes read
+        (``prefill.latency_at(0)``, ``decode.latency_at(0)``: the ``latency_seconds`` of the
+        full report's ``prefill`` and ``first_token_decode``) are priced, each on first use."""
         hit = self._cache.get(batch)
-        if hit is not None:  # before the imports below: the steady-state model calls this often
-            return hit
-        if batch not in self._cache:
-            self._cache[batch] = self._evaluator(batch, 1).estimate(self.plan)
-        return self._cache[batch]
+        if hit is None:  # the steady-state model calls this often
+            from plena_opt.estimate.distributed import PlanCost
+
+            hit = self._cache[batch] = PlanCost(self._evaluator(batch, 1).ctx, self.plan)
+        return hit
+
+    def _prefill_at(self, batch: int) -> float:
+        """The prefill pass of ``batch`` whole prompts (s; the report's ``latency_seconds``)."""
+        hit = self._pre.get(batch)
+        if hit is None:
+            hit = self._pre[batch] = self._first(batch).prefill.latency_at(0)
+        return hit
+
+    def _first_decode_at(self, batch: int) -> float:
+        """The first decode step of ``batch`` sequences (s; ``first_token_decode``'s
+        ``latency_seconds``). With one pipeline stage, step 0 of the full decode pass that
+        ``decode_mean_seconds`` prices (the same KV length, the same figure:
+        ``tests/serving/test_step_costs.py``), so no one-token pass is priced for it."""
+        cost = self._full(batch) if self.plan.pp == 1 else self._first(batch)
+        return cost.decode.latency_at(0)
+
+    def _full(self, batch: int) -> PlanCost:
+        """The plan priced at ``batch`` over the workload's whole output (its passes priced
+        on first use)."""
+        hit = self._whole.get(batch)
+        if hit is None:
+            from plena_opt.estimate.distributed import PlanCost
+
+            hit = self._whole[batch] = PlanCost(self._evaluator(batch, None).ctx, self.plan)
+        return hit
 
     def _evaluator(self, batch: int, output_len: int | None) -> Evaluator:
         """The (shared) evaluator of the workload at ``batch`` (and ``output_len``)."""
@@ -212,15 +244,15 @@ class EvaluatorStepCosts:
     def prefill_seconds(self, tokens: int) -> float:
         n = tokens / self.workload.input_seq_len
         lo = max(1, math.floor(n))
-        t_lo = self._estimate(lo).prefill["latency_seconds"]
+        t_lo = self._prefill_at(lo)
         if n <= lo:
             h = self.host_seconds
             return h + (t_lo - h) * n if n < 1 else t_lo
-        t_hi = self._estimate(lo + 1).prefill["latency_seconds"]
+        t_hi = self._prefill_at(lo + 1)
         return t_lo + (n - lo) * (t_hi - t_lo)
 
     def decode_seconds(self, n: int) -> float:
-        return _pow2_interp(n, lambda b: self._estimate(b).first_token_decode["latency_seconds"])
+        return _pow2_interp(n, self._first_decode_at)
 
     def decode_mean_seconds(self, n: int) -> float:
         """A decode step of ``n`` sequences averaged over the workload's output (KV growing from
@@ -228,10 +260,10 @@ class EvaluatorStepCosts:
         return _pow2_interp(n, self._mean_step)
 
     def _mean_step(self, batch: int) -> float:
-        if batch not in self._mean:
-            m = self._evaluator(batch, None).evaluate(self.plan)
-            self._mean[batch] = 1.0 / m.tps_per_sequence
-        return self._mean[batch]
+        hit = self._mean.get(batch)
+        if hit is None:  # the decode pass alone: ``evaluate(plan).tps_per_sequence`` without
+            hit = self._mean[batch] = 1.0 / self._full(batch).tps_per_sequence  # its metrics
+        return hit
 
 
 def _pow2_interp(n: int, at: Callable[[int], float]) -> float:

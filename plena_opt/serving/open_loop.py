@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,12 +53,27 @@ class OpenLoopWorkload:
 
 def _tpot(step: StepModel, wl: OpenLoopWorkload, n: float) -> tuple[float, float]:
     """(TPOT, prompt tokens per step) with ``n`` requests decoding."""
-    isl, osl = wl.input_len, wl.output_len
-    p = n * isl / (osl - 1) if osl > 1 else 0.0
-    chunk = min(float(isl), max(1.0, step.engine.budget_tokens - n))
-    share = min(1.0, p / chunk)
-    mixed = step.prefill_seconds(max(p, chunk)) if p > 0 else 0.0
-    return step.decode_seconds(n) + share * mixed + step.engine.host_step_seconds, p
+    return _tpot_at(step, wl)(n)
+
+
+def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[float, float]]:
+    """``_tpot`` as a function of ``n`` alone, its constants bound once (the bisection calls it
+    41 times); each ``min``/``max`` written as the comparison that picks the same operand."""
+    isl, osl, eng = wl.input_len, wl.output_len, step.engine
+    budget, host, fisl = eng.budget_tokens, eng.host_step_seconds, float(isl)
+    decode, prefill = step.decode_seconds, step.prefill_seconds
+
+    def at(n: float) -> tuple[float, float]:
+        p = n * isl / (osl - 1) if osl > 1 else 0.0
+        room = budget - n
+        room = room if room > 1.0 else 1.0
+        chunk = room if room < fisl else fisl  # min(isl, max(1, budget − n))
+        share = p / chunk
+        share = share if share < 1.0 else 1.0
+        mixed = prefill(chunk if chunk > p else p) if p > 0 else 0.0  # max(p, chunk) tokens
+        return decode(n) + share * mixed + host, p
+
+    return at
 
 
 def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
@@ -67,15 +83,16 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     budget = step.engine.budget_tokens
     top = float(min(step.engine.max_running or budget - 1, budget - 1))
     lo, hi = 0.0, top
+    at = _tpot_at(step, wl)
     if osl > 1:
         for _ in range(BISECTION_STEPS):
             n = (lo + hi) / 2
-            if lam * (osl - 1) * _tpot(step, wl, n)[0] > n:
+            if lam * (osl - 1) * at(n)[0] > n:
                 lo = n
             else:
                 hi = n
     n = (lo + hi) / 2 if osl > 1 else 0.0
-    tpot, p = _tpot(step, wl, n)
+    tpot, p = at(n)
     prompt_rate = lam * step.step_seconds(isl, 0) if osl == 1 else 0.0
     if n >= top * (1 - 1e-9) or p > budget - n or prompt_rate >= 1:
         raise PlenaInputError("request_rate", f"{lam:g} requests/s is more than the plan serves "

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING
 from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
 
 if TYPE_CHECKING:
-    from plena_opt.estimate.results import DistributedEstimate
     from plena_opt.serving.engines import EngineModel
     from plena_opt.serving.steps import StepModel
 
@@ -82,24 +81,19 @@ class PipelineStepCosts(EvaluatorStepCosts):
     def _evaluator(self, batch: int, output_len: int | None):  # type: ignore[override]
         return super()._evaluator(batch * self.in_flight, output_len)
 
-    def _estimate(self, batch: int) -> DistributedEstimate:
-        hit = self._cache.get(batch)
+    def _prefill_at(self, batch: int) -> float:
+        """One turn of the prefill: ``max(k · period, Σ stages + pp transfers)`` (s)."""
+        hit = self._pre.get(batch)
         if hit is None:
-            hit = self._cache[batch] = _turns(
-                self._evaluator(batch, 1).estimate(self.plan), self.in_flight
-            )
+            pre = self._first(batch).prefill
+            trip = pre.latency_at(0) + pre.transfer.seconds  # Σ stages + pp transfers
+            hit = self._pre[batch] = max(self.in_flight * float(pre.period[0]), trip)
         return hit
 
-
-def _turns(est: DistributedEstimate, k: int) -> DistributedEstimate:
-    """``est`` with its prefill and first decode ``latency_seconds`` replaced by one turn of
-    ``k`` in-flight micro-batches (s): ``max(k · period, Σ stages + pp transfers)``; the decode
-    period already carries the in-flight bound (``estimate.passes.PassResult.period``)."""
-    pre, dec = est.prefill, est.first_token_decode
-    trip = pre["latency_seconds"] + pre["transfer_seconds"]  # Σ stages + pp transfers
-    prefill = {**pre, "latency_seconds": max(k * pre["period_seconds"], trip)}
-    decode = {**dec, "latency_seconds": k * dec["period_seconds"]}
-    return replace(est, prefill=prefill, first_token_decode=decode)
+    def _first_decode_at(self, batch: int) -> float:
+        """One turn of the first decode step: ``k · period`` (s); the decode period already
+        carries the in-flight bound (``estimate.passes.PassResult.period``)."""
+        return self.in_flight * float(self._first(batch).decode.period[0])
 
 
 def pipeline_step(inputs: tuple, workload: object, plan: object, engine: EngineModel,

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
@@ -82,18 +81,65 @@ SATURATED_U = 0.999  # queue utilisation above which the wait is taken at this v
 
 def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
     """(TTFT, TPOT) of one request when every client decodes a share ``phi`` of its cycle."""
-    isl, osl, budget = wl.input_len, wl.output_len, step.engine.budget_tokens
-    others = (c - 1) * phi
-    p = others * isl / (osl - 1) if osl > 1 else 0.0
-    room = max(1.0, budget - others)
-    chunk = min(float(isl), room)
-    share = min(1.0, p / chunk)
-    mixed = step.prefill_seconds(max(p, chunk)) if p > 0 else 0.0
-    tpot = step.decode_seconds(1 + others) + share * mixed + step.engine.host_step_seconds
-    k = max(1.0, isl / room)  # steps of its prompt (continuous: lengths vary around isl)
-    own = step.step_seconds(min(room, chunk + p), others if step.engine.mixed_prefill else 0.0)
-    u = min(SATURATED_U, p / room)
-    return k * own * (1 + u / (2 * (1 - u))), tpot
+    return _cycle_at(step, wl, c)(phi)
+
+
+def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
+    """``_cycle`` as a function of φ alone, its constants bound once (the bisection calls it
+    41 times a plan). The arithmetic is the module docstring's, in the same order; each
+    ``min``/``max`` is written as the comparison that picks the same operand, and a step is
+    its prefill part + decode part + host time (``StepModel.step_seconds``)."""
+    isl, osl, eng = wl.input_len, wl.output_len, step.engine
+    budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
+    decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
+    dget, pget = step.decode_kept, step.prefill_kept  # the kept counts' dict look-ups
+
+    def at(phi: float) -> tuple[float, float]:
+        others = (c - 1) * phi
+        p = others * isl / (osl - 1) if osl > 1 else 0.0
+        room = budget - others
+        room = room if room > 1.0 else 1.0  # max(1, budget − others)
+        chunk = room if room < fisl else fisl  # min(isl, room)
+        share = p / chunk
+        share = share if share < 1.0 else 1.0
+        if p > 0:  # prefill(max(p, chunk)), a kept count read inline
+            x = chunk if chunk > p else p
+            mixed = pget(x)
+            if mixed is None:
+                mixed = prefill(x)
+        else:
+            mixed = 0.0
+        x = 1 + others
+        lo = int(x)  # decode(x) inline where both ends are kept (StepModel.decode_seconds)
+        t = dget(lo)
+        if t is None or (x != lo and (h := dget(lo + 1)) is None):
+            t = decode(x)
+        elif x != lo:
+            t = t + (x - lo) * (h - t)
+        tpot = t + share * mixed + host
+        k = isl / room  # steps of its prompt (continuous: lengths vary around isl)
+        k = k if k > 1.0 else 1.0
+        x = chunk + p
+        x = x if x < room else room  # min(room, chunk + p)
+        own = pget(x)
+        if own is None:
+            own = prefill(x)
+        x = others if mixed_prefill else 0.0
+        if x >= 1:
+            lo = int(x)
+            t = dget(lo)
+            if t is None or (x != lo and (h := dget(lo + 1)) is None):
+                t = decode(x)
+            elif x != lo:
+                t = t + (x - lo) * (h - t)
+        else:
+            t = decode(x)
+        own = own + t + host
+        u = p / room
+        u = u if u < SATURATED_U else SATURATED_U
+        return k * own * (1 + u / (2 * (1 - u))), tpot
+
+    return at
 
 
 def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
@@ -106,31 +152,53 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
     41 times a plan) and the last grouping's prompt steps kept."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
-    last: list = [None, [], 0.0]  # group size g, its groups, the others' prompt time
+    dget = step.decode_kept  # decode(x) inline where both ends are kept (as ``_cycle_at``)
+    floor, per_token = math.floor, osl - 1 if osl > 1 else 0
+    # group size g, its groups, the others' prompt time, that time per output token
+    last: list = [None, [], 0.0, 0.0]
 
     def at(phi: float) -> tuple[float, float]:
         others = (c - 1) * phi
         room = budget - others
         room = room if room > 1.0 else 1.0  # max(1, ·) inline
         if isl <= room:
-            g = min(c, math.floor(room / isl))
+            g = floor(room / isl)
+            g = g if g < c else c  # min(c, ·)
             while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
                 g += 1  # the group's own members free their decode slots while they prefill
             if g != last[0]:
                 hit = step.memo.get(("lockstep", isl, c, g))
-                last[:] = (g, *(hit if hit is not None else _groups(step, isl, c, g)))
-            groups, tpot_extra = last[1], last[2]
+                groups, extra = hit if hit is not None else _groups(step, isl, c, g)
+                last[:] = (g, groups, extra, extra / per_token if per_token else 0.0)
+            groups, tpot_add = last[1], last[3]
             ttft = 0.0
             for m, n, prefill in groups:
-                mates = others - (m - 1)  # the group's own members are not decoding
-                ttft += n * m * (prefill + decode(mates if mates > 0.0 else 0.0) + host)  # a step
+                x = others - (m - 1)  # the group's own members are not decoding
+                if x >= 1:
+                    lo = int(x)
+                    t = dget(lo)
+                    if t is None or (x != lo and (h := dget(lo + 1)) is None):
+                        t = decode(x)
+                    elif x != lo:
+                        t = t + (x - lo) * (h - t)
+                else:
+                    t = decode(x if x > 0.0 else 0.0)
+                ttft += n * m * (prefill + t + host)  # a step
             ttft = ttft / c
         else:
             span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
             full = step.prefill_seconds(room)
             ttft = span * step.step_seconds(room, others)
             tpot_extra = max(0.0, c * isl / room - span) * full
-        tpot = decode(1 + others) + host + (tpot_extra / (osl - 1) if osl > 1 else 0.0)
+            tpot_add = tpot_extra / per_token if per_token else 0.0
+        x = 1 + others
+        lo = int(x)
+        t = dget(lo)
+        if t is None or (x != lo and (h := dget(lo + 1)) is None):
+            t = decode(x)
+        elif x != lo:
+            t = t + (x - lo) * (h - t)
+        tpot = t + host + tpot_add
         return ttft, tpot
 
     return at
@@ -175,21 +243,30 @@ def wave(step: StepModel, wl: ServingWorkload, c: int, phi: float = 0.0) -> tupl
     return ttft, step.decode_seconds(c) + eng.host_step_seconds + tail
 
 
-def _admitted(step: StepModel, cycle, wl: ServingWorkload, c: int, phi: float
-              ) -> tuple[float, float]:  # fmt: skip
-    """``cycle``'s (TTFT, TPOT) with the overlap scheduler's admission delay: an arriving
+def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int,
+              wl: ServingWorkload) -> Callable[[float], tuple[float, float]]:  # fmt: skip
+    """``at`` (φ → (TTFT, TPOT)) with the overlap scheduler's admission delay: an arriving
     request misses the step prepared while it arrived (``OVERLAP_ADMISSION_STEPS``), a mean
-    step (TPOT) when others decode; in a prefill-first wave, the decode step of the ``c``
-    requests that just finished (their finish is seen one step late)."""
-    ttft, tpot = cycle(step, wl, c, phi)
-    if step.engine.overlap_schedule:
-        missed = step.step_seconds(0, c) if cycle is wave else tpot
-        ttft += OVERLAP_ADMISSION_STEPS * missed
-    if step.engine.batch_wait_iters:
-        ttft += batch_wait_steps(step.engine, wl, c, phi) * tpot
-    if step.engine.recv_interval_steps > 1:  # read at a uniform point of the interval
-        ttft += step.engine.recv_interval_steps / 2 * step.step_seconds(0, (c - 1) * phi)
-    return ttft, tpot
+    step (TPOT) when others decode; in a prefill-first wave (``waves``), the decode step of the
+    ``c`` requests that just finished (their finish is seen one step late); TensorRT-LLM's batch
+    waiting (``batch_wait_steps``) and SGLang's receive interval (arrivals read every that many
+    decode steps, at a uniform point of it) add their waits. ``at`` itself when none applies."""
+    eng = step.engine
+    if not (eng.overlap_schedule or eng.batch_wait_iters or eng.recv_interval_steps > 1):
+        return at
+
+    def admitted(phi: float) -> tuple[float, float]:
+        ttft, tpot = at(phi)
+        if eng.overlap_schedule:
+            missed = step.step_seconds(0, c) if waves else tpot
+            ttft += OVERLAP_ADMISSION_STEPS * missed
+        if eng.batch_wait_iters:
+            ttft += batch_wait_steps(eng, wl, c, phi) * tpot
+        if eng.recv_interval_steps > 1:
+            ttft += eng.recv_interval_steps / 2 * step.step_seconds(0, (c - 1) * phi)
+        return ttft, tpot
+
+    return admitted
 
 
 def batch_wait_steps(eng: EngineModel, wl: ServingWorkload, c: int, phi: float) -> float:
@@ -218,10 +295,12 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     cycle = _cycle
     if wl.range_ratio == 0 and c > 1:
         cycle = _lockstep if step.engine.mixed_prefill else wave
-    if step.engine.overlap_schedule:
-        at = partial(_admitted, step, cycle, wl, c)
-    else:  # _admitted without the overlap scheduler's delay
-        at = _lockstep_at(step, wl, c) if cycle is _lockstep else partial(cycle, step, wl, c)
+    if cycle is wave:  # independent of φ: priced once
+        fixed = wave(step, wl, c)
+        base: Callable[[float], tuple] = lambda phi: fixed  # noqa: E731
+    else:  # constants bound once
+        base = _cycle_at(step, wl, c) if cycle is _cycle else _lockstep_at(step, wl, c)
+    at = _admitted(step, base, cycle is wave, c, wl)
     lo, hi = 0.0, 1.0
     for _ in range(BISECTION_STEPS):
         phi = (lo + hi) / 2
@@ -230,7 +309,7 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
             lo = phi
         else:
             hi = phi
-    ttft, tpot = _admitted(step, cycle, wl, c, (lo + hi) / 2)
+    ttft, tpot = at((lo + hi) / 2)
     e2e = ttft + (osl - 1) * tpot
     x = c / e2e
     if wl.concurrency > c:

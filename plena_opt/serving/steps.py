@@ -36,6 +36,9 @@ class StepModel:
         self._decode: dict[int, float] = {}
         self._spread: dict[float, StepModel] = {}
         self._prefill: dict[float, float] = {}
+        # look-ups of the kept figures (None when not priced yet): whole request counts →
+        # decode part, prompt tokens → prefill part; the fixed points read them inline
+        self.decode_kept, self.prefill_kept = self._decode.get, self._prefill.get
         # values of the steady-state model that depend on this step model only (steady.py)
         self.memo: dict[tuple, object] = {}
 

@@ -46,7 +46,9 @@ def test_closed_loop_ttft_grows_by_the_waited_steps_and_tpot_does_not_change():
     wl = ServingWorkload(4, 1024, 1024, 0.8)
     off = closed_loop(StepModel(LinearCosts(), base, gpus=1), wl)  # type: ignore[arg-type]
     on = closed_loop(StepModel(LinearCosts(), waits, gpus=1), wl)  # type: ignore[arg-type]
-    assert on.tpot_seconds == pytest.approx(off.tpot_seconds, rel=1e-3)
+    # the waiting prompts are out of the decode batch a little longer: TPOT a hair lower
+    assert on.tpot_seconds <= off.tpot_seconds
+    assert on.tpot_seconds == pytest.approx(off.tpot_seconds, rel=5e-3)
     extra = (on.ttft_seconds - off.ttft_seconds) / on.tpot_seconds
     assert 18 < extra < 20  # ~20 steps: at C = 4 few prompts arrive within one wait
 
