@@ -1,5 +1,5 @@
-"""The steady-state figures and the step costs they read stay those of the code before the
-serving model was made cheaper (issue 26: a plan under load at most 2x its static cost).
+"""The steady-state figures and the step costs they read stay those of the code before the serving
+model was made cheaper (issue 26: a plan under load at most 2x its static cost).
 
 ``tests/data/serving_steady_figures.json`` holds every ``ServingMetrics`` figure of
 ``closed_loop`` and ``open_loop`` over the grid below (a dense and a MoE model on 8x H100, TP,
@@ -8,10 +8,11 @@ attention DP x EP, a DP replica and a 2-stage pipeline; vLLM, SGLang and TensorR
 closed loop's throughput), as commit 4f6c0e9 computed them (re-recorded once since, on purpose: the
 engine's all-reduce became the node table's lower envelope, ``estimate.engine_network``, which
 moved 129 figures of the DP 2 and PP 2 plans by at most 1.7e-4 relative): each plan priced
-whole by the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection step
-through ``min``/``max`` calls. A fresh step model per figure must give the recorded figures
-(relative 1e-12: the recording is exact on this platform, as ``test_evaluator_fixture``'s; the
-margin only allows another libm). Re-record (only when a deliberate model change moves figures)::
+whole by the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every
+bisection step through ``min``/``max`` calls. A fresh step model per figure must give the
+recorded figures (relative 1e-12: the recording is exact on this platform, as
+``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
+deliberate model change moves figures)::
 
     python benchmarks/_compare.py --source DIR tests/serving/test_step_costs.py --record OUT.json
 """
