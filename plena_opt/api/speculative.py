@@ -80,6 +80,7 @@ def speculate(
     the same problem, plan and engine): both TPOTs at its steady-state decode batch."""
     from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
     from plena_opt.serving import StepModel, engine_model
+    from plena_opt.serving.calibration import calibrated
     from plena_opt.serving.speculative import VerifyStepModel
 
     if plan.pp > 1:  # its verify step is not a turn of the pipeline (serving.pipeline)
@@ -97,7 +98,7 @@ def speculate(
         problem = replace(problem, noc=sub_noc(problem.noc, plan.world_size))  # type: ignore[arg-type]
     wl = problem.workload
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
-    eng = engine_model(engine, hbm)
+    eng = calibrated(engine_model(engine, hbm), problem.chip.name)  # type: ignore[union-attr]
     args = (problem.model, problem.noc, problem.memory, problem.chip)
     plain = StepModel.from_problem(*args, wl, plan, eng, range_ratio=load.range_ratio)
     k1 = spec.k + 1

@@ -169,8 +169,14 @@ def active() -> CalibrationOverlay | None:
 
 
 def calibrated(eng: EngineModel, chip: str) -> EngineModel:
-    """``eng`` with the active overlay's constants for (its engine, ``chip``); unchanged when
-    no overlay is in force or it has no entry for them."""
+    """``eng`` on ``chip``: its decode-kernel constant (``serving.kernel_scale``), then the
+    active overlay's constants for (its engine, ``chip``) when an overlay is in force and has
+    an entry for them."""
+    from plena_opt.serving.kernel_scale import decode_scale
+
+    scale = decode_scale(eng.name, chip)
+    if scale != eng.decode_kernel_scale:
+        eng = replace(eng, decode_kernel_scale=scale)
     ov = active()
     if ov is None:
         return eng

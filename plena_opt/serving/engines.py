@@ -56,6 +56,9 @@ class EngineModel:
     # requests once every that many decode steps (managers/scheduler_recv_skipper.py: a decode
     # forward adds 1 to a counter, any other forward 1000; requests are read at the threshold)
     recv_interval_steps: int = 1
+    # the engine's decode kernels against the tables the chip is fitted on (serving.kernel_scale;
+    # set per chip by ``calibration.calibrated``): device time of a decode step × this
+    decode_kernel_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 2:
@@ -70,6 +73,8 @@ class EngineModel:
             raise PlenaInputError("batch_wait_tokens_ratio", "must be 0 to 1")
         if not 1 <= self.recv_interval_steps <= MAX_BATCH_WAIT_ITERS:
             raise PlenaInputError("recv_interval_steps", f"must be 1 to {MAX_BATCH_WAIT_ITERS}")
+        if not 0.25 <= self.decode_kernel_scale <= 4:
+            raise PlenaInputError("decode_kernel_scale", "must be 0.25 to 4")
 
 
 def _vllm(gpu_memory_bytes: float) -> EngineModel:

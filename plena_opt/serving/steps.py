@@ -77,6 +77,7 @@ class StepModel:
             t = self.costs.decode_mean_seconds(n)
             if self.attention_dp is not None:  # MoE attention-DP ranks: the busiest one's wait
                 t += self.straggler_seconds(n)
+            t *= self.engine.decode_kernel_scale  # the engine's own kernels (kernel_scale)
             limit = self.engine.cuda_graph_max_batch
             if limit is not None and n > limit:
                 t += self.costs.host_seconds

@@ -1,0 +1,44 @@
+"""How much faster an engine's own decode kernels run than the kernel tables the GPU profiles are
+fitted on: a named constant per (engine, GPU architecture), fitted on the shipped serving rows.
+
+The GPU profiles' GEMM, attention, MoE and all-reduce curves are fitted on vLLM 0.19's kernels
+(``../shared/data/kernels/*_vllm-0.19.0.csv.gz``). TensorRT-LLM runs its own decode kernels
+(its GEMMs and XQA attention, the all-reduce fused with the RMSNorm; on Blackwell the
+trtllm-gen kernels). At equal deployments on 8×B200 its measured TPOT is below vLLM's (the
+shipped file's InferenceX Llama-3.1-70B grid: TP 8 fp8 1k/1k at 16 clients 6.5 vs 7.6 ms, TP 4
+9.7 vs 13.6 ms at 64), while the model, which prices both on the same tables, gave them the
+same TPOT. The constant scales the device time of a decode step (``StepModel``); prefill, host
+time and everything of the other engines stay as the tables price them.
+
+``TRTLLM_DECODE_SCALE`` values are the geometric mean of measured / predicted TPOT over the
+shipped rows of TensorRT-LLM with the scale off (``python -m plena_opt.validate.fit_kernel_scale``
+prints them; ``tests/validate/test_kernel_scale.py`` checks they are what the file gives):
+
+* Blackwell (B200; applied to B300, GB200, GB300 as the same kernel family): 0.877 on 241 rows
+  (Llama-3.1-70B 144, gpt-oss-120b 97). Leave-one-model-out: fitted on gpt-oss alone, 0.855
+  takes Llama-3.1-70B's TPOT MAPE 14.0 → 9.4 %; fitted on Llama alone, 0.892 takes gpt-oss's
+  20.2 → 12.7 %.
+* Hopper (H100; applied to H200): 0.975 on 353 rows (Llama-3.1-8B 177, Qwen3-32B 176).
+  Leave-one-model-out: Qwen3-32B 6.7 → 6.0 %, Llama-3.1-8B 9.0 → 8.6 %.
+
+DeepSeek-R1's TensorRT-LLM rows are left out of the fit: at identical deployments they come in
+two populations about 2× apart in TPOT (e.g. fp8 TP 8 8k/1k at 4 clients: 5.3 and 10.9 ms), the
+mark of speculative decoding (MTP) in some runs, which the file does not record. A leave-one-
+GPU-out figure does not exist for these constants: each architecture's value is fitted on its
+own GPU's rows, the only ones of that kernel family (the Hopper value is near 1; the Blackwell
+one is not, which is the finding).
+"""
+
+from __future__ import annotations
+
+# chip profile name -> GPU architecture whose TensorRT-LLM kernels the constant describes
+ARCHITECTURE = {"h100-sxm": "hopper", "h200-sxm": "hopper", "b200": "blackwell",
+                "b300": "blackwell", "gb200": "blackwell", "gb300": "blackwell"}  # fmt: skip
+TRTLLM_DECODE_SCALE = {"hopper": 0.975, "blackwell": 0.877}  # fitted: module docstring
+DECODE_SCALE = {"trtllm": TRTLLM_DECODE_SCALE}
+
+
+def decode_scale(engine: str, chip: str) -> float:
+    """Device-time factor of ``engine``'s decode steps on chip profile ``chip`` (1 where no
+    constant is known: vLLM and SGLang everywhere, any engine on another chip)."""
+    return DECODE_SCALE.get(engine, {}).get(ARCHITECTURE.get(chip, ""), 1.0)
