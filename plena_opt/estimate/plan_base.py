@@ -67,7 +67,7 @@ class PlanBase:
             ranges = ctx.row_groups.ranges[plan.pp] = (rs, [len(r) for r in rs])
         self.stage_ranges, self.stage_layers = ranges
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
-        self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
+        self.pass_parts: dict[tuple, dict] = {}  # ``PlanPasses._run_pass`` fields by point set
         self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
