@@ -96,6 +96,17 @@ class LayerShape:
     precision: HbmStoragePrecision
     tp: int
 
+    @classmethod
+    def unchecked(
+        cls, model: ModelSpec, shard: DeviceShard, perf: PerfModel,
+        precision: HbmStoragePrecision, tp: int,
+    ) -> LayerShape:  # fmt: skip
+        """``LayerShape(model, shard, perf, precision, tp)`` without the frozen ``__init__``'s
+        ``object.__setattr__`` per field (one per plan base on the cold path)."""
+        shape = object.__new__(cls)
+        shape.__dict__.update(model=model, shard=shard, perf=perf, precision=precision, tp=tp)
+        return shape
+
 
 def layer_cycles(
     s: LayerShape, kind: LayerKind, mode: str, q: int, kv: np.ndarray, load: MoeLoad | None
