@@ -32,10 +32,10 @@ processes (``benchmarks/_compare.py``) and prints both tables and the after/befo
 single fresh evaluators between them, N pairs per output length: each side's median and minimum
 and the median (and quartiles) of the per-pair before / after CPU ratios, which a load swing
 moves far less than the separate runs of ``--compare`` (whose medians moved by ±25 % between
-runs of the same two checkouts on this machine). ``--breakdown OUTPUT`` times the named pieces of a fresh evaluator (``PIECES``: plan bases,
-layer, collective and embedding/LM-head pricing, decode grids) by wrapping them, CPU ms, median
-of ``--repeats``. ``--json`` prints one JSON object. The load average (1, 5, 15 min) is printed
-before and after.
+runs of the same two checkouts on this machine). ``--breakdown OUTPUT`` times the named
+pieces of a fresh evaluator (``PIECES``: plan bases, layer, collective and embedding/LM-head
+pricing, decode grids) by wrapping them, CPU ms, median of ``--repeats``. ``--json`` prints
+one JSON object. The load average (1, 5, 15 min) is printed before and after.
 """
 
 from __future__ import annotations
