@@ -28,10 +28,14 @@ by the evaluators of a thread, so only the first evaluator of a process routes):
 The ratio is the reference's seconds per estimate over ours per plan; the target is 1,000×.
 ``--compare DIR`` measures checkout DIR ("before") and this one ("after") in alternating child
 processes (``benchmarks/_compare.py``) and prints both tables and the after/before CPU ratios.
-``--breakdown OUTPUT`` times the named pieces of a fresh evaluator (``PIECES``: plan bases,
-layer, collective and embedding/LM-head pricing, decode grids) by wrapping them, CPU ms, median
-of ``--repeats``. ``--json`` prints one JSON object. The load average (1, 5, 15 min) is printed
-before and after.
+``--paired N`` (with ``--compare``) instead runs one long-lived child per side and alternates
+single fresh evaluators between them, N pairs per output length: each side's median and minimum
+and the median (and quartiles) of the per-pair before / after CPU ratios, which a load swing
+moves far less than the separate runs of ``--compare`` (whose medians moved by ±25 % between
+runs of the same two checkouts on this machine). ``--breakdown OUTPUT`` times the named
+pieces of a fresh evaluator (``PIECES``: plan bases, layer, collective and embedding/LM-head
+pricing, decode grids) by wrapping them, CPU ms, median of ``--repeats``. ``--json`` prints
+one JSON object. The load average (1, 5, 15 min) is printed before and after.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +55,7 @@ import _compare  # benchmarks/ is the script's folder
 TIMING = Path(__file__).resolve().parents[1] / "tests" / "shared" / "golden" / "timing.json"
 TARGET = 1000.0  # issue 26: per plan ≥ 1,000× the reference, cold
 SPANS = ("cold", "score")
+BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # one thread each
 
 
 def reference_seconds(path: Path = TIMING) -> dict[int, dict]:
@@ -176,9 +182,69 @@ def child_breakdown(length: int, repeats: int) -> dict:
     return {k: round(1e3 * statistics.median(r.get(k, 0.0) for r in runs), 3) for k in order}
 
 
+def child_serve(length: int) -> None:
+    """One fresh evaluator per line read on stdin (routing warm), its ``cold`` CPU seconds
+    printed a line each (``--paired``)."""
+    case = reference_seconds()[length]
+    loaded = _loaded(case["inputs"])
+    plans = _one(loaded, case["inputs"])["plans"]  # routes the NoC patterns
+    print("ready", plans, flush=True)
+    for _ in sys.stdin:
+        print(_one(loaded, case["inputs"])["cold"], flush=True)
+
+
+def paired(source: str, pairs: int) -> dict:
+    """Per output length, ``pairs`` fresh evaluators on each side, alternating one by one
+    between two long-lived children (before: checkout ``source``; after: this one), so that a
+    load swing hits both sides alike: each side's median and minimum CPU ms for all plans, and
+    the median and quartiles of the per-pair before / after ratios."""
+    env = {**os.environ, **dict.fromkeys(BLAS_VARS, "1")}
+    out = {}
+    with tempfile.TemporaryDirectory() as cwd:
+        for length, ref in reference_seconds().items():
+            args = ["--child-serve", str(length)]
+            procs = [
+                subprocess.Popen(
+                    _compare.command(str(Path(__file__).resolve()), args),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env=_compare.env(src, env),
+                    cwd=cwd,
+                )  # fmt: skip
+                for src in (source, None)
+            ]
+            times: tuple[list[float], list[float]] = ([], [])
+            try:
+                ready = [p.stdout.readline().split() for p in procs]
+                assert all(r[:1] == ["ready"] for r in ready), f"a child did not start: {ready}"
+                plans = int(ready[1][1])
+                for i in range(2 * pairs):
+                    side = (i + i // 2) % 2  # before, after, after, before, …
+                    procs[side].stdin.write("\n")
+                    procs[side].stdin.flush()
+                    times[side].append(float(procs[side].stdout.readline()))
+            finally:
+                for p in procs:
+                    p.stdin.close()
+                    p.wait(timeout=60)
+            ratios = sorted(b / a for b, a in zip(*times, strict=True))
+            q = len(ratios) // 4
+            row = {"output": length, "plans": plans, "pairs": pairs, "reference_s": ref["seconds"]}
+            for name, t in zip(("before", "after"), times, strict=True):
+                med = statistics.median(t)
+                row[f"{name}_median_ms"] = 1e3 * med
+                row[f"{name}_min_ms"] = 1e3 * min(t)
+                row[f"{name}_ratio"] = ref["seconds"] * plans / med
+            row["before_over_after"] = statistics.median(ratios)
+            row["quartiles"] = [ratios[q], ratios[-1 - q]]
+            out[str(length)] = row
+    return out
+
+
 def run_child(source: str | None, args: list[str]) -> dict:
     env = dict(os.environ)
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in BLAS_VARS:
         env[var] = "1"
     with tempfile.TemporaryDirectory() as cwd:  # keep the checkout's cwd off sys.path
         out = subprocess.run(
@@ -235,6 +301,25 @@ def table(rows: dict, title: str) -> str:
     return head + "\n".join(lines)
 
 
+def paired_table(rows: dict, load: list) -> str:
+    """``--paired`` rows as text: CPU ms for all plans (median, minimum) per side, the ratio to
+    the reference at the medians, and the paired before / after ratio with its quartiles."""
+    lines = [
+        "output  plans  pairs  before ms (median / min)  after ms (median / min)  "
+        "ratio before → after  before/after paired (quartiles)"
+    ]
+    for r in rows.values():
+        lines.append(
+            f"{r['output']:>6}  {r['plans']:>5}  {r['pairs']:>5}  "
+            f"{r['before_median_ms']:>13.2f} / {r['before_min_ms']:<6.2f}  "
+            f"{r['after_median_ms']:>12.2f} / {r['after_min_ms']:<6.2f}  "
+            f"{r['before_ratio']:>8.0f}× → {r['after_ratio']:.0f}×  "
+            f"{r['before_over_after']:>8.3f} ({r['quartiles'][0]:.3f}–{r['quartiles'][1]:.3f})"
+        )
+    lines.append(f"load average before, after: {[[round(x, 2) for x in t] for t in load]}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -245,12 +330,28 @@ def main() -> None:
     parser.add_argument(
         "--breakdown", type=int, metavar="OUTPUT", help="where the CPU goes at this output length"
     )
+    parser.add_argument(
+        "--paired", type=int, metavar="N", help="with --compare: N alternating pairs per length"
+    )
+    parser.add_argument("--child-serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-warm", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-first", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-breakdown", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_breakdown:
         print(json.dumps(child_breakdown(*args.child_breakdown)))
+        return
+    if args.child_serve:
+        child_serve(args.child_serve)
+        return
+    if args.paired:
+        if not args.compare:
+            parser.error("--paired needs --compare DIR")
+        load = [os.getloadavg()]
+        rows = paired(args.compare, args.paired)
+        load.append(os.getloadavg())
+        print(json.dumps({"paired": rows, "loadavg_before_after": load}) if args.json else
+              paired_table(rows, load))  # fmt: skip
         return
     if args.child_warm:
         print(json.dumps(child_warm(args.child_warm)))

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from itertools import product
 
-import numpy as np
 from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
@@ -25,6 +24,7 @@ from plena_opt.estimate.distributed import (
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.network import DEFAULT_NETWORK
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, Workload, factorisations
+from plena_opt.estimate.plan_passes import plan_base
 from plena_opt.memory import DEFAULT_MEMORY_ENERGY, Memory
 from plena_opt.models import ModelSpec
 
@@ -114,7 +114,7 @@ class Evaluator:
 
     def check(self, plan: Plan) -> None:
         """Raise ``PlenaInputError`` naming the rule if ``plan`` is illegal here."""
-        PlanCost(self.ctx, plan)
+        plan_base(self.ctx, plan)  # the checks; the plan's pricing later starts from this base
 
     def candidate_plans(self) -> list[Plan]:
         """Every (tp, ep, dp, pp, cp, mode, overlap) whose product is the device count, before
@@ -223,20 +223,18 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     weights = dec.steps.weights
     steps = dec.steps.steps
     full = cost.plan.comm_overlap == "full"
-    for seconds, csum, named in comm_parts:
-        mean_share = 1.0
-        if full:  # the part of the collectives the layer's own time does not hide
-            exposed = csum - seconds
-            mean_share = float(weights @ np.maximum(exposed, 0.0, out=exposed)) / steps / csum
+    for la, csum, named in comm_parts:
+        # under full overlap, the part of the collectives the layer's own time does not hide
+        mean_share = la.exposed_share(csum) if full else 1.0
         for name, x in named:
             totals[name] = totals.get(name, 0.0) + x * mean_share
     pp = cost.plan.pp
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
     # Σ multiplicities = the number of stages (a small integer: the same float either way)
-    per_row = rows @ weights
+    per_row = rows.dot(weights)
     m = dec.groups.mult_floats
-    total = m[0] * float(per_row[0]) if len(m) == 1 else float(mult @ per_row)
+    total = m[0] * float(per_row[0]) if len(m) == 1 else float(mult.dot(per_row))
     mean_stage = total / steps / float(len(dec.stage_layers))
     stage_period = dec.stage_period_total / steps
     transfer = dec.transfer.seconds
@@ -248,7 +246,7 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
 
 
 def _shared_parts(dec: PassResult, policy: str) -> tuple[float, float, list]:
-    """(Σ compute share, Σ DRAM share, per layer kind with collectives: (its seconds per point,
+    """(Σ compute share, Σ DRAM share, per layer kind with collectives: (its priced layer,
     Σ of its collectives, [(collective, layers × its seconds)])): the same for the plans that
     differ only in comm overlap, so kept in the pass's shared memo."""
     hit = dec.shared.attribution.get(policy)
@@ -260,7 +258,7 @@ def _shared_parts(dec: PassResult, policy: str) -> tuple[float, float, list]:
             if n_layers == 0 or csum <= 0:
                 continue
             named = [(name, n_layers * x.seconds) for name, x in dec.comm[kind].items()]
-            comm_parts.append((la.seconds, csum, named))
+            comm_parts.append((la, csum, named))
         hit = dec.shared.attribution[policy] = (compute, dram, comm_parts)
     return hit
 

@@ -23,19 +23,27 @@ from plena_opt.models import ModelSpec
 DECODE_ISSUE_FACTOR = 2  # "issue + memory access pipeline" factor on transformer blocks (§2.1)
 
 
-@dataclass(frozen=True)
+_KINDS: dict[tuple[str, bool], LayerKind] = {}  # every ``LayerKind`` made, by its fields
+
+
+@dataclass(frozen=True, eq=False, init=False)
 class LayerKind:
-    """What distinguishes layers for costing: attention type and MLP type."""
+    """What distinguishes layers for costing: attention type and MLP type.
+
+    Interned: equal fields give the same object, so equality and hashing are by identity (the C
+    defaults: every memo key of a plan holds a kind, and a dict lookup then calls no Python)."""
 
     attention: str  # full_attention / sliding_attention / chunked_attention
     moe: bool
 
-    def __post_init__(self) -> None:
-        # every memo key of a plan holds a kind: hash it once, not field by field each time
-        object.__setattr__(self, "_hash", hash((self.attention, self.moe)))
-
-    def __hash__(self) -> int:
-        return self._hash
+    def __new__(cls, attention: str, moe: bool) -> LayerKind:
+        kind = _KINDS.get((attention, moe))
+        if kind is None:
+            kind = object.__new__(cls)
+            object.__setattr__(kind, "attention", attention)
+            object.__setattr__(kind, "moe", moe)
+            kind = _KINDS.setdefault((attention, moe), kind)  # one object even when threads race
+        return kind
 
     def __reduce__(self) -> tuple:
         return LayerKind, (self.attention, self.moe)  # str hashes differ between processes
@@ -87,6 +95,17 @@ class LayerShape:
     perf: PerfModel
     precision: HbmStoragePrecision
     tp: int
+
+    @classmethod
+    def unchecked(
+        cls, model: ModelSpec, shard: DeviceShard, perf: PerfModel,
+        precision: HbmStoragePrecision, tp: int,
+    ) -> LayerShape:  # fmt: skip
+        """``LayerShape(model, shard, perf, precision, tp)`` without the frozen ``__init__``'s
+        ``object.__setattr__`` per field (one per plan base on the cold path)."""
+        shape = object.__new__(cls)
+        shape.__dict__.update(model=model, shard=shard, perf=perf, precision=precision, tp=tp)
+        return shape
 
 
 def layer_cycles(

@@ -126,9 +126,7 @@ class PassResult:
 
     def combined_seconds(self, kind: LayerKind) -> np.ndarray:
         """One layer's seconds with its collectives: sum, or max under full overlap (§4.6)."""
-        comm = self.comm_seconds(kind)
-        la = self.layer[kind].seconds
-        return np.maximum(la, comm) if self.full_overlap else la + comm
+        return self.layer[kind].with_comm(self.comm_seconds(kind), self.full_overlap)
 
     def failed_checks(self, grid: DecodeGrid) -> dict[int, list[int]]:
         """Compressed pieces of ``grid`` where a branch may switch, with where to cut them."""
@@ -251,7 +249,7 @@ class PassResult:
         pipeline. Only meaningful when ``in_flight`` is set."""
         rows, _, mult = self.stage_rows
         pp = len(self.stage_layers)
-        return (mult @ rows + pp * self.transfer.seconds) / max(self.in_flight, 1)
+        return (mult.dot(rows) + pp * self.transfer.seconds) / max(self.in_flight, 1)
 
     @cached
     def period(self) -> np.ndarray:
@@ -269,7 +267,7 @@ class PassResult:
             first = self._point_values[0] if self.steps.points == 1 else self.stage_rows[0][0, 0]
             return float(mult[0] * first) + (pp - 1) * self.transfer.seconds
         rows, _, mult_arr = self.stage_rows
-        return float(mult_arr @ rows[:, step]) + (pp - 1) * self.transfer.seconds
+        return float(mult_arr.dot(rows[:, step])) + (pp - 1) * self.transfer.seconds
 
     def stage_field(self, stage: int, name: str, step: int) -> float | None:
         """A priced field of one stage at one step (extras first, then layers by kind)."""

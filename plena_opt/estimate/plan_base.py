@@ -6,8 +6,10 @@ the footprint and warnings of a plan; plans that differ only in comm overlap sha
 
 from __future__ import annotations
 
+from dataclasses import fields
 from itertools import count
 from math import ceil
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from plena_opt.estimate.eplb import check_redundant
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from plena_opt.estimate.context import EstimateContext
 
 _IDS = count()  # interned shard and scheme keys (``PlanBase.shard_id``, ``comm_id``)
+_shard_fields = attrgetter(*(f.name for f in fields(DeviceShard)))  # a shard's values, a tuple
 
 
 def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) -> int:
@@ -54,7 +57,7 @@ class PlanBase:
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
         self.priced_shard = self.shard if m.num_experts else self.shard.without_micro()
-        self.shape = LayerShape(m, self.shard, ctx.perf, ctx.precision, plan.tp)
+        self.shape = LayerShape.unchecked(m, self.shard, ctx.perf, ctx.precision, plan.tp)
         self.dense = dense_scheme(plan)
         self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
         ranges = ctx.row_groups.ranges.get(plan.pp)  # the same for every plan of this depth
@@ -67,12 +70,15 @@ class PlanBase:
             ranges = ctx.row_groups.ranges[plan.pp] = (rs, [len(r) for r in rs])
         self.stage_ranges, self.stage_layers = ranges
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
-        self.pass_parts: dict[tuple, tuple] = {}  # ``PlanPasses._run_pass`` pieces by point set
+        self.pass_parts: dict[tuple, dict] = {}  # ``PlanPasses._run_pass`` fields by point set
         self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
         self.loads: dict[str, MoeLoad] = {}
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
-        self.shard_id = ids.setdefault((self.priced_shard, plan.tp, plan.cp), next(_IDS))
+        # keyed by the shard's field values (a tuple hashes and compares in C; the dataclass's
+        # generated ``__hash__``/``__eq__`` are Python, and equal fields mean an equal shard)
+        shard_key = (_shard_fields(self.priced_shard), plan.tp, plan.cp)
+        self.shard_id = ids.setdefault(shard_key, next(_IDS))
         if m.num_experts:  # EP dispatch reads the whole MoE scheme (its dp token windows)
             comm = (self.shard_id, self.dense, self.moe)
         else:  # a dense layer's collectives see only its tp and cp groups (dp, pp: other plans)

@@ -25,6 +25,17 @@ from plena_opt.estimate.plan_base import PlanBase
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
 
 
+def plan_base(ctx: EstimateContext, plan: Plan, validate: bool = True) -> PlanBase:
+    """The ``PlanBase`` of ``plan`` in ``ctx`` (built on first use; ``validate`` runs the §4.2
+    checks, which raise ``PlenaInputError`` for an illegal plan): everything but the passes is
+    the same for plans that differ only in comm overlap, so they share one."""
+    key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp, validate)
+    base = ctx.plan_bases.get(key)
+    if base is None:
+        base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
+    return base
+
+
 class PlanPasses:
     """The prefill and decode passes of one legal plan (``validate=False`` skips the §4.2
     checks of a plan already known legal)."""
@@ -32,12 +43,7 @@ class PlanPasses:
     def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
         self.ctx = ctx
         self.plan = plan
-        # Everything but the passes is the same for plans that differ only in comm overlap.
-        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp, validate)
-        base = ctx.plan_bases.get(key)
-        if base is None:
-            base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
-        self.base = base
+        self.base = base = plan_base(ctx, plan, validate)
         # base.plan_warnings, shard, priced_shard, shape, dense, moe, stage_ranges,
         # stage_kind_counts, loads and rows (as ``_rows``), and ctx.distinct_kinds: one update
         self.__dict__.update(base.plan_view)
@@ -104,26 +110,29 @@ class PlanPasses:
         """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
         shared layer cache (None: a plan's own refined points, not cached)."""
         pkey = (mode, points_key)
-        parts = self.base.pass_parts.get(pkey) if points_key is not None else None
-        if parts is None:  # the plans of one base (other comm overlap) share these pieces
-            parts = self._pass_parts(mode, q, kv, steps, points_key)
+        fields = self.base.pass_parts.get(pkey) if points_key is not None else None
+        if fields is None:  # the plans of one base (other comm overlap) share these pieces
+            layer_arrays, layer_comm, extras, transfer, shared = self._pass_parts(
+                mode, q, kv, steps, points_key
+            )
+            fields = {  # every ``PassResult`` field but the two that depend on the plan
+                "stage_layers": self.base.stage_layers,
+                "counts": self.stage_kind_counts,
+                "layer": layer_arrays,
+                "comm": layer_comm,
+                "extras": extras,
+                "transfer": transfer,
+                "steps": steps,
+                "row_groups": self.ctx.row_groups,
+                "shared": shared,
+            }
             if points_key is not None:
-                self.base.pass_parts[pkey] = parts
-        layer_arrays, layer_comm, extras, transfer, shared = parts
+                self.base.pass_parts[pkey] = fields
         result = object.__new__(PassResult)  # every field given: the generated ``__init__``
-        result.__dict__.update(  # skipped
-            stage_layers=self.base.stage_layers,
-            counts=self.stage_kind_counts,
-            layer=layer_arrays,
-            comm=layer_comm,
-            extras=extras,
-            transfer=transfer,
-            full_overlap=self.plan.comm_overlap == "full",
-            steps=steps,
-            row_groups=self.ctx.row_groups,
-            in_flight=self.in_flight if mode == "decode" else 0,
-            shared=shared,
-        )
+        d = result.__dict__  # skipped
+        d.update(fields)
+        d["full_overlap"] = self.plan.comm_overlap == "full"
+        d["in_flight"] = self.in_flight if mode == "decode" else 0
         return result
 
     def _pass_parts(

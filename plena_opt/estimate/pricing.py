@@ -10,7 +10,7 @@ and means over the decode are weighted sums over the points.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,18 +24,18 @@ class StepWeights:
 
     weights: np.ndarray
     steps: int
+    points: int = field(init=False)  # len(weights), read per plan: kept, not recomputed
 
-    @property
-    def points(self) -> int:
-        return len(self.weights)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "points", len(self.weights))
 
     def total(self, values: np.ndarray) -> float:
-        """Σ over the steps of a per-point array."""
-        return float(self.weights @ values)
+        """Σ over the steps of a per-point array (``.dot``: the BLAS call of ``@``, sooner)."""
+        return float(self.weights.dot(values))
 
     def mean(self, values: np.ndarray) -> float:
         """Mean over the steps of a per-point array."""
-        return float(self.weights @ values) / self.steps
+        return float(self.weights.dot(values)) / self.steps
 
 
 ONE_STEP = StepWeights(np.ones(1), 1)
@@ -56,6 +56,10 @@ class StageArrays:
         # memos of ``split_means`` (by overlap policy) and ``field_sum`` (by field, step 0 only)
         self._split: dict[str, tuple[float, float]] = {}
         self._sums: dict[tuple[str, bool], float | None] = {}
+        # memos of ``with_comm`` (by comm seconds and overlap) and ``exposed_share`` (by comm
+        # seconds): plans of other depths and placements share a layer and its collectives
+        self._with_comm: dict[tuple[float, bool], np.ndarray] = {}
+        self._exposed: dict[float, float] = {}
         self.seconds = np.maximum(t_c, t_m) if policy == "stage-roofline" else t_c + t_m
         if np.ndim(self.seconds) == 0:
             self.seconds = np.full(self._n, float(self.seconds))
@@ -88,6 +92,28 @@ class StageArrays:
     @cached
     def write_bytes(self) -> np.ndarray:
         return self._full(self._w)
+
+    def with_comm(self, comm: float, full: bool) -> np.ndarray:
+        """``seconds`` with the layer's collectives of ``comm`` s: their max under full comm
+        overlap, else their sum (§4.6); memoised, read-only."""
+        key = (comm, full)
+        hit = self._with_comm.get(key)
+        if hit is None:
+            hit = np.maximum(self.seconds, comm) if full else self.seconds + comm
+            hit.setflags(write=False)
+            self._with_comm[key] = hit
+        return hit
+
+    def exposed_share(self, comm: float) -> float:
+        """The mean over steps of the collectives' exposed part, max(comm − seconds, 0), as a
+        share of ``comm`` s (> 0) (full comm overlap); memoised."""
+        hit = self._exposed.get(comm)
+        if hit is None:
+            exposed = comm - self.seconds
+            st = self.steps
+            hit = float(st.weights.dot(np.maximum(exposed, 0.0, out=exposed))) / st.steps / comm
+            self._exposed[comm] = hit
+        return hit
 
     def split_means(self, policy: str) -> tuple[float, float]:
         """Mean over steps of the (compute, DRAM) share of ``seconds``: under the roofline the
