@@ -185,6 +185,7 @@ class UnderLoad:
             f"{self.gpus} GPUs"
             + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else "")
             + (f"; one of {self.in_flight_batches} batches in flight" * (self.pp > 1)),
+            *(f"  {n}" for n in self.engine_source.split("; ") if n.startswith("decode kernels")),
             f"  replay of {self.replayed_requests} requests ({after}):",
             f"  {'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}   steady-state mean",
         ]

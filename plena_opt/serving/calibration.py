@@ -172,11 +172,12 @@ def calibrated(eng: EngineModel, chip: str) -> EngineModel:
     """``eng`` on ``chip``: its decode-kernel constant (``serving.kernel_scale``), then the
     active overlay's constants for (its engine, ``chip``) when an overlay is in force and has
     an entry for them."""
-    from plena_opt.serving.kernel_scale import decode_scale
+    from plena_opt.serving.kernel_scale import decode_scale, scale_note
 
     scale = decode_scale(eng.name, chip)
-    if scale != eng.decode_kernel_scale:
-        eng = replace(eng, decode_kernel_scale=scale)
+    if scale != eng.decode_kernel_scale:  # said where the engine's settings are cited
+        eng = replace(eng, decode_kernel_scale=scale,
+                      source=f"{eng.source}; {scale_note(eng.name, chip)}")  # fmt: skip
     ov = active()
     if ov is None:
         return eng

@@ -42,3 +42,10 @@ def decode_scale(engine: str, chip: str) -> float:
     """Device-time factor of ``engine``'s decode steps on chip profile ``chip`` (1 where no
     constant is known: vLLM and SGLang everywhere, any engine on another chip)."""
     return DECODE_SCALE.get(engine, {}).get(ARCHITECTURE.get(chip, ""), 1.0)
+
+
+def scale_note(engine: str, chip: str) -> str:
+    """What the constant of ``engine`` on ``chip`` is and where it comes from (for outputs)."""
+    arch = ARCHITECTURE.get(chip, "")
+    return (f"decode kernels x {decode_scale(engine, chip):g} ({engine} on {arch}, fitted on the "
+            "shipped serving rows: plena_opt.serving.kernel_scale)")  # fmt: skip

@@ -49,3 +49,17 @@ def test_the_constant_scales_only_trtllm_decode_device_time_on_its_architecture(
             eng.decode_kernel_scale * off.decode_seconds(n)
         )
     assert on.prefill_seconds(4096) == off.prefill_seconds(4096)  # prefill as the tables price it
+
+
+def test_estimate_says_when_the_constant_is_in_force(capsys):
+    """A fitted constant is named where its figure is printed: the under-load block of
+    ``estimate`` (text and the engine's ``source`` in JSON) on TensorRT-LLM, not on vLLM."""
+    from plena_opt.cli.main import main
+
+    argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "b200", "--noc", "hgx-b200x8",
+            "--tp", "8", "--input-seq", "1024", "--output-seq", "256",
+            "--concurrency", "8"]  # fmt: skip
+    assert main([*argv, "--engine", "trtllm"]) == 0
+    assert "decode kernels x 0.877 (trtllm on blackwell" in capsys.readouterr().out
+    assert main([*argv, "--engine", "vllm"]) == 0
+    assert "decode kernels x" not in capsys.readouterr().out
