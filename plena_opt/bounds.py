@@ -133,3 +133,8 @@ MAX_LOAD_FILE_BYTES = 1 << 20
 # Distinct (input, output, input p90) length profiles in one load file: each is priced apart
 # (about 20 ms per candidate deployment on one core, 12 candidates: ~20 s at the bound).
 MAX_LOAD_LENGTH_PROFILES = 96
+#: The KV pool's share of GPU memory a serving engine is priced with and launched at
+#: (``estimate``/``search``/``export --memory-fraction``: vLLM ``--gpu-memory-utilization``,
+#: SGLang ``--mem-fraction-static``, TensorRT-LLM ``free_gpu_memory_fraction``): above 0 and at
+#: most this (each engine takes up to the whole device).
+MAX_MEMORY_FRACTION = 1.0

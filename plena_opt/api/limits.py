@@ -76,6 +76,8 @@ MAX_DISPLAY_NAME = 128
 #: Serving under load (issue 23): closed-loop clients and Poisson requests/s of a workload.
 MAX_CONCURRENCY = _bounds.MAX_CONCURRENCY
 MAX_REQUEST_RATE = _bounds.MAX_REQUEST_RATE
+#: The KV pool's share of GPU memory under load (``ServingLoad.memory_fraction``): (0, 1].
+MAX_MEMORY_FRACTION = _bounds.MAX_MEMORY_FRACTION
 #: Speculative decoding: draft tokens per step (``ServingLoad.speculative``).
 MAX_SPECULATIVE_TOKENS = _bounds.MAX_SPECULATIVE_TOKENS
 #: The planner page's model directory on the machine running the UI: characters of its path,

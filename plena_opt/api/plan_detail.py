@@ -102,6 +102,7 @@ def _pool(
     engine: str | None,
     concurrency: int | None,
     request_rate: float | None = None,
+    memory_fraction: float | None = None,
 ) -> PoolDetail:
     from plena_opt.api.estimates import estimate_plan
     from plena_opt.export.launch import parse_point_key
@@ -122,7 +123,8 @@ def _pool(
     load, note = None, None
     loaded = bool(engine) and (concurrency is not None or request_rate is not None)
     if loaded and role == "plan":
-        load, note = _under_load(problem, plan, str(engine), (concurrency, request_rate), batch)
+        load, note = _under_load(problem, plan, str(engine), (concurrency, request_rate), batch,
+                                 memory_fraction)  # fmt: skip
     elif loaded:
         note = "under load: priced for aggregated plans only (a pool of a deployment is not)"
     return PoolDetail(
@@ -147,18 +149,26 @@ def _pool(
 
 
 def _under_load(
-    problem: Any, plan: Any, engine: str, load: tuple[int | None, float | None], batch: int
+    problem: Any,
+    plan: Any,
+    engine: str,
+    load: tuple[int | None, float | None],
+    batch: int,
+    memory_fraction: float | None = None,
 ) -> tuple[dict | None, str | None]:
     """TTFT/TPOT of the plan under ``concurrency`` clients (closed loop) or ``request_rate``
     requests/s (open loop) of ``engine`` (ms), its engine capped at the plan's ``batch`` as its
-    launch files cap it, or why not."""
+    launch files cap it and its KV pool at ``memory_fraction`` (None: the exported 0.9), or
+    why not."""
     concurrency, request_rate = load
+    from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION
     from plena_opt.api.under_load import serve_under_load
 
     try:
         u = serve_under_load(
-            problem, plan, engine, concurrency=concurrency, request_rate=request_rate, batch=batch
-        )
+            problem, plan, engine, concurrency=concurrency, request_rate=request_rate,
+            batch=batch, memory_fraction=memory_fraction,
+        )  # fmt: skip
     except PlenaInputError as exc:
         return None, str(exc)
     ms = {k: v * 1e3 for k, v in u.ttft.to_dict().items()}
@@ -169,6 +179,8 @@ def _under_load(
         "request_rate": request_rate,
         "max_running_requests": u.max_running,
         "max_running_source": u.max_running_source,
+        "memory_fraction": memory_fraction or EXPORTED_MEMORY_FRACTION,
+        "host_step_seconds": u.host_step_seconds,  # a --calibration overlay's where in force
         "ttft_ms": ms,
         "tpot_ms": {k: v * 1e3 for k, v in u.tpot.to_dict().items()},
         "output_tps_per_gpu": u.output_tps_per_gpu,
@@ -196,15 +208,17 @@ def plan_detail(
     engine: str | None = None,
     concurrency: int | None = None,
     request_rate: float | None = None,
+    memory_fraction: float | None = None,
 ) -> PlanDetail:
     """The pools of ``key`` priced on ``spec`` (its batch and precision from the key); under
-    load at ``concurrency`` clients or ``request_rate`` requests/s."""
+    load at ``concurrency`` clients or ``request_rate`` requests/s, the KV pool at
+    ``memory_fraction`` of GPU memory (None: the exported 0.9)."""
     from plena_opt.export.launch import parse_deployment_key
 
     check_key(key)
     split = parse_deployment_key(key)
     if split is None:
-        pool = _pool(spec, "plan", 1, key, engine, concurrency, request_rate)
+        pool = _pool(spec, "plan", 1, key, engine, concurrency, request_rate, memory_fraction)
         return PlanDetail(key, False, [pool])
     x, pkey, y, dkey = split
     pools = [
@@ -224,9 +238,12 @@ def bundle_files(
     gpu: str | None = None,
     precision: str | None = None,
     gpus_per_node: int = 8,
+    memory_fraction: float | None = None,
 ) -> dict[str, str]:
     """The files ``plena-opt export KEY --out-dir DIR`` writes (launch scripts, refusals,
-    ``launch.json``, ``deployment.json``), name → text; ``model`` the id the engines load."""
+    ``launch.json``, ``deployment.json``), name → text; ``model`` the id the engines load;
+    ``memory_fraction``: the engines' memory setting (None: 0.9, ``export --memory-fraction``)."""
+    from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION, check_memory_fraction
     from plena_opt.export import ExportSpec, bundle
     from plena_opt.export.files import write_bundle, write_deployment
 
@@ -237,6 +254,7 @@ def bundle_files(
         output_len=output_len,
         gpus_per_node=gpus_per_node,
         precision=precision,
+        memory_fraction=check_memory_fraction(memory_fraction) or EXPORTED_MEMORY_FRACTION,
     )
     launches = bundle(key, spec)
     with tempfile.TemporaryDirectory(prefix="plena-ui-bundle-") as tmp:

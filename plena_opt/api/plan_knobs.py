@@ -91,10 +91,12 @@ def reestimate(
     engine: str | None,
     load: tuple[int | None, float | None] = (None, None),
     cluster: tuple[int, str] | None = None,
+    memory_fraction: float | None = None,
 ) -> Reestimate:
     """``key`` with ``change`` applied, priced on ``spec``; under ``engine`` at the changed load,
     else at ``load`` (the job's concurrency, request rate). ``cluster``: (devices, NoC name) of
-    the job's cluster (None: loaded from ``spec``)."""
+    the job's cluster (None: loaded from ``spec``); ``memory_fraction``: the job's KV pool
+    share (None: 0.9)."""
     from plena_opt.api.plan_detail import check_key, plan_detail
 
     check_key(key)
@@ -105,6 +107,6 @@ def reestimate(
     new = changed_key(key, change, *cluster)
     if change.concurrency is not None or change.request_rate is not None:
         load = (change.concurrency, change.request_rate)
-    detail = plan_detail(spec, new, engine, *load)
+    detail = plan_detail(spec, new, engine, *load, memory_fraction)
     changed = {k: v for k, v in asdict(change).items() if v is not None}
     return Reestimate(new, changed, detail.to_dict())

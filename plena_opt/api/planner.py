@@ -60,6 +60,7 @@ LOAD_FLAGS = {
     "request_rate": "--request-rate",
     "engine": "--engine",
     "percentile": "--percentile",
+    "memory_fraction": "--memory-fraction",
 }
 
 
@@ -143,7 +144,8 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
     from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 
     spec = _spec(fields)
-    _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"))
+    _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"),
+                fields.get("memory_fraction"))  # fmt: skip
     load, serving, note = _search_load(fields)
     sizes, auto = _batches(fields.get("batch_sizes"))
     try:
@@ -203,16 +205,20 @@ def _search_load(f: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]
     note = f"searched {load_words(conc, rate, engine, pct)}" + (
         ": aggregated plans only" if serving == "aggregated"
         else "; the serving comparison priced under the same load")  # fmt: skip
-    load = {"concurrency": conc, "request_rate": rate, "engine": engine, "percentile": pct}
+    load = {"concurrency": conc, "request_rate": rate, "engine": engine, "percentile": pct,
+            "memory_fraction": f.get("memory_fraction")}  # fmt: skip
     return load, serving, note
 
 
-def _check_load(engine: str | None, concurrency: int | None, rate: float | None = None) -> None:
+def _check_load(engine: str | None, concurrency: int | None, rate: float | None = None,
+                fraction: float | None = None) -> None:  # fmt: skip
     """The workload the plan view prices under load (``concurrency`` clients or ``rate``
-    requests/s, not both), checked as ``estimate`` checks it."""
+    requests/s, not both; the KV pool at ``fraction``), checked as ``estimate`` checks it."""
+    from plena_opt.api.running_cap import check_memory_fraction
     from plena_opt.api.under_load import check_load
     from plena_opt.serving.engines import ENGINES
 
+    check_memory_fraction(fraction)
     if engine is not None and engine not in ENGINES:
         raise PlenaInputError(
             "engine", f"--engine: invalid choice {engine[:64]!r} (choose from {', '.join(ENGINES)})"

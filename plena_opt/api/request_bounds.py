@@ -100,6 +100,7 @@ PROTO_BOUNDS: dict[str, str] = {
     "ServingLoad.engine": _CHOICE,
     "ServingLoad.engine_version": "the one modelled version of the engine, else refused",
     "ServingLoad.range_ratio": "0 ≤ ratio < 1",
+    "ServingLoad.memory_fraction": "unset or 0 < fraction ≤ MAX_MEMORY_FRACTION (Estimate only)",
     "ServingLoad.prefill_workers": _POOL,
     "ServingLoad.prefill_tp": _POOL,
     "ServingLoad.decode_workers": _POOL,

@@ -18,8 +18,8 @@ checks the exported flag is the priced setting).
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate.capacity import DEFAULT_MEMORY_FRACTION
@@ -33,6 +33,23 @@ if TYPE_CHECKING:
 # ``ExportSpec.memory_fraction``'s default (``export --memory-fraction``; ``search --export-dir``
 # writes ``--memory-fraction`` or this): the memory setting every exported engine starts with.
 EXPORTED_MEMORY_FRACTION = DEFAULT_MEMORY_FRACTION
+
+
+def check_memory_fraction(value: float | None) -> float | None:
+    """``value`` (None: the exported default) if it is a share of GPU memory in
+    (0, ``MAX_MEMORY_FRACTION``]; else raise naming ``memory_fraction`` (``--memory-fraction``,
+    the rule ``search --memory-fraction`` and ``export --memory-fraction`` apply)."""
+    from plena_opt.bounds import MAX_MEMORY_FRACTION
+
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or not 0 < value <= MAX_MEMORY_FRACTION:
+        raise PlenaInputError(
+            "memory_fraction",
+            f"--memory-fraction must be above 0 and at most {MAX_MEMORY_FRACTION:g} (the KV "
+            f"pool's share of GPU memory), got {value!r}",
+        )
+    return float(value)
 
 
 def replica_parts(problem: EvaluatorInputs, plan: Plan) -> tuple[tuple, Plan]:
@@ -65,24 +82,29 @@ def plan_running_cap(
     batch: int | None,
     memory_fraction: float | None = None,
     explain: bool = True,
+    cap: KvCap | None | str = "price",
 ) -> tuple[EngineModel, str]:
     """(``eng`` with the plan's running cap per DP replica, where the cap came from in words).
     ``problem``: the plan's inputs and workload (its lengths); ``batch``: the plan's global batch
     (None: no batch cap, ``api.load_cap``); ``memory_fraction``: the exported memory setting
     (None: ``EXPORTED_MEMORY_FRACTION``); ``explain``: say when TensorRT-LLM's unpriced
-    whole-sequence admission would bind (one more pool computation). Raises naming ``plan``
-    when a capped engine's pool holds no request (the exported engine would not start)."""
+    whole-sequence admission would bind (one more pool computation); ``cap``: the pool's
+    ``replica_kv_cap`` when already priced. Raises naming ``plan`` when the pool holds no
+    request (the exported engine would not start), whatever the engine."""
     from plena_opt.api.load_cap import capped_engine
     from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, binds
 
     eng, source = capped_engine(eng, eng.name, plan, batch)
-    if eng.name not in KV_CAPPED_ENGINES and not explain:
+    if eng.name not in KV_CAPPED_ENGINES and not explain and cap == "price":
         return eng, source
-    cap = replica_kv_cap(problem, plan, eng, memory_fraction)
-    if cap is not None and cap.requests < 1 and eng.name in KV_CAPPED_ENGINES:
+    if cap == "price":
+        cap = replica_kv_cap(problem, plan, eng, memory_fraction)
+    assert not isinstance(cap, str)
+    if cap is not None and cap.requests < 1:
         raise PlenaInputError("plan", no_room(cap, problem))
     if not binds(cap, eng):
         return eng, source
+    assert cap is not None
     wl = problem.workload
     if eng.name in KV_CAPPED_ENGINES:
         return replace(eng, max_running=cap.requests), cap.describe(
@@ -117,13 +139,53 @@ def no_room(cap: KvCap, problem: EvaluatorInputs) -> str:
     )
 
 
-def memo_running_cap(memo: dict, problem: EvaluatorInputs, plan: Plan, eng: EngineModel,
-                     batch: int | None, memory_fraction: float | None = None) -> Any:  # fmt: skip
-    """``plan_running_cap``'s engine, kept in ``memo`` by the plan, lengths, formats and batch
-    (a search prices each plan once per batch; the pool does not depend on the rest)."""
+@dataclass(frozen=True)
+class LoadMemory:
+    """One device of a plan's fullest stage under load as its engine holds it, bytes:
+    ``weight_bytes`` of weights and ``kv_bytes``, the KV cache of the requests it runs at once
+    (``running`` per DP replica: its clients, at most its running cap and what its pool holds,
+    each at its mean held tokens, ``serving.kv_admission``), in a pool of ``pool_bytes`` per
+    device at the memory setting ``fraction`` (the one the launch files write). The rest of the
+    clients wait in the engine's queue (their wait is in TTFT), so a plan whose pool holds one
+    request fits; one whose pool holds none is refused naming ``plan`` (``plan_running_cap``)."""
+
+    weight_bytes: float
+    kv_bytes: float
+    pool_bytes: float
+    running: int
+    fraction: float
+
+
+def load_memory(cap: KvCap, eng: EngineModel, clients: int | None, plan: Plan) -> LoadMemory:
+    """``LoadMemory`` of one DP replica of ``plan`` (its ``cap``, the running-capped ``eng``)
+    with ``clients`` requests in it (None, a request rate: as many as its cap runs)."""
+    running = cap.requests
+    for bound in (eng.max_running, clients):
+        running = running if bound is None else min(running, bound)
+    slots = max(1, plan.ep * plan.pp)  # devices of one replica that hold different requests
+    per_device = min(cap.requests // slots, -(-running // slots))
+    frac = EXPORTED_MEMORY_FRACTION if cap.fraction is None else cap.fraction
+    return LoadMemory(cap.weight_bytes, per_device * cap.request_bytes, cap.pool_bytes, running,
+                      frac)  # fmt: skip
+
+
+def memo_admission(memo: dict, problem: EvaluatorInputs, plan: Plan, eng: EngineModel,
+                   batch: int | None, memory_fraction: float | None = None
+                   ) -> tuple[EngineModel, KvCap | None]:  # fmt: skip
+    """(``plan_running_cap``'s engine, one replica's ``replica_kv_cap``), kept in ``memo`` by
+    the plan, lengths, formats and batch (a search prices each plan once per batch; the pool
+    does not depend on the rest). A pool that holds no request raises naming ``plan``."""
     wl = problem.workload
-    key = ("running_cap", plan, wl.input_seq_len, wl.output_seq_len, wl.precision,
+    key = ("admission", plan, wl.input_seq_len, wl.output_seq_len, wl.precision,
            wl.kv_precision, batch, eng)  # fmt: skip
     if key not in memo:
-        memo[key] = plan_running_cap(problem, plan, eng, batch, memory_fraction, False)[0]
-    return memo[key]
+        try:
+            cap = replica_kv_cap(problem, plan, eng, memory_fraction)
+            capped = plan_running_cap(problem, plan, eng, batch, memory_fraction, False, cap)[0]
+            memo[key] = (capped, cap)
+        except PlenaInputError as exc:
+            memo[key] = exc
+    got = memo[key]
+    if isinstance(got, PlenaInputError):
+        raise PlenaInputError(got.field, got.rule)
+    return got

@@ -6,7 +6,12 @@ serving workload, and the objectives and SLAs read those figures.
 the request's percentile), ``tps`` = the plan's output tokens/s under the load (so tokens/s per
 device and cost per token follow it); the static-batch figures stay under ``static_*`` names and
 the under-load figures in ``under_load`` (``search.record.summarise_metrics``). Energy per token
-and the memory check stay static (their basis is named in the front).
+stays static (its basis is named in the front). Memory is judged as the engine holds it
+(``api.running_cap.load_memory``): the weights, the step's activations where the engine reserves
+them and the KV cache of the requests its pool admits, at the memory setting the launch files
+write (``--memory-fraction``, default 0.9); the clients beyond the pool wait in its queue and
+their wait is in TTFT, so such a plan fits (``fits_in_memory``, ``kv_cache_bytes_per_device``:
+the admitted requests'), and a plan whose pool holds no request is refused naming ``plan``.
 
 Inside the search each plan costs the **steady state** (``serving.closed_loop`` /
 ``serving.open_loop``: means; step costs from evaluators shared by every plan of the search),
@@ -40,8 +45,11 @@ class LoadedMetrics:
     """A plan's static metrics with the serving figures under load (seconds, tokens/s)."""
 
     def __init__(self, static: Any, ttft_s: float, tpot_s: float, tps: float,
-                 under_load: dict[str, Any]) -> None:  # fmt: skip
+                 under_load: dict[str, Any], memory: Any = None) -> None:  # fmt: skip
         self._static = static
+        if memory is not None:  # the engine's admission (``api.running_cap.LoadMemory``)
+            self.fits_in_memory = True
+            self.kv_cache_bytes_per_device = memory.kv_bytes
         self.ttft_seconds, self.tps = ttft_s, tps
         self.tps_per_sequence = 1.0 / tpot_s if tpot_s > 0 else math.nan
         self.under_load = under_load
@@ -93,17 +101,30 @@ class LoadedEvaluator:
         rate = None if r.request_rate is None else r.request_rate / dp
         return one, noc, clients, rate
 
-    def _engine(self, plan: Any) -> Any:
-        """The engine a plan is priced with: its running cap as ``estimate`` prices it
-        (``api.running_cap``: the plan's batch under a request rate, under a concurrency none
-        (the batch is the concurrency, which the clients never exceed); the KV pool at the
-        exported memory setting). A pool that holds no request raises naming ``plan``."""
-        from plena_opt.api.running_cap import memo_running_cap
+    def _admission(self, plan: Any) -> tuple[Any, Any]:
+        """(The engine a plan is priced with, its replica's KV pool): its running cap as
+        ``estimate`` prices it (``api.running_cap``: the plan's batch under a request rate,
+        under a concurrency none (the batch is the concurrency, which the clients never
+        exceed); the KV pool at the exported memory setting). A pool that holds no request
+        raises naming ``plan``."""
+        from plena_opt.api.running_cap import memo_admission
 
         batch = None if self._req.request_rate is None else self._inner.workload.batch_size
         problem = replace(self._inputs, workload=self._inner.workload)
         frac = self._req.memory_fraction
-        return memo_running_cap(self._shared, problem, plan, self._eng, batch, frac)
+        return memo_admission(self._shared, problem, plan, self._eng, batch, frac)
+
+    def _engine(self, plan: Any) -> Any:
+        return self._admission(plan)[0]
+
+    def _memory(self, plan: Any) -> Any:
+        """What one device holds under the load (``api.running_cap.LoadMemory``; None: the
+        memory has no capacity, the static check stands)."""
+        from plena_opt.api.running_cap import load_memory
+
+        eng, cap = self._admission(plan)
+        one, _, clients, _ = self._replica(plan)
+        return None if cap is None else load_memory(cap, eng, clients, one)
 
     def _steady(self, plan: Any) -> tuple[Any, float]:
         """(the busiest replica's steady state, the plan's output tokens/s over its replicas)."""
@@ -171,7 +192,12 @@ class LoadedEvaluator:
             "request_throughput_per_s": st.request_throughput_per_s,
         }
         doc["output_tps_per_gpu"] = tps / plan.world_size
-        return LoadedMetrics(static, ttft, tpot, tps, doc)
+        memory = self._memory(plan)
+        if memory is not None:
+            doc["running_requests"] = memory.running
+            doc["kv_pool_bytes_per_device"] = memory.pool_bytes
+            doc["memory_fraction"] = memory.fraction
+        return LoadedMetrics(static, ttft, tpot, tps, doc, memory)
 
 
 def loaded_factory(factory: Any, inputs: Any, request: Any) -> Any:
@@ -195,5 +221,6 @@ def load_document(request: Any, engine_version: str) -> dict[str, Any]:
         "engine_version": engine_version,
         "percentile": str(request.percentile),
         "basis": BASIS,
-        "static_basis": "energy per token and the memory check: static batch",
+        "static_basis": "energy per token: static batch; memory: the engine's admission (weights"
+        " + the KV cache of the requests its pool holds at the memory fraction; the rest queue)",
     }

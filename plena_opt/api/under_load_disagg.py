@@ -151,11 +151,17 @@ def serve_disaggregated(
     request_rate: float | None = None,
     engine_version: str | None = None,
     range_ratio: float = 0.0,
+    memory_fraction: float | None = None,
 ) -> DisaggUnderLoad:
     """``pools`` on ``problem``'s GPU chip and NoC under the workload (fields as
-    ``serve_under_load``'s); bad input raises naming the field."""
+    ``serve_under_load``'s; the decode workers' KV pool at ``memory_fraction``, None: the
+    exported default); bad input raises naming the field."""
     from plena_opt.api.load_cap import KV_BOUND
-    from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION, replica_kv_cap
+    from plena_opt.api.running_cap import (
+        EXPORTED_MEMORY_FRACTION,
+        check_memory_fraction,
+        replica_kv_cap,
+    )
     from plena_opt.api.under_load import check_load, check_target_engine
     from plena_opt.estimate.disaggregated import sub_noc
     from plena_opt.estimate.plan import Plan
@@ -165,6 +171,7 @@ def serve_disaggregated(
     from plena_opt.serving.pools import pool_steps
 
     check_load(concurrency, request_rate, range_ratio)
+    frac = check_memory_fraction(memory_fraction) or EXPORTED_MEMORY_FRACTION
     version = check_target_engine(problem, engine, engine_version)
     noc = problem.noc
     if pools.gpus > noc.num_devices:  # type: ignore[union-attr]
@@ -177,7 +184,7 @@ def serve_disaggregated(
     eng = calibrated(engine_model(engine, hbm), problem.chip.name)
     wl = problem.workload
     parts = (problem.model, noc, problem.memory, problem.chip, wl)
-    prefill, decode, transfer = pool_steps(*parts, pools, eng, EXPORTED_MEMORY_FRACTION)  # type: ignore[arg-type]
+    prefill, decode, transfer = pool_steps(*parts, pools, eng, frac)  # type: ignore[arg-type]
     lengths = (wl.input_seq_len, wl.output_seq_len, range_ratio)
     m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, concurrency,
                                  request_rate)  # fmt: skip
@@ -185,7 +192,7 @@ def serve_disaggregated(
     source = "the engine's default" if running is not None else KV_BOUND
     if running != eng.max_running:  # the decode worker's KV pool binds (pools.pool_steps)
         sub = replace(problem, noc=sub_noc(noc, pools.decode_tp))  # type: ignore[arg-type]
-        cap = replica_kv_cap(sub, Plan(tp=pools.decode_tp), eng)
+        cap = replica_kv_cap(sub, Plan(tp=pools.decode_tp), eng, frac)
         source = cap.describe(wl.input_seq_len, wl.output_seq_len) if cap else source
     return DisaggUnderLoad(engine, version, eng.budget_tokens, eng.host_step_seconds, eng.source,
                            pools, concurrency, request_rate, wl.input_seq_len, wl.output_seq_len,

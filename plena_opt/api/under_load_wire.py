@@ -120,7 +120,8 @@ def under_load_from_proto(msg: pb.UnderLoadMetrics) -> UnderLoad:
 
 _PLAN_LOAD = ("ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds",
               "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user",
-              "request_throughput_per_s")  # fmt: skip
+              "request_throughput_per_s", "running_requests", "kv_pool_bytes_per_device",
+              "memory_fraction")  # fmt: skip
 
 
 def plan_under_load_to(s: Mapping[str, Any], out: pb.PlanUnderLoad) -> None:

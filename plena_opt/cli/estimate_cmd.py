@@ -155,6 +155,16 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
             "prefill queue, KV transfer and decode batch (default: none, one aggregated plan)",
         )
     g.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help="the KV pool's share of GPU memory the engine is priced with, 0 < F <= 1 (vLLM "
+        "--gpu-memory-utilization, SGLang --mem-fraction-static, TensorRT-LLM "
+        "free_gpu_memory_fraction; the value plena-opt export --memory-fraction writes; "
+        "default: 0.9, what the export writes by default)",
+    )
+    g.add_argument(
         "--engine-version",
         default=None,
         help="the engine version (default and only one modelled: vllm 0.34.0, sglang 0.5.23, "
@@ -163,6 +173,14 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from plena_opt.api.running_cap import check_memory_fraction
+
+    check_memory_fraction(args.memory_fraction)
+    if args.memory_fraction is not None and args.concurrency is None and args.request_rate is None:
+        raise PlenaInputError(
+            "memory_fraction",
+            "--memory-fraction prices the KV pool under load: give --concurrency or --request-rate",
+        )
     args.load_batch = resolve_batch(args)
     plan = plan_from_args(args)
     speculation_of_args(args)  # bad flags fail before any pricing
@@ -252,7 +270,7 @@ def _print_under_load(args: argparse.Namespace, problem, plan: Plan, result) -> 
         raise PlenaInputError("burst_ttft", "--burst-ttft and --concurrency: give one")
     load = serve_under_load(
         problem, plan, args.engine or "vllm", args.concurrency, args.request_rate,
-        args.engine_version, args.range_ratio or 0.0, args.load_batch,
+        args.engine_version, args.range_ratio or 0.0, args.load_batch, args.memory_fraction,
     )  # fmt: skip
     verdict = None
     spec = speculation_of_args(args)
@@ -277,7 +295,7 @@ def _print_disaggregated(args: argparse.Namespace) -> int:
     problem = api.load_problem(problem_from_args(args))
     load = serve_disaggregated(
         problem, _pools(args), args.engine or "vllm", args.concurrency, args.request_rate,
-        args.engine_version, args.range_ratio or 0.0,
+        args.engine_version, args.range_ratio or 0.0, args.memory_fraction,
     )  # fmt: skip
     if args.json:
         print(dumps({"mode": "disaggregated", "serving_under_load": load.to_dict()}, indent=2))

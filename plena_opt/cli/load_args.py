@@ -23,7 +23,14 @@ def wants_load(args: argparse.Namespace) -> bool:
     """Whether any flag of a serving workload (load, engine, lengths' range) is given."""
     return any(
         getattr(args, k, None) is not None
-        for k in ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+        for k in (
+            "concurrency",
+            "request_rate",
+            "engine",
+            "engine_version",
+            "range_ratio",
+            "memory_fraction",
+        )
     )
 
 

@@ -49,6 +49,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "browser's login prompt with TOKEN as password (HTTP 401 otherwise; default: none, "
         "open to anyone who reaches the port)",
     )
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE.json",
+        help="apply the overlay plena-opt calibrate --out wrote (its fitted constants per "
+        "engine and GPU chip) to every plan the app prices under load (planner searches, plan "
+        "views); read once at start, a damaged file is refused then (default: none, the "
+        "shipped constants)",
+    )
     p.set_defaults(func=run, storage=env_default(ENV_STORAGE))
 
 
@@ -56,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise PlenaInputError("port", "--port must be between 0 and 65535")
     from plena_opt.api.access import read_token_file
+    from plena_opt.api.calibration import applied, overlay_flag
 
     token = read_token_file(args.auth_token_file) if args.auth_token_file else None
+    overlay = overlay_flag(args.calibration)
     try:
         import uvicorn
 
@@ -88,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = _Server(config)
     try:
-        server.run()
+        with applied(overlay):  # process-wide: every request's thread prices with it
+            server.run()
     except KeyboardInterrupt:
         return 0
     if not server.started:

@@ -61,13 +61,16 @@ GIB = float(1 << 30)
 class KvCap:
     """Requests ``engine``'s KV pool holds at once on a plan: ``requests`` (all its devices) of
     ``tokens_per_request`` tokens each in a pool of ``pool_bytes`` per device, at the memory
-    setting ``fraction`` (None: the engine's default)."""
+    setting ``fraction`` (None: the engine's default). Per device of the fullest stage, bytes:
+    ``weight_bytes`` of weights, ``request_bytes`` of KV cache per running request."""
 
     engine: str
     requests: int
     tokens_per_request: float
     pool_bytes: float
     fraction: float | None
+    weight_bytes: float = 0.0
+    request_bytes: float = 0.0
 
     def describe(self, isl: int, osl: int) -> str:
         """Where a running cap came from, in words (``estimate``'s ``max_running_source``)."""
@@ -124,7 +127,7 @@ def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workloa
     pool = pool_bytes(engine, float(capacity), weights, act, plan.tp, fraction)
     fits = math.floor(pool / per_request) if per_request > 0 else 0
     replicas = plan.dp * plan.ep * plan.pp  # sequence slots of one device across the plan
-    return KvCap(engine, max(0, fits) * replicas, mean_held, pool, fraction)
+    return KvCap(engine, max(0, fits) * replicas, mean_held, pool, fraction, weights, per_request)
 
 
 def kv_running_cap(model: object, noc: object, memory: object, chip: object, wl: Workload,

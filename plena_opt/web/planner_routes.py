@@ -62,6 +62,9 @@ class PlannerIn(BaseModel):
     # given: the search runs under the workload and judges the SLAs at this percentile
     # (``search --percentile``); None: the workload prices only the plan view
     percentile: Literal["p50", "p90", "p99"] | None = None
+    # the KV pool's share of GPU memory the plan view, the search under load and the bundle use
+    # (``estimate``/``search``/``export --memory-fraction``; (0, 1], checked as the CLI checks it)
+    memory_fraction: float | None = None
     max_ttft_ms: float | None = None
     max_tpot_ms: float | None = None
     objectives: list[str] = Field(

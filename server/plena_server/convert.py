@@ -362,7 +362,8 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
 
 LOAD_FIELDS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio",
                "prefill_workers", "prefill_tp", "decode_workers", "decode_tp",
-               "speculative", "speculative_method", "acceptance")  # fmt: skip
+               "speculative", "speculative_method", "acceptance",
+               "memory_fraction")  # fmt: skip
 
 
 def qualify_load(exc: PlenaInputError) -> PlenaInputError:

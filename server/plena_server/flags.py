@@ -63,6 +63,14 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
         help="require 'authorization: Bearer TOKEN' (TOKEN: the file's content) on every RPC "
         "but the health check (UNAUTHENTICATED otherwise; default: none)",
     )
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE.json",
+        help="apply the overlay plena-opt calibrate --out wrote (its fitted constants per "
+        "engine and GPU chip) to every plan this server prices under load; read once at start, "
+        "a damaged file is refused then (default: none, the shipped constants)",
+    )
     p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
 
 
@@ -95,7 +103,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """Validate the flags and serve until SIGTERM/SIGINT (user errors: ``PlenaInputError``)."""
     from pydantic import ValidationError
 
-    from plena_server.app import serve
+    from plena_opt.api.calibration import applied, overlay_flag
     from plena_server.limits import MAX_CONCURRENT, ServerLimits
 
     if not 0 <= args.port <= 65535:
@@ -114,18 +122,11 @@ def run_serve(args: argparse.Namespace) -> int:
     tls = _tls(args)
     token_file = getattr(args, "auth_token_file", None)
     token = read_token_file(token_file) if token_file else None
+    overlay = overlay_flag(getattr(args, "calibration", None))
     _check_port_free(args.host, args.port)
     try:
-        return serve(
-            args.host,
-            args.port,
-            args.storage,
-            args.workers,
-            limits,
-            reflection_on=args.reflection,
-            tls=tls,
-            auth_token=token,
-        )
+        with applied(overlay):  # process-wide: every RPC thread prices with it
+            return _serve(args, limits, tls, token)
     except OSError as exc:
         raise PlenaInputError("port", f"cannot serve on {args.host}:{args.port}: {exc}") from exc
     except RuntimeError as exc:  # grpcio: "Failed to bind to address …" (port busy or no access)
@@ -136,6 +137,21 @@ def run_serve(args: argparse.Namespace) -> int:
             f"cannot serve on {args.host}:{args.port}: the address is in use or not available; "
             "choose another --port",
         ) from None
+
+
+def _serve(args: argparse.Namespace, limits: object, tls: object, token: str | None) -> int:
+    from plena_server.app import serve
+
+    return serve(
+        args.host,
+        args.port,
+        args.storage,
+        args.workers,
+        limits,
+        reflection_on=args.reflection,
+        tls=tls,
+        auth_token=token,
+    )
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -216,6 +216,11 @@ def _load(request: pb.SearchRequest, o: pb.SearchOptions) -> dict[str, Any]:
             "disaggregated pools (load.prefill_workers, prefill_tp, decode_workers, decode_tp) "
             "are priced by Estimate, not searched",
         )
+    if request.load.HasField("memory_fraction"):
+        raise PlenaInputError(
+            "load.memory_fraction",
+            "load.memory_fraction is Estimate's; a search takes options.memory_fraction",
+        )
     if request.load.speculative or request.load.acceptance or request.load.speculative_method:
         raise PlenaInputError(
             "load.speculative", "speculative decoding is priced by Estimate, not searched"

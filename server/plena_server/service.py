@@ -152,7 +152,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
         inputs = convert.load_inputs(request.system, request.workload, self.limits)
         try:
-            d = serve_disaggregated(inputs, pools, **load_kwargs(request.load))
+            d = serve_disaggregated(inputs, pools, **load_kwargs(request.load),
+                                    memory_fraction=_fraction(request.load))  # fmt: skip
         except PlenaInputError as exc:
             raise convert.qualify_load(exc) from exc
         return pb.EstimateResponse(
@@ -171,7 +172,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             kwargs = load_kwargs(request.load)
             w = request.workload  # unset under a rate: the engine's default cap
             batch = w.batch_size if w.HasField("batch_size") else None
-            load = api.serve_under_load(inputs, plan, **kwargs, batch=batch)
+            load = api.serve_under_load(inputs, plan, **kwargs, batch=batch,
+                                        memory_fraction=_fraction(request.load))  # fmt: skip
             reply.under_load.CopyFrom(under_load_to_proto(load))
             if spec is not None:
                 verdict = speculate(inputs, plan, load, spec, kwargs["engine"])
@@ -233,3 +235,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
     @unary_errors
     def ListStudies(self, request: pb.ListStudiesRequest, context: grpc.ServicerContext) -> Any:
         return studies.list_studies(self.storage)
+
+
+def _fraction(load: pb.ServingLoad) -> float | None:
+    """``load.memory_fraction`` (unset: None, the exported default; checked where priced)."""
+    return load.memory_fraction if load.HasField("memory_fraction") else None

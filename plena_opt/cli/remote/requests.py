@@ -105,10 +105,19 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
     request = pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
     if any(getattr(args, k, None) is not None for k in LOAD_FLAGS):
         request.load.CopyFrom(load_from_args(args))
+        if args.memory_fraction is not None:  # Estimate's; a search sends its option
+            request.load.memory_fraction = args.memory_fraction
     return request
 
 
-LOAD_FLAGS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio")
+LOAD_FLAGS = (
+    "concurrency",
+    "request_rate",
+    "engine",
+    "engine_version",
+    "range_ratio",
+    "memory_fraction",
+)
 
 
 def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:

@@ -100,7 +100,11 @@ class _Search:
             request.max_ttft_ms,
             request.min_tps_per_seq,
             request.max_tpot_ms,
-            self.capacity.fraction if self.capacity.judges_memory else None,
+            # under load the engine's admission judges memory (``api.search_load``), not the
+            # capacity-bound batch: the clients beyond the pool wait in its queue
+            self.capacity.fraction
+            if self.capacity.judges_memory and not getattr(request, "under_load", False)
+            else None,
             request.max_cost_per_mtok,
         )
         self.prices = load_prices(request.prices)

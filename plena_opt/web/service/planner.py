@@ -139,7 +139,7 @@ class PlannerJobs:
         f = job.fields
         spec = job.search.request.problem
         load = (f.get("concurrency"), f.get("request_rate"))
-        return plan_detail(spec, key, f.get("engine"), *load).to_dict()
+        return plan_detail(spec, key, f.get("engine"), *load, f.get("memory_fraction")).to_dict()
 
     def reestimate(self, job_id: str, knobs: dict[str, Any]) -> dict[str, Any]:
         """A plan of the job with one knob changed (``api.plan_knobs``), without a new search."""
@@ -158,6 +158,7 @@ class PlannerJobs:
             f.get("engine"),
             load,
             (noc.num_devices, noc.name),
+            f.get("memory_fraction"),
         )
         return r.to_dict()
 
@@ -183,6 +184,7 @@ class PlannerJobs:
             gpu=gpu,
             precision=f.get("precision") or None,
             gpus_per_node=int(f.get("gpus_per_node") or 8),
+            memory_fraction=f.get("memory_fraction"),
         )
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:

@@ -1119,7 +1119,7 @@ class ListStudiesResponse(_message.Message):
     def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ServingLoad(_message.Message):
-    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "speculative", "speculative_method", "acceptance")
+    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "speculative", "speculative_method", "acceptance", "memory_fraction")
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_RATE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
@@ -1132,6 +1132,7 @@ class ServingLoad(_message.Message):
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_METHOD_FIELD_NUMBER: _ClassVar[int]
     ACCEPTANCE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
     concurrency: int
     request_rate: float
     engine: str
@@ -1144,7 +1145,8 @@ class ServingLoad(_message.Message):
     speculative: int
     speculative_method: str
     acceptance: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., speculative: _Optional[int] = ..., speculative_method: _Optional[str] = ..., acceptance: _Optional[_Iterable[float]] = ...) -> None: ...
+    memory_fraction: float
+    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., speculative: _Optional[int] = ..., speculative_method: _Optional[str] = ..., acceptance: _Optional[_Iterable[float]] = ..., memory_fraction: _Optional[float] = ...) -> None: ...
 
 class SpeculativeVerdict(_message.Message):
     __slots__ = ("method", "k", "acceptance", "acceptance_source", "expected_tokens_per_step", "decode_batch", "decode_step_seconds", "verify_step_seconds", "draft_seconds", "tpot_without_seconds", "tpot_with_seconds", "pays")
@@ -1295,7 +1297,7 @@ class UnderLoadMetrics(_message.Message):
     def __init__(self, engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., max_running_requests: _Optional[int] = ..., cuda_graph_max_batch: _Optional[int] = ..., host_step_seconds: _Optional[float] = ..., engine_source: _Optional[str] = ..., concurrency: _Optional[int] = ..., request_rate_per_s: _Optional[float] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., range_ratio: _Optional[float] = ..., gpus: _Optional[int] = ..., replayed_requests: _Optional[int] = ..., ttft: _Optional[_Union[LoadStats, _Mapping]] = ..., tpot: _Optional[_Union[LoadStats, _Mapping]] = ..., itl: _Optional[_Union[LoadStats, _Mapping]] = ..., e2e: _Optional[_Union[LoadStats, _Mapping]] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., steady: _Optional[_Union[SteadyStateMetrics, _Mapping]] = ..., benchmark_run_ttft_seconds: _Optional[float] = ..., error_band: _Optional[_Union[LoadErrorBand, _Mapping]] = ..., replicas: _Optional[int] = ..., attention_dp_imbalance: _Optional[float] = ..., pipeline_stages: _Optional[int] = ..., batches_in_flight: _Optional[int] = ..., max_running_source: _Optional[str] = ...) -> None: ...
 
 class PlanUnderLoad(_message.Message):
-    __slots__ = ("percentile", "ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds", "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "static_ttft_seconds", "static_tps", "static_tps_per_sequence", "refused")
+    __slots__ = ("percentile", "ttft_seconds", "tpot_seconds", "ttft_mean_seconds", "tpot_mean_seconds", "e2e_mean_seconds", "output_tps_per_gpu", "output_tps_per_user", "request_throughput_per_s", "static_ttft_seconds", "static_tps", "static_tps_per_sequence", "refused", "running_requests", "kv_pool_bytes_per_device", "memory_fraction")
     PERCENTILE_FIELD_NUMBER: _ClassVar[int]
     TTFT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TPOT_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -1309,6 +1311,9 @@ class PlanUnderLoad(_message.Message):
     STATIC_TPS_FIELD_NUMBER: _ClassVar[int]
     STATIC_TPS_PER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    KV_POOL_BYTES_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
     percentile: str
     ttft_seconds: float
     tpot_seconds: float
@@ -1322,7 +1327,10 @@ class PlanUnderLoad(_message.Message):
     static_tps: float
     static_tps_per_sequence: float
     refused: str
-    def __init__(self, percentile: _Optional[str] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., ttft_mean_seconds: _Optional[float] = ..., tpot_mean_seconds: _Optional[float] = ..., e2e_mean_seconds: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., static_ttft_seconds: _Optional[float] = ..., static_tps: _Optional[float] = ..., static_tps_per_sequence: _Optional[float] = ..., refused: _Optional[str] = ...) -> None: ...
+    running_requests: int
+    kv_pool_bytes_per_device: float
+    memory_fraction: float
+    def __init__(self, percentile: _Optional[str] = ..., ttft_seconds: _Optional[float] = ..., tpot_seconds: _Optional[float] = ..., ttft_mean_seconds: _Optional[float] = ..., tpot_mean_seconds: _Optional[float] = ..., e2e_mean_seconds: _Optional[float] = ..., output_tps_per_gpu: _Optional[float] = ..., output_tps_per_user: _Optional[float] = ..., request_throughput_per_s: _Optional[float] = ..., static_ttft_seconds: _Optional[float] = ..., static_tps: _Optional[float] = ..., static_tps_per_sequence: _Optional[float] = ..., refused: _Optional[str] = ..., running_requests: _Optional[int] = ..., kv_pool_bytes_per_device: _Optional[float] = ..., memory_fraction: _Optional[float] = ...) -> None: ...
 
 class SearchLoadBasis(_message.Message):
     __slots__ = ("kind", "concurrency", "request_rate_per_s", "range_ratio", "engine", "engine_version", "percentile", "basis", "static_basis")
