@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "deployment) under load, fit host_step_seconds per (engine, GPU chip) on the rows "
         "outside a seeded hold-out of whole deployments, and print the constants before -> "
         "after and the hold-out TTFT/TPOT MAPE before -> after. --out writes the overlay that "
-        "estimate, search, capacity and validate apply with --calibration (gRPC and the web UI "
-        "do not take it yet).",
+        "estimate, search, capacity and validate apply with --calibration, and the gRPC server "
+        "(plena-opt serve --calibration) and the web UI (plena-opt ui --calibration) apply to "
+        "every request they price under load.",
     )
     p.add_argument(
         "--measurements",

@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "views); read once at start, a damaged file is refused then (default: none, the "
         "shipped constants)",
     )
-    p.set_defaults(func=run, storage=env_default(ENV_STORAGE))
+    p.set_defaults(func=run, storage=env_default(ENV_STORAGE), applies_calibration=True)
 
 
 def run(args: argparse.Namespace) -> int:

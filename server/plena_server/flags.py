@@ -71,7 +71,9 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
         "engine and GPU chip) to every plan this server prices under load; read once at start, "
         "a damaged file is refused then (default: none, the shipped constants)",
     )
-    p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None)
+    # ``applies_calibration``: the server reads --calibration itself, once at start
+    p.set_defaults(func=run_serve, storage=os.environ.get(STORAGE_ENV) or None,
+                   applies_calibration=True)  # fmt: skip
 
 
 _FLAGS = {

@@ -63,7 +63,7 @@ function underLoad(p) {
   const bars = e
     ? `<p class="hint" id="pl-load-bars">mean (low–high): the ${Math.round(e.level * 100)} % interval of the model's measured error on group ${esc(e.group)} (${e.group_rows} measured runs)</p>`
     : `<p class="hint" id="pl-load-bars">no interval: no measured group for this engine</p>`;
-  return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.request_rate != null ? `${u.request_rate} requests/s` : `${u.concurrency} clients`}: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
+  return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.request_rate != null ? `${u.request_rate} requests/s` : `${u.concurrency} clients`}, memory fraction ${u.memory_fraction}: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
     <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms, "ttft")}${row("TPOT", u.tpot_ms, "tpot")}</table>${bars}`;
 }
 

@@ -96,7 +96,7 @@ export function formFields() {
     engine: $("pl-engine").value, max_ttft_ms: num("pl-ttft"), max_tpot_ms: num("pl-tpot"),
     objectives: [...$("pl-objectives").querySelectorAll("input:checked")].map((x) => x.value),
     precision: $("pl-precision").value || undefined, serving: $("pl-serving").value,
-    percentile: $("pl-percentile").value || undefined,
+    percentile: $("pl-percentile").value || undefined, memory_fraction: num("pl-memfrac"),
     trials: num("pl-trials"), seed: num("pl-seed"),
   });
   if ($("pl-batches").value.trim()) f.batch_sizes = $("pl-batches").value.trim();
@@ -113,7 +113,7 @@ function setForm(f) {
   set("pl-model", f.model); set("pl-chip", f.chip); set("pl-noc", f.noc); set("pl-devices", f.devices);
   set("pl-gpn", f.gpus_per_node); set("pl-input", f.input_seq); set("pl-output", f.output_seq);
   set("pl-batches", f.batch_sizes); set("pl-conc", f.concurrency); set("pl-engine", f.engine);
-  set("pl-model-dir", f.model_dir); set("pl-rate", f.request_rate);
+  set("pl-model-dir", f.model_dir); set("pl-rate", f.request_rate); set("pl-memfrac", f.memory_fraction ?? "");
   modelDirNote();
   if (f.request_rate != null) set("pl-load-kind", "rate");
   loadKind();
