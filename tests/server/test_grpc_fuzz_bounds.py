@@ -91,6 +91,10 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     # speculative decoding (Estimate only): K draft tokens with K rates, a rate in (0, 1]
     ("ServingLoad.speculative", "speculative", limits.MAX_SPECULATIVE_TOKENS, 1),
     ("ServingLoad.acceptance", "speculative", 1.0, 1e-9),
+    # the KV pool's share of GPU memory (Estimate only, as the speculative fields: a search
+    # refuses it for options.memory_fraction); low 0.5: near 0 no pool is left after the
+    # weights, refused naming ``plan`` (the plan's rule, not the field's)
+    ("ServingLoad.memory_fraction", "speculative", limits.MAX_MEMORY_FRACTION, 0.5),
 ]
 # the other pool fields while one is fuzzed: 1 + 4 GPUs, or 4 + 1 for decode_tp (a TP of 5 past
 # the bound would be refused by the model's heads, not the NoC's size, so its bound is a sum too)
