@@ -45,7 +45,9 @@ def _add_space_flags(g: Any) -> None:
         default=None,
         help="share of device memory for weights + KV + activations, like vLLM's "
         "--gpu-memory-utilization (default 0.9 with --batch-sizes auto; otherwise memory is "
-        "judged on the whole capacity)",
+        "judged on the whole capacity); under --concurrency/--request-rate the engine's KV "
+        "pool at this share (default 0.9, what export writes) judges memory: weights + the KV "
+        "of the requests it admits, the rest queued in TTFT",
     )
     g.add_argument(
         "--precisions",
