@@ -63,6 +63,7 @@ class Recommendation:
     output_seq: int | None = None
     plan: dict[str, Any] | None = None  # aggregated: the plan (``Point.to_dict``), else None
     model_args: tuple[str, ...] = ()  # ``--model NAME`` or ``--model-path DIR`` the export loads
+    memory_fraction: float | None = None  # the search's --memory-fraction (None: export's 0.9)
 
     def export_command(self) -> str:
         """The ``plena-opt export`` line that writes its launch arguments."""
@@ -73,6 +74,8 @@ class Recommendation:
         cmd = ["plena-opt", "export", key, *self.model_args]
         if self.input_seq is not None and self.output_seq is not None:
             cmd += ["--input-seq", str(self.input_seq), "--output-seq", str(self.output_seq)]
+        if self.memory_fraction is not None:  # the engines start with the memory it was judged at
+            cmd += ["--memory-fraction", f"{self.memory_fraction:g}"]
         return shlex.join(cmd)
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,6 +127,7 @@ def recommend(result: SearchResult, request: Any) -> Recommendation | None:
         "input_seq": request.problem.input_seq,
         "output_seq": request.problem.output_seq,
         "model_args": _model_args(request.problem),
+        "memory_fraction": getattr(request, "memory_fraction", None),
     }
     if cmp and not cmp.get("partial"):
         mode, why = _favoured(cmp)

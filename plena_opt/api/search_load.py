@@ -220,6 +220,7 @@ def load_document(request: Any, engine_version: str) -> dict[str, Any]:
         "engine": request.engine or "vllm",
         "engine_version": engine_version,
         "percentile": str(request.percentile),
+        "memory_fraction": request.memory_fraction,  # the KV pool's share; None: 0.9
         "basis": BASIS,
         "static_basis": "energy per token: static batch; memory: the engine's admission (weights"
         " + the KV cache of the requests its pool holds at the memory fraction; the rest queue)",

@@ -128,6 +128,8 @@ def _load_flags(result: SearchResult) -> str:
     flags += ["--engine", u["engine"]]
     if u["range_ratio"]:
         flags += ["--range-ratio", f"{u['range_ratio']:g}"]
+    if u.get("memory_fraction") is not None:  # the KV pool the plans were judged with
+        flags += ["--memory-fraction", f"{u['memory_fraction']:g}"]
     return " " + shlex.join(flags)
 
 

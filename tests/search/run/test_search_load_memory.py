@@ -88,6 +88,15 @@ def _search(capsys, *extra: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def test_the_recommended_commands_carry_the_memory_fraction(capsys):
+    assert main([*SEARCH[:-1], "--memory-fraction", "0.8"]) == 0
+    text = capsys.readouterr().out
+    estimate = next(line for line in text.splitlines() if "estimate it:" in line)
+    assert estimate.endswith("--concurrency 128 --engine vllm --memory-fraction 0.8")
+    export = next(line for line in text.splitlines() if "export it:" in line)
+    assert export.endswith("--memory-fraction 0.8")
+
+
 @pytest.mark.parametrize("extra", [(), ("--memory-fraction", "0.8")])
 def test_the_cli_search_does_not_refuse_what_the_engine_runs(capsys, extra):
     """Static check (the old one): TP2×PP2 at batch 128 needs 77.9 GiB per GPU of 74.5 and was
@@ -102,6 +111,8 @@ def test_the_cli_search_does_not_refuse_what_the_engine_runs(capsys, extra):
     assert tp2pp2["fits_in_memory"] is True and 0 < u["running_requests"] < C
     assert u["memory_fraction"] == fraction
     assert tp2pp2["memory_bytes_per_device"] <= fraction * 74.51 * GIB
+    # the export starts the engines with the memory they were judged at
+    assert ("--memory-fraction 0.8" in doc["recommendation"]["export_command"]) == bool(extra)
     # the plans whose pool holds no 8k request (TP 1, TP 2 alone) are named, not priced
     refused = [w for w in doc["warnings"] if "holds no request" in w]
     assert refused and all("fit the pool of" in w for w in refused)
