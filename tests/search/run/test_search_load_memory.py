@@ -116,3 +116,52 @@ def test_the_cli_search_does_not_refuse_what_the_engine_runs(capsys, extra):
     # the plans whose pool holds no 8k request (TP 1, TP 2 alone) are named, not priced
     refused = [w for w in doc["warnings"] if "holds no request" in w]
     assert refused and all("fit the pool of" in w for w in refused)
+
+
+NODE = ["search", "--model", "llama-3.1-70b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+        "--precision", "bf16", "--input-seq", str(ISL), "--output-seq", str(OSL), "--trials",
+        "60", "--objectives", "ttft,tps-per-device", "--quiet", "--concurrency", str(C),
+        "--json", "--study", "load-memory"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from plena_server.app import start_server
+    from plena_server.limits import ServerLimits
+
+    store = tmp_path_factory.mktemp("loadmemory") / "studies.log"
+    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
+    yield f"127.0.0.1:{running.port}"
+    running.drain(1)
+
+
+def test_grpc_judges_memory_as_local_does(server, capsys, tmp_path):
+    """On the whole node the static check found 2 plans (TP4 × DP2 …) infeasible on memory;
+    over gRPC as locally none is, and the typed front carries the admitted requests."""
+    from plena_client import PlenaClient, pb
+
+    local = _search_doc(capsys, [*NODE, "--storage", str(tmp_path / "l.log")])
+    remote = _search_doc(capsys, [*NODE, "--server", server])
+    for doc in (local, remote):
+        doc.pop("elapsed_seconds"), doc.pop("storage")
+    assert remote == local and local["infeasible"] == {}
+    req = pb.SearchRequest(
+        system=pb.SystemSpec(model=pb.ModelSource(name="llama-3.1-70b")),
+        workload=pb.Workload(input_seq_len=ISL, output_seq_len=OSL, precision="bf16"),
+        load=pb.ServingLoad(concurrency=C),
+    )
+    req.system.noc.name, req.system.chip.name = "hgx-h100x8", "h100-sxm"
+    req.options.trials, req.options.study_name = 60, "load-memory-typed"
+    req.options.memory_fraction = 0.8
+    with PlenaClient(server) as client:
+        reply = client.search(req)
+    assert reply.front
+    for m in reply.front:
+        u = m.under_load
+        assert m.fits_in_memory and 0 < u.running_requests <= C and u.memory_fraction == 0.8
+        assert u.kv_pool_bytes_per_device > 0
+
+
+def _search_doc(capsys, argv: list[str]) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
