@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from plena_opt.bounds import (
     MAX_CONCURRENCY,
+    MAX_MEMORY_FRACTION,
     MAX_REQUEST_RATE,
     MAX_SEARCH_SECONDS,
     MAX_SLA,
@@ -78,7 +79,7 @@ class SearchRequest(BaseModel):
     # ``auto_batch`` (search batches up to each plan's KV-capacity bound) and the serving mode.
     max_tpot_ms: float | None = Field(default=None, allow_inf_nan=True)
     percentile: Percentile = Percentile.P50
-    memory_fraction: float | None = Field(default=None, gt=0, le=1)
+    memory_fraction: float | None = Field(default=None, gt=0, le=MAX_MEMORY_FRACTION)
     auto_batch: bool = False
     serving: ServingMode = ServingMode.AGGREGATED
     # How the ``serving`` comparison searches disaggregated deployments; ``optuna`` scores at
