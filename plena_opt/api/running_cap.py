@@ -82,37 +82,42 @@ def plan_running_cap(
     batch: int | None,
     memory_fraction: float | None = None,
     explain: bool = True,
-    cap: KvCap | None | str = "price",
 ) -> tuple[EngineModel, str]:
     """(``eng`` with the plan's running cap per DP replica, where the cap came from in words).
     ``problem``: the plan's inputs and workload (its lengths); ``batch``: the plan's global batch
     (None: no batch cap, ``api.load_cap``); ``memory_fraction``: the exported memory setting
-    (None: ``EXPORTED_MEMORY_FRACTION``); ``explain``: say when TensorRT-LLM's unpriced
-    whole-sequence admission would bind (one more pool computation); ``cap``: the pool's
-    ``replica_kv_cap`` when already priced. Raises naming ``plan`` when the pool holds no
-    request (the exported engine would not start), whatever the engine."""
+    (None: ``EXPORTED_MEMORY_FRACTION``); ``explain``: price TensorRT-LLM's pool too, to say when
+    its unpriced whole-sequence admission would bind and to refuse a pool that holds none (one
+    more pool computation). Raises naming ``plan`` when the pool holds no request (the exported
+    engine would not start)."""
     from plena_opt.api.load_cap import capped_engine
+    from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES
+
+    capped, source = capped_engine(eng, eng.name, plan, batch)
+    if eng.name not in KV_CAPPED_ENGINES and not explain:
+        return capped, source
+    cap = replica_kv_cap(problem, plan, eng, memory_fraction)
+    return pool_capped(problem, capped, source, cap)
+
+
+def pool_capped(problem: EvaluatorInputs, eng: EngineModel, source: str, cap: KvCap | None
+                ) -> tuple[EngineModel, str]:  # fmt: skip
+    """(``eng``, capped by the plan's batch as ``source`` says, with the running cap of the
+    pool ``cap`` where it binds (vLLM, SGLang; TensorRT-LLM: said, not priced), where the cap
+    came from). Raises naming ``plan`` when the pool holds no request, whatever the engine."""
     from plena_opt.serving.kv_admission import KV_CAPPED_ENGINES, binds
 
-    eng, source = capped_engine(eng, eng.name, plan, batch)
-    if eng.name not in KV_CAPPED_ENGINES and not explain and cap == "price":
-        return eng, source
-    if cap == "price":
-        cap = replica_kv_cap(problem, plan, eng, memory_fraction)
-    assert not isinstance(cap, str)
     if cap is not None and cap.requests < 1:
         raise PlenaInputError("plan", no_room(cap, problem))
-    if not binds(cap, eng):
+    if cap is None or not binds(cap, eng):
         return eng, source
-    assert cap is not None
     wl = problem.workload
+    said = cap.describe(wl.input_seq_len, wl.output_seq_len)
     if eng.name in KV_CAPPED_ENGINES:
-        return replace(eng, max_running=cap.requests), cap.describe(
-            wl.input_seq_len, wl.output_seq_len
-        )
-    return eng, (
-        f"{source}; not {cap.describe(wl.input_seq_len, wl.output_seq_len)}: "
-        f"{eng.name}'s KV admission is not priced (serving.kv_admission)"
+        return replace(eng, max_running=cap.requests), said
+    return (
+        eng,
+        f"{source}; not {said}: {eng.name}'s KV admission is not priced (serving.kv_admission)",
     )
 
 
@@ -179,9 +184,11 @@ def memo_admission(memo: dict, problem: EvaluatorInputs, plan: Plan, eng: Engine
     key = ("admission", plan, wl.input_seq_len, wl.output_seq_len, wl.precision,
            wl.kv_precision, batch, eng)  # fmt: skip
     if key not in memo:
+        from plena_opt.api.load_cap import capped_engine
+
         try:
             cap = replica_kv_cap(problem, plan, eng, memory_fraction)
-            capped = plan_running_cap(problem, plan, eng, batch, memory_fraction, False, cap)[0]
+            capped = pool_capped(problem, *capped_engine(eng, eng.name, plan, batch), cap)[0]
             memo[key] = (capped, cap)
         except PlenaInputError as exc:
             memo[key] = exc
