@@ -159,6 +159,7 @@ class LoadMemory:
     pool_bytes: float
     running: int
     fraction: float
+    pool_requests: int = 0  # requests one replica's pool holds at once
 
 
 def load_memory(cap: KvCap, eng: EngineModel, clients: int | None, plan: Plan) -> LoadMemory:
@@ -171,7 +172,7 @@ def load_memory(cap: KvCap, eng: EngineModel, clients: int | None, plan: Plan) -
     per_device = min(cap.requests // slots, -(-running // slots))
     frac = EXPORTED_MEMORY_FRACTION if cap.fraction is None else cap.fraction
     return LoadMemory(cap.weight_bytes, per_device * cap.request_bytes, cap.pool_bytes, running,
-                      frac)  # fmt: skip
+                      frac, cap.requests)  # fmt: skip
 
 
 def memo_admission(memo: dict, problem: EvaluatorInputs, plan: Plan, eng: EngineModel,

@@ -195,6 +195,7 @@ class LoadedEvaluator:
         memory = self._memory(plan)
         if memory is not None:
             doc["running_requests"] = memory.running
+            doc["pool_requests"] = memory.pool_requests * plan.dp  # over the DP replicas
             doc["kv_pool_bytes_per_device"] = memory.pool_bytes
             doc["memory_fraction"] = memory.fraction
         return LoadedMetrics(static, ttft, tpot, tps, doc, memory)

@@ -88,6 +88,10 @@ class CapacityCache:
     ) -> dict[str, Any]:
         """``summary`` with ``batch_size``, ``max_batch`` and ``capacity_bound`` added."""
         summary["batch_size"] = point.batch_size
+        pooled = (summary.get("under_load") or {}).get("pool_requests")
+        if pooled is not None:  # under load: the requests its engine's KV pool holds at once
+            summary["max_batch"], summary["capacity_bound"] = pooled, False
+            return summary
         bound = self.bound(ev, point.plan, point.precision)
         if bound is None:
             return summary

@@ -109,6 +109,8 @@ def test_the_cli_search_does_not_refuse_what_the_engine_runs(capsys, extra):
     tp2pp2 = next(e for label, e in labels.items() if label.startswith("tp2 pp2"))
     u = tp2pp2["under_load"]
     assert tp2pp2["fits_in_memory"] is True and 0 < u["running_requests"] < C
+    # the front's max batch under load: what the engine's pool holds (it runs that many)
+    assert tp2pp2["max_batch"] == u["pool_requests"] == u["running_requests"]
     assert u["memory_fraction"] == fraction
     assert tp2pp2["memory_bytes_per_device"] <= fraction * 74.51 * GIB
     # the export starts the engines with the memory they were judged at
