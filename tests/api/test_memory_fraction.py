@@ -37,6 +37,17 @@ def test_the_cli_prices_the_pool_at_the_fraction_given(capsys):
     assert half["steady_state"]["ttft_seconds"] > default["steady_state"]["ttft_seconds"]
 
 
+def test_the_disaggregated_decode_pool_is_priced_at_the_fraction(capsys):
+    pools = ["--precision", "fp8", "--input-seq", "8192", "--output-seq", "1024",
+             "--prefill-workers", "1", "--prefill-tp", "4", "--decode-workers", "1",
+             "--decode-tp", "2", "--concurrency", "64", "--json"]  # fmt: skip
+    base = ["estimate", "--model", "llama-3.1-70b", "--chip", "h100-sxm", "--noc", "hgx-h100x8"]
+    for extra, held in (((), 25), (("--memory-fraction", "0.7"), 14)):
+        assert main([*base, *pools, *extra]) == 0
+        eng = json.loads(capsys.readouterr().out)["serving_under_load"]["engine"]
+        assert eng["decode_max_running_requests"] == held  # TP2 fp8 decode worker, 8704 tokens
+
+
 @pytest.mark.parametrize("value", ["0", "-0.1", "1.5", "nan", "inf"])
 def test_the_cli_refuses_a_fraction_out_of_bounds(capsys, value):
     assert main(["estimate", *GPU, "--concurrency", "8", f"--memory-fraction={value}"]) == 2
