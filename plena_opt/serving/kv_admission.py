@@ -126,7 +126,12 @@ def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workloa
     act = activation_bytes_per_sequence(cost) * budget_tokens / wl.input_seq_len  # one step
     pool = pool_bytes(engine, float(capacity), weights, act, plan.tp, fraction)
     fits = math.floor(pool / per_request) if per_request > 0 else 0
-    replicas = plan.dp * plan.ep * plan.pp  # sequence slots of one device across the plan
+    # Sequence slots of one device across the plan: attention replicas only. Every pipeline stage
+    # holds the KV of every running request for its own layers (vLLM keeps pp_size batches in
+    # flight, each stage's cache holding all of them: pipeline-simulator spec §1.4), so pp does
+    # not multiply the requests; the static reference's footprint (b_dev of one micro-batch,
+    # analytic-model §4.3) is not the engine's pool.
+    replicas = plan.dp * plan.ep
     return KvCap(engine, max(0, fits) * replicas, mean_held, pool, fraction, weights, per_request)
 
 

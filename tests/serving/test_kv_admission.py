@@ -68,3 +68,23 @@ def test_validate_caps_vllm_and_sglang_only():
     assert KV_CAPPED_ENGINES == {"vllm", "sglang"}
     trt = replace(d, engine="trtllm")
     assert step_model(trt).engine.max_running == 2048  # the engine default, not the KV pool
+
+
+def test_pipeline_stages_do_not_multiply_the_requests_the_pool_holds():
+    # Llama-3.1-70B fp8 8k/1k on one 8×H100 node: TP 4 × PP 2 holds the same weights and the same
+    # KV per token on each GPU as TP 8 (half the layers, twice the KV heads), and every stage
+    # holds the KV of every running request, so the pool admits as many requests, not twice as
+    # many (the reference's static footprint counts one micro-batch; the engine's pool is not it)
+    from plena_opt.estimate import Plan
+
+    d = resolve(ServingRow("q", {**QWEN_TP2, "model_path": "meta-llama/Llama-3.1-70B",
+                                 "isl": "8192", "osl": "1024", "tp_size": "8",
+                                 "gemm_quant_mode": "fp8", "precision": "fp8"}))  # fmt: skip
+    model, noc, memory, chip, wl, eng = _parts(d, 0.0)
+
+    def cap(plan: Plan) -> int | None:
+        return kv_running_cap(model, noc, memory, chip, wl, plan, "vllm", eng.budget_tokens)
+
+    tp8, tp4pp2 = cap(Plan(tp=8)), cap(Plan(tp=4, pp=2))
+    assert tp8 is not None and tp4pp2 is not None
+    assert abs(tp4pp2 - tp8) <= 0.02 * tp8
