@@ -232,14 +232,21 @@ class EvaluatorStepCosts:
         from plena_opt.estimate.memo import PricingMemo
 
         key = (batch, output_len)
-        if key not in self._evaluators:
-            model, noc, memory, chip = self._args
-            wl = replace(self.workload, batch_size=batch)
-            if output_len is not None:
-                wl = replace(wl, output_seq_len=output_len)
+        hit = self._evaluators.get(key)
+        if hit is None:
             memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
-            self._evaluators[key] = Evaluator(model, noc, memory, wl, chip, memo=memo)
-        return self._evaluators[key]
+            first = self._evaluators.get("first")  # the first context: the others derive
+            if first is None:
+                model, noc, memory, chip = self._args
+                wl = replace(self.workload, batch_size=batch)
+                if output_len is not None:
+                    wl = replace(wl, output_seq_len=output_len)
+                hit = self._evaluators["first"] = Evaluator(model, noc, memory, wl, chip, memo=memo)
+            else:  # what a new Evaluator of that workload and memo holds (``with_lengths``)
+                osl = self.workload.output_seq_len if output_len is None else output_len
+                hit = Evaluator.of_context(first.ctx.with_lengths(batch, osl, memo))
+            self._evaluators[key] = hit
+        return hit
 
     def prefill_seconds(self, tokens: int) -> float:
         n = tokens / self.workload.input_seq_len

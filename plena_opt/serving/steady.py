@@ -92,7 +92,7 @@ def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float],
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
-    dget, pget = step.decode_kept, step.prefill_kept  # the kept counts' dict look-ups
+    lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
 
     def at(phi: float) -> tuple[float, float]:
         others = (c - 1) * phi
@@ -110,12 +110,12 @@ def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float],
         else:
             mixed = 0.0
         x = 1 + others
-        lo = int(x)  # decode(x) inline where both ends are kept (StepModel.decode_seconds)
-        t = dget(lo)
-        if t is None or (x != lo and (h := dget(lo + 1)) is None):
+        try:  # decode(x) from a kept line (``_lockstep_at``)
+            lo = int(x)
+            t, slope = lines[lo]
+            t = t + (x - lo) * slope
+        except KeyError:
             t = decode(x)
-        elif x != lo:
-            t = t + (x - lo) * (h - t)
         tpot = t + share * mixed + host
         k = isl / room  # steps of its prompt (continuous: lengths vary around isl)
         k = k if k > 1.0 else 1.0
@@ -126,12 +126,12 @@ def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float],
             own = prefill(x)
         x = others if mixed_prefill else 0.0
         if x >= 1:
-            lo = int(x)
-            t = dget(lo)
-            if t is None or (x != lo and (h := dget(lo + 1)) is None):
+            try:
+                lo = int(x)
+                t, slope = lines[lo]
+                t = t + (x - lo) * slope
+            except KeyError:
                 t = decode(x)
-            elif x != lo:
-                t = t + (x - lo) * (h - t)
         else:
             t = decode(x)
         own = own + t + host
@@ -149,15 +149,21 @@ def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple
 
 def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
     """``_lockstep`` as a function of φ alone, its constants bound once (the bisection calls it
-    41 times a plan) and the last grouping's prompt steps kept."""
+    41 times a plan) and the last grouping's prompt steps kept. A decode part between two kept
+    counts is read from ``StepModel.decode_lines`` (one look-up: ``decode_seconds``'s
+    ``t + (x − n)·(h − t)`` with ``h − t`` kept), else priced by ``decode_seconds``."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
-    dget = step.decode_kept  # decode(x) inline where both ends are kept (as ``_cycle_at``)
+    lines, pget, prefill = step.decode_lines, step.prefill_kept, step.prefill_seconds
     floor, per_token = math.floor, osl - 1 if osl > 1 else 0
-    # group size g, its groups, the others' prompt time, that time per output token
-    last: list = [None, [], 0.0, 0.0]
+    # the last group size, its groups (members − 1, members × groups, prompt step's prefill)
+    # and the others' prompt time per output token
+    last_g: int | None = None
+    rows: list[tuple[float, int, float]] = []
+    tpot_add = 0.0
 
     def at(phi: float) -> tuple[float, float]:
+        nonlocal last_g, rows, tpot_add
         others = (c - 1) * phi
         room = budget - others
         room = room if room > 1.0 else 1.0  # max(1, ·) inline
@@ -166,40 +172,51 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
             g = g if g < c else c  # min(c, ·)
             while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
                 g += 1  # the group's own members free their decode slots while they prefill
-            if g != last[0]:
-                hit = step.memo.get(("lockstep", isl, c, g))
-                groups, extra = hit if hit is not None else _groups(step, isl, c, g)
-                last[:] = (g, groups, extra, extra / per_token if per_token else 0.0)
-            groups, tpot_add = last[1], last[3]
+            if g != last_g:
+                groups, extra = _groups(step, isl, c, g)
+                rows = [(float(m - 1), n * m, prefill) for m, n, prefill in groups]
+                last_g, tpot_add = g, extra / per_token if per_token else 0.0
             ttft = 0.0
-            for m, n, prefill in groups:
-                x = others - (m - 1)  # the group's own members are not decoding
+            for m1, nm, pre in rows:
+                x = others - m1  # the group's own members are not decoding
                 if x >= 1:
-                    lo = int(x)
-                    t = dget(lo)
-                    if t is None or (x != lo and (h := dget(lo + 1)) is None):
+                    try:
+                        lo = int(x)
+                        t, slope = lines[lo]
+                        t = t + (x - lo) * slope
+                    except KeyError:
                         t = decode(x)
-                    elif x != lo:
-                        t = t + (x - lo) * (h - t)
                 else:
                     t = decode(x if x > 0.0 else 0.0)
-                ttft += n * m * (prefill + t + host)  # a step
+                ttft += nm * (pre + t + host)  # a step
             ttft = ttft / c
         else:
             span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
-            full = step.prefill_seconds(room)
-            ttft = span * step.step_seconds(room, others)
-            tpot_extra = max(0.0, c * isl / room - span) * full
+            full = pget(room)
+            if full is None:
+                full = prefill(room)
+            if others >= 1:  # a step of ``room`` prompt tokens beside the others' decodes
+                try:
+                    lo = int(others)
+                    t, slope = lines[lo]
+                    t = t + (others - lo) * slope
+                except KeyError:
+                    t = decode(others)
+            else:
+                t = decode(others)
+            ttft = span * (full + t + host)
+            x = c * isl / room - span
+            tpot_extra = (x if x > 0.0 else 0.0) * full  # max(0, ·)
             tpot_add = tpot_extra / per_token if per_token else 0.0
+            last_g = None
         x = 1 + others
-        lo = int(x)
-        t = dget(lo)
-        if t is None or (x != lo and (h := dget(lo + 1)) is None):
+        try:
+            lo = int(x)
+            t, slope = lines[lo]
+            t = t + (x - lo) * slope
+        except KeyError:
             t = decode(x)
-        elif x != lo:
-            t = t + (x - lo) * (h - t)
-        tpot = t + host + tpot_add
-        return ttft, tpot
+        return ttft, t + host + tpot_add
 
     return at
 
@@ -301,11 +318,11 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     else:  # constants bound once
         base = _cycle_at(step, wl, c) if cycle is _cycle else _lockstep_at(step, wl, c)
     at = _admitted(step, base, cycle is wave, c, wl)
-    lo, hi = 0.0, 1.0
+    lo, hi, steps = 0.0, 1.0, osl - 1
     for _ in range(BISECTION_STEPS):
         phi = (lo + hi) / 2
         ttft, tpot = at(phi)
-        if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
+        if steps * tpot / (ttft + steps * tpot) > phi:
             lo = phi
         else:
             hi = phi
@@ -315,7 +332,7 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     if wl.concurrency > c:
         ttft += (wl.concurrency - c) / x
         e2e = ttft + (osl - 1) * tpot
-    return ServingMetrics(
+    return ServingMetrics.means(
         ttft_seconds=ttft,
         tpot_seconds=tpot,
         e2e_seconds=e2e,
