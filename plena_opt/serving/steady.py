@@ -104,11 +104,12 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
     lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
+    cm1 = c - 1  # the other clients
 
     def solve(lo: float, hi: float, n: int, k: int) -> tuple[float, float]:
         for i in range(n + 1):
             phi = (lo + hi) / 2
-            others = (c - 1) * phi
+            others = cm1 * phi
             p = others * isl / (osl - 1) if osl > 1 else 0.0
             room = budget - others
             room = room if room > 1.0 else 1.0  # max(1, budget − others)
@@ -181,7 +182,7 @@ def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
     lines, pget, prefill = step.decode_lines, step.prefill_kept, step.prefill_seconds
-    floor, per_token = math.floor, osl - 1 if osl > 1 else 0
+    floor, per_token, cm1 = math.floor, osl - 1 if osl > 1 else 0, c - 1
     # the last group size, its groups (members − 1, members × groups, prompt step's prefill)
     # and the others' prompt time per output token
     last_g: int | None = None
@@ -192,7 +193,7 @@ def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
         nonlocal last_g, rows, tpot_add
         for i in range(n + 1):
             phi = (lo + hi) / 2
-            others = (c - 1) * phi
+            others = cm1 * phi
             room = budget - others
             room = room if room > 1.0 else 1.0  # max(1, ·) inline
             if isl <= room:
