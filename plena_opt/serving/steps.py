@@ -79,7 +79,7 @@ class StepModel:
         if n not in self._decode:
             t = self.costs.decode_mean_seconds(n)
             if self.attention_dp is not None:  # MoE attention-DP ranks: the busiest one's wait
-                t += self.straggler_seconds(n, t)
+                t += self.straggler_seconds(n)
             t *= self.engine.decode_kernel_scale  # the engine's own kernels (kernel_scale)
             limit = self.engine.cuda_graph_max_batch
             if limit is not None and n > limit:
@@ -92,20 +92,17 @@ class StepModel:
                 lines[n] = (t, kept[n + 1] - t)
         return self._decode[n]
 
-    def straggler_seconds(self, n: int, mean: float | None = None) -> float:
+    def straggler_seconds(self, n: int) -> float:
         """Extra seconds of a decode step of ``n`` requests waiting for the busiest attention-DP
         rank: the step's KV-dependent part per request at the mean KV length × (the busiest
         rank's KV work in requests − the requests per rank the evaluator priced). The KV part is
         the evaluator's own growth over the output: (mean step − first step) / ((osl − 1)/2)
-        seconds per KV token, × the mean KV length ``L_in + (osl − 1)/2``. ``mean``: the step
-        costs' ``decode_mean_seconds(n)`` where the caller has it."""
+        seconds per KV token, × the mean KV length ``L_in + (osl − 1)/2``."""
         adp, wl = self.attention_dp, self.costs.workload
         half = (wl.output_seq_len - 1) / 2
         if adp is None or half <= 0:  # no decode growth to read the KV part from
             return 0.0
-        if mean is None:
-            mean = self.costs.decode_mean_seconds(n)
-        grow = mean - self.costs.decode_seconds(n)
+        grow = self.costs.decode_mean_seconds(n) - self.costs.decode_seconds(n)
         kv_part = max(0.0, grow) / half * (wl.input_seq_len + half)
         lo = 1 << (n.bit_length() - 1)  # requests per rank as the step costs interpolate them
         per_lo, per_hi = math.ceil(lo / adp.ranks), math.ceil(2 * lo / adp.ranks)
