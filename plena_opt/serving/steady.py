@@ -178,33 +178,48 @@ def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[floa
 def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     """``_lockstep`` with its constants bound once, the last grouping's prompt steps kept, and
     the closed loop's bisection run inside (``Solver``); min/max, steps and decode parts read
-    as ``_cycle_solver`` reads them."""
+    as ``_cycle_solver`` reads them. The group size is a non-increasing function of the others
+    decoding (``_group_size``, in floating point too: each operation is monotone), so between
+    two counts that gave the same size it is that size, not worked out again."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
     lines, pget, prefill = step.decode_lines, step.prefill_kept, step.prefill_seconds
-    floor, per_token, cm1 = math.floor, osl - 1 if osl > 1 else 0, c - 1
-    # the last group size, its groups (members − 1, members × groups, prompt step's prefill)
-    # and the others' prompt time per output token
+    per_token, cm1 = osl - 1 if osl > 1 else 0, c - 1
+    # the last group size, its groups (members − 1, members × groups, prompt step's prefill),
+    # the others' prompt time per output token, the least and most others that gave that size
     last_g: int | None = None
     rows: list[tuple[float, int, float]] = []
-    tpot_add = 0.0
+    tpot_add, o_lo, o_hi = 0.0, math.inf, -math.inf
 
     def solve(lo: float, hi: float, n: int, k: int) -> tuple[float, float]:
-        nonlocal last_g, rows, tpot_add
+        nonlocal last_g, rows, tpot_add, o_lo, o_hi
         for i in range(n + 1):
             phi = (lo + hi) / 2
             others = cm1 * phi
-            room = budget - others
-            room = room if room > 1.0 else 1.0  # max(1, ·) inline
-            if isl <= room:
-                g = floor(room / isl)
-                g = g if g < c else c  # min(c, ·)
-                while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
-                    g += 1  # the group's own members free their decode slots while they prefill
-                if g != last_g:
-                    groups, extra = _groups(step, isl, c, g)
-                    rows = [(float(m - 1), j * m, pre) for m, j, pre in groups]
-                    last_g, tpot_add = g, extra / per_token if per_token else 0.0
+            if not o_lo <= others <= o_hi:  # else: grouped in ``last_g``s
+                room = budget - others
+                room = room if room > 1.0 else 1.0  # max(1, ·) inline
+                if isl <= room:
+                    g = _group_size(isl, c, budget, others, room)
+                    if g != last_g:
+                        groups, extra = _groups(step, isl, c, g)
+                        rows = [(float(m - 1), j * m, pre) for m, j, pre in groups]
+                        last_g, tpot_add = g, extra / per_token if per_token else 0.0
+                        o_lo = o_hi = others
+                    elif others < o_lo:
+                        o_lo = others
+                    else:
+                        o_hi = others
+                else:  # prompts back to back in full steps of ``room`` tokens
+                    span = 1 + (isl - 1) / room  # full steps a prompt touches
+                    full = pget(room)
+                    full = prefill(room) if full is None else full
+                    ttft = span * (full + decode(others) + host)  # beside the others' decodes
+                    x = c * isl / room - span
+                    x = (x if x > 0.0 else 0.0) * full  # max(0, ·): the others' prompt time
+                    tpot_add = x / per_token if per_token else 0.0
+                    last_g, o_lo, o_hi = None, math.inf, -math.inf
+            if last_g is not None:
                 ttft = 0.0
                 for m1, jm, pre in rows:
                     x = others - m1  # the group's own members are not decoding
@@ -219,17 +234,6 @@ def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
                         t = decode(x if x > 0.0 else 0.0)
                     ttft += jm * (pre + t + host)  # a step
                 ttft = ttft / c
-            else:
-                span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
-                full = pget(room)
-                if full is None:
-                    full = prefill(room)
-                t = decode(others)  # a step of ``room`` prompt tokens beside the others' decodes
-                ttft = span * (full + t + host)
-                x = c * isl / room - span
-                tpot_extra = (x if x > 0.0 else 0.0) * full  # max(0, ·)
-                tpot_add = tpot_extra / per_token if per_token else 0.0
-                last_g = None
             x = 1 + others
             try:
                 lo_n = int(x)
@@ -248,6 +252,17 @@ def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
         raise AssertionError("unreachable: the loop returns at i == n")
 
     return solve
+
+
+def _group_size(isl: int, c: int, budget: int, others: float, room: float) -> int:
+    """Clients per lock-step group with ``others`` decoding and ``room`` = max(1, budget −
+    others) ≥ ``isl`` prompt tokens of room: ⌊room / isl⌋ (at most ``c``), grown while the
+    group's own members free their decode slots as they prefill."""
+    g = math.floor(room / isl)
+    g = g if g < c else c  # min(c, ·)
+    while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
+        g += 1
+    return g
 
 
 Groups = list[tuple[int, int, float]]  # (members, groups of that size, their prompt step's s)

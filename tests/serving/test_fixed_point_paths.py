@@ -113,3 +113,21 @@ def test_metrics_of_the_means_are_the_dataclass() -> None:
     assert asdict(fast) == asdict(slow) and list(vars(fast)) == list(vars(slow))
     with pytest.raises(AttributeError):
         fast.ttft_seconds = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("isl", "c", "budget"), [(1024, 256, 8192), (1000, 64, 8192),
+                                                  (300, 100, 2048), (7, 9, 64)])  # fmt: skip
+def test_group_size_does_not_rise_with_the_others_decoding(isl: int, c: int, budget: int) -> None:
+    """The lock-step solver reuses a group size between two counts of others that gave it:
+    exact only because the size never rises as more others decode."""
+    from plena_opt.serving.steady import _group_size
+
+    last = None
+    for i in range(20001):
+        others = (c - 1) * i / 20000
+        room = max(1.0, budget - others)
+        if isl > room:
+            break
+        g = _group_size(isl, c, budget, others, room)
+        assert 1 <= g <= c and (last is None or g <= last)
+        last = g
