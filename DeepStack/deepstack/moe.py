@@ -21,15 +21,19 @@ def _positive(name: str, value: int) -> int:
 
 
 def balanced_rows(tokens: int, num_experts: int, top_k: int) -> np.ndarray:
-    """Rows [tokens, top_k]: token t's j-th choice is expert ``(t + j·(E//k)) mod E``."""
-    tokens = int(tokens)
+    """Rows [tokens, top_k]: token t's j-th choice is expert ``(t + j·(E//k)) mod E``.
+
+    Row t is row ``t mod E``, so the first ``min(tokens, E)`` rows are computed and repeated
+    (``np.resize``: no integer division per element; the same int64 array)."""
+    tokens = max(int(tokens), 0)
     e = _positive("num_experts", num_experts)
     k = _positive("top_k", top_k)
     if k > e:
         raise ProfileError("top_k", "top_k exceeds num_experts")
-    t = np.arange(max(tokens, 0), dtype=np.int64)[:, None]
+    t = np.arange(min(tokens, e), dtype=np.int64)[:, None]
     j = np.arange(k, dtype=np.int64)[None, :]
-    return (t + j * (e // k)) % e
+    base = (t + j * (e // k)) % e
+    return np.resize(base, (tokens, k)) if tokens > e else base
 
 
 def random_rows(tokens: int, num_experts: int, top_k: int, seed: int = 0) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -91,7 +92,9 @@ class EstimateContext:
         for kind, n in self.kind_runs:
             self.kind_totals[kind] += n
         self.track_energy = memory.energy_pj(0.0, 0.0) is not None
-        self._rows: np.ndarray | None = None
+        # the routing rows drawn so far, in a box that ``with_lengths`` contexts share where a
+        # longer draw starts with a shorter one (balanced rows: row t depends on t alone)
+        self._row_box: list[np.ndarray | None] = [None]
         self._power_law_rows: dict[int, np.ndarray] = {}
         check_routing(workload.routing)
         if model.num_experts and workload.routing not in ("balanced", "random"):
@@ -118,6 +121,40 @@ class EstimateContext:
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
         self.row_groups = StageLayouts()
         self.prefill_kv: np.ndarray | None = None  # the prefill's one KV length (``PlanPasses``)
+
+    def with_lengths(
+        self, batch_size: int, output_seq_len: int, memo: PricingMemo
+    ) -> EstimateContext:
+        """This context (built with ``memo`` and the default network) at another batch size and
+        output length: what a new ``EstimateContext(..., memo=memo)`` of that workload holds,
+        without pricing again what depends on neither (the checkpoint format, storage
+        precision, the chip kind's pricer — which read the formats and options only —, the
+        network, the layer kinds, the routing check). The per-workload parts are fresh: the
+        workload, the memo's caches for it, the plan bases and the routing rows."""
+        w = replace(self.workload, batch_size=batch_size, output_seq_len=output_seq_len)
+        new = object.__new__(EstimateContext)
+        new.__dict__.update(self.__dict__)
+        shares = type(self.pricer).shares_layers_across_batches and not self.model.num_experts
+        caches = memo.caches(self.model, self.noc, self.memory, self.chip, w, shares)
+        new.__dict__.update(
+            workload=w,
+            _row_box=self._row_box if w.routing == "balanced" else [None],
+            _power_law_rows={},
+            input_warnings=None,
+            layer_cache=caches.layer,
+            comm_cache=caches.comm,
+            extras_cache=caches.extras,
+            _stage_counts=caches.stage_counts,
+            _grids=caches.grids,
+            priced_net=PricedNetwork(self.net, caches.collectives),
+            plan_bases={},
+            refined=caches.refined,
+            shard_ids=caches.shard_ids,
+            layer_grids=caches.layer_grids,
+            row_groups=StageLayouts(),
+            prefill_kv=None,
+        )
+        return new
 
     def decode_grid(self, cp: int, read_per_token: float) -> DecodeGrid:
         """The decode's evaluation points for context parallelism ``cp`` and a KV read of
@@ -167,12 +204,13 @@ class EstimateContext:
                 rows = routing_rows("power_law", m.num_experts, m.top_k, tokens, power_law_alpha(m))
                 self._power_law_rows[tokens] = rows
             return rows
-        if self._rows is None or self._rows.shape[0] < tokens:
+        box = self._row_box
+        if box[0] is None or box[0].shape[0] < tokens:
             m = self.model
-            self._rows = routing_rows(
+            box[0] = routing_rows(
                 self.workload.routing, m.num_experts, m.top_k, tokens, power_law_alpha(m)
             )
-        return self._rows
+        return box[0]
 
     def lm_head_phases(self) -> tuple[bool, bool]:
         """(prefill, decode): whether the LM head is priced in each phase (§4.4)."""

@@ -84,6 +84,13 @@ class Evaluator:
         w = workload or Workload()
         self.ctx = EstimateContext(model, noc, memory, w, chip, memo=memo, network=network)
 
+    @classmethod
+    def of_context(cls, ctx: EstimateContext) -> Evaluator:
+        """The evaluator of an existing context (``EstimateContext.with_lengths``)."""
+        out = object.__new__(cls)
+        out.ctx = ctx
+        return out
+
     @property
     def model(self) -> ModelSpec:
         return self.ctx.model

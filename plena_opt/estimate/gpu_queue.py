@@ -182,6 +182,7 @@ class EvaluatorStepCosts:
         self._pre: dict[int, float] = {}
         self._whole: dict[int, PlanCost] = {}
         self._mean: dict[int, float] = {}
+        self._dec0: dict[int, float] = {}
         block = block_scaled_ops(chip, workload, model)
         # host time of the eager prefill forward: paid whole by a step however short its chunk
         self.host_seconds = gpu_host.ops_seconds(
@@ -211,8 +212,11 @@ class EvaluatorStepCosts:
         ``latency_seconds``). With one pipeline stage, step 0 of the full decode pass that
         ``decode_mean_seconds`` prices (the same KV length, the same figure:
         ``tests/serving/test_step_costs.py``), so no one-token pass is priced for it."""
-        cost = self._full(batch) if self.plan.pp == 1 else self._first(batch)
-        return cost.decode.latency_at(0)
+        hit = self._dec0.get(batch)
+        if hit is None:  # kept: the attention-DP straggler reads it for every request count
+            cost = self._full(batch) if self.plan.pp == 1 else self._first(batch)
+            hit = self._dec0[batch] = cost.decode.latency_at(0)
+        return hit
 
     def _full(self, batch: int) -> PlanCost:
         """The plan priced at ``batch`` over the workload's whole output (its passes priced
@@ -232,14 +236,21 @@ class EvaluatorStepCosts:
         from plena_opt.estimate.memo import PricingMemo
 
         key = (batch, output_len)
-        if key not in self._evaluators:
-            model, noc, memory, chip = self._args
-            wl = replace(self.workload, batch_size=batch)
-            if output_len is not None:
-                wl = replace(wl, output_seq_len=output_len)
+        hit = self._evaluators.get(key)
+        if hit is None:
             memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
-            self._evaluators[key] = Evaluator(model, noc, memory, wl, chip, memo=memo)
-        return self._evaluators[key]
+            first = self._evaluators.get("first")  # the first context: the others derive
+            if first is None:
+                model, noc, memory, chip = self._args
+                wl = replace(self.workload, batch_size=batch)
+                if output_len is not None:
+                    wl = replace(wl, output_seq_len=output_len)
+                hit = self._evaluators["first"] = Evaluator(model, noc, memory, wl, chip, memo=memo)
+            else:  # what a new Evaluator of that workload and memo holds (``with_lengths``)
+                osl = self.workload.output_seq_len if output_len is None else output_len
+                hit = Evaluator.of_context(first.ctx.with_lengths(batch, osl, memo))
+            self._evaluators[key] = hit
+        return hit
 
     def prefill_seconds(self, tokens: int) -> float:
         n = tokens / self.workload.input_seq_len

@@ -62,6 +62,7 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, fisl = eng.budget_tokens, eng.host_step_seconds, float(isl)
     decode, prefill = step.decode_seconds, step.prefill_seconds
+    lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_at`` reads them
 
     def at(n: float) -> tuple[float, float]:
         p = n * isl / (osl - 1) if osl > 1 else 0.0
@@ -70,8 +71,23 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
         chunk = room if room < fisl else fisl  # min(isl, max(1, budget − n))
         share = p / chunk
         share = share if share < 1.0 else 1.0
-        mixed = prefill(chunk if chunk > p else p) if p > 0 else 0.0  # max(p, chunk) tokens
-        return decode(n) + share * mixed + host, p
+        if p > 0:  # prefill(max(p, chunk)) tokens, a kept count read inline
+            x = chunk if chunk > p else p
+            mixed = pget(x)
+            if mixed is None:
+                mixed = prefill(x)
+        else:
+            mixed = 0.0
+        if n >= 1:
+            try:  # decode(n) from a kept line
+                lo = int(n)
+                t, slope = lines[lo]
+                t = t + (n - lo) * slope
+            except KeyError:
+                t = decode(n)
+        else:
+            t = decode(n)
+        return t + share * mixed + host, p
 
     return at
 
@@ -103,7 +119,7 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     own = step.step_seconds(min(room, chunk + p), n)
     ttft = tpot / 2 + max(1.0, isl / room) * own * (1 + u / (2 * (1 - u)))
     e2e = ttft + (osl - 1) * tpot
-    return ServingMetrics(ttft, tpot, e2e, lam, lam * osl, lam * osl / step.gpus,
+    return ServingMetrics.means(ttft, tpot, e2e, lam, lam * osl, lam * osl / step.gpus,
                           1 / tpot if tpot > 0 else 0.0, n)  # fmt: skip
 
 

@@ -77,6 +77,10 @@ if TYPE_CHECKING:
 
 BISECTION_STEPS = 40  # φ to 1e-12
 SATURATED_U = 0.999  # queue utilisation above which the wait is taken at this value
+# ``solve(lo, hi, n, k)``: ``n`` steps of the closed loop's bisection of φ on [lo, hi] (φ rises
+# while ``k·TPOT / (TTFT + k·TPOT)`` exceeds it; k = osl − 1), then (TTFT, TPOT) at the last
+# interval's midpoint, in one frame (no call per step); ``solve(φ, φ, 0, 0)``: (TTFT, TPOT) at φ
+Solver = Callable[[float, float, int, int], tuple[float, float]]
 
 
 def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
@@ -85,61 +89,79 @@ def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[fl
 
 
 def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
-    """``_cycle`` as a function of φ alone, its constants bound once (the bisection calls it
-    41 times a plan). The arithmetic is the module docstring's, in the same order; each
-    ``min``/``max`` is written as the comparison that picks the same operand, and a step is
-    its prefill part + decode part + host time (``StepModel.step_seconds``)."""
+    """``_cycle`` as a function of φ alone (``_cycle_solver`` without bisection steps)."""
+    solve = _cycle_solver(step, wl, c)
+    return lambda phi: solve(phi, phi, 0, 0)
+
+
+def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
+    """``_cycle`` with its constants bound once, and the closed loop's bisection run inside
+    (``Solver``). The arithmetic is the module docstring's, in the same order; each
+    ``min``/``max`` is written as the comparison that picks the same operand, a step is its
+    prefill part + decode part + host time (``StepModel.step_seconds``), and a decode part
+    between kept counts is read from ``StepModel.decode_lines``."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
-    dget, pget = step.decode_kept, step.prefill_kept  # the kept counts' dict look-ups
+    lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
+    cm1 = c - 1  # the other clients
 
-    def at(phi: float) -> tuple[float, float]:
-        others = (c - 1) * phi
-        p = others * isl / (osl - 1) if osl > 1 else 0.0
-        room = budget - others
-        room = room if room > 1.0 else 1.0  # max(1, budget − others)
-        chunk = room if room < fisl else fisl  # min(isl, room)
-        share = p / chunk
-        share = share if share < 1.0 else 1.0
-        if p > 0:  # prefill(max(p, chunk)), a kept count read inline
-            x = chunk if chunk > p else p
-            mixed = pget(x)
-            if mixed is None:
-                mixed = prefill(x)
-        else:
-            mixed = 0.0
-        x = 1 + others
-        lo = int(x)  # decode(x) inline where both ends are kept (StepModel.decode_seconds)
-        t = dget(lo)
-        if t is None or (x != lo and (h := dget(lo + 1)) is None):
-            t = decode(x)
-        elif x != lo:
-            t = t + (x - lo) * (h - t)
-        tpot = t + share * mixed + host
-        k = isl / room  # steps of its prompt (continuous: lengths vary around isl)
-        k = k if k > 1.0 else 1.0
-        x = chunk + p
-        x = x if x < room else room  # min(room, chunk + p)
-        own = pget(x)
-        if own is None:
-            own = prefill(x)
-        x = others if mixed_prefill else 0.0
-        if x >= 1:
-            lo = int(x)
-            t = dget(lo)
-            if t is None or (x != lo and (h := dget(lo + 1)) is None):
+    def solve(lo: float, hi: float, n: int, k: int) -> tuple[float, float]:
+        for i in range(n + 1):
+            phi = (lo + hi) / 2
+            others = cm1 * phi
+            p = others * isl / (osl - 1) if osl > 1 else 0.0
+            room = budget - others
+            room = room if room > 1.0 else 1.0  # max(1, budget − others)
+            chunk = room if room < fisl else fisl  # min(isl, room)
+            share = p / chunk
+            share = share if share < 1.0 else 1.0
+            if p > 0:  # prefill(max(p, chunk)), a kept count read inline
+                x = chunk if chunk > p else p
+                mixed = pget(x)
+                if mixed is None:
+                    mixed = prefill(x)
+            else:
+                mixed = 0.0
+            x = 1 + others
+            try:  # decode(x) from a kept line
+                lo_n = int(x)
+                t, slope = lines[lo_n]
+                t = t + (x - lo_n) * slope
+            except KeyError:
                 t = decode(x)
-            elif x != lo:
-                t = t + (x - lo) * (h - t)
-        else:
-            t = decode(x)
-        own = own + t + host
-        u = p / room
-        u = u if u < SATURATED_U else SATURATED_U
-        return k * own * (1 + u / (2 * (1 - u))), tpot
+            tpot = t + share * mixed + host
+            steps = isl / room  # steps of its prompt (continuous: lengths vary around isl)
+            steps = steps if steps > 1.0 else 1.0
+            x = chunk + p
+            x = x if x < room else room  # min(room, chunk + p)
+            own = pget(x)
+            if own is None:
+                own = prefill(x)
+            x = others if mixed_prefill else 0.0
+            if x >= 1:
+                try:
+                    lo_n = int(x)
+                    t, slope = lines[lo_n]
+                    t = t + (x - lo_n) * slope
+                except KeyError:
+                    t = decode(x)
+            else:
+                t = decode(x)
+            own = own + t + host
+            u = p / room
+            u = u if u < SATURATED_U else SATURATED_U
+            ttft = steps * own * (1 + u / (2 * (1 - u)))
+            if i == n:
+                return ttft, tpot
+            a = k * tpot
+            if a / (ttft + a) > phi:
+                lo = phi
+            else:
+                hi = phi
+        raise AssertionError("unreachable: the loop returns at i == n")
 
-    return at
+    return solve
 
 
 def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
@@ -148,60 +170,99 @@ def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple
 
 
 def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
-    """``_lockstep`` as a function of φ alone, its constants bound once (the bisection calls it
-    41 times a plan) and the last grouping's prompt steps kept."""
+    """``_lockstep`` as a function of φ alone (``_lockstep_solver`` without bisection steps)."""
+    solve = _lockstep_solver(step, wl, c)
+    return lambda phi: solve(phi, phi, 0, 0)
+
+
+def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
+    """``_lockstep`` with its constants bound once, the last grouping's prompt steps kept, and
+    the closed loop's bisection run inside (``Solver``); min/max, steps and decode parts read
+    as ``_cycle_solver`` reads them. The group size is a non-increasing function of the others
+    decoding (``_group_size``, in floating point too: each operation is monotone), so between
+    two counts that gave the same size it is that size, not worked out again."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
-    dget = step.decode_kept  # decode(x) inline where both ends are kept (as ``_cycle_at``)
-    floor, per_token = math.floor, osl - 1 if osl > 1 else 0
-    # group size g, its groups, the others' prompt time, that time per output token
-    last: list = [None, [], 0.0, 0.0]
+    lines, pget, prefill = step.decode_lines, step.prefill_kept, step.prefill_seconds
+    per_token, cm1 = osl - 1 if osl > 1 else 0, c - 1
+    # the last group size, its groups (members − 1, members × groups, prompt step's prefill),
+    # the others' prompt time per output token, the least and most others that gave that size
+    last_g: int | None = None
+    rows: list[tuple[float, int, float]] = []
+    tpot_add, o_lo, o_hi = 0.0, math.inf, -math.inf
 
-    def at(phi: float) -> tuple[float, float]:
-        others = (c - 1) * phi
-        room = budget - others
-        room = room if room > 1.0 else 1.0  # max(1, ·) inline
-        if isl <= room:
-            g = floor(room / isl)
-            g = g if g < c else c  # min(c, ·)
-            while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
-                g += 1  # the group's own members free their decode slots while they prefill
-            if g != last[0]:
-                hit = step.memo.get(("lockstep", isl, c, g))
-                groups, extra = hit if hit is not None else _groups(step, isl, c, g)
-                last[:] = (g, groups, extra, extra / per_token if per_token else 0.0)
-            groups, tpot_add = last[1], last[3]
-            ttft = 0.0
-            for m, n, prefill in groups:
-                x = others - (m - 1)  # the group's own members are not decoding
-                if x >= 1:
-                    lo = int(x)
-                    t = dget(lo)
-                    if t is None or (x != lo and (h := dget(lo + 1)) is None):
-                        t = decode(x)
-                    elif x != lo:
-                        t = t + (x - lo) * (h - t)
-                else:
-                    t = decode(x if x > 0.0 else 0.0)
-                ttft += n * m * (prefill + t + host)  # a step
-            ttft = ttft / c
-        else:
-            span = 1 + (isl - 1) / room  # full steps a prompt touches, back to back
-            full = step.prefill_seconds(room)
-            ttft = span * step.step_seconds(room, others)
-            tpot_extra = max(0.0, c * isl / room - span) * full
-            tpot_add = tpot_extra / per_token if per_token else 0.0
-        x = 1 + others
-        lo = int(x)
-        t = dget(lo)
-        if t is None or (x != lo and (h := dget(lo + 1)) is None):
-            t = decode(x)
-        elif x != lo:
-            t = t + (x - lo) * (h - t)
-        tpot = t + host + tpot_add
-        return ttft, tpot
+    def solve(lo: float, hi: float, n: int, k: int) -> tuple[float, float]:
+        nonlocal last_g, rows, tpot_add, o_lo, o_hi
+        for i in range(n + 1):
+            phi = (lo + hi) / 2
+            others = cm1 * phi
+            if not o_lo <= others <= o_hi:  # else: grouped in ``last_g``s
+                room = budget - others
+                room = room if room > 1.0 else 1.0  # max(1, ·) inline
+                if isl <= room:
+                    g = _group_size(isl, c, budget, others, room)
+                    if g != last_g:
+                        groups, extra = _groups(step, isl, c, g)
+                        rows = [(float(m - 1), j * m, pre) for m, j, pre in groups]
+                        last_g, tpot_add = g, extra / per_token if per_token else 0.0
+                        o_lo = o_hi = others
+                    elif others < o_lo:
+                        o_lo = others
+                    else:
+                        o_hi = others
+                else:  # prompts back to back in full steps of ``room`` tokens
+                    span = 1 + (isl - 1) / room  # full steps a prompt touches
+                    full = pget(room)
+                    full = prefill(room) if full is None else full
+                    ttft = span * (full + decode(others) + host)  # beside the others' decodes
+                    x = c * isl / room - span
+                    x = (x if x > 0.0 else 0.0) * full  # max(0, ·): the others' prompt time
+                    tpot_add = x / per_token if per_token else 0.0
+                    last_g, o_lo, o_hi = None, math.inf, -math.inf
+            if last_g is not None:
+                ttft = 0.0
+                for m1, jm, pre in rows:
+                    x = others - m1  # the group's own members are not decoding
+                    if x >= 1:
+                        try:
+                            lo_n = int(x)
+                            t, slope = lines[lo_n]
+                            t = t + (x - lo_n) * slope
+                        except KeyError:
+                            t = decode(x)
+                    else:
+                        t = decode(x if x > 0.0 else 0.0)
+                    ttft += jm * (pre + t + host)  # a step
+                ttft = ttft / c
+            x = 1 + others
+            try:
+                lo_n = int(x)
+                t, slope = lines[lo_n]
+                t = t + (x - lo_n) * slope
+            except KeyError:
+                t = decode(x)
+            tpot = t + host + tpot_add
+            if i == n:
+                return ttft, tpot
+            a = k * tpot
+            if a / (ttft + a) > phi:
+                lo = phi
+            else:
+                hi = phi
+        raise AssertionError("unreachable: the loop returns at i == n")
 
-    return at
+    return solve
+
+
+def _group_size(isl: int, c: int, budget: int, others: float, room: float) -> int:
+    """Clients per lock-step group with ``others`` decoding and ``room`` = max(1, budget −
+    others) ≥ ``isl`` prompt tokens of room: ⌊room / isl⌋ (at most ``c``), grown while the
+    group's own members free their decode slots as they prefill."""
+    g = math.floor(room / isl)
+    g = g if g < c else c  # min(c, ·)
+    while g < c and (g + 1) * isl <= budget - (others - g if others > g else 0.0):
+        g += 1
+    return g
 
 
 Groups = list[tuple[int, int, float]]  # (members, groups of that size, their prompt step's s)
@@ -295,27 +356,32 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     cycle = _cycle
     if wl.range_ratio == 0 and c > 1:
         cycle = _lockstep if step.engine.mixed_prefill else wave
+    solve = None
     if cycle is wave:  # independent of φ: priced once
         fixed = wave(step, wl, c)
         base: Callable[[float], tuple] = lambda phi: fixed  # noqa: E731
     else:  # constants bound once
-        base = _cycle_at(step, wl, c) if cycle is _cycle else _lockstep_at(step, wl, c)
+        solve = (_cycle_solver if cycle is _cycle else _lockstep_solver)(step, wl, c)
+        base = lambda phi: solve(phi, phi, 0, 0)  # noqa: E731
     at = _admitted(step, base, cycle is wave, c, wl)
-    lo, hi = 0.0, 1.0
-    for _ in range(BISECTION_STEPS):
-        phi = (lo + hi) / 2
-        ttft, tpot = at(phi)
-        if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
-            lo = phi
-        else:
-            hi = phi
-    ttft, tpot = at((lo + hi) / 2)
+    if at is base and solve is not None:  # the bisection inside the form's frame
+        ttft, tpot = solve(0.0, 1.0, BISECTION_STEPS, osl - 1)
+    else:
+        lo, hi = 0.0, 1.0
+        for _ in range(BISECTION_STEPS):
+            phi = (lo + hi) / 2
+            ttft, tpot = at(phi)
+            if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
+                lo = phi
+            else:
+                hi = phi
+        ttft, tpot = at((lo + hi) / 2)
     e2e = ttft + (osl - 1) * tpot
     x = c / e2e
     if wl.concurrency > c:
         ttft += (wl.concurrency - c) / x
         e2e = ttft + (osl - 1) * tpot
-    return ServingMetrics(
+    return ServingMetrics.means(
         ttft_seconds=ttft,
         tpot_seconds=tpot,
         e2e_seconds=e2e,

@@ -39,6 +39,9 @@ class StepModel:
         # look-ups of the kept figures (None when not priced yet): whole request counts →
         # decode part, prompt tokens → prefill part; the fixed points read them inline
         self.decode_kept, self.prefill_kept = self._decode.get, self._prefill.get
+        # n → (decode part at n, at n + 1 − at n) once both are kept: ``decode_seconds``'s
+        # interpolation ``t + (x − n)·(h − t)`` with its difference taken once (the same floats)
+        self.decode_lines: dict[int, tuple[float, float]] = {}
         # values of the steady-state model that depend on this step model only (steady.py)
         self.memo: dict[tuple, object] = {}
 
@@ -81,7 +84,12 @@ class StepModel:
             limit = self.engine.cuda_graph_max_batch
             if limit is not None and n > limit:
                 t += self.costs.host_seconds
-            self._decode[n] = t
+            kept, lines = self._decode, self.decode_lines
+            kept[n] = t
+            if n - 1 in kept:
+                lines[n - 1] = (kept[n - 1], t - kept[n - 1])
+            if n + 1 in kept:
+                lines[n] = (t, kept[n + 1] - t)
         return self._decode[n]
 
     def straggler_seconds(self, n: int) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from plena_opt.errors import PlenaInputError
 
@@ -69,6 +69,25 @@ class ServingMetrics:
         from dataclasses import asdict
 
         return asdict(self)
+
+    @classmethod
+    def means(cls, ttft_seconds: float, tpot_seconds: float, e2e_seconds: float,
+              request_throughput_per_s: float, output_tps: float, output_tps_per_gpu: float,
+              output_tps_per_user: float, decode_batch: float) -> ServingMetrics:  # fmt: skip
+        """The metrics with the means only (no percentiles: the steady-state model's), as
+        ``ServingMetrics(...)`` builds them but without the frozen ``__init__``'s one
+        ``object.__setattr__`` per field (the fixed points' result, built once a call)."""
+        out = object.__new__(cls)
+        d = out.__dict__
+        d.update(ttft_seconds=ttft_seconds, tpot_seconds=tpot_seconds, e2e_seconds=e2e_seconds,
+                 request_throughput_per_s=request_throughput_per_s, output_tps=output_tps,
+                 output_tps_per_gpu=output_tps_per_gpu, output_tps_per_user=output_tps_per_user,
+                 decode_batch=decode_batch)  # fmt: skip
+        d.update(_NO_PERCENTILES)  # the other fields, in field order
+        return out
+
+
+_NO_PERCENTILES = {f.name: None for f in fields(ServingMetrics) if f.default is None}
 
 
 def percentile(values: list[float], q: float) -> float:
