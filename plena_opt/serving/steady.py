@@ -297,7 +297,8 @@ def adp_balance_steps(eng: EngineModel, wl: ServingWorkload, c: int, phi: float)
     """Mean decode steps a prompt is held by TensorRT-LLM's attention-DP balancing
     (``EngineModel.adp_timeout_iters``): prompts are released when every one of the ``k`` ranks
     has one waiting, or ``T`` steps after the last release (the counter runs whether or not a
-    prompt waits). A new request goes to the rank with the fewest active requests, the one a
+    prompt waits). A new request goes to a rank below the mean active count, fewest active tokens
+    first (ExecutorRequestQueue._balance_requests_across_ranks): in a closed loop the rank a
     request just left, so arrivals land on ranks at random: covering all ``k`` takes
     ``k·H(k)`` arrivals on average (coupon collector), ``k·H(k) / λ`` steps at
     ``λ = c·φ / (osl − 1)`` arrivals a step. An arrival waits half the release interval
