@@ -59,6 +59,28 @@ def trtllm_adp_balance(row: ServingRow, system: str, d: Deployment) -> tuple[int
     return TRTLLM_ADP_BALANCE.get(d.model)
 
 
+# The step token budget (``--max_num_tokens``) of the InferenceX TensorRT-LLM B200 recipes, where
+# it is not the engine's 8192: 70b_fp{4,8}_b200_trt_*.sh 16384 (2025-09-18 to their removal on
+# 2025-10-29); gptoss_fp4_b200_trt*.sh 20000; dsr1_fp{4,8}_b200_trt*.sh ``(CONC + ISL + 127)``
+# rounded down to 64, at least 8192 only from 2026-01-21 (PR #258). Not fitted.
+TRTLLM_MAX_NUM_TOKENS = {"llama-3.1-70b": 16384, "gpt-oss-120b": 20000}
+DSR1_MAX_NUM_TOKENS_FLOOR = 8192
+DSR1_MAX_NUM_TOKENS_FLOOR_SINCE = "2026-01-21"
+
+
+def trtllm_max_num_tokens(row: ServingRow, system: str, d: Deployment) -> int | None:
+    """The ``max_num_tokens`` an InferenceX TensorRT-LLM B200 recipe ran ``row`` with, else None
+    (the engine default)."""
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or system != "b200_sxm":
+        return None
+    if d.model in DEEPSEEK_R1:
+        budget = (d.concurrency + d.input_len + 127) // 64 * 64
+        if row.get("measured_on") >= DSR1_MAX_NUM_TOKENS_FLOOR_SINCE:
+            budget = max(budget, DSR1_MAX_NUM_TOKENS_FLOOR)
+        return budget
+    return TRTLLM_MAX_NUM_TOKENS.get(d.model)
+
+
 # The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
 # dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
 # TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.

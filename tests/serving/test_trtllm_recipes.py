@@ -1,6 +1,7 @@
-"""TensorRT-LLM attention-DP balancing: prompts held until every attention-DP rank has one or a
-timeout passes (``steady.adp_balance_steps``; the InferenceX recipes that set it,
-``validate.serving_recipes.trtllm_adp_balance``)."""
+"""TensorRT-LLM settings of the InferenceX recipes: attention-DP balancing (prompts held until
+every attention-DP rank has one or a timeout passes, ``steady.adp_balance_steps``;
+``validate.serving_recipes.trtllm_adp_balance``) and the step budget ``max_num_tokens``
+(``validate.serving_recipes.trtllm_max_num_tokens``)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,19 @@ def test_the_recipes_set_balancing_only_with_attention_dp():
     tp8 = {**R1, "tp_size": "8", "attention_dp_size": "1", "batch_size": "128"}
     assert resolve(ServingRow(R1_ID.replace("ep8", "ep1"), tp8)).adp_balance is None
     assert resolve(ServingRow("grid_row_1", R1)).adp_balance is None  # not an InferenceX run
+
+
+def test_the_recipes_step_budget_is_the_one_they_pass_to_trtllm_serve():
+    from plena_opt.validate.serving_score import step_model
+
+    # dsr1_fp4_b200_trt.sh: (CONC + ISL + 127) rounded down to 64, at least 8192 from 2026-01-21
+    assert resolve(ServingRow(R1_ID, R1)).max_num_tokens == 8192
+    early = resolve(ServingRow(R1_ID, {**R1, "measured_on": "2025-11-02"}))
+    assert early.max_num_tokens == (128 + 1024 + 127) // 64 * 64 == 1216
+    assert step_model(early).engine.budget_tokens == 1216  # the engine the row is priced under
+    assert resolve(ServingRow(OSS_ID, OSS)).max_num_tokens == 20000  # gptoss_fp4_b200_trt.sh
+    from tests.serving.test_batch_wait import IX_ID, ROW
+
+    assert resolve(ServingRow(IX_ID, ROW)).max_num_tokens == 16384  # 70b_fp8_b200_trt_*.sh
+    assert resolve(ServingRow(IX_ID, {**ROW, "backend": "vllm"})).max_num_tokens is None
+    assert resolve(ServingRow("grid_row_1", R1)).max_num_tokens is None  # not an InferenceX run
