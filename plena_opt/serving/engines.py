@@ -56,6 +56,14 @@ class EngineModel:
     # requests once every that many decode steps (managers/scheduler_recv_skipper.py: a decode
     # forward adds 1 to a counter, any other forward 1000; requests are read at the threshold)
     recv_interval_steps: int = 1
+    # TensorRT-LLM attention-DP balancing (``attention_dp_config``: ``enable_balance``,
+    # ``timeout_iters``, ``batching_wait_iters``; off by default, 50 / 10 when enabled,
+    # tensorrt_llm/llmapi/llm_args.py AttentionDpConfig): with ``adp_ranks`` attention-DP ranks,
+    # prompts are held until every rank has one or ``adp_timeout_iters`` steps have passed since
+    # the last release (PyExecutor._balance_adp_requests); 0: off (``steady.adp_balance_steps``)
+    adp_ranks: int = 1
+    adp_timeout_iters: int = 0
+    adp_batching_wait_iters: int = 0
     # the engine's decode kernels against the tables the chip is fitted on (serving.kernel_scale;
     # set per chip by ``calibration.calibrated``): device time of a decode step × this
     decode_kernel_scale: float = 1.0
@@ -73,6 +81,11 @@ class EngineModel:
             raise PlenaInputError("batch_wait_tokens_ratio", "must be 0 to 1")
         if not 1 <= self.recv_interval_steps <= MAX_BATCH_WAIT_ITERS:
             raise PlenaInputError("recv_interval_steps", f"must be 1 to {MAX_BATCH_WAIT_ITERS}")
+        if not 1 <= self.adp_ranks <= MAX_BATCH_WAIT_ITERS:
+            raise PlenaInputError("adp_ranks", f"must be 1 to {MAX_BATCH_WAIT_ITERS}")
+        for name in ("adp_timeout_iters", "adp_batching_wait_iters"):
+            if not 0 <= getattr(self, name) <= MAX_BATCH_WAIT_ITERS:
+                raise PlenaInputError(name, f"must be 0 to {MAX_BATCH_WAIT_ITERS}")
         if not 0.25 <= self.decode_kernel_scale <= 4:
             raise PlenaInputError("decode_kernel_scale", "must be 0.25 to 4")
 

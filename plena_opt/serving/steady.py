@@ -50,6 +50,9 @@ recipe sets it, ``validate.serving_recipes.trtllm_batch_wait``) holds waiting pr
 that many steps: ``batch_wait_steps`` mean steps more TTFT. The start burst does not wait (the
 engine waits only while others decode: ``should_check_waiting`` in tensorrt_llm/_torch/pyexecutor)
 and the replay does not model it.
+**Attention-DP balancing** (TensorRT-LLM ``attention_dp_config.enable_balance``, off by
+default; the InferenceX DeepSeek-R1 and gpt-oss recipes set it) holds prompts until every
+attention-DP rank has one or a timeout passes: ``adp_balance_steps`` mean decode steps more TTFT.
 A receive interval of ``N`` steps (SGLang ``--scheduler-recv-interval``, 1 by default) leaves an
 arrival unseen for ``N / 2`` decode steps on average; likewise not in the burst nor the replay.
 
@@ -313,7 +316,8 @@ def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
     waiting (``batch_wait_steps``) and SGLang's receive interval (arrivals read every that many
     decode steps, at a uniform point of it) add their waits. ``at`` itself when none applies."""
     eng = step.engine
-    if not (eng.overlap_schedule or eng.batch_wait_iters or eng.recv_interval_steps > 1):
+    adp = eng.adp_timeout_iters > 0 and eng.adp_ranks > 1
+    if not (eng.overlap_schedule or eng.batch_wait_iters or eng.recv_interval_steps > 1 or adp):
         return at
 
     def admitted(phi: float) -> tuple[float, float]:
@@ -325,6 +329,8 @@ def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
             ttft += batch_wait_steps(eng, wl, c, phi) * tpot
         if eng.recv_interval_steps > 1:
             ttft += eng.recv_interval_steps / 2 * step.step_seconds(0, (c - 1) * phi)
+        if adp:
+            ttft += adp_balance_steps(eng, wl, c, phi) * step.step_seconds(0, (c - 1) * phi)
         return ttft, tpot
 
     return admitted
@@ -346,6 +352,24 @@ def batch_wait_steps(eng: EngineModel, wl: ServingWorkload, c: int, phi: float) 
         if lam > 0:
             w = min(w, (k - 1) / lam)
     return w * (1 + lam * w / 2) / (1 + lam * w)
+
+
+def adp_balance_steps(eng: EngineModel, wl: ServingWorkload, c: int, phi: float) -> float:
+    """Mean decode steps a prompt is held by TensorRT-LLM's attention-DP balancing
+    (``EngineModel.adp_timeout_iters``): prompts are released when every one of the ``k`` ranks
+    has one waiting, or ``T`` steps after the last release (the counter runs whether or not a
+    prompt waits). A new request goes to a rank below the mean active count, fewest active tokens
+    first (ExecutorRequestQueue._balance_requests_across_ranks): in a closed loop the rank a
+    request just left, so arrivals land on ranks at random: covering all ``k`` takes
+    ``k·H(k)`` arrivals on average (coupon collector), ``k·H(k) / λ`` steps at
+    ``λ = c·φ / (osl − 1)`` arrivals a step. An arrival waits half the release interval
+    ``min(T, k·H(k) / λ)`` on average, plus ``batching_wait_iters`` when the ranks filled first."""
+    k, t = eng.adp_ranks, float(eng.adp_timeout_iters)
+    lam = c * phi / (wl.output_len - 1) if wl.output_len > 1 else 0.0
+    cover = k * sum(1.0 / i for i in range(1, k + 1))  # arrivals that reach every rank
+    if lam <= 0 or cover / lam >= t:
+        return t / 2
+    return cover / lam / 2 + eng.adp_batching_wait_iters
 
 
 def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:

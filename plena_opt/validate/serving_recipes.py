@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from plena_opt.validate.serving_rows import Deployment, ServingRow
 
 INFERENCEX_ID = re.compile(r"^\d{4}_\d\d_\d\d_")
+DEEPSEEK_R1 = frozenset({"deepseek-v3"})  # DeepSeek-R1's catalog model (ARCHITECTURE_TWINS)
 
 
 # The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,
@@ -28,7 +29,9 @@ TRTLLM_BATCH_WAIT_MAX_TP = 7  # ``${TP} -lt 8``
 
 def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int, float] | None:
     """(``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``) an InferenceX TensorRT-LLM
-    recipe ran ``row`` with (``TRTLLM_BATCH_WAIT``), else None (the engine default: off)."""
+    recipe ran ``row`` with (``TRTLLM_BATCH_WAIT``), else None (the engine default: off). The
+    DeepSeek-R1 FP8 recipe's DELAY_BATCHING is not applied (benchmarks/README_serving.md,
+    r9hiconc)."""
     if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.tp > TRTLLM_BATCH_WAIT_MAX_TP:
         return None
     if system not in TRTLLM_BATCH_WAIT_SYSTEMS:
@@ -36,11 +39,53 @@ def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int,
     return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
 
 
+# Attention-DP balancing of the InferenceX TensorRT-LLM B200 recipes with DP_ATTENTION true
+# (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp{4,8}_b200_trt*.sh: ``attention_dp_config:
+# enable_balance: true, timeout_iters: 60, batching_wait_iters: 0``, in every version from
+# 2025-09 on; gptoss_fp4_b200_trt*.sh: ``enable_balance: true`` alone, so TensorRT-LLM's
+# AttentionDpConfig defaults timeout_iters 50, batching_wait_iters 10). (timeout, batching wait)
+# by catalog model; ``serving.steady.adp_balance_steps`` prices the wait. Not fitted.
+TRTLLM_ADP_BALANCE = {"deepseek-v3": (60, 0), "gpt-oss-120b": (50, 10)}
+TRTLLM_ADP_BALANCE_SYSTEMS = frozenset({"b200_sxm"})
+
+
+def trtllm_adp_balance(row: ServingRow, system: str, d: Deployment) -> tuple[int, int] | None:
+    """(``timeout_iters``, ``batching_wait_iters``) of the attention-DP balancing an InferenceX
+    TensorRT-LLM recipe ran ``row`` with (``TRTLLM_ADP_BALANCE``), else None (off)."""
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.ep < 2 or d.pools:
+        return None
+    if system not in TRTLLM_ADP_BALANCE_SYSTEMS:
+        return None
+    return TRTLLM_ADP_BALANCE.get(d.model)
+
+
+# The step token budget (``--max_num_tokens``) of the InferenceX TensorRT-LLM B200 recipes, where
+# it is not the engine's 8192: 70b_fp{4,8}_b200_trt_*.sh 16384 (2025-09-18 to their removal on
+# 2025-10-29); gptoss_fp4_b200_trt*.sh 20000; dsr1_fp{4,8}_b200_trt*.sh ``(CONC + ISL + 127)``
+# rounded down to 64, at least 8192 only from 2026-01-21 (PR #258). Not fitted.
+TRTLLM_MAX_NUM_TOKENS = {"llama-3.1-70b": 16384, "gpt-oss-120b": 20000}
+DSR1_MAX_NUM_TOKENS_FLOOR = 8192
+DSR1_MAX_NUM_TOKENS_FLOOR_SINCE = "2026-01-21"
+
+
+def trtllm_max_num_tokens(row: ServingRow, system: str, d: Deployment) -> int | None:
+    """The ``max_num_tokens`` an InferenceX TensorRT-LLM B200 recipe ran ``row`` with, else None
+    (the engine default)."""
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or system != "b200_sxm":
+        return None
+    if d.model in DEEPSEEK_R1:
+        budget = (d.concurrency + d.input_len + 127) // 64 * 64
+        if row.get("measured_on") >= DSR1_MAX_NUM_TOKENS_FLOOR_SINCE:
+            budget = max(budget, DSR1_MAX_NUM_TOKENS_FLOOR)
+        return budget
+    return TRTLLM_MAX_NUM_TOKENS.get(d.model)
+
+
 # The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
 # dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
 # TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.
 SGLANG_RECV_INTERVAL_SYSTEMS = frozenset({"b200_sxm"})
-SGLANG_RECV_INTERVAL_MODELS = frozenset({"deepseek-v3"})  # DeepSeek-R1 (ARCHITECTURE_TWINS)
+SGLANG_RECV_INTERVAL_MODELS = DEEPSEEK_R1
 
 
 def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:

@@ -17,7 +17,9 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
     sglang_recv_interval,
+    trtllm_adp_balance,
     trtllm_batch_wait,
+    trtllm_max_num_tokens,
 )
 
 # AIConfigurator system name -> (GPU chip profile, one-node NoC profile, GPUs per node)
@@ -127,6 +129,8 @@ class Deployment:
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
     recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
+    adp_balance: tuple[int, int] | None = None  # TensorRT-LLM attention-DP balancing of the recipe
+    max_num_tokens: int | None = None  # the recipe's TensorRT-LLM step budget (None: default)
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
     # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
@@ -219,7 +223,9 @@ def resolve(row: ServingRow) -> Deployment:
                    async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant,
                    marlin_moe=ix_vllm and _weight_only(fmt, chip))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
-                recv_interval=sglang_recv_interval(row, system, d))  # fmt: skip
+                recv_interval=sglang_recv_interval(row, system, d),
+                adp_balance=trtllm_adp_balance(row, system, d),
+                max_num_tokens=trtllm_max_num_tokens(row, system, d))  # fmt: skip
     return _with_block(row, d)
 
 

@@ -238,7 +238,8 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
            d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
-           d.recv_interval, d.marlin_moe, d.eplb_redundant, d.pp)  # fmt: skip
+           d.recv_interval, d.marlin_moe, d.eplb_redundant, d.pp, d.adp_balance,
+           d.max_num_tokens)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -312,6 +313,11 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
         eng = replace(
             eng, batch_wait_iters=d.batch_wait[0], batch_wait_tokens_ratio=d.batch_wait[1]
         )
+    if d.max_num_tokens is not None:  # the recipe's TensorRT-LLM step budget
+        eng = replace(eng, budget_tokens=d.max_num_tokens)
+    if d.adp_balance is not None:  # the recipe's TensorRT-LLM attention-DP balancing
+        eng = replace(eng, adp_ranks=d.ep, adp_timeout_iters=d.adp_balance[0],
+                      adp_batching_wait_iters=d.adp_balance[1])  # fmt: skip
     if d.recv_interval > 1:  # the recipe's SGLang receive interval
         eng = replace(eng, recv_interval_steps=d.recv_interval)
     if d.generated_batch is not None:  # the step budget AIConfigurator's generator wrote
