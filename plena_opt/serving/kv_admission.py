@@ -55,6 +55,13 @@ KV_CAPPED_ENGINES = frozenset({"vllm", "sglang"})  # every command caps these (m
 MEMORY_FLAG = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static",
                "trtllm": "--kv_cache_free_gpu_memory_fraction"}  # fmt: skip
 GIB = float(1 << 30)
+MIB = float(1 << 20)
+# The device memory the engines take their fractions of is what CUDA / nvidia-smi report, not the
+# datasheet's decimal gigabytes (the chip profiles' ``hbm.capacity_bytes``): an H100 SXM "80 GB"
+# reports 81,559 MiB = 85.5e9 B (nvidia-smi, modal-labs/modal-client PR #2797), a B200 "180 GB"
+# 183,359 MiB = 192.3e9 B (nvidia-smi, NVIDIA/TensorRT-LLM issue #10278; CUDA deviceQuery 178.35
+# GiB, pytorch/ao PR #4002). A chip without a reported figure here keeps its profile's capacity.
+REPORTED_DEVICE_MEMORY_BYTES = {"h100-sxm": 81559 * MIB, "b200": 183359 * MIB}
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workloa
     capacity = ctx.memory.capacity_bytes
     if capacity is None:
         return None
+    capacity = REPORTED_DEVICE_MEMORY_BYTES.get(getattr(chip, "name", ""), capacity)
     cost = PlanCost(ctx, plan)
     # the fullest stage's weights and KV of one sequence per device (``capacity_bound``'s)
     weights, kv = max(cost.stage_footprints(1), key=sum)

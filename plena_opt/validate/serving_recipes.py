@@ -81,6 +81,38 @@ def trtllm_max_num_tokens(row: ServingRow, system: str, d: Deployment) -> int | 
     return TRTLLM_MAX_NUM_TOKENS.get(d.model)
 
 
+# The KV memory of the InferenceX TensorRT-LLM B200 recipes (``kv_cache_config.
+# free_gpu_memory_fraction``): dsr1_fp{4,8}_b200_trt*.sh 0.8 (the FP8 one from 2026-01-29, PR
+# #594: 0.7 at 1k/8k from CONC 256, 0.75 at 8k/1k on TP 4), gptoss_fp4_b200_trt*.sh 0.85; the
+# Llama-3.1-70B ones set none (TensorRT-LLM's default, ``TRTLLM_FREE_GPU_MEMORY_FRACTION``). Under
+# the default capacity scheduler (GUARANTEED_NO_EVICT) a request is admitted only with KV for its
+# whole sequence (``serving.kv_admission``). DeepSeek-R1 runs up to 2025-11-02 chose their own EP
+# and attention DP (dsr1_fp4_b200_trt_slurm.sh before PR #145), which the rows do not record: not
+# capped. Not fitted.
+TRTLLM_KV_FRACTION = {"deepseek-v3": 0.8, "gpt-oss-120b": 0.85, "llama-3.1-70b": None}
+DSR1_RECORDED_SIZES_SINCE = "2025-11-03"
+DSR1_FP8_FRACTIONS_SINCE = "2026-01-29"
+
+
+def trtllm_kv_fraction(row: ServingRow, system: str, d: Deployment) -> float | None | bool:
+    """The ``free_gpu_memory_fraction`` an InferenceX TensorRT-LLM B200 recipe ran ``row`` with
+    (None: the engine's default), or False where its KV admission is not known (not capped)."""
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or system != "b200_sxm":
+        return False
+    if d.model not in TRTLLM_KV_FRACTION:
+        return False
+    if d.model in DEEPSEEK_R1:
+        on = row.get("measured_on")
+        if on < DSR1_RECORDED_SIZES_SINCE:
+            return False
+        if d.precision == "fp8" and on >= DSR1_FP8_FRACTIONS_SINCE:
+            if (d.input_len, d.output_len) == (1024, 8192) and d.concurrency >= 256:
+                return 0.7
+            if (d.input_len, d.output_len) == (8192, 1024) and d.tp * d.ep == 4:
+                return 0.75
+    return TRTLLM_KV_FRACTION[d.model]
+
+
 # The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
 # dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
 # TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.

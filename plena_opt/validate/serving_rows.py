@@ -19,6 +19,7 @@ from plena_opt.validate.serving_recipes import (
     sglang_recv_interval,
     trtllm_adp_balance,
     trtllm_batch_wait,
+    trtllm_kv_fraction,
     trtllm_max_num_tokens,
 )
 
@@ -131,6 +132,8 @@ class Deployment:
     recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
     adp_balance: tuple[int, int] | None = None  # TensorRT-LLM attention-DP balancing of the recipe
     max_num_tokens: int | None = None  # the recipe's TensorRT-LLM step budget (None: default)
+    # the recipe's TensorRT-LLM KV fraction (None: the default; False: admission not known)
+    trt_kv_fraction: float | None | bool = False
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
     # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
@@ -225,7 +228,8 @@ def resolve(row: ServingRow) -> Deployment:
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d),
                 adp_balance=trtllm_adp_balance(row, system, d),
-                max_num_tokens=trtllm_max_num_tokens(row, system, d))  # fmt: skip
+                max_num_tokens=trtllm_max_num_tokens(row, system, d),
+                trt_kv_fraction=trtllm_kv_fraction(row, system, d))  # fmt: skip
     return _with_block(row, d)
 
 

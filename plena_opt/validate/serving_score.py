@@ -239,7 +239,7 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
            d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
            d.recv_interval, d.marlin_moe, d.eplb_redundant, d.pp, d.adp_balance,
-           d.max_num_tokens)  # fmt: skip
+           d.max_num_tokens, d.trt_kv_fraction)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -269,17 +269,22 @@ def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
 
     model, noc, memory, chip, wl, eng = _parts(d, host_step_seconds)
     plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
-    eng = kv_capped(eng, (model, noc, memory, chip, wl), plan)
+    eng = kv_capped(eng, (model, noc, memory, chip, wl), plan, d.trt_kv_fraction)
     return StepModel.from_problem(model, noc, memory, chip, wl, plan, eng)  # type: ignore[arg-type]
 
 
-def kv_capped(eng: EngineModel, parts: tuple, plan: object) -> EngineModel:
+def kv_capped(eng: EngineModel, parts: tuple, plan: object,
+              trt_fraction: float | None | bool = False) -> EngineModel:  # fmt: skip
     """``eng`` with ``max_running`` no larger than the requests its KV pool holds at once on
     ``plan`` at the engine's default memory setting (``serving.kv_admission.admitted``, the rule
     every command applies; ``parts``: model, NoC, memory, chip, Workload); engines outside
-    ``KV_CAPPED_ENGINES`` unchanged."""
-    from plena_opt.serving.kv_admission import admitted
+    ``KV_CAPPED_ENGINES`` unchanged, except TensorRT-LLM where its recipe's KV fraction is known
+    (``trt_fraction``: None the engine default, False unknown; ``trtllm_kv_fraction``)."""
+    from plena_opt.serving.kv_admission import admitted, binds, kv_cap
 
+    if eng.name == "trtllm" and trt_fraction is not False:
+        cap = kv_cap(*parts, plan, "trtllm", eng.budget_tokens, trt_fraction)  # type: ignore[arg-type, misc]
+        return replace(eng, max_running=cap.requests) if binds(cap, eng) else eng  # type: ignore[union-attr]
     return admitted(eng, parts, plan)[0]  # type: ignore[arg-type]
 
 

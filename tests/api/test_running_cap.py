@@ -45,33 +45,37 @@ def test_the_kv_pool_caps_the_running_requests_and_the_rest_queue_in_ttft(proble
 
     cap = replica_kv_cap(problem, Plan(tp=4), engine_model("vllm", 80e9))
     assert cap is not None and cap.fraction == 0.9  # what `plena-opt export` writes
-    # 0.9 of an H100 less 32.9 GiB of weights and one 8192-token step's activations: 33.7 GiB
-    assert 33.5 * GIB < cap.pool_bytes < 34.0 * GIB
+    # 0.9 of an H100's reported 81,559 MiB (kv_admission.REPORTED_DEVICE_MEMORY_BYTES) less 32.9 GiB
+    # of weights and one 8192-token step's activations: 38.4 GiB
+    assert 38.2 * GIB < cap.pool_bytes < 38.6 * GIB
     # each request holds its prompt and half its output on average: 8704 tokens of 80 KiB
     per_request = KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
-    assert cap.requests == int(cap.pool_bytes // per_request) == 50
-    assert capped.max_running == 50  # under vLLM's default max_num_seqs 1024
+    assert cap.requests == int(cap.pool_bytes // per_request) == 57
+    assert capped.max_running == 57  # under vLLM's default max_num_seqs 1024
     assert capped.max_running_source == (
-        "the KV cache: 50 requests of 8192 + 1024/2 tokens fit the pool of 33.7 GiB per GPU "
+        "the KV cache: 57 requests of 8192 + 1024/2 tokens fit the pool of 38.4 GiB per GPU "
         "(--gpu-memory-utilization 0.9)"
     )
-    st = capped.steady  # 78 of the 128 clients wait (C − R) / X before their first token
-    assert st.ttft_seconds >= (128 - 50) / st.request_throughput_per_s
+    st = capped.steady  # 71 of the 128 clients wait (C − R) / X before their first token
+    assert st.ttft_seconds >= (128 - 57) / st.request_throughput_per_s
     assert st.ttft_seconds > 60  # minutes of queue, not the 2 s a 128-wide engine would give
     assert capped.ttft.mean == pytest.approx(st.ttft_seconds, rel=0.05)  # the replay agrees
-    assert capped.steady.decode_batch <= 50 + 1e-9
+    assert capped.steady.decode_batch <= 57 + 1e-9
 
 
 def test_the_cli_says_where_the_cap_came_from_and_refuses_a_pool_that_holds_none(capsys):
     assert main([*EST, "--devices", "4", "--tp", "4", "--concurrency", "128", "--json"]) == 0
     eng = json.loads(capsys.readouterr().out)["serving_under_load"]["engine"]
-    assert eng["max_running_requests"] == 50
-    assert eng["max_running_source"].startswith("the KV cache: 50 requests")
-    # TP 2: 65.7 GiB of bf16 weights per GPU leave 0.7 GiB, no 8k request fits: vLLM would not
-    # start, so no figures are given for it
-    assert main([*EST, "--devices", "2", "--tp", "2", "--concurrency", "128"]) == 2
+    assert eng["max_running_requests"] == 57
+    assert eng["max_running_source"].startswith("the KV cache: 57 requests")
+    # TP 2: 65.7 GiB of bf16 weights per GPU leave 5.3 GiB of the reported 81,559 MiB, three 8k
+    # requests but no 64k one: vLLM would not start, so no figures are given for it
+    assert main([*EST, "--devices", "2", "--tp", "2", "--concurrency", "128"]) == 0
+    capsys.readouterr()
+    argv = [*EST, "--devices", "2", "--tp", "2", "--concurrency", "128", "--input-seq", "65536"]
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "error: plan: 0 requests of 8192 + 1024/2 tokens fit the pool of 0.7 GiB" in err
+    assert "error: plan: 0 requests of 65536 + 1024/2 tokens fit the pool of 5.3 GiB" in err
 
 
 def _loaded(problem, batch: int = 128, **load):
@@ -94,12 +98,12 @@ def test_a_request_rate_beyond_what_the_pool_admits_is_refused(problem, monkeypa
     from plena_opt import api
     from plena_opt.api import running_cap
 
-    # a plan of batch 64 (max_num_seqs 64 in its launch files) under a rate: the pool's 50 bind
+    # a plan of batch 64 (max_num_seqs 64 in its launch files) under a rate: the pool's 57 bind
     low = api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.6, batch=64)
-    assert low.max_running == 50 and 20 < low.steady.decode_batch < 50
+    assert low.max_running == 57 and 20 < low.steady.decode_batch < 57
     searched = _loaded(problem, 64, request_rate=0.6).evaluate(Plan(tp=4))
     assert searched.under_load["tpot_mean_seconds"] == pytest.approx(low.steady.tpot_seconds)
-    # 0.9 requests/s keep ~66 requests decoding: more than the 50 the pool admits
+    # 0.9 requests/s keep ~66 requests decoding: more than the 57 the pool admits
     with pytest.raises(PlenaInputError) as exc:
         api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.9, batch=64)
     assert exc.value.field == "request_rate"
@@ -118,8 +122,8 @@ def test_tensorrt_llm_is_not_capped_and_says_so(problem):
     from plena_opt import api
 
     u = api.serve_under_load(problem, Plan(tp=4), "trtllm", concurrency=128)
-    assert u.max_running == 2048  # its default max_batch_size, not its pool's 52
-    assert u.max_running_source.startswith("the engine's default; not the KV cache: 52 requests "
+    assert u.max_running == 2048  # its default max_batch_size, not its pool's 59
+    assert u.max_running_source.startswith("the engine's default; not the KV cache: 59 requests "
                                            "of 8192 + 1024 tokens")  # fmt: skip
     assert "KV admission is not priced" in u.max_running_source
 
@@ -133,10 +137,10 @@ def test_the_disaggregated_decode_pool_queues_beyond_its_kv(problem):
                              precision="fp8", input_seq=ISL, output_seq=OSL)  # fmt: skip
     d = serve_disaggregated(eight, Pools(1, 4, 1, 2), "vllm", concurrency=64)
     m = d.metrics
-    assert d.decode_max_running == 25  # fp8 on a TP2 decode worker: 25 requests of 8704 tokens
-    assert d.decode_max_running_source.startswith("the KV cache: 25 requests of 8192 + 1024/2")
-    assert m.decode_batch_per_worker <= 25
-    assert m.decode_wait_seconds > 1  # 64 clients, 25 decode slots: the rest wait
+    assert d.decode_max_running == 28  # fp8 on a TP2 decode worker: 28 requests of 8704 tokens
+    assert d.decode_max_running_source.startswith("the KV cache: 28 requests of 8192 + 1024/2")
+    assert m.decode_batch_per_worker <= 28
+    assert m.decode_wait_seconds > 1  # 64 clients, 28 decode slots: the rest wait
     parts = m.prefill_wait_seconds + m.prefill_seconds + m.transfer_seconds + m.tpot_seconds
     assert m.ttft_seconds == pytest.approx(parts + m.decode_wait_seconds)
     assert m.request_rate_per_s * m.e2e_seconds == pytest.approx(64, rel=1e-6)  # Little's law
@@ -177,9 +181,9 @@ def test_a_replica_of_a_dp_plan_is_capped_by_its_own_pool(problem):
     eng = engine_model("vllm", 80e9)
     one = replica_kv_cap(problem, Plan(tp=4), eng)
     two = replica_kv_cap(eight, Plan(tp=4, dp=2), eng)
-    assert one is not None and two is not None and two.requests == one.requests == 50
+    assert one is not None and two is not None and two.requests == one.requests == 57
     u = api.serve_under_load(eight, Plan(tp=4, dp=2), "vllm", concurrency=128)
-    assert u.max_running == 50 and u.replicas == 2  # 64 clients a replica, 50 running
+    assert u.max_running == 57 and u.replicas == 2  # 64 clients a replica, 57 running
 
 
 def test_capacity_keeps_running_what_the_pool_admits():
@@ -190,7 +194,7 @@ def test_capacity_keeps_running_what_the_pool_admits():
     model = load_model("llama-3.1-70b")
     req = CapacityRequest(model="llama-3.1-70b", load="unused.csv", gpus=("h100-sxm",))
     step_for = _setup(Candidate("h100-sxm tp4", "h100-sxm", 4), model, req, (ISL, OSL))
-    assert step_for(ISL, OSL)[1] == 50  # as estimate's TP4 replica above
+    assert step_for(ISL, OSL)[1] == 57  # as estimate's TP4 replica above
     tp2 = Candidate("h100-sxm tp2", "h100-sxm", 2)
     assert _setup(tp2, model, req, (ISL, OSL)) is None
     assert "leave no KV cache" in tp2.skipped  # 66 GiB of weights, as estimate refuses it

@@ -68,9 +68,9 @@ def test_a_batch_at_or_above_the_clients_keeps_the_uncapped_figures(capsys):
     )
     plan = Plan(tp=1, dp=2)
     free = api.serve_under_load(problem, plan, concurrency=16)
-    # the KV pool of one replica (one H100 at --gpu-memory-utilization 0.9) holds 366 requests
+    # the KV pool of one replica (one H100 at --gpu-memory-utilization 0.9) holds 399 requests
     # of 1024 + 256/2 tokens, under vLLM's default max_num_seqs 1024 (api.running_cap)
-    assert free.max_running == 366 and free.max_running_source.startswith("the KV cache: 366")
+    assert free.max_running == 399 and free.max_running_source.startswith("the KV cache: 399")
     for batch in (16, 40):
         capped = api.serve_under_load(problem, plan, concurrency=16, batch=batch)
         assert capped.max_running == -(-batch // 2)  # the replica's share
@@ -81,8 +81,8 @@ def test_a_batch_at_or_above_the_clients_keeps_the_uncapped_figures(capsys):
 def test_the_cli_batch_defaults_to_the_clients_and_a_rate_keeps_the_engine_cap(capsys):
     assert _load(capsys, "--concurrency", "24")["engine"]["max_running_requests"] == 24
     rate = _load(capsys, "--request-rate", "2")["engine"]
-    assert rate["max_running_requests"] == 366  # the KV pool's, under the default 1024
-    assert rate["max_running_source"].startswith("the KV cache: 366 requests of 1024 + 256/2")
+    assert rate["max_running_requests"] == 399  # the KV pool's, under the default 1024
+    assert rate["max_running_source"].startswith("the KV cache: 399 requests of 1024 + 256/2")
     assert _load(capsys, "--request-rate", "2", "--batch-size", "4")["engine"][
         "max_running_requests"
     ] == 4  # fmt: skip

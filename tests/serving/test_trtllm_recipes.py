@@ -87,3 +87,31 @@ def test_the_recipes_step_budget_is_the_one_they_pass_to_trtllm_serve():
     assert resolve(ServingRow(IX_ID, ROW)).max_num_tokens == 16384  # 70b_fp8_b200_trt_*.sh
     assert resolve(ServingRow(IX_ID, {**ROW, "backend": "vllm"})).max_num_tokens is None
     assert resolve(ServingRow("grid_row_1", R1)).max_num_tokens is None  # not an InferenceX run
+
+
+def test_the_recipes_kv_memory_caps_tensorrt_llm_where_it_is_known():
+    from plena_opt.validate.serving_score import step_model
+    from tests.serving.test_batch_wait import IX_ID, ROW
+
+    assert resolve(ServingRow(R1_ID, R1)).trt_kv_fraction == 0.8  # dsr1_fp4_b200_trt.sh
+    # runs up to 2025-11-02 chose their own EP / attention DP: their KV admission is unknown
+    early = resolve(ServingRow(R1_ID, {**R1, "measured_on": "2025-11-02"}))
+    assert early.trt_kv_fraction is False
+    assert resolve(ServingRow(OSS_ID, OSS)).trt_kv_fraction == 0.85
+    # Llama-3.1-70B's recipe sets none: TensorRT-LLM's default; TP 1 fp8 1k/8k at 128 clients
+    # (measured TTFT 137 s): whole sequences of 9,216 tokens, 71 of the 128 fit (the rest queue)
+    tp1 = {**ROW, "tp_size": "1", "osl": "8192", "concurrency": "128"}
+    d = resolve(ServingRow(IX_ID.replace("tp4", "tp1"), tp1))
+    assert d.trt_kv_fraction is None
+    assert step_model(d).engine.max_running == 71
+    assert resolve(ServingRow("grid_row_1", ROW)).trt_kv_fraction is False  # not InferenceX
+
+
+def test_the_kv_pool_is_sized_from_the_memory_cuda_reports():
+    from plena_opt.serving.kv_admission import REPORTED_DEVICE_MEMORY_BYTES, pool_bytes
+
+    assert REPORTED_DEVICE_MEMORY_BYTES["h100-sxm"] == pytest.approx(85.52e9, rel=1e-3)
+    assert REPORTED_DEVICE_MEMORY_BYTES["b200"] == pytest.approx(192.27e9, rel=1e-3)
+    # vLLM at 0.9: 5.0 GB more pool per H100 than the datasheet's 80e9 gave
+    more = pool_bytes("vllm", REPORTED_DEVICE_MEMORY_BYTES["h100-sxm"], 40e9, 1e9, 4)
+    assert more - pool_bytes("vllm", 80e9, 40e9, 1e9, 4) == pytest.approx(0.9 * 5.52e9, rel=1e-2)
