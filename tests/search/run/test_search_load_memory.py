@@ -12,8 +12,8 @@ import pytest
 
 from plena_opt.cli.main import main
 from plena_opt.estimate.plan import Plan
+from plena_opt.serving.kv_admission import REPORTED_DEVICE_MEMORY_BYTES
 
-GIB = 2**30
 ISL, OSL, C = 8192, 1024, 128
 # Llama-3.1-70B bf16: 80 layers × (K, V) × 2 of 8 KV heads at TP 4 × head dim 128 × 2 bytes
 KV_BYTES_PER_TOKEN_TP4 = 80 * 2 * 2 * 128 * 2
@@ -45,28 +45,28 @@ def test_a_plan_whose_pool_holds_fewer_than_c_fits_and_queues_the_rest(problem):
     m = _loaded(problem, C, concurrency=C).evaluate(Plan(tp=4))
     u = m.under_load
     assert m.fits_in_memory is True
-    assert u["running_requests"] == 50 and u["memory_fraction"] == 0.9  # what export writes
-    # the KV of the 50 admitted requests, each at its prompt and half its output
-    assert m.kv_cache_bytes_per_device == 50 * KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
-    capacity = float(problem.chip.hbm.capacity_bytes.value)
+    assert u["running_requests"] == 57 and u["memory_fraction"] == 0.9  # what export writes
+    # the KV of the 57 admitted requests, each at its prompt and half its output
+    assert m.kv_cache_bytes_per_device == 57 * KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
+    capacity = REPORTED_DEVICE_MEMORY_BYTES["h100-sxm"]  # the engine's fraction is of this
     assert m.weight_bytes_per_device + m.kv_cache_bytes_per_device <= 0.9 * capacity
     assert m.kv_cache_bytes_per_device <= u["kv_pool_bytes_per_device"]
-    # the 78 clients the pool does not hold wait before their first token
-    assert u["ttft_mean_seconds"] >= (C - 50) / u["request_throughput_per_s"]
+    # the 71 clients the pool does not hold wait before their first token
+    assert u["ttft_mean_seconds"] >= (C - 57) / u["request_throughput_per_s"]
 
 
 def test_under_a_request_rate_the_admitted_requests_are_judged_too(problem):
     assert problem.evaluator(64).evaluate(Plan(tp=4)).fits_in_memory is False
     m = _loaded(problem, 64, request_rate=0.6).evaluate(Plan(tp=4))
-    assert m.fits_in_memory is True and m.under_load["running_requests"] == 50
-    assert m.kv_cache_bytes_per_device == 50 * KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
+    assert m.fits_in_memory is True and m.under_load["running_requests"] == 57
+    assert m.kv_cache_bytes_per_device == 57 * KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
 
 
 def test_the_memory_fraction_sizes_the_pool_it_is_judged_with(problem):
     m = _loaded(problem, C, concurrency=C, memory_fraction=0.7).evaluate(Plan(tp=4))
     assert m.fits_in_memory is True
-    assert m.under_load["running_requests"] == 28 and m.under_load["memory_fraction"] == 0.7
-    assert m.kv_cache_bytes_per_device == 28 * KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
+    assert m.under_load["running_requests"] == 33 and m.under_load["memory_fraction"] == 0.7
+    assert m.kv_cache_bytes_per_device == 33 * KV_BYTES_PER_TOKEN_TP4 * (ISL + OSL / 2)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
@@ -101,7 +101,7 @@ def test_the_recommended_commands_carry_the_memory_fraction(capsys):
 def test_the_cli_search_does_not_refuse_what_the_engine_runs(capsys, extra):
     """Static check (the old one): TP2×PP2 at batch 128 needs 77.9 GiB per GPU of 74.5 and was
     infeasible on memory (with --memory-fraction: its capacity-bound batch 48 < 128); TP 4 runs
-    50 of the 128 8k requests at once under load."""
+    57 of the 128 8k requests at once under load."""
     doc = _search(capsys, *extra)
     assert "memory" not in doc["infeasible"] and "memory" not in doc["nearest_miss"]
     fraction = 0.8 if extra else 0.9
@@ -114,7 +114,7 @@ def test_the_cli_search_does_not_refuse_what_the_engine_runs(capsys, extra):
     # the front's max batch under load: what the engine's pool holds (it runs that many)
     assert capped["max_batch"] == u["pool_requests"] == u["running_requests"]
     assert u["memory_fraction"] == fraction
-    assert capped["memory_bytes_per_device"] <= fraction * 74.51 * GIB
+    assert capped["memory_bytes_per_device"] <= fraction * REPORTED_DEVICE_MEMORY_BYTES["h100-sxm"]
     # the export starts the engines with the memory they were judged at
     assert ("--memory-fraction 0.8" in doc["recommendation"]["export_command"]) == bool(extra)
     # the plans whose pool holds no 8k request (TP 1, TP 2 alone) are named, not priced
