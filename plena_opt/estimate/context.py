@@ -84,6 +84,7 @@ class EstimateContext:
         self.pricer: LayerPricer = kind_cls(self.chip, precision, workload, memory, model)
         self.perf = self.pricer.perf_model  # the PLENA ISA model ``LayerShape`` reads, or None
         self.net = shared_network(noc, network)
+        self.num_devices = noc.num_devices  # a product over the levels: read once per plan base
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kind_runs = layer_kind_runs(model)
         self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))

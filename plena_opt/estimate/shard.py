@@ -156,7 +156,7 @@ def validate_plan(
         raise PlenaInputError("tp", f"tp={tp} does not divide the {heads} attention heads")
     if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
         raise PlenaInputError("tp", f"tp={tp} and the {kv} KV heads must divide one another")
-    if model.linear_layers and model.linear_num_key_heads % tp:
+    if model.linear_num_key_heads % tp and model.linear_layers:  # the cheap test first
         raise PlenaInputError(
             "tp",
             f"tp={tp} does not divide the {model.linear_num_key_heads} linear-attention key heads",
