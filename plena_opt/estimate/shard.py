@@ -171,10 +171,10 @@ def validate_plan(
         if (
             model.family != "llama"
             or model.num_experts
-            or model.sliding_layers
-            or model.chunked_layers
             or model.is_mla
-            or model.linear_layers
+            # any sliding, chunked or linear-attention layer: one pass over the runs (the three
+            # layer counts are each a pass; this test runs for every candidate with cp > 1)
+            or any(r.count and r.attention != "full_attention" for r in model.layer_runs)
         ):
             raise PlenaInputError(
                 "cp",
