@@ -109,6 +109,7 @@ class EstimateContext:
             caches = memo.caches(model, noc, memory, chip, workload, shares)
         self.layer_cache: dict = caches.layer
         self.comm_cache: dict = caches.comm
+        self.comm_totals: dict = {}  # Σ seconds of each ``comm_cache`` entry, by its key
         self.extras_cache: dict = caches.extras
         self._stage_counts: dict[int, list[Counter]] = caches.stage_counts
         self._grids: dict[tuple, DecodeGrid] = caches.grids
