@@ -216,7 +216,7 @@ class PassResult:
         full = self.full_overlap
         combined = []
         for k, st in self.layer.items():
-            la, c = float(st.seconds[0]), comm[k]
+            la, c = st.first_seconds, comm[k]
             combined.append((la if la >= c else c) if full else la + c)
         values = []
         extras = self.extras
@@ -228,7 +228,7 @@ class PassResult:
             total = 0.0 if total is None else total
             if stage in extras:
                 for ex in extras[stage]:
-                    total += float(ex.seconds[0])
+                    total += ex.first_seconds
             values.append(total)
         return values
 

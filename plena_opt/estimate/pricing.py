@@ -74,6 +74,11 @@ class StageArrays:
         return x if _is_array(x) else np.full(self._n, float(x))
 
     @cached
+    def first_seconds(self) -> float:
+        """``float(seconds[0])``: the one value of a one-point (prefill) stage, read per plan."""
+        return float(self.seconds[0])
+
+    @cached
     def compute_seconds(self) -> np.ndarray:
         return self._full(self._t_c)
 
