@@ -75,6 +75,27 @@ class StageLayouts:
     ranges: dict[int, tuple[list[range], list[int]]] = field(default_factory=dict)
 
 
+STAGE_TABLES = 32  # distinct layer structures whose stage tables a process keeps
+_STAGE_TABLES: dict[tuple, tuple[StageLayouts, dict[int, list[Counter]]]] = {}
+
+
+def stage_tables(
+    kind_runs: list[tuple[LayerKind, int]], num_layers: int
+) -> tuple[StageLayouts, dict[int, list[Counter]]]:
+    """(``StageLayouts``, pp → layer kinds by stage) of a model's layer structure: a table per
+    process, since both follow from the runs of layer kinds and the layer count alone (the
+    pipeline depth and the stages with extras are in their keys). Read-only to their users;
+    threads that race both build the same table and one is kept. At most ``STAGE_TABLES``
+    structures (the table starts afresh beyond)."""
+    key = (tuple(kind_runs), num_layers)
+    hit = _STAGE_TABLES.get(key)
+    if hit is None:
+        if len(_STAGE_TABLES) >= STAGE_TABLES:
+            _STAGE_TABLES.clear()
+        hit = _STAGE_TABLES.setdefault(key, (StageLayouts(), {}))
+    return hit
+
+
 @dataclass
 class _Entry:
     pinned: tuple[Any, ...]  # the objects whose ids form the key (kept alive, so ids stay unique)

@@ -94,3 +94,21 @@ def test_dense_layers_share_one_options_object() -> None:
     opts = ev.ctx.pricer.collective_options(None)
     assert opts == CollectiveOptions(None, False, None)
     assert ev.ctx.pricer.collective_options(None) is opts
+
+
+def test_stage_tables_are_per_layer_structure_and_change_no_figure() -> None:
+    from deepstack import load_noc_profile
+
+    from plena_opt.estimate import Evaluator, memo
+    from plena_opt.models import load_model
+
+    noc, mem = load_noc_profile("illustrative_gpu_cluster_32"), load_memory("fictional_stacked_dram")
+    llama, gemma = load_model("llama-3.1-70b"), load_model("gemma-2-27b")
+    memo._STAGE_TABLES.clear()
+    first = Evaluator(llama, noc, mem)
+    cold = [m.to_dict() for m in first.evaluate_batch(first.legal_plans())]
+    again = Evaluator(llama, noc, mem)  # finds the tables the first one filled
+    assert again.ctx.row_groups is first.ctx.row_groups and first.ctx.row_groups.groups
+    assert [m.to_dict() for m in again.evaluate_batch(again.legal_plans())] == cold
+    other = Evaluator(gemma, load_noc_profile("torus_mesh_switch_64"), mem)
+    assert other.ctx.row_groups is not first.ctx.row_groups  # sliding/full runs: its own table
