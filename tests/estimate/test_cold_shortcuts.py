@@ -102,7 +102,8 @@ def test_stage_tables_are_per_layer_structure_and_change_no_figure() -> None:
     from plena_opt.estimate import Evaluator, memo
     from plena_opt.models import load_model
 
-    noc, mem = load_noc_profile("illustrative_gpu_cluster_32"), load_memory("fictional_stacked_dram")
+    noc = load_noc_profile("illustrative_gpu_cluster_32")
+    mem = load_memory("fictional_stacked_dram")
     llama, gemma = load_model("llama-3.1-70b"), load_model("gemma-2-27b")
     memo._STAGE_TABLES.clear()
     first = Evaluator(llama, noc, mem)
