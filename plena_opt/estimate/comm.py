@@ -58,7 +58,7 @@ def _cost(c) -> Cost:
 class CollectivePrices:
     """``PricedNetwork``'s memo (shared by the contexts of one network, ``estimate.memo``)."""
 
-    layouts: dict[tuple, int] = field(default_factory=dict)  # (scheme sizes, dim) -> layout id
+    layouts: dict[tuple, int] = field(default_factory=dict)  # (*scheme sizes, dim) -> layout id
     ids: dict[tuple, int] = field(default_factory=dict)  # (groups' shape, bytes) -> layout id
     costs: dict[tuple[str, int, int], Cost] = field(default_factory=dict)  # (op, layout, bytes)
 
@@ -88,7 +88,8 @@ class PricedNetwork:
 
     def layout(self, scheme: ParallelScheme, dim: str) -> int:
         """A small id of the device groups of ``dim`` (equal groups, equal id)."""
-        key = (scheme.sizes(), dim)
+        s = scheme  # keyed by ``scheme.sizes()`` and ``dim`` as one flat tuple (no method call)
+        key = (s.tp, s.ep, s.sp, s.cp, s.dp, s.pp, dim)
         lid = self._layouts.get(key)
         if lid is None:
             lid = self._ids.setdefault(layout(scheme, dim), next(_LAYOUT_IDS))
