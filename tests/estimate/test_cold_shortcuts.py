@@ -113,3 +113,25 @@ def test_stage_tables_are_per_layer_structure_and_change_no_figure() -> None:
     assert [m.to_dict() for m in again.evaluate_batch(again.legal_plans())] == cold
     other = Evaluator(gemma, load_noc_profile("torus_mesh_switch_64"), mem)
     assert other.ctx.row_groups is not first.ctx.row_groups  # sliding/full runs: its own table
+
+
+def test_layout_ids_are_one_per_group_layout_across_networks() -> None:
+    from deepstack import ParallelScheme
+    from deepstack.placement import layout
+
+    from plena_opt.estimate.comm import CollectivePrices, PricedNetwork, layout_id
+
+    schemes = [
+        ParallelScheme(tp=tp, cp=cp, dp=dp, pp=pp)
+        for tp in (1, 2, 4)
+        for cp in (1, 2)
+        for dp in (1, 2)
+        for pp in (1, 2, 4)
+    ]
+    for dim in ("tp", "cp", "dp", "pp"):
+        for a in schemes:
+            for b in schemes:  # equal ids exactly when deepstack's groups are equal
+                same = layout(a, dim) == layout(b, dim)
+                assert (layout_id(a, dim) == layout_id(b, dim)) == same
+    a, b = PricedNetwork(None, CollectivePrices()), PricedNetwork(None, CollectivePrices())
+    assert a.layout(schemes[5], "tp") == b.layout(schemes[5], "tp") == layout_id(schemes[5], "tp")
