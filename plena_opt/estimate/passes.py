@@ -294,6 +294,9 @@ class PassResult:
         if step == 0 and len(mult) == 1:  # one distinct stage: its time × pp (one product)
             first = self._point_values[0] if self.steps.points == 1 else self.stage_rows[0][0, 0]
             return float(mult[0] * first) + (pp - 1) * self.transfer.seconds
+        if self.steps.points == 1:  # one point (the prefill): the one column, as an array only
+            col = np.array(self._point_values)  # (the same contiguous values as ``stage_rows``)
+            return float(self.groups.mult.dot(col)) + (pp - 1) * self.transfer.seconds
         rows, _, mult_arr = self.stage_rows
         return float(mult_arr.dot(rows[:, step])) + (pp - 1) * self.transfer.seconds
 
