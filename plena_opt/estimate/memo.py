@@ -15,8 +15,9 @@ by the workload with the batch size blanked out.
 
 Only dense models on PLENA chips share layers and collectives: MoE loads read routing rows
 that a context draws for its own batch size, and GPU chips price kernels with their own
-workload-dependent tables. Decode grids, stage layouts and collective prices (a function of
-the NoC, the rank groups and the byte count) depend on neither and are always shared.
+workload-dependent tables. Decode grids and collective prices (a function of the NoC, the
+rank groups and the byte count) depend on neither and are always shared; stage layouts are a
+table per process (``stage_tables``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ class PricingCaches:
     extras: dict[tuple, tuple] = field(default_factory=dict)
     # (cp, read / quantum) or ("read", cp, read bytes) -> the base decode grid
     grids: dict[tuple, DecodeGrid | RunGrid] = field(default_factory=dict)
-    stage_counts: dict[int, list[Counter]] = field(default_factory=dict)  # pp -> kinds by stage
     collectives: CollectivePrices = field(default_factory=CollectivePrices)
     # (grid key, cuts, last) -> the decode grid refined at those cuts
     refined: dict[tuple, DecodeGrid | RunGrid] = field(default_factory=dict)
@@ -114,7 +114,7 @@ class PricingMemo:
         self, model: Any, noc: Any, memory: Any, chip: Any, workload: Any, shares_layers: bool
     ) -> PricingCaches:
         """The caches for a context of these inputs: layer, collective and extras memos shared
-        only when ``shares_layers`` (fresh ones otherwise), grids and stage layouts always."""
+        only when ``shares_layers`` (fresh ones otherwise), grids and collective prices always."""
         objs = (model, noc, memory, chip)
         key = (*(id(o) for o in objs), replace(workload, batch_size=1))
         with self._lock:
@@ -129,7 +129,6 @@ class PricingMemo:
             return shared
         return PricingCaches(
             grids=shared.grids,
-            stage_counts=shared.stage_counts,
             collectives=shared.collectives,
             refined=shared.refined,
         )
