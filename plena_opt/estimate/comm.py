@@ -27,7 +27,7 @@ COLLECTIVES = (
     "moe_tp_all_reduce",
     "ep_combine",
 )
-_LAYOUT_IDS = count()  # ``PricedNetwork`` layout ids, unique across threads sharing a memo
+_LAYOUT_IDS = count()  # layout ids (``layout_id``), never reused
 EP_ROUTED_TOKENS = 8192  # below: routed rows; at or above: uniform closed form (§4.5)
 
 
@@ -38,20 +38,49 @@ class Cost:
     seconds: float
     energy_pj: float | None
 
+    @classmethod
+    def of(cls, seconds: float, energy_pj: float | None) -> Cost:
+        """``Cost(seconds, energy_pj)`` without the frozen ``__init__``'s ``object.__setattr__``
+        per field (≈ 100 per fresh evaluator)."""
+        cost = object.__new__(cls)
+        cost.__dict__.update(seconds=seconds, energy_pj=energy_pj)
+        return cost
+
 
 FREE = Cost(0.0, 0.0)
 
 
 def _cost(c) -> Cost:
-    return Cost(c.seconds, c.noc_energy_pj)
+    return Cost.of(c.seconds, c.noc_energy_pj)
+
+
+LAYOUT_TABLE = 1 << 16  # (scheme, dim) layouts a process keeps ids for (starts afresh beyond)
+_LAYOUT_OF: dict[tuple, int] = {}  # (*scheme sizes, dim) -> layout id
+_ID_OF: dict[tuple[int, int, int], int] = {}  # deepstack ``layout`` (size, stride, blocks) -> id
+
+
+def layout_id(scheme: ParallelScheme, dim: str) -> int:
+    """A small id of the device groups of ``dim`` in ``scheme``: equal groups, equal id.
+
+    Pure arithmetic on the scheme's sizes, so a table per process (not per context). Ids come
+    from one counter and are never reused: a key that outlives a restart of the table, or two
+    threads racing, can only give one layout two ids (a memo miss), never two layouts one."""
+    s = scheme  # keyed by ``scheme.sizes()`` and ``dim`` as one flat tuple (no method call)
+    key = (s.tp, s.ep, s.sp, s.cp, s.dp, s.pp, dim)
+    lid = _LAYOUT_OF.get(key)
+    if lid is None:
+        if len(_LAYOUT_OF) >= LAYOUT_TABLE:
+            _LAYOUT_OF.clear()
+            _ID_OF.clear()
+        lid = _ID_OF.setdefault(layout(scheme, dim), next(_LAYOUT_IDS))
+        _LAYOUT_OF[key] = lid
+    return lid
 
 
 @dataclass
 class CollectivePrices:
     """``PricedNetwork``'s memo (shared by the contexts of one network, ``estimate.memo``)."""
 
-    layouts: dict[tuple, int] = field(default_factory=dict)  # (scheme sizes, dim) -> layout id
-    ids: dict[tuple, int] = field(default_factory=dict)  # (groups' shape, bytes) -> layout id
     costs: dict[tuple[str, int, int], Cost] = field(default_factory=dict)  # (op, layout, bytes)
 
 
@@ -71,21 +100,14 @@ class PricedNetwork:
         """``memo``: where to keep the prices (shared by contexts of one network)."""
         self.net = net
         memo = CollectivePrices() if memo is None else memo
-        self._layouts = memo.layouts
-        self._ids = memo.ids
         self._costs = memo.costs
 
     def __getattr__(self, name: str):
         return getattr(self.net, name)
 
     def layout(self, scheme: ParallelScheme, dim: str) -> int:
-        """A small id of the device groups of ``dim`` (equal groups, equal id)."""
-        key = (scheme.sizes(), dim)
-        lid = self._layouts.get(key)
-        if lid is None:
-            lid = self._ids.setdefault(layout(scheme, dim), next(_LAYOUT_IDS))
-            self._layouts[key] = lid
-        return lid
+        """A small id of the device groups of ``dim`` (equal groups, equal id): ``layout_id``."""
+        return layout_id(scheme, dim)
 
     def price(self, op: str, scheme: ParallelScheme, dim: str, nbytes: int) -> Cost:
         """Seconds and energy of ``op`` (``all_reduce``, ``all_gather``, ``p2p`` with
@@ -94,7 +116,7 @@ class PricedNetwork:
         key = (op, self.layout(scheme, dim), int(nbytes))
         cost = self._costs.get(key)
         if cost is None:
-            cost = self._costs[key] = Cost(*self.net.price(op, scheme, dim, nbytes))
+            cost = self._costs[key] = Cost.of(*self.net.price(op, scheme, dim, nbytes))
         return cost
 
 
@@ -136,7 +158,7 @@ def layer_collectives(
                 out[name] = cost
             else:
                 e = None if prev.energy_pj is None else prev.energy_pj + (cost.energy_pj or 0)
-                out[name] = Cost(prev.seconds + cost.seconds, e)
+                out[name] = Cost.of(prev.seconds + cost.seconds, e)
 
     tp_ar = net.price("all_reduce", dense, "tp", act) if shape.tp > 1 else FREE
     add("tp_all_reduce", tp_ar)

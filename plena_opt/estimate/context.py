@@ -20,7 +20,7 @@ from plena_opt.chip import ChipProfile, load_chip
 from plena_opt.estimate.comm import PricedNetwork
 from plena_opt.estimate.decode import DecodeGrid, StairSpec, decode_grid
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
-from plena_opt.estimate.memo import PricingCaches, PricingMemo, StageLayouts
+from plena_opt.estimate.memo import PricingCaches, PricingMemo, stage_tables
 from plena_opt.estimate.moe_load import power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.network import DEFAULT_NETWORK, NetworkBackend, network_factory
@@ -85,6 +85,7 @@ class EstimateContext:
         self.pricer: LayerPricer = kind_cls(self.chip, precision, workload, memory, model)
         self.perf = self.pricer.perf_model  # the PLENA ISA model ``LayerShape`` reads, or None
         self.net = shared_network(noc, network)
+        self.num_devices = noc.num_devices  # a product over the levels: read once per plan base
         self.compute_hz = workload.frequency_hz * memory.compute_frequency_scale
         self.kind_runs = layer_kind_runs(model)
         self.distinct_kinds = list(dict.fromkeys(k for k, _ in self.kind_runs))
@@ -111,15 +112,16 @@ class EstimateContext:
             caches = memo.caches(model, noc, memory, chip, workload, shares)
         self.layer_cache: dict = caches.layer
         self.comm_cache: dict = caches.comm
+        self.comm_totals: dict = {}  # Σ seconds of each ``comm_cache`` entry, by its key
         self.extras_cache: dict = caches.extras
-        self._stage_counts: dict[int, list[Counter]] = caches.stage_counts
         self._grids: dict[tuple, DecodeGrid] = caches.grids
         self.priced_net = PricedNetwork(self.net, caches.collectives)  # memoised prices
         self.plan_bases: dict[tuple, object] = {}  # ``plan_base.PlanBase``
         self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
         self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
-        self.row_groups = StageLayouts()
+        # stage layouts and kinds per stage: a per-process table of the model's layer structure
+        self.row_groups, self._stage_counts = stage_tables(self.kind_runs, model.num_layers)
         self.prefill_kv: np.ndarray | None = None  # the prefill's one KV length (``PlanPasses``)
 
     def with_lengths(

@@ -141,7 +141,10 @@ class PlanCost(PlanPasses):
     @property
     def fits_in_memory(self) -> bool | None:
         cap = self.ctx.memory.capacity_bytes
-        return None if cap is None else sum(self.footprint) <= cap
+        if cap is None:
+            return None
+        wb, kb = self.footprint
+        return wb + kb <= cap
 
     @cached
     def noc_energy_pj_per_decode_token(self) -> float | None:

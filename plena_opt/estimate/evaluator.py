@@ -111,7 +111,7 @@ class Evaluator:
 
     @property
     def num_devices(self) -> int:
-        return self.ctx.noc.num_devices
+        return self.ctx.num_devices
 
     @property
     def memory_capacity_bytes(self) -> float | None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from math import ceil
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from plena_opt.chip import PerfModel
+from plena_opt.estimate import attention_variants as V  # no import of this module at run time
 from plena_opt.estimate.moe_load import MoeLoad, moe_cycles
 from plena_opt.estimate.shard import DeviceShard
 from plena_opt.memory import HbmStoragePrecision
@@ -36,30 +38,28 @@ class LayerKind:
     attention: str  # full_attention / sliding_attention / chunked_attention
     moe: bool
 
+    if TYPE_CHECKING:  # set by ``__new__``, not fields: what the attention type means, kept as
+        # plain attributes (read per stage and layer on the cold path, not properties)
+        sliding: bool  # a sliding-window layer
+        chunked: bool  # a chunked (block-local) layer
+        linear: bool  # a Gated DeltaNet (linear-attention) layer: fixed state, no KV cache
+
     def __new__(cls, attention: str, moe: bool) -> LayerKind:
         kind = _KINDS.get((attention, moe))
         if kind is None:
             kind = object.__new__(cls)
-            object.__setattr__(kind, "attention", attention)
-            object.__setattr__(kind, "moe", moe)
+            kind.__dict__.update(
+                attention=attention,
+                moe=moe,
+                sliding=attention == "sliding_attention",
+                chunked=attention == "chunked_attention",
+                linear=attention == "linear_attention",
+            )
             kind = _KINDS.setdefault((attention, moe), kind)  # one object even when threads race
         return kind
 
     def __reduce__(self) -> tuple:
         return LayerKind, (self.attention, self.moe)  # str hashes differ between processes
-
-    @property
-    def sliding(self) -> bool:
-        return self.attention == "sliding_attention"
-
-    @property
-    def chunked(self) -> bool:
-        return self.attention == "chunked_attention"
-
-    @property
-    def linear(self) -> bool:
-        """A Gated DeltaNet (linear-attention) layer: fixed state, no KV cache."""
-        return self.attention == "linear_attention"
 
 
 def layer_kind_runs(model: ModelSpec) -> list[tuple[LayerKind, int]]:
@@ -119,8 +119,6 @@ def layer_cycles(
     """
     m, d, p = s.model, s.shard, s.perf
     h, b = m.hidden_size, d.b_dev
-    from plena_opt.estimate import attention_variants as V
-
     base = p.rms_layer(h, q, b, mode)
     if kind.linear:  # Gated DeltaNet projections, convolution and gated norm
         base += V.linear_projection_cycles(s, q, mode)
@@ -171,9 +169,7 @@ def _attention_cycles(
     """
     m, d, p = s.model, s.shard, s.perf
     if kind.linear:
-        from plena_opt.estimate.attention_variants import linear_attention_cycles
-
-        return linear_attention_cycles(s, mode, q, kv)
+        return V.linear_attention_cycles(s, mode, q, kv)
     if m.is_mla:
         return _mla_attention_cycles(s, mode, q, kv)
     args = (d.heads, d.kv_heads, m.head_dim)
@@ -215,11 +211,9 @@ def chunked_attended(kv: np.ndarray, chunk: int) -> np.ndarray:
 def _mla_attention_cycles(s: LayerShape, mode: str, q: int, kv: np.ndarray) -> np.ndarray:
     """MLA: absorbed form in decode (linear in KV tiles), decompress + flash in prefill. Under
     DSA the indexer scores every key and the attention reads ``min(kv, index_topk)``."""
-    from plena_opt.estimate.attention_variants import indexer_cycles, sparse_attended
-
     m, d, p = s.model, s.shard, s.perf
-    index = indexer_cycles(s, mode, q, kv) if m.is_sparse else 0.0
-    kv = sparse_attended(s, kv)
+    index = V.indexer_cycles(s, mode, q, kv) if m.is_sparse else 0.0
+    kv = V.sparse_attended(s, kv)
     if mode == "decode":
         per_tile = p.mla_decode_attention_tc(d.heads, m.kv_lora_rank, m.qk_rope_head_dim, d.b_dev)
         tiles = kv / p.MLEN
@@ -250,9 +244,7 @@ def layer_traffic(
     weights = attention_weight_bytes(s, kind) + mlp_weight_bytes(s, kind, load)
     r = ceil(q / s.perf.MLEN) if mode == "prefill" else 1
     if kind.linear or m.is_sparse:
-        from plena_opt.estimate.attention_variants import variant_traffic
-
-        return variant_traffic(s, kind, mode, q, kv, weights, spill_elements(s, q))
+        return V.variant_traffic(s, kind, mode, q, kv, weights, spill_elements(s, q))
     if kind.sliding:
         attended = np.minimum(kv, m.sliding_window)
     elif kind.chunked:
@@ -299,8 +291,6 @@ def attention_weight_elements(s: LayerShape, kind: LayerKind | None = None) -> i
     MLA: the down-projections (``h→q_lora``, ``h→kv_lora+rope``) are replicated over TP; the
     up-projections and the output projection are split by heads.
     """
-    from plena_opt.estimate import attention_variants as V
-
     m, d = s.model, s.shard
     h = m.hidden_size
     if kind is not None and kind.linear:

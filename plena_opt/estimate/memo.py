@@ -15,8 +15,9 @@ by the workload with the batch size blanked out.
 
 Only dense models on PLENA chips share layers and collectives: MoE loads read routing rows
 that a context draws for its own batch size, and GPU chips price kernels with their own
-workload-dependent tables. Decode grids, stage layouts and collective prices (a function of
-the NoC, the rank groups and the byte count) depend on neither and are always shared.
+workload-dependent tables. Decode grids and collective prices (a function of the NoC, the
+rank groups and the byte count) depend on neither and are always shared; stage layouts are a
+table per process (``stage_tables``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ class PricingCaches:
     extras: dict[tuple, tuple] = field(default_factory=dict)
     # (cp, read / quantum) or ("read", cp, read bytes) -> the base decode grid
     grids: dict[tuple, DecodeGrid | RunGrid] = field(default_factory=dict)
-    stage_counts: dict[int, list[Counter]] = field(default_factory=dict)  # pp -> kinds by stage
     collectives: CollectivePrices = field(default_factory=CollectivePrices)
     # (grid key, cuts, last) -> the decode grid refined at those cuts
     refined: dict[tuple, DecodeGrid | RunGrid] = field(default_factory=dict)
@@ -75,6 +75,27 @@ class StageLayouts:
     ranges: dict[int, tuple[list[range], list[int]]] = field(default_factory=dict)
 
 
+STAGE_TABLES = 32  # distinct layer structures whose stage tables a process keeps
+_STAGE_TABLES: dict[tuple, tuple[StageLayouts, dict[int, list[Counter]]]] = {}
+
+
+def stage_tables(
+    kind_runs: list[tuple[LayerKind, int]], num_layers: int
+) -> tuple[StageLayouts, dict[int, list[Counter]]]:
+    """(``StageLayouts``, pp → layer kinds by stage) of a model's layer structure: a table per
+    process, since both follow from the runs of layer kinds and the layer count alone (the
+    pipeline depth and the stages with extras are in their keys). Read-only to their users;
+    threads that race both build the same table and one is kept. At most ``STAGE_TABLES``
+    structures (the table starts afresh beyond)."""
+    key = (tuple(kind_runs), num_layers)
+    hit = _STAGE_TABLES.get(key)
+    if hit is None:
+        if len(_STAGE_TABLES) >= STAGE_TABLES:
+            _STAGE_TABLES.clear()
+        hit = _STAGE_TABLES.setdefault(key, (StageLayouts(), {}))
+    return hit
+
+
 @dataclass
 class _Entry:
     pinned: tuple[Any, ...]  # the objects whose ids form the key (kept alive, so ids stay unique)
@@ -93,7 +114,7 @@ class PricingMemo:
         self, model: Any, noc: Any, memory: Any, chip: Any, workload: Any, shares_layers: bool
     ) -> PricingCaches:
         """The caches for a context of these inputs: layer, collective and extras memos shared
-        only when ``shares_layers`` (fresh ones otherwise), grids and stage layouts always."""
+        only when ``shares_layers`` (fresh ones otherwise), grids and collective prices always."""
         objs = (model, noc, memory, chip)
         key = (*(id(o) for o in objs), replace(workload, batch_size=1))
         with self._lock:
@@ -108,7 +129,6 @@ class PricingMemo:
             return shared
         return PricingCaches(
             grids=shared.grids,
-            stage_counts=shared.stage_counts,
             collectives=shared.collectives,
             refined=shared.refined,
         )

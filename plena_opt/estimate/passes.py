@@ -71,6 +71,21 @@ class PassFigures:
     base_metrics: tuple | None = None  # ``evaluator._base_metrics``
     attribution: dict[str, tuple] = field(default_factory=dict)  # ``evaluator._shared_parts``
 
+    @classmethod
+    def with_comm_totals(cls, comm_totals: dict[LayerKind, float]) -> PassFigures:
+        """``PassFigures(comm_totals=comm_totals)`` without the generated ``__init__`` (one per
+        plan base and pass on the cold path)."""
+        figures = object.__new__(cls)
+        figures.__dict__.update(
+            comm_totals=comm_totals,
+            groups=None,
+            totals={},
+            noc_energy=None,
+            base_metrics=None,
+            attribution={},
+        )
+        return figures
+
 
 @dataclass
 class PassResult:
@@ -201,7 +216,7 @@ class PassResult:
         full = self.full_overlap
         combined = []
         for k, st in self.layer.items():
-            la, c = float(st.seconds[0]), comm[k]
+            la, c = st.first_seconds, comm[k]
             combined.append((la if la >= c else c) if full else la + c)
         values = []
         extras = self.extras
@@ -213,7 +228,7 @@ class PassResult:
             total = 0.0 if total is None else total
             if stage in extras:
                 for ex in extras[stage]:
-                    total += float(ex.seconds[0])
+                    total += ex.first_seconds
             values.append(total)
         return values
 
@@ -225,7 +240,17 @@ class PassResult:
     @cached
     def period_total(self) -> float:
         """Σ over the steps of ``period`` (s)."""
-        return self.steps.total(self.period)
+        if self.in_flight:
+            return self.steps.total(self.period)
+        # nothing else bounds the period: ``period`` is ``stage_period`` and both totals are
+        # one sum, kept at once (the values the four properties give one by one)
+        d = self.__dict__
+        sp = d.get("stage_period")
+        if sp is None:
+            sp = d["stage_period"] = self._stage_period()
+        d["period"] = sp
+        total = d["stage_period_total"] = self.steps.total(sp)
+        return total
 
     @cached
     def stage_period_total(self) -> float:
@@ -238,6 +263,9 @@ class PassResult:
     @cached
     def stage_period(self) -> np.ndarray:
         """Per step: slowest stage + one boundary transfer (s, the reference's period)."""
+        return self._stage_period()
+
+    def _stage_period(self) -> np.ndarray:
         rows = self.stage_rows[0]
         slowest = rows[0] if len(rows) == 1 else rows.max(axis=0)
         return slowest + self.transfer.seconds
@@ -266,6 +294,9 @@ class PassResult:
         if step == 0 and len(mult) == 1:  # one distinct stage: its time × pp (one product)
             first = self._point_values[0] if self.steps.points == 1 else self.stage_rows[0][0, 0]
             return float(mult[0] * first) + (pp - 1) * self.transfer.seconds
+        if self.steps.points == 1:  # one point (the prefill): the one column, as an array only
+            col = np.array(self._point_values)  # (the same contiguous values as ``stage_rows``)
+            return float(self.groups.mult.dot(col)) + (pp - 1) * self.transfer.seconds
         rows, _, mult_arr = self.stage_rows
         return float(mult_arr.dot(rows[:, step])) + (pp - 1) * self.transfer.seconds
 

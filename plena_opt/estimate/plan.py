@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaTypeError
@@ -71,7 +72,18 @@ def divisors(n: int) -> list[int]:
 def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
     """Every ordered ``parts``-tuple of positive integers whose product is ``n``; with the default
     5 parts, the (tp, ep, dp, pp, cp) shapes of every plan on ``n`` devices (the one plan
-    enumeration: ``Evaluator.candidate_plans`` and the search's ``PlanSpace`` both use it)."""
+    enumeration: ``Evaluator.candidate_plans`` and the search's ``PlanSpace`` both use it).
+
+    Pure arithmetic on ``n``, so the tuples are found once per process (a table of the last
+    ``FACTORISATION_MEMO`` device counts) and every call gets its own list of them."""
+    return list(_factorisations(n, parts))
+
+
+FACTORISATION_MEMO = 64  # device counts whose factorisations a process keeps (a few KiB each)
+
+
+@lru_cache(maxsize=FACTORISATION_MEMO)
+def _factorisations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
     divs = divisors(n)  # every divisor of a part is a divisor of n: found once
     memo: dict[tuple[int, int], list[tuple[int, ...]]] = {}
 
@@ -85,7 +97,7 @@ def factorisations(n: int, parts: int = 5) -> list[tuple[int, ...]]:
             ]
         return hit
 
-    return split(n, parts)
+    return tuple(split(n, parts))
 
 
 @dataclass(frozen=True, order=True)

@@ -50,7 +50,7 @@ class PlanBase:
     def __init__(self, ctx: EstimateContext, plan: Plan, validate: bool) -> None:
         m, w = ctx.model, ctx.workload
         self.plan_warnings = (
-            validate_plan(m, plan, w, ctx.noc.num_devices, ctx.noc.name) if validate else []
+            validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name) if validate else []
         )
         self.shard = DeviceShard.build(m, plan, w)
         # What the layers, collectives and extras are priced from: the micro-batch size matters

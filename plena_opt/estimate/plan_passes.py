@@ -125,14 +125,16 @@ class PlanPasses:
                 "steps": steps,
                 "row_groups": self.ctx.row_groups,
                 "shared": shared,
+                "_comm_totals": shared.comm_totals,  # already summed: no cached-property call
             }
-            if points_key is not None:
-                self.base.pass_parts[pkey] = fields
         result = object.__new__(PassResult)  # every field given: the generated ``__init__``
         d = result.__dict__  # skipped
         d.update(fields)
         d["full_overlap"] = self.plan.comm_overlap == "full"
         d["in_flight"] = self.in_flight if mode == "decode" else 0
+        if points_key is not None and pkey not in self.base.pass_parts:
+            fields["groups"] = result.groups  # found once: the base's other plans read it
+            self.base.pass_parts[pkey] = fields
         return result
 
     def _pass_parts(
@@ -151,6 +153,7 @@ class PlanPasses:
         comm_key = (self.base.comm_id, mode)
         layer_cache = ctx.layer_cache if points_key is not None else {}
         opts = None  # how this chip kind carries the collectives (asked once, on a miss)
+        comm_totals: dict[LayerKind, float] = {}  # Σ of one layer's collectives, by kind
         for kind in self.distinct_kinds:
             layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
             ckey = (comm_key, kind)
@@ -176,6 +179,13 @@ class PlanPasses:
                 )
                 ctx.comm_cache[ckey] = comm
             layer_comm[kind] = comm
+            total = ctx.comm_totals.get(ckey)
+            if total is None:  # once per collectives (``PassResult._comm_totals``'s sum)
+                total = 0
+                for c in comm.values():
+                    total += c.seconds
+                ctx.comm_totals[ckey] = total
+            comm_totals[kind] = total
         ekey = (shard_key, plan.pp, points_key)
         extras_cache = ctx.extras_cache if points_key is not None else {}
         cached = extras_cache.get(ekey)
@@ -194,7 +204,7 @@ class PlanPasses:
             )
             extras_cache[ekey] = cached
         extras, transfer = cached
-        return layer_arrays, layer_comm, extras, transfer, PassFigures()
+        return layer_arrays, layer_comm, extras, transfer, PassFigures.with_comm_totals(comm_totals)
 
     @property
     def in_flight(self) -> int:

@@ -53,6 +53,9 @@ class CollectiveOptions:
     reduce_bytes: float | None
 
 
+_DENSE_OPTIONS = CollectiveOptions(None, False, None)  # frozen: one for every dense layer
+
+
 class LayerPricer(ABC):
     """Prices the layers of one chip kind for one evaluation (model × memory × workload).
 
@@ -115,7 +118,7 @@ class LayerPricer(ABC):
 
     def collective_options(self, load: MoeLoad | None) -> CollectiveOptions:
         """The PLENA reference's collectives: the experts' pairs, separate shared sums."""
-        return CollectiveOptions(load, False, None)
+        return _DENSE_OPTIONS if load is None else CollectiveOptions(load, False, None)
 
     def chip_warnings(self, model: ModelSpec) -> list[str]:
         """Warnings about what this chip kind does not price for ``model``."""

@@ -41,6 +41,12 @@ class StepWeights:
 ONE_STEP = StepWeights(np.ones(1), 1)
 
 
+def _is_array(x: object) -> bool:
+    """``np.ndim(x) != 0`` for the Python and numpy numbers and arrays priced here, without
+    ``np.ndim``'s Python-level dispatch (a 0-d array or a numpy scalar is not an array)."""
+    return type(x) is np.ndarray and x.ndim != 0
+
+
 class StageArrays:
     """Per-point fields of one priced stage (arrays over points; bytes include quantisation).
 
@@ -61,11 +67,16 @@ class StageArrays:
         self._with_comm: dict[tuple[float, bool], np.ndarray] = {}
         self._exposed: dict[float, float] = {}
         self.seconds = np.maximum(t_c, t_m) if policy == "stage-roofline" else t_c + t_m
-        if np.ndim(self.seconds) == 0:
+        if not _is_array(self.seconds):
             self.seconds = np.full(self._n, float(self.seconds))
 
     def _full(self, x) -> np.ndarray:
-        return np.full(self._n, float(x)) if np.ndim(x) == 0 else x
+        return x if _is_array(x) else np.full(self._n, float(x))
+
+    @cached
+    def first_seconds(self) -> float:
+        """``float(seconds[0])``: the one value of a one-point (prefill) stage, read per plan."""
+        return float(self.seconds[0])
 
     @cached
     def compute_seconds(self) -> np.ndarray:
@@ -79,7 +90,7 @@ class StageArrays:
     def memory_bound(self) -> np.ndarray:
         """Per point: whether DRAM time exceeds compute time (the roofline branch)."""
         bound = self._t_m > self._t_c
-        return bound if np.ndim(bound) else np.full(self._n, bool(bound))
+        return bound if _is_array(bound) else np.full(self._n, bool(bound))
 
     @cached
     def memory_bound_seconds(self) -> np.ndarray:
@@ -146,7 +157,7 @@ class StageArrays:
             "read_bytes": self._r,
             "write_bytes": self._w,
         }.get(name)
-        if raw is not None and np.ndim(raw) == 0:
+        if raw is not None and not _is_array(raw):
             return float(raw) * (1 if first_step else self.steps.steps)
         if name == "dram_energy_pj":
             mem = self._memory

@@ -156,7 +156,7 @@ def validate_plan(
         raise PlenaInputError("tp", f"tp={tp} does not divide the {heads} attention heads")
     if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
         raise PlenaInputError("tp", f"tp={tp} and the {kv} KV heads must divide one another")
-    if model.linear_layers and model.linear_num_key_heads % tp:
+    if model.linear_num_key_heads % tp and model.linear_layers:  # the cheap test first
         raise PlenaInputError(
             "tp",
             f"tp={tp} does not divide the {model.linear_num_key_heads} linear-attention key heads",
@@ -171,10 +171,10 @@ def validate_plan(
         if (
             model.family != "llama"
             or model.num_experts
-            or model.sliding_layers
-            or model.chunked_layers
             or model.is_mla
-            or model.linear_layers
+            # any sliding, chunked or linear-attention layer: one pass over the runs (the three
+            # layer counts are each a pass; this test runs for every candidate with cp > 1)
+            or any(r.count and r.attention != "full_attention" for r in model.layer_runs)
         ):
             raise PlenaInputError(
                 "cp",
