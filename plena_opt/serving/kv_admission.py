@@ -60,8 +60,15 @@ MIB = float(1 << 20)
 # datasheet's decimal gigabytes (the chip profiles' ``hbm.capacity_bytes``): an H100 SXM "80 GB"
 # reports 81,559 MiB = 85.5e9 B (nvidia-smi, modal-labs/modal-client PR #2797), a B200 "180 GB"
 # 183,359 MiB = 192.3e9 B (nvidia-smi, NVIDIA/TensorRT-LLM issue #10278; CUDA deviceQuery 178.35
-# GiB, pytorch/ao PR #4002). A chip without a reported figure here keeps its profile's capacity.
-REPORTED_DEVICE_MEMORY_BYTES = {"h100-sxm": 81559 * MIB, "b200": 183359 * MIB}
+# GiB, pytorch/ao PR #4002), an H200 "141 GB" 143,771 MiB, a GB200 "186 GB" 189,471 MiB, a B300
+# "288 GB" 275,040 MiB and a GB300 "288 GB" 284,208 MiB (nvidia-smi tables published in public
+# GitHub issues and notes, drivers 570-580; the same figure in several independent ones). AMD parts
+# (rocm-smi totals) are not listed: MI300X reports 192 GiB on bare metal but 191.7 GiB as a VF, and
+# no MI325X total was found. A chip without a reported figure here, or a memory whose capacity is
+# not the chip profile's (a --fixed-capacity-gib run), keeps that capacity.
+REPORTED_DEVICE_MEMORY_BYTES = {"h100-sxm": 81559 * MIB, "h200-sxm": 143771 * MIB,
+                                "b200": 183359 * MIB, "gb200": 189471 * MIB,
+                                "b300": 275040 * MIB, "gb300": 284208 * MIB}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,16 @@ def pool_bytes(engine: str, capacity: float, weights: float, activations: float,
     return f * (capacity - weights - activations)
 
 
+def engine_device_memory(chip: object, capacity: float) -> float:
+    """Bytes of one device the engines take their memory fractions of: the CUDA-reported total of
+    ``chip`` where ``capacity`` is its profile's datasheet figure, else ``capacity`` unchanged."""
+    hbm = getattr(chip, "hbm", None)
+    datasheet = getattr(getattr(hbm, "capacity_bytes", None), "value", None)
+    if datasheet is None or float(datasheet) != float(capacity):
+        return capacity
+    return REPORTED_DEVICE_MEMORY_BYTES.get(getattr(chip, "name", ""), capacity)
+
+
 def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workload, plan: Plan,
            engine: str, budget_tokens: int,
            fraction: float | None = None) -> KvCap | None:  # fmt: skip
@@ -122,7 +139,7 @@ def kv_cap(model: object, noc: object, memory: object, chip: object, wl: Workloa
     capacity = ctx.memory.capacity_bytes
     if capacity is None:
         return None
-    capacity = REPORTED_DEVICE_MEMORY_BYTES.get(getattr(chip, "name", ""), capacity)
+    capacity = engine_device_memory(chip, capacity)
     cost = PlanCost(ctx, plan)
     # the fullest stage's weights and KV of one sequence per device (``capacity_bound``'s)
     weights, kv = max(cost.stage_footprints(1), key=sum)
