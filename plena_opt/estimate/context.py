@@ -20,7 +20,7 @@ from plena_opt.chip import ChipProfile, load_chip
 from plena_opt.estimate.comm import PricedNetwork
 from plena_opt.estimate.decode import DecodeGrid, StairSpec, decode_grid
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
-from plena_opt.estimate.memo import PricingCaches, PricingMemo, StageLayouts, stage_tables
+from plena_opt.estimate.memo import PricingCaches, PricingMemo, stage_tables
 from plena_opt.estimate.moe_load import power_law_alpha
 from plena_opt.estimate.moe_routing import check_routing, routing_rows
 from plena_opt.estimate.network import DEFAULT_NETWORK, NetworkBackend, network_factory
@@ -146,14 +146,12 @@ class EstimateContext:
             layer_cache=caches.layer,
             comm_cache=caches.comm,
             extras_cache=caches.extras,
-            _stage_counts=caches.stage_counts,
             _grids=caches.grids,
             priced_net=PricedNetwork(self.net, caches.collectives),
             plan_bases={},
             refined=caches.refined,
             shard_ids=caches.shard_ids,
             layer_grids=caches.layer_grids,
-            row_groups=StageLayouts(),
             prefill_kv=None,
         )
         return new
