@@ -68,6 +68,7 @@ def test_shared_grids_are_fresh_copies_of_one_build() -> None:
     assert np.array_equal(a.kv, built.kv) and np.array_equal(
         a.weights.weights, built.weights.weights
     )
+    assert not a.kv.flags.writeable and not a.weights.weights.flags.writeable  # shared arrays
     a.layer_facts[1] = ("layer", None)
     assert b.layer_facts == {}  # a context's checks never reach another's grid
 

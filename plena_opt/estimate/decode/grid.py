@@ -43,6 +43,8 @@ def shared_decode_grid(
     template = _SHARED.get(key)
     if template is None:
         template = decode_grid(input_len, steps, cp, spec)
+        template.kv.setflags(write=False)  # shared by every copy: read only
+        template.weights.weights.setflags(write=False)
         with _LOCK:
             template = _SHARED.setdefault(key, template)
             while len(_SHARED) > MAX_SHARED_GRIDS:
