@@ -18,7 +18,7 @@ from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile, load_chip
 from plena_opt.estimate.comm import PricedNetwork
-from plena_opt.estimate.decode import DecodeGrid, StairSpec, decode_grid
+from plena_opt.estimate.decode import DecodeGrid, StairSpec, shared_decode_grid
 from plena_opt.estimate.layer import layer_kind_runs, stage_counts
 from plena_opt.estimate.memo import PricingCaches, PricingMemo, stage_tables
 from plena_opt.estimate.moe_load import power_law_alpha
@@ -178,7 +178,7 @@ class EstimateContext:
                 # a GPU prices every step; DSA: min(kv, top-k) + kv
                 every_step=self.pricer.every_decode_step or m.is_sparse,
             )
-            grid = decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
+            grid = shared_decode_grid(w.input_seq_len, w.output_seq_len, cp, spec)
             self._grids[key] = grid
         self._grids[fast] = grid
         return grid

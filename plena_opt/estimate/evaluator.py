@@ -7,7 +7,7 @@ and a decode-step bottleneck attribution) without building the full report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from itertools import product
 
@@ -15,6 +15,7 @@ from deepstack import NocProfile
 
 from plena_opt.chip import ChipProfile
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.batch_rows import ttft_seconds
 from plena_opt.estimate.distributed import (
     DistributedEstimate,
     EstimateContext,
@@ -162,11 +163,13 @@ class Evaluator:
 
     def evaluate_batch(self, plans: Iterable[Plan]) -> list[PlanMetrics]:
         """Score many plans; illegal ones raise (use ``legal_plans`` to enumerate)."""
-        return [metrics_of(PlanCost(self.ctx, p)) for p in plans]
+        ctx = self.ctx  # the TTFT's prefill from its plan base's pieces (``batch_rows``)
+        return [metrics_of(PlanCost(ctx, p), ttft_seconds) for p in plans]
 
 
-def metrics_of(cost: PlanCost) -> PlanMetrics:
-    """Compact metrics of a priced plan."""
+def metrics_of(cost: PlanCost, ttft: Callable[[PlanCost], float] | None = None) -> PlanMetrics:
+    """Compact metrics of a priced plan (``ttft``: how to find its TTFT, s; default
+    ``PlanCost.ttft_seconds``, the same figure)."""
     ctx, plan = cost.ctx, cost.plan
     out = ctx.workload.output_seq_len
     energy, wb, kb, fits, warnings = _base_metrics(cost)
@@ -176,7 +179,7 @@ def metrics_of(cost: PlanCost) -> PlanMetrics:
     metrics = object.__new__(PlanMetrics)  # every field given: the frozen ``__init__`` skipped
     metrics.__dict__.update(
         plan=plan,
-        ttft_seconds=cost.ttft_seconds,
+        ttft_seconds=cost.ttft_seconds if ttft is None else ttft(cost),
         tps=cost.tps,
         tps_per_sequence=cost.tps_per_sequence,
         energy_per_token_joules=energy,

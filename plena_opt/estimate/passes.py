@@ -21,6 +21,7 @@ from plena_opt.estimate.decode.plan_checks import plan_checks_hold
 from plena_opt.estimate.decode.steps import DecodeGrid
 from plena_opt.estimate.layer import LayerKind
 from plena_opt.estimate.memo import StageLayouts
+from plena_opt.estimate.point_pass import point_latency, point_values
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
 
 
@@ -56,6 +57,20 @@ def stage_groups(
     idx = np.asarray(index)
     mult = np.bincount(idx, minlength=len(keys)).astype(float)
     return StageGroups(list(keys), idx, mult, mult.tolist())
+
+
+def pass_groups(
+    counts: list[Counter], layer: dict, extras: dict[int, list], row_groups: StageLayouts
+) -> StageGroups:
+    """``stage_groups`` of a pass's stage ``counts``, ``layer`` kinds and ``extras`` (by stage),
+    memoised per stage layout in ``row_groups``."""
+    kinds = tuple(layer)
+    gkey = (len(counts), kinds, tuple(extras))
+    memo = row_groups.groups
+    hit = memo.get(gkey)
+    if hit is None:
+        hit = memo[gkey] = stage_groups(counts, list(kinds), extras)
+    return hit
 
 
 @dataclass
@@ -165,13 +180,9 @@ class PassResult:
         look them up once)."""
         hit = self.shared.groups
         if hit is None:
-            kinds = tuple(self.layer)
-            gkey = (len(self.counts), kinds, tuple(self.extras))
-            memo = self.row_groups.groups
-            hit = memo.get(gkey)
-            if hit is None:
-                hit = memo[gkey] = stage_groups(self.counts, list(kinds), self.extras)
-            self.shared.groups = hit
+            hit = self.shared.groups = pass_groups(
+                self.counts, self.layer, self.extras, self.row_groups
+            )
         return hit
 
     @cached
@@ -211,26 +222,10 @@ class PassResult:
     def _point_values(self) -> list[float]:
         """Each distinct stage's seconds of a one-point pass (the prefill) in Python floats: the
         same IEEE operations in the same order as the array path, without an array call per
-        term."""
-        comm = self._comm_totals
-        full = self.full_overlap
-        combined = []
-        for k, st in self.layer.items():
-            la, c = st.first_seconds, comm[k]
-            combined.append((la if la >= c else c) if full else la + c)
-        values = []
-        extras = self.extras
-        for counts, stage in self.groups.distinct:
-            total = None
-            for w, a in zip(counts, combined, strict=True):
-                if w:
-                    total = a * w if total is None else total + a * w
-            total = 0.0 if total is None else total
-            if stage in extras:
-                for ex in extras[stage]:
-                    total += ex.first_seconds
-            values.append(total)
-        return values
+        term (``point_pass.point_values``)."""
+        return point_values(
+            self.layer, self._comm_totals, self.full_overlap, self.groups.distinct, self.extras
+        )
 
     def stage_seconds_at(self, step: int) -> np.ndarray:
         """Seconds of each stage for one micro-batch at one evaluation point (0: step 0)."""
@@ -291,12 +286,13 @@ class PassResult:
         """Σ stages + (pp − 1) transfers at one evaluation point (0: step 0) (s)."""
         pp = len(self.stage_layers)
         mult = self.groups.mult_floats
+        if self.steps.points == 1:  # one point (the prefill): its values, one product or dot
+            g = self.groups
+            return point_latency(
+                self._point_values, g.mult, g.mult_floats, pp, self.transfer.seconds
+            )
         if step == 0 and len(mult) == 1:  # one distinct stage: its time × pp (one product)
-            first = self._point_values[0] if self.steps.points == 1 else self.stage_rows[0][0, 0]
-            return float(mult[0] * first) + (pp - 1) * self.transfer.seconds
-        if self.steps.points == 1:  # one point (the prefill): the one column, as an array only
-            col = np.array(self._point_values)  # (the same contiguous values as ``stage_rows``)
-            return float(self.groups.mult.dot(col)) + (pp - 1) * self.transfer.seconds
+            return float(mult[0] * self.stage_rows[0][0, 0]) + (pp - 1) * self.transfer.seconds
         rows, _, mult_arr = self.stage_rows
         return float(mult_arr.dot(rows[:, step])) + (pp - 1) * self.transfer.seconds
 

@@ -19,7 +19,7 @@ from plena_opt.estimate.context import EstimateContext
 from plena_opt.estimate.decode import MAX_REFINES, DecodeGrid
 from plena_opt.estimate.decode.plan_checks import layer_checks
 from plena_opt.estimate.layer import LayerKind, decode_kv_read_bytes
-from plena_opt.estimate.passes import PassFigures, PassResult
+from plena_opt.estimate.passes import PassFigures, PassResult, pass_groups
 from plena_opt.estimate.plan import Plan
 from plena_opt.estimate.plan_base import PlanBase
 from plena_opt.estimate.pricing import ONE_STEP, StageArrays, StepWeights
@@ -34,6 +34,9 @@ def plan_base(ctx: EstimateContext, plan: Plan, validate: bool = True) -> PlanBa
     if base is None:
         base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
     return base
+
+
+PREFILL_KEY = ("prefill", ())  # the prefill's key in ``PlanBase.pass_parts``
 
 
 class PlanPasses:
@@ -109,33 +112,46 @@ class PlanPasses:
     ) -> PassResult:
         """Price every stage at the KV lengths ``kv``; ``points_key`` names the point set for the
         shared layer cache (None: a plan's own refined points, not cached)."""
-        pkey = (mode, points_key)
-        fields = self.base.pass_parts.get(pkey) if points_key is not None else None
-        if fields is None:  # the plans of one base (other comm overlap) share these pieces
-            layer_arrays, layer_comm, extras, transfer, shared = self._pass_parts(
-                mode, q, kv, steps, points_key
-            )
-            fields = {  # every ``PassResult`` field but the two that depend on the plan
-                "stage_layers": self.base.stage_layers,
-                "counts": self.stage_kind_counts,
-                "layer": layer_arrays,
-                "comm": layer_comm,
-                "extras": extras,
-                "transfer": transfer,
-                "steps": steps,
-                "row_groups": self.ctx.row_groups,
-                "shared": shared,
-                "_comm_totals": shared.comm_totals,  # already summed: no cached-property call
-            }
+        fields = self.pass_fields(mode, q, kv, steps, points_key)
         result = object.__new__(PassResult)  # every field given: the generated ``__init__``
         d = result.__dict__  # skipped
         d.update(fields)
         d["full_overlap"] = self.plan.comm_overlap == "full"
         d["in_flight"] = self.in_flight if mode == "decode" else 0
-        if points_key is not None and pkey not in self.base.pass_parts:
-            fields["groups"] = result.groups  # found once: the base's other plans read it
-            self.base.pass_parts[pkey] = fields
         return result
+
+    def pass_fields(
+        self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
+    ) -> dict:
+        """Every ``PassResult`` field of a pass but the two that depend on the plan (its comm
+        overlap, micro-batches in flight), with its stage ``groups``; kept in the plan base
+        for its other plans (other comm overlap) unless ``points_key`` is None."""
+        pkey = (mode, points_key)
+        fields = self.base.pass_parts.get(pkey) if points_key is not None else None
+        if fields is not None:
+            return fields
+        layer_arrays, layer_comm, extras, transfer, shared = self._pass_parts(
+            mode, q, kv, steps, points_key
+        )
+        groups = shared.groups = pass_groups(
+            self.stage_kind_counts, layer_arrays, extras, self.ctx.row_groups
+        )
+        fields = {
+            "stage_layers": self.base.stage_layers,
+            "counts": self.stage_kind_counts,
+            "layer": layer_arrays,
+            "comm": layer_comm,
+            "extras": extras,
+            "transfer": transfer,
+            "steps": steps,
+            "row_groups": self.ctx.row_groups,
+            "shared": shared,
+            "_comm_totals": shared.comm_totals,  # already summed: no cached-property call
+            "groups": groups,  # found once: the base's other plans read it
+        }
+        if points_key is not None:
+            self.base.pass_parts[pkey] = fields
+        return fields
 
     def _pass_parts(
         self, mode: str, q: int, kv: np.ndarray, steps: StepWeights, points_key: Hashable | None
@@ -214,12 +230,25 @@ class PlanPasses:
 
     @cached
     def prefill(self) -> PassResult:
+        return self._run_pass("prefill", self.shard.q_prefill, self.prefill_kv, ONE_STEP, ())
+
+    def prefill_fields(self) -> dict:
+        """``pass_fields`` of the prefill (shared by the plans of this base)."""
+        fields = self.base.pass_parts.get(PREFILL_KEY)
+        if fields is None:
+            q = self.shard.q_prefill
+            fields = self.pass_fields("prefill", q, self.prefill_kv, ONE_STEP, ())
+        return fields
+
+    @property
+    def prefill_kv(self) -> np.ndarray:
+        """The prefill's KV length as a one-point array (one per context, read-only)."""
         ctx = self.ctx
-        kv = ctx.prefill_kv  # one array per context (read, never written)
+        kv = ctx.prefill_kv
         if kv is None:
             kv = ctx.prefill_kv = np.array([float(ctx.workload.input_seq_len)])
             kv.setflags(write=False)
-        return self._run_pass("prefill", self.shard.q_prefill, kv, ONE_STEP, ())
+        return kv
 
     @cached
     def decode(self) -> PassResult:

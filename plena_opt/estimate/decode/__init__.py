@@ -20,9 +20,17 @@ and ``tests/estimate/test_estimate_reference.py`` hold the grids to it.
 from __future__ import annotations
 
 from plena_opt.estimate.decode.checks import failed_pieces
-from plena_opt.estimate.decode.grid import decode_grid
+from plena_opt.estimate.decode.grid import decode_grid, shared_decode_grid
 from plena_opt.estimate.decode.runs import RunGrid
 from plena_opt.estimate.decode.stairs import StairSpec
 from plena_opt.estimate.decode.steps import MAX_REFINES, DecodeGrid
 
-__all__ = ["MAX_REFINES", "DecodeGrid", "RunGrid", "StairSpec", "decode_grid", "failed_pieces"]
+__all__ = [
+    "MAX_REFINES",
+    "DecodeGrid",
+    "RunGrid",
+    "StairSpec",
+    "decode_grid",
+    "failed_pieces",
+    "shared_decode_grid",
+]
