@@ -146,14 +146,12 @@ class EstimateContext:
             layer_cache=caches.layer,
             comm_cache=caches.comm,
             extras_cache=caches.extras,
-            _stage_counts=caches.stage_counts,
             _grids=caches.grids,
             priced_net=PricedNetwork(self.net, caches.collectives),
             plan_bases={},
             refined=caches.refined,
             shard_ids=caches.shard_ids,
             layer_grids=caches.layer_grids,
-            row_groups=StageLayouts(),
             prefill_kv=None,
         )
         return new
