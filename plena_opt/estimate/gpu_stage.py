@@ -10,7 +10,7 @@ import numpy as np
 
 from plena_opt.chip.gpu import KernelTime
 from plena_opt.estimate.moe_load import MoeLoad
-from plena_opt.estimate.pricing import StageArrays, StepWeights
+from plena_opt.estimate.pricing import StageArrays, StepWeights, _is_array
 from plena_opt.memory import Memory
 
 
@@ -39,12 +39,16 @@ class GpuStageArrays(StageArrays):
 
 
 def stage_of(kernels: list[KernelTime], steps: StepWeights, memory: Memory, fixed: float = 0.0):
-    """Sum kernels into a stage: scalar kernels first (most of them), then the per-step ones."""
+    """Sum kernels into a stage: scalar kernels first (most of them), then the per-step ones.
+
+    ``_is_array`` stands for ``np.ndim(x) != 0``; a kernel whose compute-bound flag is one
+    value adds its seconds to one side only (``np.where`` of a scalar flag adds 0.0 to the
+    other, which leaves a non-negative time unchanged: the same floats)."""
     n = steps.points
     c, m, r, w = fixed, 0.0, 0.0, 0.0
     arrays = []
     for k in kernels:
-        if np.ndim(k.seconds) == 0 and np.ndim(k.compute_bound) == 0:
+        if not _is_array(k.seconds) and not _is_array(k.compute_bound):
             if k.compute_bound:
                 c += float(k.seconds)
             else:
@@ -56,10 +60,18 @@ def stage_of(kernels: list[KernelTime], steps: StepWeights, memory: Memory, fixe
     t_c, t_m = np.full(n, c), np.full(n, m)
     for k in arrays:
         s = np.broadcast_to(np.asarray(k.seconds, dtype=float), (n,))
-        cb = np.broadcast_to(np.asarray(k.compute_bound), (n,))
+        cb = k.compute_bound
+        if not _is_array(cb):
+            if cb:
+                t_c += s
+            else:
+                t_m += s
+            continue
+        cb = np.broadcast_to(np.asarray(cb), (n,))
         t_c += np.where(cb, s, 0.0)
         t_m += np.where(cb, 0.0, s)
-    r, w = np.broadcast_to(r, (n,)).astype(float), np.broadcast_to(w, (n,)).astype(float)
+    r = np.full(n, float(r)) if not _is_array(r) else np.broadcast_to(r, (n,)).astype(float)
+    w = np.full(n, float(w)) if not _is_array(w) else np.broadcast_to(w, (n,)).astype(float)
     return GpuStageArrays(t_c, t_m, r, w, steps, memory)
 
 

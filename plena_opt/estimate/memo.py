@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plena_opt.estimate.comm import CollectivePrices, Cost
@@ -116,7 +116,8 @@ class PricingMemo:
         """The caches for a context of these inputs: layer, collective and extras memos shared
         only when ``shares_layers`` (fresh ones otherwise), grids and collective prices always."""
         objs = (model, noc, memory, chip)
-        key = (*(id(o) for o in objs), replace(workload, batch_size=1))
+        # ``replace(workload, batch_size=1)`` (an equal key) without the whole validation
+        key = (*(id(o) for o in objs), workload.with_lengths(1, workload.output_seq_len))
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or any(a is not b for a, b in zip(entry.pinned, objs, strict=True)):
