@@ -61,4 +61,6 @@ def test_stage_of_is_the_where_formula_bit_for_bit(n: int, count: int, seed: int
     got = (stage.compute_seconds, stage.memory_seconds, stage.read_bytes, stage.write_bytes)
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    assert stage.field_sum("read_bytes") == steps.total(want[2])
+    for name, values in (("read_bytes", want[2]), ("write_bytes", want[3])):
+        assert stage.field_sum(name) == steps.total(values)  # the dot product, as before
+        assert stage.field_sum(name, first_step=True) == float(values[0])
