@@ -64,3 +64,13 @@ def test_stage_of_is_the_where_formula_bit_for_bit(n: int, count: int, seed: int
     for name, values in (("read_bytes", want[2]), ("write_bytes", want[3])):
         assert stage.field_sum(name) == steps.total(values)  # the dot product, as before
         assert stage.field_sum(name, first_step=True) == float(values[0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 128, 129, 1024, 1025, 8193])
+def test_the_kernels_mean_is_np_mean(n: int) -> None:
+    from plena_opt.chip.gpu.perf import _mean
+
+    rng = np.random.default_rng(n)
+    for x in (rng.uniform(0, 1e12, n), np.arange(1024.0, 1024.0 + n) * 4.0 * 64 * 128 * 3.0):
+        assert _mean(x) == float(np.mean(x))
+    assert _mean(np.arange(n)) == float(np.mean(np.arange(n)))  # other dtypes: np.mean itself
