@@ -84,9 +84,9 @@ def stage_of(kernels: list[KernelTime], steps: StepWeights, memory: Memory, fixe
             else:
                 t_m += s
             continue
-        cb = np.broadcast_to(np.asarray(cb), (n,))
-        t_c += np.where(cb, s, 0.0)
-        t_m += np.where(cb, 0.0, s)
+        cb = np.broadcast_to(np.asarray(cb, dtype=bool), (n,))  # np.where reads truthiness
+        np.add(t_c, s, out=t_c, where=cb)  # += np.where(cb, s, 0.0): each point on its side
+        np.add(t_m, s, out=t_m, where=np.logical_not(cb))
     # per-step bytes: a sum built here (a new array), so one of the points' length and float64
     # is already what broadcasting and ``astype(float)`` would copy it into
     if _is_array(r) and not (r.shape == (n,) and r.dtype == np.float64):
