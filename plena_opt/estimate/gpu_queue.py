@@ -238,17 +238,21 @@ class EvaluatorStepCosts:
 
     def _evaluator(self, batch: int, output_len: int | None) -> Evaluator:
         """The (shared) evaluator of the workload at ``batch`` (and ``output_len``)."""
-        from dataclasses import replace
-
-        from plena_opt.estimate import Evaluator
-        from plena_opt.estimate.memo import PricingMemo
+        # the module itself, not the package's lazy attribute (an import per new batch size)
+        from plena_opt.estimate.evaluator import Evaluator
 
         key = (batch, output_len)
         hit = self._evaluators.get(key)
         if hit is None:
-            memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
+            memo = self._evaluators.get(("memo", output_len))
+            if memo is None:
+                from plena_opt.estimate.memo import PricingMemo
+
+                memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
             first = self._evaluators.get("first")  # the first context: the others derive
             if first is None:
+                from dataclasses import replace
+
                 model, noc, memory, chip = self._args
                 wl = replace(self.workload, batch_size=batch)
                 if output_len is not None:

@@ -273,6 +273,10 @@ class Workload:
                 raise PlenaInputError(
                     name, f"{name} must be at most {MAX_WORKLOAD[name]} (got {value})"
                 )
+        return self._relengthed(batch_size, output_seq_len)
+
+    def _relengthed(self, batch_size: int, output_seq_len: int) -> Workload:
+        """``with_lengths`` without its checks, for values already known valid."""
         new = object.__new__(type(self))
         d = new.__dict__
         d.update(self.__dict__)
