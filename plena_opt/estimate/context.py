@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -133,7 +132,7 @@ class EstimateContext:
         precision, the chip kind's pricer — which read the formats and options only —, the
         network, the layer kinds, the routing check). The per-workload parts are fresh: the
         workload, the memo's caches for it, the plan bases and the routing rows."""
-        w = replace(self.workload, batch_size=batch_size, output_seq_len=output_seq_len)
+        w = self.workload.with_lengths(batch_size, output_seq_len)
         new = object.__new__(EstimateContext)
         new.__dict__.update(self.__dict__)
         shares = type(self.pricer).shares_layers_across_batches and not self.model.num_experts

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
@@ -171,7 +172,6 @@ class EvaluatorStepCosts:
                  evaluators: dict | None = None) -> None:  # fmt: skip
         """``evaluators``: a cache of ``Evaluator`` by (batch, output length) shared by the
         step costs of many plans of one problem (a search), so their memos stay warm."""
-        from plena_opt.estimate import gpu_host
         from plena_opt.estimate.engine_network import engine_network
         from plena_opt.estimate.gpu import block_scaled_ops
 
@@ -183,10 +183,18 @@ class EvaluatorStepCosts:
         self._whole: dict[int, PlanCost] = {}
         self._mean: dict[int, float] = {}
         self._dec0: dict[int, float] = {}
-        block = block_scaled_ops(chip, workload, model)
-        # host time of the eager prefill forward: paid whole by a step however short its chunk
-        self.host_seconds = gpu_host.ops_seconds(
-            chip.eager_host, gpu_host.model_ops(model, plan.tp, block)
+        self._block = block_scaled_ops(chip, workload, model)
+
+    @cached_property
+    def host_seconds(self) -> float:
+        """Host time of the eager prefill forward (s): paid whole by a step however short its
+        chunk. Worked out on first read (a short last chunk, a decode batch beyond the CUDA
+        graphs): most step models never read it."""
+        from plena_opt.estimate import gpu_host
+
+        model, _, _, chip = self._args
+        return gpu_host.ops_seconds(
+            chip.eager_host, gpu_host.model_ops(model, self.plan.tp, self._block)
         )
 
     def _first(self, batch: int) -> PlanCost:
@@ -230,17 +238,21 @@ class EvaluatorStepCosts:
 
     def _evaluator(self, batch: int, output_len: int | None) -> Evaluator:
         """The (shared) evaluator of the workload at ``batch`` (and ``output_len``)."""
-        from dataclasses import replace
-
-        from plena_opt.estimate import Evaluator
-        from plena_opt.estimate.memo import PricingMemo
+        # the module itself, not the package's lazy attribute (an import per new batch size)
+        from plena_opt.estimate.evaluator import Evaluator
 
         key = (batch, output_len)
         hit = self._evaluators.get(key)
         if hit is None:
-            memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
+            memo = self._evaluators.get(("memo", output_len))
+            if memo is None:
+                from plena_opt.estimate.memo import PricingMemo
+
+                memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
             first = self._evaluators.get("first")  # the first context: the others derive
             if first is None:
+                from dataclasses import replace
+
                 model, noc, memory, chip = self._args
                 wl = replace(self.workload, batch_size=batch)
                 if output_len is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plena_opt.estimate.comm import CollectivePrices, Cost
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from plena_opt.estimate.decode import DecodeGrid, RunGrid
     from plena_opt.estimate.layer import LayerKind
     from plena_opt.estimate.passes import StageGroups
+    from plena_opt.estimate.plan import Workload
     from plena_opt.estimate.pricing import StageArrays
 
 MAX_ENTRIES = 8  # distinct (inputs, workload-minus-batch) kept; the oldest is dropped beyond
@@ -111,15 +112,25 @@ class PricingMemo:
         self._lock = threading.Lock()
 
     def caches(
-        self, model: Any, noc: Any, memory: Any, chip: Any, workload: Any, shares_layers: bool
+        self, model: Any, noc: Any, memory: Any, chip: Any, workload: Workload, shares_layers: bool
     ) -> PricingCaches:
         """The caches for a context of these inputs: layer, collective and extras memos shared
         only when ``shares_layers`` (fresh ones otherwise), grids and collective prices always."""
         objs = (model, noc, memory, chip)
-        key = (*(id(o) for o in objs), replace(workload, batch_size=1))
+        # ``replace(workload, batch_size=1)`` (an equal key) without the validation: batch 1 and
+        # the workload's own output length are valid
+        key = (
+            id(model),
+            id(noc),
+            id(memory),
+            id(chip),
+            workload._relengthed(1, workload.output_seq_len),
+        )
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None or any(a is not b for a, b in zip(entry.pinned, objs, strict=True)):
+            pinned = None if entry is None else entry.pinned
+            if (pinned is None or pinned[0] is not model or pinned[1] is not noc
+                    or pinned[2] is not memory or pinned[3] is not chip):  # fmt: skip
                 entry = _Entry(objs, PricingCaches(), shares_layers)
                 self._entries[key] = entry
                 while len(self._entries) > MAX_ENTRIES:

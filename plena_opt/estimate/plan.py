@@ -263,3 +263,22 @@ class Workload:
         for name in ("precision", "kv_precision"):
             if getattr(self, name) is not None:
                 check_format(getattr(self, name), name)
+
+    def with_lengths(self, batch_size: int, output_seq_len: int) -> Workload:
+        """``replace(self, batch_size=…, output_seq_len=…)`` checking only the two fields that
+        change (the others passed ``__post_init__`` when this workload was built): an equal
+        object (same fields, ``==`` and ``hash``), without the whole validation."""
+        for name, value in (("batch_size", batch_size), ("output_seq_len", output_seq_len)):
+            if check_int(name, value) > MAX_WORKLOAD[name]:
+                raise PlenaInputError(
+                    name, f"{name} must be at most {MAX_WORKLOAD[name]} (got {value})"
+                )
+        return self._relengthed(batch_size, output_seq_len)
+
+    def _relengthed(self, batch_size: int, output_seq_len: int) -> Workload:
+        """``with_lengths`` without its checks, for values already known valid."""
+        new = object.__new__(type(self))
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["batch_size"], d["output_seq_len"] = batch_size, output_seq_len
+        return new

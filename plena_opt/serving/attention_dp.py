@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 BLOM_ALPHA = 0.375  # Blom (1958): plotting position (j − α)/(j + 1 − 2α) of the normal's maximum
 
 
+@lru_cache(maxsize=1024)  # a pure function of j: each rank count's value once per process
 def expected_max_standard_normal(j: int) -> float:
     """E[max of ``j`` independent standard normals] by Blom's approximation (0 at j = 1)."""
     if j < 1:

@@ -73,3 +73,29 @@ def test_batch_metrics_equal_metrics_built_by_the_dataclass() -> None:
         rebuilt = PlanMetrics(**{f.name: getattr(m, f.name) for f in fields(PlanMetrics)})
         assert m == rebuilt and m.to_dict() == rebuilt.to_dict()
         assert pickle.loads(pickle.dumps(m)) == rebuilt
+
+
+@pytest.mark.parametrize("batch, osl", [(1, 1), (3, 1024), (512, 7), (2**24, 2**24)])
+def test_a_derived_workload_is_the_replaced_one(batch: int, osl: int) -> None:
+    base = Workload(batch_size=5, input_seq_len=8192, output_seq_len=9, precision="fp8",
+                    routing="random", eplb_redundant=2)  # fmt: skip
+    fast = base.with_lengths(batch, osl)
+    checked = replace(base, batch_size=batch, output_seq_len=osl)
+    assert fast == checked and hash(fast) == hash(checked) and repr(fast) == repr(checked)
+    assert type(fast) is Workload and base.batch_size == 5  # the original is left as it was
+
+
+@pytest.mark.parametrize(
+    "batch, osl, field",
+    [(0, 8, "batch_size"), (2**24 + 1, 8, "batch_size"), (4, 0, "output_seq_len"),
+     (4, 2**24 + 1, "output_seq_len"), (True, 8, "batch_size"), (4, 2.0, "output_seq_len")],
+)  # fmt: skip
+def test_a_derived_workload_refuses_what_replace_refuses(batch, osl, field: str) -> None:
+    from plena_opt.errors import PlenaInputError, PlenaTypeError
+
+    base = Workload(batch_size=5, input_seq_len=128, output_seq_len=9)
+    with pytest.raises((PlenaInputError, PlenaTypeError)) as checked:
+        replace(base, batch_size=batch, output_seq_len=osl)
+    with pytest.raises(type(checked.value)) as fast:
+        base.with_lengths(batch, osl)
+    assert fast.value.field == checked.value.field == field

@@ -30,6 +30,14 @@ class KernelTime:
     compute_bound: np.ndarray | bool
 
 
+def _mean(x) -> float:
+    """``float(np.mean(x))``: for a 1-d float64 array, its ``sum`` (the same pairwise
+    reduction ``np.mean`` runs) over its length, without ``np.mean``'s Python-level dispatch."""
+    if type(x) is np.ndarray and x.ndim == 1 and x.dtype == np.float64 and x.size:
+        return float(x.sum() / x.size)
+    return float(np.mean(x))
+
+
 def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve):
     """(seconds, compute-bound?) of the fitted curve (scalars or arrays)."""
     tc = flops / (peak * c.compute_efficiency.value)
@@ -185,7 +193,7 @@ class GpuPerfModel:
         ts = (c.seconds_per_sequence_head.value * H + c.seconds_per_sequence_kv_head.value * KV) * b
         p = c.blend.value
         t = c.fixed_seconds.value + (ts**p + tm**p) ** (1.0 / p)
-        flops = float(np.mean(4.0 * b * H * hd * kv))
+        flops = _mean(4.0 * b * H * hd * kv)
         return KernelTime(t, flops, kv_read + io / 2, io / 2, ts >= tm)
 
     def attention_prefill(
@@ -197,7 +205,7 @@ class GpuPerfModel:
         reads = b * (s * H + 2 * KV * kv) * hd * self.ab
         writes = b * s * H * hd * self.ab
         t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)
-        return KernelTime(t, float(np.mean(flops)), reads, writes, cb)
+        return KernelTime(t, _mean(flops), reads, writes, cb)
 
     def attention_prefill_topk(
         self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray, topk: int
@@ -216,7 +224,7 @@ class GpuPerfModel:
         reads = b * (s * H + 2 * KV * kv) * hd * self.ab
         writes = b * s * H * hd * self.ab
         t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)
-        return KernelTime(t, float(np.mean(flops)), reads, writes, cb)
+        return KernelTime(t, _mean(flops), reads, writes, cb)
 
     def elementwise(self, read_bytes: float, write_bytes: float) -> KernelTime:
         """A memory-streaming kernel (norm, RoPE, activation, residual, KV-cache write)."""
