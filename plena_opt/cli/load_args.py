@@ -19,19 +19,20 @@ def resolve_batch(args: argparse.Namespace) -> int | None:
     return batch
 
 
+# the flags of a serving workload (load, engine, lengths' range, KV pool share)
+LOAD_FLAGS = (
+    "concurrency",
+    "request_rate",
+    "engine",
+    "engine_version",
+    "range_ratio",
+    "memory_fraction",
+)
+
+
 def wants_load(args: argparse.Namespace) -> bool:
-    """Whether any flag of a serving workload (load, engine, lengths' range) is given."""
-    return any(
-        getattr(args, k, None) is not None
-        for k in (
-            "concurrency",
-            "request_rate",
-            "engine",
-            "engine_version",
-            "range_ratio",
-            "memory_fraction",
-        )
-    )
+    """Whether any flag of a serving workload (``LOAD_FLAGS``) is given."""
+    return any(getattr(args, k, None) is not None for k in LOAD_FLAGS)
 
 
 def speculation_of_args(args: argparse.Namespace):  # noqa: ANN202

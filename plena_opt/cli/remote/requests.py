@@ -16,6 +16,7 @@ from plena_proto import plena_opt_pb2 as pb
 from plena_opt.api.catalog import DEFAULT_MEMORY, DEFAULT_MODEL
 from plena_opt.api.wire import noise_to_proto, plan_to_proto
 from plena_opt.cli.common import check_sources, chip_carries_memory, plan_from_args
+from plena_opt.cli.load_args import wants_load
 from plena_opt.errors import PlenaInputError
 
 
@@ -103,21 +104,11 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
     if args.noc is None:
         system.ClearField("noc")  # single-chip estimate
     request = pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
-    if any(getattr(args, k, None) is not None for k in LOAD_FLAGS):
+    if wants_load(args):
         request.load.CopyFrom(load_from_args(args))
         if args.memory_fraction is not None:  # Estimate's; a search sends its option
             request.load.memory_fraction = args.memory_fraction
     return request
-
-
-LOAD_FLAGS = (
-    "concurrency",
-    "request_rate",
-    "engine",
-    "engine_version",
-    "range_ratio",
-    "memory_fraction",
-)
 
 
 def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:
