@@ -109,10 +109,12 @@ def pool_capped(problem: EvaluatorInputs, eng: EngineModel, source: str, cap: Kv
 
     if cap is not None and cap.requests < 1:
         raise PlenaInputError("plan", no_room(cap, problem))
-    if cap is None or not binds(cap, eng):
-        return eng, source
     wl = problem.workload
+    if cap is None:
+        return eng, source
     said = cap.describe(wl.input_seq_len, wl.output_seq_len)
+    if not binds(cap, eng):  # the pool's room beside the cap in force
+        return eng, f"{source}; {said.removeprefix('the KV cache: ')}"
     if eng.name in KV_CAPPED_ENGINES:
         return replace(eng, max_running=cap.requests), said
     return (

@@ -158,7 +158,11 @@ class UnderLoad:
 
     def to_text(self) -> str:
         """The block ``plena-opt estimate`` prints after the static-batch figures (ms)."""
-        graphs = self.cuda_graph_max_batch or "every"
+        graphs = (
+            f"up to batch {self.cuda_graph_max_batch}"
+            if self.cuda_graph_max_batch
+            else "at every batch"
+        )
         running = self.max_running or "KV-bound"
         if self.concurrency:
             load = f"closed loop, {self.concurrency} concurrent clients"
@@ -181,7 +185,7 @@ class UnderLoad:
             f"each, {lengths})",
             f"  engine {self.engine} {self.engine_version}: chunked prefill "
             f"{self.budget_tokens} tokens/step, max running {running} ({self.max_running_source}), "
-            f"CUDA graphs up to batch {graphs}, host {self.host_step_seconds * 1e3:g} ms/step, "
+            f"CUDA graphs {graphs}, host {self.host_step_seconds * 1e3:g} ms/step, "
             f"{self.gpus} GPUs"
             + (f" (one of {self.replicas} DP replicas)" if self.replicas > 1 else "")
             + (f"; one of {self.in_flight_batches} batches in flight" * (self.pp > 1)),

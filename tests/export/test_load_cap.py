@@ -5,6 +5,7 @@ front end."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -94,7 +95,10 @@ def test_the_text_says_the_cap_and_where_it_came_from(capsys):
     flags = [a for a in GPU if a != "--json"]
     assert main([*flags, "--concurrency", "32", "--batch-size", "16"]) == 0
     out = capsys.readouterr().out
-    assert "max running 16 (the plan's batch: max_num_seqs in its launch files)" in out
+    assert "max running 16 (the plan's batch: max_num_seqs in its launch files; " in out
+    # the pool's room beside the cap in force: what a larger batch could run
+    assert re.search(r"; (\d+) requests of 1024 \+ 256/2 tokens fit the pool of [\d.]+ GiB per "
+                     r"GPU \(--gpu-memory-utilization 0\.9\)\)", out)  # fmt: skip
 
 
 def test_the_web_plan_detail_prices_the_same_capped_figures():

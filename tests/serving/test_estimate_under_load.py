@@ -102,7 +102,7 @@ def test_estimate_prints_the_under_load_block(capsys):
     assert "closed loop, 32 concurrent clients, 1024 prompt + 256 output tokens" in block
     assert (
         "engine vllm 0.34.0: chunked prefill 8192 tokens/step, max running 32 (the plan's "
-        "batch: max_num_seqs in its launch files)"
+        "batch: max_num_seqs in its launch files; "
     ) in block  # --batch-size defaults to C
     for name in ("TTFT ms", "TPOT ms", "ITL ms", "E2E ms", "output tokens/s per GPU"):
         assert name in block
