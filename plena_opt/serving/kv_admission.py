@@ -22,13 +22,16 @@ its prompt and half its output, ``isl + osl / 2``. The KV bytes per token and th
 per prompt token are the evaluator's own (``estimate.capacity``). Nothing here is fitted.
 
 ``validate --measurements`` caps vLLM and SGLang rows so (``KV_CAPPED_ENGINES``). On the shipped
-file the cap binds on 18 of their rows, whose measured TTFTs (8–462 s) are the queue it predicts:
+file (figures of round 8, with the datasheet capacities; the pools now take the CUDA-reported memory
+above) the cap binds on 18 of their rows, whose measured TTFTs (8–462 s) are the queue it predicts:
 their TTFT MAPE 85.6 → 73.3 %, signed −85.6 → +4.8 % (Qwen3-32B TP2 vLLM 4096/128 at C=128: 19.0 s
-measured, 2.2 s → 17.4 s; DeepSeek-R1 SGLang 8k/1k at C=256 goes the other way, 8.7 s measured,
-4.1 → 33.7 s: its recipe's memory setting is not the default). TensorRT-LLM is not capped: its
-default admission (whole sequences reserved, defaults above) binds on 20 rows and over-predicts 12
-of them 2.7–8.8× (AIConfigurator's Qwen3-32B H100 grid: the generated deployments' KV memory is
-not recorded in the rows), so its admission is not known well enough to price.
+measured, 2.2 s → 17.4 s; DeepSeek-R1 SGLang 8k/1k at C=256 goes the other way, 8.7 s measured, 4.1
+→ 33.7 s: its recipe's memory setting is not the default). TensorRT-LLM is not capped by default:
+its default admission (whole sequences reserved, defaults above) binds on 20 rows and over-predicts
+12 of them 2.7–8.8× (AIConfigurator's Qwen3-32B H100 grid: the generated deployments' KV memory is
+not recorded in the rows), so its admission is priced only where an InferenceX recipe's KV fraction
+is known (``validate.serving_recipes.trtllm_kv_fraction``) and, elsewhere, said, not priced
+(``api.running_cap``).
 
 ``admitted`` is the one rule every command applies (``validate`` with each engine's default
 memory setting, which the rows do not record; ``estimate``, ``search`` and the disaggregated

@@ -12,14 +12,10 @@ from plena_client import PlenaClient, pb
 from plena_server.process import ServerProcess
 
 from plena_opt.cli.main import main
+from tests.calibration_support import one_constant_overlay
 
 SHIFT_S = 0.002  # the overlay's host time per vLLM step on an H100 (hand-made, not fitted)
-OVERLAY = {
-    "version": 1, "fitted_on": "hand.csv", "rows_priced": 2,
-    "holdout": {"seed": 0, "fraction": 0.25, "by": "deployment", "groups": 1, "rows": 1},
-    "constants": [{"name": "host_step_seconds", "engine": "vllm", "chip": "h100-sxm",
-                   "value": SHIFT_S, "default": 0.0, "fitted_on_rows": 1, "holdout_rows": 1}],
-}  # fmt: skip
+OVERLAY = one_constant_overlay("vllm", "h100-sxm", SHIFT_S)
 
 
 def _system() -> pb.SystemSpec:

@@ -18,6 +18,7 @@ from plena_opt.serving.calibration import (
 )
 from plena_opt.validate.calibrate_serving import NOT_DEPLOYMENT, calibrate, csv_measurements, split
 from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+from tests.calibration_support import one_constant_overlay
 
 SHIFT_S = 0.002  # the known host time per step the synthetic vLLM rows were priced with
 TOLERANCE_S = 2e-5  # recovered within 0.02 ms (1 % of the shift)
@@ -234,12 +235,7 @@ def test_a_benchmark_result_file_is_split_by_run(capsys):
 
 def _only(engine: str, chip: str, value: float) -> CalibrationOverlay:
     """A one-constant overlay (hand-made: what applies, not how it was fitted)."""
-    return CalibrationOverlay.model_validate({
-        "version": 1, "fitted_on": "hand.csv", "rows_priced": 2,
-        "holdout": {"seed": 0, "fraction": 0.25, "by": "deployment", "groups": 1, "rows": 1},
-        "constants": [{"name": "host_step_seconds", "engine": engine, "chip": chip,
-                       "value": value, "default": 0.0, "fitted_on_rows": 1, "holdout_rows": 1}],
-    })  # fmt: skip
+    return CalibrationOverlay.model_validate(one_constant_overlay(engine, chip, value))
 
 
 def test_search_under_load_prices_with_the_overlay():

@@ -14,17 +14,13 @@ import time
 import pytest
 
 from plena_opt.cli.main import main
+from tests.calibration_support import one_constant_overlay
 
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
 SHIFT_S = 0.002  # the overlay's host time per vLLM step on an H100 (hand-made, not fitted)
-OVERLAY = {
-    "version": 1, "fitted_on": "hand.csv", "rows_priced": 2,
-    "holdout": {"seed": 0, "fraction": 0.25, "by": "deployment", "groups": 1, "rows": 1},
-    "constants": [{"name": "host_step_seconds", "engine": "vllm", "chip": "h100-sxm",
-                   "value": SHIFT_S, "default": 0.0, "fitted_on_rows": 1, "holdout_rows": 1}],
-}  # fmt: skip
+OVERLAY = one_constant_overlay("vllm", "h100-sxm", SHIFT_S)
 JOB = {"model": "llama-3.1-8b", "chip": "h100-sxm", "noc": "hgx-h100x8", "input_seq": 1024,
        "output_seq": 128, "batch_sizes": "16", "trials": 10, "serving": "aggregated",
        "engine": "vllm", "concurrency": 16}  # fmt: skip
