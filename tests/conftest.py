@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,16 @@ def postgres_url() -> str:
             engine.dispose()
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    """One in-process gRPC server per test module (2 workers, the default limits, a journal store
+    of its own): its ``host:port`` target. A module that needs another server defines its own."""
+    from plena_server.app import start_server
+    from plena_server.limits import ServerLimits
+
+    store = tmp_path_factory.mktemp("grpc") / "studies.log"
+    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
+    yield f"127.0.0.1:{running.port}"
+    running.drain(1)

@@ -134,17 +134,6 @@ def _journal(path):
     return open_store(str(path))
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from plena_server.app import start_server
-    from plena_server.limits import ServerLimits
-
-    store = tmp_path_factory.mktemp("metrics") / "studies.log"
-    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
-    yield f"127.0.0.1:{running.port}"
-    running.drain(1)
-
-
 def test_the_grpc_front_and_recommendation_carry_the_intervals(server) -> None:
     req = pb.SearchRequest(
         system=pb.SystemSpec(model=pb.ModelSource(name="llama-3.1-8b")),

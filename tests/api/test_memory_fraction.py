@@ -61,17 +61,6 @@ def test_the_cli_refuses_a_fraction_without_a_load(capsys):
     assert "error: --memory-fraction prices the KV pool under load" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from plena_server.app import start_server
-    from plena_server.limits import ServerLimits
-
-    store = tmp_path_factory.mktemp("fraction") / "studies.log"
-    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
-    yield f"127.0.0.1:{running.port}"
-    running.drain(1)
-
-
 def _system() -> pb.SystemSpec:
     s = pb.SystemSpec(model=pb.ModelSource(name="llama-3.1-70b"))
     s.noc.name, s.chip.name = "hgx-h100x8", "h100-sxm"

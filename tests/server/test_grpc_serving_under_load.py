@@ -21,17 +21,6 @@ ARGV = ["--model", "llama-3.1-70b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
         "--study", "cmp-load"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from plena_server.app import start_server
-    from plena_server.limits import ServerLimits
-
-    store = tmp_path_factory.mktemp("cmpload") / "studies.log"
-    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
-    yield f"127.0.0.1:{running.port}"
-    running.drain(1)
-
-
 def _json_of(argv: list[str]) -> dict:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

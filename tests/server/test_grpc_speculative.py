@@ -15,17 +15,6 @@ GPU = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hg
        "--speculative", "2", "--speculative-method", "mtp", "--acceptance", "0.8,0.7"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from plena_server.app import start_server
-    from plena_server.limits import ServerLimits
-
-    store = tmp_path_factory.mktemp("speculative") / "studies.log"
-    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
-    yield f"127.0.0.1:{running.port}"
-    running.drain(1)
-
-
 def _system() -> pb.SystemSpec:
     s = pb.SystemSpec(model=pb.ModelSource(name="llama-3.1-8b"))
     s.noc.name, s.chip.name = "hgx-h100x8", "h100-sxm"

@@ -128,17 +128,6 @@ NODE = ["search", "--model", "llama-3.1-70b", "--chip", "h100-sxm", "--noc", "hg
         "--json", "--study", "load-memory"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from plena_server.app import start_server
-    from plena_server.limits import ServerLimits
-
-    store = tmp_path_factory.mktemp("loadmemory") / "studies.log"
-    running = start_server("127.0.0.1", 0, str(store), workers=2, limits=ServerLimits())
-    yield f"127.0.0.1:{running.port}"
-    running.drain(1)
-
-
 def test_grpc_judges_memory_as_local_does(server, capsys, tmp_path):
     """On the whole node the static check found 2 plans (TP4 × DP2 …) infeasible on memory;
     over gRPC as locally none is, and the typed front carries the admitted requests."""
