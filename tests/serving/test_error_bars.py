@@ -26,8 +26,21 @@ def rows():
 
 
 def test_the_shipped_table_is_what_the_shipped_measurements_give(rows) -> None:
+    """Same groups, row counts and levels; every bound to a relative 1e-12 (the table is exact on
+    the machine that wrote it; another SIMD path of numpy's reductions moves the last bit)."""
     fresh = json.loads(json.dumps(table_document(fit_error_table(rows))))
-    assert json.loads(TABLE.read_text()) == fresh  # regenerate: python -m ...error_bars
+    shipped = json.loads(TABLE.read_text())  # regenerate: python -m ...error_bars
+    assert {k: v for k, v in shipped.items() if k != "groups"} == {
+        k: v for k, v in fresh.items() if k != "groups"
+    }
+    assert [g["group"] for g in shipped["groups"]] == [g["group"] for g in fresh["groups"]]
+    for want, got in zip(shipped["groups"], fresh["groups"], strict=True):
+        assert want.keys() == got.keys(), want["group"]
+        for key, value in want.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-12, abs=0.0), (want["group"], key)
+            else:
+                assert got[key] == value, (want["group"], key)
 
 
 def _covered(table, r, metric: str) -> bool:
