@@ -7,8 +7,10 @@ budget goes to prompt chunks of the admitted requests, then of waiting ones in a
 long as fewer than ``max_running`` requests run (a prefill-first engine, ``mixed_prefill``
 False, gives no decode token in a step that carries prompt tokens). A request's first token
 comes at the end of the step that finishes its prompt (TTFT from its arrival); TPOT = (finish −
-first token) / (output − 1). The first ``WARMUP_WAVES × concurrency`` requests (the initial
-burst and its echoes) are not measured: the steady state is what ``steady.closed_loop`` models.
+first token) / (output − 1). With drawn lengths an arrival that finds the engine busy also
+misses the step started while it was on its way (``request_path.IN_FLIGHT_STEPS``). The first
+``WARMUP_WAVES × concurrency`` requests (the initial burst and its echoes) are not measured: the
+steady state is what ``steady.closed_loop`` models.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
+from plena_opt.serving.request_path import IN_FLIGHT_STEPS
 from plena_opt.serving.workload import ServingMetrics, percentile, weighted_percentile
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ def replay_closed_loop(
     gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
+    spread = wl.range_ratio > 0
     while done < total:
         if not prefilling and decoding.count and (not waiting or decoding.count >= cap):
             # decode-only steps up to the next finish: nothing is admitted, nothing arrives
@@ -67,8 +71,11 @@ def replay_closed_loop(
         steps += 1
         if steps > MAX_REPLAY_STEPS:
             raise PlenaInputError("concurrency", "the replay exceeds its step bound")
+        # with drawn lengths an arrival misses the step the engine started while it was on its
+        # way, unless the engine had nothing else to run (``request_path.IN_FLIGHT_STEPS``)
+        wait = lag + IN_FLIGHT_STEPS if spread and (prefilling or decoding.count) else lag
         while (waiting and len(prefilling) + decoding.count < cap
-               and came.get(waiting[0], -1) <= steps - lag):  # fmt: skip
+               and came.get(waiting[0], -1) <= steps - wait):  # fmt: skip
             prefilling.append(waiting.popleft())
         arrived = len(arrival)
         # a prefill-first engine decodes nobody in a step that carries prompt tokens

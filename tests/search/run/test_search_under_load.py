@@ -116,14 +116,19 @@ def test_bad_load_flags_are_input_errors(capsys, extra, words):
 
 # The search's percentile (steady mean × the pilot replay's percentile / mean ratio) against
 # each plan's own replay: Llama-3.1-8B, 2k/256 ±80 %, 32 clients, plans from one TP8 engine to
-# eight TP1 replicas (the pilot is the TP8 plan). Measured: TTFT within 13 % at p90 and 19 % at
-# p99, TPOT within 4 % at p90 and 19 % at p99 (2026-12-06); 25 % is the bound the test holds.
+# eight TP1 replicas (the pilot is the TP8 plan, its ratio from the search's own 128-request
+# replay). Each plan's reference replay measures 64 requests per client: a replica of 4 clients
+# replayed as ``serve_under_load`` does (64 requests) has its p99 as its second-largest TTFT,
+# which moved it by 30 % between runs once a follow-up request misses the step in flight
+# (``serving.request_path``). Measured: TTFT within 22 % at p90 and 19 % at p99, TPOT within
+# 3 % at p90 and 10 % at p99 (r10ttft, 2026-12-07); 25 % is the bound the test holds.
 PERCENTILE_TOLERANCE = 0.25
+REFERENCE_REQUESTS_PER_CLIENT = 64
 
 
 @pytest.mark.parametrize("q", ["p90", "p99"])
-def test_the_search_percentile_agrees_with_each_plans_replay(q):
-    from plena_opt import api
+def test_the_search_percentile_agrees_with_each_plans_replay(q, monkeypatch):
+    from plena_opt import api, serving
     from plena_opt.api.search_load import loaded_factory
     from plena_opt.estimate.disaggregated import sub_noc
     from plena_opt.estimate.plan import Plan
@@ -133,8 +138,16 @@ def test_the_search_percentile_agrees_with_each_plans_replay(q):
     inputs = api.load_problem(model="llama-3.1-8b", noc="hgx-h100x8", chip="h100-sxm",
                               input_seq=2048, output_seq=256)  # fmt: skip
     ev = loaded_factory(inputs.evaluator, inputs, req)(32)
-    for plan in (Plan(tp=8), Plan(tp=4, dp=2), Plan(tp=2, dp=4), Plan(dp=8)):
-        u = ev.evaluate(plan).under_load
+    plans = (Plan(tp=8), Plan(tp=4, dp=2), Plan(tp=2, dp=4), Plan(dp=8))
+    searched = [ev.evaluate(plan).under_load for plan in plans]  # the pilot replays first
+    replay = serving.replay_closed_loop
+
+    def long(step, wl, measured=None, seed=0, warmup_waves=4):  # noqa: ANN001, ANN202
+        n = REFERENCE_REQUESTS_PER_CLIENT * wl.concurrency
+        return replay(step, wl, n, seed, warmup_waves)
+
+    monkeypatch.setattr(serving, "replay_closed_loop", long)
+    for plan, u in zip(plans, searched, strict=True):
         one = replace(plan, dp=1)
         own = replace(inputs, noc=sub_noc(inputs.noc, one.world_size))
         r = api.serve_under_load(own, one, concurrency=32 // plan.dp, range_ratio=0.8)
