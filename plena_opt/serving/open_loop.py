@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
+from plena_opt.serving.spine import left_spine, rising_turn
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
 from plena_opt.serving.workload import MAX_TOKENS, ServingMetrics, ServingWorkload
 
@@ -92,6 +93,19 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     return at
 
 
+def _spine(at: Callable[[float], tuple[float, float]], work: float, top: float
+           ) -> tuple[float, float, int]:  # fmt: skip
+    """(lo, hi, steps done) of the bisection of ``n`` on [0, ``top``] once its first steps down
+    the spine n = top·2⁻ᵏ are taken (``serving.spine.rising_turn``; ``work`` = λ·(osl − 1)):
+    each spine decision is the bisection's own, found upwards from Little's law at one decoding
+    request, so the step costs priced are those around the root, not every batch size from
+    ``top`` down."""
+    turn = rising_turn(lambda n: at(n)[0], work, top, BISECTION_STEPS)
+    if turn > BISECTION_STEPS:  # every step on the spine: [0, top·2⁻ˢᵗᵉᵖˢ]
+        return 0.0, left_spine(top, BISECTION_STEPS), BISECTION_STEPS
+    return left_spine(top, turn), left_spine(top, turn - 1), turn
+
+
 def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     """Mean TTFT, TPOT and E2E at the arrival rate; raises naming ``request_rate`` when the
     plan cannot keep up."""
@@ -101,7 +115,8 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     lo, hi = 0.0, top
     at = _tpot_at(step, wl)
     if osl > 1:
-        for _ in range(BISECTION_STEPS):
+        lo, hi, done = _spine(at, lam * (osl - 1), top)
+        for _ in range(BISECTION_STEPS - done):
             n = (lo + hi) / 2
             if lam * (osl - 1) * at(n)[0] > n:
                 lo = n
