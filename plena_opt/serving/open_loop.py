@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
-from plena_opt.serving.spine import left_spine, rising_turn
+from plena_opt.serving.spine import bracket_turn, left_spine, open_start
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
 from plena_opt.serving.workload import MAX_TOKENS, ServingMetrics, ServingWorkload
 
@@ -96,11 +96,12 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
 def _spine(at: Callable[[float], tuple[float, float]], work: float, top: float
            ) -> tuple[float, float, int]:  # fmt: skip
     """(lo, hi, steps done) of the bisection of ``n`` on [0, ``top``] once its first steps down
-    the spine n = top·2⁻ᵏ are taken (``serving.spine.rising_turn``; ``work`` = λ·(osl − 1)):
-    each spine decision is the bisection's own, found upwards from Little's law at one decoding
-    request, so the step costs priced are those around the root, not every batch size from
-    ``top`` down."""
-    turn = rising_turn(lambda n: at(n)[0], work, top, BISECTION_STEPS)
+    the spine n = top·2⁻ᵏ are taken (``serving.spine.bracket_turn``; ``work`` = λ·(osl − 1)):
+    each spine decision is the bisection's own, found by bracketing from ``OPEN_SPINE_START``
+    decoding requests, so the step costs priced are those around the root, not every batch
+    size from ``top`` down."""
+    turn = bracket_turn(lambda n: at(n)[0], work, top, BISECTION_STEPS,
+                        open_start(top, BISECTION_STEPS))  # fmt: skip
     if turn > BISECTION_STEPS:  # every step on the spine: [0, top·2⁻ˢᵗᵉᵖˢ]
         return 0.0, left_spine(top, BISECTION_STEPS), BISECTION_STEPS
     return left_spine(top, turn), left_spine(top, turn - 1), turn

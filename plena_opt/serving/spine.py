@@ -10,19 +10,22 @@ inside them. Each spine point's decision prices the step costs at its own batch 
 the top, the open loop at C = 4 prices decode batches of 512, 256, …, 1 (one evaluator pass
 each, ``EvaluatorStepCosts``) to reach a root near 2.
 
-**Single crossing.** Both fixed points have one root on their spine: the closed loop's right
-side falls as φ grows (``steady``), and the open loop's ``λ·(osl − 1)·TPOT(n) − n`` changes
-sign once, from + to −, as the rate's queue settles (TPOT grows more slowly than ``n``: the
-decode step amortises its weight read and the prefill share is linear in ``n``). So the spine's
-decisions are one way up to ``k*`` and the other way from it, and ``k*`` can be found from any
-spine point: ``spine_turn`` starts at ``start`` (near the root: only the step costs at the
-root's batch sizes are priced) and steps along the spine to the turn. Each decision is the
-bisection's own (the same expression at the same float: 1 − 2⁻ᵏ and top·2⁻ᵏ are the
-bisection's midpoints exactly), so where the property holds, [lo, hi] and every figure after
-it are the stepwise bisection's bit for bit (``tests/serving/test_spine.py``; the serving
-figures sweep, ``benchmarks/sweep_serving_figures.py``: README_serving.md, "r10cold"). Where it
-did not, the search would stop at the first turn near ``start``: a root of the same fixed
-point, the lowest one of the open loop's spine around it (the queue's stable state).
+**Single crossing.** The closed loop's right side falls as φ grows (``steady``), so its
+spine decisions are one way up to ``k*`` and the other way from it, and ``k*`` can be found
+from any spine point: ``spine_turn`` starts near the root and steps along the spine to the
+turn. The open loop's ``λ·(osl − 1)·TPOT(n) − n`` changes sign from + to − as the rate's queue
+settles (TPOT grows more slowly than ``n``: the decode step amortises its weight read, the
+prefill share is linear in ``n``) and TPOT does not fall as ``n`` grows, so one priced spine
+point also decides the spine points its Little's-law figure reaches (``bracket_turn``). Each
+decision is the bisection's own (the same expression at the same float: 1 − 2⁻ᵏ and top·2⁻ᵏ
+are the bisection's midpoints exactly), so [lo, hi] and every figure after it are the stepwise
+bisection's bit for bit wherever the decisions cross once (``tests/serving/test_spine.py``; the
+serving figures sweep, ``benchmarks/sweep_serving_figures.py``: README_serving.md, "r10cold").
+Where the open loop's crosses again (a decode batch beyond the CUDA-graph limit pays the eager
+host time: TPOT jumps, and ``λ·(osl − 1)·TPOT(n) − n`` turns positive and then negative once
+more), the stepwise bisection from the top could settle on the upper root; the search from
+near the first one keeps that one, where a queue filling from empty settles and where the
+replay is (``test_open_loop_keeps_the_lowest_root``).
 """
 
 from __future__ import annotations
@@ -59,34 +62,48 @@ def left_spine(top: float, k: int) -> float:
     return top * 2.0**-k
 
 
-def rising_turn(tpot: Callable[[float], float], work: float, top: float, steps: int) -> int:
+def bracket_turn(tpot: Callable[[float], float], work: float, top: float, steps: int,
+                 start: int) -> int:  # fmt: skip
     """``spine_turn`` of the open loop's spine n = top·2⁻ᵏ, whose decision at n is the
-    bisection's ``work·TPOT(n) > n`` (off the spine: the root is above n), found upwards from
-    Little's law at one decoding request: ``low = work·TPOT(1)``. TPOT does not fall as n grows
-    from 1 (a bigger decode batch, a bigger prefill share), so ``work·TPOT(n) ≥ low > n`` for
-    1 ≤ n < low, and once a spine point n ≥ 1 is off with ``reach = work·TPOT(n)``, so is every
-    spine point in [n, reach): those are not priced. Where no spine point lies in [1, low), the
-    search starts at the first one below ``low`` (``spine_turn``)."""
-
-    def along(k: int) -> bool:
+    bisection's ``work·TPOT(n) > n`` (off the spine: the root is above n), found from spine
+    point ``start`` by bracketing: the turn lies in (A, B] with A the deepest step known on the
+    spine and B the shallowest known off. TPOT does not fall as n grows (a bigger decode batch,
+    a bigger prefill share), so a priced point n with ``r = work·TPOT(n)`` decides more than
+    itself: off (r > n) makes every spine point in [n, r) off, on (r ≤ n) every one in [r, n]
+    on; those are not priced. The next point priced is the one beside the bracket's known end,
+    so the points priced are those around the root (each, the step costs at its batch size)."""
+    a, b, k = 0, steps + 1, min(max(start, 1), steps)
+    while b > a + 1:
         n = left_spine(top, k)
-        return not work * tpot(n) > n
+        r = work * tpot(n)
+        if r > n:  # off at k and at every spine point in [n, r)
+            j = k
+            while j > a + 1 and left_spine(top, j - 1) < r:
+                j -= 1
+            b = min(b, j)
+            k = b - 1
+        else:  # on at k and at every spine point in [r, n]
+            j = k
+            while j < b - 1 and left_spine(top, j + 1) >= r:
+                j += 1
+            a = max(a, j)
+            k = a + 1
+    return b
 
-    low = work * tpot(1.0)
-    j = steps  # the largest spine point in [1, low): off without pricing it
-    while j > 1 and left_spine(top, j - 1) < low:
-        j -= 1
-    if not 1.0 <= left_spine(top, j) < low:
-        start = 1
-        while start < steps and left_spine(top, start) > low:
-            start += 1
-        return spine_turn(along, start, steps)
-    while j > 1:
-        n = left_spine(top, j - 1)
-        reach = work * tpot(n)
-        if not reach > n:  # on the spine at j − 1, off at j: the turn
-            return j
-        j -= 1
-        while j > 1 and left_spine(top, j - 1) < reach:
-            j -= 1
-    return 1
+
+# Where the open loop's bracketing search starts (decoding requests; the first spine point at or
+# below it). It decides only which step costs are priced, never a figure: the decoding requests
+# of the serving figures sweep's open loops (benchmarks/sweep_serving_figures.py: 9,126 loops,
+# H100/B200, three engines, 128-token to 8k prompts) have a geometric median of 11 and half of
+# them lie in 4-47; over the 24 rows of benchmarks/bench_load_cost.py a start at 16 prices 61
+# decode batch sizes, at 8 70, at 32 65, and from one request (Little's law at n = 1) 65.
+OPEN_SPINE_START = 16.0
+
+
+def open_start(top: float, steps: int) -> int:
+    """The first spine step at or below ``OPEN_SPINE_START`` decoding requests (``steps`` when
+    none: a spine that ends above it)."""
+    k = 1
+    while k < steps and left_spine(top, k) > OPEN_SPINE_START:
+        k += 1
+    return k

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from plena_opt.serving.spine import left_spine, right_spine, rising_turn, spine_turn
+from plena_opt.serving.spine import bracket_turn, left_spine, right_spine, spine_turn
 
 
 def _env() -> tuple:
@@ -53,25 +53,29 @@ def test_spine_points_are_the_bisections_midpoints() -> None:
     assert right_spine(0) == 0.0 and left_spine(3.0, 0) == 3.0
 
 
-@pytest.mark.parametrize("root", [0.3, 1.0, 1.7, 2.0, 26.8, 173.0, 900.0, 2000.0])
+@pytest.mark.parametrize("root", [1e-9, 0.3, 1.0, 1.7, 2.0, 26.8, 173.0, 900.0, 2000.0])
 @pytest.mark.parametrize("top", [1023.0, 1024.0])
-def test_rising_turn_matches_the_walk_from_the_top(root: float, top: float) -> None:
-    """With TPOT rising with n (here linear through the root), the upward search with its
-    skipped spine points finds the turn the walk from the top finds, and asks TPOT only near
-    the root (at 1 and at no more than four spine points)."""
+@pytest.mark.parametrize("start", [1, 6, 10, 40])
+def test_bracket_turn_matches_the_walk_from_the_top(root: float, top: float, start: int) -> None:
+    """With TPOT rising with n as a decode step does (a weight read, then 1/64 of it more per
+    request; crossing at ``root``), the bracketing search with its skipped spine points finds
+    the turn the walk from the top finds, from any start, asking TPOT at spine points only,
+    each once, and no more of them than a walk from the start to the turn would."""
     work = 0.5  # requests a second × output tokens: work·TPOT(root) = root
-    base = root / work * 0.6
+    t1 = root / (work * (1 + root / 64))
 
-    def tpot(n: float, asked: list[float]) -> float:
-        asked.append(n)
-        return base + (root / work - base) * n / root
+    def tpot(n: float) -> float:
+        return t1 * (1 + n / 64)
 
     asked: list[float] = []
-    turn = rising_turn(lambda n: tpot(n, asked), work, top, 40)
-    walk = next((k for k in range(1, 41) if work * tpot(left_spine(top, k), []) >
+    turn = bracket_turn(lambda n: asked.append(n) or tpot(n), work, top, 40, start)
+    walk = next((k for k in range(1, 41) if work * tpot(left_spine(top, k)) >
                  left_spine(top, k)), 41)  # fmt: skip
     assert turn == walk
-    assert asked[0] == 1.0 and len(asked) <= 5
+    assert len(asked) == len(set(asked)) <= abs(start - min(turn, 40)) + 2
+    if turn - 1 <= start <= turn:  # a start beside the root: it and the other one beside it
+        assert len(asked) <= 2
+    assert set(asked) <= {left_spine(top, k) for k in range(1, 41)}
 
 
 def _step(name: str, fields: dict, eng_name: str, isl: int, osl: int, ratio: float,
@@ -152,17 +156,19 @@ def test_open_loop_spine_is_the_stepwise_bisection(name: str, fields: dict,
         assert n == _stepwise_n(fresh, wl)
 
 
-def test_open_loop_prices_only_the_batch_sizes_around_its_root() -> None:
-    """Llama-3.1-70B TP 8 on vLLM at C = 4's half rate: decode batches of 1 and 2 (the stepwise
-    bisection from [0, 1024] priced 512, 256, …, 1), the same decoding requests."""
+@pytest.mark.parametrize(("c", "priced"), [(4, [1, 2, 16]), (64, [16, 32])])
+def test_open_loop_prices_only_the_batch_sizes_around_its_root(c: int, priced: list) -> None:
+    """Llama-3.1-70B TP 8 on vLLM at half the C = 4 / 64 closed loop's rate (about 2 / 27
+    decoding): the decode batches around the root and the search's start, 16 (the stepwise
+    bisection from [0, 1024] priced 512, 256, …, down to the root's), the same figure."""
     from plena_opt.serving import OpenLoopWorkload, ServingWorkload, closed_loop, open_loop
 
-    step, _ = _step("llama-3.1-70b", {"tp": 8}, "vllm", 1024, 1024, 0.0, 4)
-    rate = closed_loop(step, ServingWorkload(4, 1024, 1024, 0.0)).request_throughput_per_s
+    step, _ = _step("llama-3.1-70b", {"tp": 8}, "vllm", 1024, 1024, 0.0, c)
+    rate = closed_loop(step, ServingWorkload(c, 1024, 1024, 0.0)).request_throughput_per_s
     fresh, _ = _step("llama-3.1-70b", {"tp": 8}, "vllm", 1024, 1024, 0.0, None)
     wl = OpenLoopWorkload(rate / 2, 1024, 1024, 0.0)
     n = open_loop(fresh, wl).decode_batch
-    assert sorted(fresh.costs._mean) == [1, 2]
+    assert sorted(fresh.costs._mean) == priced
     assert n == _stepwise_n(step, wl)
 
 
