@@ -3,8 +3,11 @@
 Steady state: with ``n`` requests decoding on average, each step carries ``p = n·isl / (osl − 1)``
 prompt tokens (as many prompts start as finish), so TPOT is the mean step of ``steady._cycle``'s
 form and ``n`` is the root of ``n = λ·(osl − 1)·TPOT(n)`` (Little's law for the decoding
-requests), found by bisection on [0, the running cap]. No root (or prompts beyond the step
-budget) means the rate exceeds what the plan serves: refused naming ``request_rate``. A request
+requests), found by bisection on [0, the running cap], its first steps taken from near the
+root (``serving.spine``). Where there are two (a decode batch beyond the CUDA-graph limit pays
+the eager host time, and TPOT jumps), the lower one: the state a queue filling from empty
+settles in, and the replay's. No root (or prompts beyond the step budget) means the rate
+exceeds what the plan serves: refused naming ``request_rate``. A request
 arriving at a random time first waits for the step in flight (half a step on average), then its
 prompt's steps, stretched by the others' prompts as in the closed loop. The replay draws the
 arrivals from ``random.Random(seed)`` and runs the same scheduler step by step. The two agree

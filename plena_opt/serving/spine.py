@@ -52,6 +52,29 @@ def spine_turn(along: Callable[[int], bool], start: int, steps: int) -> int:
     return 1
 
 
+CLOSED_SPINE_START = 2  # the spine step φ = 1 − 2⁻² where the closed loop's search starts
+
+
+def closed_spine(solve: Callable[[float, float, int, int], tuple[float, float]], k: int,
+                 steps: int) -> tuple[float, float, int]:  # fmt: skip
+    """(lo, hi, steps done) of the closed loop's bisection of φ on [0, 1] once its first steps
+    up the spine φ = 1 − 2⁻ʲ are taken (``solve``: ``steady.Solver``; ``k`` = osl − 1). Each
+    decision is the bisection's own, found from ``CLOSED_SPINE_START`` (φ = 3/4: its decode
+    batches are the root's, (C − 1)·φ ≥ 3/4 of the others; φ = 1/2, the bisection's first point,
+    also prices those of half of them)."""
+
+    def along(j: int) -> bool:
+        phi = right_spine(j)
+        ttft, tpot = solve(phi, phi, 0, 0)
+        a = k * tpot
+        return a / (ttft + a) > phi
+
+    turn = spine_turn(along, CLOSED_SPINE_START, steps)
+    if turn > steps:  # every step on the spine: [1 − 2⁻ˢᵗᵉᵖˢ, 1]
+        return right_spine(steps), 1.0, steps
+    return right_spine(turn - 1), right_spine(turn), turn
+
+
 def right_spine(k: int) -> float:
     """The closed loop's k-th spine point, 1 − 2⁻ᵏ (exact in floats for k ≤ 53; 0 at k = 0)."""
     return 1.0 - 2.0**-k

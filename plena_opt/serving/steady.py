@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.serving.admission_waits import adp_balance_steps, batch_wait_steps
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
-from plena_opt.serving.spine import right_spine, spine_turn
+from plena_opt.serving.spine import closed_spine
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
@@ -80,7 +80,6 @@ if TYPE_CHECKING:
     from plena_opt.serving.workload import ServingWorkload
 
 BISECTION_STEPS = 40  # φ to 1e-12
-CLOSED_SPINE_START = 2  # the spine point φ = 1 − 2⁻² where the closed loop's search starts
 SATURATED_U = 0.999  # queue utilisation above which the wait is taken at this value
 # ``solve(lo, hi, n, k)``: ``n`` steps of the closed loop's bisection of φ on [lo, hi] (φ rises
 # while ``k·TPOT / (TTFT + k·TPOT)`` exceeds it; k = osl − 1), then (TTFT, TPOT) at the last
@@ -338,24 +337,6 @@ def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
     return admitted
 
 
-def _spine(solve: Solver, k: int) -> tuple[float, float, int]:
-    """(lo, hi, steps done) of the bisection of φ on [0, 1] once its first steps up the spine
-    φ = 1 − 2⁻ʲ are taken (``serving.spine``): each decision is the bisection's own, found
-    from ``CLOSED_SPINE_START`` (φ = 3/4: its decode batches are the root's, (C − 1)·φ ≥ 3/4 of
-    the others; φ = 1/2, the bisection's first point, also prices those of half of them)."""
-
-    def along(j: int) -> bool:
-        phi = right_spine(j)
-        ttft, tpot = solve(phi, phi, 0, 0)
-        a = k * tpot
-        return a / (ttft + a) > phi
-
-    turn = spine_turn(along, CLOSED_SPINE_START, BISECTION_STEPS)
-    if turn > BISECTION_STEPS:  # every step on the spine: [1 − 2⁻ˢᵗᵉᵖˢ, 1]
-        return right_spine(BISECTION_STEPS), 1.0, BISECTION_STEPS
-    return right_spine(turn - 1), right_spine(turn), turn
-
-
 def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     """Mean TTFT, TPOT, E2E and throughputs of ``wl`` on the engine and plan of ``step``."""
     cap = step.engine.max_running
@@ -373,7 +354,7 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
         base = lambda phi: solve(phi, phi, 0, 0)  # noqa: E731
     at = _admitted(step, base, cycle is wave, c, wl)
     if at is base and solve is not None:  # the bisection inside the form's frame
-        lo, hi, done = _spine(solve, osl - 1)
+        lo, hi, done = closed_spine(solve, osl - 1, BISECTION_STEPS)  # ``serving.spine``
         ttft, tpot = solve(lo, hi, BISECTION_STEPS - done, osl - 1)
     else:
         lo, hi = 0.0, 1.0

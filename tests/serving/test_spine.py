@@ -108,7 +108,8 @@ def test_closed_loop_spine_is_the_stepwise_bisection(name: str, fields: dict,
     """Dense TP, TP × PP, MoE attention DP × EP and TP × DP: ``(lo, hi)`` after the spine and
     the form's (TTFT, TPOT) at the end equal the bisection from [0, 1], bit for bit."""
     from plena_opt.serving import ServingWorkload
-    from plena_opt.serving.steady import BISECTION_STEPS, _cycle_solver, _lockstep_solver, _spine
+    from plena_opt.serving.spine import closed_spine
+    from plena_opt.serving.steady import BISECTION_STEPS, _cycle_solver, _lockstep_solver
 
     for isl, osl, ratio, c in ((1024, 1024, 0.8, 64), (8192, 1024, 0.0, 4), (2048, 256, 0.8, 256),
                                (1024, 1024, 0.0, 37), (128, 2, 0.8, 9)):  # fmt: skip
@@ -117,7 +118,7 @@ def test_closed_loop_spine_is_the_stepwise_bisection(name: str, fields: dict,
         solver = _lockstep_solver if ratio == 0 and step.engine.mixed_prefill else _cycle_solver
         want = solver(step, wl, clients)(0.0, 1.0, BISECTION_STEPS, osl - 1)
         solve = solver(step, wl, clients)
-        lo, hi, done = _spine(solve, osl - 1)
+        lo, hi, done = closed_spine(solve, osl - 1, BISECTION_STEPS)
         assert solve(lo, hi, BISECTION_STEPS - done, osl - 1) == want
 
 
