@@ -266,12 +266,19 @@ class EvaluatorStepCosts:
 
     def prefill_seconds(self, tokens: int) -> float:
         n = tokens / self.workload.input_seq_len
-        lo = max(1, math.floor(n))
-        t_lo = self._prefill_at(lo)
+        lo = int(n)  # max(1, math.floor(n)) for the non-negative n read here
+        if lo < 1:
+            lo = 1
+        pre = self._pre  # ``_prefill_at``'s kept figures, read first (its method on a miss)
+        t_lo = pre.get(lo)
+        if t_lo is None:
+            t_lo = self._prefill_at(lo)
         if n <= lo:
             h = self.host_seconds
             return h + (t_lo - h) * n if n < 1 else t_lo
-        t_hi = self._prefill_at(lo + 1)
+        t_hi = pre.get(lo + 1)
+        if t_hi is None:
+            t_hi = self._prefill_at(lo + 1)
         return t_lo + (n - lo) * (t_hi - t_lo)
 
     def decode_seconds(self, n: int) -> float:

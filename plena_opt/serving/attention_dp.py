@@ -69,12 +69,15 @@ class AttentionDpImbalance:
     def busiest_kv(self, n: int) -> float:
         """Expected KV tokens of the busiest rank with ``n`` running requests on the engine."""
         per, extra = divmod(n, self.ranks)
-        groups = ((per + 1, extra), (per, self.ranks - extra))  # (requests, ranks holding them)
-        return max(
-            m * self.mean_kv + math.sqrt(m) * self.sd_kv * expected_max_standard_normal(j)
-            for m, j in groups
-            if m > 0 and j > 0
-        )
+        best = None  # the larger of the two groups' maxima: (requests, ranks holding them)
+        for m, j in ((per + 1, extra), (per, self.ranks - extra)):
+            if m > 0 and j > 0:
+                v = m * self.mean_kv + math.sqrt(m) * self.sd_kv * expected_max_standard_normal(j)
+                if best is None or v > best:  # ``max``: the first of equal values
+                    best = v
+        if best is None:
+            raise ValueError("busiest_kv needs at least one running request")
+        return best
 
     def factor(self, n: float) -> float:
         """Busiest rank's KV work over the mean rank's (≥ 1; 1 at one rank or no request),

@@ -3,8 +3,11 @@
 Steady state: with ``n`` requests decoding on average, each step carries ``p = n·isl / (osl − 1)``
 prompt tokens (as many prompts start as finish), so TPOT is the mean step of ``steady._cycle``'s
 form and ``n`` is the root of ``n = λ·(osl − 1)·TPOT(n)`` (Little's law for the decoding
-requests), found by bisection on [0, the running cap]. No root (or prompts beyond the step
-budget) means the rate exceeds what the plan serves: refused naming ``request_rate``. A request
+requests), found by bisection on [0, the running cap], its first steps taken from near the
+root (``serving.spine``). Where there are two (a decode batch beyond the CUDA-graph limit pays
+the eager host time, and TPOT jumps), the lower one: the state a queue filling from empty
+settles in, and the replay's. No root (or prompts beyond the step budget) means the rate
+exceeds what the plan serves: refused naming ``request_rate``. A request
 arriving at a random time first waits for the step in flight (half a step on average), then its
 prompt's steps, stretched by the others' prompts as in the closed loop. The replay draws the
 arrivals from ``random.Random(seed)`` and runs the same scheduler step by step. The two agree
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
+from plena_opt.serving.spine import bracket_turn, left_spine, open_start
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
 from plena_opt.serving.workload import MAX_TOKENS, ServingMetrics, ServingWorkload
 
@@ -92,6 +96,20 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     return at
 
 
+def _spine(at: Callable[[float], tuple[float, float]], work: float, top: float
+           ) -> tuple[float, float, int]:  # fmt: skip
+    """(lo, hi, steps done) of the bisection of ``n`` on [0, ``top``] once its first steps down
+    the spine n = top·2⁻ᵏ are taken (``serving.spine.bracket_turn``; ``work`` = λ·(osl − 1)):
+    each spine decision is the bisection's own, found by bracketing from ``OPEN_SPINE_START``
+    decoding requests, so the step costs priced are those around the root, not every batch
+    size from ``top`` down."""
+    turn = bracket_turn(lambda n: at(n)[0], work, top, BISECTION_STEPS,
+                        open_start(top, BISECTION_STEPS))  # fmt: skip
+    if turn > BISECTION_STEPS:  # every step on the spine: [0, top·2⁻ˢᵗᵉᵖˢ]
+        return 0.0, left_spine(top, BISECTION_STEPS), BISECTION_STEPS
+    return left_spine(top, turn), left_spine(top, turn - 1), turn
+
+
 def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     """Mean TTFT, TPOT and E2E at the arrival rate; raises naming ``request_rate`` when the
     plan cannot keep up."""
@@ -101,7 +119,8 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     lo, hi = 0.0, top
     at = _tpot_at(step, wl)
     if osl > 1:
-        for _ in range(BISECTION_STEPS):
+        lo, hi, done = _spine(at, lam * (osl - 1), top)
+        for _ in range(BISECTION_STEPS - done):
             n = (lo + hi) / 2
             if lam * (osl - 1) * at(n)[0] > n:
                 lo = n

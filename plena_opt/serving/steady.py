@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING
 from plena_opt.serving.admission_waits import adp_balance_steps, batch_wait_steps
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.request_path import IN_FLIGHT_STEPS
+from plena_opt.serving.spine import closed_spine
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
@@ -360,7 +361,8 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
         base = lambda phi: solve(phi, phi, 0, 0)  # noqa: E731
     at = _admitted(step, base, cycle is wave, c, wl)
     if at is base and solve is not None:  # the bisection inside the form's frame
-        ttft, tpot = solve(0.0, 1.0, BISECTION_STEPS, osl - 1)
+        lo, hi, done = closed_spine(solve, osl - 1, BISECTION_STEPS)  # ``serving.spine``
+        ttft, tpot = solve(lo, hi, BISECTION_STEPS - done, osl - 1)
     else:
         lo, hi = 0.0, 1.0
         for _ in range(BISECTION_STEPS):

@@ -7,12 +7,16 @@ attention DP x EP, a DP replica and a 2-stage pipeline; vLLM, SGLang and TensorR
 64, 256; 1k/1k, 8k/1k and 2k/256; fixed and drawn lengths; Poisson rates at 0.2 and 0.8 of the
 closed loop's throughput), as commit 4f6c0e9 computed them (re-recorded once since, on purpose: the
 engine's all-reduce became the node table's lower envelope, ``estimate.engine_network``, which
-moved 129 figures of the DP 2 and PP 2 plans by at most 1.7e-4 relative; and r10ttft: a
+moved 129 figures of the DP 2 and PP 2 plans by at most 1.7e-4 relative; r10ttft: a
 drawn-length follow-up misses the step in flight, ``serving.request_path``, which moved the 324
-drawn-length figures, closed-loop TTFT up to 1.79x, and the open loops priced at those rates):
-each plan priced whole by the evaluator at every batch size (``Evaluator.evaluate`` /
-``estimate``) and every bisection step through ``min``/``max`` calls. A fresh step model per
-figure must give the recorded figures (relative 1e-12: the recording is exact on this platform, as
+drawn-length figures, closed-loop TTFT up to 1.79x, and the open loops priced at those rates;
+and three open-loop figure sets at 0.8 of the C = 256 rate, SGLang / TensorRT-LLM 1k/1k fixed
+lengths, replaced by hand, r10cold: the open loop's search from below keeps the lowest of two
+roots where a decode batch beyond the CUDA-graph limit turns the fixed point again,
+``tests/serving/test_spine.py``): each plan priced whole by the evaluator at every batch size
+(``Evaluator.evaluate`` / ``estimate``) and every bisection step through ``min``/``max`` calls.
+A fresh step model per figure must give the recorded figures (relative 1e-12: the recording is
+exact on this platform, as
 ``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
 deliberate model change moves figures)::
 

@@ -1,0 +1,132 @@
+"""The first steps of a fixed point's bisection, found from near its root (issue 26, r10cold).
+
+``steady.closed_loop`` bisects φ on [0, 1] and ``open_loop.open_loop`` bisects the decoding
+requests ``n`` on [0, top], ``BISECTION_STEPS`` steps each. While its decisions go one way the
+bisection walks a *spine*: φ = 1 − 2⁻ᵏ (the closed loop raises ``lo`` while the request decodes
+more than φ of its cycle) or n = top·2⁻ᵏ (the open loop lowers ``hi`` while the rate is served
+with fewer than n decoding), k = 1, 2, …; the first step that turns off the spine (step ``k*``)
+leaves [lo, hi] = the two spine points k* − 1 and k*, and the rest of the bisection works
+inside them. Each spine point's decision prices the step costs at its own batch sizes: from
+the top, the open loop at C = 4 prices decode batches of 512, 256, …, 1 (one evaluator pass
+each, ``EvaluatorStepCosts``) to reach a root near 2.
+
+**Single crossing.** The closed loop's right side falls as φ grows (``steady``), so its
+spine decisions are one way up to ``k*`` and the other way from it, and ``k*`` can be found
+from any spine point: ``spine_turn`` starts near the root and steps along the spine to the
+turn. The open loop's ``λ·(osl − 1)·TPOT(n) − n`` changes sign from + to − as the rate's queue
+settles (TPOT grows more slowly than ``n``: the decode step amortises its weight read, the
+prefill share is linear in ``n``) and TPOT does not fall as ``n`` grows, so one priced spine
+point also decides the spine points its Little's-law figure reaches (``bracket_turn``). Each
+decision is the bisection's own (the same expression at the same float: 1 − 2⁻ᵏ and top·2⁻ᵏ
+are the bisection's midpoints exactly), so [lo, hi] and every figure after it are the stepwise
+bisection's bit for bit wherever the decisions cross once (``tests/serving/test_spine.py``; the
+serving figures sweep, ``benchmarks/sweep_serving_figures.py``: README_serving.md, "r10cold").
+Where the open loop's crosses again (a decode batch beyond the CUDA-graph limit pays the eager
+host time: TPOT jumps, and ``λ·(osl − 1)·TPOT(n) − n`` turns positive and then negative once
+more), the stepwise bisection from the top could settle on the upper root; the search from
+near the first one keeps that one, where a queue filling from empty settles and where the
+replay is (``test_open_loop_keeps_the_lowest_root``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def spine_turn(along: Callable[[int], bool], start: int, steps: int) -> int:
+    """The first spine step ``k`` in 1..``steps`` whose decision ``along(k)`` turns off the
+    spine, or ``steps + 1`` when none does; found from ``start`` (1..``steps``) on the
+    single-crossing property (module docstring): ``along`` is True below the turn, False from
+    it."""
+    k = min(max(start, 1), steps)
+    if along(k):
+        while k < steps:
+            k += 1
+            if not along(k):
+                return k
+        return steps + 1
+    while k > 1:
+        if along(k - 1):
+            return k
+        k -= 1
+    return 1
+
+
+CLOSED_SPINE_START = 2  # the spine step φ = 1 − 2⁻² where the closed loop's search starts
+
+
+def closed_spine(solve: Callable[[float, float, int, int], tuple[float, float]], k: int,
+                 steps: int) -> tuple[float, float, int]:  # fmt: skip
+    """(lo, hi, steps done) of the closed loop's bisection of φ on [0, 1] once its first steps
+    up the spine φ = 1 − 2⁻ʲ are taken (``solve``: ``steady.Solver``; ``k`` = osl − 1). Each
+    decision is the bisection's own, found from ``CLOSED_SPINE_START`` (φ = 3/4: its decode
+    batches are the root's, (C − 1)·φ ≥ 3/4 of the others; φ = 1/2, the bisection's first point,
+    also prices those of half of them)."""
+
+    def along(j: int) -> bool:
+        phi = right_spine(j)
+        ttft, tpot = solve(phi, phi, 0, 0)
+        a = k * tpot
+        return a / (ttft + a) > phi
+
+    turn = spine_turn(along, CLOSED_SPINE_START, steps)
+    if turn > steps:  # every step on the spine: [1 − 2⁻ˢᵗᵉᵖˢ, 1]
+        return right_spine(steps), 1.0, steps
+    return right_spine(turn - 1), right_spine(turn), turn
+
+
+def right_spine(k: int) -> float:
+    """The closed loop's k-th spine point, 1 − 2⁻ᵏ (exact in floats for k ≤ 53; 0 at k = 0)."""
+    return 1.0 - 2.0**-k
+
+
+def left_spine(top: float, k: int) -> float:
+    """The open loop's k-th spine point, top·2⁻ᵏ (exact: a power-of-two scale; top at k = 0)."""
+    return top * 2.0**-k
+
+
+def bracket_turn(tpot: Callable[[float], float], work: float, top: float, steps: int,
+                 start: int) -> int:  # fmt: skip
+    """``spine_turn`` of the open loop's spine n = top·2⁻ᵏ, whose decision at n is the
+    bisection's ``work·TPOT(n) > n`` (off the spine: the root is above n), found from spine
+    point ``start`` by bracketing: the turn lies in (A, B] with A the deepest step known on the
+    spine and B the shallowest known off. TPOT does not fall as n grows (a bigger decode batch,
+    a bigger prefill share), so a priced point n with ``r = work·TPOT(n)`` decides more than
+    itself: off (r > n) makes every spine point in [n, r) off, on (r ≤ n) every one in [r, n]
+    on; those are not priced. The next point priced is the one beside the bracket's known end,
+    so the points priced are those around the root (each, the step costs at its batch size)."""
+    a, b, k = 0, steps + 1, min(max(start, 1), steps)
+    while b > a + 1:
+        n = left_spine(top, k)
+        r = work * tpot(n)
+        if r > n:  # off at k and at every spine point in [n, r)
+            j = k
+            while j > a + 1 and left_spine(top, j - 1) < r:
+                j -= 1
+            b = min(b, j)
+            k = b - 1
+        else:  # on at k and at every spine point in [r, n]
+            j = k
+            while j < b - 1 and left_spine(top, j + 1) >= r:
+                j += 1
+            a = max(a, j)
+            k = a + 1
+    return b
+
+
+# Where the open loop's bracketing search starts (decoding requests; the first spine point at or
+# below it). It decides only which step costs are priced, never a figure: the decoding requests
+# of the serving figures sweep's open loops (benchmarks/sweep_serving_figures.py: 9,126 loops,
+# H100/B200, three engines, 128-token to 8k prompts) have a geometric median of 11 and half of
+# them lie in 4-47; over the 24 rows of benchmarks/bench_load_cost.py a start at 16 prices 61
+# decode batch sizes, at 8 70, at 32 65, and from one request (Little's law at n = 1) 65.
+OPEN_SPINE_START = 16.0
+
+
+def open_start(top: float, steps: int) -> int:
+    """The first spine step at or below ``OPEN_SPINE_START`` decoding requests (``steps`` when
+    none: a spine that ends above it)."""
+    k = 1
+    while k < steps and left_spine(top, k) > OPEN_SPINE_START:
+        k += 1
+    return k
