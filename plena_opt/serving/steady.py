@@ -7,7 +7,10 @@ decoding. Seen from one request:
 * while it decodes, the others decode ``(C − 1)·φ`` on average, and their prompts bring
   ``p = (C − 1)·φ·isl / (osl − 1)`` prompt tokens per step (each finished request is replaced by
   a new prompt); a step carries prompt work in a share ``min(1, p / chunk)`` of the steps, each of
-  ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step.
+  ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step,
+  its prompt part as the decoders see it: the chunk's kernels or the part of its eager host
+  dispatch that the device work in flight does not hide (``serving.host_overlap``), and with
+  TensorRT-LLM's attention-DP balancing ``g`` ranks' chunks in one step (``serving.adp_prefill``).
 * its prompt takes ``k = max(1, isl / room)`` steps of ``chunk + p`` prompt tokens (capped at
   the room) beside the others' decodes, stretched by the wait for room when others' prompts
   fill a share ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``).
