@@ -20,7 +20,10 @@ engine without overlap scheduling: the chunk runs alone, nobody's device work in
 chunk keeps its whole latency ``K + H``, as an isolated prompt step does on the TTFT side.
 
 Nothing is fitted: ``K``, ``H`` and ``D`` are the evaluator's own figures. The TTFT side keeps the
-idle-GPU latency (its own prompt step, ``own`` in ``steady``), and the replay keeps additive steps.
+idle-GPU latency (its own prompt step, ``own`` in ``steady``; in the replays a step's prompts get
+their first token after the whole step, ``StepModel.window_seconds``). Fixed-length runs
+(``benchmark.fixed_length_run``, the lock-step form) keep additive steps: the shipped fixed-length
+rows do not show the overlap (benchmarks/README_serving.md, r10tpot).
 """
 
 from __future__ import annotations
