@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.serving.adp_prefill import ranks_prefilling_together
+from plena_opt.serving.host_overlap import chunk_in_decode_window
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
 from plena_opt.serving.spine import bracket_turn, left_spine, open_start
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
@@ -67,21 +69,18 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     budget, host, fisl = eng.budget_tokens, eng.host_step_seconds, float(isl)
     decode, prefill = step.decode_seconds, step.prefill_seconds
     lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_at`` reads them
+    eager = getattr(step.costs, "host_seconds", 0.0)  # as ``steady._cycle_solver``
+    balanced = eng.adp_ranks > 1 and eng.adp_timeout_iters > 0
 
     def at(n: float) -> tuple[float, float]:
         p = n * isl / (osl - 1) if osl > 1 else 0.0
         room = budget - n
         room = room if room > 1.0 else 1.0
         chunk = room if room < fisl else fisl  # min(isl, max(1, budget − n))
-        share = p / chunk
+        # balanced attention-DP ranks prefill g chunks in one step (``serving.adp_prefill``)
+        g = ranks_prefilling_together(eng, n / (osl - 1)) if balanced and osl > 1 else 1.0
+        share = p / (g * chunk)
         share = share if share < 1.0 else 1.0
-        if p > 0:  # prefill(max(p, chunk)) tokens, a kept count read inline
-            x = chunk if chunk > p else p
-            mixed = pget(x)
-            if mixed is None:
-                mixed = prefill(x)
-        else:
-            mixed = 0.0
         if n >= 1:
             try:  # decode(n) from a kept line
                 lo = int(n)
@@ -91,6 +90,14 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
                 t = decode(n)
         else:
             t = decode(n)
+        if p > 0:  # prefill(max(p, g·chunk)) tokens, a kept count read inline
+            x = g * chunk if g * chunk > p else p
+            mixed = pget(x)
+            if mixed is None:
+                mixed = prefill(x)
+            mixed = chunk_in_decode_window(mixed, eager, t, eng)  # ``serving.host_overlap``
+        else:
+            mixed = 0.0
         return t + share * mixed + host, p
 
     return at
@@ -153,6 +160,7 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
         t += rng.expovariate(wl.request_rate_per_s)
         arrival.append(t)
     first, finish = [0.0] * total, [0.0] * total
+    start: dict[int, float] = {}  # request -> its first token's step end (``first`` less a lag)
     left = [draw(i)[0] for i in range(total)]
     eng, cap = step.engine, step.engine.max_running or total
     waiting: deque[int] = deque()
@@ -178,7 +186,10 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
             k = min(left[r], room)
             left[r], room, tokens = left[r] - k, room - k, tokens + k
             firsts += [r] if left[r] == 0 else []
-        dt = step.step_seconds(tokens, n)
+        dt, late = step.step_seconds(tokens, n), 0.0
+        if tokens and n:  # the chunk's host dispatch hidden from the decoders, not its prompts
+            seen = step.window_seconds(tokens, n, n)  # (``serving.host_overlap``)
+            dt, late = seen, dt - seen
         t += dt
         gaps.append((dt, sum(d[0] >= measured for d in decoding)))
         for d in decoding:
@@ -188,14 +199,15 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
         decoding = [d for d in decoding if d[1] > 0]
         for r in firsts:
             prefilling.remove(r)
-            first[r] = t
+            first[r], start[r] = t + late, t
             if draw(r)[1] > 1:
                 decoding.append([r, draw(r)[1] - 1])
             else:
                 finish[r], done = t, done + 1
     ids = range(measured, total)
     m = _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids],
-                 ServingWorkload(1, wl.input_len, wl.output_len), step.gpus, gaps)  # fmt: skip
+                 ServingWorkload(1, wl.input_len, wl.output_len), step.gpus, gaps,
+                 start)  # fmt: skip
     lam = wl.request_rate_per_s
     from dataclasses import replace
 

@@ -38,9 +38,13 @@ def replay_closed_loop(
     measured: int | None = None,
     seed: int = 0,
     warmup_waves: int = WARMUP_WAVES,
+    host_overlap: bool = True,
 ) -> ServingMetrics:
     """Replay until ``measured`` requests (default max(4·C, 64)) after the first
     ``warmup_waves × C`` (0: a benchmark run measured from its start burst) finish.
+    ``host_overlap``: the decoders see a prompt chunk's eager host dispatch overlapped
+    (``serving.host_overlap``, as ``steady`` prices drawn lengths); False keeps every step
+    additive (``benchmark.fixed_length_run``: the fixed-length rows do not show the overlap).
     Lengths are drawn with ``random.Random(seed)`` when ``wl.range_ratio`` > 0."""
     c = wl.concurrency
     n_meas = measured if measured is not None else max(4 * c, 64)
@@ -51,12 +55,14 @@ def replay_closed_loop(
     if eng.budget_tokens <= min(c, cap):
         raise PlenaInputError("budget_tokens", "the step budget must exceed the running requests")
     arrival, first, finish = [0.0] * c, [0.0] * c, [0.0] * c
+    start: dict[int, float] = {}  # request -> its first token's step end (``first`` less any lag)
     left_prompt = [draw(i)[0] for i in range(c)]
     waiting: deque[int] = deque(range(c))  # not yet admitted, in arrival order
     prefilling: list[int] = []  # admitted, prompt not done
     lo = warmup_waves * c
     decoding = _Decoding(lo, total)
     t, steps, done, ended = 0.0, 0, 0, 0  # ended: requests finished in the last step
+    before = 0  # requests the last step decoded
     gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
@@ -64,7 +70,7 @@ def replay_closed_loop(
     while done < total:
         if not prefilling and decoding.count and (not waiting or decoding.count >= cap):
             # decode-only steps up to the next finish: nothing is admitted, nothing arrives
-            dt = step.step_seconds(0, decoding.count)
+            dt, before = step.step_seconds(0, decoding.count), decoding.count
             t, coasted = decoding.coast(t, dt, gaps, MAX_REPLAY_STEPS - steps)
             steps += coasted
             ended = 0 if coasted else ended
@@ -91,7 +97,15 @@ def replay_closed_loop(
                 firsts.append(r)
         # overlap: an arrival waits out the step prepared before it came; with nothing else to
         # run that step still decodes the requests whose finish it had not yet seen
-        dt = step.step_seconds(tokens, n if tokens or n or not waiting else ended)
+        m = n if tokens or n or not waiting else ended
+        dt, late = step.step_seconds(tokens, m), 0.0
+        # the decoders see a prompt chunk's host dispatch hidden behind the decode step in it
+        # or (prefill-first) before it; its own prompts wait it out (``serving.host_overlap``)
+        around = (m if eng.mixed_prefill else before) if host_overlap else 0
+        if tokens and around:
+            seen = step.window_seconds(tokens, m, around)
+            dt, late = seen, dt - seen
+        before = n
         t += dt
         ended = done
         if n:  # prefill-first: else the decoding requests wait out this step
@@ -103,7 +117,7 @@ def replay_closed_loop(
                 _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
         for r in firsts:
             prefilling.remove(r)
-            first[r] = t
+            first[r], start[r] = t + late, t
             if draw(r)[1] > 1:
                 decoding.join(r, draw(r)[1] - 1, t)
             else:
@@ -114,7 +128,8 @@ def replay_closed_loop(
         if len(arrival) > arrived:
             came.update((r, steps) for r in range(arrived, len(arrival)))
     ids = range(lo, total)
-    return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps)
+    return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps,
+                    start)  # fmt: skip
 
 
 class _Decoding:
@@ -202,13 +217,17 @@ def _arrive(arrival: list[float], first: list[float], finish: list[float], left:
 
 def _metrics(arrival: list[float], first: list[float], finish: list[float], ids: range,
              outs: list[int], wl: ServingWorkload, gpus: int,
-             gaps: list[tuple[float, int]] | None = None) -> ServingMetrics:  # fmt: skip
-    """The means and percentiles of requests ``ids``; ``gaps``: (inter-token seconds, count)."""
+             gaps: list[tuple[float, int]] | None = None,
+             start: dict[int, float] | None = None) -> ServingMetrics:  # fmt: skip
+    """The means and percentiles of requests ``ids``; ``gaps``: (inter-token seconds, count);
+    ``start``: where a request's decode began, when not at its first token (TPOT from there)."""
     ttft = [first[i] - arrival[i] for i in ids]
     e2e = [finish[i] - arrival[i] for i in ids]
     osl = wl.output_len
+    at = start or {}
     tpot = [
-        (finish[i] - first[i]) / (o - 1) if o > 1 else 0.0 for i, o in zip(ids, outs, strict=True)
+        (finish[i] - at.get(i, first[i])) / (o - 1) if o > 1 else 0.0
+        for i, o in zip(ids, outs, strict=True)
     ]
     mean_tpot = sum(tpot) / len(tpot)
     mean_e2e = sum(e2e) / len(e2e)

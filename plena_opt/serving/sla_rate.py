@@ -89,10 +89,14 @@ def tail_figures(
     room = max(1.0, budget - n)
     chunk = min(float(own_len), room)
     u = min(SATURATED_U, p / room)
-    service = max(1.0, own_len / room) * step.step_seconds(min(room, chunk + p), n)
-    wait = service / (2 * (1 - u)) * math.log(u / (1 - q)) if u > 1 - q else 0.0
-    busy = min(SATURATED_U, wl.request_rate_per_s * service)
-    return TailFigures(_residual(q, busy, service, tpot) + service + wait, tpot, n)
+    steps, x = max(1.0, own_len / room), min(room, chunk + p)
+    service = steps * step.step_seconds(x, n)
+    # the prompt steps ahead of it hold the engine for their time as the decoders see it (the
+    # host dispatch overlapped: ``serving.host_overlap``); its own step keeps its latency
+    held = steps * step.window_seconds(x, n, n)
+    wait = held / (2 * (1 - u)) * math.log(u / (1 - q)) if u > 1 - q else 0.0
+    busy = min(SATURATED_U, wl.request_rate_per_s * held)
+    return TailFigures(_residual(q, busy, held, tpot) + service + wait, tpot, n)
 
 
 def _residual(q: float, busy: float, prompt_step: float, step: float) -> float:

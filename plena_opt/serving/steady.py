@@ -7,7 +7,10 @@ decoding. Seen from one request:
 * while it decodes, the others decode ``(C − 1)·φ`` on average, and their prompts bring
   ``p = (C − 1)·φ·isl / (osl − 1)`` prompt tokens per step (each finished request is replaced by
   a new prompt); a step carries prompt work in a share ``min(1, p / chunk)`` of the steps, each of
-  ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step.
+  ``max(p, chunk)`` tokens (``chunk`` = min(isl, room left by the decodes)). TPOT is that mean step,
+  its prompt part as the decoders see it: the chunk's kernels or the part of its eager host
+  dispatch that the device work in flight does not hide (``serving.host_overlap``), and with
+  TensorRT-LLM's attention-DP balancing ``g`` ranks' chunks in one step (``serving.adp_prefill``).
 * its prompt takes ``k = max(1, isl / room)`` steps of ``chunk + p`` prompt tokens (capped at
   the room) beside the others' decodes, stretched by the wait for room when others' prompts
   fill a share ``u = p / room`` of it (deterministic-service single queue: ``1 + u / (2(1 − u))``),
@@ -76,7 +79,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from plena_opt.serving.admission_waits import adp_balance_steps, batch_wait_steps
+from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
+from plena_opt.serving.host_overlap import chunk_in_decode_window
 from plena_opt.serving.request_path import IN_FLIGHT_STEPS
 from plena_opt.serving.spine import closed_spine
 from plena_opt.serving.workload import ServingMetrics
@@ -116,6 +121,10 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
     cm1 = c - 1  # the other clients
     in_flight = IN_FLIGHT_STEPS if cm1 > 0 else 0  # steps started before an arrival reached it
+    # the eager forward's host time inside a prefill figure (``serving.host_overlap``)
+    eager = getattr(step.costs, "host_seconds", 0.0)
+    in_window, together = chunk_in_decode_window, ranks_prefilling_together
+    balanced = eng.adp_ranks > 1 and eng.adp_timeout_iters > 0  # ``serving.adp_prefill``
 
     def solve(lo: float, hi: float, n: int, k: int) -> tuple[float, float]:
         for i in range(n + 1):
@@ -125,15 +134,11 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
             room = budget - others
             room = room if room > 1.0 else 1.0  # max(1, budget − others)
             chunk = room if room < fisl else fisl  # min(isl, room)
-            share = p / chunk
+            # attention-DP ranks prefilling a balanced group side by side (``adp_prefill``)
+            g = together(eng, c * phi / (osl - 1)) if balanced and osl > 1 else 1.0
+            # a group of g prompt chunks is one step; the stream p brings p / (g·chunk) of them
+            share = p / (g * chunk)
             share = share if share < 1.0 else 1.0
-            if p > 0:  # prefill(max(p, chunk)), a kept count read inline
-                x = chunk if chunk > p else p
-                mixed = pget(x)
-                if mixed is None:
-                    mixed = prefill(x)
-            else:
-                mixed = 0.0
             x = 1 + others
             try:  # decode(x) from a kept line
                 lo_n = int(x)
@@ -141,6 +146,15 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
                 t = t + (x - lo_n) * slope
             except KeyError:
                 t = decode(x)
+            if p > 0:  # prefill(max(p, chunk)), a kept count read inline
+                x = g * chunk if g * chunk > p else p
+                mixed = pget(x)
+                if mixed is None:
+                    mixed = prefill(x)
+                # in the decode window: its host dispatch overlapped (``serving.host_overlap``)
+                mixed = in_window(mixed, eager, t, eng)
+            else:
+                mixed = 0.0
             tpot = t + share * mixed + host
             steps = isl / room  # steps of its prompt (continuous: lengths vary around isl)
             steps = steps if steps > 1.0 else 1.0

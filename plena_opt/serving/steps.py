@@ -20,6 +20,7 @@ import math
 from typing import TYPE_CHECKING
 
 from plena_opt.serving.attention_dp import AttentionDpImbalance, imbalance_of
+from plena_opt.serving.host_overlap import chunk_in_decode_window
 
 if TYPE_CHECKING:
     from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
@@ -138,3 +139,14 @@ class StepModel:
         """One step: prefill part + decode part + the engine's host time per step."""
         return (self.prefill_seconds(prefill_tokens) + self.decode_seconds(decoding)
                 + self.engine.host_step_seconds)  # fmt: skip
+
+    def window_seconds(self, prefill_tokens: float, decoding: float, around: float) -> float:
+        """``step_seconds`` as the ``around`` requests decoding in or beside the step see it: its
+        prompt chunk's eager host dispatch overlapped with the device's work
+        (``serving.host_overlap``: the decode step of ``around`` requests hides it); the whole
+        step when it carries no prompt tokens or nobody decodes around it."""
+        pre = self.prefill_seconds(prefill_tokens)
+        if prefill_tokens > 0 and around > 0:
+            eager = getattr(self.costs, "host_seconds", 0.0)
+            pre = chunk_in_decode_window(pre, eager, self.decode_seconds(around), self.engine)
+        return pre + self.decode_seconds(decoding) + self.engine.host_step_seconds

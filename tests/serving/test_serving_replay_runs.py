@@ -36,9 +36,11 @@ def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int,
     total, draw = warmup * c + measured, _Lengths(wl, seed)
     cap = eng.max_running or total
     arrival, first, finish = [0.0] * c, [0.0] * c, [0.0] * c
+    start: dict[int, float] = {}
     left = [draw(i)[0] for i in range(c)]
     waiting, prefilling, decoding = deque(range(c)), [], []
     t, steps, done, ended, gaps, lo, came = 0.0, 0, 0, 0, [], warmup * c, {}
+    before = 0
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
     while done < total:
         steps += 1
@@ -58,7 +60,14 @@ def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int,
             room, tokens = room - k, tokens + k
             if left[r] == 0:
                 firsts.append(r)
-        t += step.step_seconds(tokens, n if tokens or n or not waiting else ended)
+        m = n if tokens or n or not waiting else ended
+        dt, late = step.step_seconds(tokens, m), 0.0
+        around = m if eng.mixed_prefill else before
+        if tokens and around:  # the decoders see the chunk's host dispatch hidden
+            dt, late = step.window_seconds(tokens, m, around), dt
+            late -= dt
+        before = n
+        t += dt
         ended = done
         if n or not decoding:
             out: dict[float, int] = {}
@@ -78,7 +87,7 @@ def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int,
             decoding = still
         for r in firsts:
             prefilling.remove(r)
-            first[r] = t
+            first[r], start[r] = t + late, t
             if draw(r)[1] > 1:
                 decoding.append([r, draw(r)[1] - 1, t])
             else:
@@ -88,7 +97,7 @@ def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int,
         ended = done - ended
         came.update((r, steps) for r in range(arrived, len(arrival)))
     ids = range(lo, total)
-    return arrival, first, finish, ids, [draw(i)[1] for i in ids], gaps
+    return arrival, first, finish, ids, [draw(i)[1] for i in ids], gaps, start
 
 
 ENGINES = [  # (budget, max running, graph limit, host s, mixed prefill, overlap)
@@ -112,8 +121,10 @@ def test_replay_equals_the_per_request_replay(engine) -> None:
         wl = ServingWorkload(c, isl, osl, ratio)
         for measured, warmup, seed in ((max(4 * c, 64), 4, 0), (3 * c, 0, 0), (2 * c, 1, 5)):
             got = replay_closed_loop(step, wl, measured, seed, warmup)
-            arrival, first, finish, ids, outs, gaps = _reference(step, wl, measured, warmup, seed)
-            assert got == _metrics(arrival, first, finish, ids, outs, wl, 2, gaps)
+            arrival, first, finish, ids, outs, gaps, start = _reference(
+                step, wl, measured, warmup, seed
+            )
+            assert got == _metrics(arrival, first, finish, ids, outs, wl, 2, gaps, start)
             if any(n for _, n in gaps):  # the ITL percentiles of the unmerged gaps
                 for q in (50, 90, 99):
                     assert getattr(got, f"itl_p{q}_seconds") == weighted_percentile(gaps, q)

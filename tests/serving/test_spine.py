@@ -174,18 +174,19 @@ def test_open_loop_prices_only_the_batch_sizes_around_its_root(c: int, priced: l
 
 
 def test_open_loop_keeps_the_lowest_root() -> None:
-    """SGLang, Llama-3.1-70B TP 8, 1k/1k at 0.8 of the C = 256 closed loop's rate: beyond the
+    """SGLang, Llama-3.1-70B TP 8, 1k/1k at 0.9 of the C = 256 closed loop's rate: beyond the
     CUDA-graph limit (512) a decode step pays the eager host time, and ``work·TPOT(n) − n``
     turns positive again. The stepwise bisection from [0, 8191] lands on the root above it
-    (about 1,290 decoding, TPOT 191 ms); the search from below keeps the first one (below the
-    limit), where a queue filling from empty settles and where the replay is (about 160
-    decoding, TPOT 23 ms; TTFT 0.117 s against this 0.112 s and the upper root's 0.342 s)."""
+    (about 1,260 decoding); the search from below keeps the first one (about 210, below the
+    limit), where a queue filling from empty settles and where the replay is. (At 0.8 of the
+    rate, the case first recorded here, the prompt host time hidden behind decode steps,
+    ``serving.host_overlap``, now leaves one root only.)"""
     from plena_opt.serving import OpenLoopWorkload, ServingWorkload, closed_loop, open_loop
     from plena_opt.serving.open_loop import _tpot_at
 
     step, _ = _step("llama-3.1-70b", {"tp": 8}, "sglang", 1024, 1024, 0.0, 256)
     rate = closed_loop(step, ServingWorkload(256, 1024, 1024, 0.0)).request_throughput_per_s
-    wl = OpenLoopWorkload(0.8 * rate, 1024, 1024, 0.0)
+    wl = OpenLoopWorkload(0.9 * rate, 1024, 1024, 0.0)
     upper = _stepwise_n(step, wl)
     m = open_loop(step, wl)
     assert upper > 1000 and m.decode_batch < 512 < upper
