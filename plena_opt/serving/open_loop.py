@@ -68,7 +68,7 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, fisl = eng.budget_tokens, eng.host_step_seconds, float(isl)
     decode, prefill = step.decode_seconds, step.prefill_seconds
-    lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_at`` reads them
+    lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_solver`` reads them
     eager = getattr(step.costs, "host_seconds", 0.0)  # as ``steady._cycle_solver``
     balanced = eng.adp_ranks > 1 and eng.adp_timeout_iters > 0
 

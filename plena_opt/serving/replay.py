@@ -44,13 +44,9 @@ def replay_closed_loop(
     ``warmup_waves × C`` (0: a benchmark run measured from its start burst) finish.
     ``host_overlap``: the decoders see a prompt chunk's eager host dispatch overlapped
     (``serving.host_overlap``, as ``steady`` prices drawn lengths); False keeps every step
-    additive (``benchmark.fixed_length_run``: the fixed-length rows do not show the overlap).
-    Lengths are drawn with ``random.Random(seed)`` when ``wl.range_ratio`` > 0."""
-    c = wl.concurrency
-    n_meas = measured if measured is not None else max(4 * c, 64)
-    total = warmup_waves * c + n_meas
-    draw = _Lengths(wl, seed)
-    eng = step.engine
+    additive (``benchmark.fixed_length_run``). Lengths drawn with ``random.Random(seed)``."""
+    c, eng, draw = wl.concurrency, step.engine, _Lengths(wl, seed)
+    total = warmup_waves * c + (measured if measured is not None else max(4 * c, 64))
     cap = eng.max_running or total
     if eng.budget_tokens <= min(c, cap):
         raise PlenaInputError("budget_tokens", "the step budget must exceed the running requests")
@@ -61,8 +57,8 @@ def replay_closed_loop(
     prefilling: list[int] = []  # admitted, prompt not done
     lo = warmup_waves * c
     decoding = _Decoding(lo, total)
-    t, steps, done, ended = 0.0, 0, 0, 0  # ended: requests finished in the last step
-    before = 0  # requests the last step decoded
+    # ended: requests finished in the last step; before: requests the last step decoded
+    t, steps, done, ended, before = 0.0, 0, 0, 0, 0
     gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
@@ -80,21 +76,11 @@ def replay_closed_loop(
         # with drawn lengths an arrival misses the step the engine started while it was on its
         # way, unless the engine had nothing else to run (``request_path.IN_FLIGHT_STEPS``)
         wait = lag + IN_FLIGHT_STEPS if spread and (prefilling or decoding.count) else lag
-        while (waiting and len(prefilling) + decoding.count < cap
-               and came.get(waiting[0], -1) <= steps - wait):  # fmt: skip
-            prefilling.append(waiting.popleft())
+        _admit(waiting, prefilling, cap - decoding.count, came, steps - wait)
         arrived = len(arrival)
         # a prefill-first engine decodes nobody in a step that carries prompt tokens
         n = 0 if prefilling and not eng.mixed_prefill else decoding.count
-        room, tokens, firsts = eng.budget_tokens - n, 0, []
-        for r in prefilling:
-            if room <= 0:
-                break
-            k = min(left_prompt[r], room)
-            left_prompt[r] -= k
-            room, tokens = room - k, tokens + k
-            if left_prompt[r] == 0:
-                firsts.append(r)
+        tokens, firsts = _take_prompts(prefilling, left_prompt, eng.budget_tokens - n)
         # overlap: an arrival waits out the step prepared before it came; with nothing else to
         # run that step still decodes the requests whose finish it had not yet seen
         m = n if tokens or n or not waiting else ended
@@ -112,24 +98,62 @@ def replay_closed_loop(
             by_gap, finished = decoding.advance(t)
             gaps.extend(by_gap.items())
             for r in finished:
-                finish[r] = t
-                done += r < total
-                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+                done += _finish(r, t, total, arrival, first, finish, left_prompt, waiting, draw)
         for r in firsts:
             prefilling.remove(r)
             first[r], start[r] = t + late, t
             if draw(r)[1] > 1:
                 decoding.join(r, draw(r)[1] - 1, t)
             else:
-                finish[r] = t
-                done += r < total
-                _arrive(arrival, first, finish, left_prompt, waiting, t, draw)
+                done += _finish(r, t, total, arrival, first, finish, left_prompt, waiting, draw)
         ended = done - ended
         if len(arrival) > arrived:
             came.update((r, steps) for r in range(arrived, len(arrival)))
     ids = range(lo, total)
     return _metrics(arrival, first, finish, ids, [draw(i)[1] for i in ids], wl, step.gpus, gaps,
                     start)  # fmt: skip
+
+
+def _admit(waiting: deque[int], prefilling: list[int], room: int, came: dict[int, int],
+           by: int) -> None:  # fmt: skip
+    """Admit waiting requests in arrival order while fewer than ``room`` requests prefill and
+    the first waiting one arrived by the end of step ``by`` (the start burst: always)."""
+    while waiting and len(prefilling) < room and came.get(waiting[0], -1) <= by:
+        prefilling.append(waiting.popleft())
+
+
+def _take_prompts(prefilling: list[int], left: list[int], room: int) -> tuple[int, list[int]]:
+    """This step's prompt tokens, up to ``room``, from the admitted requests in admission order
+    (``left``: each request's prompt tokens still to run, reduced in place): (tokens, the
+    requests whose prompt it completes)."""
+    tokens, firsts = 0, []
+    for r in prefilling:
+        if room <= 0:
+            break
+        k = min(left[r], room)
+        left[r] -= k
+        room, tokens = room - k, tokens + k
+        if left[r] == 0:
+            firsts.append(r)
+    return tokens, firsts
+
+
+def _finish(
+    r: int,
+    t: float,
+    total: int,
+    arrival: list[float],
+    first: list[float],
+    finish: list[float],
+    left: list[int],
+    waiting: deque[int],
+    draw: _Lengths,
+) -> int:
+    """Request ``r`` finished at ``t``: its client sends the next request (``_arrive``); 1 if
+    ``r`` is one of the ``total`` counted requests, else 0."""
+    finish[r] = t
+    _arrive(arrival, first, finish, left, waiting, t, draw)
+    return 1 if r < total else 0
 
 
 class _Decoding:

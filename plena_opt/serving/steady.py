@@ -100,13 +100,7 @@ Solver = Callable[[float, float, int, int], tuple[float, float]]
 
 def _cycle(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
     """(TTFT, TPOT) of one request when every client decodes a share ``phi`` of its cycle."""
-    return _cycle_at(step, wl, c)(phi)
-
-
-def _cycle_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
-    """``_cycle`` as a function of φ alone (``_cycle_solver`` without bisection steps)."""
-    solve = _cycle_solver(step, wl, c)
-    return lambda phi: solve(phi, phi, 0, 0)
+    return _cycle_solver(step, wl, c)(phi, phi, 0, 0)
 
 
 def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
@@ -191,13 +185,7 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
 
 def _lockstep(step: StepModel, wl: ServingWorkload, c: int, phi: float) -> tuple[float, float]:
     """(TTFT, TPOT) of fixed-length clients in lock-step groups (module docstring)."""
-    return _lockstep_at(step, wl, c)(phi)
-
-
-def _lockstep_at(step: StepModel, wl: ServingWorkload, c: int) -> Callable[[float], tuple]:
-    """``_lockstep`` as a function of φ alone (``_lockstep_solver`` without bisection steps)."""
-    solve = _lockstep_solver(step, wl, c)
-    return lambda phi: solve(phi, phi, 0, 0)
+    return _lockstep_solver(step, wl, c)(phi, phi, 0, 0)
 
 
 def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
