@@ -85,7 +85,7 @@ def test_receive_interval_adds_half_an_interval_less_one_of_decode_steps():
     assert on.tpot_seconds == pytest.approx(off.tpot_seconds, rel=0.01)  # φ moves a little
 
 
-def test_receive_interval_of_two_waits_half_a_step_and_of_one_none():
+def test_receive_interval_of_two_waits_half_a_step():
     """Every other step: half the arrivals are read at once, half a step later (N/2 would say a
     whole step). Fails without the (N − 1) / 2 of steady._admitted."""
     base = EngineModel("t", 8192, None, None, mixed_prefill=False, overlap_schedule=True)
