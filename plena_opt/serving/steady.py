@@ -62,7 +62,8 @@ and the replay does not model it.
 default; the InferenceX DeepSeek-R1 and gpt-oss recipes set it) holds prompts until every
 attention-DP rank has one or a timeout passes: ``adp_balance_steps`` mean decode steps more TTFT.
 A receive interval of ``N`` steps (SGLang ``--scheduler-recv-interval``, 1 by default) leaves an
-arrival unseen for ``N / 2`` decode steps on average; likewise not in the burst nor the replay.
+arrival unseen for ``(N − 1) / 2`` decode steps on average beyond the step it missed (it is read at
+one of the next ``N`` boundaries, uniformly); likewise not in the burst nor the replay.
 
 **Overlap scheduling** (``EngineModel.overlap_schedule``: SGLang, TensorRT-LLM) adds to TTFT the
 step an arrival misses (``_admitted``): a mean step (TPOT) while others decode; in a wave, the
@@ -338,7 +339,7 @@ def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
         if eng.batch_wait_iters:
             ttft += batch_wait_steps(eng, wl, c, phi) * tpot
         if eng.recv_interval_steps > 1:
-            ttft += eng.recv_interval_steps / 2 * step.step_seconds(0, (c - 1) * phi)
+            ttft += (eng.recv_interval_steps - 1) / 2 * step.step_seconds(0, (c - 1) * phi)
         if adp:
             ttft += adp_balance_steps(eng, wl, c, phi) * step.step_seconds(0, (c - 1) * phi)
         return ttft, tpot

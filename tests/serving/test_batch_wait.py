@@ -70,7 +70,7 @@ R1_SGLANG = {"backend": "sglang", "model_path": "deepseek-ai/DeepSeek-R1", "syst
 R1_ID = "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c16_tp8_ep1_286"
 
 
-def test_receive_interval_adds_half_an_interval_of_decode_steps():
+def test_receive_interval_adds_half_an_interval_less_one_of_decode_steps():
     with pytest.raises(PlenaInputError) as exc:
         EngineModel("t", 8192, None, None, recv_interval_steps=0)
     assert exc.value.field == "recv_interval_steps"
@@ -80,8 +80,21 @@ def test_receive_interval_adds_half_an_interval_of_decode_steps():
     step = StepModel(LinearCosts(), replace(base, recv_interval_steps=30), gpus=1)  # type: ignore[arg-type]
     on = closed_loop(step, wl)
     decode = step.step_seconds(0, 15)  # the others decoding, about all of the 15
-    assert on.ttft_seconds - off.ttft_seconds == pytest.approx(15 * decode, rel=0.05)
+    # read every 30 steps at a uniform phase: 0…29 steps after the one it missed, 14.5 on average
+    assert on.ttft_seconds - off.ttft_seconds == pytest.approx(14.5 * decode, rel=0.05)
     assert on.tpot_seconds == pytest.approx(off.tpot_seconds, rel=0.01)  # φ moves a little
+
+
+def test_receive_interval_of_two_waits_half_a_step():
+    """Every other step: half the arrivals are read at once, half a step later (N/2 would say a
+    whole step). Fails without the (N − 1) / 2 of steady._admitted."""
+    base = EngineModel("t", 8192, None, None, mixed_prefill=False, overlap_schedule=True)
+    wl = ServingWorkload(16, 1024, 1024, 0.8)
+    off = closed_loop(StepModel(LinearCosts(), base, gpus=1), wl)  # type: ignore[arg-type]
+    step = StepModel(LinearCosts(), replace(base, recv_interval_steps=2), gpus=1)  # type: ignore[arg-type]
+    two = closed_loop(step, wl)
+    decode = step.step_seconds(0, 15)
+    assert two.ttft_seconds - off.ttft_seconds == pytest.approx(0.5 * decode, rel=0.1)
 
 
 def test_the_recipe_sets_the_receive_interval_by_concurrency():
