@@ -44,13 +44,38 @@ def gqa_attention(p: GpuPerfModel, s: LayerShape, kind: LayerKind, mode: str, q:
         ks.append(p.elementwise(qk, qk))
     ks.append(p.elementwise(qk, qk))  # RoPE
     ks.append(p.elementwise(2 * T * d.kv_heads * hd * ab, 2 * T * d.kv_heads * hd * p.kvb))
-    a = attended(s, kind, mode, kv)
     if mode == "prefill":
-        ks.append(p.attention_prefill(d.b_dev, d.heads, d.kv_heads, hd, q, a))
+        ks.append(_gqa_prefill(p, s, kind, q, kv))
     else:
+        a = attended(s, kind, mode, kv)
         ks.append(p.attention_decode(d.b_dev, d.heads, d.kv_heads, hd, a))
     ks.append(p.gemm(T, h, d.heads * hd))
     return ks
+
+
+def _gqa_prefill(p: GpuPerfModel, s: LayerShape, kind: LayerKind, q: int,
+                 kv: np.ndarray) -> KernelTime:  # fmt: skip
+    """Causal prefill attention of ``q`` new tokens ending at ``kv`` keys. A sliding-window
+    layer's query at position j (1-based) attends min(j, window) keys and the kernel reads the
+    last q + window keys at most (FlashAttention's local attention); a chunked layer's query
+    attends its chunk so far, (j − 1) mod chunk + 1 keys (Llama 4's chunked attention)."""
+    m, d = s.model, s.shard
+    if not (kind.sliding or kind.chunked):
+        return p.attention_prefill(d.b_dev, d.heads, d.kv_heads, m.head_dim, q, kv)
+    kv = np.asarray(kv, dtype=float)
+    if kind.sliding:
+        w = m.sliding_window
+        read = np.minimum(kv, q + w)
+        return p.attention_prefill_topk(d.b_dev, d.heads, d.kv_heads, m.head_dim, q, read, w)
+    c = m.attention_chunk_size
+
+    def upto(n: np.ndarray) -> np.ndarray:  # sum of (j − 1) mod c + 1 for j = 1..n
+        r = np.mod(n, c)
+        return np.floor_divide(n, c) * (c * (c + 1) / 2.0) + r * (r + 1) / 2.0
+
+    keys = upto(kv) - upto(np.maximum(kv - q, 0))
+    read = np.minimum(kv, np.mod(kv - q, c) + q)  # from the first query's chunk start
+    return p.attention_prefill_keys(d.b_dev, d.heads, d.kv_heads, m.head_dim, q, read, keys)
 
 
 def mla_attention(p: GpuPerfModel, s: LayerShape, mode: str, q: int, kv: np.ndarray,

@@ -220,6 +220,14 @@ class GpuPerfModel:
 
         kv = np.asarray(kv, dtype=float)
         keys = upto(kv) - upto(np.maximum(kv - s, 0))
+        return self.attention_prefill_keys(b, H, KV, hd, s, kv, keys)
+
+    def attention_prefill_keys(
+        self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray, keys: np.ndarray
+    ) -> KernelTime:
+        """Prefill attention of ``s`` new tokens that attend ``keys`` (query, key) pairs in all
+        and read ``kv`` cached keys (a sliding window, an attention chunk or top-k selection:
+        the caller counts the pairs)."""
         flops = 4.0 * b * H * hd * keys
         reads = b * (s * H + 2 * KV * kv) * hd * self.ab
         writes = b * s * H * hd * self.ab
