@@ -16,6 +16,7 @@ from plena_opt.serving import (
     engine_model,
     replay_closed_loop,
 )
+from tests.serving.test_serving import LinearCosts
 
 GIB = 1 << 30
 GPU = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
@@ -28,18 +29,6 @@ GPU = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hg
 # isl⌋ prompts, or back-to-back full steps for longer prompts), while the replay's periodic
 # pattern keeps a few smaller groups and straddling prompts left over from the start burst.
 TTFT_TOLERANCE, TPOT_TOLERANCE = 0.20, 0.05
-
-
-class LinearCosts:
-    """Step costs of a made-up engine: prefill a + b·tokens, decode c + d·n (seconds)."""
-
-    host_seconds = 0.002
-
-    def prefill_seconds(self, tokens: float) -> float:
-        return 0.004 + 2e-6 * tokens
-
-    def decode_mean_seconds(self, n: int) -> float:
-        return 0.005 + 1e-4 * n
 
 
 def _linear(budget: int = 2048) -> StepModel:

@@ -14,18 +14,7 @@ from plena_opt.serving import (
     closed_loop,
     replay_closed_loop,
 )
-
-
-class LinearCosts:
-    """Made-up step costs: prefill a + b·tokens, decode c + d·n (seconds)."""
-
-    host_seconds = 0.002
-
-    def prefill_seconds(self, tokens: float) -> float:
-        return 0.004 + 2e-6 * tokens
-
-    def decode_mean_seconds(self, n: int) -> float:
-        return 0.005 + 1e-4 * n
+from tests.serving.test_serving import LinearCosts
 
 
 def _step(overlap: bool = False) -> StepModel:

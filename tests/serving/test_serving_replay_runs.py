@@ -16,18 +16,7 @@ from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.replay import _arrive, _Lengths, _metrics
 from plena_opt.serving.request_path import IN_FLIGHT_STEPS
 from plena_opt.serving.workload import weighted_percentile
-
-
-class LinearCosts:
-    """Made-up step costs: prefill a + b·tokens, decode c + d·n (seconds)."""
-
-    host_seconds = 0.002
-
-    def prefill_seconds(self, tokens: float) -> float:
-        return 0.004 + 2e-6 * tokens
-
-    def decode_mean_seconds(self, n: int) -> float:
-        return 0.005 + 1e-4 * n
+from tests.serving.test_serving import LinearCosts
 
 
 def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int, seed: int):
