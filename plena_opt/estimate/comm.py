@@ -169,13 +169,10 @@ def layer_collectives(
         else:
             nbytes = int(2 * b * input_seq_len * d.kv_heads * m.head_dim * prec.kv_write_bytes)
             add("cp_kv_all_gather", net.price("all_gather", dense, "cp", nbytes))
-    if not kind.moe:
-        add("tp_all_reduce", tp_ar)
+    if not kind.moe or (shared_with_experts and replicated_expert_parallel(shape)):
+        add("moe_tp_all_reduce" if kind.moe else "tp_all_reduce", tp_ar)  # 2nd / experts' sum
         return out
     fused = shared_with_experts and d.tp_moe == shape.tp and d.ep_moe == 1
-    if shared_with_experts and replicated_expert_parallel(shape):
-        add("moe_tp_all_reduce", tp_ar)  # the routed + shared sum, once (no token exchange)
-        return out
     if d.shared_ffn and shape.tp > 1 and not fused:  # shared experts' TP sums (docs/models.md)
         add("tp_all_reduce", tp_ar)
     lanes = d.moe_lanes

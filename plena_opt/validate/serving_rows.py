@@ -19,6 +19,7 @@ from plena_opt.validate.serving_recipes import (
     sglang_recv_interval,
     trtllm_adp_balance,
     trtllm_batch_wait,
+    trtllm_gen_moe,
     trtllm_kv_fraction,
     trtllm_max_num_tokens,
 )
@@ -221,15 +222,12 @@ def resolve(row: ServingRow) -> Deployment:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
     ix_vllm = engine == "vllm" and bool(INFERENCEX_ID.match(row.id))
-    from plena_opt.serving.kernel_scale import ARCHITECTURE
-
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
                    async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant,
                    marlin_moe=ix_vllm and _weight_only(fmt, chip),
-                   trtllm_gen_moe=ARCHITECTURE.get(chip) == "blackwell"
-                   and trtllm_gen_moe(engine, _int(row, "isl"), conc))  # fmt: skip
+                   trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d),
                 adp_balance=trtllm_adp_balance(row, system, d),
@@ -267,20 +265,6 @@ INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
 # not the Triton backend the kernel table's ``vllm_mxfp4_moe`` rows timed (``Deployment
 # .marlin_moe``; ``chip.gpu.perf.MARLIN_MOE_NOTE``). Not fitted: on the shipped file it moved
 # gpt-oss-120b H100 vLLM TPOT MAPE from 23.8 to 11.9 % (bias +20.4 to -11.1 %; c512 rows aside).
-
-
-def trtllm_gen_moe(engine: str, isl: int, conc: int) -> bool:
-    """Whether a Blackwell row's block-scaled fp8 experts run TensorRT-LLM's generated MoE
-    kernels (``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``): the InferenceX DeepSeek-R1 fp8 B200
-    recipes, SGLang ``--moe-runner-backend flashinfer_trtllm`` always (dsr1_fp8_b200.sh),
-    TensorRT-LLM ``moe_config.backend: TRTLLM`` except ``DEEPGEMM`` at 1k input with 256+
-    clients (dsr1_fp8_b200_trt.sh); vLLM's default fp8 MoE is the table's Triton kernel. Only
-    block-scaled fp8 experts read the flag. Not fitted."""
-    if engine == "sglang":
-        return True
-    return engine == "trtllm" and not (isl == 1024 and conc >= 256)
-
-
 # a ``kv_cache_dtype`` column, when present, names the row's KV format (engine spellings)
 KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
 
