@@ -169,8 +169,8 @@ def layer_collectives(
         else:
             nbytes = int(2 * b * input_seq_len * d.kv_heads * m.head_dim * prec.kv_write_bytes)
             add("cp_kv_all_gather", net.price("all_gather", dense, "cp", nbytes))
-    if not kind.moe:
-        add("tp_all_reduce", tp_ar)
+    if not kind.moe or (shared_with_experts and replicated_expert_parallel(shape)):
+        add("moe_tp_all_reduce" if kind.moe else "tp_all_reduce", tp_ar)  # 2nd / experts' sum
         return out
     fused = shared_with_experts and d.tp_moe == shape.tp and d.ep_moe == 1
     if d.shared_ffn and shape.tp > 1 and not fused:  # shared experts' TP sums (docs/models.md)
@@ -200,6 +200,23 @@ def layer_collectives(
     if d.ep_moe > 1:
         add("ep_combine", _cost(a2a))
     return out
+
+
+def replicated_expert_parallel(shape: LayerShape) -> bool:
+    """Whether the experts are split EP (``moe_ep`` > 1) over exactly the attention TP group, so
+    every rank of the MoE group already holds every token (no attention DP inside it).
+
+    GPU engines then exchange no tokens: each rank routes all tokens to its local experts and
+    one TP all-reduce sums the routed and shared experts' outputs, as for TP experts. SGLang
+    ``--ep-size`` without ``--enable-dp-attention`` and with the default ``--moe-a2a-backend
+    none`` (``sglang/srt/models/deepseek_v2.py``, ``DeepseekV2MoE.forward_normal``: shared
+    output added, then ``tensor_model_parallel_all_reduce``; the InferenceX
+    ``benchmarks/dsr1_fp4_b200.sh`` recipe: ``--tensor-parallel-size $TP --ep-size $EP_SIZE``);
+    vLLM ``--enable-expert-parallel`` at data-parallel size 1 and TensorRT-LLM's MoE without
+    ``enable_attention_dp`` reduce the same way. The all-to-all dispatch / combine applies only
+    when attention DP ranks (``Plan.ep`` > 1) share the MoE group."""
+    d = shape.shard
+    return d.ep_moe > 1 and d.tp_moe * d.ep_moe == shape.tp
 
 
 def flat_expert_scheme(moe: ParallelScheme) -> ParallelScheme:

@@ -205,6 +205,7 @@ class GpuPricing(LayerPricer):
             if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
                 self.dense = self.dense.block_scaled()
         self.marlin_moe = workload.marlin_moe
+        self.trtllm_gen_moe = workload.trtllm_gen_moe
         if self.marlin_moe and not self.perf.weight_only:
             raise PlenaInputError(
                 "marlin_moe",
@@ -283,7 +284,14 @@ class GpuPricing(LayerPricer):
             self.dense.gemm(T, m.num_experts, h),
             topk,
             p.fused_moe(
-                load.tokens_local, load.pairs, active, h, f, self._block_moe(m), self.marlin_moe
+                load.tokens_local,
+                load.pairs,
+                active,
+                h,
+                f,
+                self._block_moe(m),
+                self.marlin_moe,
+                self.trtllm_gen_moe,
             ),
         ]
 

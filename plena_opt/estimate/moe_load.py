@@ -30,6 +30,15 @@ CLOSED_FORM_TOKENS = 4096  # compute side: closed form at micro-batch tokens ≥
 POWER_LAW_ALPHA_DEFAULT = 1.2
 POWER_LAW_ALPHA = {"deepseek_v3": 1.01, "deepseek_v2": 1.01}
 POWER_LAW_SEED = 0
+# ``power_law`` routing over EP ranks: the draw's expert ids carry no load meaning, except that
+# its cap step (``deepstack.power_law._cap``) moves the overflow onto the lowest-numbered empty
+# experts, which at decode token counts piles it into the first EP block (DeepSeek-R1, 4 tokens,
+# EP 8: 20 of the 32 pairs on rank 0, 18 active experts; the kernel table's TP1 × EP8 nvfp4
+# power_law_1.01 row at 4 tokens, 0.044 ms, sits by the TP8 × EP1 row, 0.037 ms,
+# ../shared/data/kernels/b200_sxm_moe_vllm-0.19.0.csv.gz). An engine's experts sit on ranks by
+# id, unrelated to load, so the ranks hold random expert sets: ``EP_PLACEMENT_DRAWS`` seeded
+# random placements, the one whose busiest rank is nearest their mean priced. Not fitted.
+EP_PLACEMENT_DRAWS = 16
 
 
 def power_law_alpha(model: ModelSpec) -> float:
@@ -59,6 +68,20 @@ class MoeLoad:
             "imbalance": self.imbalance,
             "source": self.source,
         }
+
+
+def typical_busiest_block(counts: np.ndarray, ep: int) -> np.ndarray:
+    """The busiest EP rank's per-expert counts under a random expert placement: of
+    ``EP_PLACEMENT_DRAWS`` seeded permutations of the experts, the one whose busiest rank's
+    pairs are nearest the mean over them (the first of equals); ``counts`` as is at ep = 1."""
+    if ep <= 1:
+        return busiest_block(counts, ep)
+    blocks = []
+    for seed in range(EP_PLACEMENT_DRAWS):
+        perm = np.random.default_rng(POWER_LAW_SEED + seed).permutation(counts.size)
+        blocks.append(busiest_block(counts[perm], ep))
+    pairs = np.array([int(b.sum()) for b in blocks], dtype=float)
+    return blocks[int(np.argmin(np.abs(pairs - pairs.mean())))]
 
 
 def busiest_rank_load(
@@ -94,7 +117,7 @@ def busiest_rank_load(
     if routing == "power_law":
         alpha = power_law_alpha(model)
         all_counts = power_law_counts(group_tokens, E, k, alpha, POWER_LAW_SEED)
-        counts = tuple(int(c) for c in busiest_block(all_counts, ep_moe))
+        counts = tuple(int(c) for c in typical_busiest_block(all_counts, ep_moe))
         pairs = sum(counts)
         imbalance = pairs / (group_tokens * k / ep_moe)
         return MoeLoad(tl, pairs, counts, imbalance, f"power_law (alpha {alpha:g})")

@@ -229,6 +229,10 @@ class Workload:
     # rather than the backend the chip's ``moe.<format>`` curve measured (GPU; ``chip.gpu.perf
     # .MARLIN_MOE_NOTE``)
     marlin_moe: bool = False
+    # block-scaled fp8 routed experts run TensorRT-LLM's generated MoE kernels (SGLang
+    # ``--moe-runner-backend flashinfer_trtllm``, TensorRT-LLM ``moe_config.backend: TRTLLM``;
+    # GPU; ``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``)
+    trtllm_gen_moe: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -248,7 +252,13 @@ class Workload:
                 f"frequency_hz must be a finite clock between {MIN_FREQUENCY_HZ:g} and "
                 f"{MAX_FREQUENCY_HZ:g} Hz (got {f!r})",
             )
-        for name in ("include_lm_head", "fp8_block_gemm", "fp8_block_moe", "marlin_moe"):
+        for name in (
+            "include_lm_head",
+            "fp8_block_gemm",
+            "fp8_block_moe",
+            "marlin_moe",
+            "trtllm_gen_moe",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise PlenaTypeError(name, f"{name} must be a bool")
         check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)

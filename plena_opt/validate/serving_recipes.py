@@ -129,3 +129,17 @@ def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
     if d.precision == "fp8" and d.tp * d.ep == 4:
         return 10
     return 30 if d.concurrency >= 16 else 10
+
+
+def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
+    """Whether a row's block-scaled fp8 experts run TensorRT-LLM's generated MoE kernels
+    (``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``): on Blackwell, the InferenceX DeepSeek-R1 fp8 B200
+    recipes, SGLang ``--moe-runner-backend flashinfer_trtllm`` always (dsr1_fp8_b200.sh),
+    TensorRT-LLM ``moe_config.backend: TRTLLM`` except ``DEEPGEMM`` at 1k input with 256+
+    clients (dsr1_fp8_b200_trt.sh); vLLM's default fp8 MoE is the table's Triton kernel. Only
+    block-scaled fp8 experts read the flag. Not fitted."""
+    from plena_opt.serving.kernel_scale import ARCHITECTURE
+
+    if ARCHITECTURE.get(chip) != "blackwell":
+        return False
+    return engine == "sglang" or (engine == "trtllm" and not (isl == 1024 and conc >= 256))

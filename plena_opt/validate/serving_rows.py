@@ -19,6 +19,7 @@ from plena_opt.validate.serving_recipes import (
     sglang_recv_interval,
     trtllm_adp_balance,
     trtllm_batch_wait,
+    trtllm_gen_moe,
     trtllm_kv_fraction,
     trtllm_max_num_tokens,
 )
@@ -135,6 +136,7 @@ class Deployment:
     # the recipe's TensorRT-LLM KV fraction (None: the default; False: admission not known)
     trt_kv_fraction: float | None | bool = False
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
+    trtllm_gen_moe: bool = False  # fp8 block experts on TensorRT-LLM-gen (``trtllm_gen_moe``)
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
     # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
     pool_plans: tuple[PoolPlan, PoolPlan] | None = None
@@ -224,7 +226,8 @@ def resolve(row: ServingRow) -> Deployment:
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
                    async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant,
-                   marlin_moe=ix_vllm and _weight_only(fmt, chip))  # fmt: skip
+                   marlin_moe=ix_vllm and _weight_only(fmt, chip),
+                   trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d),
                 adp_balance=trtllm_adp_balance(row, system, d),

@@ -49,7 +49,7 @@ def test_busiest_rank_load_with_eplb_drops_to_the_mean() -> None:
     off = busiest_rank_load(ds, **kw)
     on = busiest_rank_load(ds, **kw, redundant=32)
     mean = 64 * 8 / 8
-    assert off.pairs > 1.4 * mean  # measured 95 pairs vs the mean 64
+    assert off.pairs > 1.25 * mean  # 85 pairs vs the mean 64 (random expert placement)
     assert mean <= on.pairs < off.pairs and on.pairs <= 1.05 * mean
     assert len(on.expert_counts) == (256 + 32) // 8
     assert "EPLB 32" in on.source

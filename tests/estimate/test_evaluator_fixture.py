@@ -21,7 +21,10 @@ checks the figure equals that of the same memory stating 3.97 pJ/bit). Issue 24 
 re-fitted the H200 GEMM curves (one compute efficiency for the GH100 die of H100 and H200;
 decode-range curves of the smaller formats at the bf16 streaming efficiency) and prices a grouped
 GEMM by its rows per expert: the two ``gpu-*`` cases (H200) were re-recorded, every other case is
-unchanged.
+unchanged. Issue 23 (r11moe) re-recorded two cases: ``gpu-moe-qwen30b-hgx`` (a GPU's experts
+split EP over exactly the attention TP group exchange no tokens: one TP all-reduce,
+``comm.replicated_expert_parallel``) and ``moe-gptoss-ring-powerlaw`` (power-law routing's busiest
+EP rank under a random expert placement, ``moe_load.typical_busiest_block``).
 
 Re-record (only when a deliberate model change moves figures) from a checkout of the code the
 figures should come from::

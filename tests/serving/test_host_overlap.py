@@ -98,7 +98,8 @@ def test_deepseek_r1_tensorrt_llm_rows_without_speculation(tmp_path, monkeypatch
     """The DeepSeek-R1 TensorRT-LLM rows of the 1.2.0rc6.post2 image (the post3 runs of the same
     deployments are ~2x faster: MTP, unrecorded). TPOT MAPE 22.9 % (bias +22.1 %) with the prompt
     chunks' host time added whole and one prompt per attention-DP step (same kernel scale);
-    12.3 % (+7.3 %) now."""
+    12.3 % (+7.3 %) now. Since r11moe (block-scaled fp8 experts on TensorRT-LLM-gen,
+    ``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``): 17.1 % (+12.4 %) without, 9.4 % (-1.9 %) with."""
 
     def keep(r: dict) -> bool:
         return (r["backend"] == "trtllm" and r["model_path"] == "deepseek-ai/DeepSeek-R1"
@@ -117,4 +118,4 @@ def test_deepseek_r1_tensorrt_llm_rows_without_speculation(tmp_path, monkeypatch
     monkeypatch.setattr(steady, "ranks_prefilling_together", lambda *_: 1.0)
     assert host_overlap.chunk_in_decode_window is not steady.chunk_in_decode_window
     old_mape, old_bias = tpot(_shipped(tmp_path, keep))
-    assert old_mape > 0.2 and old_bias > 0.2
+    assert old_mape > 0.15 and old_bias > 0.1

@@ -13,10 +13,12 @@ drawn-length figures, closed-loop TTFT up to 1.79x, and the open loops priced at
 and three open-loop figure sets at 0.8 of the C = 256 rate, SGLang / TensorRT-LLM 1k/1k fixed
 lengths, replaced by hand, r10cold: the open loop's search from below keeps the lowest of two
 roots where a decode batch beyond the CUDA-graph limit turns the fixed point again,
-``tests/serving/test_spine.py``): each plan priced whole by the evaluator at every batch size
-(``Evaluator.evaluate`` / ``estimate``) and every bisection step through ``min``/``max`` calls.
-A fresh step model per figure must give the recorded figures (relative 1e-12: the recording is
-exact on this platform, as
+``tests/serving/test_spine.py``; r11moe: experts split EP over exactly the attention TP group
+exchange no tokens, one TP all-reduce (``estimate.comm.replicated_expert_parallel``), which moved
+the 162 figures of the Qwen3-235B TP 4 x DP 2 plan by up to 16 %): each plan priced whole by
+the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
+step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
+figures (relative 1e-12: the recording is exact on this platform, as
 ``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
 deliberate model change moves figures)::
 

@@ -63,6 +63,22 @@ def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve)
 # the shipped H100 gpt-oss vLLM rows' TPOT MAPE 23.8 -> 11.9 %).
 MARLIN_MOE_NOTE = "W4A16 experts on vLLM's Marlin MoE: the compute format's fused-MoE curve"
 
+# Why block-scaled fp8 experts on the TensorRT-LLM-gen MoE take the chip's ``moe.fp4`` curve's
+# memory side in the decode range (``fused_moe(trtllm_gen=True)``): the InferenceX DeepSeek-R1
+# fp8 recipes on B200 run the experts on TensorRT-LLM's generated MoE kernels, SGLang
+# ``--moe-runner-backend flashinfer_trtllm --quantization fp8`` (benchmarks/dsr1_fp8_b200.sh:
+# FlashInfer ``trtllm_fp8_block_scale_moe``) and TensorRT-LLM ``moe_config.backend: TRTLLM``
+# (dsr1_fp8_b200_trt.sh; DEEPGEMM only at 1k/1k and 1k/8k with 256+ clients, not separated
+# here), while the chip's ``moe.fp8_block`` curve was fitted on vLLM's Triton ``fused_moe``
+# (``vllm_fused_moe fp8_block`` rows: 68.5 % of the HBM bandwidth, a 37 us floor). No table
+# times the generated fp8 kernel; its nvfp4 sibling of the same runner is the table's
+# ``vllm_flashinfer_trtllm_moe_fp4`` rows (``moe.fp4``: 100 % of the bandwidth, a 21 us floor).
+# At decode token counts the layer streams expert weights, so the runner's bandwidth, floor and
+# per-expert cost (``moe.fp4``) price it at the fp8 bytes; the compute side stays the measured
+# fp8 block-scale rate (``moe.fp8_block``), and prefill-range token counts keep the
+# ``moe_prefill`` fits. Nothing fitted (benchmarks/README_serving.md, r11moe).
+TRTLLM_GEN_MOE_NOTE = "block-scaled fp8 experts on TensorRT-LLM-gen: moe.fp4's memory side"
+
 
 class GpuPerfModel:
     """Kernel times on one GPU for a weight/activation format and a KV-cache byte width."""
@@ -145,6 +161,7 @@ class GpuPerfModel:
         f: int,
         block_scaled: bool = False,
         marlin: bool = False,
+        trtllm_gen: bool = False,
     ) -> KernelTime:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
         fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
@@ -152,7 +169,10 @@ class GpuPerfModel:
         the chip's ``<format>_block`` curve is used where it has one. Above
         ``moe_prefill_min_tokens`` tokens the chip's ``moe_prefill`` curves apply. ``marlin``:
         W4A16 experts run vLLM's Marlin MoE (``VLLM_MXFP4_USE_MARLIN=1``), priced by the
-        compute format's fused-MoE curve at the weight format's bytes (``MARLIN_MOE_NOTE``)."""
+        compute format's fused-MoE curve at the weight format's bytes (``MARLIN_MOE_NOTE``).
+        ``trtllm_gen``: block-scaled fp8 experts on TensorRT-LLM's generated MoE kernels: in the
+        decode range the ``fp4`` curve's memory side with the ``fp8_block`` compute efficiency
+        (``TRTLLM_GEN_MOE_NOTE``; no change on a chip without both curves)."""
         curves = self.chip.moe
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
@@ -161,6 +181,9 @@ class GpuPerfModel:
             curve = curves.get(self.precision, curve)
         if block_scaled:
             curve = curves.get(self.compute_format + "_block", curve)
+            gen = curves.get("fp4") if trtllm_gen and curves is self.chip.moe else None
+            if gen is not None and curve is not None:
+                curve = gen.model_copy(update={"compute_efficiency": curve.compute_efficiency})
         if curve is None:
             up = self.grouped_gemm(pairs / active, int(round(active)), 2 * f, h)
             down = self.grouped_gemm(pairs / active, int(round(active)), h, f)

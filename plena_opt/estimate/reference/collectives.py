@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from deepstack import ParallelScheme
 
-from plena_opt.estimate.comm import EP_ROUTED_TOKENS, FREE, Cost, flat_expert_scheme
+from plena_opt.estimate.comm import (
+    EP_ROUTED_TOKENS,
+    FREE,
+    Cost,
+    flat_expert_scheme,
+    replicated_expert_parallel,
+)
 from plena_opt.estimate.layer import LayerKind
 from plena_opt.estimate.moe_load import MoeLoad
 from plena_opt.estimate.reference.layout import PlanLayout
@@ -49,6 +55,13 @@ def tp_all_reduces(lay: PlanLayout, kind: LayerKind) -> int:
     carried = lay.ctx.pricer.collective_options(None).shared_with_experts
     fused = carried and d.tp_moe == lay.plan.tp and d.ep_moe == 1
     return 1 + int(bool(d.shared_ffn) and lay.plan.tp > 1 and not fused)
+
+
+def replicated_experts(lay: PlanLayout) -> bool:
+    """A GPU's experts split EP over exactly the attention TP group: no token exchange, the
+    routed and shared experts summed by one TP all-reduce (``comm.replicated_expert_parallel``)."""
+    carried = lay.ctx.pricer.collective_options(None).shared_with_experts
+    return bool(carried) and replicated_expert_parallel(lay.shape)
 
 
 def cp_attention_combine(lay: PlanLayout) -> Cost:
@@ -130,8 +143,13 @@ def layer_collectives(lay: PlanLayout, kind: LayerKind, mode: str, q: int) -> di
             calls.append(("cp_attention_combine", cp_attention_combine(lay)))
         else:
             calls.append(("cp_kv_all_gather", cp_kv_all_gather(lay)))
-    calls += [("tp_all_reduce", tp)] * (tp_all_reduces(lay, kind) - 1)
-    if kind.moe:
+    if kind.moe and replicated_experts(lay):  # every rank holds every token: one sum
+        calls.append(("moe_tp_all_reduce", tp))
+        kind_moe = False
+    else:
+        calls += [("tp_all_reduce", tp)] * (tp_all_reduces(lay, kind) - 1)
+        kind_moe = kind.moe
+    if kind_moe:
         load = lay.loads[mode]
         calls += [("ep_dispatch", c) for c in moe_dispatch(lay, q, load)]
         calls.append(("moe_tp_all_reduce", moe_tp_all_reduce(lay, load)))
