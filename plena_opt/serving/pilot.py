@@ -12,7 +12,8 @@ it lands on, with the bisection's own expression at the same floats (``pilot_bis
 two ends are the deepest midpoints on each side of the root, ``2⁻ˢᵗᵉᵖˢ`` of the interval apart;
 every other midpoint of the path lies beyond one of them, so with one crossing its decision is
 that end's. Where an end's check fails the guess moves past it and the new path's ends are
-checked; after ``PILOT_TRIES`` failures the bisection runs step by step (every decision asked).
+checked; after ``PILOT_TRIES`` failures, or where two points seen show ``f`` rising (a second
+crossing: ``Residual.falls``), the bisection runs step by step (every decision asked).
 
 So [lo, hi] — and every figure read at its midpoint — are the stepwise bisection's bit for bit
 wherever the decisions cross once (``tests/serving/test_pilot.py``; the serving figures sweep,
