@@ -172,14 +172,25 @@ def _content_key(active: np.ndarray) -> tuple[str, int]:
     return ("i8", hash(active.tobytes()))
 
 
+def _frozen(rows: object) -> bool:
+    """Whether ``rows`` is an array that cannot change: read-only, as is every array its memory
+    comes from (a read-only view of a writeable array may still change)."""
+    a = rows
+    while a is not None:
+        if not isinstance(a, np.ndarray) or a.flags.writeable:
+            return False
+        a = a.base
+    return rows is not None
+
+
 def routed_content(memo: dict, rows: np.ndarray | None, total: int, num_experts: int,
                    top_k: int) -> tuple[np.ndarray | None, tuple[str, int]]:  # fmt: skip
     """(the first ``total`` rows as ``active_rows`` gives them, their ``_content_key``). Rows
-    that cannot change (a read-only array: the evaluator's routing rows, frozen when drawn)
+    that cannot change (``_frozen``: the evaluator's routing rows, frozen when drawn)
     keep their key in ``memo`` by identity (r11cold), so a later call neither copies nor hashes
     them (active rows then None: built only where the pattern is not memoised); the same key
     as hashing anew."""
-    fixed = isinstance(rows, np.ndarray) and not rows.flags.writeable
+    fixed = _frozen(rows)
     rkey = (id(rows), total, num_experts, top_k)
     hit = memo.get(rkey) if fixed else None
     if hit is not None and hit[0] is rows:

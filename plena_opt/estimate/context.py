@@ -58,6 +58,14 @@ def shared_network(noc: NocProfile, backend: str = DEFAULT_NETWORK) -> NetworkBa
     return net
 
 
+def _freeze(rows: np.ndarray) -> None:
+    """Make ``rows`` and every array its memory comes from read-only."""
+    a = rows
+    while isinstance(a, np.ndarray):
+        a.setflags(write=False)
+        a = a.base
+
+
 class EstimateContext:
     """Inputs shared by every plan of one evaluation: model × NoC × memory × chip × workload."""
 
@@ -209,7 +217,7 @@ class EstimateContext:
             if rows is None:
                 m = self.model
                 rows = routing_rows("power_law", m.num_experts, m.top_k, tokens, power_law_alpha(m))
-                rows.setflags(write=False)  # frozen: the network keys it by identity
+                _freeze(rows)  # the network keys frozen rows by identity
                 self._power_law_rows[tokens] = rows
             return rows
         box = self._row_box
@@ -220,7 +228,7 @@ class EstimateContext:
             rows = _BALANCED.get(key) if routing == "balanced" else None
             if rows is None:
                 rows = routing_rows(routing, m.num_experts, m.top_k, tokens, power_law_alpha(m))
-                rows.setflags(write=False)  # frozen: DeepStack's EP dispatch keys it by identity
+                _freeze(rows)  # DeepStack's EP dispatch keys frozen rows by identity
                 if routing == "balanced" and tokens <= MAX_SHARED_ROWS:
                     if len(_BALANCED) >= MAX_BALANCED:
                         _BALANCED.clear()

@@ -72,5 +72,16 @@ def test_read_only_rows_keep_their_key_by_identity_and_price_the_same() -> None:
         assert hashed == [1024 * 8]  # a writeable copy: hashed
     finally:
         mp.undo()
+    base = _rows(2048, 128, seed=5)
+    view = base[:]
+    view.setflags(write=False)  # read-only, but its memory is a writeable array's
+    hashed.clear()
+    mp.setattr(col, "_content_key", lambda a: hashed.append(a.size) or key(a))
+    try:
+        net.ep_all_to_all(scheme, rows=view, **args)
+        net.ep_all_to_all(scheme, rows=view, **args)
+        assert hashed == [1024 * 8, 1024 * 8]  # not kept: hashed on every call
+    finally:
+        mp.undo()
     fresh = ds.Network(ds.make_hierarchy("t", one, one, eight))
     assert fresh.ep_all_to_all(scheme, rows=rows.copy(), **args) == first

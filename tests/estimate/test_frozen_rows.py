@@ -29,6 +29,8 @@ def test_balanced_rows_are_frozen_and_shared_by_contexts() -> None:
     a = EstimateContext(model, noc, mem, wl, chip).rows(2048)
     b = EstimateContext(model, noc, mem, wl, chip).rows(2048)
     assert a is b and not a.flags.writeable and a.shape[0] >= 2048
+    base = a.base  # np.resize's rows are a view: their memory is frozen too
+    assert base is None or not base.flags.writeable
     assert np.array_equal(a, ds.moe.balanced_rows(2048, model.num_experts, model.top_k))
     assert _head(a, 1024) is _head(a, 1024) and np.array_equal(_head(a, 1024), a[:1024])
     w = np.array(a)
