@@ -36,7 +36,13 @@ from .collective_costs import (
     PipelineCost,
     measured_cost,
 )
-from .ep_dispatch import EP_ESTIMATE_TOKENS, active_rows, routed_pattern, uniform_bytes_per_pair
+from .ep_dispatch import (
+    EP_ESTIMATE_TOKENS,
+    active_rows,
+    routed_content,
+    routed_pattern,
+    uniform_bytes_per_pair,
+)
 from .errors import ProfileError
 from .measured import MeasuredTable
 from .placement import ParallelScheme, check_dim
@@ -69,6 +75,8 @@ class Network:
         self._stages = StagePatterns(self.router)
         self._patterns = self._stages.memo
         self._routed_busiest: dict[tuple, int] = {}  # routed EP key -> busiest rank's copies
+        # (id of read-only rows, tokens, experts, top-k) -> (those rows, their content key)
+        self._row_keys: dict[tuple, tuple[np.ndarray, tuple[str, int]]] = {}
         self._sets: dict[tuple, AlgorithmSet] = {}  # (op, scheme sizes, dim) -> candidates
         self._p2p: dict[tuple, tuple] = {}  # scheme sizes -> boundary patterns
         self._num_devices = self.profile.num_devices
@@ -345,10 +353,12 @@ class Network:
             if per_pair <= 0:
                 return modelled
             return self._or_measured(modelled, scheme, "ep", ep, "all_to_all", per_pair * ep)
-        active = active_rows(rows, total, num_experts, top_k)
-        key = (scheme.sizes(), "ep_routed", num_experts, top_k, total, _content_key(active))
+        active, content = routed_content(self._row_keys, rows, total, num_experts, top_k)
+        key = (scheme.sizes(), "ep_routed", num_experts, top_k, total, content)
         pat = self._patterns.get(key)
         if pat is None:
+            if active is None:
+                active = active_rows(rows, total, num_experts, top_k)
             pat, self._routed_busiest[key] = routed_pattern(
                 self.router, scheme, active, num_experts
             )
@@ -369,19 +379,3 @@ class Network:
             "links": len(self.router.link_keys),
             "pattern_bytes": sum(p.nbytes for p in self._patterns.values()),
         }
-
-
-# Rows of at least this many expert ids are hashed one byte per id where each fits one (below,
-# the range check costs more than the bytes it saves: 5.6 vs 1.6 us at 512 ids, 11 vs 22 us at
-# 8,192, 50 vs 140 us at 57,344; measured on the CPU of benchmarks/README_serving.md "r9vec").
-COMPACT_KEY_IDS = 4096
-
-
-def _content_key(active: np.ndarray) -> tuple[str, int]:
-    """A memo key of routed rows' content: the hash of their bytes, or, for a large array whose
-    expert ids all fit one byte (0–255), of one byte per id (an eighth of the int64 bytes to
-    copy and hash). Equal rows give equal keys (the same size, so the same form; the tag keeps
-    the two forms apart)."""
-    if active.size >= COMPACT_KEY_IDS and active.min() >= 0 and active.max() < 256:
-        return ("u8", hash(active.astype(np.uint8).tobytes()))
-    return ("i8", hash(active.tobytes()))

@@ -29,6 +29,26 @@ COLLECTIVES = (
 )
 _LAYOUT_IDS = count()  # layout ids (``layout_id``), never reused
 EP_ROUTED_TOKENS = 8192  # below: routed rows; at or above: uniform closed form (§4.5)
+# rows[:tokens] of read-only routing rows, one view per (rows, tokens), so that the network's
+# EP dispatch finds the same object again and keeps its content key (``deepstack.collectives``)
+_HEADS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+MAX_HEADS = 256
+
+
+def _head(rows: np.ndarray, tokens: int) -> np.ndarray:
+    """``rows[:tokens]``; for read-only rows the same view object each time (kept with its
+    rows, up to ``MAX_HEADS``)."""
+    if rows is None or rows.flags.writeable:
+        return rows[:tokens]
+    key = (id(rows), tokens)
+    hit = _HEADS.get(key)
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    if len(_HEADS) >= MAX_HEADS:
+        _HEADS.clear()
+    view = rows[:tokens]
+    _HEADS[key] = (rows, view)
+    return view
 
 
 @dataclass(frozen=True)
@@ -186,7 +206,7 @@ def layer_collectives(
             micro_batch=micro,
             seq=q,
             imbalance=load.imbalance,
-            rows=rows[:tokens] if tokens < EP_ROUTED_TOKENS else None,
+            rows=_head(rows, tokens) if tokens < EP_ROUTED_TOKENS else None,
         )
         add("ep_dispatch", _cost(a2a))
     if not lanes:  # every MoE TP rank of a group needs the tokens routed to the group:

@@ -29,6 +29,14 @@ from plena_opt.memory import HbmStoragePrecision, Memory
 from plena_opt.models import ModelSpec
 
 _THREAD = threading.local()
+# Balanced routing rows are a function of (experts, top-k, tokens) alone: one frozen array per
+# draw, shared by every context (a network keeps a read-only array's EP-dispatch key by
+# identity, so equal draws are neither copied nor hashed again), up to ``MAX_SHARED_ROWS``
+# tokens (the routed dispatch's range: 8,192 tokens; at most 1 MiB at top-8) and
+# ``MAX_BALANCED`` draws.
+_BALANCED: dict[tuple[int, int, int], np.ndarray] = {}
+MAX_SHARED_ROWS = 16384
+MAX_BALANCED = 64
 
 
 def shared_network(noc: NocProfile, backend: str = DEFAULT_NETWORK) -> NetworkBackend:
@@ -48,6 +56,14 @@ def shared_network(noc: NocProfile, backend: str = DEFAULT_NETWORK) -> NetworkBa
     if net is None:
         net = cache[key] = network_factory(backend)(noc)
     return net
+
+
+def _freeze(rows: np.ndarray) -> None:
+    """Make ``rows`` and every array its memory comes from read-only."""
+    a = rows
+    while isinstance(a, np.ndarray):
+        a.setflags(write=False)
+        a = a.base
 
 
 class EstimateContext:
@@ -201,14 +217,23 @@ class EstimateContext:
             if rows is None:
                 m = self.model
                 rows = routing_rows("power_law", m.num_experts, m.top_k, tokens, power_law_alpha(m))
+                _freeze(rows)  # the network keys frozen rows by identity
                 self._power_law_rows[tokens] = rows
             return rows
         box = self._row_box
         if box[0] is None or box[0].shape[0] < tokens:
             m = self.model
-            box[0] = routing_rows(
-                self.workload.routing, m.num_experts, m.top_k, tokens, power_law_alpha(m)
-            )
+            routing = self.workload.routing
+            key = (m.num_experts, m.top_k, tokens)
+            rows = _BALANCED.get(key) if routing == "balanced" else None
+            if rows is None:
+                rows = routing_rows(routing, m.num_experts, m.top_k, tokens, power_law_alpha(m))
+                _freeze(rows)  # DeepStack's EP dispatch keys frozen rows by identity
+                if routing == "balanced" and tokens <= MAX_SHARED_ROWS:
+                    if len(_BALANCED) >= MAX_BALANCED:
+                        _BALANCED.clear()
+                    _BALANCED[key] = rows
+            box[0] = rows
         return box[0]
 
     def lm_head_phases(self) -> tuple[bool, bool]:

@@ -250,13 +250,10 @@ class EvaluatorStepCosts:
 
                 memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
             first = self._evaluators.get("first")  # the first context: the others derive
-            if first is None:
-                from dataclasses import replace
-
+            if first is None:  # ``replace(workload, batch_size=…, output_seq_len=…)``, one check
                 model, noc, memory, chip = self._args
-                wl = replace(self.workload, batch_size=batch)
-                if output_len is not None:
-                    wl = replace(wl, output_seq_len=output_len)
+                wl = self.workload
+                wl = wl.with_lengths(batch, wl.output_seq_len if output_len is None else output_len)
                 hit = self._evaluators["first"] = Evaluator(model, noc, memory, wl, chip, memo=memo)
             else:  # what a new Evaluator of that workload and memo holds (``with_lengths``)
                 osl = self.workload.output_seq_len if output_len is None else output_len

@@ -18,6 +18,7 @@ prompt queue: at two thirds of the rate TPOT +15 %, at the edge TTFT several tim
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.host_overlap import chunk_in_decode_window
+from plena_opt.serving.pilot import SECANT_TOL, Residual, pilot_bisection, secant_guess
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
 from plena_opt.serving.spine import bracket_turn, left_spine, open_start
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
@@ -103,18 +105,39 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     return at
 
 
-def _spine(at: Callable[[float], tuple[float, float]], work: float, top: float
-           ) -> tuple[float, float, int]:  # fmt: skip
-    """(lo, hi, steps done) of the bisection of ``n`` on [0, ``top``] once its first steps down
-    the spine n = top·2⁻ᵏ are taken (``serving.spine.bracket_turn``; ``work`` = λ·(osl − 1)):
-    each spine decision is the bisection's own, found by bracketing from ``OPEN_SPINE_START``
-    decoding requests, so the step costs priced are those around the root, not every batch
-    size from ``top`` down."""
-    turn = bracket_turn(lambda n: at(n)[0], work, top, BISECTION_STEPS,
-                        open_start(top, BISECTION_STEPS))  # fmt: skip
+def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: float,
+               chunked: float) -> tuple[float, float]:  # fmt: skip
+    """[lo, hi] of the bisection of ``n`` on [0, ``top``] whose decision at n is ``work·TPOT(n)
+    > n`` (``work`` = λ·(osl − 1)): its first steps down the spine n = top·2⁻ᵏ found by
+    bracketing from ``OPEN_SPINE_START`` decoding requests (``serving.spine.bracket_turn``), so
+    the step costs priced are those around the root, not every batch size from ``top`` down;
+    the rest guessed from the spine points seen and checked at its ends (``serving.pilot``)
+    where the prompt tokens per step stay below one chunk up to the bracket's top (below
+    ``chunked`` decoding requests). Above it a step's prompt part is whole prompts, read
+    between prompt counts whose prefill figures need not grow evenly (pipelined plans: a
+    sawtooth in ``work·TPOT(n) − n``, roots close together; README_serving.md, r11cold), so
+    the rest is bisected step by step."""
+    seen: dict[float, float] = {}  # n → work·TPOT(n) − n at the spine points priced
+
+    def tpot(n: float) -> float:
+        t = at(n)[0]
+        seen[n] = work * t - n
+        return t
+
+    turn = bracket_turn(tpot, work, top, BISECTION_STEPS, open_start(top, BISECTION_STEPS))
     if turn > BISECTION_STEPS:  # every step on the spine: [0, top·2⁻ˢᵗᵉᵖˢ]
-        return 0.0, left_spine(top, BISECTION_STEPS), BISECTION_STEPS
-    return left_spine(top, turn), left_spine(top, turn - 1), turn
+        return 0.0, left_spine(top, BISECTION_STEPS)
+    lo, hi = left_spine(top, turn), left_spine(top, turn - 1)
+    left = BISECTION_STEPS - turn
+    if left == 0:
+        return lo, hi
+    f = Residual(lambda n: work * at(n)[0] - n, seen)
+    if hi >= chunked:  # whole prompts per step: TPOT may rise faster than 1 / work
+        return pilot_bisection(f, lo, hi, left, math.nan)  # (step by step)
+    near = [n for n in seen if lo <= n <= hi]  # the bracket's priced ends
+    x0 = min(near, key=lambda n: abs(seen[n])) if near else (lo + hi) / 2
+    guess = secant_guess(f, x0, lo, hi, SECANT_TOL * (hi - lo) * 2.0**-left)
+    return pilot_bisection(f, lo, hi, left, guess)
 
 
 def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
@@ -125,14 +148,9 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     top = float(min(step.engine.max_running or budget - 1, budget - 1))
     lo, hi = 0.0, top
     at = _tpot_at(step, wl)
-    if osl > 1:
-        lo, hi, done = _spine(at, lam * (osl - 1), top)
-        for _ in range(BISECTION_STEPS - done):
-            n = (lo + hi) / 2
-            if lam * (osl - 1) * at(n)[0] > n:
-                lo = n
-            else:
-                hi = n
+    if osl > 1:  # below ``chunked``: n·isl / (osl − 1) < min(isl, budget − n) prompt tokens
+        chunked = min(osl - 1, budget * (osl - 1) / (isl + osl - 1))
+        lo, hi = _bisection(at, lam * (osl - 1), top, chunked)
     n = (lo + hi) / 2 if osl > 1 else 0.0
     tpot, p = at(n)
     prompt_rate = lam * step.step_seconds(isl, 0) if osl == 1 else 0.0

@@ -10,10 +10,10 @@ inside them. Each spine point's decision prices the step costs at its own batch 
 the top, the open loop at C = 4 prices decode batches of 512, 256, …, 1 (one evaluator pass
 each, ``EvaluatorStepCosts``) to reach a root near 2.
 
-**Single crossing.** The closed loop's right side falls as φ grows (``steady``), so its
-spine decisions are one way up to ``k*`` and the other way from it, and ``k*`` can be found
-from any spine point: ``spine_turn`` starts near the root and steps along the spine to the
-turn. The open loop's ``λ·(osl − 1)·TPOT(n) − n`` changes sign from + to − as the rate's queue
+**Single crossing.** The closed loop's right side falls as φ grows (``steady``), so all its
+decisions follow from its root: since r11cold they are checked at two points only
+(``serving.pilot``, from the spine point φ = 3/4; r10cold walked the spine from there). The
+open loop's ``λ·(osl − 1)·TPOT(n) − n`` changes sign from + to − as the rate's queue
 settles (TPOT grows more slowly than ``n``: the decode step amortises its weight read, the
 prefill share is linear in ``n``) and TPOT does not fall as ``n`` grows, so one priced spine
 point also decides the spine points its Little's-law figure reaches (``bracket_turn``). Each
@@ -32,47 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
-def spine_turn(along: Callable[[int], bool], start: int, steps: int) -> int:
-    """The first spine step ``k`` in 1..``steps`` whose decision ``along(k)`` turns off the
-    spine, or ``steps + 1`` when none does; found from ``start`` (1..``steps``) on the
-    single-crossing property (module docstring): ``along`` is True below the turn, False from
-    it."""
-    k = min(max(start, 1), steps)
-    if along(k):
-        while k < steps:
-            k += 1
-            if not along(k):
-                return k
-        return steps + 1
-    while k > 1:
-        if along(k - 1):
-            return k
-        k -= 1
-    return 1
-
-
-CLOSED_SPINE_START = 2  # the spine step φ = 1 − 2⁻² where the closed loop's search starts
-
-
-def closed_spine(solve: Callable[[float, float, int, int], tuple[float, float]], k: int,
-                 steps: int) -> tuple[float, float, int]:  # fmt: skip
-    """(lo, hi, steps done) of the closed loop's bisection of φ on [0, 1] once its first steps
-    up the spine φ = 1 − 2⁻ʲ are taken (``solve``: ``steady.Solver``; ``k`` = osl − 1). Each
-    decision is the bisection's own, found from ``CLOSED_SPINE_START`` (φ = 3/4: its decode
-    batches are the root's, (C − 1)·φ ≥ 3/4 of the others; φ = 1/2, the bisection's first point,
-    also prices those of half of them)."""
-
-    def along(j: int) -> bool:
-        phi = right_spine(j)
-        ttft, tpot = solve(phi, phi, 0, 0)
-        a = k * tpot
-        return a / (ttft + a) > phi
-
-    turn = spine_turn(along, CLOSED_SPINE_START, steps)
-    if turn > steps:  # every step on the spine: [1 − 2⁻ˢᵗᵉᵖˢ, 1]
-        return right_spine(steps), 1.0, steps
-    return right_spine(turn - 1), right_spine(turn), turn
+CLOSED_SPINE_START = 2  # the spine step φ = 1 − 2⁻² where the closed loop's guess starts
 
 
 def right_spine(k: int) -> float:

@@ -83,8 +83,8 @@ from plena_opt.serving.admission_waits import adp_balance_steps, batch_wait_step
 from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.host_overlap import chunk_in_decode_window
+from plena_opt.serving.pilot import closed_pilot
 from plena_opt.serving.request_path import IN_FLIGHT_STEPS
-from plena_opt.serving.spine import closed_spine
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
@@ -355,7 +355,6 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     cycle = _cycle
     if wl.range_ratio == 0 and c > 1:
         cycle = _lockstep if step.engine.mixed_prefill else wave
-    solve = None
     if cycle is wave:  # independent of φ: priced once
         fixed = wave(step, wl, c)
         base: Callable[[float], tuple] = lambda phi: fixed  # noqa: E731
@@ -363,19 +362,9 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
         solve = (_cycle_solver if cycle is _cycle else _lockstep_solver)(step, wl, c)
         base = lambda phi: solve(phi, phi, 0, 0)  # noqa: E731
     at = _admitted(step, base, cycle is wave, c, wl)
-    if at is base and solve is not None:  # the bisection inside the form's frame
-        lo, hi, done = closed_spine(solve, osl - 1, BISECTION_STEPS)  # ``serving.spine``
-        ttft, tpot = solve(lo, hi, BISECTION_STEPS - done, osl - 1)
-    else:
-        lo, hi = 0.0, 1.0
-        for _ in range(BISECTION_STEPS):
-            phi = (lo + hi) / 2
-            ttft, tpot = at(phi)
-            if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
-                lo = phi
-            else:
-                hi = phi
-        ttft, tpot = at((lo + hi) / 2)
+    # the bisection's [lo, hi], its decisions checked at its ends only (``serving.pilot``)
+    lo, hi = closed_pilot(at, osl - 1, BISECTION_STEPS)
+    ttft, tpot = at((lo + hi) / 2)
     e2e = ttft + (osl - 1) * tpot
     x = c / e2e
     if wl.concurrency > c:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import deepstack as ds
 import numpy as np
 import pytest
-from deepstack.collectives import COMPACT_KEY_IDS, _content_key
+from deepstack.ep_dispatch import COMPACT_KEY_IDS, _content_key
 from deepstack.topology import Level
 
 
@@ -45,3 +45,43 @@ def test_a_copy_of_the_rows_hits_the_pattern_memo_and_prices_the_same() -> None:
     assert net.cache_info()["patterns"] == patterns and again == first
     net.ep_all_to_all(scheme, rows=_rows(4096, 128, seed=4), **args)
     assert net.cache_info()["patterns"] == patterns + 1
+
+
+def test_read_only_rows_keep_their_key_by_identity_and_price_the_same() -> None:
+    """r11cold: read-only rows (the evaluator's frozen routing rows) keep their content key by
+    identity: a second call neither copies nor hashes them, and prices as a writeable copy
+    (hashed anew) does; rows that can change are hashed on every call."""
+    import deepstack.ep_dispatch as col
+
+    one, eight = Level("switch", 1, 1, 0.0, 450e9), Level("switch", 1, 8, 1e-6, 450e9)
+    net = ds.Network(ds.make_hierarchy("t", one, one, eight))
+    scheme = ds.ParallelScheme(ep=8, ep1=8)
+    rows = _rows(2048, 128, seed=5)
+    rows.setflags(write=False)
+    args = {"bytes_per_token": 7168, "num_experts": 128, "top_k": 8, "micro_batch": 1,
+            "seq": 1024}  # fmt: skip
+    first = net.ep_all_to_all(scheme, rows=rows, **args)
+    hashed: list[int] = []
+    key = col._content_key
+    mp = pytest.MonkeyPatch()
+    mp.setattr(col, "_content_key", lambda a: hashed.append(a.size) or key(a))
+    try:
+        assert net.ep_all_to_all(scheme, rows=rows, **args) == first
+        assert hashed == []  # kept by identity
+        assert net.ep_all_to_all(scheme, rows=rows.copy(), **args) == first
+        assert hashed == [1024 * 8]  # a writeable copy: hashed
+    finally:
+        mp.undo()
+    base = _rows(2048, 128, seed=5)
+    view = base[:]
+    view.setflags(write=False)  # read-only, but its memory is a writeable array's
+    hashed.clear()
+    mp.setattr(col, "_content_key", lambda a: hashed.append(a.size) or key(a))
+    try:
+        net.ep_all_to_all(scheme, rows=view, **args)
+        net.ep_all_to_all(scheme, rows=view, **args)
+        assert hashed == [1024 * 8, 1024 * 8]  # not kept: hashed on every call
+    finally:
+        mp.undo()
+    fresh = ds.Network(ds.make_hierarchy("t", one, one, eight))
+    assert fresh.ep_all_to_all(scheme, rows=rows.copy(), **args) == first

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from plena_opt.serving.spine import bracket_turn, left_spine, right_spine, spine_turn
+from plena_opt.serving.spine import bracket_turn, left_spine, right_spine
 
 
 def _env() -> tuple:
@@ -21,23 +21,6 @@ def _env() -> tuple:
 
     chip = load_chip("h100-sxm")
     return chip, load_noc_profile("hgx-h100x8"), gpu_memory(chip)
-
-
-@pytest.mark.parametrize("steps", [1, 2, 7, 40])
-def test_spine_turn_is_the_first_turn_from_every_start(steps: int) -> None:
-    """For every place of the turn (1..steps, or none) and every start, the first spine step
-    off the spine, as a walk from the top finds it; each decision asked at most once more
-    than the distance from the start to the turn."""
-    for turn in range(1, steps + 2):
-        for start in range(1, steps + 1):
-            asked: list[int] = []
-
-            def along(k: int, turn: int = turn, asked: list[int] = asked) -> bool:
-                asked.append(k)
-                return k < turn
-
-            assert spine_turn(along, start, steps) == turn
-            assert len(asked) <= abs(min(turn, steps) - start) + 2
 
 
 def test_spine_points_are_the_bisections_midpoints() -> None:
@@ -103,23 +86,42 @@ PLANS = [("llama-3.1-70b", {"tp": 8}), ("llama-3.1-70b", {"tp": 4, "pp": 2}),
 
 @pytest.mark.parametrize(("name", "fields"), PLANS)
 @pytest.mark.parametrize("eng_name", ["vllm", "sglang", "trtllm"])
-def test_closed_loop_spine_is_the_stepwise_bisection(name: str, fields: dict,
-                                                     eng_name: str) -> None:  # fmt: skip
-    """Dense TP, TP × PP, MoE attention DP × EP and TP × DP: ``(lo, hi)`` after the spine and
-    the form's (TTFT, TPOT) at the end equal the bisection from [0, 1], bit for bit."""
-    from plena_opt.serving import ServingWorkload
-    from plena_opt.serving.spine import closed_spine
-    from plena_opt.serving.steady import BISECTION_STEPS, _cycle_solver, _lockstep_solver
+def test_closed_loop_is_the_stepwise_bisection(name: str, fields: dict, eng_name: str) -> None:
+    """Dense TP, TP × PP, MoE attention DP × EP and TP × DP, each engine (its admission waits
+    included): the closed loop's (TTFT, TPOT) equal the form's at the end of the bisection
+    from [0, 1] run step by step, bit for bit (r10cold: walked up the spine from φ = 3/4;
+    r11cold: checked at the ends of a guessed path, ``serving.pilot``)."""
+    from plena_opt.serving import ServingWorkload, closed_loop
+    from plena_opt.serving.steady import (
+        BISECTION_STEPS,
+        _admitted,
+        _cycle_solver,
+        _lockstep_solver,  # fmt: skip
+        wave,
+    )
 
     for isl, osl, ratio, c in ((1024, 1024, 0.8, 64), (8192, 1024, 0.0, 4), (2048, 256, 0.8, 256),
                                (1024, 1024, 0.0, 37), (128, 2, 0.8, 9)):  # fmt: skip
         step, clients = _step(name, fields, eng_name, isl, osl, ratio, c)
         wl = ServingWorkload(clients, isl, osl, ratio)
-        solver = _lockstep_solver if ratio == 0 and step.engine.mixed_prefill else _cycle_solver
-        want = solver(step, wl, clients)(0.0, 1.0, BISECTION_STEPS, osl - 1)
-        solve = solver(step, wl, clients)
-        lo, hi, done = closed_spine(solve, osl - 1, BISECTION_STEPS)
-        assert solve(lo, hi, BISECTION_STEPS - done, osl - 1) == want
+        lockstep = ratio == 0 and clients > 1
+        if lockstep and not step.engine.mixed_prefill:
+            fixed = wave(step, wl, clients)
+            base = lambda phi, fixed=fixed: fixed  # noqa: E731
+        else:
+            solve = (_lockstep_solver if lockstep else _cycle_solver)(step, wl, clients)
+            base = lambda phi, solve=solve: solve(phi, phi, 0, 0)  # noqa: E731
+        at = _admitted(step, base, lockstep and not step.engine.mixed_prefill, clients, wl)
+        lo, hi = 0.0, 1.0
+        for _ in range(BISECTION_STEPS):
+            phi = (lo + hi) / 2
+            ttft, tpot = at(phi)
+            if (osl - 1) * tpot / (ttft + (osl - 1) * tpot) > phi:
+                lo = phi
+            else:
+                hi = phi
+        m = closed_loop(step, wl)
+        assert (m.ttft_seconds, m.tpot_seconds) == at((lo + hi) / 2)
 
 
 def _stepwise_n(step, wl) -> float:
