@@ -3,7 +3,6 @@ prompts prefilled side by side on balanced attention-DP ranks (``serving.adp_pre
 
 from __future__ import annotations
 
-import csv
 from dataclasses import replace
 
 import pytest
@@ -13,7 +12,8 @@ from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.benchmark import fixed_length_run
 from plena_opt.serving.host_overlap import chunk_in_decode_window, hidden_steps
 from plena_opt.serving.replay import replay_closed_loop
-from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+from plena_opt.validate.serving_score import score_serving
+from tests.shipped_rows_support import shipped_subset
 
 
 class HostCosts:
@@ -82,15 +82,7 @@ def test_balanced_ranks_prefill_together() -> None:
 
 
 def _shipped(tmp_path, keep) -> list:
-    with shipped_serving_csv().open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = [r for r in reader if keep(r)]
-        fields = reader.fieldnames
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)  # type: ignore[arg-type]
-        w.writeheader()
-        w.writerows(rows)
+    path = shipped_subset(tmp_path / "rows.csv", keep)
     return [r for r in score_serving(path).rows if r.status == "priced"]
 
 
