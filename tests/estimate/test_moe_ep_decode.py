@@ -97,10 +97,9 @@ def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
     """The 54 SGLang DeepSeek-R1 fp8 TP rows on B200 (InferenceX, ``--moe-runner-backend
     flashinfer_trtllm``) outside the MTP twins: TPOT MAPE 21.9 % (bias +17.3 %) with the
     Triton fp8 curve, 11.4 % (+2.5 %) on the generated runner's."""
-    import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "benchmarks"))  # undone after
     from tpot_set_aside import set_aside
 
     from plena_opt.validate import serving_rows
