@@ -12,8 +12,7 @@ from plena_opt.cli.main import main
 from plena_opt.estimate import comm, moe_load
 from plena_opt.estimate.moe_load import busiest_rank_load
 from plena_opt.models import load_model
-from plena_opt.validate.serving_score import score_serving
-from tests.shipped_rows_support import shipped_rows, shipped_subset, write_rows
+from tests.shipped_rows_support import shipped_rows, shipped_subset, tpot_mape_bias, write_rows
 
 
 def _attribution(capsys, *plan: str) -> dict[str, float]:
@@ -61,17 +60,11 @@ def test_sglang_tep_rows(tmp_path, monkeypatch) -> None:
                           and "DeepSeek-R1" in r["model_path"]
                           and r["moe_ep_size"] not in ("", "1") and r["mode"] == "agg")  # fmt: skip
 
-    def tpot() -> tuple[float, float]:
-        got = [r for r in score_serving(path).rows if r.status == "priced"]
-        errs = [r.tpot_ms / r.measured_tpot_ms - 1 for r in got]
-        assert len(errs) == 18
-        return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
-
-    mape, bias = tpot()
+    mape, bias = tpot_mape_bias(path, 18)
     assert mape < 0.12 and abs(bias) < 0.08
     monkeypatch.setattr(comm, "replicated_expert_parallel", lambda shape: False)
     monkeypatch.setattr(moe_load, "typical_busiest_block", busiest_block)
-    old_mape, old_bias = tpot()
+    old_mape, old_bias = tpot_mape_bias(path, 18)
     assert old_mape > 0.2 and old_bias > 0.2
 
 
@@ -111,14 +104,8 @@ def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
             and r["id"] not in aside]  # fmt: skip
     path = write_rows(tmp_path / "rows.csv", fields, rows)
 
-    def tpot() -> tuple[float, float]:
-        got = [r for r in score_serving(path).rows if r.status == "priced"]
-        errs = [r.tpot_ms / r.measured_tpot_ms - 1 for r in got]
-        assert len(errs) == 54
-        return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
-
-    mape, bias = tpot()
+    mape, bias = tpot_mape_bias(path, 54)
     assert mape < 0.13 and abs(bias) < 0.06
     monkeypatch.setattr(serving_rows, "trtllm_gen_moe", lambda *_: False)
-    old_mape, old_bias = tpot()
+    old_mape, old_bias = tpot_mape_bias(path, 54)
     assert old_mape > 0.18 and old_bias > 0.12
