@@ -26,7 +26,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-CSV = Path(__file__).parents[1] / "plena_opt/validate/data/serving/measured_serving_h100_b200.csv"
+from plena_opt.validate.serving_score import shipped_serving_csv
+
 DEPLOYMENT = ("model_path", "system", "backend", "precision", "gemm_quant_mode",
               "moe_quant_mode", "isl", "osl", "tp_size", "attention_dp_size", "moe_tp_size",
               "moe_ep_size", "concurrency", "batch_size")  # fmt: skip
@@ -56,7 +57,7 @@ def band(c: str) -> str:
 
 
 def main(*files: str) -> int:
-    with CSV.open(newline="") as fh:
+    with shipped_serving_csv().open(newline="") as fh:
         src = {r["id"]: r for r in csv.DictReader(fh)}
     aside = set_aside(src)
     runs = [{r["id"]: r for r in json.loads(Path(f).read_text())["rows"]

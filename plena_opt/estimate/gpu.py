@@ -290,8 +290,8 @@ class GpuPricing(LayerPricer):
                 h,
                 f,
                 self._block_moe(m),
-                self.marlin_moe,
-                self.trtllm_gen_moe,
+                marlin=self.marlin_moe,
+                trtllm_gen=self.trtllm_gen_moe,
             ),
         ]
 

@@ -21,14 +21,14 @@ def norms(p: GpuPerfModel, s: LayerShape, T: int) -> list[KernelTime]:
     return [norm] * s.model.norms_per_layer
 
 
-def attended(s: LayerShape, kind: LayerKind, mode: str, kv: np.ndarray) -> np.ndarray:
-    """Keys each query attends per step (sliding window, attention chunk or all)."""
+def attended(s: LayerShape, kind: LayerKind, kv: np.ndarray) -> np.ndarray:
+    """Keys a decode query attends (sliding window, attention chunk or all); prefill counts its
+    (query, key) pairs in ``_gqa_prefill``."""
     m = s.model
     if kind.sliding:
         return np.minimum(kv, m.sliding_window)
     if kind.chunked:
-        c = m.attention_chunk_size
-        return chunked_attended(kv, c) if mode == "decode" else np.minimum(kv, c)
+        return chunked_attended(kv, m.attention_chunk_size)
     return kv
 
 
@@ -47,7 +47,7 @@ def gqa_attention(p: GpuPerfModel, s: LayerShape, kind: LayerKind, mode: str, q:
     if mode == "prefill":
         ks.append(_gqa_prefill(p, s, kind, q, kv))
     else:
-        a = attended(s, kind, mode, kv)
+        a = attended(s, kind, kv)
         ks.append(p.attention_decode(d.b_dev, d.heads, d.kv_heads, hd, a))
     ks.append(p.gemm(T, h, d.heads * hd))
     return ks

@@ -11,6 +11,7 @@ at or above (network-model §11.2–§11.3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import ceil
 
 import numpy as np
@@ -74,14 +75,27 @@ def typical_busiest_block(counts: np.ndarray, ep: int) -> np.ndarray:
     """The busiest EP rank's per-expert counts under a random expert placement: of
     ``EP_PLACEMENT_DRAWS`` seeded permutations of the experts, the one whose busiest rank's
     pairs are nearest the mean over them (the first of equals); ``counts`` as is at ep = 1."""
-    if ep <= 1:
+    if ep <= 1 or counts.size % ep:  # (``busiest_block`` refuses an ep that does not divide)
         return busiest_block(counts, ep)
-    blocks = []
-    for seed in range(EP_PLACEMENT_DRAWS):
-        perm = np.random.default_rng(POWER_LAW_SEED + seed).permutation(counts.size)
-        blocks.append(busiest_block(counts[perm], ep))
-    pairs = np.array([int(b.sum()) for b in blocks], dtype=float)
-    return blocks[int(np.argmin(np.abs(pairs - pairs.mean())))]
+    placed = counts[_placements(counts.size)].reshape(EP_PLACEMENT_DRAWS, ep, -1)
+    sums = placed.sum(axis=2)  # [draw, rank] pairs
+    rank = sums.argmax(axis=1)  # each draw's busiest rank (the first of equals)
+    pairs = sums[np.arange(EP_PLACEMENT_DRAWS), rank].astype(float)
+    i = int(np.argmin(np.abs(pairs - pairs.mean())))
+    return placed[i, rank[i]].copy()
+
+
+@lru_cache(maxsize=16)
+def _placements(experts: int) -> np.ndarray:
+    """The ``EP_PLACEMENT_DRAWS`` seeded permutations of ``experts`` expert ids, one a row (the
+    same for every call: drawn once per expert count, read-only)."""
+    draws = [
+        np.random.default_rng(POWER_LAW_SEED + seed).permutation(experts)
+        for seed in range(EP_PLACEMENT_DRAWS)
+    ]
+    out = np.stack(draws)
+    out.flags.writeable = False
+    return out
 
 
 def busiest_rank_load(

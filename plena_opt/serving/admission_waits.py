@@ -5,6 +5,7 @@ adds them to TTFT where the engine model turns them on)."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,7 +43,14 @@ def adp_balance_steps(eng: EngineModel, wl: ServingWorkload, c: int, phi: float)
     ``min(T, k·H(k) / λ)`` on average, plus ``batching_wait_iters`` when the ranks filled first."""
     k, t = eng.adp_ranks, float(eng.adp_timeout_iters)
     lam = c * phi / (wl.output_len - 1) if wl.output_len > 1 else 0.0
-    cover = k * sum(1.0 / i for i in range(1, k + 1))  # arrivals that reach every rank
+    cover = arrivals_to_cover(k)  # arrivals that reach every rank
     if lam <= 0 or cover / lam >= t:
         return t / 2
     return cover / lam / 2 + eng.adp_batching_wait_iters
+
+
+@lru_cache(maxsize=64)
+def arrivals_to_cover(k: int) -> float:
+    """Mean arrivals, landing on ``k`` attention-DP ranks at random, until every rank has one:
+    ``k·H(k)`` (the coupon collector; ``H`` the harmonic number)."""
+    return k * sum(1.0 / i for i in range(1, k + 1))

@@ -11,7 +11,8 @@ prefill of ``g`` prompts on the attention-DP plan: one per rank, their MoE token
 ``g`` prompts, not one per prompt.
 
 ``g``: when the ranks fill before the timeout (``k·H(k) / λ < T``, the coupon-collector count of
-arrivals ``adp_balance_steps`` uses, ``λ`` arrivals a step) every rank holds a prompt: ``g = k``;
+arrivals ``adp_balance_steps`` uses, ``admission_waits.arrivals_to_cover``; ``λ`` arrivals a
+step) every rank holds a prompt: ``g = k``;
 else a release carries the ``λ·T`` arrivals of one timeout, landing on ranks at random:
 ``g = k·(1 − (1 − 1/k)^(λT))`` distinct ranks (at least 1). Without balancing, or with one rank,
 ``g = 1``. Nothing is fitted.
@@ -20,6 +21,8 @@ else a release carries the ``λ·T`` arrivals of one timeout, landing on ranks a
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from plena_opt.serving.admission_waits import arrivals_to_cover
 
 if TYPE_CHECKING:
     from plena_opt.serving.engines import EngineModel
@@ -31,7 +34,7 @@ def ranks_prefilling_together(eng: EngineModel, arrivals_per_step: float) -> flo
     k, t = eng.adp_ranks, float(eng.adp_timeout_iters)
     if k <= 1 or t <= 0 or arrivals_per_step <= 0:
         return 1.0
-    cover = k * sum(1.0 / i for i in range(1, k + 1))
+    cover = arrivals_to_cover(k)
     if cover / arrivals_per_step < t:
         return float(k)
     g = k * (1.0 - (1.0 - 1.0 / k) ** (arrivals_per_step * t))

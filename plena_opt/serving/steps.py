@@ -140,6 +140,13 @@ class StepModel:
         return (self.prefill_seconds(prefill_tokens) + self.decode_seconds(decoding)
                 + self.engine.host_step_seconds)  # fmt: skip
 
+    @property
+    def eager_host_seconds(self) -> float:
+        """Seconds of an eager forward's host dispatch inside a prefill figure (the step costs'
+        ``host_seconds``; 0 for step costs that carry none): what ``serving.host_overlap``
+        hides behind the decode steps around a prompt chunk."""
+        return getattr(self.costs, "host_seconds", 0.0)
+
     def window_seconds(self, prefill_tokens: float, decoding: float, around: float) -> float:
         """``step_seconds`` as the ``around`` requests decoding in or beside the step see it: its
         prompt chunk's eager host dispatch overlapped with the device's work
@@ -147,6 +154,6 @@ class StepModel:
         step when it carries no prompt tokens or nobody decodes around it."""
         pre = self.prefill_seconds(prefill_tokens)
         if prefill_tokens > 0 and around > 0:
-            eager = getattr(self.costs, "host_seconds", 0.0)
-            pre = chunk_in_decode_window(pre, eager, self.decode_seconds(around), self.engine)
+            eager, engine = self.eager_host_seconds, self.engine
+            pre = chunk_in_decode_window(pre, eager, self.decode_seconds(around), engine)
         return pre + self.decode_seconds(decoding) + self.engine.host_step_seconds

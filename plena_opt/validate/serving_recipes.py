@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from plena_opt.serving.kernel_scale import ARCHITECTURE
+
 if TYPE_CHECKING:
     from plena_opt.validate.serving_rows import Deployment, ServingRow
 
@@ -131,6 +133,12 @@ def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
     return 30 if d.concurrency >= 16 else 10
 
 
+# Where the InferenceX DeepSeek-R1 fp8 B200 TensorRT-LLM recipe (dsr1_fp8_b200_trt.sh) sets
+# ``moe_config.backend: DEEPGEMM`` instead of ``TRTLLM``: 1k-token prompts with 256+ clients.
+TRTLLM_DEEPGEMM_ISL = 1024
+TRTLLM_DEEPGEMM_MIN_CONCURRENCY = 256
+
+
 def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
     """Whether a row's block-scaled fp8 experts run TensorRT-LLM's generated MoE kernels
     (``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``): on Blackwell, the InferenceX DeepSeek-R1 fp8 B200
@@ -138,8 +146,7 @@ def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
     TensorRT-LLM ``moe_config.backend: TRTLLM`` except ``DEEPGEMM`` at 1k input with 256+
     clients (dsr1_fp8_b200_trt.sh); vLLM's default fp8 MoE is the table's Triton kernel. Only
     block-scaled fp8 experts read the flag. Not fitted."""
-    from plena_opt.serving.kernel_scale import ARCHITECTURE
-
     if ARCHITECTURE.get(chip) != "blackwell":
         return False
-    return engine == "sglang" or (engine == "trtllm" and not (isl == 1024 and conc >= 256))
+    deepgemm = isl == TRTLLM_DEEPGEMM_ISL and conc >= TRTLLM_DEEPGEMM_MIN_CONCURRENCY
+    return engine == "sglang" or (engine == "trtllm" and not deepgemm)

@@ -3,7 +3,6 @@ attention TP group, and power-law routing's busiest EP rank."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
@@ -13,7 +12,7 @@ from plena_opt.cli.main import main
 from plena_opt.estimate import comm, moe_load
 from plena_opt.estimate.moe_load import busiest_rank_load
 from plena_opt.models import load_model
-from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+from tests.shipped_rows_support import shipped_rows, shipped_subset, tpot_mape_bias, write_rows
 
 
 def _attribution(capsys, *plan: str) -> dict[str, float]:
@@ -57,28 +56,15 @@ def test_sglang_tep_rows(tmp_path, monkeypatch) -> None:
     """The 18 SGLang DeepSeek-R1 NVFP4 rows with experts EP over the TP group (InferenceX
     2026-03-25): TPOT MAPE 23.0 % (bias +22.6 %) with the all-to-all priced and the cap's
     overflow on one rank; 9.7 % (+6.4 %) now."""
-    with shipped_serving_csv().open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = [r for r in reader if r["backend"] == "sglang" and "DeepSeek-R1" in r["model_path"]
-                and r["moe_ep_size"] not in ("", "1") and r["mode"] == "agg"]  # fmt: skip
-        fields = reader.fieldnames
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)  # type: ignore[arg-type]
-        w.writeheader()
-        w.writerows(rows)
+    path = shipped_subset(tmp_path / "rows.csv", lambda r: r["backend"] == "sglang"
+                          and "DeepSeek-R1" in r["model_path"]
+                          and r["moe_ep_size"] not in ("", "1") and r["mode"] == "agg")  # fmt: skip
 
-    def tpot() -> tuple[float, float]:
-        got = [r for r in score_serving(path).rows if r.status == "priced"]
-        errs = [r.tpot_ms / r.measured_tpot_ms - 1 for r in got]
-        assert len(errs) == 18
-        return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
-
-    mape, bias = tpot()
+    mape, bias = tpot_mape_bias(path, 18)
     assert mape < 0.12 and abs(bias) < 0.08
     monkeypatch.setattr(comm, "replicated_expert_parallel", lambda shape: False)
     monkeypatch.setattr(moe_load, "typical_busiest_block", busiest_block)
-    old_mape, old_bias = tpot()
+    old_mape, old_bias = tpot_mape_bias(path, 18)
     assert old_mape > 0.2 and old_bias > 0.2
 
 
@@ -104,36 +90,22 @@ def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
     """The 54 SGLang DeepSeek-R1 fp8 TP rows on B200 (InferenceX, ``--moe-runner-backend
     flashinfer_trtllm``) outside the MTP twins: TPOT MAPE 21.9 % (bias +17.3 %) with the
     Triton fp8 curve, 11.4 % (+2.5 %) on the generated runner's."""
-    import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "benchmarks"))  # undone after
     from tpot_set_aside import set_aside
 
     from plena_opt.validate import serving_rows
 
-    with shipped_serving_csv().open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        src = list(reader)
-        fields = reader.fieldnames
+    fields, src = shipped_rows()
     aside = set_aside({r["id"]: r for r in src})
     rows = [r for r in src if r["backend"] == "sglang" and "DeepSeek-R1" in r["model_path"]
             and r["moe_quant_mode"] == "fp8_block" and r["mode"] == "agg"
             and r["id"] not in aside]  # fmt: skip
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)  # type: ignore[arg-type]
-        w.writeheader()
-        w.writerows(rows)
+    path = write_rows(tmp_path / "rows.csv", fields, rows)
 
-    def tpot() -> tuple[float, float]:
-        got = [r for r in score_serving(path).rows if r.status == "priced"]
-        errs = [r.tpot_ms / r.measured_tpot_ms - 1 for r in got]
-        assert len(errs) == 54
-        return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
-
-    mape, bias = tpot()
+    mape, bias = tpot_mape_bias(path, 54)
     assert mape < 0.13 and abs(bias) < 0.06
     monkeypatch.setattr(serving_rows, "trtllm_gen_moe", lambda *_: False)
-    old_mape, old_bias = tpot()
+    old_mape, old_bias = tpot_mape_bias(path, 54)
     assert old_mape > 0.18 and old_bias > 0.12

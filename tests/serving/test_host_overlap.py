@@ -3,7 +3,6 @@ prompts prefilled side by side on balanced attention-DP ranks (``serving.adp_pre
 
 from __future__ import annotations
 
-import csv
 from dataclasses import replace
 
 import pytest
@@ -13,7 +12,7 @@ from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.benchmark import fixed_length_run
 from plena_opt.serving.host_overlap import chunk_in_decode_window, hidden_steps
 from plena_opt.serving.replay import replay_closed_loop
-from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+from tests.shipped_rows_support import shipped_subset, tpot_mape_bias
 
 
 class HostCosts:
@@ -81,19 +80,6 @@ def test_balanced_ranks_prefill_together() -> None:
     assert ranks_prefilling_together(replace(eng, adp_timeout_iters=0), 5.0) == 1.0
 
 
-def _shipped(tmp_path, keep) -> list:
-    with shipped_serving_csv().open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = [r for r in reader if keep(r)]
-        fields = reader.fieldnames
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)  # type: ignore[arg-type]
-        w.writeheader()
-        w.writerows(rows)
-    return [r for r in score_serving(path).rows if r.status == "priced"]
-
-
 def test_deepseek_r1_tensorrt_llm_rows_without_speculation(tmp_path, monkeypatch) -> None:
     """The DeepSeek-R1 TensorRT-LLM rows of the 1.2.0rc6.post2 image (the post3 runs of the same
     deployments are ~2x faster: MTP, unrecorded). TPOT MAPE 22.9 % (bias +22.1 %) with the prompt
@@ -105,17 +91,13 @@ def test_deepseek_r1_tensorrt_llm_rows_without_speculation(tmp_path, monkeypatch
         return (r["backend"] == "trtllm" and r["model_path"] == "deepseek-ai/DeepSeek-R1"
                 and r["backend_version"] == "1.2.0rc6.post2")  # fmt: skip
 
-    def tpot(rows: list) -> tuple[float, float]:
-        errs = [r.tpot_ms / r.measured_tpot_ms - 1 for r in rows]
-        assert len(errs) == 47
-        return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
-
-    mape, bias = tpot(_shipped(tmp_path, keep))
+    path = shipped_subset(tmp_path / "rows.csv", keep)
+    mape, bias = tpot_mape_bias(path, 47)
     assert mape < 0.13 and abs(bias) < 0.08
     from plena_opt.serving import host_overlap, steady
 
     monkeypatch.setattr(steady, "chunk_in_decode_window", lambda pre, *_: pre)
     monkeypatch.setattr(steady, "ranks_prefilling_together", lambda *_: 1.0)
     assert host_overlap.chunk_in_decode_window is not steady.chunk_in_decode_window
-    old_mape, old_bias = tpot(_shipped(tmp_path, keep))
+    old_mape, old_bias = tpot_mape_bias(path, 47)
     assert old_mape > 0.15 and old_bias > 0.1

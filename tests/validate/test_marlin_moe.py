@@ -4,8 +4,6 @@ kernel table's ``vllm_mxfp4_moe`` rows timed (``chip.gpu.perf.MARLIN_MOE_NOTE``)
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 from plena_opt.chip import load_chip
@@ -14,7 +12,7 @@ from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.estimate import Evaluator, Plan, Workload
 from plena_opt.validate import serving_rows
 from plena_opt.validate.serving_rows import ServingRow, resolve
-from plena_opt.validate.serving_score import score_serving, shipped_serving_csv
+from tests.shipped_rows_support import shipped_subset, tpot_mape_bias
 
 OSS = {"backend": "vllm", "model_path": "openai/gpt-oss-120b", "system": "h100_sxm",
        "mode": "agg", "isl": "1024", "osl": "1024", "tp_size": "8", "pp_size": "1",
@@ -71,24 +69,11 @@ def test_shipped_hopper_gpt_oss_vllm_rows(tmp_path, monkeypatch) -> None:
     11.9 % (-11.1 %), 14.8 % (-14.8 %) since a prompt chunk's host dispatch is overlapped in the
     decode steps around it (``serving.host_overlap``, r10tpot: these async-scheduled rows are
     the group it moves the wrong way)."""
-    with shipped_serving_csv().open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = [r for r in reader if "gpt_oss_120b_h100_sxm_vllm" in r["id"]
-                and r["concurrency"] != "512"]  # fmt: skip
-        fields = reader.fieldnames
-    path = tmp_path / "oss.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)  # type: ignore[arg-type]
-        w.writeheader()
-        w.writerows(rows)
+    path = shipped_subset(tmp_path / "oss.csv", lambda r: "gpt_oss_120b_h100_sxm_vllm" in r["id"]
+                          and r["concurrency"] != "512")  # fmt: skip
 
-    def tpot(report) -> tuple[float, float]:
-        errs = [r.tpot_ms / r.measured_tpot_ms - 1 for r in report.rows if r.status == "priced"]
-        assert len(errs) == 60
-        return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
-
-    mape, bias = tpot(score_serving(path))
+    mape, bias = tpot_mape_bias(path, 60)
     assert mape < 0.16 and abs(bias) < 0.16
     monkeypatch.setattr(serving_rows, "_weight_only", lambda fmt, chip: False)
-    triton_mape, triton_bias = tpot(score_serving(path))
+    triton_mape, triton_bias = tpot_mape_bias(path, 60)
     assert triton_mape > 0.2 and triton_bias > 0.15

@@ -225,10 +225,7 @@ class GpuPerfModel:
         """Causal prefill attention of ``s`` new tokens over ``kv`` keys (kv ≥ s)."""
         past = np.maximum(kv - s, 0)
         flops = 4.0 * b * H * hd * s * (past + (s + 1) / 2.0)
-        reads = b * (s * H + 2 * KV * kv) * hd * self.ab
-        writes = b * s * H * hd * self.ab
-        t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)
-        return KernelTime(t, _mean(flops), reads, writes, cb)
+        return self._prefill_kernel(b, H, KV, hd, s, kv, flops)
 
     def attention_prefill_topk(
         self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray, topk: int
@@ -251,7 +248,13 @@ class GpuPerfModel:
         """Prefill attention of ``s`` new tokens that attend ``keys`` (query, key) pairs in all
         and read ``kv`` cached keys (a sliding window, an attention chunk or top-k selection:
         the caller counts the pairs)."""
-        flops = 4.0 * b * H * hd * keys
+        return self._prefill_kernel(b, H, KV, hd, s, kv, 4.0 * b * H * hd * keys)
+
+    def _prefill_kernel(
+        self, b: int, H: int, KV: int, hd: int, s: int, kv: np.ndarray, flops: np.ndarray
+    ) -> KernelTime:
+        """The prefill attention curve at ``flops``: ``s`` queries read with ``kv`` cached keys
+        (K and V at the activation width, bytes) and ``s`` outputs written."""
         reads = b * (s * H + 2 * KV * kv) * hd * self.ab
         writes = b * s * H * hd * self.ab
         t, cb = _curve(flops, reads + writes, self.attn_peak, self.bw, self.chip.attention_prefill)

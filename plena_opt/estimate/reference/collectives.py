@@ -145,15 +145,13 @@ def layer_collectives(lay: PlanLayout, kind: LayerKind, mode: str, q: int) -> di
             calls.append(("cp_kv_all_gather", cp_kv_all_gather(lay)))
     if kind.moe and replicated_experts(lay):  # every rank holds every token: one sum
         calls.append(("moe_tp_all_reduce", tp))
-        kind_moe = False
     else:
         calls += [("tp_all_reduce", tp)] * (tp_all_reduces(lay, kind) - 1)
-        kind_moe = kind.moe
-    if kind_moe:
-        load = lay.loads[mode]
-        calls += [("ep_dispatch", c) for c in moe_dispatch(lay, q, load)]
-        calls.append(("moe_tp_all_reduce", moe_tp_all_reduce(lay, load)))
-        calls.append(("ep_combine", moe_combine(lay, q, load)))
+        if kind.moe:
+            load = lay.loads[mode]
+            calls += [("ep_dispatch", c) for c in moe_dispatch(lay, q, load)]
+            calls.append(("moe_tp_all_reduce", moe_tp_all_reduce(lay, load)))
+            calls.append(("ep_combine", moe_combine(lay, q, load)))
     out: dict[str, Cost] = {}
     for name, c in calls:
         if c.seconds <= 0 and not (c.energy_pj or 0) > 0:
