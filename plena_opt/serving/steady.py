@@ -84,6 +84,7 @@ from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.host_overlap import chunk_in_decode_window
 from plena_opt.serving.pilot import closed_pilot
+from plena_opt.serving.read_batch import read_batch_seconds
 from plena_opt.serving.request_path import IN_FLIGHT_STEPS
 from plena_opt.serving.workload import ServingMetrics
 
@@ -325,7 +326,8 @@ def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
     step (TPOT) when others decode; in a prefill-first wave (``waves``), the decode step of the
     ``c`` requests that just finished (their finish is seen one step late); TensorRT-LLM's batch
     waiting (``batch_wait_steps``) and SGLang's receive interval (arrivals read every that many
-    decode steps, at a uniform point of it) add their waits. ``at`` itself when none applies."""
+    decode steps, at a uniform point of it, its arrivals prefilled as one batch: ``read_batch``)
+    add their waits. ``at`` itself when none applies."""
     eng = step.engine
     adp = eng.adp_timeout_iters > 0 and eng.adp_ranks > 1
     if not (eng.overlap_schedule or eng.batch_wait_iters or eng.recv_interval_steps > 1 or adp):
@@ -340,6 +342,7 @@ def _admitted(step: StepModel, at: Callable[[float], tuple], waves: bool, c: int
             ttft += batch_wait_steps(eng, wl, c, phi) * tpot
         if eng.recv_interval_steps > 1:
             ttft += (eng.recv_interval_steps - 1) / 2 * step.step_seconds(0, (c - 1) * phi)
+            ttft += 0.0 if waves else read_batch_seconds(step, wl, c, phi)
         if adp:
             ttft += adp_balance_steps(eng, wl, c, phi) * step.step_seconds(0, (c - 1) * phi)
         return ttft, tpot
