@@ -21,9 +21,11 @@ chunk keeps its whole latency ``K + H``, as an isolated prompt step does on the 
 
 Nothing is fitted: ``K``, ``H`` and ``D`` are the evaluator's own figures. The TTFT side keeps the
 idle-GPU latency (its own prompt step, ``own`` in ``steady``; in the replays a step's prompts get
-their first token after the whole step, ``StepModel.window_seconds``). Fixed-length runs
-(``benchmark.fixed_length_run``, the lock-step form) keep additive steps: the shipped fixed-length
-rows do not show the overlap (benchmarks/README_serving.md, r10tpot).
+their first token after the whole step, ``StepModel.window_seconds``). It is priced where the
+requests' cycles are spread (``request_path.cycles_spread``: drawn lengths or Poisson arrivals),
+in the steady states and both replays alike; fixed-length closed loops (``steady``'s lock-step
+form, ``benchmark.fixed_length_run``, the API's replay) keep additive steps: the shipped
+fixed-length rows do not show the overlap (benchmarks/README_serving.md, r10tpot).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.host_overlap import chunk_in_decode_window
 from plena_opt.serving.pilot import SECANT_TOL, Residual, pilot_bisection, secant_guess
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
+from plena_opt.serving.request_path import cycles_spread
 from plena_opt.serving.spine import bracket_turn, left_spine, open_start
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
 from plena_opt.serving.workload import MAX_TOKENS, ServingMetrics, ServingWorkload
@@ -73,6 +74,8 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_solver`` reads them
     eager = getattr(step.costs, "host_seconds", 0.0)  # as ``steady._cycle_solver``
     balanced = eng.adp_ranks > 1 and eng.adp_timeout_iters > 0
+    # Poisson arrivals are spread (``request_path.cycles_spread``): the host dispatch overlapped
+    in_window = chunk_in_decode_window if cycles_spread(wl) else _additive
 
     def at(n: float) -> tuple[float, float]:
         p = n * isl / (osl - 1) if osl > 1 else 0.0
@@ -97,12 +100,17 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
             mixed = pget(x)
             if mixed is None:
                 mixed = prefill(x)
-            mixed = chunk_in_decode_window(mixed, eager, t, eng)  # ``serving.host_overlap``
+            mixed = in_window(mixed, eager, t, eng)  # ``serving.host_overlap``
         else:
             mixed = 0.0
         return t + share * mixed + host, p
 
     return at
+
+
+def _additive(prefill_s: float, *_: object) -> float:
+    """A prompt chunk's whole latency in the steps around it (no host overlap)."""
+    return prefill_s
 
 
 def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: float,
@@ -184,7 +192,7 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
     waiting: deque[int] = deque()
     prefilling: list[int] = []
     decoding: list[list[int]] = []
-    t, nxt, done, steps = 0.0, 0, 0, 0
+    t, nxt, done, steps, spread = 0.0, 0, 0, 0, cycles_spread(wl)
     gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
     while done < total:
         steps += 1
@@ -205,8 +213,9 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
             left[r], room, tokens = left[r] - k, room - k, tokens + k
             firsts += [r] if left[r] == 0 else []
         dt, late = step.step_seconds(tokens, n), 0.0
-        if tokens and n:  # the chunk's host dispatch hidden from the decoders, not its prompts
-            seen = step.window_seconds(tokens, n, n)  # (``serving.host_overlap``)
+        around = n if spread else 0  # ``request_path.cycles_spread``
+        if tokens and around:  # the chunk's host dispatch hidden from the decoders, not its
+            seen = step.window_seconds(tokens, n, around)  # prompts (``serving.host_overlap``)
             dt, late = seen, dt - seen
         t += dt
         gaps.append((dt, sum(d[0] >= measured for d in decoding)))

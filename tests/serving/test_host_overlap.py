@@ -11,7 +11,9 @@ from plena_opt.serving import EngineModel, ServingWorkload, StepModel, closed_lo
 from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.benchmark import fixed_length_run
 from plena_opt.serving.host_overlap import chunk_in_decode_window, hidden_steps
+from plena_opt.serving.open_loop import OpenLoopWorkload
 from plena_opt.serving.replay import replay_closed_loop
+from plena_opt.serving.request_path import cycles_spread
 from tests.shipped_rows_support import shipped_subset, tpot_mape_bias
 
 
@@ -57,7 +59,7 @@ def test_drawn_lengths_tpot_sees_the_host_hidden(mixed: bool) -> None:
     assert a.tpot_seconds < 0.97 * b.tpot_seconds
     r = replay_closed_loop(on, wl)
     assert a.tpot_seconds == pytest.approx(r.tpot_seconds, rel=0.05)
-    assert replay_closed_loop(on, wl, host_overlap=False).tpot_seconds > 1.02 * r.tpot_seconds
+    assert replay_closed_loop(off, wl).tpot_seconds > 1.02 * r.tpot_seconds
 
 
 def test_fixed_length_runs_keep_additive_steps() -> None:
@@ -67,6 +69,22 @@ def test_fixed_length_runs_keep_additive_steps() -> None:
     on = StepModel(HostCosts(0.020), _engine(), gpus=1)  # type: ignore[arg-type]
     off = StepModel(HostCosts(0.0), _engine(), gpus=1)  # type: ignore[arg-type]
     assert fixed_length_run(on, wl) == fixed_length_run(off, wl)
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_one_spread_rule_for_every_closed_loop_form(mixed: bool) -> None:
+    """``request_path.cycles_spread`` decides for the steady state and the replay alike: the
+    API's replay of a fixed-length closed loop (with warm-up waves, ``api.under_load``) keeps
+    additive steps as the lock-step steady state does (before r12consist it hid the host time
+    and the steady state did not); drawn lengths and Poisson arrivals are spread."""
+    fixed, drawn = ServingWorkload(16, 1024, 128), ServingWorkload(16, 1024, 128, 0.5)
+    assert not cycles_spread(fixed) and cycles_spread(drawn)
+    assert cycles_spread(OpenLoopWorkload(2.0, 1024, 128))
+    on = StepModel(HostCosts(0.020), _engine(mixed), gpus=1)  # type: ignore[arg-type]
+    off = StepModel(HostCosts(0.0), _engine(mixed), gpus=1)  # type: ignore[arg-type]
+    assert replay_closed_loop(on, fixed) == replay_closed_loop(off, fixed)
+    assert closed_loop(on, fixed) == closed_loop(off, fixed)
+    assert replay_closed_loop(on, drawn).tpot_seconds < replay_closed_loop(off, drawn).tpot_seconds
 
 
 def test_balanced_ranks_prefill_together() -> None:
