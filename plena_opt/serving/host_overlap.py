@@ -53,3 +53,15 @@ def chunk_in_decode_window(prefill_s: float, host_s: float, decode_s: float,
         return prefill_s
     exposed = host_s - decode_s * steps
     return kernels if kernels > exposed else exposed
+
+
+def decoders_hiding(engine: EngineModel, decoding: int, before: int, spread: bool) -> int:
+    """Requests whose decode step a prompt chunk's eager dispatch overlaps, as both replays count
+    them: the step's own ``decoding`` requests when the engine mixes chunks into decode steps;
+    on a prefill-first engine (its prompt step decodes nobody) the ``before`` requests the
+    previous step decoded, which overlap scheduling runs while the host dispatches the chunk
+    (without it ``hidden_steps`` is 0: nothing hidden); none unless the cycles are ``spread``
+    (``request_path.cycles_spread``)."""
+    if not spread:
+        return 0
+    return decoding if engine.mixed_prefill else before

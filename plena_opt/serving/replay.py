@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
+from plena_opt.serving.host_overlap import decoders_hiding
 from plena_opt.serving.request_path import IN_FLIGHT_STEPS, cycles_spread
 from plena_opt.serving.workload import ServingMetrics, percentile, weighted_percentile
 
@@ -87,7 +88,7 @@ def replay_closed_loop(
         dt, late = step.step_seconds(tokens, m), 0.0
         # the decoders see a prompt chunk's host dispatch hidden behind the decode step in it
         # or (prefill-first) before it; its own prompts wait it out (``serving.host_overlap``)
-        around = (m if eng.mixed_prefill else before) if spread else 0
+        around = decoders_hiding(eng, m, before, spread)
         if tokens and around:
             seen = step.window_seconds(tokens, m, around)
             dt, late = seen, dt - seen
