@@ -75,6 +75,6 @@ def fixed_length_run(step: StepModel, wl: ServingWorkload,
     cap = step.engine.max_running
     if step.engine.budget_tokens <= min(wl.concurrency, cap or wl.concurrency):
         return benchmark_run(step, wl, prompts_per_client)
-    # additive steps: the shipped fixed-length rows do not show the host overlap that drawn
-    # lengths do (``serving.host_overlap``; benchmarks/README_serving.md, r10tpot)
-    return replay_closed_loop(step, wl, measured=n, warmup_waves=0, host_overlap=False)
+    # additive steps (``request_path.cycles_spread``): the shipped fixed-length rows do not show
+    # the host overlap that drawn lengths do (benchmarks/README_serving.md, r10tpot)
+    return replay_closed_loop(step, wl, measured=n, warmup_waves=0)

@@ -21,9 +21,11 @@ chunk keeps its whole latency ``K + H``, as an isolated prompt step does on the 
 
 Nothing is fitted: ``K``, ``H`` and ``D`` are the evaluator's own figures. The TTFT side keeps the
 idle-GPU latency (its own prompt step, ``own`` in ``steady``; in the replays a step's prompts get
-their first token after the whole step, ``StepModel.window_seconds``). Fixed-length runs
-(``benchmark.fixed_length_run``, the lock-step form) keep additive steps: the shipped fixed-length
-rows do not show the overlap (benchmarks/README_serving.md, r10tpot).
+their first token after the whole step, ``StepModel.window_seconds``). It is priced where the
+requests' cycles are spread (``request_path.cycles_spread``: drawn lengths or Poisson arrivals),
+in the steady states and both replays alike; fixed-length closed loops (``steady``'s lock-step
+form, ``benchmark.fixed_length_run``, the API's replay) keep additive steps: the shipped
+fixed-length rows do not show the overlap (benchmarks/README_serving.md, r10tpot).
 """
 
 from __future__ import annotations
@@ -51,3 +53,15 @@ def chunk_in_decode_window(prefill_s: float, host_s: float, decode_s: float,
         return prefill_s
     exposed = host_s - decode_s * steps
     return kernels if kernels > exposed else exposed
+
+
+def decoders_hiding(engine: EngineModel, decoding: int, before: int, spread: bool) -> int:
+    """Requests whose decode step a prompt chunk's eager dispatch overlaps, as both replays count
+    them: the step's own ``decoding`` requests when the engine mixes chunks into decode steps;
+    on a prefill-first engine (its prompt step decodes nobody) the ``before`` requests the
+    previous step decoded, which overlap scheduling runs while the host dispatches the chunk
+    (without it ``hidden_steps`` is 0: nothing hidden); none unless the cycles are ``spread``
+    (``request_path.cycles_spread``)."""
+    if not spread:
+        return 0
+    return decoding if engine.mixed_prefill else before

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.adp_prefill import ranks_prefilling_together
-from plena_opt.serving.host_overlap import chunk_in_decode_window
+from plena_opt.serving.host_overlap import chunk_in_decode_window, decoders_hiding
 from plena_opt.serving.pilot import SECANT_TOL, Residual, pilot_bisection, secant_guess
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
+from plena_opt.serving.request_path import cycles_spread
 from plena_opt.serving.spine import bracket_turn, left_spine, open_start
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
 from plena_opt.serving.workload import MAX_TOKENS, ServingMetrics, ServingWorkload
@@ -73,6 +74,8 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_solver`` reads them
     eager = getattr(step.costs, "host_seconds", 0.0)  # as ``steady._cycle_solver``
     balanced = eng.adp_ranks > 1 and eng.adp_timeout_iters > 0
+    # Poisson arrivals are spread (``request_path.cycles_spread``): the host dispatch overlapped
+    in_window = chunk_in_decode_window if cycles_spread(wl) else _additive
 
     def at(n: float) -> tuple[float, float]:
         p = n * isl / (osl - 1) if osl > 1 else 0.0
@@ -97,12 +100,17 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
             mixed = pget(x)
             if mixed is None:
                 mixed = prefill(x)
-            mixed = chunk_in_decode_window(mixed, eager, t, eng)  # ``serving.host_overlap``
+            mixed = in_window(mixed, eager, t, eng)  # ``serving.host_overlap``
         else:
             mixed = 0.0
         return t + share * mixed + host, p
 
     return at
+
+
+def _additive(prefill_s: float, *_: object) -> float:
+    """A prompt chunk's whole latency in the steps around it (no host overlap)."""
+    return prefill_s
 
 
 def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: float,
@@ -183,8 +191,8 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
     eng, cap = step.engine, step.engine.max_running or total
     waiting: deque[int] = deque()
     prefilling: list[int] = []
-    decoding: list[list[int]] = []
-    t, nxt, done, steps = 0.0, 0, 0, 0
+    decoding: list[list] = []  # [request, tokens left, seconds waited in prompt-only steps]
+    t, nxt, done, steps, spread, before = 0.0, 0, 0, 0, cycles_spread(wl), 0
     gaps: list[tuple[float, int]] = []  # (step seconds, measured requests given a token in it)
     while done < total:
         steps += 1
@@ -197,7 +205,9 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
             nxt += 1
         while waiting and len(prefilling) + len(decoding) < cap:
             prefilling.append(waiting.popleft())
-        n, room, tokens, firsts = len(decoding), eng.budget_tokens - len(decoding), 0, []
+        # a prefill-first engine decodes nobody in a step that carries prompt tokens
+        n = 0 if prefilling and not eng.mixed_prefill else len(decoding)
+        room, tokens, firsts = eng.budget_tokens - n, 0, []
         for r in prefilling:
             if room <= 0:
                 break
@@ -205,21 +215,20 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
             left[r], room, tokens = left[r] - k, room - k, tokens + k
             firsts += [r] if left[r] == 0 else []
         dt, late = step.step_seconds(tokens, n), 0.0
-        if tokens and n:  # the chunk's host dispatch hidden from the decoders, not its prompts
-            seen = step.window_seconds(tokens, n, n)  # (``serving.host_overlap``)
+        # the chunk's host dispatch hidden from the decoders, not its prompts, as the closed
+        # replay hides it (``serving.host_overlap``)
+        around = decoders_hiding(eng, n, before, spread)
+        if tokens and around:
+            seen = step.window_seconds(tokens, n, around)
             dt, late = seen, dt - seen
-        t += dt
-        gaps.append((dt, sum(d[0] >= measured for d in decoding)))
-        for d in decoding:
-            d[1] -= 1
-            if d[1] == 0:
-                finish[d[0]], done = t, done + 1
+        t, before = t + dt, n
+        done += _decode(decoding, n, dt, t, measured, gaps, finish)
         decoding = [d for d in decoding if d[1] > 0]
         for r in firsts:
             prefilling.remove(r)
             first[r], start[r] = t + late, t
             if draw(r)[1] > 1:
-                decoding.append([r, draw(r)[1] - 1])
+                decoding.append([r, draw(r)[1] - 1, 0.0])
             else:
                 finish[r], done = t, done + 1
     ids = range(measured, total)
@@ -232,3 +241,30 @@ def replay_open_loop(step: StepModel, wl: OpenLoopWorkload, measured: int = 256,
     return replace(m, request_throughput_per_s=lam, output_tps=lam * wl.output_len,
                    output_tps_per_gpu=lam * wl.output_len / step.gpus,
                    decode_batch=lam * (wl.output_len - 1) * m.tpot_seconds)  # fmt: skip
+
+
+def _decode(decoding: list[list], n: int, dt: float, t: float, measured: int,
+            gaps: list[tuple[float, int]], finish: list[float]) -> int:  # fmt: skip
+    """One step of ``dt`` seconds ending at ``t`` for ``decoding`` ([request, tokens left,
+    seconds waited]): a token each when the step decodes (``n`` > 0), its gap the step plus
+    the prompt-only steps it waited out (prefill-first); else they wait it out. Appends the
+    measured requests' (gap, count) to ``gaps``; returns the requests finished (``finish``)."""
+    if decoding and not n:  # a prefill-first prompt step: the decoders wait it out
+        for d in decoding:
+            d[2] += dt
+        return 0
+    if decoding and decoding[0][2]:  # the oldest waited (so did any that did): gaps by request
+        by: dict[float, int] = {}
+        for d in decoding:
+            if d[0] >= measured:
+                by[dt + d[2]] = by.get(dt + d[2], 0) + 1
+            d[2] = 0.0
+        gaps.extend(by.items())
+    else:
+        gaps.append((dt, sum(d[0] >= measured for d in decoding)))
+    done = 0
+    for d in decoding:
+        d[1] -= 1
+        if d[1] == 0:
+            finish[d[0]], done = t, done + 1
+    return done

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
-from plena_opt.serving.request_path import IN_FLIGHT_STEPS
+from plena_opt.serving.host_overlap import decoders_hiding
+from plena_opt.serving.request_path import IN_FLIGHT_STEPS, cycles_spread
 from plena_opt.serving.workload import ServingMetrics, percentile, weighted_percentile
 
 if TYPE_CHECKING:
@@ -38,13 +39,13 @@ def replay_closed_loop(
     measured: int | None = None,
     seed: int = 0,
     warmup_waves: int = WARMUP_WAVES,
-    host_overlap: bool = True,
 ) -> ServingMetrics:
     """Replay until ``measured`` requests (default max(4·C, 64)) after the first
     ``warmup_waves × C`` (0: a benchmark run measured from its start burst) finish.
-    ``host_overlap``: the decoders see a prompt chunk's eager host dispatch overlapped
-    (``serving.host_overlap``, as ``steady`` prices drawn lengths); False keeps every step
-    additive (``benchmark.fixed_length_run``). Lengths drawn with ``random.Random(seed)``."""
+    With drawn lengths (``request_path.cycles_spread``) the decoders see a prompt chunk's eager
+    host dispatch overlapped (``serving.host_overlap``) and an arrival misses the step in flight;
+    fixed lengths keep every step additive, as ``steady``'s lock-step form. Lengths drawn with
+    ``random.Random(seed)``."""
     c, eng, draw = wl.concurrency, step.engine, _Lengths(wl, seed)
     total = warmup_waves * c + (measured if measured is not None else max(4 * c, 64))
     cap = eng.max_running or total
@@ -62,7 +63,7 @@ def replay_closed_loop(
     gaps: list[tuple[float, int]] = []  # (seconds since a request's last token, requests)
     came: dict[int, int] = {}  # request -> the step at whose end it arrived (burst: none)
     lag = 1 + (OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0)
-    spread = wl.range_ratio > 0
+    spread = cycles_spread(wl)  # the step in flight and the host overlap: drawn lengths only
     while done < total:
         if not prefilling and decoding.count and (not waiting or decoding.count >= cap):
             # decode-only steps up to the next finish: nothing is admitted, nothing arrives
@@ -87,7 +88,7 @@ def replay_closed_loop(
         dt, late = step.step_seconds(tokens, m), 0.0
         # the decoders see a prompt chunk's host dispatch hidden behind the decode step in it
         # or (prefill-first) before it; its own prompts wait it out (``serving.host_overlap``)
-        around = (m if eng.mixed_prefill else before) if host_overlap else 0
+        around = decoders_hiding(eng, m, before, spread)
         if tokens and around:
             seen = step.window_seconds(tokens, m, around)
             dt, late = seen, dt - seen

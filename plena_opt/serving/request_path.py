@@ -12,9 +12,19 @@ side, which cancel). With nobody else running the engine is idle and waits for t
 no step is missed; in a closed loop of ``C ≥ 2`` clients with drawn lengths another request is
 always in the engine (waiting, prefilling or decoding), so every follow-up misses one. A count
 read from the engines' loops, not fitted. Not applied at fixed lengths (``steady`` docstring).
+
+``cycles_spread`` is the one rule for the spread regime, read by the steady states, both replays
+and the API: the step in flight here and the prompt host time hidden in a decode window
+(``serving.host_overlap``) are priced where it holds, and nowhere else.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plena_opt.serving.open_loop import OpenLoopWorkload
+    from plena_opt.serving.workload import ServingWorkload
 
 # Steps a closed-loop arrival misses because the engine started a step while the request was on
 # its way (the client's turnaround, HTTP frontend and tokenisation take longer than the
@@ -26,3 +36,11 @@ from __future__ import annotations
 # Checked on the shipped measurements (benchmarks/README_serving.md, r10ttft): the c <= 8
 # B200 rows' TTFT gap was 1.3-1.5 TPOT with a -3 ms constant before it.
 IN_FLIGHT_STEPS = 1
+
+
+def cycles_spread(wl: ServingWorkload | OpenLoopWorkload) -> bool:
+    """Whether the requests' cycles are spread over time: Poisson arrivals (an open loop), or a
+    closed loop with drawn lengths (``range_ratio`` > 0). A fixed-length closed loop stays in its
+    start burst's lock-step (``steady`` docstring): its steps stay additive (no host overlap,
+    ``serving.host_overlap``) and no arrival misses a step in flight."""
+    return wl.range_ratio > 0 or hasattr(wl, "request_rate_per_s")  # an ``OpenLoopWorkload``

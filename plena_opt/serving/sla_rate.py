@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.serving.open_loop import OpenLoopWorkload, _tpot, open_loop
+from plena_opt.serving.request_path import cycles_spread
 from plena_opt.serving.steady import SATURATED_U
 
 if TYPE_CHECKING:
@@ -92,8 +93,9 @@ def tail_figures(
     steps, x = max(1.0, own_len / room), min(room, chunk + p)
     service = steps * step.step_seconds(x, n)
     # the prompt steps ahead of it hold the engine for their time as the decoders see it (the
-    # host dispatch overlapped: ``serving.host_overlap``); its own step keeps its latency
-    held = steps * step.window_seconds(x, n, n)
+    # host dispatch overlapped where arrivals are spread: ``serving.host_overlap``,
+    # ``request_path.cycles_spread``); its own step keeps its latency
+    held = steps * step.window_seconds(x, n, n if cycles_spread(wl) else 0)
     wait = held / (2 * (1 - u)) * math.log(u / (1 - q)) if u > 1 - q else 0.0
     busy = min(SATURATED_U, wl.request_rate_per_s * held)
     return TailFigures(_residual(q, busy, held, tpot) + service + wait, tpot, n)

@@ -85,7 +85,7 @@ from plena_opt.serving.engines import OVERLAP_ADMISSION_STEPS
 from plena_opt.serving.host_overlap import chunk_in_decode_window
 from plena_opt.serving.pilot import closed_pilot
 from plena_opt.serving.read_batch import read_batch_seconds
-from plena_opt.serving.request_path import IN_FLIGHT_STEPS
+from plena_opt.serving.request_path import IN_FLIGHT_STEPS, cycles_spread
 from plena_opt.serving.workload import ServingMetrics
 
 if TYPE_CHECKING:
@@ -116,7 +116,8 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
     lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
     cm1 = c - 1  # the other clients
-    in_flight = IN_FLIGHT_STEPS if cm1 > 0 else 0  # steps started before an arrival reached it
+    # steps started before an arrival reached it (spread cycles only: ``request_path``)
+    in_flight = IN_FLIGHT_STEPS if cm1 > 0 and cycles_spread(wl) else 0
     # the eager forward's host time inside a prefill figure (``serving.host_overlap``)
     eager = getattr(step.costs, "host_seconds", 0.0)
     in_window, together = chunk_in_decode_window, ranks_prefilling_together
@@ -356,7 +357,7 @@ def closed_loop(step: StepModel, wl: ServingWorkload) -> ServingMetrics:
     c = wl.concurrency if cap is None else min(wl.concurrency, cap)
     osl = wl.output_len
     cycle = _cycle
-    if wl.range_ratio == 0 and c > 1:
+    if c > 1 and not cycles_spread(wl):  # fixed lengths: lock-step (``request_path``)
         cycle = _lockstep if step.engine.mixed_prefill else wave
     if cycle is wave:  # independent of φ: priced once
         fixed = wave(step, wl, c)

@@ -72,14 +72,15 @@ def test_fixed_length_steady_state_agrees_on_an_evaluated_plan(llama8b, c):
 
 def test_fixed_lengths_stay_in_lock_step_where_drawn_lengths_spread(llama8b):
     # Four 1k prompts on an 8k budget: prefilled together in every cycle (one 4k-token step),
-    # not one at a time as spread clients would be: 2.5x the spread form's TTFT.
+    # not one at a time as spread clients would be: 2.1x the spread form's TTFT at the same φ
+    # (with drawn lengths, so with the step in flight: ``request_path.cycles_spread``).
     from plena_opt.serving.steady import _cycle
 
     fixed = closed_loop(llama8b, ServingWorkload(4, 1024, 256))
-    spread_ttft, _ = _cycle(llama8b, ServingWorkload(4, 1024, 256), 4, fixed.decode_batch / 4)
+    drawn = ServingWorkload(4, 1024, 256, range_ratio=0.5)
+    spread_ttft, _ = _cycle(llama8b, drawn, 4, fixed.decode_batch / 4)
     assert fixed.ttft_seconds == pytest.approx(llama8b.step_seconds(4096, 0), rel=1e-6)
     assert fixed.ttft_seconds > 2 * spread_ttft
-    drawn = ServingWorkload(4, 1024, 256, range_ratio=0.5)
     assert closed_loop(llama8b, drawn).ttft_seconds == pytest.approx(spread_ttft, rel=0.05)
 
 

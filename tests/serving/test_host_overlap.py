@@ -11,7 +11,9 @@ from plena_opt.serving import EngineModel, ServingWorkload, StepModel, closed_lo
 from plena_opt.serving.adp_prefill import ranks_prefilling_together
 from plena_opt.serving.benchmark import fixed_length_run
 from plena_opt.serving.host_overlap import chunk_in_decode_window, hidden_steps
+from plena_opt.serving.open_loop import OpenLoopWorkload, replay_open_loop
 from plena_opt.serving.replay import replay_closed_loop
+from plena_opt.serving.request_path import cycles_spread
 from tests.shipped_rows_support import shipped_subset, tpot_mape_bias
 
 
@@ -57,7 +59,7 @@ def test_drawn_lengths_tpot_sees_the_host_hidden(mixed: bool) -> None:
     assert a.tpot_seconds < 0.97 * b.tpot_seconds
     r = replay_closed_loop(on, wl)
     assert a.tpot_seconds == pytest.approx(r.tpot_seconds, rel=0.05)
-    assert replay_closed_loop(on, wl, host_overlap=False).tpot_seconds > 1.02 * r.tpot_seconds
+    assert replay_closed_loop(off, wl).tpot_seconds > 1.02 * r.tpot_seconds
 
 
 def test_fixed_length_runs_keep_additive_steps() -> None:
@@ -67,6 +69,50 @@ def test_fixed_length_runs_keep_additive_steps() -> None:
     on = StepModel(HostCosts(0.020), _engine(), gpus=1)  # type: ignore[arg-type]
     off = StepModel(HostCosts(0.0), _engine(), gpus=1)  # type: ignore[arg-type]
     assert fixed_length_run(on, wl) == fixed_length_run(off, wl)
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_one_spread_rule_for_every_closed_loop_form(mixed: bool) -> None:
+    """``request_path.cycles_spread`` decides for the steady state and the replay alike: the
+    API's replay of a fixed-length closed loop (with warm-up waves, ``api.under_load``) keeps
+    additive steps as the lock-step steady state does (before r12consist it hid the host time
+    and the steady state did not); drawn lengths and Poisson arrivals are spread."""
+    fixed, drawn = ServingWorkload(16, 1024, 128), ServingWorkload(16, 1024, 128, 0.5)
+    assert not cycles_spread(fixed) and cycles_spread(drawn)
+    assert cycles_spread(OpenLoopWorkload(2.0, 1024, 128))
+    on = StepModel(HostCosts(0.020), _engine(mixed), gpus=1)  # type: ignore[arg-type]
+    off = StepModel(HostCosts(0.0), _engine(mixed), gpus=1)  # type: ignore[arg-type]
+    assert replay_closed_loop(on, fixed) == replay_closed_loop(off, fixed)
+    assert closed_loop(on, fixed) == closed_loop(off, fixed)
+    assert replay_closed_loop(on, drawn).tpot_seconds < replay_closed_loop(off, drawn).tpot_seconds
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_both_replays_hide_a_prompt_behind_the_same_decoders(mixed: bool, monkeypatch) -> None:
+    """The closed and the open replay count the decoders that hide a prompt chunk's host
+    dispatch alike (``host_overlap.decoders_hiding``): those decoding in its step when the engine
+    mixes, else those of the step before (overlap scheduling), its own step decoding nobody.
+    Before r12consist the open replay decoded every running request in a prefill-first prompt
+    step and hid the chunk behind them; without a host part it priced both engines the same."""
+    calls: list[tuple[float, float]] = []
+    window = StepModel.window_seconds
+
+    def spy(self: StepModel, tokens: float, decoding: float, around: float) -> float:
+        calls.append((decoding, around))
+        return window(self, tokens, decoding, around)
+
+    monkeypatch.setattr(StepModel, "window_seconds", spy)
+    step = StepModel(HostCosts(0.020), _engine(mixed), gpus=1)  # type: ignore[arg-type]
+    replay_closed_loop(step, ServingWorkload(16, 3000, 200, 0.5))
+    closed = calls[:]
+    calls.clear()
+    replay_open_loop(step, OpenLoopWorkload(6.0, 3000, 200, 0.5))
+    for seen in (closed, calls):
+        assert seen and all(d == (a if mixed else 0) for d, a in seen)
+    monkeypatch.undo()
+    owl = OpenLoopWorkload(6.0, 3000, 200)  # no host part: the decoders wait a prompt step out
+    first, mix = (StepModel(HostCosts(0.0), _engine(m), gpus=1) for m in (False, True))  # type: ignore[arg-type]
+    assert replay_open_loop(first, owl).tpot_seconds > replay_open_loop(mix, owl).tpot_seconds
 
 
 def test_balanced_ranks_prefill_together() -> None:

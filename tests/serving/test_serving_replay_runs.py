@@ -51,7 +51,8 @@ def _reference(step: StepModel, wl: ServingWorkload, measured: int, warmup: int,
                 firsts.append(r)
         m = n if tokens or n or not waiting else ended
         dt, late = step.step_seconds(tokens, m), 0.0
-        around = m if eng.mixed_prefill else before
+        # drawn lengths only: fixed lengths keep additive steps (``request_path.cycles_spread``)
+        around = (m if eng.mixed_prefill else before) if wl.range_ratio > 0 else 0
         if tokens and around:  # the decoders see the chunk's host dispatch hidden
             dt, late = step.window_seconds(tokens, m, around), dt
             late -= dt

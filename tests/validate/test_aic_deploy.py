@@ -49,7 +49,7 @@ def test_a_fixed_length_run_is_the_replay_from_its_start_burst() -> None:
     step = step_model(d)
     fixed = ServingWorkload(8, 4096, 64)
     run = fixed_length_run(step, fixed)
-    replay = replay_closed_loop(step, fixed, 80, warmup_waves=0, host_overlap=False)
+    replay = replay_closed_loop(step, fixed, 80, warmup_waves=0)
     assert run.ttft_seconds == replay.ttft_seconds  # additive steps at fixed lengths
     # one 4096-token prompt per step (budget 5632): the burst's eight prompts queue behind each
     # other and, fixed lengths keeping the clients together, keep doing so; the steady lock-step
