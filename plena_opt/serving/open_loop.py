@@ -168,7 +168,8 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     room = max(1.0, budget - n)
     chunk = min(float(isl), room)
     u = min(SATURATED_U, p / room)
-    own = step.step_seconds(min(room, chunk + p), n)
+    # a prefill-first engine decodes nobody in the step that carries a prompt (as ``_cycle``)
+    own = step.step_seconds(min(room, chunk + p), n if step.engine.mixed_prefill else 0)
     ttft = tpot / 2 + max(1.0, isl / room) * own * (1 + u / (2 * (1 - u)))
     e2e = ttft + (osl - 1) * tpot
     return ServingMetrics.means(ttft, tpot, e2e, lam, lam * osl, lam * osl / step.gpus,

@@ -15,7 +15,9 @@ lengths, replaced by hand, r10cold: the open loop's search from below keeps the 
 roots where a decode batch beyond the CUDA-graph limit turns the fixed point again,
 ``tests/serving/test_spine.py``; r11moe: experts split EP over exactly the attention TP group
 exchange no tokens, one TP all-reduce (``estimate.comm.replicated_expert_parallel``), which moved
-the 162 figures of the Qwen3-235B TP 4 x DP 2 plan by up to 16 %): each plan priced whole by
+the 162 figures of the Qwen3-235B TP 4 x DP 2 plan by up to 16 %; and the lead after r12consist:
+a prefill-first engine's prompt step decodes nobody in the open loop's steady form too, which
+moved the 144 SGLang open-loop figures): each plan priced whole by
 the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
 step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
 figures (relative 1e-12: the recording is exact on this platform, as
