@@ -45,7 +45,8 @@ def add_bench_flags(p: argparse.ArgumentParser) -> None:
     """The deployment flags of a benchmark result file (also ``plena-opt calibrate``'s)."""
     g = p.add_argument_group(
         "benchmark result files (--measurements RESULT.json: vllm bench serve --save-result, "
-        "SGLang bench_serving --output-file .jsonl) and the deployment they measured"
+        "SGLang bench_serving --output-file .jsonl, aiperf profile_export_aiperf.json) and the "
+        "deployment they measured"
     )
     g.add_argument(
         "--deployment", metavar="KEY", help="the plan key as search prints it (default: none)"

@@ -20,7 +20,17 @@ Two formats, each one JSON object per run (a file holds one object, or one per l
   ``p99_ttft_ms``, ``mean_tpot_ms``/``median_tpot_ms``/``p99_tpot_ms``, ``mean_itl_ms``/
   ``median_itl_ms``/``p95_itl_ms``/``p99_itl_ms``, ``concurrency``.
 
-A run is known by its keys: ``dataset_name`` (SGLang's) or ``date``/``endpoint_type`` (vLLM's).
+* AIPerf ``aiperf profile`` (NVIDIA's successor of genai-perf): ``profile_export_aiperf.json``,
+  one object a run: per metric an object with ``unit``, ``avg`` and percentiles ``p1`` … ``p99``
+  (``time_to_first_token``, ``inter_token_latency`` — per request (latency − TTFT) / (output −
+  1), TPOT as the other tools define it — ``request_count``, ``total_isl``, ``total_osl``), and
+  the run's settings under ``input_config`` (``loadgen.concurrency``, ``loadgen.request_rate``,
+  ``input.prompt.input_tokens`` / ``output_tokens`` ``mean`` and ``stddev``). Lengths drawn
+  with a standard deviation (``--isl-stddev`` / ``--osl-stddev`` > 0) are normal, not the
+  uniform range the serving model draws: refused naming the field.
+
+A run is known by its keys: ``dataset_name`` (SGLang's), ``date``/``endpoint_type`` (vLLM's) or
+``input_config`` with a ``time_to_first_token`` object (AIPerf's).
 Needed from every run: ``completed``, ``total_input_tokens``, ``total_output_tokens`` (the mean
 lengths are their ratios), ``mean_ttft_ms``, ``mean_tpot_ms``, ``max_concurrency`` and
 ``request_rate``. A missing or malformed one is an input error naming the field and the run.
@@ -37,7 +47,8 @@ from plena_opt.errors import PlenaInputError
 
 MAX_FILE_BYTES = 64 << 20
 MAX_RUNS = 10_000  # runs one file may hold
-FORMATS = {"vllm": "vllm bench serve --save-result", "sglang": "sglang bench_serving"}
+FORMATS = {"vllm": "vllm bench serve --save-result", "sglang": "sglang bench_serving",
+           "aiperf": "aiperf profile (profile_export_aiperf.json)"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,8 @@ def _run(doc: Any, rid: str) -> BenchRun:
     where = f"run {rid}"
     if not isinstance(doc, dict):
         raise PlenaInputError("measurements", f"{where} is not a JSON object")
+    if "input_config" in doc and isinstance(doc.get("time_to_first_token"), dict):
+        return _aiperf_run(doc, rid, where)
     if "dataset_name" in doc:
         source = "sglang"
     elif "date" in doc or "endpoint_type" in doc:
@@ -100,7 +113,8 @@ def _run(doc: Any, rid: str) -> BenchRun:
         raise PlenaInputError(
             "measurements",
             f"{where}: neither a {FORMATS['vllm']} result "
-            f"(no 'date') nor a {FORMATS['sglang']} line (no 'dataset_name')",
+            f"(no 'date'), a {FORMATS['sglang']} line (no 'dataset_name') nor an "
+            f"{FORMATS['aiperf']} (no 'input_config')",
         )
     completed = _count(doc, "completed", where)
     total_in = _count(doc, "total_input_tokens", where)
@@ -161,3 +175,65 @@ def _range_ratio(doc: dict, source: str, where: str) -> float:
         raise PlenaInputError("random_range_ratio", f"{where}: field 'random_range_ratio' must "
                               f"be 0 to 1, got {str(r)[:32]!r}")  # fmt: skip
     return (1 - r) / (1 + r)
+
+
+def _aiperf_run(doc: dict, rid: str, where: str) -> BenchRun:
+    """One ``profile_export_aiperf.json`` run (module docstring)."""
+    for part in ("input_tokens", "output_tokens"):
+        sd = _dig(doc, "input_config", "input", "prompt", part, "stddev")
+        if sd not in (0, None):
+            raise PlenaInputError(
+                f"input_config.input.prompt.{part}.stddev",
+                f"{where}: lengths drawn with a standard deviation ({str(sd)[:16]!r}) are not "
+                "modelled (the serving model draws a uniform range); run with a stddev of 0",
+            )
+    conc = _dig(doc, "input_config", "loadgen", "concurrency")
+    rate = _dig(doc, "input_config", "loadgen", "request_rate")
+    if conc is None and rate is None:
+        raise PlenaInputError(
+            "input_config.loadgen.concurrency",
+            f"{where}: neither 'concurrency' nor 'request_rate' in input_config.loadgen",
+        )
+    stat = {k: _stat(doc, k, where) for k in ("request_count", "total_isl", "total_osl")}
+    loads = {"concurrency": conc} if conc is not None else {}
+    completed = _count(stat, "request_count", where)
+    return BenchRun(
+        rid, "aiperf", _count(loads, "concurrency", where) if loads else None,
+        None if rate is None else _rate({"request_rate": rate}, where),
+        max(1, round(_count(stat, "total_isl", where) / completed)),
+        max(1, round(_count(stat, "total_osl", where) / completed)), completed,
+        _aiperf_ms(doc, "time_to_first_token", "avg", where),
+        _aiperf_ms(doc, "inter_token_latency", "avg", where), 0.0, None,
+        _aiperf_ms(doc, "time_to_first_token", "p99", where, need=False),
+        _aiperf_ms(doc, "inter_token_latency", "p99", where, need=False),
+    )  # fmt: skip
+
+
+def _stat(doc: dict, name: str, where: str) -> object:
+    """The ``avg`` of AIPerf metric ``name`` (a count: request_count, total_isl, total_osl)."""
+    v = doc.get(name)
+    if not isinstance(v, dict) or "avg" not in v:
+        raise PlenaInputError(name, f"{where}: field {name!r} (an object with 'avg') is missing")
+    return v["avg"]
+
+
+def _aiperf_ms(doc: dict, name: str, key: str, where: str, need: bool = True) -> float | None:
+    """AIPerf metric ``name``'s ``key`` statistic, in ms (its ``unit`` must say ms)."""
+    v = doc.get(name)
+    if not isinstance(v, dict):
+        if need:
+            raise PlenaInputError(name, f"{where}: field {name!r} is missing")
+        return None
+    if v.get("unit", "ms") != "ms":
+        raise PlenaInputError(name, f"{where}: field {name!r} is in {str(v['unit'])[:16]!r}, "
+                              "not ms")  # fmt: skip
+    return _ms(v, key, f"{where} {name}", need)
+
+
+def _dig(doc: object, *keys: str) -> object:
+    """``doc[k1][k2]…``, or None where a level is missing or not an object."""
+    for k in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(k)
+    return doc

@@ -278,3 +278,46 @@ def test_dated_rows_are_priced_as_drawn_lengths_undated_as_fixed(tmp_path):
     assert score_serving(told).rows[0].ttft_ms == pytest.approx(1e3 * told_drawn.ttft_seconds)
     bad = score_serving(_one_row_file(tmp_path, _llama8b_c8, random_range_ratio="1.5")).rows[0]
     assert bad.status == "refused" and "random_range_ratio" in bad.reason
+
+
+AIPERF = DATA / "aiperf_profile_export.json"
+
+
+def test_an_aiperf_export_is_priced_as_its_run(capsys):
+    """AIPerf's ``profile_export_aiperf.json``: the load from ``input_config.loadgen``, the mean
+    lengths from ``total_isl`` / ``total_osl`` over ``request_count``, TTFT and TPOT from the
+    ``avg`` of ``time_to_first_token`` and ``inter_token_latency`` (AIPerf's per-request
+    (latency − TTFT) / (output − 1)), priced as the vLLM run of the same load."""
+    from plena_opt.validate.bench_results import read_bench_runs
+
+    (run,) = read_bench_runs(AIPERF)
+    assert (run.source, run.concurrency, run.request_rate_per_s) == ("aiperf", 32, None)
+    assert (run.input_len, run.output_len, run.completed) == (1024, 256, 256)
+    assert (run.ttft_ms, run.tpot_ms, run.p99_ttft_ms, run.p99_tpot_ms) == (240.6, 11.2, 388.4,
+                                                                             12.3)  # fmt: skip
+    (row,) = _json(capsys, [str(AIPERF), *FLAGS, "--engine", "vllm"])["rows"]
+    assert row["status"] == "priced" and row["id"] == "aiperf_profile_export#1"
+    assert (row["concurrency"], row["isl"], row["osl"]) == ("32", "1024", "256")
+    (same,) = _json(capsys, [str(VLLM), *FLAGS, "--engine", "vllm"])["rows"]  # same load, lengths
+    assert (row["ttft_ms"], row["tpot_ms"]) == (same["ttft_ms"], same["tpot_ms"])
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d["input_config"]["input"]["prompt"]["input_tokens"].update(stddev=100),
+         "input_config.input.prompt.input_tokens.stddev"),
+        (lambda d: d["input_config"].update(loadgen={}), "input_config.loadgen.concurrency"),
+        (lambda d: d.pop("total_osl"), "total_osl"),
+        (lambda d: d["inter_token_latency"].update(unit="s"), "inter_token_latency"),
+        (lambda d: d["input_config"]["loadgen"].update(concurrency=-3), "concurrency"),
+    ],
+)  # fmt: skip
+def test_an_aiperf_export_the_model_cannot_read_is_an_input_error(capsys, tmp_path, change, field):
+    doc = json.loads(AIPERF.read_text())
+    change(doc)
+    path = tmp_path / "profile_export_aiperf.json"
+    path.write_text(json.dumps(doc))
+    assert main(["validate", "--measurements", str(path), *FLAGS, "--engine", "vllm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and field in err and "Traceback" not in err
