@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
+from plena_opt.chip.gpu.perf import marlin_peak_fraction
 from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
@@ -212,6 +213,8 @@ class GpuPricing(LayerPricer):
                 "marlin_moe needs weight-only (W4A16) experts; "
                 f"{self.perf.precision} on {chip.name} is not weight-only",
             )
+        if self.marlin_moe:  # Marlin is a CUDA kernel with a known ceiling per chip
+            marlin_peak_fraction(chip.name)
         self.warnings = _ignored_options(workload)
         if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
             self.dense_weight_bytes = self.dense.wb

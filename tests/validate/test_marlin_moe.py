@@ -4,10 +4,13 @@ kernel table's ``vllm_mxfp4_moe`` rows timed (``chip.gpu.perf.MARLIN_MOE_NOTE``)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from plena_opt.chip import load_chip
 from plena_opt.chip.gpu import GpuPerfModel
+from plena_opt.chip.gpu.perf import MMA_SYNC_PEAK_FRACTION
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.estimate import Evaluator, Plan, Workload
 from plena_opt.validate import serving_rows
@@ -37,15 +40,41 @@ def test_marlin_experts_take_the_compute_format_curve_at_the_weight_bytes() -> N
         "moe_prefill": {k: v for k, v in chip.moe_prefill.items() if k != "mxfp4"},
     })  # fmt: skip
     wb = 4.25 / 8  # MXFP4 bytes per weight (e2m1 + an e8m0 scale per 32)
-    own, bf16 = (GpuPerfModel(c, "mxfp4", wb, 2.0, 2.0) for c in (chip, without))
+    own, bf16, capped = (GpuPerfModel(c, "mxfp4", wb, 2.0, 2.0) for c in (chip, without, without))
+    capped.peak *= MMA_SYNC_PEAK_FRACTION["h100-sxm"]  # Marlin's mma.sync ceiling on Hopper
     for tokens, active in ((4, 16), (64, 128), (4096, 128)):
         args = (tokens, 4 * tokens, active, 2880, 360)
         marlin = own.fused_moe(*args, marlin=True)
-        assert marlin.seconds == pytest.approx(bf16.fused_moe(*args).seconds)
+        assert marlin.seconds == pytest.approx(capped.fused_moe(*args).seconds)
         assert marlin.read_bytes == pytest.approx(own.fused_moe(*args).read_bytes)  # MXFP4 bytes
+    # the ceiling binds where the layer is compute-bound (a prompt), not at decode sizes
+    decode, prompt = (4, 16, 16, 2880, 360), (4096, 4 * 4096, 128, 2880, 360)
+    assert own.fused_moe(*decode, marlin=True).seconds == pytest.approx(
+        bf16.fused_moe(*decode).seconds, rel=0.01)  # fmt: skip
+    assert own.fused_moe(*prompt, marlin=True).seconds > 1.1 * bf16.fused_moe(*prompt).seconds
     # at decode sizes the Triton-backend table prices the layer well above Marlin's chain
     assert own.fused_moe(4, 16, 16, 2880, 360).seconds > 1.5 * own.fused_moe(
         4, 16, 16, 2880, 360, marlin=True).seconds  # fmt: skip
+
+
+def test_marlin_moe_is_refused_where_its_ceiling_is_not_known() -> None:
+    """Marlin is a CUDA kernel: an AMD chip running the same 4-bit experts weight-only is not
+    priced as Marlin (refused naming the field), and an InferenceX AMD vLLM row (the ROCm
+    recipes run AITER, not Marlin) does not take it."""
+    from deepstack import load_noc_profile
+
+    from plena_opt.estimate.gpu import gpu_memory
+    from plena_opt.models import load_model
+
+    chip, noc = load_chip("mi325x"), load_noc_profile("mi325x-x8")
+    wl = Workload(batch_size=4, input_seq_len=128, output_seq_len=16, precision="mxfp4")
+    ev = Evaluator(load_model("gpt-oss-120b"), noc, gpu_memory(chip), wl, chip)
+    assert ev.evaluate(Plan(tp=8)).tps_per_sequence > 0  # weight-only experts, no Marlin
+    with pytest.raises(PlenaInputError, match="marlin_moe"):
+        Evaluator(load_model("gpt-oss-120b"), noc, gpu_memory(chip),
+                  replace(wl, marlin_moe=True), chip).evaluate(Plan(tp=8))  # fmt: skip
+    amd = {**OSS, "system": "mi325x"}
+    assert not resolve(ServingRow(IX.replace("h100_sxm", "mi325x"), amd)).marlin_moe
 
 
 def test_marlin_moe_is_refused_on_experts_that_are_not_weight_only() -> None:

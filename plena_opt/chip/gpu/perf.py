@@ -63,6 +63,32 @@ def _curve(flops, nbytes, peak: float, bw: float, c: GemmCurve | AttentionCurve)
 # the shipped H100 gpt-oss vLLM rows' TPOT MAPE 23.8 -> 11.9 %).
 MARLIN_MOE_NOTE = "W4A16 experts on vLLM's Marlin MoE: the compute format's fused-MoE curve"
 
+# The compute ceiling of Marlin's tensor-core instructions on each GPU it runs on (chip profile
+# name -> fraction of the chip's dense peak). Marlin (dense and MoE: ``moe_wna16_marlin_gemm``)
+# issues the warp-level ``mma.sync`` instructions of Ampere and has no ``wgmma`` path, and on
+# Hopper "without [wgmma] i.e. using mma instructions you can expect to achieve at best ~75% of
+# peak" (vllm-project/vllm#7174, the Machete pull request by vLLM's kernel authors, citing
+# ThunderKittens and Luo et al., arXiv:2402.13499). The bf16 fused-MoE curve a Marlin layer is
+# priced by (``MARLIN_MOE_NOTE``) was fitted on Triton kernels that issue ``wgmma``; a Marlin
+# layer keeps that curve's efficiency against the lower ceiling (the compute side x 0.75; the
+# memory side unchanged). A published bound, not fitted (benchmarks/README_serving.md, r13oss:
+# the 8k-prompt gpt-oss-120b H100 vLLM TTFT bias -24.4 -> -17.8 %). Marlin is a CUDA kernel:
+# a chip without an entry (AMD, or a GPU whose ceiling is not published here) is refused.
+MMA_SYNC_PEAK_FRACTION = {"h100-sxm": 0.75, "h200-sxm": 0.75}
+
+
+def marlin_peak_fraction(chip_name: str) -> float:
+    """``MMA_SYNC_PEAK_FRACTION`` of chip ``chip_name``; refused naming ``marlin_moe`` where
+    Marlin's ceiling on that chip is not known."""
+    if chip_name not in MMA_SYNC_PEAK_FRACTION:
+        raise PlenaInputError(
+            "marlin_moe",
+            f"marlin_moe: no Marlin (mma.sync) compute ceiling is known for {chip_name}; "
+            f"known: {', '.join(sorted(MMA_SYNC_PEAK_FRACTION))}",
+        )  # fmt: skip
+    return MMA_SYNC_PEAK_FRACTION[chip_name]
+
+
 # Why block-scaled fp8 experts on the TensorRT-LLM-gen MoE take the chip's ``moe.fp4`` curve's
 # memory side in the decode range (``fused_moe(trtllm_gen=True)``): the InferenceX DeepSeek-R1
 # fp8 recipes on B200 run the experts on TensorRT-LLM's generated MoE kernels, SGLang
@@ -169,7 +195,8 @@ class GpuPerfModel:
         the chip's ``<format>_block`` curve is used where it has one. Above
         ``moe_prefill_min_tokens`` tokens the chip's ``moe_prefill`` curves apply. ``marlin``:
         W4A16 experts run vLLM's Marlin MoE (``VLLM_MXFP4_USE_MARLIN=1``), priced by the
-        compute format's fused-MoE curve at the weight format's bytes (``MARLIN_MOE_NOTE``).
+        compute format's fused-MoE curve at the weight format's bytes (``MARLIN_MOE_NOTE``),
+        its compute side under Marlin's ``mma.sync`` ceiling (``MMA_SYNC_PEAK_FRACTION``).
         ``trtllm_gen``: block-scaled fp8 experts on TensorRT-LLM's generated MoE kernels: in the
         decode range the ``fp4`` curve's memory side with the ``fp8_block`` compute efficiency
         (``TRTLLM_GEN_MOE_NOTE``; no change on a chip without both curves)."""
@@ -193,7 +220,8 @@ class GpuPerfModel:
         flops = 2.0 * pairs * 3 * h * f
         reads = active * 3 * h * f * self.wb + tokens * h * self.ab + 2 * pairs * f * self.ab
         writes = tokens * h * self.ab + pairs * f * self.ab
-        t, cb = _curve(flops, reads + writes, self.peak, self.bw, curve)
+        peak = self.peak * marlin_peak_fraction(self.chip.name) if marlin else self.peak
+        t, cb = _curve(flops, reads + writes, peak, self.bw, curve)
         t += curve.seconds_per_active_expert.value * active
         if curve.seconds_per_pair is not None:
             t += curve.seconds_per_pair.value * pairs
