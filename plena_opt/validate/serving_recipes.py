@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 INFERENCEX_ID = re.compile(r"^\d{4}_\d\d_\d\d_")
 DEEPSEEK_R1 = frozenset({"deepseek-v3"})  # DeepSeek-R1's catalog model (ARCHITECTURE_TWINS)
+# The chips whose InferenceX vLLM gpt-oss recipes export ``VLLM_MXFP4_USE_MARLIN=1``
+# (gptoss_fp4_h100.sh, gptoss_fp4_h200.sh): only there do weight-only experts run Marlin. The AMD
+# ones (gptoss_fp4_mi300x.sh, gptoss_fp4_mi325x.sh) run vLLM's ROCm backends
+# (``VLLM_ROCM_USE_AITER=1``); Marlin is a CUDA kernel (``chip.gpu.perf.MMA_SYNC_PEAK_FRACTION``).
+MARLIN_RECIPE_CHIPS = frozenset({"h100-sxm", "h200-sxm"})
 
 
 # The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,

@@ -16,6 +16,7 @@ from pathlib import Path
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
+    MARLIN_RECIPE_CHIPS,
     sglang_recv_interval,
     trtllm_adp_balance,
     trtllm_batch_wait,
@@ -265,9 +266,6 @@ INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
 # not the Triton backend the kernel table's ``vllm_mxfp4_moe`` rows timed (``Deployment
 # .marlin_moe``; ``chip.gpu.perf.MARLIN_MOE_NOTE``). Not fitted: on the shipped file it moved
 # gpt-oss-120b H100 vLLM TPOT MAPE from 23.8 to 11.9 % (bias +20.4 to -11.1 %; c512 rows aside).
-# Only those Hopper recipes export it: the AMD ones (gptoss_fp4_mi300x.sh, gptoss_fp4_mi325x.sh)
-# run vLLM's ROCm backends (``VLLM_ROCM_USE_AITER=1``), and Marlin is a CUDA kernel.
-MARLIN_RECIPE_CHIPS = frozenset({"h100-sxm", "h200-sxm"})
 # a ``kv_cache_dtype`` column, when present, names the row's KV format (engine spellings)
 KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
 
