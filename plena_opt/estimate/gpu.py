@@ -212,6 +212,15 @@ class GpuPricing(LayerPricer):
                 "marlin_moe needs weight-only (W4A16) experts; "
                 f"{self.perf.precision} on {chip.name} is not weight-only",
             )
+        # MLA projections the checkpoint keeps in bf16 (Workload.bf16_attention): read 2-byte
+        # weights at the bf16 rate; o_proj too unless the checkpoint quantises it ("all_but_o")
+        self.attn_proj = self.attn_out = self.dense
+        if workload.bf16_attention and model is not None and model.is_mla:
+            self.attn_proj = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
+                                          precision.kv_read_bytes, self.perf.bw)  # fmt: skip
+            if workload.bf16_attention == "all":
+                self.attn_out = self.attn_proj
+            self.bf16_attention = workload.bf16_attention
         self.warnings = _ignored_options(workload)
         if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
             self.dense_weight_bytes = self.dense.wb
@@ -254,7 +263,7 @@ class GpuPricing(LayerPricer):
 
             ks = gated_deltanet(a, s, mode, q, T)
         elif m.is_mla:
-            ks = L.mla_attention(a, s, mode, q, kv, T)
+            ks = L.mla_attention(a, s, mode, q, kv, T, self.attn_proj, self.attn_out)
         else:
             ks = L.gqa_attention(a, s, kind, mode, q, kv, T)
         ks += L.norms(p, s, T)

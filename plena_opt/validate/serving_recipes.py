@@ -150,3 +150,25 @@ def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
         return False
     deepgemm = isl == TRTLLM_DEEPGEMM_ISL and conc >= TRTLLM_DEEPGEMM_MIN_CONCURRENCY
     return engine == "sglang" or (engine == "trtllm" and not deepgemm)
+
+
+# The NVFP4 checkpoint every single-node InferenceX DeepSeek-R1 fp4 B200 config names (SGLang
+# and TensorRT-LLM, .github/configs/nvidia-master.yaml ``dsr1-fp4-b200-*``: ``model:
+# nvidia/DeepSeek-R1-0528-FP4-V2`` from 2025-09-15 through 2026-04; the rows' file says only
+# ``deepseek-ai/DeepSeek-R1`` at nvfp4). Its q/kv projections stay bf16, o_proj is NVFP4
+# (``models.checkpoint.BF16_ATTENTION``).
+INFERENCEX_DSR1_FP4 = "nvidia/DeepSeek-R1-0528-FP4-V2"
+
+
+def checkpoint_attention(row: ServingRow, d: Deployment) -> str:
+    """``Workload.bf16_attention`` of the checkpoint ``row`` ran: an NVIDIA NVFP4 DeepSeek id as
+    named, or, for an InferenceX DeepSeek-R1 row at fp4, ``INFERENCEX_DSR1_FP4``; "" otherwise
+    (every GEMM in the row's format)."""
+    from plena_opt.models.checkpoint import nvfp4_attention
+
+    if d.precision != "fp4" or d.model not in DEEPSEEK_R1:
+        return ""
+    named = nvfp4_attention(row.get("model_path"))
+    if named or not INFERENCEX_ID.match(row.id):
+        return named
+    return nvfp4_attention(INFERENCEX_DSR1_FP4)

@@ -16,6 +16,7 @@ from pathlib import Path
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
+    checkpoint_attention,
     sglang_recv_interval,
     trtllm_adp_balance,
     trtllm_batch_wait,
@@ -142,6 +143,7 @@ class Deployment:
     pool_plans: tuple[PoolPlan, PoolPlan] | None = None
     pp: int = 1  # pipeline stages of an aggregated worker (``gpus`` counts them)
     eplb_redundant: int = 0  # redundant expert replicas an uneven EP size needs (eplb_redundant)
+    bf16_attention: str = ""  # MLA projections the checkpoint keeps in bf16 (Workload field)
 
 
 class Refused(Exception):
@@ -315,9 +317,11 @@ def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
 
 
 def _with_block(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes."""
+    """``d`` with the row's fp8_block GEMM / MoE modes and the bf16 attention projections of
+    the checkpoint it ran (``serving_recipes.checkpoint_attention``)."""
     gemm = row.get("gemm_quant_mode") == "fp8_block"
     moe = row.get("moe_quant_mode") == "fp8_block"
+    d = replace(d, bf16_attention=checkpoint_attention(row, d))
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
 
 

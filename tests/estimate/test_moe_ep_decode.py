@@ -55,17 +55,18 @@ def test_power_law_busiest_rank_is_not_the_cap_overflow() -> None:
 def test_sglang_tep_rows(tmp_path, monkeypatch) -> None:
     """The 18 SGLang DeepSeek-R1 NVFP4 rows with experts EP over the TP group (InferenceX
     2026-03-25): TPOT MAPE 23.0 % (bias +22.6 %) with the all-to-all priced and the cap's
-    overflow on one rank; 9.7 % (+6.4 %) now."""
+    overflow on one rank; 9.7 % (+6.4 %) after r11moe; 5.6 % (−0.7 %) with the checkpoint's
+    bf16 q/kv projections (r13dsr1; 16.3 % / +15.5 % with the two r11moe mechanisms off)."""
     path = shipped_subset(tmp_path / "rows.csv", lambda r: r["backend"] == "sglang"
                           and "DeepSeek-R1" in r["model_path"]
                           and r["moe_ep_size"] not in ("", "1") and r["mode"] == "agg")  # fmt: skip
 
     mape, bias = tpot_mape_bias(path, 18)
-    assert mape < 0.12 and abs(bias) < 0.08
+    assert mape < 0.08 and abs(bias) < 0.04
     monkeypatch.setattr(comm, "replicated_expert_parallel", lambda shape: False)
     monkeypatch.setattr(moe_load, "typical_busiest_block", busiest_block)
     old_mape, old_bias = tpot_mape_bias(path, 18)
-    assert old_mape > 0.2 and old_bias > 0.2
+    assert old_mape > 0.14 and old_bias > 0.12
 
 
 def test_trtllm_gen_fp8_experts_take_the_generated_runners_memory_side() -> None:
