@@ -172,3 +172,20 @@ def checkpoint_attention(row: ServingRow, d: Deployment) -> str:
     if named or not INFERENCEX_ID.match(row.id):
         return named
     return nvfp4_attention(INFERENCEX_DSR1_FP4)
+
+
+# TensorRT-LLM images InferenceX ran only with speculative decoding: in
+# .github/configs/nvidia-master.yaml, from 2026-02-05 (PR #632, #642) to 2026-05-18 (PR #1489),
+# ``release:1.2.0rc6.post3`` is the image of dsr1-fp8-b200-trt-mtp and dsr1-fp4-b200-trt-mtp
+# only (``spec-decoding: mtp``: MTP 3, or 1 with attention DP), every other config, the non-MTP
+# DeepSeek-R1 ones included, on ``1.2.0rc6.post2``. The file records neither the draft length
+# nor the acceptance such a run had (``estimate --speculative`` needs both).
+SPECULATIVE_IMAGES = {("trtllm", "1.2.0rc6.post3"): "dsr1-fp4/fp8-b200-trt-mtp"}
+
+
+def speculative_image(row: ServingRow) -> str | None:
+    """The InferenceX MTP configs an InferenceX row's engine image was used by only
+    (``SPECULATIVE_IMAGES``), else None."""
+    if not INFERENCEX_ID.match(row.id):
+        return None
+    return SPECULATIVE_IMAGES.get((row.get("backend"), row.get("backend_version")))

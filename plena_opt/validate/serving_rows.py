@@ -18,6 +18,7 @@ from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
     checkpoint_attention,
     sglang_recv_interval,
+    speculative_image,
     trtllm_adp_balance,
     trtllm_batch_wait,
     trtllm_gen_moe,
@@ -198,6 +199,10 @@ def resolve(row: ServingRow) -> Deployment:
     if engine in NVIDIA_ONLY_ENGINES and SYSTEMS[system][0] in AMD_CHIPS:
         raise Refused(f"backend {engine!r} on system {row.get('system')!r}: TensorRT-LLM runs "
                       "on NVIDIA GPUs only (no ROCm build)")  # fmt: skip
+    if configs := speculative_image(row):
+        raise Refused(f"deployment not fully specified: InferenceX ran {engine} "
+                      f"{row.get('backend_version')} only for its speculative-decoding configs "
+                      f"({configs}); the draft length and acceptance are not recorded")  # fmt: skip
     hf = row.get("model_path")
     resolved = catalog_model(hf)
     if resolved is None:
