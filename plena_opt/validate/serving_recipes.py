@@ -189,3 +189,32 @@ def speculative_image(row: ServingRow) -> str | None:
     if not INFERENCEX_ID.match(row.id):
         return None
     return SPECULATIVE_IMAGES.get((row.get("backend"), row.get("backend_version")))
+
+
+# The points the non-MTP InferenceX DeepSeek-R1 fp8 B200 SGLang config ran: (isl, osl) ->
+# {TP (GPUs): (first, last concurrency)} of nvidia-master.yaml ``dsr1-fp8-b200-sglang``,
+# unchanged from 2026-01-13 (PR #411) through its v0.5.9 image (2026-03-25, PR #943). Its twin
+# ``dsr1-fp8-b200-sglang-mtp`` (the same v0.5.9 image, ``spec-decoding: mtp``) ran TP 8 at 4-512
+# clients at every length, so a v0.5.9 row outside these points is the MTP config's run; inside
+# them both ran and the row does not say which.
+SGLANG_DSR1_FP8_VERSION = "0.5.9"
+SGLANG_DSR1_FP8_POINTS = {
+    (1024, 1024): {8: (4, 64)},
+    (1024, 8192): {8: (4, 64)},
+    (8192, 1024): {8: (4, 4), 4: (4, 32)},
+}
+
+
+def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None:
+    """The InferenceX MTP config an InferenceX SGLang DeepSeek-R1 fp8 B200 row of the v0.5.9
+    image ran, where its (lengths, TP, clients) lie outside the non-MTP config's points
+    (``SGLANG_DSR1_FP8_POINTS``); else None."""
+    if (d.engine != "sglang" or system != "b200_sxm" or d.model not in DEEPSEEK_R1
+            or row.get("precision") != "fp8" or not INFERENCEX_ID.match(row.id)
+            or row.get("backend_version") != SGLANG_DSR1_FP8_VERSION
+            or d.pools is not None):  # fmt: skip
+        return None
+    span = SGLANG_DSR1_FP8_POINTS.get((d.input_len, d.output_len), {}).get(d.gpus)
+    if span is not None and span[0] <= d.concurrency <= span[1]:
+        return None
+    return "dsr1-fp8-b200-sglang-mtp"

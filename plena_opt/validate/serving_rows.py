@@ -19,6 +19,7 @@ from plena_opt.validate.serving_recipes import (
     checkpoint_attention,
     sglang_recv_interval,
     speculative_image,
+    speculative_point,
     trtllm_adp_balance,
     trtllm_batch_wait,
     trtllm_gen_moe,
@@ -240,6 +241,11 @@ def resolve(row: ServingRow) -> Deployment:
                 adp_balance=trtllm_adp_balance(row, system, d),
                 max_num_tokens=trtllm_max_num_tokens(row, system, d),
                 trt_kv_fraction=trtllm_kv_fraction(row, system, d))  # fmt: skip
+    if configs := speculative_point(row, system, d):
+        raise Refused(f"deployment not fully specified: only InferenceX's speculative-decoding "
+                      f"config ({configs}) ran {d.input_len}/{d.output_len} on {d.gpus} GPUs "
+                      f"at {conc} clients; the draft length and acceptance are not "
+                      "recorded")  # fmt: skip
     return _with_block(row, d)
 
 

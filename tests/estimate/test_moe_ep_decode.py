@@ -90,7 +90,9 @@ def test_trtllm_gen_fp8_experts_take_the_generated_runners_memory_side() -> None
 def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
     """The 54 SGLang DeepSeek-R1 fp8 TP rows on B200 (InferenceX, ``--moe-runner-backend
     flashinfer_trtllm``) outside the MTP twins: TPOT MAPE 21.9 % (bias +17.3 %) with the
-    Triton fp8 curve, 11.4 % (+2.5 %) on the generated runner's."""
+    Triton fp8 curve, 11.4 % (+2.5 %) on the generated runner's; since r13dsr1 the 28 of them
+    at points the non-MTP config ran (the rest refused as MTP runs): 9.0 % / +6.0 % against
+    24.3 % / +24.1 % on the Triton curve."""
     from pathlib import Path
 
     monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "benchmarks"))  # undone after
@@ -105,8 +107,8 @@ def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
             and r["id"] not in aside]  # fmt: skip
     path = write_rows(tmp_path / "rows.csv", fields, rows)
 
-    mape, bias = tpot_mape_bias(path, 54)
-    assert mape < 0.13 and abs(bias) < 0.06
+    mape, bias = tpot_mape_bias(path, 28)
+    assert mape < 0.11 and abs(bias) < 0.08
     monkeypatch.setattr(serving_rows, "trtllm_gen_moe", lambda *_: False)
-    old_mape, old_bias = tpot_mape_bias(path, 54)
+    old_mape, old_bias = tpot_mape_bias(path, 28)
     assert old_mape > 0.18 and old_bias > 0.12
