@@ -215,12 +215,15 @@ class GpuPricing(LayerPricer):
         # MLA projections the checkpoint keeps in bf16 (Workload.bf16_attention): read 2-byte
         # weights at the bf16 rate; o_proj too unless the checkpoint quantises it ("all_but_o")
         self.attn_proj = self.attn_out = self.dense
-        if workload.bf16_attention and model is not None and model.is_mla:
+        kept = workload.bf16_attention
+        if not kept and model is not None and self.perf.precision == model.checkpoint_precision:
+            kept = model.checkpoint_bf16_attention  # an NVIDIA NVFP4 DeepSeek id, as shipped
+        if kept and model is not None and model.is_mla:
             self.attn_proj = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
                                           precision.kv_read_bytes, self.perf.bw)  # fmt: skip
-            if workload.bf16_attention == "all":
+            if kept == "all":
                 self.attn_out = self.attn_proj
-            self.bf16_attention = workload.bf16_attention
+            self.bf16_attention = kept
         self.warnings = _ignored_options(workload)
         if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
             self.dense_weight_bytes = self.dense.wb

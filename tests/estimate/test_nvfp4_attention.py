@@ -82,3 +82,18 @@ def test_validation_rows_resolve_the_checkpoint_they_ran() -> None:
     fp8 = {**row, "precision": "fp8", "gemm_quant_mode": "fp8_block",
            "moe_quant_mode": "fp8_block"}  # fmt: skip
     assert resolve(ServingRow(ix, fp8)).bf16_attention == ""
+
+
+def test_an_nvidia_nvfp4_id_carries_its_layout_into_estimate() -> None:
+    """``estimate --model nvidia/DeepSeek-R1-NVFP4`` prices the checkpoint as shipped (bf16 MLA
+    projections) while it runs fp4; a plan re-quantised to fp8 prices every GEMM at fp8."""
+    m = load_model("nvidia/DeepSeek-R1-NVFP4")
+    assert m.checkpoint_precision == "fp4" and m.checkpoint_bf16_attention == "all"
+    assert load_model("nvidia/DeepSeek-R1-0528-FP4-v2").checkpoint_bf16_attention == "all_but_o"
+    assert load_model("deepseek-r1").checkpoint_bf16_attention == ""
+    c = load_chip("b200")
+    ctx = EstimateContext(m, load_noc_profile("hgx-b200x8"), gpu_memory(c), Workload(), c)
+    assert ctx.pricer.attn_proj.precision == "bf16" and ctx.pricer.bf16_attention == "all"
+    fp8 = EstimateContext(m, load_noc_profile("hgx-b200x8"), gpu_memory(c),
+                          Workload(precision="fp8"), c).pricer  # fmt: skip
+    assert fp8.attn_proj is fp8.dense and fp8.bf16_attention == ""
