@@ -183,12 +183,22 @@ def checkpoint_attention(row: ServingRow, d: Deployment) -> str:
 SPECULATIVE_IMAGES = {("trtllm", "1.2.0rc6.post3"): "dsr1-fp4/fp8-b200-trt-mtp"}
 
 
-def speculative_image(row: ServingRow) -> str | None:
-    """The InferenceX MTP configs an InferenceX row's engine image was used by only
-    (``SPECULATIVE_IMAGES``), else None."""
+def speculative_run(row: ServingRow, system: str, d: Deployment) -> str | None:
+    """Why ``row`` is refused as an InferenceX speculative-decoding (MTP) run the file does not
+    mark: its engine image only the MTP configs used (``SPECULATIVE_IMAGES``), or a point only
+    the MTP config ran (``speculative_point``); None otherwise."""
     if not INFERENCEX_ID.match(row.id):
         return None
-    return SPECULATIVE_IMAGES.get((row.get("backend"), row.get("backend_version")))
+    unknown = "; the draft length and acceptance are not recorded"
+    version = row.get("backend_version")
+    if configs := SPECULATIVE_IMAGES.get((d.engine, version)):
+        return (f"deployment not fully specified: InferenceX ran {d.engine} {version} only for "
+                f"its speculative-decoding configs ({configs}){unknown}")  # fmt: skip
+    if configs := speculative_point(row, system, d):
+        return (f"deployment not fully specified: only InferenceX's speculative-decoding config "
+                f"({configs}) ran {d.input_len}/{d.output_len} on {d.gpus} GPUs at "
+                f"{d.concurrency} clients{unknown}")  # fmt: skip
+    return None
 
 
 # The points the non-MTP InferenceX DeepSeek-R1 fp8 B200 SGLang config ran: (isl, osl) ->
@@ -218,3 +228,14 @@ def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None
     if span is not None and span[0] <= d.concurrency <= span[1]:
         return None
     return "dsr1-fp8-b200-sglang-mtp"
+
+
+def with_formats(row: ServingRow, d: Deployment) -> Deployment:
+    """``d`` with the row's fp8_block GEMM / MoE modes and the bf16 attention projections of
+    the checkpoint it ran (``checkpoint_attention``)."""
+    from dataclasses import replace
+
+    gemm = row.get("gemm_quant_mode") == "fp8_block"
+    moe = row.get("moe_quant_mode") == "fp8_block"
+    d = replace(d, bf16_attention=checkpoint_attention(row, d))
+    return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d

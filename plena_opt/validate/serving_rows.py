@@ -16,15 +16,14 @@ from pathlib import Path
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
-    checkpoint_attention,
     sglang_recv_interval,
-    speculative_image,
-    speculative_point,
+    speculative_run,
     trtllm_adp_balance,
     trtllm_batch_wait,
     trtllm_gen_moe,
     trtllm_kv_fraction,
     trtllm_max_num_tokens,
+    with_formats,
 )
 
 # AIConfigurator system name -> (GPU chip profile, one-node NoC profile, GPUs per node)
@@ -200,10 +199,6 @@ def resolve(row: ServingRow) -> Deployment:
     if engine in NVIDIA_ONLY_ENGINES and SYSTEMS[system][0] in AMD_CHIPS:
         raise Refused(f"backend {engine!r} on system {row.get('system')!r}: TensorRT-LLM runs "
                       "on NVIDIA GPUs only (no ROCm build)")  # fmt: skip
-    if configs := speculative_image(row):
-        raise Refused(f"deployment not fully specified: InferenceX ran {engine} "
-                      f"{row.get('backend_version')} only for its speculative-decoding configs "
-                      f"({configs}); the draft length and acceptance are not recorded")  # fmt: skip
     hf = row.get("model_path")
     resolved = catalog_model(hf)
     if resolved is None:
@@ -241,12 +236,9 @@ def resolve(row: ServingRow) -> Deployment:
                 adp_balance=trtllm_adp_balance(row, system, d),
                 max_num_tokens=trtllm_max_num_tokens(row, system, d),
                 trt_kv_fraction=trtllm_kv_fraction(row, system, d))  # fmt: skip
-    if configs := speculative_point(row, system, d):
-        raise Refused(f"deployment not fully specified: only InferenceX's speculative-decoding "
-                      f"config ({configs}) ran {d.input_len}/{d.output_len} on {d.gpus} GPUs "
-                      f"at {conc} clients; the draft length and acceptance are not "
-                      "recorded")  # fmt: skip
-    return _with_block(row, d)
+    if why := speculative_run(row, system, d):
+        raise Refused(why)
+    return with_formats(row, d)
 
 
 def _weight_only(fmt: str, chip_name: str) -> bool:
@@ -327,15 +319,6 @@ def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
         raise Refused(str(exc)) from None
 
 
-def _with_block(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes and the bf16 attention projections of
-    the checkpoint it ran (``serving_recipes.checkpoint_attention``)."""
-    gemm = row.get("gemm_quant_mode") == "fp8_block"
-    moe = row.get("moe_quant_mode") == "fp8_block"
-    d = replace(d, bf16_attention=checkpoint_attention(row, d))
-    return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
-
-
 def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, str, int, int]:
     """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes
     (``pool``: "prefill_" / "decode_" for a disaggregated pool's fields): a shorthand where one
@@ -411,4 +394,4 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
                    pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
-    return _with_block(row, d)
+    return with_formats(row, d)

@@ -145,9 +145,10 @@ def test_shipped_file_is_the_shared_copy():
 
 
 # Rows of the shipped file priced (1,257 of 1,877, one of them disaggregated; the rest refused:
-# 88 DeepSeek-R1 TensorRT-LLM rows (70 priced before) of the MTP-only 1.2.0rc6.post3 image and
-# 26 SGLang fp8 rows at points only the MTP config ran (r13dsr1: speculative decoding the file
-# does not record; 1,353 were priced before), 393 disagg rows without worker counts, 107 B200
+# 70 DeepSeek-R1 TensorRT-LLM rows of the MTP-only 1.2.0rc6.post3 image (18 more of it keep an
+# earlier reason) and 26 SGLang fp8 rows at points only the MTP config ran (r13dsr1:
+# speculative decoding the file does not record; 1,353 were priced before), 393 disagg rows
+# without worker counts, 107 B200
 # rows whose size fields name 4 to 64 GPUs where
 # the id names 2 to 8 (106 of them were priced as 16/64-GPU plans until r6), 13 with unrecorded
 # replicas, 8 without a concurrency, 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b
