@@ -135,6 +135,11 @@ class PlanCost(PlanPasses):
                 moe_layers = sum(n for kind, n in all_counts[i].items() if kind.moe)
                 quant = moe_layers * experts
                 wbytes = quant * prec.weight_bytes + (welem - quant) * dense_wb
+            kept = ctx.pricer.bf16_attention  # MLA projections the checkpoint keeps in bf16
+            if kept:
+                o_proj = 0 if kept == "all" else d.heads * m.v_head_dim * h
+                layers = sum(n for kind, n in all_counts[i].items() if not kind.linear)
+                wbytes += layers * (attn - o_proj) * (2.0 - prec.weight_bytes)
             out.append((wbytes, kvelem * prec.kv_write_bytes + state))
         return out
 

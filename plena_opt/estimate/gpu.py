@@ -215,6 +215,18 @@ class GpuPricing(LayerPricer):
             )
         if self.marlin_moe:  # Marlin is a CUDA kernel with a known ceiling per chip
             marlin_peak_fraction(chip.name)
+        # MLA projections the checkpoint keeps in bf16 (Workload.bf16_attention): read 2-byte
+        # weights at the bf16 rate; o_proj too unless the checkpoint quantises it ("all_but_o")
+        self.attn_proj = self.attn_out = self.dense
+        kept = workload.bf16_attention
+        if not kept and model is not None and self.perf.precision == model.checkpoint_precision:
+            kept = model.checkpoint_bf16_attention  # an NVIDIA NVFP4 DeepSeek id, as shipped
+        if kept and model is not None and model.is_mla:
+            self.attn_proj = GpuPerfModel(chip, DEFAULT_GPU_PRECISION, 2.0, 2.0,
+                                          precision.kv_read_bytes, self.perf.bw)  # fmt: skip
+            if kept == "all":
+                self.attn_out = self.attn_proj
+            self.bf16_attention = kept
         self.warnings = _ignored_options(workload)
         if self.dense is not self.perf:  # experts-only format: the rest at the dense bytes
             self.dense_weight_bytes = self.dense.wb
@@ -257,7 +269,7 @@ class GpuPricing(LayerPricer):
 
             ks = gated_deltanet(a, s, mode, q, T)
         elif m.is_mla:
-            ks = L.mla_attention(a, s, mode, q, kv, T)
+            ks = L.mla_attention(a, s, mode, q, kv, T, self.attn_proj, self.attn_out)
         else:
             ks = L.gqa_attention(a, s, kind, mode, q, kv, T)
         ks += L.norms(p, s, T)

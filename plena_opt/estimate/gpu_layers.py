@@ -78,42 +78,45 @@ def _gqa_prefill(p: GpuPerfModel, s: LayerShape, kind: LayerKind, q: int,
     return p.attention_prefill_keys(d.b_dev, d.heads, d.kv_heads, m.head_dim, q, read, keys)
 
 
-def mla_attention(p: GpuPerfModel, s: LayerShape, mode: str, q: int, kv: np.ndarray,
-                  T: int) -> list[KernelTime]:  # fmt: skip
+def mla_attention(p: GpuPerfModel, s: LayerShape, mode: str, q: int, kv: np.ndarray, T: int,
+                  w: GpuPerfModel | None = None, o: GpuPerfModel | None = None
+                  ) -> list[KernelTime]:  # fmt: skip
     """MLA: latent down-projections (replicated over TP), per-head up-projections, attention.
 
     Decode absorbs the K/V up-projections into the query and output (two per-head batched
     GEMMs) and attends over the cached latent; prefill decompresses K and V for every cached
-    token and runs multi-head attention."""
+    token and runs multi-head attention. ``w`` / ``o``: the formats of the Q/KV projections and
+    of o_proj where the checkpoint keeps them apart from ``p`` (``Workload.bf16_attention``)."""
     from plena_opt.estimate import gpu_attention_variants as V
 
     m, d, ab = s.model, s.shard, p.ab
+    w, o = w or p, o or p
     h, H, rope, nope = m.hidden_size, d.heads, m.qk_rope_head_dim, m.qk_nope_head_dim
     lat, lora, v = m.kv_latent_dim, m.kv_lora_rank, m.v_head_dim
     ks: list[KernelTime] = []
     if m.q_lora_rank:
-        ks += [p.gemm(T, m.q_lora_rank, h), p.elementwise(2 * T * m.q_lora_rank * ab, 0)]
-        ks.append(p.gemm(T, H * m.head_dim, m.q_lora_rank))
+        ks += [w.gemm(T, m.q_lora_rank, h), p.elementwise(2 * T * m.q_lora_rank * ab, 0)]
+        ks.append(w.gemm(T, H * m.head_dim, m.q_lora_rank))
     else:
-        ks.append(p.gemm(T, H * m.head_dim, h))
-    ks += [p.gemm(T, lat, h), p.elementwise(2 * T * lat * ab, T * lat * p.kvb)]  # norm, cache
+        ks.append(w.gemm(T, H * m.head_dim, h))
+    ks += [w.gemm(T, lat, h), p.elementwise(2 * T * lat * ab, T * lat * p.kvb)]  # norm, cache
     ks.append(p.elementwise(T * (H + 1) * rope * ab, T * (H + 1) * rope * ab))  # RoPE
     ks += V.dsa_indexer(p, s, mode, q, kv, T)  # DeepSeek sparse attention; [] otherwise
     if mode == "prefill" and m.is_sparse:  # sparse MLA on the latent (absorbed), top-k keys
-        ks.append(p.grouped_gemm(T, H, lora, nope))
+        ks.append(w.grouped_gemm(T, H, lora, nope))
         ks.append(p.attention_prefill_topk(d.b_dev, H, 1, lat, q, kv, m.index_topk))
-        ks.append(p.grouped_gemm(T, H, v, lora))
-        return [*ks, p.gemm(T, h, H * v)]
+        ks.append(w.grouped_gemm(T, H, v, lora))
+        return [*ks, o.gemm(T, h, H * v)]
     kv = V.sparse_kv(s, kv)
     if mode == "prefill":
         rows = int(d.b_dev * float(np.max(kv)))
-        ks.append(p.gemm(rows, H * (nope + v), lora))  # decompress K_nope and V
+        ks.append(w.gemm(rows, H * (nope + v), lora))  # decompress K_nope and V
         ks.append(p.attention_prefill(d.b_dev, H, H, m.head_dim, q, kv))
     else:
-        ks.append(p.grouped_gemm(T, H, lora, nope))  # q_nope · W_UK per head
+        ks.append(w.grouped_gemm(T, H, lora, nope))  # q_nope · W_UK per head
         ks.append(p.attention_decode(d.b_dev, H, 1, lat, kv, latent=lat))
-        ks.append(p.grouped_gemm(T, H, v, lora))  # latent output · W_UV per head
-    ks.append(p.gemm(T, h, H * v))
+        ks.append(w.grouped_gemm(T, H, v, lora))  # latent output · W_UV per head
+    ks.append(o.gemm(T, h, H * v))
     return ks
 
 

@@ -233,6 +233,10 @@ class Workload:
     # ``--moe-runner-backend flashinfer_trtllm``, TensorRT-LLM ``moe_config.backend: TRTLLM``;
     # GPU; ``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``)
     trtllm_gen_moe: bool = False
+    # MLA attention projections a quantised checkpoint keeps in bf16 (GPU;
+    # ``models.checkpoint.BF16_ATTENTION``): "" none (every GEMM at ``precision``), "all" (NVIDIA's
+    # DeepSeek-R1 NVFP4 v1), "all_but_o" (the v2 checkpoints: o_proj quantised too)
+    bf16_attention: str = ""
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -262,6 +266,9 @@ class Workload:
             if not isinstance(getattr(self, name), bool):
                 raise PlenaTypeError(name, f"{name} must be a bool")
         check_choice("overlap_policy", self.overlap_policy, OVERLAP_POLICIES)
+        from plena_opt.models.checkpoint import BF16_ATTENTION
+
+        check_choice("bf16_attention", self.bf16_attention, BF16_ATTENTION)
         if not isinstance(self.routing, str) or not self.routing:
             raise PlenaInputError("routing", "routing must be a mode name or a trace file path")
         from plena_opt.chip.precision import check_format

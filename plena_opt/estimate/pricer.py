@@ -76,6 +76,9 @@ class LayerPricer(ABC):
     # bytes per element of the weights other than the routed experts where they differ from the
     # storage precision's (an experts-only quantised checkpoint); None: every weight alike
     dense_weight_bytes: float | None = None
+    # MLA projections a quantised checkpoint keeps in bf16 (``Workload.bf16_attention`` where the
+    # pricer applies it; "": none)
+    bf16_attention: str = ""
 
     # -- before a context: the chip's formats and memory --------------------------------------
     @classmethod

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
-from plena_opt.models.checkpoint import ResolvedModel, resolve_hf_id
+from plena_opt.models.checkpoint import ResolvedModel, nvfp4_attention, resolve_hf_id
 from plena_opt.models.limits import MAX_NESTING, check_depth
 from plena_opt.models.model_spec import ModelSpec
 
@@ -117,6 +117,16 @@ def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
     return spec.model_copy(update=update)
 
 
+@cache
+def _hf_spec(name: str, checkpoint: str, bf16_attention: str) -> ModelSpec:
+    """``_builtin_spec`` of a Hugging Face id, with the MLA projections its checkpoint keeps in
+    bf16 (``models.checkpoint.nvfp4_attention``; only an MLA model at fp4 keeps any)."""
+    spec = _builtin_spec(name, checkpoint)
+    if not bf16_attention or not spec.is_mla or checkpoint != "fp4":
+        return spec
+    return spec.model_copy(update={"checkpoint_bf16_attention": bf16_attention})
+
+
 def model_name_from_path(path: str | Path) -> str:
     """The name a model read from ``path`` goes by (``models show``, study names):
     ``…/Llama-3.1-8B/config.json`` → ``Llama-3.1-8B``; ``my-model.json`` → ``my-model``; a folder
@@ -145,6 +155,6 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
     if name not in list_models():
         found = resolve_model_id(name)
         if found is not None:  # a Hugging Face id: its entry, at the checkpoint's format
-            return _builtin_spec(found.name, found.checkpoint_precision)
+            return _hf_spec(found.name, found.checkpoint_precision, nvfp4_attention(name))
     _check_name(name)
     return _builtin_spec(name)

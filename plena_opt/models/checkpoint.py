@@ -50,6 +50,25 @@ QUANT_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("-gptq-int4", "int4"),
     ("-awq", "int4"),
 )
+# MLA attention projections NVIDIA's ModelOpt NVFP4 DeepSeek-R1 checkpoints keep in bf16
+# (``Workload.bf16_attention``). Model cards: nvidia/DeepSeek-R1-FP4 (renamed
+# nvidia/DeepSeek-R1-NVFP4: the same "add model card" commit 4daeb23) and -0528-FP4 quantise "the
+# linear operators within transformer blocks" but leave the attention layers unquantised; the
+# -FP4-v2 / -0528-FP4-v2 cards: "compared to nvidia/DeepSeek-R1(-0528)-FP4, this checkpoint
+# additionally quantizes the wo module in attention layers" (o_proj). The dense MLPs, shared and
+# routed experts are NVFP4 in both.
+BF16_ATTENTION = ("", "all", "all_but_o")
+
+
+def nvfp4_attention(hf_id: str) -> str:
+    """``BF16_ATTENTION`` value of an NVIDIA NVFP4 DeepSeek checkpoint named ``hf_id`` (a ``-v2``
+    revision quantises o_proj too); "" for any other id."""
+    name = hf_id.rsplit("/", 1)[-1].lower()
+    if not hf_id.lower().startswith("nvidia/deepseek-") or not ("-fp4" in name or "-nvfp4" in name):
+        return ""
+    return "all_but_o" if name.endswith("-v2") else "all"
+
+
 # suffixes of post-trained checkpoints that keep the base model's architecture fields
 VARIANT_SUFFIXES = ("-instruct", "-it", "-chat", "-base")
 # a re-upload of a quantised checkpoint (``nvidia/DeepSeek-R1-0528-FP4-v2``, AMD's

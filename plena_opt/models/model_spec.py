@@ -83,6 +83,9 @@ class ModelSpec(BaseModel):
     checkpoint_precision: str = "bf16"
     checkpoint_source: str = "no quantization_config"
     checkpoint_experts_only: bool = False  # attention etc. stay bf16 (gpt-oss MXFP4)
+    # MLA projections the checkpoint keeps in bf16 (``models.checkpoint.BF16_ATTENTION``: NVIDIA's
+    # NVFP4 DeepSeek ids); applies where a plan runs the checkpoint's own format
+    checkpoint_bf16_attention: str = ""
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:

@@ -18,11 +18,13 @@ from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
     MARLIN_RECIPE_CHIPS,
     sglang_recv_interval,
+    speculative_run,
     trtllm_adp_balance,
     trtllm_batch_wait,
     trtllm_gen_moe,
     trtllm_kv_fraction,
     trtllm_max_num_tokens,
+    with_formats,
 )
 
 # AIConfigurator system name -> (GPU chip profile, one-node NoC profile, GPUs per node)
@@ -143,6 +145,7 @@ class Deployment:
     pool_plans: tuple[PoolPlan, PoolPlan] | None = None
     pp: int = 1  # pipeline stages of an aggregated worker (``gpus`` counts them)
     eplb_redundant: int = 0  # redundant expert replicas an uneven EP size needs (eplb_redundant)
+    bf16_attention: str = ""  # MLA projections the checkpoint keeps in bf16 (Workload field)
 
 
 class Refused(Exception):
@@ -234,7 +237,9 @@ def resolve(row: ServingRow) -> Deployment:
                 adp_balance=trtllm_adp_balance(row, system, d),
                 max_num_tokens=trtllm_max_num_tokens(row, system, d),
                 trt_kv_fraction=trtllm_kv_fraction(row, system, d))  # fmt: skip
-    return _with_block(row, d)
+    if why := speculative_run(row, system, d):
+        raise Refused(why)
+    return with_formats(row, d)
 
 
 def _weight_only(fmt: str, chip_name: str) -> bool:
@@ -315,13 +320,6 @@ def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
         raise Refused(str(exc)) from None
 
 
-def _with_block(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes."""
-    gemm = row.get("gemm_quant_mode") == "fp8_block"
-    moe = row.get("moe_quant_mode") == "fp8_block"
-    return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
-
-
 def _split(row: ServingRow, model_name: str, pool: str = "") -> tuple[int, int, str, int, int]:
     """(plan tp, plan ep, moe_tp_mode, GPUs, plan moe_tp) of the row's attention and MoE sizes
     (``pool``: "prefill_" / "decode_" for a disaggregated pool's fields): a shorthand where one
@@ -397,4 +395,4 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
                    pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
-    return _with_block(row, d)
+    return with_formats(row, d)

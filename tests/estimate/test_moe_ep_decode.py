@@ -55,17 +55,18 @@ def test_power_law_busiest_rank_is_not_the_cap_overflow() -> None:
 def test_sglang_tep_rows(tmp_path, monkeypatch) -> None:
     """The 18 SGLang DeepSeek-R1 NVFP4 rows with experts EP over the TP group (InferenceX
     2026-03-25): TPOT MAPE 23.0 % (bias +22.6 %) with the all-to-all priced and the cap's
-    overflow on one rank; 9.7 % (+6.4 %) now."""
+    overflow on one rank; 9.7 % (+6.4 %) after r11moe; 5.6 % (−0.7 %) with the checkpoint's
+    bf16 q/kv projections (r13dsr1; 16.3 % / +15.5 % with the two r11moe mechanisms off)."""
     path = shipped_subset(tmp_path / "rows.csv", lambda r: r["backend"] == "sglang"
                           and "DeepSeek-R1" in r["model_path"]
                           and r["moe_ep_size"] not in ("", "1") and r["mode"] == "agg")  # fmt: skip
 
     mape, bias = tpot_mape_bias(path, 18)
-    assert mape < 0.12 and abs(bias) < 0.08
+    assert mape < 0.08 and abs(bias) < 0.04
     monkeypatch.setattr(comm, "replicated_expert_parallel", lambda shape: False)
     monkeypatch.setattr(moe_load, "typical_busiest_block", busiest_block)
     old_mape, old_bias = tpot_mape_bias(path, 18)
-    assert old_mape > 0.2 and old_bias > 0.2
+    assert old_mape > 0.14 and old_bias > 0.12
 
 
 def test_trtllm_gen_fp8_experts_take_the_generated_runners_memory_side() -> None:
@@ -89,7 +90,9 @@ def test_trtllm_gen_fp8_experts_take_the_generated_runners_memory_side() -> None
 def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
     """The 54 SGLang DeepSeek-R1 fp8 TP rows on B200 (InferenceX, ``--moe-runner-backend
     flashinfer_trtllm``) outside the MTP twins: TPOT MAPE 21.9 % (bias +17.3 %) with the
-    Triton fp8 curve, 11.4 % (+2.5 %) on the generated runner's."""
+    Triton fp8 curve, 11.4 % (+2.5 %) on the generated runner's; since r13dsr1 the 28 of them
+    at points the non-MTP config ran (the rest refused as MTP runs): 9.0 % / +6.0 % against
+    24.3 % / +24.1 % on the Triton curve."""
     from pathlib import Path
 
     monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "benchmarks"))  # undone after
@@ -104,8 +107,8 @@ def test_sglang_fp8_rows(tmp_path, monkeypatch) -> None:
             and r["id"] not in aside]  # fmt: skip
     path = write_rows(tmp_path / "rows.csv", fields, rows)
 
-    mape, bias = tpot_mape_bias(path, 54)
-    assert mape < 0.13 and abs(bias) < 0.06
+    mape, bias = tpot_mape_bias(path, 28)
+    assert mape < 0.11 and abs(bias) < 0.08
     monkeypatch.setattr(serving_rows, "trtllm_gen_moe", lambda *_: False)
-    old_mape, old_bias = tpot_mape_bias(path, 54)
+    old_mape, old_bias = tpot_mape_bias(path, 28)
     assert old_mape > 0.18 and old_bias > 0.12

@@ -65,7 +65,9 @@ def test_closed_loop_ttft_gains_the_batch_and_tpot_does_not_move(monkeypatch):
 def test_deepseek_r1_sglang_8k_prompts_on_the_shipped_rows(tmp_path, monkeypatch):
     """The DeepSeek-R1 SGLang B200 8k/1k rows (InferenceX, receive interval 10 / 30) outside the
     MTP twins and the 2025-11 stall: TTFT 19.4 % / −10.9 % with the read batch, 23.0 % / −15.7 %
-    without it (benchmarks/README_serving.md, r11sgl)."""
+    without it (benchmarks/README_serving.md, r11sgl); since r13dsr1 the 15 of them the non-MTP
+    config ran (TP 8 at 8k/1k ran only under MTP beyond 4 clients: refused), 10.4 % / −10.2 %
+    against 14.1 % / −14.1 %."""
     import csv
     import sys
     from pathlib import Path
@@ -92,7 +94,7 @@ def test_deepseek_r1_sglang_8k_prompts_on_the_shipped_rows(tmp_path, monkeypatch
     def ttft() -> tuple[float, float]:
         got = [r for r in score_serving(path).rows if r.status == "priced"]
         errs = [r.ttft_ms / r.measured_ttft_ms - 1 for r in got]
-        assert len(errs) >= 20
+        assert len(errs) >= 15
         return sum(map(abs, errs)) / len(errs), sum(errs) / len(errs)
 
     mape, bias = ttft()

@@ -144,14 +144,18 @@ def test_shipped_file_is_the_shared_copy():
     assert shipped_serving_csv().read_bytes() == shared.read_bytes()
 
 
-# Rows of the shipped file priced (1,353 of 1,877, one of them disaggregated; the rest refused:
-# 393 disagg rows without worker counts, 107 B200 rows whose size fields name 4 to 64 GPUs where
+# Rows of the shipped file priced (1,257 of 1,877, one of them disaggregated; the rest refused:
+# 70 DeepSeek-R1 TensorRT-LLM rows of the MTP-only 1.2.0rc6.post3 image (18 more of it keep an
+# earlier reason) and 26 SGLang fp8 rows at points only the MTP config ran (r13dsr1:
+# speculative decoding the file does not record; 1,353 were priced before), 393 disagg rows
+# without worker counts, 107 B200
+# rows whose size fields name 4 to 64 GPUs where
 # the id names 2 to 8 (106 of them were priced as 16/64-GPU plans until r6), 13 with unrecorded
 # replicas, 8 without a concurrency, 4 fp8_block Qwen3 disagg rows). The 69 H100 gpt-oss-120b
 # rows labelled nvfp4 price as the checkpoint's MXFP4 run weight-only (W4A16; issue 24). Before
 # MoE splits were a plan field (issue 24) 113 rows were refused as not expressible: 108 of them
 # were priced since, 5 are refused for unrecorded replicas.
-SHIPPED_PRICED = 1353
+SHIPPED_PRICED = 1257
 
 
 def test_shipped_file_priced_fraction_and_reasons():
@@ -270,3 +274,48 @@ def test_kv_cache_format_of_a_row():
                                ServingWorkload(32, 8192, 256)).tpot_seconds
                  for i in ("grid_row", ix))  # fmt: skip
     assert fp8 < 0.95 * bf16
+
+
+def test_inferencex_mtp_only_image_is_refused_as_unrecorded_speculation():
+    """InferenceX ran TensorRT-LLM 1.2.0rc6.post3 only for its DeepSeek-R1 MTP configs
+    (``serving_recipes.SPECULATIVE_IMAGES``): such a row is refused naming the speculation; the
+    same row on the non-MTP image (post2), from another source, or of another model or GPU
+    (not what the configs named ran) is priced."""
+    row = {"backend": "trtllm", "backend_version": "1.2.0rc6.post3",
+           "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "mode": "agg",
+           "isl": "1024", "osl": "1024", "tp_size": "8", "moe_tp_size": "8", "moe_ep_size": "1",
+           "concurrency": "8", "batch_size": "8", "precision": "fp8", "gemm_quant_mode": "fp8",
+           "moe_quant_mode": "fp8"}  # fmt: skip
+    ix = "2026_02_06_deepseek_r1_b200_x"
+    with pytest.raises(Refused, match="speculative-decoding configs.*acceptance"):
+        resolve(ServingRow(ix, row))
+    assert resolve(ServingRow(ix, {**row, "backend_version": "1.2.0rc6.post2"})).tp == 8
+    assert resolve(ServingRow("aic_x", row)).tp == 8
+    # the evidence names DeepSeek-R1 on B200 only: another model or GPU on post3 is priced
+    llama = {**row, "model_path": "meta-llama/Llama-3.1-70B", "precision": "bf16",
+             "gemm_quant_mode": "bf16", "moe_quant_mode": "bf16"}  # fmt: skip
+    assert resolve(ServingRow(ix, llama)).tp == 8
+    assert resolve(ServingRow(ix, {**row, "system": "h200_sxm"})).tp == 8
+
+
+def test_sglang_points_only_the_mtp_config_ran_are_refused():
+    """InferenceX's non-MTP DeepSeek-R1 fp8 B200 SGLang config ran TP 8 at 4-64 clients (1k/1k,
+    1k/8k) and 8k/1k only at TP 8 x 4 clients or TP 4 x 4-32; its MTP twin on the same v0.5.9
+    image ran TP 8 at 4-512 (``serving_recipes.SGLANG_DSR1_FP8_POINTS``)."""
+    row = {"backend": "sglang", "backend_version": "0.5.9",
+           "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "mode": "agg",
+           "isl": "1024", "osl": "1024", "tp_size": "8", "moe_tp_size": "8", "moe_ep_size": "1",
+           "concurrency": "64", "precision": "fp8", "gemm_quant_mode": "fp8_block",
+           "moe_quant_mode": "fp8_block"}  # fmt: skip
+    ix = "2026_03_25_deepseek_r1_b200_x"
+    assert resolve(ServingRow(ix, row)).concurrency == 64
+    with pytest.raises(Refused, match="speculative-decoding config.*128 clients"):
+        resolve(ServingRow(ix, {**row, "concurrency": "128"}))
+    long = {**row, "isl": "8192", "osl": "1024", "concurrency": "8"}
+    with pytest.raises(Refused, match="dsr1-fp8-b200-sglang-mtp"):
+        resolve(ServingRow(ix, long))
+    tp4 = {**long, "tp_size": "4", "moe_tp_size": "4", "concurrency": "32"}
+    assert resolve(ServingRow(ix, tp4)).gpus == 4
+    # an older image (no MTP config yet) or another source: priced as recorded
+    assert resolve(ServingRow(ix, {**long, "backend_version": "0.5.6"})).gpus == 8
+    assert resolve(ServingRow("aic_x", {**row, "concurrency": "128"})).gpus == 8
