@@ -197,6 +197,25 @@ class EvaluatorStepCosts:
             chip.eager_host, gpu_host.model_ops(model, self.plan.tp, self._block)
         )
 
+    @cached_property
+    def weight_stream_seconds(self) -> float | None:
+        """Seconds to stream the plan's weights once through every pipeline stage: pp × the
+        fullest stage's weight bytes on one device (``PlanCost.footprint``) / the memory's
+        usable bandwidth: a floor of a decode step's weight read, without its kernels' fixed
+        times, KV reads, collectives and host time. Read only to pick where the open loop's
+        search starts (``serving.spine.open_near``: it decides which step costs are priced,
+        never a figure); None where the one-prompt plan is refused (the search then starts
+        where it did) or the memory gives no bandwidth."""
+        from plena_opt.errors import PlenaInputError
+
+        try:
+            cost = self._first(1)  # the open loop's one-prompt prefill reads it too
+            weights = cost.footprint[0]
+        except PlenaInputError:
+            return None
+        bw = cost.ctx.memory.usable_bandwidth_bytes_per_s
+        return self.plan.pp * weights / bw if bw else None
+
     def _first(self, batch: int) -> PlanCost:
         """The plan priced at ``batch`` prompts and one output token: only the passes read
         (``prefill.latency_at(0)``, ``decode.latency_at(0)``: the ``latency_seconds`` of the

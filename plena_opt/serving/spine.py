@@ -75,18 +75,41 @@ def bracket_turn(tpot: Callable[[float], float], work: float, top: float, steps:
 
 
 # Where the open loop's bracketing search starts (decoding requests; the first spine point at or
-# below it). It decides only which step costs are priced, never a figure: the decoding requests
-# of the serving figures sweep's open loops (benchmarks/sweep_serving_figures.py: 9,126 loops,
-# H100/B200, three engines, 128-token to 8k prompts) have a geometric median of 11 and half of
-# them lie in 4-47; over the 24 rows of benchmarks/bench_load_cost.py a start at 16 prices 61
-# decode batch sizes, at 8 70, at 32 65, and from one request (Little's law at n = 1) 65.
+# below it) when the step costs give no weight-streaming floor. It decides only which step costs
+# are priced, never a figure: the decoding requests of the serving figures sweep's open loops
+# (benchmarks/sweep_serving_figures.py: 9,126 loops, H100/B200, three engines, 128-token to 8k
+# prompts) have a geometric median of 11 and half of them lie in 4-47; over the 24 rows of
+# benchmarks/bench_load_cost.py a start at 16 prices 61 decode batch sizes, at 8 70, at 32 65,
+# and from one request (Little's law at n = 1) 65.
 OPEN_SPINE_START = 16.0
 
+# With a floor (r13cold): the search starts at the decoding requests of Little's law with a
+# decode step of ``START_FLOOR_MULTIPLE`` × the time to stream the plan's weights once
+# (``StepModel.weight_stream_seconds``: the step's weight read at the full HBM rate, without its
+# kernels' fixed times, KV reads, collectives and host time). Like ``OPEN_SPINE_START`` it decides
+# only which step costs are priced, never a figure. Chosen on the serving figures sweep's grid
+# (benchmarks/sweep_serving_figures.py, the 3,456 fresh open loops with osl >= 3; not the
+# benchmark's rows): decode batch sizes priced from 16: 10,914; from the floor × 2: 9,206, × 3:
+# 8,623, × 4: 8,359, × 5: 8,329, × 6: 8,523, × 8: 8,880; every figure the same (README_serving.md,
+# r13cold). On the benchmark's 24 open loops the root is 1.3-5.9 floors.
+START_FLOOR_MULTIPLE = 4.0
 
-def open_start(top: float, steps: int) -> int:
-    """The first spine step at or below ``OPEN_SPINE_START`` decoding requests (``steps`` when
-    none: a spine that ends above it)."""
+
+def open_start(top: float, steps: int, near: float = OPEN_SPINE_START) -> int:
+    """The first spine step at or below ``near`` decoding requests (``steps`` when none: a
+    spine that ends above it)."""
     k = 1
-    while k < steps and left_spine(top, k) > OPEN_SPINE_START:
+    while k < steps and left_spine(top, k) > near:
         k += 1
     return k
+
+
+def open_near(work: float, floor: float | None, graph_limit: int | None) -> float:
+    """Where the open loop's search starts: Little's law ``work``·(``START_FLOOR_MULTIPLE`` ×
+    ``floor`` s) decoding requests, never above the CUDA-graph limit ``graph_limit`` (beyond it
+    a decode step pays the eager host time and a second root may lie there: the search from
+    below keeps the first); ``OPEN_SPINE_START`` without a positive, finite floor."""
+    est = START_FLOOR_MULTIPLE * work * floor if floor is not None else 0.0
+    if not 0.0 < est < float("inf"):
+        return OPEN_SPINE_START
+    return est if graph_limit is None or est <= graph_limit else float(graph_limit)

@@ -141,6 +141,12 @@ class StepModel:
                 + self.engine.host_step_seconds)  # fmt: skip
 
     @property
+    def weight_stream_seconds(self) -> float | None:
+        """The step costs' weight-streaming floor of a decode step (s; None for step costs that
+        give none): where the open loop's search starts (``serving.spine.open_near``)."""
+        return getattr(self.costs, "weight_stream_seconds", None)
+
+    @property
     def eager_host_seconds(self) -> float:
         """Seconds of an eager forward's host dispatch inside a prefill figure (the step costs'
         ``host_seconds``; 0 for step costs that carry none): what ``serving.host_overlap``
