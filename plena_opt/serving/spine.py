@@ -91,7 +91,9 @@ OPEN_SPINE_START = 16.0
 # (benchmarks/sweep_serving_figures.py, the 3,456 fresh open loops with osl >= 3; not the
 # benchmark's rows): decode batch sizes priced from 16: 10,914; from the floor × 2: 9,206, × 3:
 # 8,623, × 4: 8,359, × 5: 8,329, × 6: 8,523, × 8: 8,880; every figure the same (README_serving.md,
-# r13cold). On the benchmark's 24 open loops the root is 1.3-5.9 floors.
+# r13cold; without the ``chunked`` guard of ``open_loop._turn``). With the guard, over all 4,608
+# fresh open loops of the sweep (osl >= 2): 14,348 -> 12,117. On the benchmark's 24 open loops
+# the root is 1.3-5.9 floors.
 START_FLOOR_MULTIPLE = 4.0
 
 
