@@ -181,7 +181,7 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
         chunked = min(osl - 1, budget * (osl - 1) / (isl + osl - 1))
         # the search's start from the step's weight-streaming floor (``serving.spine``)
         work = lam * (osl - 1)
-        near = open_near(work, step.weight_stream_seconds, step.engine.cuda_graph_max_batch)
+        near = open_near(work, step.decode_floor_seconds, step.engine.cuda_graph_max_batch, top)
         lo, hi = _bisection(at, work, top, chunked, near)
     n = (lo + hi) / 2 if osl > 1 else 0.0
     tpot, p = at(n)

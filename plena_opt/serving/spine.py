@@ -83,18 +83,16 @@ def bracket_turn(tpot: Callable[[float], float], work: float, top: float, steps:
 # and from one request (Little's law at n = 1) 65.
 OPEN_SPINE_START = 16.0
 
-# With a floor (r13cold): the search starts at the decoding requests of Little's law with a
-# decode step of ``START_FLOOR_MULTIPLE`` × the time to stream the plan's weights once
-# (``StepModel.weight_stream_seconds``: the step's weight read at the full HBM rate, without its
-# kernels' fixed times, KV reads, collectives and host time). Like ``OPEN_SPINE_START`` it decides
-# only which step costs are priced, never a figure. Chosen on the serving figures sweep's grid
-# (benchmarks/sweep_serving_figures.py, the 3,456 fresh open loops with osl >= 3; not the
-# benchmark's rows): decode batch sizes priced from 16: 10,914; from the floor × 2: 9,206, × 3:
-# 8,623, × 4: 8,359, × 5: 8,329, × 6: 8,523, × 8: 8,880; every figure the same (README_serving.md,
-# r13cold; without the ``chunked`` guard of ``open_loop._turn``). With the guard, over all 4,608
-# fresh open loops of the sweep (osl >= 2): 14,348 -> 12,117. On the benchmark's 24 open loops
-# the root is 1.3-5.9 floors.
+# With a floor (r13cold): the search starts at the decoding requests ``n`` of Little's law with a
+# decode step of ``START_FLOOR_MULTIPLE`` × its floor, ``n = work·multiple·floor(n)``
+# (``StepModel.decode_floor_seconds``: the bytes a step of ``n`` requests streams at least —
+# weights, the local experts its tokens reach, the KV cache — at the usable HBM rate, without its
+# kernels' fixed times, collectives and host time). Like ``OPEN_SPINE_START`` it decides only
+# which step costs are priced, never a figure. Chosen on the serving figures sweep's grid
+# (benchmarks/sweep_serving_figures.py, its 4,608 fresh open loops; not the benchmark's rows):
+# see README_serving.md, r13cold.
 START_FLOOR_MULTIPLE = 4.0
+FLOOR_ITERATIONS = 8  # fixed-point steps from n = 0 (the floor grows with n: they rise to it)
 
 
 def open_start(top: float, steps: int, near: float = OPEN_SPINE_START) -> int:
@@ -106,12 +104,21 @@ def open_start(top: float, steps: int, near: float = OPEN_SPINE_START) -> int:
     return k
 
 
-def open_near(work: float, floor: float | None, graph_limit: int | None) -> float:
-    """Where the open loop's search starts: Little's law ``work``·(``START_FLOOR_MULTIPLE`` ×
-    ``floor`` s) decoding requests, never above the CUDA-graph limit ``graph_limit`` (beyond it
-    a decode step pays the eager host time and a second root may lie there: the search from
-    below keeps the first); ``OPEN_SPINE_START`` without a positive, finite floor."""
-    est = START_FLOOR_MULTIPLE * work * floor if floor is not None else 0.0
-    if not 0.0 < est < float("inf"):
-        return OPEN_SPINE_START
-    return est if graph_limit is None or est <= graph_limit else float(graph_limit)
+def open_near(work: float, floor: Callable[[float], float | None], graph_limit: int | None,
+              top: float) -> float:  # fmt: skip
+    """Where the open loop's search starts: the decoding requests ``n = work·START_FLOOR_MULTIPLE
+    ·floor(n)`` (``FLOOR_ITERATIONS`` steps from 0), never above the CUDA-graph limit
+    ``graph_limit`` (beyond it a decode step pays the eager host time and a second root may lie
+    there: the search from below keeps the first) nor ``top``; ``OPEN_SPINE_START`` where the
+    floor is None or not a positive, finite time."""
+    cap = top if graph_limit is None else min(top, float(graph_limit))
+    n = 0.0
+    for _ in range(FLOOR_ITERATIONS):
+        t = floor(n)
+        if t is None or not 0.0 < t < float("inf"):
+            return OPEN_SPINE_START
+        est = START_FLOOR_MULTIPLE * work * t
+        if not 0.0 < est < float("inf"):
+            return OPEN_SPINE_START
+        n = est if est < cap else cap
+    return n

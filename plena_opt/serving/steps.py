@@ -140,11 +140,12 @@ class StepModel:
         return (self.prefill_seconds(prefill_tokens) + self.decode_seconds(decoding)
                 + self.engine.host_step_seconds)  # fmt: skip
 
-    @property
-    def weight_stream_seconds(self) -> float | None:
-        """The step costs' weight-streaming floor of a decode step (s; None for step costs that
-        give none): where the open loop's search starts (``serving.spine.open_near``)."""
-        return getattr(self.costs, "weight_stream_seconds", None)
+    def decode_floor_seconds(self, n: float) -> float | None:
+        """The step costs' floor of a decode step of ``n`` requests (s; the bytes it streams at
+        least, ``estimate.decode_floor``; None for step costs that give none): where the open
+        loop's search starts (``serving.spine.open_near``), never a figure."""
+        floor = getattr(self.costs, "decode_floor", None)
+        return None if floor is None else floor.seconds(n)
 
     @property
     def eager_host_seconds(self) -> float:

@@ -21,14 +21,19 @@ from tests.serving.test_spine import PLANS, _env, _step
 
 
 def test_open_near_reads_the_floor() -> None:
-    """Little's law at ``START_FLOOR_MULTIPLE`` floors; the fixed start without a usable floor;
-    never above the CUDA-graph limit."""
-    assert open_near(100.0, 0.01, 512) == START_FLOOR_MULTIPLE * 100.0 * 0.01
-    assert open_near(100.0, 0.01, None) == START_FLOOR_MULTIPLE * 100.0 * 0.01
-    assert open_near(1e6, 0.01, 512) == 512.0
+    """The decoding requests ``n = work·START_FLOOR_MULTIPLE·floor(n)`` (a floor growing with
+    n: the fixed-point steps rise to it); never above the CUDA-graph limit nor ``top``; the fixed
+    start without a usable floor."""
+    m = START_FLOOR_MULTIPLE
+    assert open_near(100.0, lambda n: 0.01, 512, 1024.0) == m * 100.0 * 0.01
+    assert open_near(100.0, lambda n: 0.01, None, 1024.0) == m * 100.0 * 0.01
+    assert open_near(1e6, lambda n: 0.01, 512, 1024.0) == 512.0
+    assert open_near(1e6, lambda n: 0.01, None, 1000.0) == 1000.0
+    grow = open_near(10.0, lambda n: 0.01 * (1 + n / 100), None, 1024.0)  # n = 0.4·(1 + n/100)
+    assert grow == pytest.approx(0.4 / (1 - 0.004), rel=1e-12)
     for floor in (None, 0.0, -1.0, math.nan, math.inf):
-        assert open_near(100.0, floor, 512) == OPEN_SPINE_START
-    assert open_near(0.0, 0.01, 512) == OPEN_SPINE_START
+        assert open_near(100.0, lambda n, f=floor: f, 512, 1024.0) == OPEN_SPINE_START
+    assert open_near(0.0, lambda n: 0.01, 512, 1024.0) == OPEN_SPINE_START
 
 
 def test_open_start_defaults_to_the_fixed_start() -> None:
@@ -42,19 +47,33 @@ def test_open_start_defaults_to_the_fixed_start() -> None:
     assert open_start(1024.0, 5, 1e-3) == 5  # a spine that ends above ``near``
 
 
-def test_weight_stream_seconds_is_the_fullest_stage_read() -> None:
-    """pp × the fullest stage's weight bytes on one device / the usable bandwidth; a step model
-    over step costs that give none reads None (the search then starts at the fixed start)."""
+def test_decode_floor_streams_the_footprint() -> None:
+    """At no request the floor reads the fullest stage's weights on one device, less the experts
+    no token reaches, over every stage at the usable bandwidth; it grows with the requests (KV,
+    the experts they reach) up to the whole footprint's weights; a step model over step costs
+    that give none reads None (the search then starts at the fixed start)."""
     from plena_opt.serving.steps import StepModel
 
-    for fields in ({"tp": 8}, {"tp": 4, "pp": 2}):
-        step, _ = _step("llama-3.1-70b", fields, "vllm", 1024, 1024, 0.0, None)
+    for name, fields in (("llama-3.1-70b", {"tp": 8}), ("llama-3.1-70b", {"tp": 4, "pp": 2}),
+                         ("qwen3-235b-a22b", {"ep": 8})):  # fmt: skip
+        step, _ = _step(name, fields, "vllm", 1024, 1024, 0.0, None)
         cost = step.costs._first(1)
-        pp = step.costs.plan.pp
-        want = pp * cost.footprint[0] / cost.ctx.memory.usable_bandwidth_bytes_per_s
-        assert step.weight_stream_seconds == want > 0
+        floor = step.costs.decode_floor
+        bw = cost.ctx.memory.usable_bandwidth_bytes_per_s
+        weights = cost.footprint[0]
+        pp = cost.plan.pp
+        if floor.local_experts:  # MoE: no request reaches an expert; all do at many requests
+            assert step.decode_floor_seconds(0.0) == pp * floor.fixed_bytes / bw
+            assert floor.fixed_bytes < weights
+            assert floor.fixed_bytes + floor.local_experts * floor.expert_bytes == pytest.approx(
+                weights, rel=1e-12
+            )
+        else:
+            assert step.decode_floor_seconds(0.0) == pp * weights / bw
+        xs = [step.decode_floor_seconds(n) for n in (0.0, 1.0, 2.0, 16.0, 256.0)]
+        assert xs == sorted(xs) and xs[0] < xs[-1]
     bare = StepModel(object(), step.engine, 8)  # type: ignore[arg-type]
-    assert bare.weight_stream_seconds is None
+    assert bare.decode_floor_seconds(4.0) is None
 
 
 CASES = ((1024, 1024, 0.8, 64), (8192, 1024, 0.0, 4), (2048, 256, 0.8, 256), (1024, 1024, 0.0, 4),
@@ -93,16 +112,24 @@ def test_open_loop_from_the_floor_is_the_fixed_starts(
             assert out[0] == out[1], (isl, osl, ratio, c, share)
 
 
-def test_the_floor_start_skips_the_fixed_starts_pass() -> None:
-    """Llama-3.1-70B TP 8 on vLLM at half the C = 4 closed loop's rate (about 2 decoding): the
-    floor's start prices the decode batches around the root only (from 16: also 16)."""
+PRICED = [("llama-3.1-70b", {"tp": 8}, 4, [1, 2]), ("llama-3.1-70b", {"tp": 8}, 256, [32, 64]),
+          ("qwen3-235b-a22b", {"ep": 8}, 4, [1, 2]),
+          ("qwen3-235b-a22b", {"ep": 8}, 256, [64, 128])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "fields", "c", "priced"), PRICED)
+def test_the_floor_start_prices_the_roots_batches(name: str, fields: dict, c: int,
+                                                  priced: list) -> None:  # fmt: skip
+    """vLLM at half the C = 4 / 256 closed loop's rate, 1k/1k (about 2 / 56 / 2 / 118
+    decoding): the floor's start prices the two decode batches around the root only (from the
+    fixed start, 16, also 16)."""
     from plena_opt.serving import OpenLoopWorkload, ServingWorkload, closed_loop, open_loop
 
-    step, _ = _step("llama-3.1-70b", {"tp": 8}, "vllm", 1024, 1024, 0.0, 4)
-    rate = closed_loop(step, ServingWorkload(4, 1024, 1024, 0.0)).request_throughput_per_s
-    fresh, _ = _step("llama-3.1-70b", {"tp": 8}, "vllm", 1024, 1024, 0.0, None)
+    step, _ = _step(name, fields, "vllm", 1024, 1024, 0.0, c)
+    rate = closed_loop(step, ServingWorkload(c, 1024, 1024, 0.0)).request_throughput_per_s
+    fresh, _ = _step(name, fields, "vllm", 1024, 1024, 0.0, None)
     open_loop(fresh, OpenLoopWorkload(rate / 2, 1024, 1024, 0.0))
-    assert sorted(fresh.costs._mean) == [1, 2]
+    assert sorted(fresh.costs._mean) == priced
 
 
 @pytest.mark.parametrize("c", [64, 1000])
