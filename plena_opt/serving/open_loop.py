@@ -179,9 +179,12 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     at = _tpot_at(step, wl)
     if osl > 1:  # below ``chunked``: n·isl / (osl − 1) < min(isl, budget − n) prompt tokens
         chunked = min(osl - 1, budget * (osl - 1) / (isl + osl - 1))
-        # the search's start from the step's weight-streaming floor (``serving.spine``)
         work = lam * (osl - 1)
-        near = open_near(work, step.decode_floor_seconds, step.engine.cuda_graph_max_batch, top)
+        key = ("open_near", work, top)  # the search's start from the decode floor (``spine``)
+        near = step.memo.get(key)
+        if near is None:
+            limit = step.engine.cuda_graph_max_batch
+            near = step.memo[key] = open_near(work, step.decode_floor_seconds, limit, top)
         lo, hi = _bisection(at, work, top, chunked, near)
     n = (lo + hi) / 2 if osl > 1 else 0.0
     tpot, p = at(n)
