@@ -93,6 +93,7 @@ OPEN_SPINE_START = 16.0
 # see README_serving.md, r13cold.
 START_FLOOR_MULTIPLE = 4.0
 FLOOR_ITERATIONS = 8  # fixed-point steps from n = 0 (the floor grows with n: they rise to it)
+FLOOR_SETTLED = 0.01  # a step that moves n by at most this share of it ends them
 
 
 def open_start(top: float, steps: int, near: float = OPEN_SPINE_START) -> int:
@@ -107,10 +108,11 @@ def open_start(top: float, steps: int, near: float = OPEN_SPINE_START) -> int:
 def open_near(work: float, floor: Callable[[float], float | None], graph_limit: int | None,
               top: float) -> float:  # fmt: skip
     """Where the open loop's search starts: the decoding requests ``n = work·START_FLOOR_MULTIPLE
-    ·floor(n)`` (``FLOOR_ITERATIONS`` steps from 0), never above the CUDA-graph limit
-    ``graph_limit`` (beyond it a decode step pays the eager host time and a second root may lie
-    there: the search from below keeps the first) nor ``top``; ``OPEN_SPINE_START`` where the
-    floor is None or not a positive, finite time."""
+    ·floor(n)`` (at most ``FLOOR_ITERATIONS`` steps from 0, until one moves n by at most
+    ``FLOOR_SETTLED`` of it), never above the CUDA-graph limit ``graph_limit`` (beyond it a
+    decode step pays the eager host time and a second root may lie there: the search from below
+    keeps the first) nor ``top``; ``OPEN_SPINE_START`` where the floor is None or not a
+    positive, finite time."""
     cap = top if graph_limit is None else min(top, float(graph_limit))
     n = 0.0
     for _ in range(FLOOR_ITERATIONS):
@@ -120,5 +122,9 @@ def open_near(work: float, floor: Callable[[float], float | None], graph_limit: 
         est = START_FLOOR_MULTIPLE * work * t
         if not 0.0 < est < float("inf"):
             return OPEN_SPINE_START
-        n = est if est < cap else cap
+        if est >= cap:
+            return cap
+        if est - n <= FLOOR_SETTLED * est:  # risen to within 1 %: the spine point is its own
+            return est
+        n = est
     return n

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from plena_opt.serving.spine import (
+    FLOOR_SETTLED,
     OPEN_SPINE_START,
     START_FLOOR_MULTIPLE,
     left_spine,
@@ -30,7 +31,7 @@ def test_open_near_reads_the_floor() -> None:
     assert open_near(1e6, lambda n: 0.01, 512, 1024.0) == 512.0
     assert open_near(1e6, lambda n: 0.01, None, 1000.0) == 1000.0
     grow = open_near(10.0, lambda n: 0.01 * (1 + n / 100), None, 1024.0)  # n = 0.4·(1 + n/100)
-    assert grow == pytest.approx(0.4 / (1 - 0.004), rel=1e-12)
+    assert grow == pytest.approx(0.4 / (1 - 0.004), rel=FLOOR_SETTLED)
     for floor in (None, 0.0, -1.0, math.nan, math.inf):
         assert open_near(100.0, lambda n, f=floor: f, 512, 1024.0) == OPEN_SPINE_START
     assert open_near(0.0, lambda n: 0.01, 512, 1024.0) == OPEN_SPINE_START
