@@ -28,6 +28,7 @@ from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
     from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.estimate.decode_floor import DecodeFloor
     from plena_opt.estimate.distributed import PlanCost
     from plena_opt.estimate.evaluator import Evaluator
     from plena_opt.estimate.plan import Plan, Workload
@@ -196,6 +197,22 @@ class EvaluatorStepCosts:
         return gpu_host.ops_seconds(
             chip.eager_host, gpu_host.model_ops(model, self.plan.tp, self._block)
         )
+
+    @cached_property
+    def decode_floor(self) -> DecodeFloor | None:
+        """The bytes a decode step of the plan streams at least, and their rate
+        (``estimate.decode_floor``), from the one-prompt plan's footprint. Read only to pick
+        where the open loop's search starts (``serving.spine.open_near``: it decides which step
+        costs are priced, never a figure); None where the one-prompt plan is refused (the search
+        then starts where it did) or the memory gives no bandwidth."""
+        from plena_opt.errors import PlenaInputError
+        from plena_opt.estimate.decode_floor import DecodeFloor
+
+        try:
+            cost = self._first(1)  # the open loop's one-prompt prefill reads it too
+            return DecodeFloor.of(cost, self.workload.output_seq_len)
+        except PlenaInputError:
+            return None
 
     def _first(self, batch: int) -> PlanCost:
         """The plan priced at ``batch`` prompts and one output token: only the passes read

@@ -31,7 +31,13 @@ from plena_opt.serving.host_overlap import chunk_in_decode_window, decoders_hidi
 from plena_opt.serving.pilot import SECANT_TOL, Residual, pilot_bisection, secant_guess
 from plena_opt.serving.replay import MAX_REPLAY_STEPS, _Lengths, _metrics
 from plena_opt.serving.request_path import cycles_spread
-from plena_opt.serving.spine import bracket_turn, left_spine, open_start
+from plena_opt.serving.spine import (
+    OPEN_SPINE_START,
+    bracket_turn,
+    left_spine,
+    open_near,
+    open_start,
+)
 from plena_opt.serving.steady import BISECTION_STEPS, SATURATED_U
 from plena_opt.serving.workload import MAX_TOKENS, ServingMetrics, ServingWorkload
 
@@ -114,10 +120,10 @@ def _additive(prefill_s: float, *_: object) -> float:
 
 
 def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: float,
-               chunked: float) -> tuple[float, float]:  # fmt: skip
+               chunked: float, near: float = OPEN_SPINE_START) -> tuple[float, float]:  # fmt: skip
     """[lo, hi] of the bisection of ``n`` on [0, ``top``] whose decision at n is ``work·TPOT(n)
     > n`` (``work`` = λ·(osl − 1)): its first steps down the spine n = top·2⁻ᵏ found by
-    bracketing from ``OPEN_SPINE_START`` decoding requests (``serving.spine.bracket_turn``), so
+    bracketing from ``near`` decoding requests (``serving.spine.bracket_turn``; ``open_near``), so
     the step costs priced are those around the root, not every batch size from ``top`` down;
     the rest guessed from the spine points seen and checked at its ends (``serving.pilot``)
     where the prompt tokens per step stay below one chunk up to the bracket's top (below
@@ -132,7 +138,7 @@ def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: flo
         seen[n] = work * t - n
         return t
 
-    turn = bracket_turn(tpot, work, top, BISECTION_STEPS, open_start(top, BISECTION_STEPS))
+    turn = _turn(tpot, work, top, chunked, near)
     if turn > BISECTION_STEPS:  # every step on the spine: [0, top·2⁻ˢᵗᵉᵖˢ]
         return 0.0, left_spine(top, BISECTION_STEPS)
     lo, hi = left_spine(top, turn), left_spine(top, turn - 1)
@@ -142,10 +148,25 @@ def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: flo
     f = Residual(lambda n: work * at(n)[0] - n, seen)
     if hi >= chunked:  # whole prompts per step: TPOT may rise faster than 1 / work
         return pilot_bisection(f, lo, hi, left, math.nan)  # (step by step)
-    near = [n for n in seen if lo <= n <= hi]  # the bracket's priced ends
-    x0 = min(near, key=lambda n: abs(seen[n])) if near else (lo + hi) / 2
+    ends = [n for n in seen if lo <= n <= hi]  # the bracket's priced ends
+    x0 = min(ends, key=lambda n: abs(seen[n])) if ends else (lo + hi) / 2
     guess = secant_guess(f, x0, lo, hi, SECANT_TOL * (hi - lo) * 2.0**-left)
     return pilot_bisection(f, lo, hi, left, guess)
+
+
+def _turn(tpot: Callable[[float], float], work: float, top: float, chunked: float,
+          near: float) -> int:  # fmt: skip
+    """The spine step where the bisection turns (``bracket_turn``), searched from ``near``
+    decoding requests where that start, the fixed start ``OPEN_SPINE_START`` and the turn found
+    all lie below ``chunked`` (where ``work·TPOT(n) − n`` crosses zero once, so every start
+    finds the same turn); else from ``OPEN_SPINE_START`` (whole prompts per step: a sawtooth
+    whose roots lie close together, where another start may find another one)."""
+    steps = BISECTION_STEPS
+    if near != OPEN_SPINE_START and near < chunked and OPEN_SPINE_START < chunked:
+        turn = bracket_turn(tpot, work, top, steps, open_start(top, steps, near))
+        if left_spine(top, min(turn, steps) - 1) < chunked:
+            return turn
+    return bracket_turn(tpot, work, top, steps, open_start(top, steps))
 
 
 def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
@@ -158,7 +179,13 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
     at = _tpot_at(step, wl)
     if osl > 1:  # below ``chunked``: n·isl / (osl − 1) < min(isl, budget − n) prompt tokens
         chunked = min(osl - 1, budget * (osl - 1) / (isl + osl - 1))
-        lo, hi = _bisection(at, lam * (osl - 1), top, chunked)
+        work = lam * (osl - 1)
+        key = ("open_near", work, top)  # the search's start from the decode floor (``spine``)
+        near = step.memo.get(key)
+        if near is None:
+            limit = step.engine.cuda_graph_max_batch
+            near = step.memo[key] = open_near(work, step.decode_floor_seconds, limit, top)
+        lo, hi = _bisection(at, work, top, chunked, near)
     n = (lo + hi) / 2 if osl > 1 else 0.0
     tpot, p = at(n)
     prompt_rate = lam * step.step_seconds(isl, 0) if osl == 1 else 0.0

@@ -75,18 +75,56 @@ def bracket_turn(tpot: Callable[[float], float], work: float, top: float, steps:
 
 
 # Where the open loop's bracketing search starts (decoding requests; the first spine point at or
-# below it). It decides only which step costs are priced, never a figure: the decoding requests
-# of the serving figures sweep's open loops (benchmarks/sweep_serving_figures.py: 9,126 loops,
-# H100/B200, three engines, 128-token to 8k prompts) have a geometric median of 11 and half of
-# them lie in 4-47; over the 24 rows of benchmarks/bench_load_cost.py a start at 16 prices 61
-# decode batch sizes, at 8 70, at 32 65, and from one request (Little's law at n = 1) 65.
+# below it) when the step costs give no weight-streaming floor. It decides only which step costs
+# are priced, never a figure: the decoding requests of the serving figures sweep's open loops
+# (benchmarks/sweep_serving_figures.py: 9,126 loops, H100/B200, three engines, 128-token to 8k
+# prompts) have a geometric median of 11 and half of them lie in 4-47; over the 24 rows of
+# benchmarks/bench_load_cost.py a start at 16 prices 61 decode batch sizes, at 8 70, at 32 65,
+# and from one request (Little's law at n = 1) 65.
 OPEN_SPINE_START = 16.0
 
+# With a floor (r13cold): the search starts at the decoding requests ``n`` of Little's law with a
+# decode step of ``START_FLOOR_MULTIPLE`` × its floor, ``n = work·multiple·floor(n)``
+# (``StepModel.decode_floor_seconds``: the bytes a step of ``n`` requests streams at least —
+# weights, the local experts its tokens reach, the KV cache — at the usable HBM rate, without its
+# kernels' fixed times, collectives and host time). Like ``OPEN_SPINE_START`` it decides only
+# which step costs are priced, never a figure. Chosen on the serving figures sweep's grid
+# (benchmarks/sweep_serving_figures.py, its 4,608 fresh open loops; not the benchmark's rows):
+# see README_serving.md, r13cold.
+START_FLOOR_MULTIPLE = 4.0
+FLOOR_ITERATIONS = 8  # fixed-point steps from n = 0 (the floor grows with n: they rise to it)
+FLOOR_SETTLED = 0.01  # a step that moves n by at most this share of it ends them
 
-def open_start(top: float, steps: int) -> int:
-    """The first spine step at or below ``OPEN_SPINE_START`` decoding requests (``steps`` when
-    none: a spine that ends above it)."""
+
+def open_start(top: float, steps: int, near: float = OPEN_SPINE_START) -> int:
+    """The first spine step at or below ``near`` decoding requests (``steps`` when none: a
+    spine that ends above it)."""
     k = 1
-    while k < steps and left_spine(top, k) > OPEN_SPINE_START:
+    while k < steps and left_spine(top, k) > near:
         k += 1
     return k
+
+
+def open_near(work: float, floor: Callable[[float], float | None], graph_limit: int | None,
+              top: float) -> float:  # fmt: skip
+    """Where the open loop's search starts: the decoding requests ``n = work·START_FLOOR_MULTIPLE
+    ·floor(n)`` (at most ``FLOOR_ITERATIONS`` steps from 0, until one moves n by at most
+    ``FLOOR_SETTLED`` of it), never above the CUDA-graph limit ``graph_limit`` (beyond it a
+    decode step pays the eager host time and a second root may lie there: the search from below
+    keeps the first) nor ``top``; ``OPEN_SPINE_START`` where the floor is None or not a
+    positive, finite time."""
+    cap = top if graph_limit is None else min(top, float(graph_limit))
+    n = 0.0
+    for _ in range(FLOOR_ITERATIONS):
+        t = floor(n)
+        if t is None or not 0.0 < t < float("inf"):
+            return OPEN_SPINE_START
+        est = START_FLOOR_MULTIPLE * work * t
+        if not 0.0 < est < float("inf"):
+            return OPEN_SPINE_START
+        if est >= cap:
+            return cap
+        if est - n <= FLOOR_SETTLED * est:  # risen to within 1 %: the spine point is its own
+            return est
+        n = est
+    return n

@@ -140,6 +140,13 @@ class StepModel:
         return (self.prefill_seconds(prefill_tokens) + self.decode_seconds(decoding)
                 + self.engine.host_step_seconds)  # fmt: skip
 
+    def decode_floor_seconds(self, n: float) -> float | None:
+        """The step costs' floor of a decode step of ``n`` requests (s; the bytes it streams at
+        least, ``estimate.decode_floor``; None for step costs that give none): where the open
+        loop's search starts (``serving.spine.open_near``), never a figure."""
+        floor = getattr(self.costs, "decode_floor", None)
+        return None if floor is None else floor.seconds(n)
+
     @property
     def eager_host_seconds(self) -> float:
         """Seconds of an eager forward's host dispatch inside a prefill figure (the step costs'

@@ -159,11 +159,12 @@ def test_open_loop_spine_is_the_stepwise_bisection(name: str, fields: dict,
         assert n == _stepwise_n(fresh, wl)
 
 
-@pytest.mark.parametrize(("c", "priced"), [(4, [1, 2, 16]), (64, [16, 32])])
+@pytest.mark.parametrize(("c", "priced"), [(4, [1, 2]), (64, [16, 32])])
 def test_open_loop_prices_only_the_batch_sizes_around_its_root(c: int, priced: list) -> None:
     """Llama-3.1-70B TP 8 on vLLM at half the C = 4 / 64 closed loop's rate (about 2 / 27
-    decoding): the decode batches around the root and the search's start, 16 (the stepwise
-    bisection from [0, 1024] priced 512, 256, …, down to the root's), the same figure."""
+    decoding): the decode batches around the root (the stepwise bisection from [0, 1024] priced
+    512, 256, …, down to the root's; r10cold's fixed start also priced 16 at C = 4; r13cold
+    starts from the weight-streaming floor, ``test_open_start``), the same figure."""
     from plena_opt.serving import OpenLoopWorkload, ServingWorkload, closed_loop, open_loop
 
     step, _ = _step("llama-3.1-70b", {"tp": 8}, "vllm", 1024, 1024, 0.0, c)
