@@ -106,8 +106,29 @@ def ops_seconds(host: EagerHost | None, ops: EagerOps) -> float:
     return ops.ops * host.seconds_per_op.value + ops.triton * host.seconds_per_triton_op.value
 
 
+MODEL_OPS_KEPT = 64  # (model object, tp, block) entries ``model_ops`` keeps per process
+_MODEL_OPS: dict[tuple[int, int, bool], tuple[ModelSpec, EagerOps]] = {}
+
+
 def model_ops(m: ModelSpec, tp: int, block_fp8: bool) -> EagerOps:
-    """Launches of one whole eager forward (every layer + embedding and LM head)."""
+    """Launches of one whole eager forward (every layer + embedding and LM head), kept per
+    process by the model object's identity (the entry pins the model, so its id stays unique),
+    ``tp`` and ``block_fp8``: a function of those alone, read by every fresh step model
+    (``EvaluatorStepCosts.host_seconds``). At most ``MODEL_OPS_KEPT`` entries (the table starts
+    afresh beyond)."""
+    key = (id(m), tp, block_fp8)
+    hit = _MODEL_OPS.get(key)
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out = count_model_ops(m, tp, block_fp8)
+    if len(_MODEL_OPS) >= MODEL_OPS_KEPT:
+        _MODEL_OPS.clear()
+    _MODEL_OPS[key] = (m, out)
+    return out
+
+
+def count_model_ops(m: ModelSpec, tp: int, block_fp8: bool) -> EagerOps:
+    """``model_ops`` counted afresh (no table)."""
     from plena_opt.estimate.layer import layer_kind_runs
 
     out = EXTRA_OPS

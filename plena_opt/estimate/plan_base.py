@@ -12,6 +12,8 @@ from math import ceil
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from deepstack import ParallelScheme
+
 from plena_opt.estimate.eplb import check_redundant
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 _IDS = count()  # interned shard and scheme keys (``PlanBase.shard_id``, ``comm_id``)
 _shard_fields = attrgetter(*(f.name for f in fields(DeviceShard)))  # a shard's values, a tuple
+_scheme_fields = attrgetter(*(f.name for f in fields(ParallelScheme)))  # a scheme's values
 
 
 def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) -> int:
@@ -79,8 +82,9 @@ class PlanBase:
         # generated ``__hash__``/``__eq__`` are Python, and equal fields mean an equal shard)
         shard_key = (_shard_fields(self.priced_shard), plan.tp, plan.cp)
         self.shard_id = ids.setdefault(shard_key, next(_IDS))
-        if m.num_experts:  # EP dispatch reads the whole MoE scheme (its dp token windows)
-            comm = (self.shard_id, self.dense, self.moe)
+        if m.num_experts:  # EP dispatch reads the whole MoE scheme (its dp token windows);
+            # the schemes by their field values (equal schemes, equal tuples; hashed in C)
+            comm = (self.shard_id, "moe", _scheme_fields(self.dense), _scheme_fields(self.moe))
         else:  # a dense layer's collectives see only its tp and cp groups (dp, pp: other plans)
             net = ctx.priced_net
             comm = (self.shard_id, net.layout(self.dense, "tp"), net.layout(self.dense, "cp"))

@@ -77,7 +77,11 @@ def _checked_scheme(
 
 
 def moe_scheme(plan: Plan, tp_moe: int, ep_moe: int) -> ParallelScheme:
-    """Routed experts: (tp', ep') with the plan's cp, dp, pp (§4.2)."""
+    """Routed experts: (tp', ep') with the plan's cp, dp, pp (§4.2). Degrees that are positive
+    ``int``s (a shard's, with a checked plan's cp, dp, pp) skip ``ParallelScheme``'s checks
+    (``_checked_scheme``: the same scheme); any other value is checked (and refused) there."""
+    if type(tp_moe) is int and type(ep_moe) is int and tp_moe > 0 and ep_moe > 0:
+        return _checked_scheme(tp_moe, ep_moe, plan.cp, plan.dp, plan.pp, ep_moe, 1)
     return ParallelScheme(
         tp=tp_moe, ep=ep_moe, cp=plan.cp, dp=plan.dp, pp=plan.pp, ep1=ep_moe, ep2=1
     )
