@@ -303,6 +303,20 @@ class EvaluatorStepCosts:
         input to input + output): 1 / the estimate's ``tps_per_sequence``."""
         return _pow2_interp(n, self._mean_step)
 
+    def decode_growth(self, n: int) -> float:
+        """``decode_mean_seconds(n) - decode_seconds(n)`` (s): a decode step's growth over the
+        output (the attention-DP straggler's KV part, ``serving.StepModel``) with the powers of
+        two around ``n`` found once; each interpolation is ``_pow2_interp``'s expression, so
+        the same floats."""
+        lo = 1 << max(0, n.bit_length() - 1)
+        m_lo, f_lo = self._mean_step(lo), self._first_decode_at(lo)
+        if n == lo:
+            return m_lo - f_lo
+        hi, share = 2 * lo, (n - lo) / lo
+        return (m_lo + share * (self._mean_step(hi) - m_lo)) - (
+            f_lo + share * (self._first_decode_at(hi) - f_lo)
+        )
+
     def _mean_step(self, batch: int) -> float:
         hit = self._mean.get(batch)
         if hit is None:  # the decode pass alone: ``evaluate(plan).tps_per_sequence`` without

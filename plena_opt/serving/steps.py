@@ -34,6 +34,8 @@ class StepModel:
                  attention_dp: AttentionDpImbalance | None = None) -> None:  # fmt: skip
         self.costs, self.engine, self.gpus = costs, engine, gpus
         self.attention_dp = attention_dp  # None: no attention-DP ranks synchronised by MoE
+        # ``decode_mean_seconds(n) - decode_seconds(n)`` in one read (``straggler_seconds``)
+        self._growth = getattr(costs, "decode_growth", None)
         self._decode: dict[int, float] = {}
         self._spread: dict[float, StepModel] = {}
         self._prefill: dict[float, float] = {}
@@ -103,7 +105,11 @@ class StepModel:
         half = (wl.output_seq_len - 1) / 2
         if adp is None or half <= 0:  # no decode growth to read the KV part from
             return 0.0
-        grow = self.costs.decode_mean_seconds(n) - self.costs.decode_seconds(n)
+        growth = self._growth  # the step costs' one-read form, where they have one
+        if growth is not None:
+            grow = growth(n)
+        else:
+            grow = self.costs.decode_mean_seconds(n) - self.costs.decode_seconds(n)
         kv_part = max(0.0, grow) / half * (wl.input_seq_len + half)
         lo = 1 << (n.bit_length() - 1)  # requests per rank as the step costs interpolate them
         per_lo, per_hi = math.ceil(lo / adp.ranks), math.ceil(2 * lo / adp.ranks)

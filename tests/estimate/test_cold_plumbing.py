@@ -98,3 +98,43 @@ def test_model_ops_table_is_bounded():
     for i in range(gpu_host.MODEL_OPS_KEPT + 5):
         model_ops(models[i % 3], i + 1, False)
     assert len(gpu_host._MODEL_OPS) <= gpu_host.MODEL_OPS_KEPT
+
+
+def _step_model(name: str, fields: dict, ratio: float):
+    from deepstack import load_noc_profile
+
+    from plena_opt.chip import load_chip
+    from plena_opt.estimate.gpu import gpu_memory
+    from plena_opt.serving import StepModel, engine_model
+
+    chip = load_chip("h100-sxm")
+    wl = Workload(batch_size=1, input_seq_len=1024, output_seq_len=1024, precision="fp8")
+    eng = engine_model("vllm", float(chip.hbm.capacity_bytes.value))
+    noc, mem = load_noc_profile("hgx-h100x8"), gpu_memory(chip)
+    return StepModel.from_problem(
+        load_model(name), noc, mem, chip, wl, Plan(**fields), eng, range_ratio=ratio
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [("qwen3-235b-a22b", {"ep": 8}), ("llama-3.1-70b", {"tp": 4, "pp": 2})],
+)
+def test_decode_growth_is_the_two_interpolations(name, fields):
+    """``decode_growth(n)`` is ``decode_mean_seconds(n) - decode_seconds(n)`` bit for bit at
+    and between the powers of two (one pipeline stage and two)."""
+    costs = _step_model(name, fields, 0.0).costs
+    for n in (1, 2, 3, 5, 8, 31, 32, 33, 47, 63, 64, 100):
+        assert costs.decode_growth(n) == costs.decode_mean_seconds(n) - costs.decode_seconds(n)
+
+
+def test_straggler_reads_the_growth_or_the_two_figures_alike():
+    """The attention-DP straggler from ``decode_growth`` equals the one from the two
+    interpolations (step costs without ``decode_growth``), and is positive at drawn lengths."""
+    fast = _step_model("qwen3-235b-a22b", {"ep": 8}, 0.8)
+    slow = _step_model("qwen3-235b-a22b", {"ep": 8}, 0.8)
+    slow._growth = None  # as for step costs that have no one-read form
+    assert fast._growth is not None
+    values = [fast.straggler_seconds(n) for n in (9, 33, 41, 48, 63, 64, 200)]
+    assert values == [slow.straggler_seconds(n) for n in (9, 33, 41, 48, 63, 64, 200)]
+    assert all(v > 0 for v in values)
