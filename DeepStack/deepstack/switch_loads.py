@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .topology import CENTRE
+from .unique import sorted_unique
 
 if TYPE_CHECKING:
     from .routing import Router
@@ -305,16 +306,18 @@ def top_links(
             (L2, "up", loads.nic[0], nic, 0.0, True),
             (L2, "down", loads.nic[1], nic, 0.0, True),
         ]
-    best = max((float(k[2].max()) / k[3] for k in kinds if len(k[2])), default=0.0)
+    # each kind's busiest load, found once (None: no links of that kind)
+    peaks = [float(k[2].max()) if len(k[2]) else None for k in kinds]
+    best = max((p / k[3] for p, k in zip(peaks, kinds, strict=True) if p is not None), default=0.0)
     if best <= 0.0:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), energy
     chosen: dict[tuple[float, float], tuple[bool, int]] = {}
-    for level, direction, arr, cap, pj, is_nic in kinds:
+    for (level, direction, arr, cap, pj, is_nic), peak in zip(kinds, peaks, strict=True):
         floor = best * (1 - 1e-9) * cap
-        if not len(arr) or arr.max() < floor * (1 - 1e-12):
+        if peak is None or peak < floor * (1 - 1e-12):
             continue
         hit = np.flatnonzero(arr / cap >= best * (1 - 1e-9))
-        for load in np.unique(arr[hit]).tolist():
+        for load in sorted_unique(arr[hit]).tolist():
             if (load, cap) in chosen:
                 continue
             key = int(hit[np.flatnonzero(arr[hit] == load)[0]])
