@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .routing import Router
 
 L3, L2, L1 = 0, 1, 2
+_sum, _max = np.add.reduce, np.maximum.reduce  # ``ndarray.sum``/``max`` of a 1-D array
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,8 @@ def top_links(
     kinds = []
     for level in range(3):
         cap = router.levels[level].link_bandwidth_bps
-        total = loads.up[level].sum() + loads.down[level].sum()
+        # ``np.add.reduce``: ``ndarray.sum``'s reduction without its Python wrapper (same bits)
+        total = _sum(loads.up[level]) + _sum(loads.down[level])
         energy += float(total * loads.tiles) * 8.0 * epb[level]
         for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
             kinds.append((level, direction, arr, cap, epb[level], False))
@@ -307,7 +309,7 @@ def top_links(
             (L2, "down", loads.nic[1], nic, 0.0, True),
         ]
     # each kind's busiest load, found once (None: no links of that kind)
-    peaks = [float(k[2].max()) if len(k[2]) else None for k in kinds]
+    peaks = [float(_max(k[2])) if len(k[2]) else None for k in kinds]
     best = max((p / k[3] for p, k in zip(peaks, kinds, strict=True) if p is not None), default=0.0)
     if best <= 0.0:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), energy
@@ -316,11 +318,11 @@ def top_links(
         floor = best * (1 - 1e-9) * cap
         if peak is None or peak < floor * (1 - 1e-12):
             continue
-        hit = np.flatnonzero(arr / cap >= best * (1 - 1e-9))
+        hit = (arr / cap >= best * (1 - 1e-9)).nonzero()[0]  # 1-D: ``np.flatnonzero``
         for load in sorted_unique(arr[hit]).tolist():
             if (load, cap) in chosen:
                 continue
-            key = int(hit[np.flatnonzero(arr[hit] == load)[0]])
+            key = int(hit[(arr[hit] == load).nonzero()[0][0]])
             name = nic_key(direction, key) if is_nic else link_key(router, level, direction, key)
             chosen[(load, cap)] = (is_nic, router._link(name, cap, level, pj))
     # on a tie the first link is named: a shared port link before a NIC
