@@ -55,6 +55,13 @@ class LevelLoads:
     nic: tuple[np.ndarray, np.ndarray] | None = None
     tiles: int = 1
 
+    def reversed(self) -> LevelLoads:
+        """The loads of the same flows reversed (dst → src, in the same order): every up link
+        carries what the down link did and back (``flow_loads`` sums the same weights in the same
+        order over the swapped keys); hop latency and flow count are symmetric."""
+        nic = None if self.nic is None else (self.nic[1], self.nic[0])
+        return LevelLoads(self.down, self.up, self.hop, self.flows, nic, self.tiles)
+
 
 def _chain_latency(levels, outermost: int) -> float:
     """Hop latency of a chain whose outermost differing level is ``outermost``, summed in route
