@@ -122,7 +122,8 @@ class StagePatterns:
             g, devices = self._period(scheme, dim, gk)
             src = g[:, arr[:, 1]]
             dst = g[:, arr[:, 2]]
-            w = np.broadcast_to(arr[:, 0], src.shape)
+            w = np.empty(src.shape, dtype=np.int64)  # every group's row of pair weights
+            w[:] = arr[:, 0]  # (``np.broadcast_to`` copied: the same array, fewer calls)
             rkey = None if reverse is None else (gk, reverse)
             if rkey is not None and self.router.all_switch and rkey not in self.memo:
                 pat, loads = StagePattern.with_loads(self.router, src, dst, w, devices)
