@@ -20,6 +20,7 @@ own NIC's rate however few devices of the node send.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from .routing import Router
 
 L3, L2, L1 = 0, 1, 2
-_sum, _max = np.add.reduce, np.maximum.reduce  # ``ndarray.sum``/``max`` of a 1-D array
+# ``ndarray.sum`` / ``max`` / ``min`` of a 1-D array: the same reductions without the wrappers
+_sum, _max, _min = np.add.reduce, np.maximum.reduce, np.minimum.reduce
 
 
 @dataclass(frozen=True)
@@ -326,10 +328,16 @@ def top_links(
         if peak is None or peak < floor * (1 - 1e-12):
             continue
         hit = (arr / cap >= best * (1 - 1e-9)).nonzero()[0]  # 1-D: ``np.flatnonzero``
-        for load in sorted_unique(arr[hit]).tolist():
+        if not len(hit):  # within the rounding allowance of ``floor`` but not of ``best``
+            continue
+        sub = arr[hit]
+        if _min(sub) == peak:  # every link hit carries the kind's busiest load (the usual
+            found: Iterable[tuple[float, int]] = ((peak, int(hit[0])),)  # case): the first one
+        else:  # each distinct load, ascending, at the first link carrying it
+            found = [(x, int(hit[(sub == x).nonzero()[0][0]])) for x in sorted_unique(sub).tolist()]
+        for load, key in found:
             if (load, cap) in chosen:
                 continue
-            key = int(hit[(arr[hit] == load).nonzero()[0][0]])
             name = nic_key(direction, key) if is_nic else link_key(router, level, direction, key)
             chosen[(load, cap)] = (is_nic, router._link(name, cap, level, pj))
     # on a tie the first link is named: a shared port link before a NIC
