@@ -220,6 +220,7 @@ def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range
 
     pools = Pools(*d.pools)  # type: ignore[misc]  # an MoE pool's "tp": a worker's GPUs
     parts = _parts(d, host.get(d.engine, 0.0))
+    pool_weights_fit(d, parts)
     if d.pool_plans is not None:  # MoE workers: attention TP x DP and their MoE split
         prefill, decode, transfer = moe_pool_steps(d, parts)
     else:
@@ -293,6 +294,20 @@ def weights_fit(parts: tuple, plan: Plan, eng: EngineModel) -> None:
         raise Refused(f"the weights do not fit: {cap.weight_bytes / 1e9:.1f} GB per GPU of a "
                       f"{plan.tp * plan.ep * plan.pp}-GPU worker against the {device / 1e9:.1f} "
                       f"GB of one {chip.name}")  # fmt: skip
+
+
+def pool_weights_fit(d: Deployment, parts: tuple) -> None:
+    """``weights_fit`` for a prefill and a decode worker of a disaggregated ``d`` (each on its
+    own first devices, as ``serving.pools`` / ``validate.serving_pools`` price them)."""
+    from plena_opt.estimate import Plan
+    from plena_opt.estimate.disaggregated import sub_noc
+
+    model, noc, memory, chip, wl, eng = parts
+    assert d.pools is not None
+    plans = d.pool_plans or ((d.pools[1], 1, "replace", 0, 0), (d.pools[3], 1, "replace", 0, 0))
+    for tp, dp, mode, moe_tp, redundant in plans:
+        sub = (model, sub_noc(noc, tp * dp), memory, chip, replace(wl, eplb_redundant=redundant))
+        weights_fit(sub, Plan(tp=tp, ep=dp, moe_tp_mode=mode, moe_tp=moe_tp), eng)
 
 
 def kv_capped(eng: EngineModel, parts: tuple, plan: object,

@@ -82,6 +82,19 @@ def test_weights_larger_than_the_gpu_are_refused_not_priced() -> None:
     assert _price_row(ServingRow("x", {**row, "pp_size": "2"}), {}, {}).status == "priced"
 
 
+def test_a_disaggregated_worker_that_does_not_fit_is_refused() -> None:
+    """Each pool's worker is checked: a one-GPU DeepSeek-R1 prefill worker is refused, the same
+    deployment with 8-GPU prefill workers (84 GB a GPU on H200) priced."""
+    row = {**row_of(Case("h200_sxm", "sglang", "deepseek-r1", "fp8", 8, 64, 1024, 1024)).fields,
+           "mode": "disagg", "prefill_num_workers": "1", "decode_num_workers": "1"}  # fmt: skip
+    for role in ("prefill", "decode"):
+        row |= {f"{role}_tp_size": "8", f"{role}_moe_tp_size": "1", f"{role}_moe_ep_size": "8"}
+    assert _price_row(ServingRow("x", row), {}, {}).status == "priced"
+    one = row | {"prefill_tp_size": "1", "prefill_moe_ep_size": "1"}
+    r = _price_row(ServingRow("x", one), {}, {})
+    assert r.status == "refused" and "1-GPU worker" in r.reason, r.reason
+
+
 def test_step_model_refuses_what_does_not_fit() -> None:
     from plena_opt.validate.serving_rows import resolve
 
