@@ -149,9 +149,17 @@ def small_grid() -> list[Case]:
 
 
 def price(cases: Iterable[Case]) -> dict[Case, RowResult]:
-    """Each case priced as ``validate`` prices its row (one step-model cache for all)."""
-    steps: dict = {}
-    return {c: _price_row(row_of(c), steps, {}) for c in cases}
+    """Each case priced as ``validate`` prices its row. Step models are shared by the cases
+    that differ only in concurrency and dropped after them (a sweep-wide cache of tens of
+    thousands of step models does not fit in memory)."""
+    groups: dict[Case, list[Case]] = {}
+    for c in cases:
+        groups.setdefault(replace(c, concurrency=1), []).append(c)
+    out: dict[Case, RowResult] = {}
+    for group in groups.values():
+        steps: dict = {}
+        out.update((c, _price_row(row_of(c), steps, {})) for c in group)
+    return out
 
 
 _RUNNING: dict[tuple, int | None] = {}
