@@ -96,10 +96,12 @@ def test_a_disaggregated_worker_that_does_not_fit_is_refused() -> None:
 
 
 def test_step_model_refuses_what_does_not_fit() -> None:
+    """DeepSeek-R1 NVFP4 on one B200: 393.9 GB of weights (NVFP4 experts and dense MLPs, the
+    checkpoint's MLA projections at bf16, r13dsr1) against 192.3 GB is refused naming both."""
     from plena_opt.validate.serving_rows import resolve
 
     d = resolve(row_of(Case("b200_sxm", "sglang", "deepseek-r1", "fp4", 1, 1, 1024, 1024)))
-    with pytest.raises(Refused, match="377.5 GB per GPU"):
+    with pytest.raises(Refused, match="393.9 GB per GPU"):
         step_model(d)
 
 
