@@ -12,6 +12,7 @@ from .placement import ParallelScheme, groups
 from .routing import Router
 from .stage import StagePattern
 from .switch_loads import group_flow_loads
+from .unique import sorted_unique
 
 # micro-batch tokens at or above which the EP all-to-all uses the uniform closed form (§8.2)
 EP_ESTIMATE_TOKENS = 8192
@@ -103,7 +104,7 @@ def _slot_pairs(
     owner = np.where(t < big, t // (base + 1), rem + (t - big) // np.maximum(base, 1))
     k = active.shape[1]
     tok_rep, dst = np.repeat(token, k), dst_rank.ravel()
-    copies = np.unique(tok_rep * ep + dst)  # one copy per (token, distinct destination)
+    copies = sorted_unique(tok_rep * ep + dst)  # one copy per (token, distinct destination)
     tok, d = copies // ep, copies % ep
     s_c, o_c = slot[tok], owner[tok]
     remote = o_c != d

@@ -18,6 +18,7 @@ import numpy as np
 from .profile import NocProfile
 from .route_states import State, port_hash, route_states
 from .topology import CENTRE
+from .unique import sorted_unique
 
 __all__ = ["Router", "State", "port_hash"]
 
@@ -201,9 +202,9 @@ class Router:
         per_l1 = self.sizes[2]
         while len(todo):
             s_t, d_t = src[todo], dst[todo]
-            s_c = [self.coords(int(x)) for x in np.unique(s_t // per_l1) * per_l1]
+            s_c = [self.coords(int(x)) for x in sorted_unique(s_t // per_l1) * per_l1]
             node_of = {c[0] * self.sizes[1] + c[1]: c for c in s_c}
-            d_c = [self.coords(int(x)) for x in np.unique(d_t // per_l1) * per_l1]
+            d_c = [self.coords(int(x)) for x in sorted_unique(d_t // per_l1) * per_l1]
             node_of.update({c[0] * self.sizes[1] + c[1]: c for c in d_c})
             ns, nd = s_t // per_l1, d_t // per_l1
             pair_key = ns * (self.num_devices // per_l1) + nd

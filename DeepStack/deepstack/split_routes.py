@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .topology import CENTRE, EXIT_ENTRY
+from .unique import sorted_unique
 
 if TYPE_CHECKING:
     from .routing import Router
@@ -206,7 +207,7 @@ class SplitRoutes:
             vals = table[key]
             missing = np.isnan(vals)
             if missing.any():
-                for k in np.unique(key[missing]).tolist():
+                for k in sorted_unique(key[missing]).tolist():
                     table[k] = self.walk(k)[1]
                 vals = table[key]
             return vals
@@ -295,7 +296,7 @@ class SplitRoutes:
                 self._slot_arr = np.full(self._walk_space, -1, dtype=np.int64)
             table = self._slot_arr
             out = table[keys]
-            for k in np.unique(keys[out < 0]).tolist():
+            for k in sorted_unique(keys[out < 0]).tolist():
                 table[k] = self._walks.add(self.walk(k)[0])
             return self._walks.expand(table[keys], wsum)
         slot = self._walk_slot

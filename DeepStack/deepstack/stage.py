@@ -152,6 +152,24 @@ class StagePattern:
         self._set_one()
 
     @classmethod
+    def with_loads(
+        cls,
+        router: Router,
+        src: np.ndarray,
+        dst: np.ndarray,
+        weight: np.ndarray,
+        devices: int | None = None,
+    ) -> tuple[StagePattern, LevelLoads]:
+        """``StagePattern(router, src, dst, weight, devices=devices)`` on an all-switch NoC and
+        its per-level loads (whose ``reversed()`` are those of the flows ``dst → src``)."""
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        weight = np.asarray(weight, dtype=np.int64).ravel()
+        keep = (src != dst) & (weight > 0)
+        loads = flow_loads(router, src[keep], dst[keep], weight[keep], devices)
+        return cls.from_level_loads(router, loads), loads
+
+    @classmethod
     def from_level_loads(cls, router: Router, loads: LevelLoads) -> StagePattern:
         """A pattern from per-level link loads of an all-switch NoC (no per-pair routing)."""
         pat = cls.__new__(cls)

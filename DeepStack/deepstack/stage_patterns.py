@@ -17,7 +17,7 @@ from .all_to_all import complete_exchange
 from .placement import ParallelScheme, groups, groups_below, layout
 from .routing import Router
 from .stage import StagePattern
-from .switch_loads import period_devices
+from .switch_loads import LevelLoads, period_devices
 
 
 @dataclass
@@ -80,6 +80,8 @@ class StagePatterns:
         self.router = router
         self.memo: dict[tuple, StagePattern] = {}
         self._keys: dict[tuple, tuple] = {}
+        # loads of reversed patterns not yet built (``pairs(reverse=...)``; taken on first use)
+        self._reversed: dict[tuple, LevelLoads] = {}
 
     def layout_key(self, scheme: ParallelScheme, dim: str) -> tuple:
         """The memo key the groups of ``dim`` give a pattern: equal for equal device groups
@@ -96,20 +98,38 @@ class StagePatterns:
         return groups(scheme, dim), self.layout_key(scheme, dim)
 
     def pairs(
-        self, scheme: ParallelScheme, dim: str, name: str, build: Callable[[], object]
+        self,
+        scheme: ParallelScheme,
+        dim: str,
+        name: str,
+        build: Callable[[], object],
+        reverse: str | None = None,
     ) -> StagePattern:
         """Pattern of position pairs ``(weight, i, j)`` (from ``build()``, called on a memo miss)
-        replicated in every group of ``dim``."""
+        replicated in every group of ``dim``. ``reverse``: the name of the pattern of the same
+        pairs reversed, ``(weight, j, i)`` in the same order; on an all-switch NoC its per-level
+        loads are kept from this one's until it is asked for (``LevelLoads.reversed``), so it is
+        still built in its turn (links are numbered in first-use order) but not summed again."""
         gk = self.layout_key(scheme, dim)
         key = (gk, name)
         pat = self.memo.get(key)
         if pat is None:
+            loads = self._reversed.pop(key, None)
+            if loads is not None:  # the reversed pairs of a pattern built just before
+                pat = self.memo[key] = StagePattern.from_level_loads(self.router, loads)
+                return pat
             arr = np.asarray(build(), dtype=np.int64).reshape(-1, 3)
             g, devices = self._period(scheme, dim, gk)
             src = g[:, arr[:, 1]]
             dst = g[:, arr[:, 2]]
-            w = np.broadcast_to(arr[:, 0], src.shape)
-            pat = StagePattern(self.router, src, dst, w, devices=devices)
+            w = np.empty(src.shape, dtype=np.int64)  # every group's row of pair weights
+            w[:] = arr[:, 0]  # (``np.broadcast_to`` copied: the same array, fewer calls)
+            rkey = None if reverse is None else (gk, reverse)
+            if rkey is not None and self.router.all_switch and rkey not in self.memo:
+                pat, loads = StagePattern.with_loads(self.router, src, dst, w, devices)
+                self._reversed[rkey] = loads.reversed()
+            else:
+                pat = StagePattern(self.router, src, dst, w, devices=devices)
             self.memo[key] = pat
         return pat
 
@@ -155,7 +175,13 @@ class StagePatterns:
         """Double binary tree: the up-sweep levels, then the same levels reversed (down)."""
         levels = double_tree_levels(g)
         up = [
-            self.pairs(scheme, dim, f"tree_up{i}", lambda lvl=lvl: [(1, s, d) for s, d in lvl])
+            self.pairs(
+                scheme,
+                dim,
+                f"tree_up{i}",
+                lambda lvl=lvl: [(1, s, d) for s, d in lvl],
+                reverse=f"tree_down{i}",  # the down-sweep level: the same pairs reversed
+            )  # fmt: skip
             for i, lvl in enumerate(levels)
         ]
         down = [

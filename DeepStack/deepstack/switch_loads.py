@@ -20,17 +20,21 @@ own NIC's rate however few devices of the node send.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .topology import CENTRE
+from .unique import sorted_unique
 
 if TYPE_CHECKING:
     from .routing import Router
 
 L3, L2, L1 = 0, 1, 2
+# ``ndarray.sum`` / ``max`` / ``min`` of a 1-D array: the same reductions without the wrappers
+_sum, _max, _min = np.add.reduce, np.maximum.reduce, np.minimum.reduce
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,13 @@ class LevelLoads:
     flows: int
     nic: tuple[np.ndarray, np.ndarray] | None = None
     tiles: int = 1
+
+    def reversed(self) -> LevelLoads:
+        """The loads of the same flows reversed (dst → src, in the same order): every up link
+        carries what the down link did and back (``flow_loads`` sums the same weights in the same
+        order over the swapped keys); hop latency and flow count are symmetric."""
+        nic = None if self.nic is None else (self.nic[1], self.nic[0])
+        return LevelLoads(self.down, self.up, self.hop, self.flows, nic, self.tiles)
 
 
 def _chain_latency(levels, outermost: int) -> float:
@@ -295,7 +306,8 @@ def top_links(
     kinds = []
     for level in range(3):
         cap = router.levels[level].link_bandwidth_bps
-        total = loads.up[level].sum() + loads.down[level].sum()
+        # ``np.add.reduce``: ``ndarray.sum``'s reduction without its Python wrapper (same bits)
+        total = _sum(loads.up[level]) + _sum(loads.down[level])
         energy += float(total * loads.tiles) * 8.0 * epb[level]
         for direction, arr in (("up", loads.up[level]), ("down", loads.down[level])):
             kinds.append((level, direction, arr, cap, epb[level], False))
@@ -305,19 +317,27 @@ def top_links(
             (L2, "up", loads.nic[0], nic, 0.0, True),
             (L2, "down", loads.nic[1], nic, 0.0, True),
         ]
-    best = max((float(k[2].max()) / k[3] for k in kinds if len(k[2])), default=0.0)
+    # each kind's busiest load, found once (None: no links of that kind)
+    peaks = [float(_max(k[2])) if len(k[2]) else None for k in kinds]
+    best = max((p / k[3] for p, k in zip(peaks, kinds, strict=True) if p is not None), default=0.0)
     if best <= 0.0:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), energy
     chosen: dict[tuple[float, float], tuple[bool, int]] = {}
-    for level, direction, arr, cap, pj, is_nic in kinds:
+    for (level, direction, arr, cap, pj, is_nic), peak in zip(kinds, peaks, strict=True):
         floor = best * (1 - 1e-9) * cap
-        if not len(arr) or arr.max() < floor * (1 - 1e-12):
+        if peak is None or peak < floor * (1 - 1e-12):
             continue
-        hit = np.flatnonzero(arr / cap >= best * (1 - 1e-9))
-        for load in np.unique(arr[hit]).tolist():
+        hit = (arr / cap >= best * (1 - 1e-9)).nonzero()[0]  # 1-D: ``np.flatnonzero``
+        if not len(hit):  # within the rounding allowance of ``floor`` but not of ``best``
+            continue
+        sub = arr[hit]
+        if _min(sub) == peak:  # every link hit carries the kind's busiest load (the usual
+            found: Iterable[tuple[float, int]] = ((peak, int(hit[0])),)  # case): the first one
+        else:  # each distinct load, ascending, at the first link carrying it
+            found = [(x, int(hit[(sub == x).nonzero()[0][0]])) for x in sorted_unique(sub).tolist()]
+        for load, key in found:
             if (load, cap) in chosen:
                 continue
-            key = int(hit[np.flatnonzero(arr[hit] == load)[0]])
             name = nic_key(direction, key) if is_nic else link_key(router, level, direction, key)
             chosen[(load, cap)] = (is_nic, router._link(name, cap, level, pj))
     # on a tie the first link is named: a shared port link before a NIC

@@ -92,6 +92,10 @@ class PlanBase:
         self.footprint: tuple[float, float] | None = None
         self.warnings: list[str] | None = None
         self._loads_and_checks(ctx, plan)
+        # decode micro-batches in flight when fewer than pp, else 0 (``PassResult.in_flight``);
+        # read about twice per plan, so found once per base
+        m = -(-w.batch_size // self.shard.micro)
+        self.in_flight = m if m < plan.pp else 0
         # what every ``PlanPasses`` of this base reads as its own attributes (one dict update)
         self.plan_view = {
             "plan_warnings": self.plan_warnings,
@@ -105,6 +109,7 @@ class PlanBase:
             "distinct_kinds": ctx.distinct_kinds,
             "loads": self.loads,
             "_rows": self.rows,
+            "in_flight": self.in_flight,
         }
 
     def _loads_and_checks(self, ctx: EstimateContext, plan: Plan) -> None:

@@ -48,7 +48,8 @@ class PlanPasses:
         self.plan = plan
         self.base = base = plan_base(ctx, plan, validate)
         # base.plan_warnings, shard, priced_shard, shape, dense, moe, stage_ranges,
-        # stage_kind_counts, loads and rows (as ``_rows``), and ctx.distinct_kinds: one update
+        # stage_kind_counts, loads and rows (as ``_rows``), in_flight (decode micro-batches in
+        # flight when fewer than pp, else 0: ``PlanBase.in_flight``) and ctx.distinct_kinds
         self.__dict__.update(base.plan_view)
 
     # -- passes ------------------------------------------------------------------------------
@@ -221,12 +222,6 @@ class PlanPasses:
             extras_cache[ekey] = cached
         extras, transfer = cached
         return layer_arrays, layer_comm, extras, transfer, PassFigures.with_comm_totals(comm_totals)
-
-    @property
-    def in_flight(self) -> int:
-        """Decode micro-batches in flight when fewer than pp, else 0 (``PassResult``)."""
-        m = -(-self.ctx.workload.batch_size // self.shard.micro)
-        return m if m < self.plan.pp else 0
 
     @cached
     def prefill(self) -> PassResult:

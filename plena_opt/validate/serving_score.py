@@ -24,6 +24,7 @@ from plena_opt.validate.aic_deploy import generated_batch, generated_engine
 from plena_opt.validate.serving_rows import Deployment, Refused, read_rows, resolve
 
 if TYPE_CHECKING:
+    from plena_opt.estimate import Plan
     from plena_opt.serving import EngineModel, ServingMetrics, StepModel
     from plena_opt.validate.serving_rows import ServingRow
 
@@ -219,6 +220,7 @@ def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range
 
     pools = Pools(*d.pools)  # type: ignore[misc]  # an MoE pool's "tp": a worker's GPUs
     parts = _parts(d, host.get(d.engine, 0.0))
+    pool_weights_fit(d, parts)
     if d.pool_plans is not None:  # MoE workers: attention TP x DP and their MoE split
         prefill, decode, transfer = moe_pool_steps(d, parts)
     else:
@@ -256,6 +258,7 @@ def pipeline_load(d: Deployment, steps: dict, host: dict[str, float]) -> tuple[S
     if key not in steps:
         model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
         plan = Plan(tp=d.tp, ep=d.ep, pp=d.pp, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+        weights_fit((model, noc, memory, chip, wl), plan, eng)
         step, clients, _, _ = in_flight_load((model, noc, memory, chip), wl, plan, eng,
                                              d.concurrency, None)  # fmt: skip
         steps[key] = (step, clients)
@@ -269,8 +272,42 @@ def step_model(d: Deployment, host_step_seconds: float = 0.0) -> StepModel:
 
     model, noc, memory, chip, wl, eng = _parts(d, host_step_seconds)
     plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+    weights_fit((model, noc, memory, chip, wl), plan, eng)
     eng = kv_capped(eng, (model, noc, memory, chip, wl), plan, d.trt_kv_fraction)
     return StepModel.from_problem(model, noc, memory, chip, wl, plan, eng)  # type: ignore[arg-type]
+
+
+def weights_fit(parts: tuple, plan: Plan, eng: EngineModel) -> None:
+    """Refuse a worker whose weights alone (per device of its fullest stage, as ``kv_cap``
+    counts them) exceed the device memory the engine sees (``engine_device_memory``: the
+    CUDA-reported total): no engine starts it, so no figure is priced for it. Only the weights
+    are checked, not activations or the KV pool, which a deployment that ran may have set
+    otherwise than the engine's default (``kv_running_cap``)."""
+    from plena_opt.serving.kv_admission import engine_device_memory, kv_cap
+
+    model, noc, memory, chip, wl = parts
+    cap = kv_cap(model, noc, memory, chip, wl, plan, eng.name, eng.budget_tokens)  # type: ignore[arg-type]
+    if cap is None:
+        return
+    device = engine_device_memory(chip, float(memory.capacity_bytes))
+    if cap.weight_bytes > device:
+        raise Refused(f"the weights do not fit: {cap.weight_bytes / 1e9:.1f} GB per GPU of a "
+                      f"{plan.tp * plan.ep * plan.pp}-GPU worker against the {device / 1e9:.1f} "
+                      f"GB of one {chip.name}")  # fmt: skip
+
+
+def pool_weights_fit(d: Deployment, parts: tuple) -> None:
+    """``weights_fit`` for a prefill and a decode worker of a disaggregated ``d`` (each on its
+    own first devices, as ``serving.pools`` / ``validate.serving_pools`` price them)."""
+    from plena_opt.estimate import Plan
+    from plena_opt.estimate.disaggregated import sub_noc
+
+    model, noc, memory, chip, wl, eng = parts
+    assert d.pools is not None
+    plans = d.pool_plans or ((d.pools[1], 1, "replace", 0, 0), (d.pools[3], 1, "replace", 0, 0))
+    for tp, dp, mode, moe_tp, redundant in plans:
+        sub = (model, sub_noc(noc, tp * dp), memory, chip, replace(wl, eplb_redundant=redundant))
+        weights_fit(sub, Plan(tp=tp, ep=dp, moe_tp_mode=mode, moe_tp=moe_tp), eng)
 
 
 def kv_capped(eng: EngineModel, parts: tuple, plan: object,

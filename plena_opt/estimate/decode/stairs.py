@@ -16,6 +16,7 @@ from itertools import count
 from typing import Any, NamedTuple
 
 import numpy as np
+from deepstack.unique import sorted_unique
 
 FIT_TOL = 1e-9  # refuse a range whose point values do not fit its stairs (relative)
 SIGN_TOL = 1e-12  # a sign is fixed when the envelopes clear zero by this (relative to scale)
@@ -198,7 +199,7 @@ def _compress(p: Piece, cp: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
             for x in (p.u0 + 1, (p.u0 + p.u1) // 2):
                 j = x + (1 - st.c - x) % st.b
                 pts += [j - 1, j] if j < p.u1 else []
-    pts = np.unique(np.array(pts, dtype=np.int64))
+    pts = sorted_unique(np.array(pts, dtype=np.int64))
     mat = np.array([basis(p, int(u)) for u in pts])
     u, sv, vt = np.linalg.svd(mat, full_matrices=False)
     if sv[-1] <= 1e-9 * sv[0]:
