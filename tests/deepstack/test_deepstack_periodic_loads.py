@@ -8,9 +8,6 @@ same busiest links, loads, capacities, energy per unit, hop latency and flow cou
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import replace
-
 import deepstack as ds
 import numpy as np
 import pytest
@@ -18,26 +15,16 @@ from deepstack.placement import DIMS, groups, layout
 from deepstack.stage import StagePattern
 from deepstack.stage_patterns import StagePatterns, double_tree_levels
 from deepstack.switch_loads import all_to_all_loads, flow_loads, period_devices
-from deepstack.topology import Level
+
+from tests.deepstack._switch_nocs import all_schemes, switch_profile
 
 
 def _profile(s3: int, s2: int, s1: int, nic: float | None) -> ds.NocProfile:
-    rng = np.random.default_rng(s3 * 100 + s2 * 10 + s1)
-
-    def sw(n: int) -> Level:
-        return Level("switch", 1, n, float(rng.uniform(0, 5e-6)), float(rng.uniform(10e9, 400e9)))
-
-    prof = ds.make_hierarchy("sw", sw(s3), sw(s2), sw(s1), ds.EnergyConfig(1.0, 2.5, 4.0))
-    return replace(prof, nic_bandwidth_bps=nic)
+    return switch_profile(s3, s2, s1, nic)
 
 
 def _schemes(n: int) -> list[ds.ParallelScheme]:
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    out = []
-    for tp, cp, dp in itertools.product(divisors, repeat=3):
-        if n % (tp * cp * dp) == 0:
-            out.append(ds.ParallelScheme(tp=tp, cp=cp, dp=dp, pp=n // (tp * cp * dp)))
-    return out
+    return all_schemes(n)
 
 
 def _stage_pairs(g: int) -> dict[str, list[tuple[int, int, int]]]:

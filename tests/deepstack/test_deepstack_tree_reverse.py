@@ -9,9 +9,6 @@ the same order as when every stage is routed apart (the busiest link reported on
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import replace
-
 import deepstack as ds
 import numpy as np
 import pytest
@@ -19,26 +16,16 @@ from deepstack.placement import groups
 from deepstack.stage import StagePattern
 from deepstack.stage_patterns import StagePatterns, double_tree_levels
 from deepstack.switch_loads import flow_loads
-from deepstack.topology import Level
+
+from tests.deepstack._switch_nocs import all_schemes, switch_profile
 
 
 def _profile(s3: int, s2: int, s1: int, nic: float | None) -> ds.NocProfile:
-    rng = np.random.default_rng(s3 * 100 + s2 * 10 + s1 + 7)
-
-    def sw(n: int) -> Level:
-        return Level("switch", 1, n, float(rng.uniform(0, 5e-6)), float(rng.uniform(10e9, 400e9)))
-
-    prof = ds.make_hierarchy("sw", sw(s3), sw(s2), sw(s1), ds.EnergyConfig(1.0, 2.5, 4.0))
-    return replace(prof, nic_bandwidth_bps=nic)
+    return switch_profile(s3, s2, s1, nic, salt=7)
 
 
 def _schemes(n: int) -> list[ds.ParallelScheme]:
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    return [
-        ds.ParallelScheme(tp=tp, cp=cp, dp=dp, pp=n // (tp * cp * dp))
-        for tp, cp, dp in itertools.product(divisors, repeat=3)
-        if n % (tp * cp * dp) == 0
-    ]
+    return all_schemes(n)
 
 
 def _same(a: StagePattern, b: StagePattern) -> None:
