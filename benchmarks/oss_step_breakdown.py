@@ -2,9 +2,10 @@
 
 Run ``python benchmarks/oss_step_breakdown.py [TP [BATCH [SYSTEM [ENGINE]]]]`` (default TP 8,
 batch 4, h100_sxm, vllm: the shipped file's InferenceX 1k/1k c4 row, measured TPOT 3.64 ms;
-``b200_sxm vllm`` / ``b200_sxm trtllm`` price the B200 rows as they run, r15oss). It resolves the row as ``validate
---measurements`` does (``serving_rows.resolve``), taps the GPU pricer's kernel lists of one decode
-step at the mean KV length and prints milliseconds per step by kernel group (attention half:
+``b200_sxm vllm`` / ``b200_sxm trtllm`` price the B200 rows as they run, r15oss). It resolves
+the row as ``validate --measurements`` does (``serving_rows.resolve``), taps the GPU pricer's
+kernel lists of one decode step at the mean KV length and prints milliseconds per step by kernel
+group (attention half:
 QKV GEMM, RoPE, KV write, attention, O GEMM; norms; router GEMM + top-k; fused MoE; embedding +
 LM head + sampling; the TP all-reduces) twice: with the experts on the table's ``moe.mxfp4``
 curve (AIConfigurator's ``vllm_mxfp4_moe`` rows, vLLM's default SM90 backend: Triton
@@ -90,11 +91,12 @@ def main(tp: str = "8", batch: str = "4", system: str = "h100_sxm", engine: str 
     """Print the step of the 1k/1k c4 row of ``system`` (``h100_sxm``, ``b200_sxm``) and
     ``engine`` at decode batch ``batch``, with the measured TPOT of the 1k/1k row at that
     concurrency where the file has one."""
+    tag = f"gpt_oss_120b_{system}_{engine}_"
     rows = [r for r in read_rows(shipped_serving_csv())
-            if f"gpt_oss_120b_{system}_{engine}_" in r.id and ROW.format(tp=tp) in r.id]  # fmt: skip
+            if tag in r.id and ROW.format(tp=tp) in r.id]  # fmt: skip
     row = rows[0]
     at = next((r for r in read_rows(shipped_serving_csv())
-               if f"gpt_oss_120b_{system}_{engine}_" in r.id
+               if tag in r.id
                and ROW.format(tp=tp).replace("_c4_", f"_c{batch}_") in r.id), row)  # fmt: skip
     d = resolve(row)
     print(
