@@ -1,9 +1,11 @@
 """Where a gpt-oss-120b decode step goes on H100 (vLLM, MXFP4 experts run weight-only).
 
-Run ``python benchmarks/oss_step_breakdown.py [TP [BATCH]]`` (default TP 8, batch 4: the shipped
-file's InferenceX 1k/1k c4 row, measured TPOT 3.64 ms). It resolves the row as ``validate
---measurements`` does (``serving_rows.resolve``), taps the GPU pricer's kernel lists of one decode
-step at the mean KV length and prints milliseconds per step by kernel group (attention half:
+Run ``python benchmarks/oss_step_breakdown.py [TP [BATCH [SYSTEM [ENGINE]]]]`` (default TP 8,
+batch 4, h100_sxm, vllm: the shipped file's InferenceX 1k/1k c4 row, measured TPOT 3.64 ms;
+``b200_sxm vllm`` / ``b200_sxm trtllm`` price the B200 rows as they run, r15oss). It resolves
+the row as ``validate --measurements`` does (``serving_rows.resolve``), taps the GPU pricer's
+kernel lists of one decode step at the mean KV length and prints milliseconds per step by kernel
+group (attention half:
 QKV GEMM, RoPE, KV write, attention, O GEMM; norms; router GEMM + top-k; fused MoE; embedding +
 LM head + sampling; the TP all-reduces) twice: with the experts on the table's ``moe.mxfp4``
 curve (AIConfigurator's ``vllm_mxfp4_moe`` rows, vLLM's default SM90 backend: Triton
@@ -85,17 +87,27 @@ def step_parts(d, batch: int) -> tuple[dict[str, float], float]:
     return {k: 1e3 * got[k] for k in GROUPS}, 1e3 / res.tps_per_sequence
 
 
-def main(tp: str = "8", batch: str = "4") -> int:
-    row = next(r for r in read_rows(shipped_serving_csv())
-               if "gpt_oss_120b_h100_sxm_vllm" in r.id and ROW.format(tp=tp) in r.id)  # fmt: skip
+def main(tp: str = "8", batch: str = "4", system: str = "h100_sxm", engine: str = "vllm") -> int:
+    """Print the step of the 1k/1k c4 row of ``system`` (``h100_sxm``, ``b200_sxm``) and
+    ``engine`` at decode batch ``batch``, with the measured TPOT of the 1k/1k row at that
+    concurrency where the file has one."""
+    tag = f"gpt_oss_120b_{system}_{engine}_"
+    rows = [r for r in read_rows(shipped_serving_csv())
+            if tag in r.id and ROW.format(tp=tp) in r.id]  # fmt: skip
+    row = rows[0]
+    at = next((r for r in read_rows(shipped_serving_csv())
+               if tag in r.id
+               and ROW.format(tp=tp).replace("_c4_", f"_c{batch}_") in r.id), row)  # fmt: skip
     d = resolve(row)
     print(
-        f"{row.id}: TP {d.tp}, decode batch {batch}, measured TPOT "
-        f"{row.measured_ms('tpot_ms'):.2f} ms (per-step ms; MoE: 36 layers)"
+        f"{at.id}: TP {d.tp}, decode batch {batch}, measured TPOT "
+        f"{at.measured_ms('tpot_ms'):.2f} ms (per-step ms; MoE: 36 layers)"
     )
     print("| experts priced as | " + " | ".join(GROUPS) + " | step |")
     print("| --- " * (len(GROUPS) + 2) + "|")
-    for name, marlin in (("table moe.mxfp4 (Triton)", False), ("Marlin", True)):
+    runs = (("table moe.mxfp4 (Triton)", False), ("Marlin", True)) if d.marlin_moe else (
+        ("as priced", False),)  # fmt: skip
+    for name, marlin in runs:
         parts, step = step_parts(replace(d, marlin_moe=marlin), int(batch))
         print(f"| {name} | " + " | ".join(f"{parts[k]:.3f}" for k in GROUPS) + f" | {step:.3f} |")
     return 0

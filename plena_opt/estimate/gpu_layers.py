@@ -48,7 +48,8 @@ def gqa_attention(p: GpuPerfModel, s: LayerShape, kind: LayerKind, mode: str, q:
         ks.append(_gqa_prefill(p, s, kind, q, kv))
     else:
         a = attended(s, kind, kv)
-        ks.append(p.attention_decode(d.b_dev, d.heads, d.kv_heads, hd, a))
+        past = np.asarray(kv) > m.sliding_window if kind.sliding else False
+        ks.append(p.attention_decode(d.b_dev, d.heads, d.kv_heads, hd, a, past_window=past))
     ks.append(p.gemm(T, h, d.heads * hd))
     return ks
 

@@ -76,7 +76,10 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
                 prof["gemm"][fmt] = _sourced_curve(fit)
             prof["gemm_decode"] = {k: _sourced_curve(v) for k, v in gd.items()}
             prof["gemm_decode_max_tokens"] = DECODE_MAX_M
+            window = prof.get("attention_decode", {}).get("window_seconds")
             prof["attention_decode"] = _sourced_curve(a["decode"])
+            if window is not None:  # read off the windowed rows: re-run calibrate_window
+                prof["attention_decode"]["window_seconds"] = window
             prof["attention_prefill"] = _sourced_curve(a["prefill"])
             bf = g["bf16"]
             ov = prof["overheads"]

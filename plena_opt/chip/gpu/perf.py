@@ -228,11 +228,14 @@ class GpuPerfModel:
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def attention_decode(
-        self, b: int, H: int, KV: int, hd: int, kv: np.ndarray, *, latent: int = 0
-    ) -> KernelTime:
+        self, b: int, H: int, KV: int, hd: int, kv: np.ndarray, *, latent: int = 0,
+        past_window: np.ndarray | bool = False,
+    ) -> KernelTime:  # fmt: skip
         """One decode step of paged attention: read every sequence's K and V. ``latent`` > 0:
         MLA in absorbed form, one shared latent of ``latent`` elements per token (K = V), read
-        once for all ``H`` heads (``KV`` = 1)."""
+        once for all ``H`` heads (``KV`` = 1). ``past_window`` (per KV length): a sliding
+        layer whose KV is longer than its window (``kv`` is then the window's keys); the
+        chip's ``attention_decode.window_seconds`` is added there where the chip has it."""
         c = self.chip.attention_decode
         if latent:
             kv_read = 1.0 * b * latent * self.kvb * kv
@@ -244,6 +247,8 @@ class GpuPerfModel:
         ts = (c.seconds_per_sequence_head.value * H + c.seconds_per_sequence_kv_head.value * KV) * b
         p = c.blend.value
         t = c.fixed_seconds.value + (ts**p + tm**p) ** (1.0 / p)
+        if c.window_seconds is not None:
+            t = t + c.window_seconds.value * np.asarray(past_window, dtype=float)
         flops = _mean(4.0 * b * H * hd * kv)
         return KernelTime(t, flops, kv_read + io / 2, io / 2, ts >= tm)
 

@@ -97,6 +97,9 @@ class DecodeAttentionCurve(BaseModel):
     seconds_per_sequence_kv_head: SourcedSeconds
     blend: Sourced
     fixed_seconds: Sourced
+    # the local-attention kernel's extra time once the KV is longer than the window (a sliding
+    # layer past its window; ``calibrate_window``); absent where no table times it
+    window_seconds: SourcedSeconds | None = None
 
 
 class Hbm(BaseModel):
