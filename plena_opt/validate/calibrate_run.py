@@ -1,6 +1,7 @@
 """Run every kernel-level fit and store it: ``python -m plena_opt.validate.calibrate_run DIR
 [--write]`` prints the fits of the GPU profiles' efficiency constants (``calibrate``, with the
-GEMM decode and W4A16 fits of ``calibrate_gemm`` and ``calibrate_w4a16``), or stores them in the
+GEMM decode and W4A16 fits of ``calibrate_gemm`` and ``calibrate_w4a16``, the GH100 same-die
+attention fit of ``calibrate_die``), or stores them in the
 built-in profiles and copies them to the chips without a kernel table (``TRANSFER``).
 """
 
