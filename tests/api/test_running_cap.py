@@ -100,7 +100,8 @@ def test_a_request_rate_beyond_what_the_pool_admits_is_refused(problem, monkeypa
 
     # a plan of batch 64 (max_num_seqs 64 in its launch files) under a rate: the pool's 57 bind
     low = api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.6, batch=64)
-    assert low.max_running == 57 and 20 < low.steady.decode_batch < 57
+    # (~20 decoding: 20.4 before the GH100 joint fit made the 8k-KV decode 2.3 % faster, 19.9 now)
+    assert low.max_running == 57 and 15 < low.steady.decode_batch < 57
     searched = _loaded(problem, 64, request_rate=0.6).evaluate(Plan(tp=4))
     assert searched.under_load["tpot_mean_seconds"] == pytest.approx(low.steady.tpot_seconds)
     # 0.9 requests/s keep ~66 requests decoding: more than the 57 the pool admits
