@@ -155,33 +155,42 @@ def attention_fits(folder: Path, system: str, specs: dict[str, tuple[float, floa
 
 def _attention_fit(folder: Path, system: str, phase: str, peak: float, bw: float) -> Fit | None:
     """One attention fit, or None if the table implies impossible FLOP rates."""
-    op = "generation" if phase == "decode" else "context"
-    if True:
-        path = folder / f"{system}_{op}_attention_vllm-0.19.0.csv.gz"
-        rows = [
-            r
-            for r in read_rows(path)
-            if r["kv_cache_dtype"] == "bfloat16" and r["window_size"] == "0"
-        ]
-        b, H = _col(rows, "batch_size"), _col(rows, "num_heads")
-        KV, hd = _col(rows, "num_key_value_heads"), _col(rows, "head_dim")
-        t = _col(rows, "latency") * 1e-3
-        if phase == "decode":
-            kv = _col(rows, "isl") + _col(rows, "step")  # attended KV length
-            nbytes = 2 * b * kv * KV * hd * 2 + 4 * b * H * hd
-            if np.mean(nbytes / t > 1.5 * bw) > MAX_IMPOSSIBLE_SHARE:
-                return None
-            return fit_decode(
-                (b * H, b * KV), nbytes, t, bw, f"{path.name} kv_cache_dtype=bfloat16 window_size=0"
-            )
-        else:
-            s = _col(rows, "isl")
-            flops = 4 * b * H * hd * s * (s + 1) / 2  # causal
-            nbytes = 2 * b * s * (H + 2 * KV) * hd * 2
-        if np.mean(flops / t > peak) > MAX_IMPOSSIBLE_SHARE:
-            return None
-        data = f"{path.name} kv_cache_dtype=bfloat16 window_size=0"
-        return fit_curve(flops, nbytes, t, peak, bw, data)
+    if phase == "decode":
+        arrays = decode_attention_arrays(folder, system, bw)
+        return None if arrays is None else fit_decode(*arrays[:3], bw, arrays[3])
+    path = folder / f"{system}_context_attention_vllm-0.19.0.csv.gz"
+    rows = _bf16_kv_rows(path)
+    b, H = _col(rows, "batch_size"), _col(rows, "num_heads")
+    KV, hd = _col(rows, "num_key_value_heads"), _col(rows, "head_dim")
+    t = _col(rows, "latency") * 1e-3
+    s = _col(rows, "isl")
+    flops = 4 * b * H * hd * s * (s + 1) / 2  # causal
+    nbytes = 2 * b * s * (H + 2 * KV) * hd * 2
+    if np.mean(flops / t > peak) > MAX_IMPOSSIBLE_SHARE:
+        return None
+    data = f"{path.name} kv_cache_dtype=bfloat16 window_size=0"
+    return fit_curve(flops, nbytes, t, peak, bw, data)
+
+
+def _bf16_kv_rows(path: Path) -> list[dict[str, str]]:
+    return [r for r in read_rows(path) if r["kv_cache_dtype"] == "bfloat16"
+            and r["window_size"] == "0"]  # fmt: skip
+
+
+def decode_attention_arrays(folder: Path, system: str, bw: float):
+    """((b·H, b·KV), bytes, measured seconds, data name) of ``system``'s generation-attention
+    table (bf16 KV, no window), or None if its rows imply more than 1.5× the HBM bandwidth on
+    more than ``MAX_IMPOSSIBLE_SHARE`` of them."""
+    path = folder / f"{system}_generation_attention_vllm-0.19.0.csv.gz"
+    rows = _bf16_kv_rows(path)
+    b, H = _col(rows, "batch_size"), _col(rows, "num_heads")
+    KV, hd = _col(rows, "num_key_value_heads"), _col(rows, "head_dim")
+    t = _col(rows, "latency") * 1e-3
+    kv = _col(rows, "isl") + _col(rows, "step")  # attended KV length
+    nbytes = 2 * b * kv * KV * hd * 2 + 4 * b * H * hd
+    if np.mean(nbytes / t > 1.5 * bw) > MAX_IMPOSSIBLE_SHARE:
+        return None
+    return (b * H, b * KV), nbytes, t, f"{path.name} kv_cache_dtype=bfloat16 window_size=0"
 
 
 # Fused-MoE curves per ``moe_dtype``: bf16, per-tensor fp8 and block-scaled fp8 (128x128 weight

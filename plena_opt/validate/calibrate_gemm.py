@@ -105,12 +105,22 @@ def gemm_decode_fits(
 
 
 # Parts on one compute die at one clock (the same datasheet peaks): H100 SXM5 and H200 are both
-# GH100 at 989 dense bf16 TFLOP/s (the H200 adds HBM3e, not compute). Their two kernel tables
-# give one die two fitted compute efficiencies (bf16 0.793 on the H100 table, 0.761 on the
-# H200's), which priced an H200 prefill up to 2 % slower than an H100's; the compute efficiency
-# of each format is fitted once on both tables (bandwidth efficiency, fixed time and blend stay
-# per table).
+# GH100 at 989 dense bf16 TFLOP/s (NVIDIA H100 and H200 Tensor Core GPU datasheets, cited in
+# the profiles: the H200 adds 141 GB of HBM3e at 4.8 TB/s against 80 GB at 3.35, not compute). What
+# the die sets is fitted once on both kernel tables; only the bandwidth term is each table's own
+# (its HBM). Per GEMM format: the compute efficiency, the per-kernel fixed time (launch and
+# prologue, the same SMs at the same clock) and the blend (how the die overlaps compute with its
+# loads). Fitted per table, one die had two compute efficiencies (bf16 0.793 on the H100 table,
+# 0.761 on the H200's: an H200 prefill up to 2 % slower) and two fixed times (bf16 3.35 us on
+# H100, 3.507 on H200, where the tables put H200's m <= 16 GEMMs at 0.988 x H100's: an H200
+# launch-bound decode up to 1.1 % slower; README_serving r13mono, r15h200).
 SAME_DIE = (("h100_sxm", "h200_sxm"),)
+
+
+def _die_x(x, i: int) -> list[float]:
+    """The curve constants of the ``i``-th table of a ``SAME_DIE`` pair from the joint vector
+    ``x`` = (compute efficiency, fixed time µs, blend, bandwidth efficiency per table)."""
+    return [x[0], x[3 + i], x[1], x[2]]
 
 
 def _arrays(sel: list[dict[str, str]], fmt: str):
@@ -142,28 +152,72 @@ def pooled_gemm_fits(folder: Path, specs: dict[str, tuple[dict[str, float], floa
                 for i, s in enumerate(pair):
                     flops, nbytes, t = arrays[s]
                     peaks, bw = specs[s]
-                    res.append(np.log(curve([x[0], *x[1 + 3 * i : 4 + 3 * i]], flops, nbytes,
-                                            peaks[fmt], bw) / t))  # fmt: skip
+                    res.append(np.log(curve(_die_x(x, i), flops, nbytes, peaks[fmt], bw) / t))
                 return np.concatenate(res)
 
-            x0 = [fits[pair[0]][fmt].values["compute_efficiency"]]
-            for s in pair:
-                v = fits[s][fmt].values
-                x0 += [v["bandwidth_efficiency"], v["fixed_seconds"] * 1e6, v["blend"]]
-            lo, hi = [0.01] + [0.01, 0.0, 1.0] * 2, [1] + [1, 100, 20] * 2
+            v0 = fits[pair[0]][fmt].values
+            x0 = [v0["compute_efficiency"], v0["fixed_seconds"] * 1e6, v0["blend"]]
+            x0 += [fits[s][fmt].values["bandwidth_efficiency"] for s in pair]
+            lo, hi = [0.01, 0.0, 1.0] + [0.01] * len(pair), [1, 100, 20] + [1] * len(pair)
             x = least_squares(resid, x0, bounds=(lo, hi)).x
             for i, s in enumerate(pair):
-                xs = [float(x[0]), *(float(v) for v in x[1 + 3 * i : 4 + 3 * i])]
+                xs = [float(v) for v in _die_x(x, i)]
                 flops, nbytes, t = arrays[s]
                 ape = np.abs(curve(xs, flops, nbytes, specs[s][0][fmt], specs[s][1]) / t - 1)
                 data = (
-                    f"{fits[s][fmt].data} (compute_efficiency fitted jointly with the "
+                    f"{fits[s][fmt].data} (compute_efficiency, fixed_seconds and blend fitted "
+                    + "jointly with the "
                     + f"{' and '.join(p for p in pair if p != s)} table: one GH100 die)"
                 )
                 names = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
                 scaled = (xs[0], xs[1], xs[2] * 1e-6, xs[3])
                 values = {k: round(v, 9 if k == "fixed_seconds" else 4 if k != "blend" else 3)
                           for k, v in zip(names, scaled, strict=True)}  # fmt: skip
+                out[s][fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
+    return out
+
+
+def pooled_decode_fits(folder: Path, specs: dict[str, tuple[dict[str, float], float]],
+                       decode: dict[str, dict[str, Fit]]) -> dict[str, dict[str, Fit]]:  # fmt: skip
+    """``decode`` (system → format → ``gemm_decode_fits`` curve) with the fixed time and blend of
+    each format both tables of a ``SAME_DIE`` pair have refitted jointly on both tables' rows
+    ``m ≤ DECODE_MAX_M``; compute and bandwidth efficiencies stay each curve's (the bandwidth
+    one is each table's own HBM)."""
+    from scipy.optimize import least_squares
+
+    out = {s: dict(f) for s, f in decode.items()}
+    for pair in SAME_DIE:
+        if not all(s in decode for s in pair):
+            continue
+        tables = {s: read_rows(folder / f"{s}_gemm_vllm-0.19.0.csv.gz") for s in pair}
+        for dtype, fmt in GEMM_DTYPES.items():
+            if not all(fmt in decode[s] for s in pair):
+                continue
+            arrays = {s: _arrays([r for r in tables[s] if r["gemm_dtype"] == dtype
+                                  and int(r["m"]) <= DECODE_MAX_M], fmt) for s in pair}  # fmt: skip
+            own = {s: decode[s][fmt].values for s in pair}
+
+            def full_x(x, s, own=own):
+                return [own[s]["compute_efficiency"], own[s]["bandwidth_efficiency"], *x]
+
+            def resid(x, arrays=arrays, fmt=fmt, pair=pair, full_x=full_x):
+                res = []
+                for s in pair:
+                    flops, nbytes, t = arrays[s]
+                    peak = block_peaks(specs[s][0])[fmt]
+                    res.append(np.log(curve(full_x(x, s), flops, nbytes, peak, specs[s][1]) / t))
+                return np.concatenate(res)
+
+            x0 = [own[pair[0]]["fixed_seconds"] * 1e6, own[pair[0]]["blend"]]
+            x = [float(v) for v in least_squares(resid, x0, bounds=([0.0, 1.0], [100, 20])).x]
+            for s in pair:
+                flops, nbytes, t = arrays[s]
+                peak = block_peaks(specs[s][0])[fmt]
+                ape = np.abs(curve(full_x(x, s), flops, nbytes, peak, specs[s][1]) / t - 1)
+                others = " and ".join(p for p in pair if p != s)
+                data = (f"{decode[s][fmt].data} (fixed_seconds and blend fitted jointly with the "
+                        f"{others} table: one GH100 die)")  # fmt: skip
+                values = {**own[s], "fixed_seconds": round(x[0] * 1e-6, 9), "blend": round(x[1], 3)}
                 out[s][fmt] = Fit(values, data, len(t), float(ape.mean()), float(np.median(ape)))
     return out
 

@@ -1,6 +1,7 @@
 """Run every kernel-level fit and store it: ``python -m plena_opt.validate.calibrate_run DIR
 [--write]`` prints the fits of the GPU profiles' efficiency constants (``calibrate``, with the
-GEMM decode and W4A16 fits of ``calibrate_gemm`` and ``calibrate_w4a16``), or stores them in the
+GEMM decode and W4A16 fits of ``calibrate_gemm`` and ``calibrate_w4a16``, the GH100 same-die
+attention fit of ``calibrate_die``), or stores them in the
 built-in profiles and copies them to the chips without a kernel table (``TRANSFER``).
 """
 
@@ -25,9 +26,11 @@ from plena_opt.validate.calibrate import (
     gemm_fits,
     moe_fits,
 )
+from plena_opt.validate.calibrate_die import pooled_attention_fits
 from plena_opt.validate.calibrate_gemm import (
     DECODE_MAX_M,
     gemm_decode_fits,
+    pooled_decode_fits,
     pooled_gemm_fits,
     tensor_rate_fits,
 )
@@ -45,14 +48,20 @@ def calibrate(folder: Path, write: bool = False) -> dict[str, dict[str, Fit]]:
     all_peaks = {s: _peaks(p) for s, p in profs.items()}
     gpu = {s: (all_peaks[s], specs[s][1]) for s in SYSTEMS}
     pooled = pooled_gemm_fits(folder, gpu, {s: gemm_fits(folder, s, *gpu[s]) for s in SYSTEMS})
+    full = {s: tensor_rate_fits(all_peaks[s], pooled[s]) for s in SYSTEMS}
+    decode = pooled_decode_fits(
+        folder,
+        gpu,
+        {s: gemm_decode_fits(folder, s, all_peaks[s], specs[s][1], full[s]) for s in SYSTEMS},
+    )
+    attention = pooled_attention_fits(folder, specs, {s: attention_fits(folder, s, specs)
+                                                      for s in SYSTEMS})  # fmt: skip
     for system, chip in SYSTEMS.items():
         path = profiles_dir() / f"{chip}.json"
         prof = profs[system]
         peaks = _peaks(prof)
         bw = specs[system][1]
-        g = tensor_rate_fits(peaks, pooled[system])
-        gd = gemm_decode_fits(folder, system, peaks, bw, g)
-        a = attention_fits(folder, system, specs)
+        g, gd, a = full[system], decode[system], attention[system]
         mo = moe_fits(folder, system, peaks, bw)
         mp = moe_fits(folder, system, peaks, bw, prefill=True)
         if not mo:  # no table: the same-silicon system's fit, against its own peaks/bandwidth

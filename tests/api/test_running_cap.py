@@ -100,20 +100,22 @@ def test_a_request_rate_beyond_what_the_pool_admits_is_refused(problem, monkeypa
 
     # a plan of batch 64 (max_num_seqs 64 in its launch files) under a rate: the pool's 57 bind
     low = api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.6, batch=64)
-    assert low.max_running == 57 and 20 < low.steady.decode_batch < 57
+    # (~20 decoding: 20.4 before the GH100 joint fit made the 8k-KV decode 2.3 % faster, 19.9 now)
+    assert low.max_running == 57 and 15 < low.steady.decode_batch < 57
     searched = _loaded(problem, 64, request_rate=0.6).evaluate(Plan(tp=4))
     assert searched.under_load["tpot_mean_seconds"] == pytest.approx(low.steady.tpot_seconds)
-    # 0.9 requests/s keep ~66 requests decoding: more than the 57 the pool admits
+    # 1.0 requests/s keep ~92 requests decoding: more than the 57 the pool admits (0.9 kept 60
+    # before the GH100 joint fit made this decode faster, 57.3 after)
     with pytest.raises(PlenaInputError) as exc:
-        api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.9, batch=64)
+        api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=1.0, batch=64)
     assert exc.value.field == "request_rate"
-    refused = _loaded(problem, 64, request_rate=0.9).evaluate(Plan(tp=4))
+    refused = _loaded(problem, 64, request_rate=1.0).evaluate(Plan(tp=4))
     assert refused.ttft_seconds != refused.ttft_seconds  # NaN: not on the front
     assert "more than the plan serves" in refused.under_load["refused"]
     # the same rate with no KV cap (the engine's 1024) is served: the pool is what refuses it
     monkeypatch.setattr(running_cap, "replica_kv_cap", lambda *a, **k: None)
-    free = api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.9, batch=128)
-    assert free.max_running == 128 and free.steady.decode_batch > 60
+    free = api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=1.0, batch=128)
+    assert free.max_running == 128 and free.steady.decode_batch > 80
     same = api.serve_under_load(problem, Plan(tp=4), "vllm", request_rate=0.6, batch=128)
     assert same.steady.tpot_seconds == pytest.approx(low.steady.tpot_seconds, rel=1e-6)
 

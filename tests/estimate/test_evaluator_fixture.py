@@ -24,7 +24,10 @@ GEMM by its rows per expert: the two ``gpu-*`` cases (H200) were re-recorded, ev
 unchanged. Issue 23 (r11moe) re-recorded two cases: ``gpu-moe-qwen30b-hgx`` (a GPU's experts
 split EP over exactly the attention TP group exchange no tokens: one TP all-reduce,
 ``comm.replicated_expert_parallel``) and ``moe-gptoss-ring-powerlaw`` (power-law routing's busiest
-EP rank under a random expert placement, ``moe_load.typical_busiest_block``).
+EP rank under a random expert placement, ``moe_load.typical_busiest_block``). Issue 23 (r15h200)
+re-recorded the two ``gpu-*`` cases (H200; the GH100 die's GEMM fixed time and blend and decode-
+attention constants fitted once on the H100 and H200 tables, ``validate.calibrate_die``; up to
+1.7 % relative); every other case is the recording as it was.
 
 Re-record (only when a deliberate model change moves figures) from a checkout of the code the
 figures should come from::

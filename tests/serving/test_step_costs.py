@@ -17,7 +17,10 @@ roots where a decode batch beyond the CUDA-graph limit turns the fixed point aga
 exchange no tokens, one TP all-reduce (``estimate.comm.replicated_expert_parallel``), which moved
 the 162 figures of the Qwen3-235B TP 4 x DP 2 plan by up to 16 %; and the lead after r12consist:
 a prefill-first engine's prompt step decodes nobody in the open loop's steady form too, which
-moved the 144 SGLang open-loop figures): each plan priced whole by
+moved the 144 SGLang open-loop figures; r15h200: the H100 profile's GH100 die constants fitted
+jointly with the H200 table (GEMM fixed time and blend, decode-attention constants with the HBM
+efficiency from the bandwidth-bound rows, ``validate.calibrate_die``), which moved 5,094 of
+the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %): each plan priced whole by
 the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
 step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
 figures (relative 1e-12: the recording is exact on this platform, as

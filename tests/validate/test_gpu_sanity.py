@@ -234,10 +234,13 @@ def test_a_format_slower_than_bf16_on_the_tensor_cores_takes_the_bf16_rate() -> 
 BLOCK = {"fp8_block": "fp8"}
 
 
-def test_one_die_has_one_compute_efficiency() -> None:
-    """H100 SXM5 and H200 are one GH100 die at one clock (the same datasheet peaks): each format's
-    GEMM compute efficiency is fitted once on both kernel tables (it was bf16 0.793 on the H100
-    table and 0.761 on the H200's, pricing an H200 prefill slower than an H100's)."""
+def test_one_die_has_one_set_of_die_constants() -> None:
+    """H100 SXM5 and H200 are one GH100 die at one clock (the same datasheet peaks): what the die
+    sets is fitted once on both kernel tables, and only the bandwidth efficiency (against each
+    part's own HBM) is each table's. Fitted per table, one die had two compute efficiencies
+    (bf16 0.793 / 0.761: an H200 prefill slower), two fixed times per kernel (3.35 / 3.507 µs: an
+    H200 launch-bound decode 1.1 % slower) and two decode-attention curves (an H200 KV-read-bound
+    decode 2.3 % slower)."""
     from plena_opt.validate.calibrate_gemm import SAME_DIE
 
     names = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
@@ -246,8 +249,22 @@ def test_one_die_has_one_compute_efficiency() -> None:
         assert {k: v.value for k, v in a.peak_flops.items()} == {
             k: v.value for k, v in b.peak_flops.items()
         }
-        for fmt in a.gemm:
-            assert a.gemm[fmt].compute_efficiency.value == b.gemm[fmt].compute_efficiency.value
+        for curves in ("gemm", "gemm_decode"):
+            ca, cb = getattr(a, curves), getattr(b, curves)
+            assert set(ca) == set(cb)
+            for fmt in ca:
+                for name in ("compute_efficiency", "fixed_seconds", "blend"):
+                    assert getattr(ca[fmt], name).value == getattr(cb[fmt], name).value, (
+                        curves, fmt, name)  # fmt: skip
+        for name in ("seconds_per_sequence_head", "seconds_per_sequence_kv_head",
+                     "fixed_seconds", "blend"):  # fmt: skip
+            da, db = a.attention_decode, b.attention_decode
+            assert getattr(da, name).value == getattr(db, name).value, name
+        assert a.overheads.kernel_seconds.value == b.overheads.kernel_seconds.value
+        # the HBM term is each part's own: the faster HBM streams decode attention no slower
+        rate = {c.name: c.attention_decode.bandwidth_efficiency.value
+                * c.hbm.bandwidth_bytes_per_s.value for c in (a, b)}  # fmt: skip
+        assert rate[b.name] >= rate[a.name], rate
 
 
 @pytest.mark.parametrize(("older", "newer"), GENERATIONS)
