@@ -317,6 +317,19 @@ class EvaluatorStepCosts:
             f_lo + share * (self._first_decode_at(hi) - f_lo)
         )
 
+    def decode_mean_and_growth(self, n: int) -> tuple[float, float]:
+        """(``decode_mean_seconds(n)``, ``decode_growth(n)``) with the powers of two around
+        ``n`` found once (s; the attention-DP straggler's first read of a request count,
+        ``serving.StepModel``): each value is the expression of the method it stands for, so
+        the same floats."""
+        lo = 1 << max(0, n.bit_length() - 1)
+        m_lo, f_lo = self._mean_step(lo), self._first_decode_at(lo)
+        if n == lo:
+            return m_lo, m_lo - f_lo
+        hi, share = 2 * lo, (n - lo) / lo
+        mean = m_lo + share * (self._mean_step(hi) - m_lo)
+        return mean, mean - (f_lo + share * (self._first_decode_at(hi) - f_lo))
+
     def _mean_step(self, batch: int) -> float:
         hit = self._mean.get(batch)
         if hit is None:  # the decode pass alone: ``evaluate(plan).tps_per_sequence`` without
