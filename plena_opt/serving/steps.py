@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
 from plena_opt.serving.attention_dp import AttentionDpImbalance, imbalance_of
 from plena_opt.serving.host_overlap import chunk_in_decode_window
 
 if TYPE_CHECKING:
-    from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
     from plena_opt.serving.engines import EngineModel
 
 
@@ -58,8 +58,6 @@ class StepModel:
         whose lengths are the serving workload's) and wrap them; ``evaluators``: a cache shared
         by the step models of many plans of one problem (``EvaluatorStepCosts``);
         ``range_ratio``: the serving workload's length spread (the attention-DP imbalance)."""
-        from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
-
         costs = EvaluatorStepCosts(model, noc, memory, chip, workload, plan, evaluators)  # type: ignore[arg-type]
         wl = workload
         adp = imbalance_of(model, plan, wl.input_seq_len, wl.output_seq_len, range_ratio)  # type: ignore[attr-defined]
