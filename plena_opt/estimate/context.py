@@ -132,6 +132,9 @@ class EstimateContext:
         self._grids: dict[tuple, DecodeGrid] = caches.grids
         self.priced_net = PricedNetwork(self.net, caches.collectives)  # memoised prices
         self.plan_bases: dict[tuple, object] = {}  # ``plan_base.PlanBase``
+        # what a ``PlanBase`` holds that no batch size or output length changes (its schemes,
+        # that the plan passed the §4.2 refusals), by plan: shared with ``with_lengths``
+        self.plan_invariants: dict[tuple, tuple] = {}
         self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
         self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
@@ -146,8 +149,9 @@ class EstimateContext:
         output length: what a new ``EstimateContext(..., memo=memo)`` of that workload holds,
         without pricing again what depends on neither (the checkpoint format, storage
         precision, the chip kind's pricer — which read the formats and options only —, the
-        network, the layer kinds, the routing check). The per-workload parts are fresh: the
-        workload, the memo's caches for it, the plan bases and the routing rows."""
+        network, the layer kinds, the routing check, the plans' schemes and refusal checks:
+        ``plan_invariants``). The per-workload parts are fresh: the workload, the memo's caches
+        for it, the plan bases and the routing rows."""
         w = self.workload.with_lengths(batch_size, output_seq_len)
         new = object.__new__(EstimateContext)
         new.__dict__.update(self.__dict__)

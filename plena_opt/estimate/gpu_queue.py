@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plena_opt.errors import PlenaInputError
 
@@ -158,6 +158,42 @@ def _check_burst(batch: int, input_len: int, budget_tokens: int, output_len: int
         )
 
 
+class _Names:
+    """The estimate names the step costs build with, imported once on first use and kept as
+    class attributes (their modules import the evaluator; a ``from … import`` inside a method
+    costs ~0.6 µs a call, ~10 of them a cold closed loop)."""
+
+    loaded = False
+    gpu_host: Any  # the modules and classes below, set by ``load``
+    DecodeFloor: Any
+    PlanCost: Any
+    engine_network: Any
+    Evaluator: Any
+    block_scaled_ops: Any
+    PricingMemo: Any
+
+    @classmethod
+    def load(cls) -> type[_Names]:
+        from plena_opt.estimate import gpu_host
+        from plena_opt.estimate.decode_floor import DecodeFloor
+        from plena_opt.estimate.distributed import PlanCost
+        from plena_opt.estimate.engine_network import engine_network
+        from plena_opt.estimate.evaluator import Evaluator
+        from plena_opt.estimate.gpu import block_scaled_ops
+        from plena_opt.estimate.memo import PricingMemo
+
+        cls.gpu_host, cls.DecodeFloor, cls.PlanCost = gpu_host, DecodeFloor, PlanCost
+        cls.engine_network, cls.Evaluator = engine_network, Evaluator
+        cls.block_scaled_ops, cls.PricingMemo = block_scaled_ops, PricingMemo
+        cls.loaded = True
+        return cls
+
+
+def _names() -> type[_Names]:
+    """``_Names``, loaded."""
+    return _Names if _Names.loaded else _Names.load()
+
+
 class EvaluatorStepCosts:
     """Step times from the evaluator for one (model, plan, chip, NoC): ``prefill_seconds`` is
     the static prefill pass of ``tokens / input_len`` full prompts (linear between whole
@@ -173,26 +209,23 @@ class EvaluatorStepCosts:
                  evaluators: dict | None = None) -> None:  # fmt: skip
         """``evaluators``: a cache of ``Evaluator`` by (batch, output length) shared by the
         step costs of many plans of one problem (a search), so their memos stay warm."""
-        from plena_opt.estimate.engine_network import engine_network
-        from plena_opt.estimate.gpu import block_scaled_ops
-
+        est = _names()
         self._evaluators = {} if evaluators is None else evaluators
-        self._args = (model, engine_network(noc), memory, chip)  # the engine's all-reduce
+        self._args = (model, est.engine_network(noc), memory, chip)  # the engine's all-reduce
         self.workload, self.plan = workload, plan
         self._cache: dict[int, PlanCost] = {}
         self._pre: dict[int, float] = {}
         self._whole: dict[int, PlanCost] = {}
         self._mean: dict[int, float] = {}
         self._dec0: dict[int, float] = {}
-        self._block = block_scaled_ops(chip, workload, model)
+        self._block = est.block_scaled_ops(chip, workload, model)
 
     @cached_property
     def host_seconds(self) -> float:
         """Host time of the eager prefill forward (s): paid whole by a step however short its
         chunk. Worked out on first read (a short last chunk, a decode batch beyond the CUDA
         graphs): most step models never read it."""
-        from plena_opt.estimate import gpu_host
-
+        gpu_host = _names().gpu_host
         model, _, _, chip = self._args
         return gpu_host.ops_seconds(
             chip.eager_host, gpu_host.model_ops(model, self.plan.tp, self._block)
@@ -205,12 +238,9 @@ class EvaluatorStepCosts:
         where the open loop's search starts (``serving.spine.open_near``: it decides which step
         costs are priced, never a figure); None where the one-prompt plan is refused (the search
         then starts where it did) or the memory gives no bandwidth."""
-        from plena_opt.errors import PlenaInputError
-        from plena_opt.estimate.decode_floor import DecodeFloor
-
         try:
             cost = self._first(1)  # the open loop's one-prompt prefill reads it too
-            return DecodeFloor.of(cost, self.workload.output_seq_len)
+            return _names().DecodeFloor.of(cost, self.workload.output_seq_len)
         except PlenaInputError:
             return None
 
@@ -220,9 +250,7 @@ class EvaluatorStepCosts:
         full report's ``prefill`` and ``first_token_decode``) are priced, each on first use."""
         hit = self._cache.get(batch)
         if hit is None:  # the steady-state model calls this often
-            from plena_opt.estimate.distributed import PlanCost
-
-            hit = self._cache[batch] = PlanCost(self._evaluator(batch, 1).ctx, self.plan)
+            hit = self._cache[batch] = _names().PlanCost(self._evaluator(batch, 1).ctx, self.plan)
         return hit
 
     def _prefill_at(self, batch: int) -> float:
@@ -248,24 +276,20 @@ class EvaluatorStepCosts:
         on first use)."""
         hit = self._whole.get(batch)
         if hit is None:
-            from plena_opt.estimate.distributed import PlanCost
-
-            hit = self._whole[batch] = PlanCost(self._evaluator(batch, None).ctx, self.plan)
+            ctx = self._evaluator(batch, None).ctx
+            hit = self._whole[batch] = _names().PlanCost(ctx, self.plan)
         return hit
 
     def _evaluator(self, batch: int, output_len: int | None) -> Evaluator:
         """The (shared) evaluator of the workload at ``batch`` (and ``output_len``)."""
-        # the module itself, not the package's lazy attribute (an import per new batch size)
-        from plena_opt.estimate.evaluator import Evaluator
-
         key = (batch, output_len)
         hit = self._evaluators.get(key)
         if hit is None:
+            est = _names()  # the evaluator module itself, not the package's lazy attribute
+            Evaluator = est.Evaluator  # noqa: N806 (the class)
             memo = self._evaluators.get(("memo", output_len))
             if memo is None:
-                from plena_opt.estimate.memo import PricingMemo
-
-                memo = self._evaluators.setdefault(("memo", output_len), PricingMemo())
+                memo = self._evaluators.setdefault(("memo", output_len), est.PricingMemo())
             first = self._evaluators.get("first")  # the first context: the others derive
             if first is None:  # ``replace(workload, batch_size=…, output_seq_len=…)``, one check
                 model, noc, memory, chip = self._args
@@ -316,6 +340,19 @@ class EvaluatorStepCosts:
         return (m_lo + share * (self._mean_step(hi) - m_lo)) - (
             f_lo + share * (self._first_decode_at(hi) - f_lo)
         )
+
+    def decode_mean_and_growth(self, n: int) -> tuple[float, float]:
+        """(``decode_mean_seconds(n)``, ``decode_growth(n)``) with the powers of two around
+        ``n`` found once (s; the attention-DP straggler's first read of a request count,
+        ``serving.StepModel``): each value is the expression of the method it stands for, so
+        the same floats."""
+        lo = 1 << max(0, n.bit_length() - 1)
+        m_lo, f_lo = self._mean_step(lo), self._first_decode_at(lo)
+        if n == lo:
+            return m_lo, m_lo - f_lo
+        hi, share = 2 * lo, (n - lo) / lo
+        mean = m_lo + share * (self._mean_step(hi) - m_lo)
+        return mean, mean - (f_lo + share * (self._first_decode_at(hi) - f_lo))
 
     def _mean_step(self, batch: int) -> float:
         hit = self._mean.get(batch)

@@ -18,7 +18,13 @@ from plena_opt.estimate.eplb import check_redundant
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad, busiest_rank_load
 from plena_opt.estimate.plan import Plan
-from plena_opt.estimate.shard import DeviceShard, dense_scheme, moe_scheme, validate_plan
+from plena_opt.estimate.shard import (
+    DeviceShard,
+    dense_scheme,
+    moe_scheme,
+    plan_warnings,
+    validate_plan,
+)
 from plena_opt.models import ModelSpec
 
 if TYPE_CHECKING:
@@ -52,17 +58,30 @@ class PlanBase:
 
     def __init__(self, ctx: EstimateContext, plan: Plan, validate: bool) -> None:
         m, w = ctx.model, ctx.workload
-        self.plan_warnings = (
-            validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name) if validate else []
-        )
+        # the schemes, their field values and whether the plan passed the §4.2 refusals: the
+        # same at every batch size and output length (``EstimateContext.plan_invariants``)
+        pkey = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp)
+        kept = ctx.plan_invariants.get(pkey)
+        if not validate:
+            self.plan_warnings = []
+        elif kept is not None and kept[3]:  # refused by nothing that a length changes
+            self.plan_warnings = plan_warnings(m, plan, w)
+        else:
+            self.plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
         self.shard = DeviceShard.build(m, plan, w)
         # What the layers, collectives and extras are priced from: the micro-batch size matters
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
         self.priced_shard = self.shard if m.num_experts else self.shard.without_micro()
         self.shape = LayerShape.unchecked(m, self.shard, ctx.perf, ctx.precision, plan.tp)
-        self.dense = dense_scheme(plan)
-        self.moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
+        if kept is None:
+            dense = dense_scheme(plan)
+            moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
+            fields_of = (_scheme_fields(dense), _scheme_fields(moe)) if moe is not None else None
+            kept = ctx.plan_invariants[pkey] = (dense, moe, fields_of, validate)
+        elif validate and not kept[3]:
+            kept = ctx.plan_invariants[pkey] = (*kept[:3], True)
+        self.dense, self.moe = kept[0], kept[1]
         ranges = ctx.row_groups.ranges.get(plan.pp)  # the same for every plan of this depth
         if ranges is None:
             per_stage = ceil(m.num_layers / plan.pp)
@@ -84,7 +103,7 @@ class PlanBase:
         self.shard_id = ids.setdefault(shard_key, next(_IDS))
         if m.num_experts:  # EP dispatch reads the whole MoE scheme (its dp token windows);
             # the schemes by their field values (equal schemes, equal tuples; hashed in C)
-            comm = (self.shard_id, "moe", _scheme_fields(self.dense), _scheme_fields(self.moe))
+            comm = (self.shard_id, "moe", *kept[2])
         else:  # a dense layer's collectives see only its tp and cp groups (dp, pp: other plans)
             net = ctx.priced_net
             comm = (self.shard_id, net.layout(self.dense, "tp"), net.layout(self.dense, "cp"))

@@ -16,14 +16,13 @@ its busiest rank: the step's KV-dependent part is scaled to that rank's KV work
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
+from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
 from plena_opt.serving.attention_dp import AttentionDpImbalance, imbalance_of
 from plena_opt.serving.host_overlap import chunk_in_decode_window
 
 if TYPE_CHECKING:
-    from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
     from plena_opt.serving.engines import EngineModel
 
 
@@ -36,6 +35,8 @@ class StepModel:
         self.attention_dp = attention_dp  # None: no attention-DP ranks synchronised by MoE
         # ``decode_mean_seconds(n) - decode_seconds(n)`` in one read (``straggler_seconds``)
         self._growth = getattr(costs, "decode_growth", None)
+        # (``decode_mean_seconds(n)``, ``decode_growth(n)``) in one read (``_decode_int``)
+        self._mean_growth = getattr(costs, "decode_mean_and_growth", None)
         self._decode: dict[int, float] = {}
         self._spread: dict[float, StepModel] = {}
         self._prefill: dict[float, float] = {}
@@ -57,8 +58,6 @@ class StepModel:
         whose lengths are the serving workload's) and wrap them; ``evaluators``: a cache shared
         by the step models of many plans of one problem (``EvaluatorStepCosts``);
         ``range_ratio``: the serving workload's length spread (the attention-DP imbalance)."""
-        from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
-
         costs = EvaluatorStepCosts(model, noc, memory, chip, workload, plan, evaluators)  # type: ignore[arg-type]
         wl = workload
         adp = imbalance_of(model, plan, wl.input_seq_len, wl.output_seq_len, range_ratio)  # type: ignore[attr-defined]
@@ -80,9 +79,15 @@ class StepModel:
 
     def _decode_int(self, n: int) -> float:
         if n not in self._decode:
-            t = self.costs.decode_mean_seconds(n)
-            if self.attention_dp is not None:  # MoE attention-DP ranks: the busiest one's wait
-                t += self.straggler_seconds(n)
+            adp = self.attention_dp
+            if adp is None:
+                t = self.costs.decode_mean_seconds(n)
+            elif self._mean_growth is not None and self.costs.workload.output_seq_len > 1:
+                # the busiest rank's wait (``straggler_seconds``), the bracket read once
+                t, grow = self._mean_growth(n)
+                t += self._straggler(n, grow)
+            else:  # MoE attention-DP ranks: the busiest one's wait
+                t = self.costs.decode_mean_seconds(n) + self.straggler_seconds(n)
             t *= self.engine.decode_kernel_scale  # the engine's own kernels (kernel_scale)
             limit = self.engine.cuda_graph_max_batch
             if limit is not None and n > limit:
@@ -110,11 +115,22 @@ class StepModel:
             grow = growth(n)
         else:
             grow = self.costs.decode_mean_seconds(n) - self.costs.decode_seconds(n)
-        kv_part = max(0.0, grow) / half * (wl.input_seq_len + half)
+        return self._straggler(n, grow)
+
+    def _straggler(self, n: int, grow: float) -> float:
+        """``straggler_seconds(n)`` from the decode growth ``grow`` at ``n`` (s): its
+        expression, each ``max(0, x)`` written as the comparison that picks the same operand."""
+        adp, wl = self.attention_dp, self.costs.workload
+        half = (wl.output_seq_len - 1) / 2
+        if adp is None or half <= 0:  # no decode growth to read the KV part from
+            return 0.0
+        kv_part = (grow if grow > 0.0 else 0.0) / half * (wl.input_seq_len + half)
         lo = 1 << (n.bit_length() - 1)  # requests per rank as the step costs interpolate them
-        per_lo, per_hi = math.ceil(lo / adp.ranks), math.ceil(2 * lo / adp.ranks)
+        ranks = adp.ranks
+        per_lo, per_hi = -(-lo // ranks), -(-2 * lo // ranks)  # ⌈lo / ranks⌉, ⌈2·lo / ranks⌉
         priced = per_lo + (n - lo) / lo * (per_hi - per_lo)
-        return kv_part / priced * max(0.0, adp.busiest_kv(n) / adp.mean_kv - priced)
+        over = adp.busiest_kv(n) / adp.mean_kv - priced
+        return kv_part / priced * (over if over > 0.0 else 0.0)
 
     def decode_seconds(self, n: float) -> float:
         """A step's decode part for ``n`` running requests (0 when none), host time excluded."""

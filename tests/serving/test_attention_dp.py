@@ -154,13 +154,13 @@ def test_a_moe_attention_dp_plan_under_load_is_slower_and_says_why(capsys) -> No
     load = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert load["attention_dp_imbalance"] > 1.0
     tpot = load["steady_state"]["tpot_seconds"]
-    off = StepModel.straggler_seconds
+    off = StepModel._straggler  # what ``straggler_seconds`` and a first decode read add
     try:  # the same plan without the imbalance
-        StepModel.straggler_seconds = lambda self, n: 0.0  # type: ignore[method-assign]
+        StepModel._straggler = lambda self, n, grow: 0.0  # type: ignore[method-assign]
         assert main([*MOE, "--ep", "8", "--concurrency", "32", "--range-ratio", "0.8",
                      "--json"]) == 0  # fmt: skip
     finally:
-        StepModel.straggler_seconds = off  # type: ignore[method-assign]
+        StepModel._straggler = off  # type: ignore[method-assign]
     base = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert tpot > base["steady_state"]["tpot_seconds"]
     assert load["replay"]["tpot_seconds"]["mean"] > base["replay"]["tpot_seconds"]["mean"]
@@ -175,12 +175,12 @@ def test_dense_dp_replicas_under_load_are_unchanged(capsys) -> None:
     assert main(dense) == 0
     doc = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert doc["attention_dp_imbalance"] is None and doc["replicas"] == 2
-    off = StepModel.straggler_seconds
+    off = StepModel._straggler  # what ``straggler_seconds`` and a first decode read add
     try:  # a straggler term that would show if it were applied
-        StepModel.straggler_seconds = lambda self, n: 1.0  # type: ignore[method-assign]
+        StepModel._straggler = lambda self, n, grow: 1.0  # type: ignore[method-assign]
         assert main(dense) == 0
     finally:
-        StepModel.straggler_seconds = off  # type: ignore[method-assign]
+        StepModel._straggler = off  # type: ignore[method-assign]
     again = json.loads(capsys.readouterr().out)["serving_under_load"]
     assert again["steady_state"] == doc["steady_state"] and again["replay"] == doc["replay"]
 
