@@ -19,6 +19,7 @@ from plena_opt.estimate.gpu_host import count_model_ops, model_ops
 from plena_opt.estimate.plan_base import PlanBase
 from plena_opt.estimate.shard import moe_scheme
 from plena_opt.models import load_model
+from tests.estimate._step_models import h100_step_model
 
 
 @pytest.mark.parametrize("tp_moe", [1, 2, 8])
@@ -101,19 +102,7 @@ def test_model_ops_table_is_bounded():
 
 
 def _step_model(name: str, fields: dict, ratio: float):
-    from deepstack import load_noc_profile
-
-    from plena_opt.chip import load_chip
-    from plena_opt.estimate.gpu import gpu_memory
-    from plena_opt.serving import StepModel, engine_model
-
-    chip = load_chip("h100-sxm")
-    wl = Workload(batch_size=1, input_seq_len=1024, output_seq_len=1024, precision="fp8")
-    eng = engine_model("vllm", float(chip.hbm.capacity_bytes.value))
-    noc, mem = load_noc_profile("hgx-h100x8"), gpu_memory(chip)
-    return StepModel.from_problem(
-        load_model(name), noc, mem, chip, wl, Plan(**fields), eng, range_ratio=ratio
-    )
+    return h100_step_model(name, fields, ratio)
 
 
 @pytest.mark.parametrize(

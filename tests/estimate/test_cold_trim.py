@@ -20,19 +20,10 @@ from plena_opt.estimate.gpu import gpu_memory
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan_base import PlanBase
 from plena_opt.models import load_model
-from plena_opt.serving import StepModel, engine_model
+from plena_opt.serving import StepModel
+from tests.estimate._step_models import h100_step_model as _step_model
 
 COUNTS = (1, 2, 3, 5, 8, 9, 31, 32, 33, 41, 47, 63, 64, 100, 200)
-
-
-def _step_model(name: str, fields: dict, ratio: float, osl: int = 1024) -> StepModel:
-    chip = load_chip("h100-sxm")
-    wl = Workload(batch_size=1, input_seq_len=1024, output_seq_len=osl, precision="fp8")
-    eng = engine_model("vllm", float(chip.hbm.capacity_bytes.value))
-    noc, mem = load_noc_profile("hgx-h100x8"), gpu_memory(chip)
-    return StepModel.from_problem(
-        load_model(name), noc, mem, chip, wl, Plan(**fields), eng, range_ratio=ratio
-    )
 
 
 @pytest.mark.parametrize(
