@@ -86,6 +86,19 @@ def fit_curve(flops, nbytes, measured, peak: float, bw: float, data: str) -> Fit
     return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
 
 
+def decode_values(e: float, die: list[float]) -> dict[str, float]:
+    """A decode-attention profile's values, rounded as written, from the bandwidth efficiency
+    ``e`` and the die constants ``die`` = (s ns, t0 µs, p, u ns) of ``decode_curve``."""
+    s_ns, t0, p, u_ns = die
+    return {
+        "bandwidth_efficiency": round(e, 4),
+        "seconds_per_sequence_head": round(s_ns * 1e-9, 13),
+        "seconds_per_sequence_kv_head": round(u_ns * 1e-9, 13),
+        "fixed_seconds": round(t0 * 1e-6, 9),
+        "blend": round(p, 3),
+    }
+
+
 def decode_curve(x, seq_heads, nbytes, bw):
     """Decode attention: ``t0 + ((s·b·H + u·b·KV)^p + (bytes/(bw·e))^p)^(1/p)``
     (``chip.gpu.perf``); ``seq_heads`` = (b·H, b·KV)."""
@@ -105,15 +118,10 @@ def fit_decode(seq_heads, nbytes, measured, bw: float, data: str) -> Fit:
         resid, [0.7, 2.0, 8.0, 2.0, 1.0], bounds=([0.01, 0, 0, 1, 0], [1, 1e4, 100, 20, 1e4])
     )
     ape = np.abs(decode_curve(res.x, seq_heads, nbytes, bw) / measured - 1)
-    be, s_ns, t0, p, u_ns = (float(v) for v in res.x)
-    values = {
-        "bandwidth_efficiency": round(be, 4),
-        "seconds_per_sequence_head": round(s_ns * 1e-9, 13),
-        "seconds_per_sequence_kv_head": round(u_ns * 1e-9, 13),
-        "fixed_seconds": round(t0 * 1e-6, 9),
-        "blend": round(p, 3),
-    }
-    return Fit(values, data, len(measured), float(ape.mean()), float(np.median(ape)))
+    be, *die = (float(v) for v in res.x)
+    return Fit(
+        decode_values(be, die), data, len(measured), float(ape.mean()), float(np.median(ape))
+    )
 
 
 def block_peaks(peaks: dict[str, float]) -> dict[str, float]:

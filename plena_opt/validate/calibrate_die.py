@@ -26,7 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from plena_opt.validate.calibrate import Fit, decode_attention_arrays, decode_curve
+from plena_opt.validate.calibrate import (
+    Fit,
+    decode_attention_arrays,
+    decode_curve,
+    decode_values,
+)
 from plena_opt.validate.calibrate_gemm import SAME_DIE
 
 STREAMING_SHARE = 0.1  # the bandwidth-bound rows: this share of a table's rows with the most bytes
@@ -62,16 +67,10 @@ def decode_fit(arrays: tuple, bw: float, e: float, die: list[float], note: str) 
     """The ``Fit`` of one table (``decode_attention_arrays``) at efficiency ``e`` and the die's
     constants ``die`` = (s ns, t0 µs, p, u ns)."""
     seq_heads, nbytes, t, name = arrays
-    s_ns, t0, p, u_ns = die
     ape = np.abs(decode_curve([e, *die], seq_heads, nbytes, bw) / t - 1)
-    values = {
-        "bandwidth_efficiency": round(e, 4),
-        "seconds_per_sequence_head": round(s_ns * 1e-9, 13),
-        "seconds_per_sequence_kv_head": round(u_ns * 1e-9, 13),
-        "fixed_seconds": round(t0 * 1e-6, 9),
-        "blend": round(p, 3),
-    }
-    return Fit(values, f"{name} ({note})", len(t), float(ape.mean()), float(np.median(ape)))
+    return Fit(
+        decode_values(e, die), f"{name} ({note})", len(t), float(ape.mean()), float(np.median(ape))
+    )
 
 
 def pooled_attention_fits(
