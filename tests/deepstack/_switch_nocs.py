@@ -30,3 +30,12 @@ def all_schemes(n: int) -> list[ds.ParallelScheme]:
         for tp, cp, dp in itertools.product(divisors, repeat=3)
         if n % (tp * cp * dp) == 0
     ]
+
+
+def assert_same_pattern(a, b, *, with_one: bool = False) -> None:
+    """Two routed ``StagePattern``s are the same: flows, hop, energy per unit, unmodelled share
+    (and the one-flow flag with ``with_one``), link ids, multiplicities and capacities."""
+    fields = ("flows", "hop", "energy_per_unit", "unmodelled") + (("_one",) if with_one else ())
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    for name in ("link_ids", "mult", "cap"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))

@@ -16,7 +16,7 @@ from deepstack.stage import StagePattern
 from deepstack.stage_patterns import StagePatterns, double_tree_levels
 from deepstack.switch_loads import all_to_all_loads, flow_loads, period_devices
 
-from tests.deepstack._switch_nocs import all_schemes, switch_profile
+from tests.deepstack._switch_nocs import all_schemes, assert_same_pattern, switch_profile
 
 
 def _profile(s3: int, s2: int, s1: int, nic: float | None) -> ds.NocProfile:
@@ -39,15 +39,7 @@ def _stage_pairs(g: int) -> dict[str, list[tuple[int, int, int]]]:
 
 
 def _same(a: StagePattern, b: StagePattern) -> None:
-    assert (a.flows, a.hop, a.energy_per_unit, a.unmodelled) == (
-        b.flows,
-        b.hop,
-        b.energy_per_unit,
-        b.unmodelled,
-    )
-    np.testing.assert_array_equal(a.link_ids, b.link_ids)
-    np.testing.assert_array_equal(a.mult, b.mult)
-    np.testing.assert_array_equal(a.cap, b.cap)
+    assert_same_pattern(a, b)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from deepstack.stage import StagePattern
 from deepstack.stage_patterns import StagePatterns, double_tree_levels
 from deepstack.switch_loads import flow_loads
 
-from tests.deepstack._switch_nocs import all_schemes, switch_profile
+from tests.deepstack._switch_nocs import all_schemes, assert_same_pattern, switch_profile
 
 
 def _profile(s3: int, s2: int, s1: int, nic: float | None) -> ds.NocProfile:
@@ -29,16 +29,7 @@ def _schemes(n: int) -> list[ds.ParallelScheme]:
 
 
 def _same(a: StagePattern, b: StagePattern) -> None:
-    assert (a.flows, a.hop, a.energy_per_unit, a.unmodelled, a._one) == (
-        b.flows,
-        b.hop,
-        b.energy_per_unit,
-        b.unmodelled,
-        b._one,
-    )
-    np.testing.assert_array_equal(a.link_ids, b.link_ids)
-    np.testing.assert_array_equal(a.mult, b.mult)
-    np.testing.assert_array_equal(a.cap, b.cap)
+    assert_same_pattern(a, b, with_one=True)
 
 
 def _routed_apart(stages: StagePatterns, scheme: ds.ParallelScheme, dim: str, g: int) -> list:
