@@ -73,7 +73,7 @@ def fp4_refit(folder: Path) -> None:
         sel = [r for r in rows if r["gemm_dtype"] == "nvfp4" and int(r["m"]) >= lo]
         m, n, k = C._col(sel, "m"), C._col(sel, "n"), C._col(sel, "k")
         t = C._col(sel, "latency") * 1e-3
-        flops, nbytes = 2 * m * n * k, C.DTYPE_BYTES["fp4"] * n * k + 2 * (m * k + m * n)
+        flops, nbytes = 2 * m * n * k, C.gemm_nbytes("fp4", m, n, k)
         fit = C.fit_curve(flops, nbytes, t, 9e15, 8e12, "r12fp4")
         v = fit.values
         x = np.array([v["compute_efficiency"], v["bandwidth_efficiency"],

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_bytes, gemm_operand_bytes
+
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 # A data set whose rows imply more than the datasheet peak FLOP/s on more than this share of its
 # rows is rejected (the H200 context-attention table implies up to ~10x the H200 peak); its fit is
@@ -27,8 +29,6 @@ SAME_COMPUTE = {"h200_sxm": "h100_sxm", "h100_sxm": "h200_sxm"}  # H100 has no M
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
 # a block-scaled format runs at its base format's tensor-core peak (fp8_block: the FP8 peak)
 BLOCK_BASE = {"fp8_block": "fp8"}
-# fp8_block = e4m3 weights with one fp32 scale per 128x128 block (DeepSeek-V3 checkpoints)
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / (128 * 128), "fp4": 4.5 / 8}
 NAMES = ("compute_efficiency", "bandwidth_efficiency", "fixed_seconds", "blend")
 
 
@@ -56,6 +56,14 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 def _col(rows: list[dict[str, str]], key: str) -> np.ndarray:
     return np.array([float(r[key]) for r in rows])
+
+
+def gemm_nbytes(fmt: str, m, n, k):
+    """Bytes read + written by GEMM rows in format ``fmt`` (``kernel_bytes.gemm_bytes`` at the
+    format's operand widths: the count the product prices, ``GpuPerfModel.gemm``)."""
+    fb = gemm_operand_bytes(fmt)
+    reads, writes = gemm_bytes(m, n, k, fb.weight, fb.activation)
+    return reads + writes
 
 
 def curve(x: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, peak: float, bw: float):
@@ -142,7 +150,7 @@ def gemm_fits(folder: Path, system: str, peaks: dict[str, float], bw: float) -> 
         m, n, k = _col(sel, "m"), _col(sel, "n"), _col(sel, "k")
         t = _col(sel, "latency") * 1e-3
         flops = 2 * m * n * k
-        nbytes = DTYPE_BYTES[fmt] * n * k + 2 * (m * k + m * n)
+        nbytes = gemm_nbytes(fmt, m, n, k)
         out[fmt] = fit_curve(flops, nbytes, t, peaks[fmt], bw, f"{path.name} gemm_dtype={dtype}")
     return out
 
@@ -251,7 +259,8 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
         active = np.minimum(E, pairs)
         f_dev = f / tp
         flops = 2 * pairs * 3 * h * f_dev
-        nbytes = active * 3 * h * f_dev * DTYPE_BYTES[fmt] + 2 * (2 * T * h + 3 * pairs * f_dev)
+        fb = gemm_operand_bytes(fmt)
+        nbytes = sum(fused_moe_bytes(T, pairs, active, h, f_dev, fb.weight, fb.activation))
         t = _col(sel, "latency") * 1e-3
         span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
         source = MOE_SOURCES.get(dtype, "vllm_fused_moe")

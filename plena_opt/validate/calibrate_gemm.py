@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from plena_opt.validate.calibrate import (
-    DTYPE_BYTES,
     GEMM_DTYPES,
     Fit,
     _col,
     block_peaks,
     curve,
+    gemm_nbytes,
     read_rows,
 )
 
@@ -62,7 +62,7 @@ def gemm_decode_fits(
             continue
         m, n, k = _col(sel, "m"), _col(sel, "n"), _col(sel, "k")
         t = _col(sel, "latency") * 1e-3
-        flops, nbytes = 2 * m * n * k, DTYPE_BYTES[fmt] * n * k + 2 * (m * k + m * n)
+        flops, nbytes = 2 * m * n * k, gemm_nbytes(fmt, m, n, k)
         g = full[fmt].values
         x_full = [g["compute_efficiency"], g["bandwidth_efficiency"], g["fixed_seconds"] * 1e6,
                   g["blend"]]  # fmt: skip
@@ -126,8 +126,7 @@ def _die_x(x, i: int) -> list[float]:
 def _arrays(sel: list[dict[str, str]], fmt: str):
     """(FLOPs, bytes, measured seconds) of GEMM rows in weight format ``fmt``."""
     m, n, k = _col(sel, "m"), _col(sel, "n"), _col(sel, "k")
-    nbytes = DTYPE_BYTES[fmt] * n * k + 2 * (m * k + m * n)
-    return 2 * m * n * k, nbytes, _col(sel, "latency") * 1e-3
+    return 2 * m * n * k, gemm_nbytes(fmt, m, n, k), _col(sel, "latency") * 1e-3
 
 
 def pooled_gemm_fits(folder: Path, specs: dict[str, tuple[dict[str, float], float]],

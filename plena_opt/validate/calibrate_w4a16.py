@@ -19,17 +19,19 @@ import numpy as np
 
 from plena_opt.validate.calibrate import MOE_MAX_TOKENS, Fit, _col, fit_moe, read_rows
 
-# kernel source -> (moe_dtype, product format, bytes per weight element incl. scales)
+# kernel source -> (moe_dtype, product format); bytes: the format's weights (incl. scales) and
+# bf16 activations (``kernel_bytes.gemm_operand_bytes`` at the weight-only compute format)
 W4A16_KERNELS = {
-    "vllm_mxfp4_moe": ("w4a16_mxfp4", "mxfp4", 4.25 / 8),
-    "vllm_marlin_int4_moe": ("int4_wo", "int4", 4.125 / 8),
+    "vllm_mxfp4_moe": ("w4a16_mxfp4", "mxfp4"),
+    "vllm_marlin_int4_moe": ("int4_wo", "int4"),
 }
 
 
 def w4a16_moe_fits(folder: Path, system: str, bf16_peak: float, bw: float,
                    prefill: bool = False) -> dict[str, Fit]:  # fmt: skip
     """The W4A16 fused-MoE curves of ``system`` (decode range, or ``prefill``), by format."""
-    from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN
+    from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_operand_bytes
+    from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, WEIGHT_ONLY_COMPUTE
 
     path = folder / f"{system}_moe_vllm-0.19.0.csv.gz"
     if not path.exists():
@@ -37,7 +39,7 @@ def w4a16_moe_fits(folder: Path, system: str, bf16_peak: float, bw: float,
     rows = [r for r in read_rows(path) if r["distribution"] == "balanced"
             and r["moe_ep_size"] == "1" and r["kernel_source"] in W4A16_KERNELS]  # fmt: skip
     out = {}
-    for source, (dtype, fmt, wbytes) in W4A16_KERNELS.items():
+    for source, (dtype, fmt) in W4A16_KERNELS.items():
         sel = [r for r in rows if r["kernel_source"] == source and r["moe_dtype"] == dtype]
         sel = [r for r in sel if (int(r["num_tokens"]) >= MOE_MAX_TOKENS) == prefill
                or int(r["num_tokens"]) == MOE_MAX_TOKENS]  # fmt: skip
@@ -49,7 +51,8 @@ def w4a16_moe_fits(folder: Path, system: str, bf16_peak: float, bw: float,
         active = np.minimum(E, pairs)
         f_dev = f / tp
         flops = 2 * pairs * 3 * h * f_dev
-        nbytes = active * 3 * h * f_dev * wbytes + 2 * (2 * T * h + 3 * pairs * f_dev)
+        fb = gemm_operand_bytes(fmt, WEIGHT_ONLY_COMPUTE)
+        nbytes = sum(fused_moe_bytes(T, pairs, active, h, f_dev, fb.weight, fb.activation))
         t = _col(sel, "latency") * 1e-3
         span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
         data = f"{path.name} {source} {dtype} balanced ep=1 {span} (calibrate_w4a16)"

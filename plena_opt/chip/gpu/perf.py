@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_bytes, gemm_operand_bytes
 from plena_opt.chip.gpu.profile import AttentionCurve, GemmCurve, GpuChipProfile
-from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, is_weight_only
+from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, FormatBytes, is_weight_only
 from plena_opt.errors import PlenaInputError
 
 
@@ -128,6 +129,10 @@ class GpuPerfModel:
         self.gemm_decode_curve = chip.gemm_decode.get(self.compute_format, self.gemm_curve)
         self.gemm_decode_max = chip.gemm_decode_max_tokens
         self.wb, self.ab, self.kvb = weight_bytes, act_bytes, kv_bytes
+        # a linear layer's weight and input bytes per element, as the kernel-table fits count
+        # them (``kernel_bytes.gemm_operand_bytes``: the input's quantisation passes included)
+        fb = gemm_operand_bytes(precision, self.compute_format)
+        self.gemm_w, self.gemm_in = fb.weight, fb.activation
         self.kernel_s = chip.overheads.kernel_seconds.value
         self.step_s = chip.overheads.step_seconds.value
         self.ew_eff = chip.overheads.elementwise_bandwidth_efficiency.value
@@ -144,6 +149,8 @@ class GpuPerfModel:
                 f"{self.compute_format} GEMMs are priced from a fitted kernel table)"
             )  # fmt: skip
         out = copy(self)
+        fb = gemm_operand_bytes(key)  # the block scales' bytes too
+        out.gemm_w, out.gemm_in = fb.weight, fb.activation
         out.gemm_curve = self.chip.gemm[key]
         out.gemm_decode_curve = self.chip.gemm_decode.get(key, out.gemm_curve)
         return out
@@ -153,8 +160,7 @@ class GpuPerfModel:
         if m <= 0 or n <= 0 or k <= 0:
             return KernelTime(0.0, 0.0, 0.0, 0.0, False)
         flops = 2.0 * m * n * k
-        reads = n * k * self.wb + m * k * self.ab
-        writes = m * n * self.ab
+        reads, writes = gemm_bytes(m, n, k, self.gemm_w, self.gemm_in)
         t, cb = _curve(flops, reads + writes, self.peak, self.bw, self._gemm_curve(m))
         return KernelTime(t, flops, reads, writes, bool(cb))
 
@@ -172,8 +178,7 @@ class GpuPerfModel:
             return KernelTime(0.0, 0.0, 0.0, 0.0, False)
         m = tokens_per_group * groups
         flops = 2.0 * m * n * k
-        reads = groups * n * k * self.wb + m * k * self.ab
-        writes = m * n * self.ab
+        reads, writes = gemm_bytes(m, n, k, self.gemm_w, self.gemm_in, groups)
         curve = self._gemm_curve(tokens_per_group)
         t, cb = _curve(flops, reads + writes, self.peak, self.bw, curve)
         return KernelTime(t, flops, reads, writes, bool(cb))
@@ -218,8 +223,10 @@ class GpuPerfModel:
             return KernelTime(t, up.flops + down.flops, up.read_bytes + down.read_bytes,
                               up.write_bytes + down.write_bytes, up.compute_bound)  # fmt: skip
         flops = 2.0 * pairs * 3 * h * f
-        reads = active * 3 * h * f * self.wb + tokens * h * self.ab + 2 * pairs * f * self.ab
-        writes = tokens * h * self.ab + pairs * f * self.ab
+        fb = FormatBytes(self.gemm_w, self.gemm_in)
+        if block_scaled and self.compute_format == "fp8":  # block-scaled weights and input
+            fb = gemm_operand_bytes("fp8_block")
+        reads, writes = fused_moe_bytes(tokens, pairs, active, h, f, fb.weight, fb.activation)
         peak = self.peak * marlin_peak_fraction(self.chip.name) if marlin else self.peak
         t, cb = _curve(flops, reads + writes, peak, self.bw, curve)
         t += curve.seconds_per_active_expert.value * active
