@@ -66,6 +66,13 @@ def gemm_nbytes(fmt: str, m, n, k):
     return reads + writes
 
 
+def moe_nbytes(fmt: str, tokens, pairs, active, h, f, compute_format: str | None = None):
+    """Bytes read + written by fused-MoE rows in format ``fmt`` (``kernel_bytes.fused_moe_bytes``
+    at ``gemm_operand_bytes(fmt, compute_format)``: the count ``GpuPerfModel.fused_moe`` prices)."""
+    fb = gemm_operand_bytes(fmt, compute_format)
+    return sum(fused_moe_bytes(tokens, pairs, active, h, f, fb.weight, fb.activation))
+
+
 def curve(x: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, peak: float, bw: float):
     """The kernel curve of ``plena_opt.chip.gpu.perf`` (seconds) for constants ``x``."""
     ce, be, t0_us, p = x
@@ -259,8 +266,7 @@ def moe_fits(folder: Path, system: str, peaks: dict[str, float], bw: float,
         active = np.minimum(E, pairs)
         f_dev = f / tp
         flops = 2 * pairs * 3 * h * f_dev
-        fb = gemm_operand_bytes(fmt)
-        nbytes = sum(fused_moe_bytes(T, pairs, active, h, f_dev, fb.weight, fb.activation))
+        nbytes = moe_nbytes(fmt, T, pairs, active, h, f_dev)
         t = _col(sel, "latency") * 1e-3
         span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
         source = MOE_SOURCES.get(dtype, "vllm_fused_moe")

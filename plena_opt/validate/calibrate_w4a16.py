@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from plena_opt.validate.calibrate import MOE_MAX_TOKENS, Fit, _col, fit_moe, read_rows
+from plena_opt.validate.calibrate import MOE_MAX_TOKENS, Fit, _col, fit_moe, moe_nbytes, read_rows
 
 # kernel source -> (moe_dtype, product format); bytes: the format's weights (incl. scales) and
-# bf16 activations (``kernel_bytes.gemm_operand_bytes`` at the weight-only compute format)
+# bf16 activations (``calibrate.moe_nbytes`` at the weight-only compute format)
 W4A16_KERNELS = {
     "vllm_mxfp4_moe": ("w4a16_mxfp4", "mxfp4"),
     "vllm_marlin_int4_moe": ("int4_wo", "int4"),
@@ -30,7 +30,6 @@ W4A16_KERNELS = {
 def w4a16_moe_fits(folder: Path, system: str, bf16_peak: float, bw: float,
                    prefill: bool = False) -> dict[str, Fit]:  # fmt: skip
     """The W4A16 fused-MoE curves of ``system`` (decode range, or ``prefill``), by format."""
-    from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_operand_bytes
     from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, WEIGHT_ONLY_COMPUTE
 
     path = folder / f"{system}_moe_vllm-0.19.0.csv.gz"
@@ -51,8 +50,7 @@ def w4a16_moe_fits(folder: Path, system: str, bf16_peak: float, bw: float,
         active = np.minimum(E, pairs)
         f_dev = f / tp
         flops = 2 * pairs * 3 * h * f_dev
-        fb = gemm_operand_bytes(fmt, WEIGHT_ONLY_COMPUTE)
-        nbytes = sum(fused_moe_bytes(T, pairs, active, h, f_dev, fb.weight, fb.activation))
+        nbytes = moe_nbytes(fmt, T, pairs, active, h, f_dev, WEIGHT_ONLY_COMPUTE)
         t = _col(sel, "latency") * 1e-3
         span = f"tokens >= {MOE_MAX_TOKENS}" if prefill else f"tokens <= {MOE_MAX_TOKENS}"
         data = f"{path.name} {source} {dtype} balanced ep=1 {span} (calibrate_w4a16)"

@@ -329,8 +329,7 @@ def test_b200_fp4_experts_take_the_measured_fused_moe_curve() -> None:
     within 12 % (kernel-level leave-one-model-out)."""
     import numpy as np
 
-    from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_operand_bytes
-    from plena_opt.validate.calibrate import MOE_SOURCES, _col, curve, moe_fits
+    from plena_opt.validate.calibrate import MOE_SOURCES, _col, curve, moe_fits, moe_nbytes
     from plena_opt.validate.calibrate import read_rows as rows_of
     from tests.conftest import require_shared
 
@@ -351,8 +350,7 @@ def test_b200_fp4_experts_take_the_measured_fused_moe_curve() -> None:
     assert len(sel) > 50
     t, k, f = _col(sel, "num_tokens"), 8, 2048 / _col(sel, "moe_tp_size")
     active = np.minimum(256, t * k)
-    fb = gemm_operand_bytes("fp4")
-    nbytes = sum(fused_moe_bytes(t, t * k, active, 7168, f, fb.weight, fb.activation))
+    nbytes = moe_nbytes("fp4", t, t * k, active, 7168, f)
     x = [held["compute_efficiency"], held["bandwidth_efficiency"], held["fixed_seconds"] * 1e6,
          held["blend"]]  # fmt: skip
     pred = curve(x, 2 * t * k * 3 * 7168 * f, nbytes, peaks["fp4"], bw)
