@@ -20,7 +20,10 @@ a prefill-first engine's prompt step decodes nobody in the open loop's steady fo
 moved the 144 SGLang open-loop figures; r15h200: the H100 profile's GH100 die constants fitted
 jointly with the H200 table (GEMM fixed time and blend, decode-attention constants with the HBM
 efficiency from the bandwidth-bound rows, ``validate.calibrate_die``), which moved 5,094 of
-the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %): each plan priced whole by
+the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %; r16bytes: the fp8 GEMM and fused-MoE
+fits and pricing count the same bytes, the input's quantisation passes included
+(``chip.gpu.kernel_bytes``; profiles refitted, TensorRT-LLM Hopper decode scale 0.978 -> 0.973),
+which moved 5,094 figures by -7.3 % to +8.0 %, median -0.05 %): each plan priced whole by
 the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
 step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
 figures (relative 1e-12: the recording is exact on this platform, as
