@@ -82,6 +82,7 @@ def speculate(
     from plena_opt.serving import StepModel, engine_model
     from plena_opt.serving.calibration import calibrated
     from plena_opt.serving.speculative import VerifyStepModel
+    from plena_opt.serving.steps import engine_workload
 
     if plan.pp > 1:  # its verify step is not a turn of the pipeline (serving.pipeline)
         from plena_opt.errors import PlenaInputError
@@ -100,6 +101,7 @@ def speculate(
     hbm = float(problem.chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
     eng = calibrated(engine_model(engine, hbm), problem.chip.name)  # type: ignore[union-attr]
     args = (problem.model, problem.noc, problem.memory, problem.chip)
+    wl = engine_workload(wl, eng)
     plain = StepModel.from_problem(*args, wl, plan, eng, range_ratio=load.range_ratio)
     k1 = spec.k + 1
     scaled = replace(

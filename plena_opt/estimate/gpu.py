@@ -186,6 +186,7 @@ class GpuPricing(LayerPricer):
             precision.activation_bytes,
             precision.kv_read_bytes,
             memory.usable_bandwidth_bytes_per_s,
+            fused_quant=workload.fused_input_quant,
         )
         # a checkpoint that quantises only its routed experts (gpt-oss MXFP4, Kimi-K2-Thinking
         # INT4) keeps attention, router, dense / shared-expert MLPs and LM head in bf16: those

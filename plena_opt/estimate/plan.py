@@ -237,6 +237,10 @@ class Workload:
     # ``models.checkpoint.BF16_ATTENTION``): "" none (every GEMM at ``precision``), "all" (NVIDIA's
     # DeepSeek-R1 NVFP4 v1), "all_but_o" (the v2 checkpoints: o_proj quantised too)
     bf16_attention: str = ""
+    # the engine fuses a quantised GEMM's input quantisation into the kernel before it (GPU;
+    # TensorRT-LLM, ``serving.engines``): the GEMM reads the stored input, no bf16 quantisation
+    # passes (``chip.gpu.kernel_bytes.gemm_operand_bytes``)
+    fused_input_quant: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -262,6 +266,7 @@ class Workload:
             "fp8_block_moe",
             "marlin_moe",
             "trtllm_gen_moe",
+            "fused_input_quant",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise PlenaTypeError(name, f"{name} must be a bool")

@@ -67,6 +67,10 @@ class EngineModel:
     # the engine's decode kernels against the tables the chip is fitted on (serving.kernel_scale;
     # set per chip by ``calibration.calibrated``): device time of a decode step × this
     decode_kernel_scale: float = 1.0
+    # a quantised GEMM's input is quantised inside the kernel before it (RMSNorm / activation
+    # write the quantised input), not by separate bf16 passes as in the vLLM kernel tables
+    # (``Workload.fused_input_quant``, ``chip.gpu.kernel_bytes``)
+    fused_input_quant: bool = False
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 2:
@@ -126,11 +130,14 @@ def _trtllm(gpu_memory_bytes: float) -> EngineModel:
     # CudaGraphConfig.max_batch_size defaults to 0 and the rows do not record the graph sizes the
     # deployments captured: every decode batch is priced as a graph replay (None).
     # TorchLlmArgs.disable_overlap_scheduler defaults to False (overlap scheduler on).
+    # Quantised (FP8 / NVFP4) linear layers take their input quantised by the fused RMSNorm /
+    # activation kernel before them (TensorRT-LLM's fused norm-quant kernels), not by separate
+    # bf16 passes (``fused_input_quant``; README_serving r16bytes).
     del gpu_memory_bytes
     return EngineModel("trtllm", 8192, 2048, None,
                        source="tensorrt_llm/llmapi/llm_args.py max_num_tokens, "
                        "max_batch_size, disable_overlap_scheduler",
-                       overlap_schedule=True)  # fmt: skip
+                       overlap_schedule=True, fused_input_quant=True)  # fmt: skip
 
 
 ENGINES = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}

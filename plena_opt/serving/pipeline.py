@@ -102,8 +102,9 @@ def pipeline_step(inputs: tuple, workload: object, plan: object, engine: EngineM
     """The step model of one in-flight batch of ``plan`` (``pp`` > 1) under ``clients`` (None:
     Poisson). ``inputs``: (model, noc, memory, chip); the rest as ``StepModel.from_problem``."""
     from plena_opt.serving.attention_dp import imbalance_of
-    from plena_opt.serving.steps import StepModel
+    from plena_opt.serving.steps import StepModel, engine_workload
 
+    workload = engine_workload(workload, engine)
     k = in_flight_batches(plan.pp, clients)  # type: ignore[attr-defined]
     model = inputs[0]
     costs = PipelineStepCosts(*inputs, workload, plan, evaluators, in_flight=k)

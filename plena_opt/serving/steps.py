@@ -26,6 +26,17 @@ if TYPE_CHECKING:
     from plena_opt.serving.engines import EngineModel
 
 
+def engine_workload(workload: object, engine: EngineModel) -> object:
+    """``workload`` with the engine's kernel choices that change the pricing (an estimate
+    ``Workload``: ``fused_input_quant``); itself where nothing changes."""
+    from dataclasses import replace
+
+    fused = engine.fused_input_quant
+    if getattr(workload, "fused_input_quant", fused) == fused:
+        return workload
+    return replace(workload, fused_input_quant=fused)  # type: ignore[type-var]
+
+
 class StepModel:
     """Seconds per engine step for one (model, plan, chip, NoC, workload) and one engine."""
 
@@ -58,6 +69,7 @@ class StepModel:
         whose lengths are the serving workload's) and wrap them; ``evaluators``: a cache shared
         by the step models of many plans of one problem (``EvaluatorStepCosts``);
         ``range_ratio``: the serving workload's length spread (the attention-DP imbalance)."""
+        workload = engine_workload(workload, engine)
         costs = EvaluatorStepCosts(model, noc, memory, chip, workload, plan, evaluators)  # type: ignore[arg-type]
         wl = workload
         adp = imbalance_of(model, plan, wl.input_seq_len, wl.output_seq_len, range_ratio)  # type: ignore[attr-defined]

@@ -102,3 +102,36 @@ def test_a_weight_only_layer_reads_bf16_input_in_fit_and_pricing() -> None:
     assert got.read_bytes + got.write_bytes == pytest.approx(
         moe_nbytes("mxfp4", 16, 64, 64, 2880, 2880, "bf16")
     )
+
+
+def test_an_engine_that_fuses_the_quantisation_reads_only_the_stored_input() -> None:
+    """TensorRT-LLM quantises inside the kernel before the GEMM: no bf16 passes, the GEMM reads
+    the stored input (bf16 and weight-only layers are unchanged)."""
+    fused = gemm_operand_bytes("fp8", fused_quant=True)
+    assert (fused.weight, fused.activation) == (1.0, 1.0)
+    assert gemm_operand_bytes("fp4", fused_quant=True).activation == 4.5 / 8
+    assert gemm_operand_bytes("bf16", fused_quant=True).activation == 2.0
+    assert gemm_operand_bytes("int4", "bf16", fused_quant=True).activation == 2.0
+    fb = GPU_BYTES["fp8"]
+    chip = load_gpu_chip("h100-sxm")
+    p = GpuPerfModel(chip, "fp8", fb.weight, fb.activation, 2.0, fused_quant=True)
+    kt = p.gemm(64, 1024, 4096)
+    assert kt.read_bytes == 1024 * 4096 * 1.0 + 64 * 4096 * 1.0
+    assert kt.write_bytes == 64 * 1024 * 2.0
+    unfused = GpuPerfModel(chip, "fp8", fb.weight, fb.activation, 2.0).gemm(64, 1024, 4096)
+    assert unfused.read_bytes - kt.read_bytes == 64 * 4096 * 5.0  # two bf16 passes + a write
+    assert unfused.seconds > kt.seconds
+
+
+def test_tensorrt_llm_steps_price_fused_quantisation() -> None:
+    from plena_opt.estimate import Workload
+    from plena_opt.serving import engine_model
+    from plena_opt.serving.steps import engine_workload
+
+    wl = Workload(precision="fp8")
+    engines = {name: engine_model(name, 80e9) for name in ("vllm", "sglang", "trtllm")}
+    assert {n: e.fused_input_quant for n, e in engines.items()} == {
+        "vllm": False, "sglang": False, "trtllm": True
+    }  # fmt: skip
+    assert engine_workload(wl, engines["vllm"]) is wl
+    assert engine_workload(wl, engines["trtllm"]).fused_input_quant

@@ -15,6 +15,10 @@ kernel is priced). Per element, that layer moves:
 * output ``m·n`` in bf16 (``GEMM_OUTPUT_BYTES``) for every format (vLLM's and TensorRT-LLM's
   W8A8 / NVFP4 GEMMs write ``out_dtype`` = the activation dtype, bf16).
 
+An engine that fuses the quantisation into the kernel before the GEMM (TensorRT-LLM: its
+RMSNorm / activation kernels write the quantised input; ``fused_quant``) reads the quantised
+input once and makes no bf16 pass of its own: the GEMM's input is its stored width.
+
 Evidence (README_serving r16bytes): refitting each table's full-range curve with the input width
 as a free choice, bf16 fits best at 2 B (its true count), per-tensor fp8 at 6-7 B (this count:
 6), NVFP4 at 2.5-3.1 B (3.125); counted at the GEMM kernel's own widths (1 B, 0.5625 B) the
@@ -40,12 +44,14 @@ BLOCK_FP8 = FormatBytes(1.0 + 4.0 / BLOCK_WEIGHT, 1.0 + 4.0 / BLOCK_GROUP)
 QUANT_PASSES = {"fp8": 2, "fp8_block": 1, "fp4": 1, "mxfp8": 1, "mxfp4": 1}
 
 
-def gemm_operand_bytes(fmt: str, compute_format: str | None = None) -> FormatBytes:
+def gemm_operand_bytes(fmt: str, compute_format: str | None = None,
+                       fused_quant: bool = False) -> FormatBytes:  # fmt: skip
     """Bytes per weight element and per input element of a linear layer in format ``fmt``
     (a ``precision.GPU_BYTES`` format or ``fp8_block``) computed at ``compute_format`` (default
     ``fmt``; ``bf16`` for a narrower ``fmt``: weight-only, bf16 input). The input figure holds
-    every pass the layer makes over it (module docstring). A quantised format with no known
-    quantisation path is refused naming ``precision``."""
+    every pass the layer makes over it (module docstring); ``fused_quant``: the quantisation is
+    fused into the kernel before (the GEMM reads the stored input, nothing else). A quantised
+    format with no known quantisation path is refused naming ``precision``."""
     compute = compute_format or fmt
     if fmt == WEIGHT_ONLY_COMPUTE or is_weight_only(fmt, compute):
         return FormatBytes(GPU_BYTES[fmt].weight, BF16_BYTES)
@@ -55,6 +61,8 @@ def gemm_operand_bytes(fmt: str, compute_format: str | None = None) -> FormatByt
             f"(known: {', '.join(QUANT_PASSES)})"
         )  # fmt: skip
     stored = BLOCK_FP8 if fmt == "fp8_block" else GPU_BYTES[fmt]
+    if fused_quant:
+        return stored
     return FormatBytes(stored.weight, QUANT_PASSES[fmt] * BF16_BYTES + 2 * stored.activation)
 
 

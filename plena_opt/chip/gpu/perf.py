@@ -112,7 +112,7 @@ class GpuPerfModel:
 
     def __init__(
         self, chip: GpuChipProfile, precision: str, weight_bytes: float, act_bytes: float,
-        kv_bytes: float, bandwidth_bytes_per_s: float | None = None,
+        kv_bytes: float, bandwidth_bytes_per_s: float | None = None, fused_quant: bool = False,
     ) -> None:  # fmt: skip
         self.chip = chip
         self.precision = precision
@@ -130,8 +130,10 @@ class GpuPerfModel:
         self.gemm_decode_max = chip.gemm_decode_max_tokens
         self.wb, self.ab, self.kvb = weight_bytes, act_bytes, kv_bytes
         # a linear layer's weight and input bytes per element, as the kernel-table fits count
-        # them (``kernel_bytes.gemm_operand_bytes``: the input's quantisation passes included)
-        fb = gemm_operand_bytes(precision, self.compute_format)
+        # them (``kernel_bytes.gemm_operand_bytes``: the input's quantisation passes included,
+        # unless ``fused_quant``: the engine quantises inside the kernel before the GEMM)
+        self.fused_quant = fused_quant
+        fb = gemm_operand_bytes(precision, self.compute_format, fused_quant)
         self.gemm_w, self.gemm_in = fb.weight, fb.activation
         self.kernel_s = chip.overheads.kernel_seconds.value
         self.step_s = chip.overheads.step_seconds.value
@@ -149,7 +151,7 @@ class GpuPerfModel:
                 f"{self.compute_format} GEMMs are priced from a fitted kernel table)"
             )  # fmt: skip
         out = copy(self)
-        fb = gemm_operand_bytes(key)  # the block scales' bytes too
+        fb = gemm_operand_bytes(key, fused_quant=self.fused_quant)  # the block scales too
         out.gemm_w, out.gemm_in = fb.weight, fb.activation
         out.gemm_curve = self.chip.gemm[key]
         out.gemm_decode_curve = self.chip.gemm_decode.get(key, out.gemm_curve)
@@ -225,7 +227,7 @@ class GpuPerfModel:
         flops = 2.0 * pairs * 3 * h * f
         fb = FormatBytes(self.gemm_w, self.gemm_in)
         if block_scaled and self.compute_format == "fp8":  # block-scaled weights and input
-            fb = gemm_operand_bytes("fp8_block")
+            fb = gemm_operand_bytes("fp8_block", fused_quant=self.fused_quant)
         reads, writes = fused_moe_bytes(tokens, pairs, active, h, f, fb.weight, fb.activation)
         peak = self.peak * marlin_peak_fraction(self.chip.name) if marlin else self.peak
         t, cb = _curve(flops, reads + writes, peak, self.bw, curve)
