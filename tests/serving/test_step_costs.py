@@ -22,8 +22,11 @@ jointly with the H200 table (GEMM fixed time and blend, decode-attention constan
 efficiency from the bandwidth-bound rows, ``validate.calibrate_die``), which moved 5,094 of
 the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %; r16bytes: the fp8 GEMM and fused-MoE
 fits and pricing count the same bytes, the input's quantisation passes included
-(``chip.gpu.kernel_bytes``; profiles refitted, TensorRT-LLM Hopper decode scale 0.978 -> 0.973),
-which moved 5,094 figures by -7.3 % to +8.0 %, median -0.05 %): each plan priced whole by
+(``chip.gpu.kernel_bytes``; profiles refitted; TensorRT-LLM fuses it, decode scales refitted),
+which moved 5,094 figures, 98 % of them by -6.1 % to +5.5 %, median 0.00 %, the extremes -29 %
+(vLLM closed-loop TTFT at C = 256, 2k/256, where queueing amplifies a step-time change) and
++9.8 %): each
+plan priced whole by
 the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
 step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
 figures (relative 1e-12: the recording is exact on this platform, as
