@@ -46,6 +46,51 @@ def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int,
     return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
 
 
+# vLLM async (overlap) scheduling (``serving.vllm_async``): the InferenceX vLLM recipes of
+# Llama-3.1-70B and gpt-oss-120b pass ``async-scheduling: true`` / ``--async-scheduling`` until
+# their image moved to a vLLM that runs it by default, then drop the flag: NVIDIA (70b_*.sh,
+# gptoss_fp4_{h100,h200,b200}*.sh) until d2c2acb19 (2026-02-25, image v0.13.0 -> v0.15.1,
+# "Remove deprecated async-scheduling flag (default since v0.14.0)"); gptoss_fp4_mi300x/mi325x
+# until 25bda3d71 (2026-01-21, v0.14.0 ROCm); gptoss_fp4_mi355x until 3450ced07 (2026-02-26,
+# v0.16.0). Every vLLM recipe in the repository on 2025-10-28, 2025-12-10 and 2026-01-20 passes
+# it; the Llama-3.1-70B ones were removed on 2025-10-29. A row of those models measured before
+# its chip's date ran the flag; later rows, and other models, run their version's default.
+VLLM_ASYNC_FLAG_MODELS = frozenset({"gpt-oss-120b", "llama-3.1-70b"})
+VLLM_ASYNC_FLAG_UNTIL = {"mi300x": "2026-01-21", "mi325x": "2026-01-21", "mi355x": "2026-02-26"}
+VLLM_ASYNC_FLAG_UNTIL_NVIDIA = "2026-02-25"
+# an image tag naming the vLLM release (the InferenceX images: vllm/vllm-openai:v0.11.2)
+VLLM_IMAGE = re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?:-rocm)?:(v?[0-9][^\s]*)$")
+
+
+def inferencex_async_flag(row: ServingRow, chip: str, model: str) -> bool:
+    """True when ``row``'s InferenceX vLLM recipe passed ``--async-scheduling`` (the dates
+    above, by the row's ``measured_on``, else its id's dump date, which is no earlier)."""
+    if not INFERENCEX_ID.match(row.id) or model not in VLLM_ASYNC_FLAG_MODELS:
+        return False
+    day = row.get("measured_on") or row.id[:10].replace("_", "-")
+    return day < VLLM_ASYNC_FLAG_UNTIL.get(chip, VLLM_ASYNC_FLAG_UNTIL_NVIDIA)
+
+
+def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bool | None:
+    """Whether the vLLM server of ``row`` ran async scheduling (None: not vLLM): its recipe's
+    flag, else its version's default (``backend_version``, else an ``engine_image`` tag naming
+    the release). Raises ``Refused`` naming ``backend_version`` where the answer needs a version
+    the row does not record, or the version is not a vLLM release."""
+    from plena_opt.errors import PlenaInputError
+    from plena_opt.serving.vllm_async import vllm_async
+    from plena_opt.validate.serving_rows import Refused
+
+    if row.get("backend") != "vllm":
+        return None
+    version = row.get("backend_version") or None
+    if version is None and (m := VLLM_IMAGE.match(row.get("engine_image"))):
+        version = m[1]
+    try:
+        return vllm_async(version, pp, inferencex_async_flag(row, chip, model))
+    except PlenaInputError as e:
+        raise Refused(f"{e.field}: {e.rule}") from None
+
+
 # Attention-DP balancing of the InferenceX TensorRT-LLM B200 recipes with DP_ATTENTION true
 # (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp{4,8}_b200_trt*.sh: ``attention_dp_config:
 # enable_balance: true, timeout_iters: 60, batching_wait_iters: 0``, in every version from

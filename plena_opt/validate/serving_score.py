@@ -350,8 +350,8 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
                   eplb_redundant=d.eplb_redundant, bf16_attention=d.bf16_attention)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
-    if d.async_scheduling:
-        eng = replace(eng, overlap_schedule=True)
+    if d.async_scheduling is not None:  # vLLM: the row's recipe flag or version default
+        eng = replace(eng, overlap_schedule=d.async_scheduling)
     if d.batch_wait is not None:  # the recipe's TensorRT-LLM batch waiting
         eng = replace(
             eng, batch_wait_iters=d.batch_wait[0], batch_wait_tokens_ratio=d.batch_wait[1]
