@@ -20,11 +20,13 @@ a prefill-first engine's prompt step decodes nobody in the open loop's steady fo
 moved the 144 SGLang open-loop figures; r15h200: the H100 profile's GH100 die constants fitted
 jointly with the H200 table (GEMM fixed time and blend, decode-attention constants with the HBM
 efficiency from the bandwidth-bound rows, ``validate.calibrate_die``), which moved 5,094 of
-the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %): each plan priced whole by
-the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
-step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
-figures (relative 1e-12: the recording is exact on this platform, as
-``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
+the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %; r16async: vLLM 0.34.0 runs async
+(overlap) scheduling by default, ``serving.vllm_async``, which moved 1,586 figures of the 216
+vLLM cases, closed-loop TTFT x1.01 to x1.44, median x1.12, TPOT by at most -0.8 %): each
+plan priced whole by the evaluator at every batch size (``Evaluator.evaluate`` /
+``estimate``) and every bisection step through ``min``/``max`` calls. A fresh step model per
+figure must give the recorded figures (relative 1e-12: the recording is exact on this platform,
+as ``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
 deliberate model change moves figures)::
 
     python benchmarks/_compare.py --source DIR tests/serving/test_step_costs.py --record OUT.json
