@@ -71,22 +71,38 @@ def inferencex_async_flag(row: ServingRow, chip: str, model: str) -> bool:
     return day < VLLM_ASYNC_FLAG_UNTIL.get(chip, VLLM_ASYNC_FLAG_UNTIL_NVIDIA)
 
 
+# The vLLM 0.14.0 wheel's files are dated 2026-01-18 (PyPI; v0.14.0 release notes, Jan 2026):
+# a run measured before it ran 0.13 or older, whose async-scheduling default is off.
+VLLM_ASYNC_DEFAULT_RELEASED = "2026-01-18"
+
+
 def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bool | None:
     """Whether the vLLM server of ``row`` ran async scheduling (None: not vLLM): its recipe's
     flag, else its version's default (``backend_version``, else an ``engine_image`` tag naming
-    the release). Raises ``Refused`` naming ``backend_version`` where the answer needs a version
-    the row does not record, or the version is not a vLLM release."""
+    the release). A row that records no version runs the default of a version older than 0.14.0
+    when it was measured before that release; otherwise (measured later, or undated) the default
+    of the version the product's builders model (``serving.engines.VERSIONS``: on), which is what
+    ``estimate`` prices. Raises ``Refused`` naming ``backend_version`` when the version is not a
+    vLLM release, or refuses the flag with ``pp`` stages."""
     from plena_opt.errors import PlenaInputError
+    from plena_opt.serving.engines import VERSIONS
     from plena_opt.serving.vllm_async import vllm_async
     from plena_opt.validate.serving_rows import Refused
 
     if row.get("backend") != "vllm":
         return None
+    flag = inferencex_async_flag(row, chip, model)
     version = row.get("backend_version") or None
     if version is None and (m := VLLM_IMAGE.match(row.get("engine_image"))):
         version = m[1]
+    day = row.get("measured_on") or (row.id[:10].replace("_", "-") if INFERENCEX_ID.match(row.id)
+                                     else "")  # fmt: skip
+    if version is None and not flag:
+        if day and day < VLLM_ASYNC_DEFAULT_RELEASED:
+            return False
+        version = VERSIONS["vllm"]  # not recorded: the modelled version's default
     try:
-        return vllm_async(version, pp, inferencex_async_flag(row, chip, model))
+        return vllm_async(version, pp, flag)
     except PlenaInputError as e:
         raise Refused(f"{e.field}: {e.rule}") from None
 
