@@ -43,9 +43,9 @@ def vllm_version(text: str, field: str = "backend_version") -> tuple[int, int, i
     anything else (empty, a pre-release, not a version) raises naming ``field``."""
     m = _RELEASE.match(text.strip())
     if m is None:
-        raise PlenaInputError(field, f"{text!r} is not a vLLM release (N.N.N, e.g. 0.15.1; "
-                              "pre-releases are refused: their async-scheduling default is not "
-                              "established)")  # fmt: skip
+        raise PlenaInputError(field, f"{field} {text!r} is not a vLLM release (N.N.N, e.g. "
+                              "0.15.1; pre-releases are refused: their async-scheduling default "
+                              "is not established)")  # fmt: skip
     return int(m[1]), int(m[2]), int(m[3] or 0)
 
 
@@ -68,14 +68,14 @@ def vllm_async(version: str | None, pp: int, flag: bool, field: str = "backend_v
         if pp == 1:
             return True  # every release since the flag was added (0.10) honours it at pp 1
         if version is None:
-            raise PlenaInputError(field, f"not recorded: --async-scheduling with pp {pp} runs "
-                                  "from vLLM 0.15.0 and raises before it")  # fmt: skip
+            raise PlenaInputError(field, f"{field} not recorded: --async-scheduling with pp "
+                                  f"{pp} runs from vLLM 0.15.0 and raises before it")  # fmt: skip
         if vllm_version(version, field) < ASYNC_WITH_PP_FROM:
             why = "not yet compatible with pipeline_parallel_size > 1"
-            raise PlenaInputError(field, f"vLLM {version} refuses --async-scheduling with pp "
-                                  f"{pp} ({why})")  # fmt: skip
+            raise PlenaInputError(field, f"{field} {version}: vLLM refuses --async-scheduling "
+                                  f"with pp {pp} ({why})")  # fmt: skip
         return True
     if version is None:
-        raise PlenaInputError(field, "not recorded: vLLM's async-scheduling default changed at "
-                              "0.14.0 (off before, on from)")  # fmt: skip
+        raise PlenaInputError(field, f"{field} not recorded: vLLM's async-scheduling default "
+                              "changed at 0.14.0 (off before, on from)")  # fmt: skip
     return vllm_async_default(version, pp, field)

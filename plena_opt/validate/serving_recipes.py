@@ -82,12 +82,10 @@ def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bo
     the release). A row that records no version runs the default of a version older than 0.14.0
     when it was measured before that release; otherwise (measured later, or undated) the default
     of the version the product's builders model (``serving.engines.VERSIONS``: on), which is what
-    ``estimate`` prices. Raises ``Refused`` naming ``backend_version`` when the version is not a
-    vLLM release, or refuses the flag with ``pp`` stages."""
-    from plena_opt.errors import PlenaInputError
+    ``estimate`` prices. Raises ``PlenaInputError`` naming ``backend_version`` when the version
+    is not a vLLM release, or refuses the flag with ``pp`` stages."""
     from plena_opt.serving.engines import VERSIONS
     from plena_opt.serving.vllm_async import vllm_async
-    from plena_opt.validate.serving_rows import Refused
 
     if row.get("backend") != "vllm":
         return None
@@ -101,10 +99,7 @@ def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bo
         if day and day < VLLM_ASYNC_DEFAULT_RELEASED:
             return False
         version = VERSIONS["vllm"]  # not recorded: the modelled version's default
-    try:
-        return vllm_async(version, pp, flag)
-    except PlenaInputError as e:
-        raise Refused(f"{e.field}: {e.rule}") from None
+    return vllm_async(version, pp, flag)
 
 
 # Attention-DP balancing of the InferenceX TensorRT-LLM B200 recipes with DP_ATTENTION true
