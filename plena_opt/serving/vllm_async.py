@@ -15,7 +15,7 @@ version's, read from each release's wheel (PyPI) ``vllm/config/scheduler.py`` an
   non-MTP/Eagle spec decoding").
 * 0.15.0 (and 0.15.1, 0.16.0, 0.34.0): the pipeline-parallel exclusion is gone from both
   branches (vllm-project/vllm#32359 "Support async scheduling + PP", #32618): on by default at
-  any ``pp``; ``max_concurrent_batches`` is then ``pp + 1``.
+  any ``pp`` (0.34.0: ``VllmConfig.max_concurrent_batches`` is then ``pp + 1``).
 
 Not modelled here, each named where it matters: pooling models (off by default from 0.14), the
 Ray executor (``Executor.supports_async_scheduling`` False through 0.34.0; the exported launch
