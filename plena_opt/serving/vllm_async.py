@@ -66,7 +66,7 @@ def vllm_async(version: str | None, pp: int, flag: bool, field: str = "backend_v
     the answer depends on a version not recorded, or when that version refuses the flag with PP."""
     if flag:
         if pp == 1:
-            return True  # every release since the flag was added (0.10) honours it at pp 1
+            return True  # honoured at pp 1 (the InferenceX rows ran it on 0.10.2 and 0.11.2)
         if version is None:
             raise PlenaInputError(field, f"{field} not recorded: --async-scheduling with pp "
                                   f"{pp} runs from vLLM 0.15.0 and raises before it")  # fmt: skip
