@@ -261,11 +261,14 @@ def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None
 
 
 def with_formats(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes and the bf16 attention projections of
-    the checkpoint it ran (``checkpoint_attention``)."""
+    """``d`` with the row's fp8_block GEMM / MoE modes, the bf16 attention projections of the
+    checkpoint it ran (``checkpoint_attention``) and its experts' MXFP8 activations
+    (``mxfp8_moe``)."""
     from dataclasses import replace
 
     gemm = row.get("gemm_quant_mode") == "fp8_block"
     moe = row.get("moe_quant_mode") == "fp8_block"
-    d = replace(d, bf16_attention=checkpoint_attention(row, d))
+    ix = bool(INFERENCEX_ID.match(row.id))
+    d = replace(d, bf16_attention=checkpoint_attention(row, d),
+                mxfp8_moe=mxfp8_moe(d.engine, d.chip, d.model, d.precision, ix))  # fmt: skip
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d

@@ -17,7 +17,6 @@ from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
     MARLIN_RECIPE_CHIPS,
-    mxfp8_moe,
     sglang_recv_interval,
     speculative_run,
     trtllm_adp_balance,
@@ -227,15 +226,13 @@ def resolve(row: ServingRow) -> Deployment:
     if gpus > per_node and gpus % per_node:
         raise Refused(f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes / racks")
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
-    ix = bool(INFERENCEX_ID.match(row.id))
-    ix_vllm = engine == "vllm" and ix
+    ix_vllm = engine == "vllm" and bool(INFERENCEX_ID.match(row.id))
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
                    async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant,
                    marlin_moe=ix_vllm and chip in MARLIN_RECIPE_CHIPS and _weight_only(fmt, chip),
-                   trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc),
-                   mxfp8_moe=mxfp8_moe(engine, chip, model, fmt, ix))  # fmt: skip
+                   trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d),
                 adp_balance=trtllm_adp_balance(row, system, d),

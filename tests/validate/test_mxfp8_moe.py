@@ -76,10 +76,10 @@ def test_refused_where_the_experts_are_not_on_fp4_tensor_cores() -> None:
 
 
 def test_shipped_b200_gpt_oss_8k_prompts(tmp_path, monkeypatch) -> None:
-    """The 60 B200 gpt-oss-120b 8k-prompt rows (TensorRT-LLM 32, vLLM 28): TTFT bias -20.0 %
+    """The 60 B200 gpt-oss-120b 8k-prompt rows (TensorRT-LLM 32, vLLM 28): TTFT bias -19.9 %
     with the experts at the fp4 rate (main before r16oss8k: TRT-LLM -25.0, vLLM -14.0 %),
-    -9.6 % at the fp8 rate MXFP8 activations run at."""
-    from plena_opt.validate import serving_rows
+    -9.7 % at the fp8 rate MXFP8 activations run at."""
+    from plena_opt.validate import serving_recipes
 
     path = shipped_subset(tmp_path / "oss.csv", lambda r: "gpt_oss_120b_b200_sxm" in r["id"]
                           and r["isl"] == "8192")  # fmt: skip
@@ -90,5 +90,5 @@ def test_shipped_b200_gpt_oss_8k_prompts(tmp_path, monkeypatch) -> None:
         return sum(r.ttft_ms / r.measured_ttft_ms - 1 for r in priced) / len(priced)
 
     assert -0.13 < bias() < -0.06
-    monkeypatch.setattr(serving_rows, "mxfp8_moe", lambda *_: False)
+    monkeypatch.setattr(serving_recipes, "mxfp8_moe", lambda *_: False)
     assert bias() < -0.17
