@@ -160,7 +160,8 @@ def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
 # The engines that multiply an MXFP4 checkpoint's experts with MXFP8 activations on Blackwell
 # (``chip.gpu.perf.MXFP8_MOE_NOTE``): TensorRT-LLM's default Blackwell MoE backend TRTLLM (its
 # "Deployment Guide for GPT-OSS" support matrix: MXFP8 activations x MXFP4 weights; InferenceX
-# gptoss_fp4_b200_trt.sh sets ``moe_config.backend: TRTLLM``) and vLLM where the InferenceX
+# gptoss_fp4_b200_trt.sh sets ``moe_config.backend: TRTLLM``; its older CUTLASS default is
+# listed MXFP8 x MXFP4 too, in the "Quick Start Recipe for GPT-OSS") and vLLM where the InferenceX
 # recipe exports ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (gptoss_fp4_b200.sh; vLLM's own
 # Blackwell default is MXFP4 x BF16, not modelled here).
 MXFP8_MOE_ENGINES = {"trtllm": False, "vllm": True}  # engine -> only with an InferenceX recipe
