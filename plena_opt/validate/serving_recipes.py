@@ -213,6 +213,31 @@ def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
     return engine == "sglang" or (engine == "trtllm" and not deepgemm)
 
 
+# The engines that multiply an MXFP4 checkpoint's experts with MXFP8 activations on Blackwell
+# (``chip.gpu.perf.MXFP8_MOE_NOTE``): TensorRT-LLM's default Blackwell MoE backend TRTLLM (its
+# "Deployment Guide for GPT-OSS" support matrix: MXFP8 activations x MXFP4 weights; InferenceX
+# gptoss_fp4_b200_trt.sh sets ``moe_config.backend: TRTLLM``; its older CUTLASS default is
+# listed MXFP8 x MXFP4 too, in the "Quick Start Recipe for GPT-OSS") and vLLM where the InferenceX
+# recipe exports ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (gptoss_fp4_b200.sh; vLLM's own
+# Blackwell default is MXFP4 x BF16, not modelled here).
+MXFP8_MOE_ENGINES = {"trtllm": False, "vllm": True}  # engine -> only with an InferenceX recipe
+
+
+def mxfp8_moe(engine: str, chip: str, model: str, fmt: str, inferencex: bool) -> bool:
+    """Whether a row's experts run MXFP4 x MXFP8 (``MXFP8_MOE_ENGINES``): an MXFP4 checkpoint
+    (gpt-oss) served at a 4-bit format on Blackwell's fp4 tensor cores by TensorRT-LLM, or by
+    vLLM under its InferenceX recipe. Not fitted."""
+    from plena_opt.chip import load_chip
+    from plena_opt.models import load_model
+
+    if ARCHITECTURE.get(chip) != "blackwell" or engine not in MXFP8_MOE_ENGINES:
+        return False
+    if MXFP8_MOE_ENGINES[engine] and not inferencex:
+        return False
+    formats = load_chip(chip).formats  # type: ignore[union-attr]
+    return load_model(model).checkpoint_precision == "mxfp4" and formats.get(fmt) == "fp4"
+
+
 # The NVFP4 checkpoint every single-node InferenceX DeepSeek-R1 fp4 B200 config names (SGLang
 # and TensorRT-LLM, .github/configs/nvidia-master.yaml ``dsr1-fp4-b200-*``: ``model:
 # nvidia/DeepSeek-R1-0528-FP4-V2`` from 2025-09-15 through 2026-04; the rows' file says only
@@ -293,11 +318,14 @@ def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None
 
 
 def with_formats(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes and the bf16 attention projections of
-    the checkpoint it ran (``checkpoint_attention``)."""
+    """``d`` with the row's fp8_block GEMM / MoE modes, the bf16 attention projections of the
+    checkpoint it ran (``checkpoint_attention``) and its experts' MXFP8 activations
+    (``mxfp8_moe``)."""
     from dataclasses import replace
 
     gemm = row.get("gemm_quant_mode") == "fp8_block"
     moe = row.get("moe_quant_mode") == "fp8_block"
-    d = replace(d, bf16_attention=checkpoint_attention(row, d))
+    ix = bool(INFERENCEX_ID.match(row.id))
+    d = replace(d, bf16_attention=checkpoint_attention(row, d),
+                mxfp8_moe=mxfp8_moe(d.engine, d.chip, d.model, d.precision, ix))  # fmt: skip
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d
