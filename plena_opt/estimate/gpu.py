@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.gpu.perf import marlin_peak_fraction
+from plena_opt.chip.gpu.perf import marlin_peak_fraction, mxfp8_moe_peak
 from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
@@ -208,6 +208,9 @@ class GpuPricing(LayerPricer):
                 self.dense = self.dense.block_scaled()
         self.marlin_moe = workload.marlin_moe
         self.trtllm_gen_moe = workload.trtllm_gen_moe
+        self.mxfp8_moe = workload.mxfp8_moe
+        if self.mxfp8_moe:  # 4-bit experts on fp4 tensor cores, a chip with an fp8 peak
+            mxfp8_moe_peak(chip, self.perf.compute_format)
         if self.marlin_moe and not self.perf.weight_only:
             raise PlenaInputError(
                 "marlin_moe",
@@ -308,6 +311,7 @@ class GpuPricing(LayerPricer):
                 self._block_moe(m),
                 marlin=self.marlin_moe,
                 trtllm_gen=self.trtllm_gen_moe,
+                mxfp8=self.mxfp8_moe,
             ),
         ]
 

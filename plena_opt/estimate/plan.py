@@ -233,6 +233,10 @@ class Workload:
     # ``--moe-runner-backend flashinfer_trtllm``, TensorRT-LLM ``moe_config.backend: TRTLLM``;
     # GPU; ``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``)
     trtllm_gen_moe: bool = False
+    # 4-bit routed experts multiplied with MXFP8 activations (``kind::mxf8f6f4``: TensorRT-LLM's
+    # TRTLLM MoE backend, vLLM ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``): their compute at the
+    # chip's fp8 rate (GPU; ``chip.gpu.perf.MXFP8_MOE_NOTE``)
+    mxfp8_moe: bool = False
     # MLA attention projections a quantised checkpoint keeps in bf16 (GPU;
     # ``models.checkpoint.BF16_ATTENTION``): "" none (every GEMM at ``precision``), "all" (NVIDIA's
     # DeepSeek-R1 NVFP4 v1), "all_but_o" (the v2 checkpoints: o_proj quantised too)
@@ -266,6 +270,7 @@ class Workload:
             "fp8_block_moe",
             "marlin_moe",
             "trtllm_gen_moe",
+            "mxfp8_moe",
             "fused_input_quant",
         ):
             if not isinstance(getattr(self, name), bool):

@@ -11,9 +11,10 @@ outside the graph): a named constant, 0 until calibrated (see benchmarks/README_
 vLLM and TensorRT-LLM put prompt chunks and decode tokens in the same step (``mixed_prefill``).
 SGLang by default does not (``enable_mixed_chunk`` False): when prompts wait, it runs a prefill
 batch of them alone and the running requests decode in the steps after it (prefill first).
-SGLang and TensorRT-LLM overlap scheduling by default (``overlap_schedule``): the CPU prepares the
-next step while the GPU runs this one, so a request that arrives during a step cannot join the
-step already prepared and waits ``OVERLAP_ADMISSION_STEPS`` more step before its prompt runs.
+All three overlap scheduling by default (``overlap_schedule``; vLLM's async scheduling from
+0.14.0, ``serving.vllm_async``): the CPU prepares the next step while the GPU runs this one, so
+a request that arrives during a step cannot join the step already prepared and waits
+``OVERLAP_ADMISSION_STEPS`` more step before its prompt runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from plena_opt.errors import PlenaInputError, not_found
+from plena_opt.serving.vllm_async import vllm_async_default
 
 GIB = 1 << 30
 # Steps an arriving request misses under overlap scheduling: the one prepared while it arrived
@@ -98,13 +100,15 @@ def _vllm(gpu_memory_bytes: float) -> EngineModel:
     # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (V1): on a GPU with >= 70 GiB that
     # is not an A100, the OpenAI server defaults to max_num_batched_tokens 8192 and max_num_seqs
     # 1024 (2048 / 256 on smaller GPUs). vllm/config/vllm.py: max_cudagraph_capture_size
-    # defaults to min(2 * max_num_seqs, 512). --async-scheduling (overlap) is not applied: the
-    # measured rows do not record it and its default changed across the versions they ran.
+    # defaults to min(2 * max_num_seqs, 512). Async scheduling (overlap) is on by default in
+    # VERSIONS["vllm"] at every pipeline size (serving.vllm_async: from 0.15.0; a measured row
+    # of an older version sets it from its own, validate.serving_rows).
     big = gpu_memory_bytes >= 70 * GIB
     seqs = 1024 if big else 256
     return EngineModel("vllm", 8192 if big else 2048, seqs, min(2 * seqs, 512),
                        source="vllm/engine/arg_utils.py get_batch_defaults; "
-                       "vllm/config/vllm.py max_cudagraph_capture_size")  # fmt: skip
+                       "vllm/config/vllm.py max_cudagraph_capture_size, async_scheduling",
+                       overlap_schedule=vllm_async_default(VERSIONS["vllm"]))  # fmt: skip
 
 
 def _sglang(gpu_memory_bytes: float) -> EngineModel:

@@ -5,8 +5,8 @@ The evaluator prices a prefill pass as its kernels plus the host time of an eage
 fig09's eager rows): the *latency* of a prompt on an idle GPU, where the device waits for each
 launch. Under load a step that carries prompt tokens follows other steps, and kernel launches are
 asynchronous: the device runs kernels while the host is still dispatching the rest, so the step
-lasts the longer of the two, not their sum; with an overlap scheduler (SGLang and TensorRT-LLM by
-default, vLLM with ``--async-scheduling``: ``EngineModel.overlap_schedule``) the host prepares and
+lasts the longer of the two, not their sum; with an overlap scheduler (SGLang, TensorRT-LLM and,
+from 0.14.0, vLLM by default: ``EngineModel.overlap_schedule``) the host prepares and
 dispatches a step while the device still runs the previous one, which hides one more step.
 
 So, for the TPOT of the requests that decode around a prompt chunk (``steady``'s spread form),

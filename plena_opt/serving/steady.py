@@ -65,12 +65,12 @@ A receive interval of ``N`` steps (SGLang ``--scheduler-recv-interval``, 1 by de
 arrival unseen for ``(N − 1) / 2`` decode steps on average beyond the step it missed (it is read at
 one of the next ``N`` boundaries, uniformly); likewise not in the burst nor the replay.
 
-**Overlap scheduling** (``EngineModel.overlap_schedule``: SGLang, TensorRT-LLM) adds to TTFT the
-step an arrival misses (``_admitted``): a mean step (TPOT) while others decode; in a wave, the
-decode step of the requests that just finished (the engine sees their finish one step late). The
-replay agrees on drawn lengths and on waves; on a mixed engine at fixed lengths its arrivals that
-miss a step merge with the next group, which the lock-step form does not model (the replay's
-TTFT is then up to 2x this form's).
+**Overlap scheduling** (``EngineModel.overlap_schedule``: SGLang, TensorRT-LLM, vLLM) adds to
+TTFT the step an arrival misses (``_admitted``): a mean step (TPOT) while others decode; in a
+wave, the decode step of the requests that just finished (the engine sees their finish one step
+late). The replay agrees on drawn lengths and on waves; on a mixed engine at fixed lengths its
+arrivals that miss a step merge with the next group, which the lock-step form does not model
+(the replay's TTFT is then up to 2x this form's).
 """
 
 from __future__ import annotations

@@ -46,6 +46,62 @@ def trtllm_batch_wait(row: ServingRow, system: str, d: Deployment) -> tuple[int,
     return TRTLLM_BATCH_WAIT.get((d.model, d.input_len, d.output_len))
 
 
+# vLLM async (overlap) scheduling (``serving.vllm_async``): the InferenceX vLLM recipes of
+# Llama-3.1-70B and gpt-oss-120b pass ``async-scheduling: true`` / ``--async-scheduling`` until
+# their image moved to a vLLM that runs it by default, then drop the flag: NVIDIA (70b_*.sh,
+# gptoss_fp4_{h100,h200,b200}*.sh) until d2c2acb19 (2026-02-25, image v0.13.0 -> v0.15.1,
+# "Remove deprecated async-scheduling flag (default since v0.14.0)"); gptoss_fp4_mi300x/mi325x
+# until 25bda3d71 (2026-01-21, v0.14.0 ROCm); gptoss_fp4_mi355x until 3450ced07 (2026-02-26,
+# v0.16.0). Every vLLM recipe in the repository on 2025-10-28, 2025-12-10 and 2026-01-20 passes
+# it; the Llama-3.1-70B ones were removed on 2025-10-29. A row of those models measured before
+# its chip's date ran the flag; later rows, and other models, run their version's default.
+VLLM_ASYNC_FLAG_MODELS = frozenset({"gpt-oss-120b", "llama-3.1-70b"})
+VLLM_ASYNC_FLAG_UNTIL = {"mi300x": "2026-01-21", "mi325x": "2026-01-21", "mi355x": "2026-02-26"}
+VLLM_ASYNC_FLAG_UNTIL_NVIDIA = "2026-02-25"
+# an image tag naming the vLLM release (the InferenceX images: vllm/vllm-openai:v0.11.2)
+VLLM_IMAGE = re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?:-rocm)?:(v?[0-9][^\s]*)$")
+
+
+def inferencex_async_flag(row: ServingRow, chip: str, model: str) -> bool:
+    """True when ``row``'s InferenceX vLLM recipe passed ``--async-scheduling`` (the dates
+    above, by the row's ``measured_on``, else its id's dump date, which is no earlier)."""
+    if not INFERENCEX_ID.match(row.id) or model not in VLLM_ASYNC_FLAG_MODELS:
+        return False
+    day = row.get("measured_on") or row.id[:10].replace("_", "-")
+    return day < VLLM_ASYNC_FLAG_UNTIL.get(chip, VLLM_ASYNC_FLAG_UNTIL_NVIDIA)
+
+
+# The vLLM 0.14.0 wheel's files are dated 2026-01-18 (PyPI; v0.14.0 release notes, Jan 2026):
+# a run measured before it ran 0.13 or older, whose async-scheduling default is off.
+VLLM_ASYNC_DEFAULT_RELEASED = "2026-01-18"
+
+
+def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bool | None:
+    """Whether the vLLM server of ``row`` ran async scheduling (None: not vLLM): its recipe's
+    flag, else its version's default (``backend_version``, else an ``engine_image`` tag naming
+    the release). A row that records no version runs the default of a version older than 0.14.0
+    when it was measured before that release; otherwise (measured later, or undated) the default
+    of the version the product's builders model (``serving.engines.VERSIONS``: on), which is what
+    ``estimate`` prices. Raises ``PlenaInputError`` naming ``backend_version`` when the version
+    is not a vLLM release, or refuses the flag with ``pp`` stages."""
+    from plena_opt.serving.engines import VERSIONS
+    from plena_opt.serving.vllm_async import vllm_async
+
+    if row.get("backend") != "vllm":
+        return None
+    flag = inferencex_async_flag(row, chip, model)
+    version = row.get("backend_version") or None
+    if version is None and (m := VLLM_IMAGE.match(row.get("engine_image"))):
+        version = m[1]
+    day = row.get("measured_on") or (row.id[:10].replace("_", "-") if INFERENCEX_ID.match(row.id)
+                                     else "")  # fmt: skip
+    if version is None and not flag:
+        if day and day < VLLM_ASYNC_DEFAULT_RELEASED:
+            return False
+        version = VERSIONS["vllm"]  # not recorded: the modelled version's default
+    return vllm_async(version, pp, flag)
+
+
 # Attention-DP balancing of the InferenceX TensorRT-LLM B200 recipes with DP_ATTENTION true
 # (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp{4,8}_b200_trt*.sh: ``attention_dp_config:
 # enable_balance: true, timeout_iters: 60, batching_wait_iters: 0``, in every version from
@@ -157,6 +213,31 @@ def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
     return engine == "sglang" or (engine == "trtllm" and not deepgemm)
 
 
+# The engines that multiply an MXFP4 checkpoint's experts with MXFP8 activations on Blackwell
+# (``chip.gpu.perf.MXFP8_MOE_NOTE``): TensorRT-LLM's default Blackwell MoE backend TRTLLM (its
+# "Deployment Guide for GPT-OSS" support matrix: MXFP8 activations x MXFP4 weights; InferenceX
+# gptoss_fp4_b200_trt.sh sets ``moe_config.backend: TRTLLM``; its older CUTLASS default is
+# listed MXFP8 x MXFP4 too, in the "Quick Start Recipe for GPT-OSS") and vLLM where the InferenceX
+# recipe exports ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (gptoss_fp4_b200.sh; vLLM's own
+# Blackwell default is MXFP4 x BF16, not modelled here).
+MXFP8_MOE_ENGINES = {"trtllm": False, "vllm": True}  # engine -> only with an InferenceX recipe
+
+
+def mxfp8_moe(engine: str, chip: str, model: str, fmt: str, inferencex: bool) -> bool:
+    """Whether a row's experts run MXFP4 x MXFP8 (``MXFP8_MOE_ENGINES``): an MXFP4 checkpoint
+    (gpt-oss) served at a 4-bit format on Blackwell's fp4 tensor cores by TensorRT-LLM, or by
+    vLLM under its InferenceX recipe. Not fitted."""
+    from plena_opt.chip import load_chip
+    from plena_opt.models import load_model
+
+    if ARCHITECTURE.get(chip) != "blackwell" or engine not in MXFP8_MOE_ENGINES:
+        return False
+    if MXFP8_MOE_ENGINES[engine] and not inferencex:
+        return False
+    formats = load_chip(chip).formats  # type: ignore[union-attr]
+    return load_model(model).checkpoint_precision == "mxfp4" and formats.get(fmt) == "fp4"
+
+
 # The NVFP4 checkpoint every single-node InferenceX DeepSeek-R1 fp4 B200 config names (SGLang
 # and TensorRT-LLM, .github/configs/nvidia-master.yaml ``dsr1-fp4-b200-*``: ``model:
 # nvidia/DeepSeek-R1-0528-FP4-V2`` from 2025-09-15 through 2026-04; the rows' file says only
@@ -237,11 +318,14 @@ def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None
 
 
 def with_formats(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes and the bf16 attention projections of
-    the checkpoint it ran (``checkpoint_attention``)."""
+    """``d`` with the row's fp8_block GEMM / MoE modes, the bf16 attention projections of the
+    checkpoint it ran (``checkpoint_attention``) and its experts' MXFP8 activations
+    (``mxfp8_moe``)."""
     from dataclasses import replace
 
     gemm = row.get("gemm_quant_mode") == "fp8_block"
     moe = row.get("moe_quant_mode") == "fp8_block"
-    d = replace(d, bf16_attention=checkpoint_attention(row, d))
+    ix = bool(INFERENCEX_ID.match(row.id))
+    d = replace(d, bf16_attention=checkpoint_attention(row, d),
+                mxfp8_moe=mxfp8_moe(d.engine, d.chip, d.model, d.precision, ix))  # fmt: skip
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d

@@ -24,6 +24,7 @@ from plena_opt.validate.serving_recipes import (
     trtllm_gen_moe,
     trtllm_kv_fraction,
     trtllm_max_num_tokens,
+    vllm_async_scheduling,
     with_formats,
 )
 
@@ -130,7 +131,9 @@ class Deployment:
     fp8_block_gemm: bool = False  # the row's GEMMs / experts are fp8_block (Workload fields)
     fp8_block_moe: bool = False
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
-    async_scheduling: bool = False  # the engine ran overlap (async) scheduling beyond its default
+    # vLLM: whether the server ran async (overlap) scheduling (``serving_recipes
+    # .vllm_async_scheduling``: recipe flag or version default); None: the engine's default
+    async_scheduling: bool | None = None
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
     recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
@@ -140,6 +143,7 @@ class Deployment:
     trt_kv_fraction: float | None | bool = False
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
     trtllm_gen_moe: bool = False  # fp8 block experts on TensorRT-LLM-gen (``trtllm_gen_moe``)
+    mxfp8_moe: bool = False  # 4-bit experts x MXFP8 activations (``serving_recipes.mxfp8_moe``)
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
     # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
     pool_plans: tuple[PoolPlan, PoolPlan] | None = None
@@ -229,7 +233,8 @@ def resolve(row: ServingRow) -> Deployment:
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=kv_cache_format(row, system, engine, model),
-                   async_scheduling=ix_vllm, pp=pp, eplb_redundant=redundant,
+                   async_scheduling=vllm_async_scheduling(row, chip, model, pp),
+                   pp=pp, eplb_redundant=redundant,
                    marlin_moe=ix_vllm and chip in MARLIN_RECIPE_CHIPS and _weight_only(fmt, chip),
                    trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
@@ -263,9 +268,6 @@ def _weight_only(fmt: str, chip_name: str) -> bool:
 # 35.0 to 30.0 % (every B200 engine and model group closer) and H100 vLLM Llama-3.1-70B's from
 # 5.5 to 9.3 % (bias +0.5 to -6.9 %: that fp8-KV decode is slower than the HBM bytes say).
 INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
-# The InferenceX vLLM recipes also run ``async-scheduling: true`` (the same scripts' config.yaml;
-# gptoss_fp4_h100.sh too), which vLLM's default leaves off: such a row's engine overlaps
-# scheduling as SGLang and TensorRT-LLM do by default (``EngineModel.overlap_schedule``).
 # The InferenceX vLLM recipes that run 4-bit experts weight-only (gptoss_fp4_h100.sh,
 # gptoss_fp4_h200.sh) export ``VLLM_MXFP4_USE_MARLIN=1``: their experts run vLLM's Marlin MoE,
 # not the Triton backend the kernel table's ``vllm_mxfp4_moe`` rows timed (``Deployment
@@ -394,5 +396,6 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
+                   async_scheduling=vllm_async_scheduling(row, chip, model, 1),
                    pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
     return with_formats(row, d)

@@ -240,8 +240,8 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
     key = (d.chip, d.noc, d.gpus, d.model, d.precision, d.tp, d.ep, d.moe_tp_mode, d.engine,
            d.input_len, d.output_len, d.moe_tp, d.fp8_block_gemm, d.fp8_block_moe,
            d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
-           d.recv_interval, d.marlin_moe, d.trtllm_gen_moe, d.eplb_redundant, d.pp, d.adp_balance,
-           d.max_num_tokens, d.trt_kv_fraction, d.bf16_attention)  # fmt: skip
+           d.recv_interval, d.marlin_moe, d.trtllm_gen_moe, d.mxfp8_moe, d.eplb_redundant, d.pp,
+           d.adp_balance, d.max_num_tokens, d.trt_kv_fraction, d.bf16_attention)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -346,12 +346,12 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     wl = Workload(batch_size=1, input_seq_len=d.input_len, output_seq_len=d.output_len,
                   precision=d.precision, routing=routing, fp8_block_gemm=d.fp8_block_gemm,
                   fp8_block_moe=d.fp8_block_moe, kv_precision=d.kv_precision,
-                  marlin_moe=d.marlin_moe, trtllm_gen_moe=d.trtllm_gen_moe,
+                  marlin_moe=d.marlin_moe, trtllm_gen_moe=d.trtllm_gen_moe, mxfp8_moe=d.mxfp8_moe,
                   eplb_redundant=d.eplb_redundant, bf16_attention=d.bf16_attention)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
-    if d.async_scheduling:
-        eng = replace(eng, overlap_schedule=True)
+    if d.async_scheduling is not None:  # vLLM: the row's recipe flag or version default
+        eng = replace(eng, overlap_schedule=d.async_scheduling)
     if d.batch_wait is not None:  # the recipe's TensorRT-LLM batch waiting
         eng = replace(
             eng, batch_wait_iters=d.batch_wait[0], batch_wait_tokens_ratio=d.batch_wait[1]

@@ -58,7 +58,8 @@ def test_the_recipe_sets_batch_waiting_only_where_it_writes_it():
     tp8 = IX_ID.replace("tp4", "tp8")
     assert resolve(ServingRow(tp8, {**ROW, "tp_size": "8"})).batch_wait is None
     assert resolve(ServingRow(IX_ID, {**ROW, "osl": "8192"})).batch_wait is None
-    assert resolve(ServingRow(IX_ID, {**ROW, "backend": "vllm"})).batch_wait is None
+    vllm = {**ROW, "backend": "vllm", "backend_version": "0.15.1"}
+    assert resolve(ServingRow(IX_ID, vllm)).batch_wait is None
     # an undated row (not an InferenceX run) keeps the engine default
     assert resolve(ServingRow("grid_row_1", ROW)).batch_wait is None
 

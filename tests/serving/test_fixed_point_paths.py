@@ -53,7 +53,11 @@ def _step(name: str, fields: dict, isl: int, osl: int, ratio: float):
     from plena_opt.serving import StepModel, engine_model
 
     chip, noc, mem = _env()
-    eng = engine_model("vllm", float(chip.hbm.capacity_bytes.value))
+    # vLLM's scheduler without async scheduling (before 0.14.0): the closed loop's figures are
+    # then the solver's own (overlap adds its admission step after the solve, steady._admitted)
+    eng = replace(
+        engine_model("vllm", float(chip.hbm.capacity_bytes.value)), overlap_schedule=False
+    )
     wl = Workload(batch_size=1, input_seq_len=isl, output_seq_len=osl, precision="fp8")
     return StepModel.from_problem(load_model(name), noc, mem, chip, wl, Plan(**fields), eng,
                                   range_ratio=ratio)  # fmt: skip

@@ -143,7 +143,9 @@ def test_deepseek_r1_tensorrt_llm_rows_without_speculation(tmp_path, monkeypatch
     deployments are ~2x faster: MTP, unrecorded). TPOT MAPE 22.9 % (bias +22.1 %) with the prompt
     chunks' host time added whole and one prompt per attention-DP step (same kernel scale);
     12.3 % (+7.3 %) now. Since r11moe (block-scaled fp8 experts on TensorRT-LLM-gen,
-    ``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``): 17.1 % (+12.4 %) without, 9.4 % (-1.9 %) with."""
+    ``chip.gpu.perf.TRTLLM_GEN_MOE_NOTE``): 17.1 % (+12.4 %) without, 9.4 % (-1.9 %) with.
+    With the Blackwell TensorRT-LLM decode constant refitted 0.929 -> 0.918 (r16oss8k): 14.8 %
+    (+9.4 %) without, 8.0 % (-5.4 %) with."""
 
     def keep(r: dict) -> bool:
         return (r["backend"] == "trtllm" and r["model_path"] == "deepseek-ai/DeepSeek-R1"
@@ -158,4 +160,4 @@ def test_deepseek_r1_tensorrt_llm_rows_without_speculation(tmp_path, monkeypatch
     monkeypatch.setattr(steady, "ranks_prefilling_together", lambda *_: 1.0)
     assert host_overlap.chunk_in_decode_window is not steady.chunk_in_decode_window
     old_mape, old_bias = tpot_mape_bias(path, 47)
-    assert old_mape > 0.15 and old_bias > 0.1
+    assert old_mape > 0.14 and old_bias > 0.09

@@ -18,7 +18,7 @@ from plena_opt.validate.serving_score import _parts, step_model
 GB = 1e9
 QWEN_TP2 = {"id": "q", "backend": "vllm", "model_path": "Qwen/Qwen3-32B", "system": "h100_sxm",
             "mode": "agg", "isl": "4096", "osl": "128", "tp_size": "2",
-            "concurrency": "128"}  # fmt: skip
+            "concurrency": "128", "backend_version": "0.12.0"}  # fmt: skip
 
 
 def test_pool_bytes_follow_each_engines_memory_setting():

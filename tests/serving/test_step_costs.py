@@ -20,17 +20,17 @@ a prefill-first engine's prompt step decodes nobody in the open loop's steady fo
 moved the 144 SGLang open-loop figures; r15h200: the H100 profile's GH100 die constants fitted
 jointly with the H200 table (GEMM fixed time and blend, decode-attention constants with the HBM
 efficiency from the bandwidth-bound rows, ``validate.calibrate_die``), which moved 5,094 of
-the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %; r16bytes: the fp8 GEMM and fused-MoE
-fits and pricing count the same bytes, the input's quantisation passes included
-(``chip.gpu.kernel_bytes``; profiles refitted; TensorRT-LLM fuses it, decode scales refitted),
-which moved 5,094 figures, 98 % of them by -6.1 % to +5.5 %, median 0.00 %, the extremes -29 %
-(vLLM closed-loop TTFT at C = 256, 2k/256, where queueing amplifies a step-time change) and
-+9.8 %): each
-plan priced whole by
-the evaluator at every batch size (``Evaluator.evaluate`` / ``estimate``) and every bisection
-step through ``min``/``max`` calls. A fresh step model per figure must give the recorded
-figures (relative 1e-12: the recording is exact on this platform, as
-``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
+the 5,184 figures by -3.4 % to +5.3 %, median 0.27 %; r16async: vLLM 0.34.0 runs async
+(overlap) scheduling by default, ``serving.vllm_async``, which moved 1,586 figures of the 216
+vLLM cases, closed-loop TTFT x1.01 to x1.44, median x1.12, TPOT by at most -0.8 %; r16bytes:
+the fp8 GEMM and fused-MoE fits and pricing count the same bytes, the tables' input quantisation
+passes included, fused in TensorRT-LLM (``chip.gpu.kernel_bytes``; profiles and TensorRT-LLM
+decode scales refitted), which moved 5,094 figures by -7.3 % to +9.8 %, 98 % of them within
+-3.6 … +5.5 %, median 0.00 %): each
+plan priced whole by the evaluator at every batch size (``Evaluator.evaluate`` /
+``estimate``) and every bisection step through ``min``/``max`` calls. A fresh step model per
+figure must give the recorded figures (relative 1e-12: the recording is exact on this platform,
+as ``test_evaluator_fixture``'s; the margin only allows another libm). Re-record (only when a
 deliberate model change moves figures)::
 
     python benchmarks/_compare.py --source DIR tests/serving/test_step_costs.py --record OUT.json

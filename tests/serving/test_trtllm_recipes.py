@@ -85,7 +85,8 @@ def test_the_recipes_step_budget_is_the_one_they_pass_to_trtllm_serve():
     from tests.serving.test_batch_wait import IX_ID, ROW
 
     assert resolve(ServingRow(IX_ID, ROW)).max_num_tokens == 16384  # 70b_fp8_b200_trt_*.sh
-    assert resolve(ServingRow(IX_ID, {**ROW, "backend": "vllm"})).max_num_tokens is None
+    vllm = {**ROW, "backend": "vllm", "backend_version": "0.15.1"}
+    assert resolve(ServingRow(IX_ID, vllm)).max_num_tokens is None
     assert resolve(ServingRow("grid_row_1", R1)).max_num_tokens is None  # not an InferenceX run
 
 

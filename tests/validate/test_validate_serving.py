@@ -253,9 +253,12 @@ def test_kv_cache_format_of_a_row():
     # an InferenceX row (id starts with its dump date) runs its recipe's fp8 KV cache
     ix = "2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp1_ep1_1"
     assert resolve(ServingRow(ix, LLAMA)).kv_precision == "fp8"
-    # ... and, on vLLM, its recipe's async scheduling (overlap), which vLLM leaves off by default
+    # ... and, on vLLM, async scheduling by its recipe or version (test_vllm_async_rows.py)
     assert resolve(ServingRow(ix, LLAMA)).async_scheduling
-    assert not resolve(ServingRow("grid_row", LLAMA)).async_scheduling
+    assert (
+        resolve(ServingRow("grid_row", {**LLAMA, "backend_version": "0.12.0"})).async_scheduling
+        is False
+    )
     assert resolve(ServingRow("grid_row", LLAMA)).kv_precision is None  # NVIDIA grid: bf16
     oss = {**LLAMA, "model_path": "openai/gpt-oss-120b", "tp_size": "1", "moe_tp_size": "1",
            "moe_ep_size": "1", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}  # fmt: skip

@@ -90,6 +90,19 @@ def marlin_peak_fraction(chip_name: str) -> float:
     return MMA_SYNC_PEAK_FRACTION[chip_name]
 
 
+def mxfp8_moe_peak(chip: GpuChipProfile, compute_format: str) -> float:
+    """The dense FLOP/s a 4-bit expert GEMM with MXFP8 activations runs at on ``chip``: its fp8
+    peak (``MXFP8_MOE_NOTE``); refused naming ``mxfp8_moe`` where the experts do not run on
+    4-bit tensor cores or the chip has no fp8 peak."""
+    if compute_format != "fp4" or "fp8" not in chip.peak_flops:
+        raise PlenaInputError(
+            "mxfp8_moe",
+            f"mxfp8_moe: MXFP8 activations pair with 4-bit experts on fp4 tensor cores; "
+            f"{chip.name} runs these experts as {compute_format}",
+        )  # fmt: skip
+    return chip.peak_flops["fp8"].value
+
+
 # Why block-scaled fp8 experts on the TensorRT-LLM-gen MoE take the chip's ``moe.fp4`` curve's
 # memory side in the decode range (``fused_moe(trtllm_gen=True)``): the InferenceX DeepSeek-R1
 # fp8 recipes on B200 run the experts on TensorRT-LLM's generated MoE kernels, SGLang
@@ -105,6 +118,23 @@ def marlin_peak_fraction(chip_name: str) -> float:
 # fp8 block-scale rate (``moe.fp8_block``), and prefill-range token counts keep the
 # ``moe_prefill`` fits. Nothing fitted (benchmarks/README_serving.md, r11moe).
 TRTLLM_GEN_MOE_NOTE = "block-scaled fp8 experts on TensorRT-LLM-gen: moe.fp4's memory side"
+
+
+# Why 4-bit experts with MXFP8 activations compute at the chip's fp8 rate
+# (``fused_moe(mxfp8=True)``): Blackwell's tensor cores run a block-scaled MXFP4 x MXFP8 product
+# as ``tcgen05.mma kind::mxf8f6f4`` at the FP8 rate ("2x Hopper Fp8 Tensor Core"), where only
+# ``kind::mxf4`` / ``mxf4nvf4`` (both operands 4-bit) run at the FP4 rate ("4x"; CUTLASS,
+# "Blackwell SM100 GEMMs", docs.nvidia.com/cutlass/media/docs/cpp/blackwell_functionality.html).
+# gpt-oss's MXFP4 experts run so on B200 in both InferenceX engines: TensorRT-LLM's default
+# Blackwell MoE backend TRTLLM takes MXFP8 activations x MXFP4 weights (TensorRT-LLM "Deployment
+# Guide for GPT-OSS", MoE backend support matrix; gptoss_fp4_b200_trt.sh sets
+# ``moe_config.backend: TRTLLM``), and gptoss_fp4_b200.sh exports
+# ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (FlashInfer's TRT-LLM-gen MXFP4 x MXFP8 MoE). Those
+# layers keep the chip's ``moe.fp4`` curve (the same generated runner, measured at NVFP4 x NVFP4:
+# ``vllm_flashinfer_trtllm_moe_fp4``) with its compute side at the chip's fp8 peak; the memory
+# side is unchanged. A published rate, not fitted (benchmarks/README_serving.md, r16oss8k:
+# gpt-oss-120b B200 TRT-LLM 8k-prompt TTFT bias -25.0 -> -14.0 %).
+MXFP8_MOE_NOTE = "4-bit experts x MXFP8 activations (kind::mxf8f6f4): moe.fp4 at the fp8 rate"
 
 
 class GpuPerfModel:
@@ -195,6 +225,7 @@ class GpuPerfModel:
         block_scaled: bool = False,
         marlin: bool = False,
         trtllm_gen: bool = False,
+        mxfp8: bool = False,
     ) -> KernelTime:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
         fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
@@ -206,7 +237,9 @@ class GpuPerfModel:
         its compute side under Marlin's ``mma.sync`` ceiling (``MMA_SYNC_PEAK_FRACTION``).
         ``trtllm_gen``: block-scaled fp8 experts on TensorRT-LLM's generated MoE kernels: in the
         decode range the ``fp4`` curve's memory side with the ``fp8_block`` compute efficiency
-        (``TRTLLM_GEN_MOE_NOTE``; no change on a chip without both curves)."""
+        (``TRTLLM_GEN_MOE_NOTE``; no change on a chip without both curves). ``mxfp8``: 4-bit
+        experts multiplied with MXFP8 activations (``kind::mxf8f6f4``): the compute side at the
+        chip's fp8 peak instead of the fp4 one (``MXFP8_MOE_NOTE``)."""
         curves = self.chip.moe
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
@@ -230,6 +263,8 @@ class GpuPerfModel:
             fb = gemm_operand_bytes("fp8_block", fused_quant=self.fused_quant)
         reads, writes = fused_moe_bytes(tokens, pairs, active, h, f, fb.weight, fb.activation)
         peak = self.peak * marlin_peak_fraction(self.chip.name) if marlin else self.peak
+        if mxfp8:
+            peak = mxfp8_moe_peak(self.chip, self.compute_format)
         t, cb = _curve(flops, reads + writes, peak, self.bw, curve)
         t += curve.seconds_per_active_expert.value * active
         if curve.seconds_per_pair is not None:
