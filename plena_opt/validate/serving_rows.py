@@ -131,8 +131,7 @@ class Deployment:
     fp8_block_gemm: bool = False  # the row's GEMMs / experts are fp8_block (Workload fields)
     fp8_block_moe: bool = False
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
-    # vLLM: whether the server ran async (overlap) scheduling (``serving_recipes
-    # .vllm_async_scheduling``: recipe flag or version default); None: the engine's default
+    # vLLM async scheduling: recipe flag or version default (``serving_recipes``); None: default
     async_scheduling: bool | None = None
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
