@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.gpu.perf import marlin_peak_fraction, mxfp8_moe_peak
+from plena_opt.chip.gpu.moe_kernels import moe_kernel_flags, resolve_moe_kernel
+from plena_opt.chip.gpu.perf import bf16_moe_peak, marlin_peak_fraction, mxfp8_moe_peak
 from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
@@ -208,8 +209,25 @@ class GpuPricing(LayerPricer):
         self.marlin_moe = workload.marlin_moe
         self.trtllm_gen_moe = workload.trtllm_gen_moe
         self.mxfp8_moe = workload.mxfp8_moe
+        self.bf16_moe = workload.bf16_moe
+        # the serving engine's MoE kernel for an MXFP4 checkpoint's experts (chip.gpu
+        # .moe_kernels): its default, or the one named; "" engine: the flags as given
+        self.moe_kernel = None
+        if workload.engine and model is not None:
+            self.moe_kernel = resolve_moe_kernel(
+                workload.engine, workload.moe_kernel, chip.name, model.checkpoint_precision,
+                self.perf.compute_format, self.perf.weight_only,
+            )  # fmt: skip
+            flags = moe_kernel_flags(self.moe_kernel)
+            self.marlin_moe = self.marlin_moe or flags["marlin_moe"]
+            self.mxfp8_moe = self.mxfp8_moe or flags["mxfp8_moe"]
+            self.bf16_moe = self.bf16_moe or flags["bf16_moe"]
         if self.mxfp8_moe:  # 4-bit experts on fp4 tensor cores, a chip with an fp8 peak
             mxfp8_moe_peak(chip, self.perf.compute_format)
+        if self.bf16_moe:  # 4-bit experts on fp4-capable tensor cores, bf16 activations
+            bf16_moe_peak(chip, self.perf.compute_format)
+        if self.mxfp8_moe and self.bf16_moe:
+            raise PlenaInputError("bf16_moe", "bf16_moe and mxfp8_moe: give one")
         if self.marlin_moe and not self.perf.weight_only:
             raise PlenaInputError(
                 "marlin_moe",
@@ -247,6 +265,7 @@ class GpuPricing(LayerPricer):
             "checkpoint_source": None if m is None else m.checkpoint_source,
             "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
+            **({} if self.moe_kernel is None else {"moe_kernel": self.moe_kernel}),
             "power_watts": {
                 "busy": self.chip.power.busy_watts.value,
                 "idle": self.chip.power.idle_watts.value,
@@ -311,6 +330,7 @@ class GpuPricing(LayerPricer):
                 marlin=self.marlin_moe,
                 trtllm_gen=self.trtllm_gen_moe,
                 mxfp8=self.mxfp8_moe,
+                bf16=self.bf16_moe,
             ),
         ]
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # loaded lazily: the CLI reads the defaults here before any h
     from plena_opt.memory import Memory
     from plena_opt.models import ModelSpec
 
+from plena_opt.chip.gpu.moe_kernels import DEFAULT_ENGINE
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
 
@@ -190,6 +191,11 @@ class ProblemSpec(BaseModel):
     kv_precision: str | None = None
     devices: int | None = Field(default=None, ge=1, le=65536)
     eplb_redundant: int | None = Field(default=None, ge=0, le=1 << 16)  # estimate.eplb
+    # the serving engine whose MoE kernel prices an MXFP4 checkpoint's experts on a GPU (None:
+    # vLLM, the default engine everywhere) and the kernel (None: that engine's default;
+    # ``chip.gpu.moe_kernels``)
+    engine: str | None = None
+    moe_kernel: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ProblemSpec:
@@ -228,7 +234,7 @@ class ProblemSpec(BaseModel):
         Unset optional stack heights are left out, so adding such options keeps old names."""
         data = self.identity()
         for key in ("total_layers", "connected_layers", "precision", "kv_precision", "devices",
-                    "eplb_redundant"):  # fmt: skip
+                    "eplb_redundant", "engine", "moe_kernel"):  # fmt: skip
             if data[key] is None:
                 del data[key]
         text = json.dumps(data, sort_keys=True)
@@ -248,6 +254,8 @@ class ProblemSpec(BaseModel):
             precision=self.precision,
             kv_precision=self.kv_precision,
             eplb_redundant=self.eplb_redundant or 0,
+            engine=self.engine or DEFAULT_ENGINE,
+            moe_kernel=self.moe_kernel or "default",
         )
 
     def load(self) -> EvaluatorInputs:
@@ -271,6 +279,10 @@ class ProblemSpec(BaseModel):
                 chip = load_chip(_source(self.chip))
             except (ValueError, OSError) as exc:
                 raise _as_input_error(exc, "chip") from exc
+        if self.moe_kernel not in (None, "default") and getattr(chip, "kind", None) != "gpu":
+            raise PlenaInputError(
+                "moe_kernel", "moe_kernel picks a serving engine's MoE kernel: give a GPU chip"
+            )
         try:
             from plena_opt.estimate.pricer import chip_memory
 
