@@ -148,15 +148,16 @@ TRTLLM_GEN_MOE_NOTE = "block-scaled fp8 experts on TensorRT-LLM-gen: moe.fp4's m
 # gpt-oss-120b B200 TRT-LLM 8k-prompt TTFT bias -25.0 -> -14.0 %).
 MXFP8_MOE_NOTE = "4-bit experts x MXFP8 activations (kind::mxf8f6f4): moe.fp4 at the fp8 rate"
 
-# Why 4-bit experts with bf16 activations compute at the chip's bf16 rate (``fused_moe(bf16=True)``):
-# Blackwell has no bf16 x fp4 tensor-core product (``tcgen05.mma`` kinds: ``f16`` for bf16 x
-# bf16, ``mxf8f6f4`` for 8/6/4-bit pairs; CUTLASS, "Blackwell SM100 GEMMs"), so a kernel that keeps
-# the activations in bf16 widens the 4-bit weights to bf16 and multiplies at the bf16 rate. vLLM
-# 0.34.0 runs gpt-oss's MXFP4 experts so by default on SM100 (``FLASHINFER_TRTLLM_MXFP4_BF16``,
-# ``chip.gpu.moe_kernels``); SGLang with ``--flashinfer-mxfp4-moe-precision bf16``. The layer
-# keeps the chip's ``moe.fp4`` curve (the same generated runner) with its compute side at the bf16
-# peak; the memory side is unchanged (the weights stay 4-bit in HBM). A published rate, not
-# fitted; no shipped row runs this path (the InferenceX vLLM B200 recipe exports MXFP8).
+# Why 4-bit experts with bf16 activations compute at the chip's bf16 rate
+# (``fused_moe(bf16=True)``): Blackwell has no bf16 x fp4 tensor-core product (``tcgen05.mma``
+# kinds: ``f16`` for bf16 x bf16, ``mxf8f6f4`` for 8/6/4-bit pairs; CUTLASS, "Blackwell SM100
+# GEMMs"), so a kernel that keeps the activations in bf16 widens the 4-bit weights to bf16 and
+# multiplies at the bf16 rate. vLLM 0.34.0 runs gpt-oss's MXFP4 experts so by default on SM100
+# (``FLASHINFER_TRTLLM_MXFP4_BF16``, ``chip.gpu.moe_kernels``); SGLang with
+# ``--flashinfer-mxfp4-moe-precision bf16``. The layer keeps the chip's ``moe.fp4`` curve (the
+# same generated runner) with its compute side at the bf16 peak; the memory side is unchanged
+# (the weights stay 4-bit in HBM). A published rate, not fitted; no shipped row runs this path
+# (the InferenceX vLLM B200 recipe exports MXFP8).
 BF16_MOE_NOTE = "4-bit experts x bf16 activations (kind::f16): moe.fp4 at the bf16 rate"
 
 
