@@ -144,6 +144,7 @@ class Deployment:
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
     trtllm_gen_moe: bool = False  # fp8 block experts on TensorRT-LLM-gen (``trtllm_gen_moe``)
     mxfp8_moe: bool = False  # 4-bit experts x MXFP8 activations (``serving_recipes.mxfp8_moe``)
+    bf16_moe: bool = False  # 4-bit experts x bf16 activations (``serving_recipes.moe_kernel``)
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
     # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
     pool_plans: tuple[PoolPlan, PoolPlan] | None = None
