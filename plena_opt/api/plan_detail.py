@@ -110,6 +110,8 @@ def _pool(
 
     plan, batch, precision = parse_point_key(key)
     update: dict[str, Any] = {"batch_size": batch, "devices": plan.world_size}
+    if engine:  # the engine's MoE kernels price the static plan too
+        update["engine"] = engine
     if precision is not None:
         update["precision"] = precision
     problem = spec.model_copy(update=update).load()

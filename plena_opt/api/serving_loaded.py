@@ -156,7 +156,7 @@ def compare_under_load(
     a PLENA chip, a NoC-less problem or an unknown engine is refused naming the field."""
     from plena_opt.api.search_load import load_document
     from plena_opt.api.serving_loaded_disagg import LoadedDisaggSpace, loaded_disaggregated_points
-    from plena_opt.api.under_load import check_target_engine
+    from plena_opt.api.under_load import check_target_engine, engine_inputs
     from plena_opt.chip import DEFAULT_CHIP
     from plena_opt.estimate.capacity import DEFAULT_MEMORY_FRACTION
     from plena_opt.search.serving.serving_compare import add_costs, compare_points
@@ -167,6 +167,7 @@ def compare_under_load(
     check_loaded_serving(request)
     engine = request.engine or "vllm"
     version = check_target_engine(problem, engine, request.engine_version)
+    problem = engine_inputs(problem, engine)
     sla, mode, skipped = _sla(request), str(request.serving), Counter()
     sets: dict[str, Any] = {}
     if mode in ("aggregated", "both"):

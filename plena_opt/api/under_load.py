@@ -278,6 +278,7 @@ def serve_under_load(
     check_load(concurrency, request_rate, range_ratio)
     memory_fraction = check_memory_fraction(memory_fraction)
     version = check_target_engine(problem, engine, engine_version)
+    problem = engine_inputs(problem, engine)
     check_plan(plan)
     eng, cap_source = plan_engine(problem, plan, engine, batch, memory_fraction)
     dp = plan.dp
@@ -341,6 +342,16 @@ def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | Non
     if concurrency is None:
         return None
     return benchmark_run(step, ServingWorkload(concurrency, *lengths)).ttft_seconds
+
+
+def engine_inputs(problem: EvaluatorInputs, engine: str) -> EvaluatorInputs:
+    """``problem`` with its workload priced on ``engine``'s MoE kernels (``Workload.engine``,
+    ``chip.gpu.moe_kernels``; an explicit ``moe_kernel`` kept and checked for that engine);
+    ``problem`` itself where it already is."""
+    wl = problem.workload
+    if wl.engine == engine or not wl.engine:
+        return problem
+    return replace(problem, workload=replace(wl, engine=engine))
 
 
 def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | None) -> str:

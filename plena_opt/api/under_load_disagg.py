@@ -162,7 +162,7 @@ def serve_disaggregated(
         check_memory_fraction,
         replica_kv_cap,
     )
-    from plena_opt.api.under_load import check_load, check_target_engine
+    from plena_opt.api.under_load import check_load, check_target_engine, engine_inputs
     from plena_opt.estimate.disaggregated import sub_noc
     from plena_opt.estimate.plan import Plan
     from plena_opt.serving import engine_model
@@ -173,6 +173,7 @@ def serve_disaggregated(
     check_load(concurrency, request_rate, range_ratio)
     frac = check_memory_fraction(memory_fraction) or EXPORTED_MEMORY_FRACTION
     version = check_target_engine(problem, engine, engine_version)
+    problem = engine_inputs(problem, engine)
     noc = problem.noc
     if pools.gpus > noc.num_devices:  # type: ignore[union-attr]
         raise PlenaInputError(

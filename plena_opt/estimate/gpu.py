@@ -211,9 +211,11 @@ class GpuPricing(LayerPricer):
         self.mxfp8_moe = workload.mxfp8_moe
         self.bf16_moe = workload.bf16_moe
         # the serving engine's MoE kernel for an MXFP4 checkpoint's experts (chip.gpu
-        # .moe_kernels): its default, or the one named; "" engine: the flags as given
+        # .moe_kernels): its default, or the one named; a flag set (validate's recipes) or no
+        # engine: the flags as given
         self.moe_kernel = None
-        if workload.engine and model is not None:
+        explicit = self.marlin_moe or self.mxfp8_moe or self.bf16_moe
+        if workload.engine and model is not None and not explicit:
             self.moe_kernel = resolve_moe_kernel(
                 workload.engine, workload.moe_kernel, chip.name, model.checkpoint_precision,
                 self.perf.compute_format, self.perf.weight_only,

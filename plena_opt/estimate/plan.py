@@ -242,9 +242,10 @@ class Workload:
     # at the chip's bf16 rate (GPU; ``chip.gpu.perf.BF16_MOE_NOTE``)
     bf16_moe: bool = False
     # the serving engine whose MoE kernel prices an MXFP4 checkpoint's experts (GPU;
-    # ``chip.gpu.moe_kernels``): "" none (the flags above as given), else "vllm", "sglang" or
-    # "trtllm"; ``moe_kernel`` "default" takes that engine's default kernel, or names one
-    engine: str = ""
+    # ``chip.gpu.moe_kernels``): "vllm" (the default engine everywhere), "sglang", "trtllm" or ""
+    # (none); ``moe_kernel`` "default" takes that engine's default kernel, or names one. The
+    # flags above, where one is set, are the kernel (``validate``'s recipes) and win over both
+    engine: str = "vllm"
     moe_kernel: str = "default"
     # MLA attention projections a quantised checkpoint keeps in bf16 (GPU;
     # ``models.checkpoint.BF16_ATTENTION``): "" none (every GEMM at ``precision``), "all" (NVIDIA's
@@ -291,6 +292,10 @@ class Workload:
         check_moe_kernel(self.moe_kernel)
         if self.moe_kernel != "default" and not self.engine:
             raise PlenaInputError("moe_kernel", "moe_kernel names an engine's kernel: give engine")
+        if self.moe_kernel != "default" and (self.marlin_moe or self.mxfp8_moe or self.bf16_moe):
+            raise PlenaInputError(
+                "moe_kernel", "moe_kernel and marlin_moe / mxfp8_moe / bf16_moe: give one"
+            )
         if not isinstance(self.routing, str) or not self.routing:
             raise PlenaInputError("routing", "routing must be a mode name or a trace file path")
         from plena_opt.chip.precision import check_format
