@@ -237,6 +237,10 @@ class ProblemSpec(BaseModel):
                     "eplb_redundant", "engine", "moe_kernel"):  # fmt: skip
             if data[key] is None:
                 del data[key]
+        if data.get("engine") == DEFAULT_ENGINE:  # what None prices: the same name
+            del data["engine"]
+        if data.get("moe_kernel") == "default":
+            del data["moe_kernel"]
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
