@@ -46,6 +46,7 @@ FLAGS = {
     "output_seq": "--output-seq",
     "batch_sizes": "--batch-sizes",
     "precision": "--precision",
+    "moe_kernel": "--moe-kernel",
     "objectives": "--objectives",
     "max_ttft_ms": "--max-ttft-ms",
     "max_tpot_ms": "--max-tpot-ms",
@@ -133,6 +134,8 @@ def _spec(f: Mapping[str, Any]) -> ProblemSpec:
             input_seq=f.get("input_seq", 2048),
             output_seq=f.get("output_seq", 1024),
             precision=f.get("precision") or None,
+            engine=f.get("engine") or None,
+            moe_kernel=f.get("moe_kernel") or None,
         )
     except ValidationError as exc:
         raise input_error(exc) from exc
@@ -143,6 +146,14 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
     flags; bad input raises ``PlenaInputError`` naming the field."""
     from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 
+    if fields.get("moe_kernel") is not None:
+        from plena_opt.chip.gpu.moe_kernels import MOE_KERNELS
+
+        if fields["moe_kernel"] not in MOE_KERNELS:
+            raise PlenaInputError(
+                "moe_kernel", f"--moe-kernel: invalid choice {str(fields['moe_kernel'])[:64]!r} "
+                f"(choose from {', '.join(MOE_KERNELS)})",
+            )  # fmt: skip
     spec = _spec(fields)
     _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"),
                 fields.get("memory_fraction"))  # fmt: skip
