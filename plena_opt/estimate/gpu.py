@@ -120,6 +120,21 @@ def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: W
     return replace(workload, precision=ckpt)
 
 
+def gpu_moe_kernel(chip: GpuChipProfile, model: ModelSpec, workload: Workload) -> str | None:
+    """The MoE kernel ``workload.engine`` runs ``model``'s MXFP4 experts on, on ``chip``, at the
+    workload's format (the checkpoint's when unset; ``chip.gpu.moe_kernels``): None where none
+    applies; a kernel the engine does not run there is refused naming ``moe_kernel``."""
+    from plena_opt.chip.precision import is_weight_only
+
+    if not workload.engine:
+        return None
+    fmt = _gpu_checkpoint_workload(chip, model, workload).precision or DEFAULT_GPU_PRECISION
+    compute = chip.compute_format(fmt)
+    return resolve_moe_kernel(workload.engine, workload.moe_kernel, chip.name,
+                              model.checkpoint_precision, compute,
+                              is_weight_only(fmt, compute))  # fmt: skip
+
+
 def quantisation_note(model: ModelSpec, precision: str) -> str | None:
     """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
     ckpt = model.checkpoint_precision
@@ -216,10 +231,7 @@ class GpuPricing(LayerPricer):
         self.moe_kernel = None
         explicit = self.marlin_moe or self.mxfp8_moe or self.bf16_moe
         if workload.engine and model is not None and not explicit:
-            self.moe_kernel = resolve_moe_kernel(
-                workload.engine, workload.moe_kernel, chip.name, model.checkpoint_precision,
-                self.perf.compute_format, self.perf.weight_only,
-            )  # fmt: skip
+            self.moe_kernel = gpu_moe_kernel(chip, model, workload)
             flags = moe_kernel_flags(self.moe_kernel)
             self.marlin_moe = self.marlin_moe or flags["marlin_moe"]
             self.mxfp8_moe = self.mxfp8_moe or flags["mxfp8_moe"]

@@ -299,7 +299,12 @@ class ProblemSpec(BaseModel):
                 memory = self._load_memory()
         except (ValueError, OSError) as exc:
             raise _as_input_error(exc, "memory") from exc
-        return EvaluatorInputs(model, noc, memory, self.workload(), chip)
+        workload = self.workload()
+        if getattr(chip, "kind", None) == "gpu" and workload.moe_kernel != "default":
+            from plena_opt.estimate.gpu import gpu_moe_kernel
+
+            gpu_moe_kernel(chip, model, workload)  # type: ignore[arg-type]  # refused up front
+        return EvaluatorInputs(model, noc, memory, workload, chip)
 
     def _load_model(self) -> ModelSpec:
         from plena_opt.models import load_model
