@@ -348,7 +348,7 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
                   precision=d.precision, routing=routing, fp8_block_gemm=d.fp8_block_gemm,
                   fp8_block_moe=d.fp8_block_moe, kv_precision=d.kv_precision,
                   marlin_moe=d.marlin_moe, trtllm_gen_moe=d.trtllm_gen_moe, mxfp8_moe=d.mxfp8_moe,
-                  bf16_moe=d.bf16_moe,
+                  bf16_moe=d.bf16_moe, engine="",  # the kernel: with_formats' flags alone
                   eplb_redundant=d.eplb_redundant, bf16_attention=d.bf16_attention)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
