@@ -335,8 +335,9 @@ def to_workload(w: pb.Workload, field: str = "workload", load: pb.ServingLoad | 
     MoE kernels (``engine_kernel``)."""
     from plena_opt.api.catalog import Workload
 
+    kernel = engine_kernel(load)  # a bad name: load.moe_kernel
     try:
-        return Workload(**workload_kwargs(w, field), **engine_kernel(load))
+        return Workload(**workload_kwargs(w, field), **kernel)
     except PlenaInputError as exc:
         if exc.field == "moe_kernel":
             raise _prefix("load", exc) from exc
