@@ -21,7 +21,7 @@ def search_plans(
 ) -> SearchResult:
     """Run the search ``request`` describes on ``problem`` (default: ``request.problem``
     loaded); ``progress`` gets reports, ``should_stop()`` is polled between trials."""
-    from plena_opt.api.under_load import engine_inputs
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.search.run.runner import run_search
 
     inputs = problem if problem is not None else request.problem.load()

@@ -154,9 +154,10 @@ def compare_under_load(
 ) -> dict[str, Any]:
     """The ``--serving`` comparison of ``request`` under its workload (module docstring);
     a PLENA chip, a NoC-less problem or an unknown engine is refused naming the field."""
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.api.search_load import load_document
     from plena_opt.api.serving_loaded_disagg import LoadedDisaggSpace, loaded_disaggregated_points
-    from plena_opt.api.under_load import check_target_engine, engine_inputs
+    from plena_opt.api.under_load import check_target_engine
     from plena_opt.chip import DEFAULT_CHIP
     from plena_opt.estimate.capacity import DEFAULT_MEMORY_FRACTION
     from plena_opt.search.serving.serving_compare import add_costs, compare_points

@@ -157,12 +157,13 @@ def serve_disaggregated(
     ``serve_under_load``'s; the decode workers' KV pool at ``memory_fraction``, None: the
     exported default); bad input raises naming the field."""
     from plena_opt.api.load_cap import KV_BOUND
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.api.running_cap import (
         EXPORTED_MEMORY_FRACTION,
         check_memory_fraction,
         replica_kv_cap,
     )
-    from plena_opt.api.under_load import check_load, check_target_engine, engine_inputs
+    from plena_opt.api.under_load import check_load, check_target_engine
     from plena_opt.estimate.disaggregated import sub_noc
     from plena_opt.estimate.plan import Plan
     from plena_opt.serving import engine_model

@@ -126,7 +126,12 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="use the first N devices of the --noc profile (default: all of them)",
     )
-    from plena_opt.chip.gpu.moe_kernels import MOE_KERNELS
+    add_moe_kernel_arg(g)
+
+
+def add_moe_kernel_arg(g: argparse._ArgumentGroup) -> None:
+    """``--moe-kernel``: the kernel an MXFP4 checkpoint's experts run on (``api.moe_kernel``)."""
+    from plena_opt.api.moe_kernel import MOE_KERNELS
 
     g.add_argument(
         "--moe-kernel",

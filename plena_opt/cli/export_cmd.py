@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="write the bundle's files into this folder (default: print them)",
     )
-    from plena_opt.chip.gpu.moe_kernels import MOE_KERNELS
+    from plena_opt.api.moe_kernel import MOE_KERNELS
 
     p.add_argument(
         "--moe-kernel",

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.gpu.moe_kernels import moe_kernel_flags, resolve_moe_kernel
-from plena_opt.chip.gpu.perf import bf16_moe_peak, marlin_peak_fraction, mxfp8_moe_peak
 from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
+from plena_opt.estimate.gpu_moe import moe_kernel_of
 from plena_opt.estimate.gpu_stage import GpuStageArrays, active_experts, busy_seconds, stage_of
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
@@ -120,21 +119,6 @@ def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: W
     return replace(workload, precision=ckpt)
 
 
-def gpu_moe_kernel(chip: GpuChipProfile, model: ModelSpec, workload: Workload) -> str | None:
-    """The MoE kernel ``workload.engine`` runs ``model``'s MXFP4 experts on, on ``chip``, at the
-    workload's format (the checkpoint's when unset; ``chip.gpu.moe_kernels``): None where none
-    applies; a kernel the engine does not run there is refused naming ``moe_kernel``."""
-    from plena_opt.chip.precision import is_weight_only
-
-    if not workload.engine:
-        return None
-    fmt = _gpu_checkpoint_workload(chip, model, workload).precision or DEFAULT_GPU_PRECISION
-    compute = chip.compute_format(fmt)
-    return resolve_moe_kernel(workload.engine, workload.moe_kernel, chip.name,
-                              model.checkpoint_precision, compute,
-                              is_weight_only(fmt, compute))  # fmt: skip
-
-
 def quantisation_note(model: ModelSpec, precision: str) -> str | None:
     """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
     ckpt = model.checkpoint_precision
@@ -221,35 +205,11 @@ class GpuPricing(LayerPricer):
                 )
             if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
                 self.dense = self.dense.block_scaled()
-        self.marlin_moe = workload.marlin_moe
         self.trtllm_gen_moe = workload.trtllm_gen_moe
-        self.mxfp8_moe = workload.mxfp8_moe
-        self.bf16_moe = workload.bf16_moe
-        # the serving engine's MoE kernel for an MXFP4 checkpoint's experts (chip.gpu
-        # .moe_kernels): its default, or the one named; a flag set (validate's recipes) or no
-        # engine: the flags as given
-        self.moe_kernel = None
-        explicit = self.marlin_moe or self.mxfp8_moe or self.bf16_moe
-        if workload.engine and model is not None and not explicit:
-            self.moe_kernel = gpu_moe_kernel(chip, model, workload)
-            flags = moe_kernel_flags(self.moe_kernel)
-            self.marlin_moe = self.marlin_moe or flags["marlin_moe"]
-            self.mxfp8_moe = self.mxfp8_moe or flags["mxfp8_moe"]
-            self.bf16_moe = self.bf16_moe or flags["bf16_moe"]
-        if self.mxfp8_moe:  # 4-bit experts on fp4 tensor cores, a chip with an fp8 peak
-            mxfp8_moe_peak(chip, self.perf.compute_format)
-        if self.bf16_moe:  # 4-bit experts on fp4-capable tensor cores, bf16 activations
-            bf16_moe_peak(chip, self.perf.compute_format)
-        if self.mxfp8_moe and self.bf16_moe:
-            raise PlenaInputError("bf16_moe", "bf16_moe and mxfp8_moe: give one")
-        if self.marlin_moe and not self.perf.weight_only:
-            raise PlenaInputError(
-                "marlin_moe",
-                "marlin_moe needs weight-only (W4A16) experts; "
-                f"{self.perf.precision} on {chip.name} is not weight-only",
-            )
-        if self.marlin_moe:  # Marlin is a CUDA kernel with a known ceiling per chip
-            marlin_peak_fraction(chip.name)
+        # the experts' MoE kernel (estimate.gpu_moe): the workload's flags, else its engine's
+        self.moe_kernel, self.marlin_moe, self.mxfp8_moe, self.bf16_moe = moe_kernel_of(
+            chip, model, workload, self.perf
+        )
         # MLA projections the checkpoint keeps in bf16 (Workload.bf16_attention): read 2-byte
         # weights at the bf16 rate; o_proj too unless the checkpoint quantises it ("all_but_o")
         self.attn_proj = self.attn_out = self.dense

@@ -301,9 +301,12 @@ class ProblemSpec(BaseModel):
             raise _as_input_error(exc, "memory") from exc
         workload = self.workload()
         if getattr(chip, "kind", None) == "gpu" and workload.moe_kernel != "default":
-            from plena_opt.estimate.gpu import gpu_moe_kernel
+            from plena_opt.estimate.gpu import DEFAULT_GPU_PRECISION, GpuPricing
+            from plena_opt.estimate.gpu_moe import gpu_moe_kernel
 
-            gpu_moe_kernel(chip, model, workload)  # type: ignore[arg-type]  # refused up front
+            w = GpuPricing.checkpoint_workload(chip, model, workload)  # type: ignore[arg-type]
+            fmt = w.precision or DEFAULT_GPU_PRECISION  # the format priced: refused up front
+            gpu_moe_kernel(chip, model, workload, fmt)  # type: ignore[arg-type]
         return EvaluatorInputs(model, noc, memory, workload, chip)
 
     def _load_model(self) -> ModelSpec:

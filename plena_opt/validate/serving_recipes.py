@@ -23,6 +23,17 @@ DEEPSEEK_R1 = frozenset({"deepseek-v3"})  # DeepSeek-R1's catalog model (ARCHITE
 MARLIN_RECIPE_CHIPS = frozenset({"h100-sxm", "h200-sxm"})
 
 
+def marlin_recipe(chip: str, fmt: str, inferencex_vllm: bool) -> bool:
+    """Whether an InferenceX vLLM row ran its experts on Marlin: a ``MARLIN_RECIPE_CHIPS`` chip
+    running ``fmt`` weight-only (W4A16: no tensor cores of that width)."""
+    from plena_opt.chip import load_chip
+    from plena_opt.chip.precision import is_weight_only
+
+    if not inferencex_vllm or chip not in MARLIN_RECIPE_CHIPS:
+        return False
+    return is_weight_only(fmt, load_chip(chip).formats[fmt])  # type: ignore[union-attr]
+
+
 # The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,
 # 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh) write ``batch_wait_timeout_iters: 20``
 # and ``batch_wait_max_tokens_ratio: 0.9`` when ISL = OSL = 1024 and TP < 8 ("will improve the

@@ -311,29 +311,12 @@ def workload_kwargs(w: pb.Workload, field: str = "workload") -> dict:
     return kwargs
 
 
-def engine_kernel(load: pb.ServingLoad | None) -> dict[str, str]:
-    """The ``Workload`` engine / moe_kernel a request's ``load`` names (empty: vLLM and its
-    default kernel; an unknown engine is left to the load's own check, naming load.engine)."""
-    from plena_opt.chip.gpu.moe_kernels import ENGINES, check_moe_kernel
-
-    out: dict[str, str] = {}
-    if load is None:
-        return out
-    if load.engine in ENGINES:
-        out["engine"] = load.engine
-    if load.moe_kernel:
-        try:
-            out["moe_kernel"] = check_moe_kernel(load.moe_kernel)
-        except PlenaInputError as exc:
-            raise _prefix("load", exc) from exc
-    return out
-
-
 def to_workload(w: pb.Workload, field: str = "workload", load: pb.ServingLoad | None = None
                 ) -> Any:  # fmt: skip
     """The library ``Workload`` of ``w`` (errors name ``field``), priced on ``load``'s engine
     MoE kernels (``engine_kernel``)."""
     from plena_opt.api.catalog import Workload
+    from plena_server.engine_kernel import engine_kernel
 
     kernel = engine_kernel(load)  # a bad name: load.moe_kernel
     try:
