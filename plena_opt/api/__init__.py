@@ -46,6 +46,7 @@ _EXPORTS = {
     "build_schedule": "plena_opt.api.simulations",
     "decide_serving": "plena_opt.api.serving",
     "engine_model": "plena_opt.api.exports",
+    "export_moe": "plena_opt.api.exports",
     "enumerate_plans": "plena_opt.api.problems",
     "estimate_plan": "plena_opt.api.estimates",
     "estimate_single_chip": "plena_opt.api.estimates",

@@ -79,3 +79,24 @@ def engine_model(model: str | None, model_path: str | None) -> str:
             "ID or --model-path DIR",
         )
     return str(hf_id)
+
+
+def export_moe(chip: Any, model: Any, model_path: str | None = None,
+               moe_kernel: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The ``ExportSpec`` fields that select the MoE kernel a plan's experts were priced on
+    (``chip``, ``checkpoint_precision``, ``moe_kernel``; ``chip.gpu.moe_kernels``): empty
+    where the chip or model is not a named one (an inline document) or not known."""
+    from plena_opt.chip.gpu.moe_kernels import check_moe_kernel
+
+    out: dict[str, Any] = {}
+    if moe_kernel is not None:
+        out["moe_kernel"] = check_moe_kernel(moe_kernel)
+    if not isinstance(chip, str) or not (isinstance(model, str) or model_path):
+        return out
+    from plena_opt.models.catalog import load_model
+
+    try:
+        spec = load_model(None if model_path else model, model_path)
+    except (PlenaInputError, ValueError, OSError):
+        return out  # the model the engines load is named elsewhere; no kernel is resolved
+    return {**out, "chip": chip, "checkpoint_precision": spec.checkpoint_precision}

@@ -110,6 +110,8 @@ def _pool(
 
     plan, batch, precision = parse_point_key(key)
     update: dict[str, Any] = {"batch_size": batch, "devices": plan.world_size}
+    if engine:  # the engine's MoE kernels price the static plan too
+        update["engine"] = engine
     if precision is not None:
         update["precision"] = precision
     problem = spec.model_copy(update=update).load()
@@ -239,10 +241,12 @@ def bundle_files(
     precision: str | None = None,
     gpus_per_node: int = 8,
     memory_fraction: float | None = None,
+    moe_kernel: str | None = None,
 ) -> dict[str, str]:
     """The files ``plena-opt export KEY --out-dir DIR`` writes (launch scripts, refusals,
     ``launch.json``, ``deployment.json``), name → text; ``model`` the id the engines load;
     ``memory_fraction``: the engines' memory setting (None: 0.9, ``export --memory-fraction``)."""
+    from plena_opt.api.exports import export_moe
     from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION, check_memory_fraction
     from plena_opt.export import ExportSpec, bundle
     from plena_opt.export.files import write_bundle, write_deployment
@@ -255,6 +259,7 @@ def bundle_files(
         gpus_per_node=gpus_per_node,
         precision=precision,
         memory_fraction=check_memory_fraction(memory_fraction) or EXPORTED_MEMORY_FRACTION,
+        **export_moe(gpu, catalog_model, None, moe_kernel),
     )
     launches = bundle(key, spec)
     with tempfile.TemporaryDirectory(prefix="plena-ui-bundle-") as tmp:

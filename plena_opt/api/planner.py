@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from plena_opt.api.planner_figures import entry_figures, serving_figures
+from plena_opt.api.planner_inputs import input_error
 from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
     from plena_opt.api.recommendation import Recommendation
-    from plena_opt.estimate.problem import EvaluatorInputs, ProblemSpec
+    from plena_opt.estimate.problem import EvaluatorInputs
     from plena_opt.search.request import SearchRequest
     from plena_opt.search.result import SearchResult
     from plena_opt.stop import StopToken
@@ -46,6 +47,7 @@ FLAGS = {
     "output_seq": "--output-seq",
     "batch_sizes": "--batch-sizes",
     "precision": "--precision",
+    "moe_kernel": "--moe-kernel",
     "objectives": "--objectives",
     "max_ttft_ms": "--max-ttft-ms",
     "max_tpot_ms": "--max-tpot-ms",
@@ -62,17 +64,6 @@ LOAD_FLAGS = {
     "percentile": "--percentile",
     "memory_fraction": "--memory-fraction",
 }
-
-
-def input_error(exc: ValidationError) -> PlenaInputError:
-    """The first pydantic error as the CLI words it (``--flag: rule``; ``field`` the name)."""
-    err = exc.errors()[0]
-    loc = [str(p) for p in err.get("loc", ()) if p != "problem"]
-    name = ".".join(loc)
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    if not name:
-        return PlenaInputError("request", msg)
-    return PlenaInputError(name, f"--{name.replace('_', '-')}: {msg}")
 
 
 @dataclass(frozen=True)
@@ -107,43 +98,13 @@ def _batches(text: str | None) -> tuple[list[int] | None, bool]:
     return sizes, False
 
 
-def _spec(f: Mapping[str, Any]) -> ProblemSpec:
-    from plena_opt.api.planner_inputs import check_model_dir, check_noc_document
-    from plena_opt.estimate.problem import InlineDocument, ProblemSpec
-
-    doc = f.get("model_document")
-    model: Any = f.get("model")
-    model_path = None
-    if doc is not None:
-        if not isinstance(doc, dict):
-            raise PlenaInputError("model_document", "model_document: an HF config.json object")
-        model = InlineDocument(document=doc, name=str(f.get("model_name") or "custom"))
-    elif f.get("model_dir") is not None:
-        model, model_path = None, check_model_dir(f.get("model_dir"))
-    noc: Any = f.get("noc") or "hgx-h200x8"
-    if f.get("noc_document") is not None:
-        noc = check_noc_document(f.get("noc_document"), f.get("noc_name"))
-    try:
-        return ProblemSpec(
-            model=model,
-            model_path=model_path,
-            chip=f.get("chip"),
-            noc=noc,
-            devices=f.get("devices"),
-            input_seq=f.get("input_seq", 2048),
-            output_seq=f.get("output_seq", 1024),
-            precision=f.get("precision") or None,
-        )
-    except ValidationError as exc:
-        raise input_error(exc) from exc
-
-
 def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
     """The search the planner fields state, validated as ``plena-opt search`` validates its
     flags; bad input raises ``PlenaInputError`` naming the field."""
+    from plena_opt.api.planner_inputs import planner_spec
     from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 
-    spec = _spec(fields)
+    spec = planner_spec(fields)
     _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"),
                 fields.get("memory_fraction"))  # fmt: skip
     load, serving, note = _search_load(fields)

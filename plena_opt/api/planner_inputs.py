@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.problem import ProblemSpec
 
 #: The file names the reproducing command gives an uploaded NoC profile.
 UPLOADED_NOC = "noc.json"
@@ -101,3 +107,51 @@ def _declared_devices(doc: dict[str, Any], top: int) -> int:
             if n > top:
                 return n
     return n
+
+
+def planner_spec(f: Mapping[str, Any]) -> ProblemSpec:
+    """The ``ProblemSpec`` of the planner's fields (``search``'s flags); bad input raises naming
+    the field."""
+    from plena_opt.api.moe_kernel import check_moe_kernel_flag
+    from plena_opt.estimate.problem import InlineDocument, ProblemSpec
+
+    check_moe_kernel_flag(f.get("moe_kernel"))
+
+    doc = f.get("model_document")
+    model: Any = f.get("model")
+    model_path = None
+    if doc is not None:
+        if not isinstance(doc, dict):
+            raise PlenaInputError("model_document", "model_document: an HF config.json object")
+        model = InlineDocument(document=doc, name=str(f.get("model_name") or "custom"))
+    elif f.get("model_dir") is not None:
+        model, model_path = None, check_model_dir(f.get("model_dir"))
+    noc: Any = f.get("noc") or "hgx-h200x8"
+    if f.get("noc_document") is not None:
+        noc = check_noc_document(f.get("noc_document"), f.get("noc_name"))
+    try:
+        return ProblemSpec(
+            model=model,
+            model_path=model_path,
+            chip=f.get("chip"),
+            noc=noc,
+            devices=f.get("devices"),
+            input_seq=f.get("input_seq", 2048),
+            output_seq=f.get("output_seq", 1024),
+            precision=f.get("precision") or None,
+            engine=f.get("engine") or None,
+            moe_kernel=f.get("moe_kernel") or None,
+        )
+    except ValidationError as exc:
+        raise input_error(exc) from exc
+
+
+def input_error(exc: ValidationError) -> PlenaInputError:
+    """The first pydantic error as the CLI words it (``--flag: rule``; ``field`` the name)."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err.get("loc", ()) if p != "problem"]
+    name = ".".join(loc)
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not name:
+        return PlenaInputError("request", msg)
+    return PlenaInputError(name, f"--{name.replace('_', '-')}: {msg}")

@@ -99,6 +99,7 @@ PROTO_BOUNDS: dict[str, str] = {
     "ServingLoad.request_rate": "0 (unset) or 0 < requests/s ≤ MAX_REQUEST_RATE",
     "ServingLoad.engine": _CHOICE,
     "ServingLoad.engine_version": "the one modelled version of the engine, else refused",
+    "ServingLoad.moe_kernel": _CHOICE + " (one the engine does not run there is refused)",
     "ServingLoad.range_ratio": "0 ≤ ratio < 1",
     "ServingLoad.memory_fraction": "unset or 0 < fraction ≤ MAX_MEMORY_FRACTION (Estimate only)",
     "ServingLoad.prefill_workers": _POOL,

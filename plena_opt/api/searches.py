@@ -21,14 +21,18 @@ def search_plans(
 ) -> SearchResult:
     """Run the search ``request`` describes on ``problem`` (default: ``request.problem``
     loaded); ``progress`` gets reports, ``should_stop()`` is polled between trials."""
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.search.run.runner import run_search
 
     inputs = problem if problem is not None else request.problem.load()
+    if request.engine:  # the engine's MoE kernels price the plans (static ones too)
+        inputs = engine_inputs(inputs, request.engine)
     if not request.under_load:
         return run_search(request, inputs.evaluator, progress=progress, should_stop=should_stop)
     from plena_opt.api.search_load import load_document, loaded_factory
     from plena_opt.api.under_load import check_target_engine
 
+    inputs = engine_inputs(inputs, request.engine or "vllm")
     version = check_target_engine(inputs, request.engine or "vllm", request.engine_version)
     factory = loaded_factory(inputs.evaluator, inputs, request)
     result = run_search(request, factory, progress=progress, should_stop=should_stop)

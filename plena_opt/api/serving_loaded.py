@@ -154,6 +154,7 @@ def compare_under_load(
 ) -> dict[str, Any]:
     """The ``--serving`` comparison of ``request`` under its workload (module docstring);
     a PLENA chip, a NoC-less problem or an unknown engine is refused naming the field."""
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.api.search_load import load_document
     from plena_opt.api.serving_loaded_disagg import LoadedDisaggSpace, loaded_disaggregated_points
     from plena_opt.api.under_load import check_target_engine
@@ -167,6 +168,7 @@ def compare_under_load(
     check_loaded_serving(request)
     engine = request.engine or "vllm"
     version = check_target_engine(problem, engine, request.engine_version)
+    problem = engine_inputs(problem, engine)
     sla, mode, skipped = _sla(request), str(request.serving), Counter()
     sets: dict[str, Any] = {}
     if mode in ("aggregated", "both"):

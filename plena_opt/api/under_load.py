@@ -271,6 +271,7 @@ def serve_under_load(
     state uses the means). ``batch``: the plan's global batch, exported as the engine's running
     cap, under the KV cap of the pool at ``memory_fraction`` (``api.running_cap``; None: the
     exported default). Bad input raises naming the field."""
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.api.running_cap import check_memory_fraction, plan_engine
     from plena_opt.serving.error_bars import band_of, load_table, lookup
     from plena_opt.serving.pipeline import check_plan, in_flight_load
@@ -278,6 +279,7 @@ def serve_under_load(
     check_load(concurrency, request_rate, range_ratio)
     memory_fraction = check_memory_fraction(memory_fraction)
     version = check_target_engine(problem, engine, engine_version)
+    problem = engine_inputs(problem, engine)  # its MoE kernels price the experts
     check_plan(plan)
     eng, cap_source = plan_engine(problem, plan, engine, batch, memory_fraction)
     dp = plan.dp

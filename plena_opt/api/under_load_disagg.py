@@ -157,6 +157,7 @@ def serve_disaggregated(
     ``serve_under_load``'s; the decode workers' KV pool at ``memory_fraction``, None: the
     exported default); bad input raises naming the field."""
     from plena_opt.api.load_cap import KV_BOUND
+    from plena_opt.api.moe_kernel import engine_inputs
     from plena_opt.api.running_cap import (
         EXPORTED_MEMORY_FRACTION,
         check_memory_fraction,
@@ -173,6 +174,7 @@ def serve_disaggregated(
     check_load(concurrency, request_rate, range_ratio)
     frac = check_memory_fraction(memory_fraction) or EXPORTED_MEMORY_FRACTION
     version = check_target_engine(problem, engine, engine_version)
+    problem = engine_inputs(problem, engine)
     noc = problem.noc
     if pools.gpus > noc.num_devices:  # type: ignore[union-attr]
         raise PlenaInputError(

@@ -126,6 +126,23 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="use the first N devices of the --noc profile (default: all of them)",
     )
+    add_moe_kernel_arg(g)
+
+
+def add_moe_kernel_arg(g: argparse._ArgumentGroup) -> None:
+    """``--moe-kernel``: the kernel an MXFP4 checkpoint's experts run on (``api.moe_kernel``)."""
+    from plena_opt.api.moe_kernel import MOE_KERNELS
+
+    g.add_argument(
+        "--moe-kernel",
+        default=None,
+        choices=MOE_KERNELS,
+        help="GPU: the kernel an MXFP4 checkpoint's experts (gpt-oss) run on under --engine: "
+        "default (the engine's own: vLLM triton on Hopper, bf16 activations on Blackwell; "
+        "SGLang triton / mxfp8; TensorRT-LLM triton / mxfp8), triton, marlin (vLLM/SGLang "
+        "on Hopper), mxfp8 (MXFP8 activations on Blackwell) or bf16; one the engine does not "
+        "run on the chip is refused (default: default)",
+    )
 
 
 def add_plan_args(parser: argparse.ArgumentParser) -> None:
@@ -308,6 +325,8 @@ def problem_from_args(args: argparse.Namespace) -> ProblemSpec:
             kv_precision=getattr(args, "kv_precision", None),
             devices=getattr(args, "devices", None),
             eplb_redundant=getattr(args, "eplb_redundant", None),
+            engine=getattr(args, "engine", None),
+            moe_kernel=getattr(args, "moe_kernel", None),
         )
     except ValidationError as exc:
         raise pydantic_to_input_error(exc) from exc

@@ -78,6 +78,16 @@ def register(subparsers: Any) -> None:
         default=None,
         help="write the bundle's files into this folder (default: print them)",
     )
+    from plena_opt.api.moe_kernel import MOE_KERNELS
+
+    p.add_argument(
+        "--moe-kernel",
+        default=None,
+        choices=MOE_KERNELS,
+        help="the kernel an MXFP4 checkpoint's experts were priced on (estimate/search "
+        "--moe-kernel): each engine's settings that select it are written, one it does not "
+        "run on --gpu is refused (default: the stored study's, else each engine's default)",
+    )
     p.add_argument(
         "--gpu",
         default=None,
@@ -110,7 +120,7 @@ def _key_and_problem(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def spec_of(args: argparse.Namespace, problem: dict[str, Any]) -> Any:
     """The bundle's shared settings: flags first, then the stored problem, then defaults."""
-    from plena_opt.api import engine_model
+    from plena_opt.api import engine_model, export_moe
     from plena_opt.api.catalog import check_format
     from plena_opt.api.launch import ExportSpec
 
@@ -138,6 +148,12 @@ def spec_of(args: argparse.Namespace, problem: dict[str, Any]) -> Any:
         precision=args.precision or problem.get("precision"),
         kv_precision=args.kv_precision or problem.get("kv_precision"),
         eplb_redundant=problem.get("eplb_redundant") or 0,
+        **export_moe(
+            args.gpu or problem.get("chip"),
+            args.model or (None if args.model_path else problem.get("model")),
+            args.model_path or (None if args.model else problem.get("model_path")),
+            args.moe_kernel or problem.get("moe_kernel"),
+        ),  # fmt: skip
     )
 
 

@@ -19,11 +19,11 @@ def resolve_batch(args: argparse.Namespace) -> int | None:
     return batch
 
 
-# the flags of a serving workload (load, engine, lengths' range, KV pool share)
+# the flags of a serving workload (load, engine version, lengths' range, KV pool share);
+# ``--engine`` alone prices the static estimate with that engine's MoE kernels
 LOAD_FLAGS = (
     "concurrency",
     "request_rate",
-    "engine",
     "engine_version",
     "range_ratio",
     "memory_fraction",

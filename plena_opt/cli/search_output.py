@@ -40,7 +40,9 @@ def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]
     """``--export-dir``: launch files of the top plans; what was written (for the report)."""
     if not getattr(args, "export_dir", None):
         return []
+    from plena_opt.api import export_moe
     from plena_opt.api.launch import ExportSpec, write_exports
+    from plena_opt.cli.common import DEFAULT_MODEL
 
     spec = ExportSpec(
         model=export_model(args),
@@ -49,6 +51,12 @@ def export_launches(result: SearchResult, args: argparse.Namespace) -> list[str]
         memory_fraction=args.memory_fraction or 0.9,
         precision=getattr(args, "precision", None),
         kv_precision=getattr(args, "kv_precision", None),
+        **export_moe(
+            args.chip,
+            None if args.model_path else (args.model or DEFAULT_MODEL),
+            args.model_path,
+            getattr(args, "moe_kernel", None),
+        ),  # fmt: skip
     )
     paths = write_exports(result, args.export_dir, top_k=args.export_top, spec=spec)
     return [f"{len(paths)} launch files under {args.export_dir}"]

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from plena_opt.chip.gpu import GpuChipProfile, GpuPerfModel, KernelTime
-from plena_opt.chip.gpu.perf import marlin_peak_fraction, mxfp8_moe_peak
 from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
+from plena_opt.estimate.gpu_moe import moe_kernel_of
 from plena_opt.estimate.gpu_stage import GpuStageArrays, active_experts, busy_seconds, stage_of
 from plena_opt.estimate.layer import LayerKind, LayerShape
 from plena_opt.estimate.moe_load import MoeLoad
@@ -201,19 +201,11 @@ class GpuPricing(LayerPricer):
                 )
             if workload.fp8_block_gemm:  # dense GEMMs on the chip's fp8_block curves
                 self.dense = self.dense.block_scaled()
-        self.marlin_moe = workload.marlin_moe
         self.trtllm_gen_moe = workload.trtllm_gen_moe
-        self.mxfp8_moe = workload.mxfp8_moe
-        if self.mxfp8_moe:  # 4-bit experts on fp4 tensor cores, a chip with an fp8 peak
-            mxfp8_moe_peak(chip, self.perf.compute_format)
-        if self.marlin_moe and not self.perf.weight_only:
-            raise PlenaInputError(
-                "marlin_moe",
-                "marlin_moe needs weight-only (W4A16) experts; "
-                f"{self.perf.precision} on {chip.name} is not weight-only",
-            )
-        if self.marlin_moe:  # Marlin is a CUDA kernel with a known ceiling per chip
-            marlin_peak_fraction(chip.name)
+        # the experts' MoE kernel (estimate.gpu_moe): the workload's flags, else its engine's
+        self.moe_kernel, self.marlin_moe, self.mxfp8_moe, self.bf16_moe = moe_kernel_of(
+            chip, model, workload, self.perf
+        )
         # MLA projections the checkpoint keeps in bf16 (Workload.bf16_attention): read 2-byte
         # weights at the bf16 rate; o_proj too unless the checkpoint quantises it ("all_but_o")
         self.attn_proj = self.attn_out = self.dense
@@ -243,6 +235,7 @@ class GpuPricing(LayerPricer):
             "checkpoint_source": None if m is None else m.checkpoint_source,
             "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
+            **({} if self.moe_kernel is None else {"moe_kernel": self.moe_kernel}),
             "power_watts": {
                 "busy": self.chip.power.busy_watts.value,
                 "idle": self.chip.power.idle_watts.value,
@@ -307,6 +300,7 @@ class GpuPricing(LayerPricer):
                 marlin=self.marlin_moe,
                 trtllm_gen=self.trtllm_gen_moe,
                 mxfp8=self.mxfp8_moe,
+                bf16=self.bf16_moe,
             ),
         ]
 

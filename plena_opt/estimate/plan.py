@@ -237,6 +237,16 @@ class Workload:
     # TRTLLM MoE backend, vLLM ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``): their compute at the
     # chip's fp8 rate (GPU; ``chip.gpu.perf.MXFP8_MOE_NOTE``)
     mxfp8_moe: bool = False
+    # 4-bit routed experts multiplied with bf16 activations on fp4-capable tensor cores (vLLM
+    # 0.34.0's Blackwell default for MXFP4, FlashInfer TRT-LLM-gen MXFP4 x BF16): their compute
+    # at the chip's bf16 rate (GPU; ``chip.gpu.perf.BF16_MOE_NOTE``)
+    bf16_moe: bool = False
+    # the serving engine whose MoE kernel prices an MXFP4 checkpoint's experts (GPU;
+    # ``chip.gpu.moe_kernels``): "vllm" (the default engine everywhere), "sglang", "trtllm" or ""
+    # (none); ``moe_kernel`` "default" takes that engine's default kernel, or names one. The
+    # flags above, where one is set, are the kernel (``validate``'s recipes) and win over both
+    engine: str = "vllm"
+    moe_kernel: str = "default"
     # MLA attention projections a quantised checkpoint keeps in bf16 (GPU;
     # ``models.checkpoint.BF16_ATTENTION``): "" none (every GEMM at ``precision``), "all" (NVIDIA's
     # DeepSeek-R1 NVFP4 v1), "all_but_o" (the v2 checkpoints: o_proj quantised too)
@@ -272,6 +282,7 @@ class Workload:
             "trtllm_gen_moe",
             "mxfp8_moe",
             "fused_input_quant",
+            "bf16_moe",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise PlenaTypeError(name, f"{name} must be a bool")
@@ -279,6 +290,17 @@ class Workload:
         from plena_opt.models.checkpoint import BF16_ATTENTION
 
         check_choice("bf16_attention", self.bf16_attention, BF16_ATTENTION)
+        from plena_opt.chip.gpu.moe_kernels import ENGINES, check_moe_kernel
+
+        if self.engine:
+            check_choice("engine", self.engine, ENGINES)
+        check_moe_kernel(self.moe_kernel)
+        if self.moe_kernel != "default" and not self.engine:
+            raise PlenaInputError("moe_kernel", "moe_kernel names an engine's kernel: give engine")
+        if self.moe_kernel != "default" and (self.marlin_moe or self.mxfp8_moe or self.bf16_moe):
+            raise PlenaInputError(
+                "moe_kernel", "moe_kernel and marlin_moe / mxfp8_moe / bf16_moe: give one"
+            )
         if not isinstance(self.routing, str) or not self.routing:
             raise PlenaInputError("routing", "routing must be a mode name or a trace file path")
         from plena_opt.chip.precision import check_format

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # loaded lazily: the CLI reads the defaults here before any h
     from plena_opt.memory import Memory
     from plena_opt.models import ModelSpec
 
+from plena_opt.chip.gpu.moe_kernels import DEFAULT_ENGINE
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
 
@@ -190,6 +191,11 @@ class ProblemSpec(BaseModel):
     kv_precision: str | None = None
     devices: int | None = Field(default=None, ge=1, le=65536)
     eplb_redundant: int | None = Field(default=None, ge=0, le=1 << 16)  # estimate.eplb
+    # the serving engine whose MoE kernel prices an MXFP4 checkpoint's experts on a GPU (None:
+    # vLLM, the default engine everywhere) and the kernel (None: that engine's default;
+    # ``chip.gpu.moe_kernels``)
+    engine: str | None = None
+    moe_kernel: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ProblemSpec:
@@ -228,9 +234,13 @@ class ProblemSpec(BaseModel):
         Unset optional stack heights are left out, so adding such options keeps old names."""
         data = self.identity()
         for key in ("total_layers", "connected_layers", "precision", "kv_precision", "devices",
-                    "eplb_redundant"):  # fmt: skip
+                    "eplb_redundant", "engine", "moe_kernel"):  # fmt: skip
             if data[key] is None:
                 del data[key]
+        if data.get("engine") == DEFAULT_ENGINE:  # what None prices: the same name
+            del data["engine"]
+        if data.get("moe_kernel") == "default":
+            del data["moe_kernel"]
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -248,6 +258,8 @@ class ProblemSpec(BaseModel):
             precision=self.precision,
             kv_precision=self.kv_precision,
             eplb_redundant=self.eplb_redundant or 0,
+            engine=self.engine or DEFAULT_ENGINE,
+            moe_kernel=self.moe_kernel or "default",
         )
 
     def load(self) -> EvaluatorInputs:
@@ -271,6 +283,10 @@ class ProblemSpec(BaseModel):
                 chip = load_chip(_source(self.chip))
             except (ValueError, OSError) as exc:
                 raise _as_input_error(exc, "chip") from exc
+        if self.moe_kernel not in (None, "default") and getattr(chip, "kind", None) != "gpu":
+            raise PlenaInputError(
+                "moe_kernel", "moe_kernel picks a serving engine's MoE kernel: give a GPU chip"
+            )
         try:
             from plena_opt.estimate.pricer import chip_memory
 
@@ -283,7 +299,15 @@ class ProblemSpec(BaseModel):
                 memory = self._load_memory()
         except (ValueError, OSError) as exc:
             raise _as_input_error(exc, "memory") from exc
-        return EvaluatorInputs(model, noc, memory, self.workload(), chip)
+        workload = self.workload()
+        if getattr(chip, "kind", None) == "gpu" and workload.moe_kernel != "default":
+            from plena_opt.estimate.gpu import DEFAULT_GPU_PRECISION, GpuPricing
+            from plena_opt.estimate.gpu_moe import gpu_moe_kernel
+
+            w = GpuPricing.checkpoint_workload(chip, model, workload)  # type: ignore[arg-type]
+            fmt = w.precision or DEFAULT_GPU_PRECISION  # the format priced: refused up front
+            gpu_moe_kernel(chip, model, workload, fmt)  # type: ignore[arg-type]
+        return EvaluatorInputs(model, noc, memory, workload, chip)
 
     def _load_model(self) -> ModelSpec:
         from plena_opt.models import load_model

@@ -83,6 +83,43 @@ def _formats(engine: str, precision: str | None, spec: ExportSpec) -> tuple[list
     return argv, notes, bad
 
 
+def moe_kernel_of(engine: str, spec: ExportSpec) -> tuple[str | None, list[str]]:
+    """(kernel, refusals): the MoE kernel ``engine`` runs the plan's experts on, as the plan was
+    priced (``chip.gpu.moe_kernels.resolve_moe_kernel`` on the chip, the checkpoint and the
+    plan's format); None where no MXFP4 MoE kernel applies; a kernel the engine does not run
+    there: the refusal."""
+    from plena_opt.chip.gpu.moe_kernels import check_moe_kernel, resolve_moe_kernel
+
+    check_moe_kernel(spec.moe_kernel)
+    if spec.chip is None or spec.checkpoint_precision is None:
+        if spec.moe_kernel == "default":
+            return None, []
+        return None, ["moe_kernel needs the GPU chip and model the plan was priced on"]
+    from plena_opt.chip import load_chip
+    from plena_opt.chip.precision import is_weight_only
+    from plena_opt.errors import PlenaInputError
+
+    chip = load_chip(spec.chip)
+    fmt = spec.precision or spec.checkpoint_precision
+    compute = getattr(chip, "formats", {}).get(fmt)
+    if compute is None:
+        if spec.moe_kernel == "default":
+            return None, []
+        return None, [f"moe_kernel: {spec.chip} has no {fmt} format"]
+    try:
+        kernel = resolve_moe_kernel(engine, spec.moe_kernel, chip.name, spec.checkpoint_precision,
+                                    compute, is_weight_only(fmt, compute))  # fmt: skip
+    except PlenaInputError as exc:
+        return None, [str(exc)]
+    return kernel, []
+
+
+def _moe_argv(engine: str, spec: ExportSpec) -> tuple[list[str], list[str]]:
+    """(arguments, refusals) selecting the priced MoE kernel (``engines.json`` ``moe_kernel``)."""
+    kernel, bad = moe_kernel_of(engine, spec)
+    return ([] if kernel is None else list(ENGINES[engine]["moe_kernel"][kernel])), bad
+
+
 def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list[LaunchConfig]:
     """``vllm serve`` of the plan, one command per node."""
     f, eng = ENGINES["vllm"]["flags"], ENGINES["vllm"]
@@ -98,6 +135,8 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
             "dp > 1 and ep > 1 keeps dp replicas of each expert group"
         )
     fmt, notes, fbad = _formats("vllm", spec.precision, spec)
+    moe, mbad = _moe_argv("vllm", spec)
+    fbad += mbad
     replicas, size = plan.dp * plan.ep, plan.tp * plan.pp * plan.cp
     nodes, per_node = _layout(replicas, size, spec.gpus_per_node)
     if nodes is not None and nodes > 1 and size > spec.gpus_per_node and replicas > 1:
@@ -126,7 +165,7 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
     if spec.eplb_redundant:  # vLLM EPLBConfig.num_redundant_experts
         argv += [f["eplb"], f["eplb_config"], _json({"num_redundant_experts": spec.eplb_redundant})]
     argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
-    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
+    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, *moe, f["port"], str(port)]
     if role in ("prefill", "decode"):
         argv += [f["kv_transfer"], _json(eng["kv_connector"])]
     if plan.comm_overlap == "full":
@@ -191,6 +230,8 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         bad.append(EPLB_NEEDS_EP.format(flag="SGLang's --ep-num-redundant-experts",
                                         what="--ep-size > 1"))  # fmt: skip
     fmt, notes, fbad = _formats("sglang", spec.precision, spec)
+    moe, mbad = _moe_argv("sglang", spec)
+    fbad += mbad
     total = plan.world_size
     if total > spec.gpus_per_node and total % spec.gpus_per_node:
         bad.append(f"a server of {total} devices does not fill whole nodes of {spec.gpus_per_node}")
@@ -217,7 +258,7 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     if plan.dp > 1:
         argv += [f["dp"], str(plan.dp)]
     argv += [f["max_seqs"], str(_sglang_running(plan, batch)), f["max_len"], str(spec.max_len)]
-    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, f["port"], str(port)]
+    argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, *moe, f["port"], str(port)]
     if role in ("prefill", "decode"):
         argv += [f["disaggregation"], role, f["transfer_backend"], eng["transfer_backend"]]
         if role == "prefill":
@@ -272,6 +313,8 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         )
     bad += _trtllm_eplb_refusals(plan, spec)
     _, notes, fbad = _formats("trtllm", spec.precision, spec)
+    kernel, mbad = moe_kernel_of("trtllm", spec)
+    fbad += mbad
     if bad or fbad:
         return _refuse("trtllm", role, bad + fbad)
     yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {spec.memory_fraction:g}"]
@@ -280,9 +323,13 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     replicas = plan.dp * (1 if plan.moe_tp else plan.ep)
     if plan.moe_tp:
         yaml += _trtllm_moe(plan, eng["llm_args"])
+    if spec.eplb_redundant or kernel is not None:
+        yaml.append("moe_config:")
+    if kernel is not None:  # MoeConfig.backend: the priced MoE kernel
+        yaml.append(f"  backend: {eng['moe_kernel'][kernel]}")
     if spec.eplb_redundant:  # MoeConfig.load_balancer (MoeLoadBalancerConfig.num_slots)
         slots = spec.num_experts + spec.eplb_redundant
-        yaml += ["moe_config:", "  load_balancer:", f"    num_slots: {slots}"]
+        yaml += ["  load_balancer:", f"    num_slots: {slots}"]
     argv = [a.format(model=spec.model) for a in eng["command"]]
     argv += [f["tp"], str(size // plan.pp), f["pp"], str(plan.pp)]
     seqs = ceil(batch / (plan.dp * plan.ep))  # per replica, or per attention-DP rank

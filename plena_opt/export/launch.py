@@ -90,6 +90,12 @@ class ExportSpec:
     kv_precision: str | None = None
     eplb_redundant: int = 0  # EPLB redundant experts (estimate.eplb); 0: off
     num_experts: int = 0  # the model's routed experts (TensorRT-LLM num_slots); 0: unknown
+    # the MoE kernel the plan's MXFP4 experts were priced on (``chip.gpu.moe_kernels``): the GPU
+    # chip profile, the model's checkpoint format and the kernel asked ("default": the engine's);
+    # each engine writes the settings that select it (``engines.json`` ``moe_kernel``)
+    chip: str | None = None
+    checkpoint_precision: str | None = None
+    moe_kernel: str = "default"
 
     def __post_init__(self) -> None:
         if not self.model or self.model == "MODEL":

@@ -23,6 +23,17 @@ DEEPSEEK_R1 = frozenset({"deepseek-v3"})  # DeepSeek-R1's catalog model (ARCHITE
 MARLIN_RECIPE_CHIPS = frozenset({"h100-sxm", "h200-sxm"})
 
 
+def marlin_recipe(chip: str, fmt: str, inferencex_vllm: bool) -> bool:
+    """Whether an InferenceX vLLM row ran its experts on Marlin: a ``MARLIN_RECIPE_CHIPS`` chip
+    running ``fmt`` weight-only (W4A16: no tensor cores of that width)."""
+    from plena_opt.chip import load_chip
+    from plena_opt.chip.precision import is_weight_only
+
+    if not inferencex_vllm or chip not in MARLIN_RECIPE_CHIPS:
+        return False
+    return is_weight_only(fmt, load_chip(chip).formats[fmt])  # type: ignore[union-attr]
+
+
 # The InferenceX TensorRT-LLM recipes of Llama-3.1-70B (benchmarks/70b_fp8_b200_trt_slurm.sh,
 # 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh) write ``batch_wait_timeout_iters: 20``
 # and ``batch_wait_max_tokens_ratio: 0.9`` when ISL = OSL = 1024 and TP < 8 ("will improve the
@@ -213,29 +224,42 @@ def trtllm_gen_moe(engine: str, chip: str, isl: int, conc: int) -> bool:
     return engine == "sglang" or (engine == "trtllm" and not deepgemm)
 
 
-# The engines that multiply an MXFP4 checkpoint's experts with MXFP8 activations on Blackwell
-# (``chip.gpu.perf.MXFP8_MOE_NOTE``): TensorRT-LLM's default Blackwell MoE backend TRTLLM (its
-# "Deployment Guide for GPT-OSS" support matrix: MXFP8 activations x MXFP4 weights; InferenceX
-# gptoss_fp4_b200_trt.sh sets ``moe_config.backend: TRTLLM``; its older CUTLASS default is
-# listed MXFP8 x MXFP4 too, in the "Quick Start Recipe for GPT-OSS") and vLLM where the InferenceX
-# recipe exports ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (gptoss_fp4_b200.sh; vLLM's own
-# Blackwell default is MXFP4 x BF16, not modelled here).
-MXFP8_MOE_ENGINES = {"trtllm": False, "vllm": True}  # engine -> only with an InferenceX recipe
+# The MoE kernel of an MXFP4 checkpoint's experts (gpt-oss): the engine's own default
+# (``chip.gpu.moe_kernels.default_moe_kernel``, shared with estimate, search and export:
+# TensorRT-LLM's TRTLLM backend, MXFP8 x MXFP4, on Blackwell; SGLang flashinfer_mxfp4, MXFP8, on
+# Blackwell; vLLM FlashInfer MXFP4 x BF16 on Blackwell; Triton on Hopper), with the InferenceX vLLM
+# recipes on top: gptoss_fp4_b200.sh exports ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``
+# (FlashInfer's TRT-LLM-gen MXFP4 x MXFP8 MoE) and gptoss_fp4_h100.sh / gptoss_fp4_h200.sh
+# ``VLLM_MXFP4_USE_MARLIN=1`` (``MARLIN_RECIPE_CHIPS``; set in ``serving_rows.resolve``).
+INFERENCEX_MOE_KERNEL = {("vllm", "blackwell"): "mxfp8"}  # (engine, architecture) -> recipe's
+
+
+def moe_kernel(engine: str, chip: str, model: str, fmt: str, inferencex: bool) -> str | None:
+    """The kernel a row's MXFP4 experts run (``chip.gpu.moe_kernels``): its InferenceX recipe's
+    (``INFERENCEX_MOE_KERNEL``), else the engine's default; None where the experts are not an
+    MXFP4 checkpoint's at a 4-bit format on a GPU generation listed. Not fitted."""
+    from plena_opt.chip import load_chip
+    from plena_opt.chip.gpu.moe_kernels import default_moe_kernel
+    from plena_opt.chip.precision import is_weight_only
+    from plena_opt.models import load_model
+
+    if engine not in ("vllm", "sglang", "trtllm"):
+        return None
+    formats = load_chip(chip).formats  # type: ignore[union-attr]
+    if fmt not in formats:
+        return None
+    compute = formats[fmt]
+    ckpt = load_model(model).checkpoint_precision
+    kernel = default_moe_kernel(engine, chip, ckpt, compute, is_weight_only(fmt, compute))
+    recipe = INFERENCEX_MOE_KERNEL.get((engine, ARCHITECTURE.get(chip, "")))
+    return recipe if kernel is not None and inferencex and recipe else kernel
 
 
 def mxfp8_moe(engine: str, chip: str, model: str, fmt: str, inferencex: bool) -> bool:
-    """Whether a row's experts run MXFP4 x MXFP8 (``MXFP8_MOE_ENGINES``): an MXFP4 checkpoint
-    (gpt-oss) served at a 4-bit format on Blackwell's fp4 tensor cores by TensorRT-LLM, or by
-    vLLM under its InferenceX recipe. Not fitted."""
-    from plena_opt.chip import load_chip
-    from plena_opt.models import load_model
-
-    if ARCHITECTURE.get(chip) != "blackwell" or engine not in MXFP8_MOE_ENGINES:
-        return False
-    if MXFP8_MOE_ENGINES[engine] and not inferencex:
-        return False
-    formats = load_chip(chip).formats  # type: ignore[union-attr]
-    return load_model(model).checkpoint_precision == "mxfp4" and formats.get(fmt) == "fp4"
+    """Whether a row's experts run MXFP4 x MXFP8 (``moe_kernel`` "mxfp8"): an MXFP4 checkpoint
+    (gpt-oss) served at a 4-bit format on Blackwell's fp4 tensor cores by TensorRT-LLM or SGLang
+    (their default), or by vLLM under its InferenceX recipe. Not fitted."""
+    return moe_kernel(engine, chip, model, fmt, inferencex) == "mxfp8"
 
 
 # The NVFP4 checkpoint every single-node InferenceX DeepSeek-R1 fp4 B200 config names (SGLang
@@ -319,13 +343,14 @@ def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None
 
 def with_formats(row: ServingRow, d: Deployment) -> Deployment:
     """``d`` with the row's fp8_block GEMM / MoE modes, the bf16 attention projections of the
-    checkpoint it ran (``checkpoint_attention``) and its experts' MXFP8 activations
-    (``mxfp8_moe``)."""
+    checkpoint it ran (``checkpoint_attention``) and its MXFP4 experts' kernel (``moe_kernel``;
+    a recipe's Marlin, set by ``serving_rows.resolve``, kept)."""
     from dataclasses import replace
 
     gemm = row.get("gemm_quant_mode") == "fp8_block"
     moe = row.get("moe_quant_mode") == "fp8_block"
     ix = bool(INFERENCEX_ID.match(row.id))
-    d = replace(d, bf16_attention=checkpoint_attention(row, d),
-                mxfp8_moe=mxfp8_moe(d.engine, d.chip, d.model, d.precision, ix))  # fmt: skip
+    kernel = moe_kernel(d.engine, d.chip, d.model, d.precision, ix)
+    d = replace(d, bf16_attention=checkpoint_attention(row, d), mxfp8_moe=kernel == "mxfp8",
+                bf16_moe=kernel == "bf16")  # fmt: skip
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d

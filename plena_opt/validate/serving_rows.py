@@ -16,7 +16,7 @@ from pathlib import Path
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
-    MARLIN_RECIPE_CHIPS,
+    marlin_recipe,
     sglang_recv_interval,
     speculative_run,
     trtllm_adp_balance,
@@ -143,6 +143,7 @@ class Deployment:
     marlin_moe: bool = False  # W4A16 experts on vLLM's Marlin MoE (the recipe note below)
     trtllm_gen_moe: bool = False  # fp8 block experts on TensorRT-LLM-gen (``trtllm_gen_moe``)
     mxfp8_moe: bool = False  # 4-bit experts x MXFP8 activations (``serving_recipes.mxfp8_moe``)
+    bf16_moe: bool = False  # 4-bit experts x bf16 activations (``serving_recipes.moe_kernel``)
     # a disaggregated MoE row: (tp, attention dp, moe_tp_mode, moe_tp, EPLB replicas) of a
     # prefill and a decode worker (``pools``: each pool's workers and GPUs per worker); None: TP
     pool_plans: tuple[PoolPlan, PoolPlan] | None = None
@@ -234,7 +235,7 @@ def resolve(row: ServingRow) -> Deployment:
                    kv_precision=kv_cache_format(row, system, engine, model),
                    async_scheduling=vllm_async_scheduling(row, chip, model, pp),
                    pp=pp, eplb_redundant=redundant,
-                   marlin_moe=ix_vllm and chip in MARLIN_RECIPE_CHIPS and _weight_only(fmt, chip),
+                   marlin_moe=marlin_recipe(chip, fmt, ix_vllm),
                    trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d),
@@ -244,15 +245,6 @@ def resolve(row: ServingRow) -> Deployment:
     if why := speculative_run(row, system, d):
         raise Refused(why)
     return with_formats(row, d)
-
-
-def _weight_only(fmt: str, chip_name: str) -> bool:
-    """True when ``chip_name`` runs ``fmt`` weight-only (W4A16: no tensor cores of that width)."""
-    from plena_opt.chip import load_chip
-    from plena_opt.chip.precision import is_weight_only
-
-    chip = load_chip(chip_name)
-    return is_weight_only(fmt, chip.formats[fmt])  # type: ignore[union-attr]
 
 
 # The KV-cache format of an InferenceX run is its launch recipe's (SemiAnalysisAI/InferenceX,

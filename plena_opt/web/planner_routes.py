@@ -59,6 +59,9 @@ class PlannerIn(BaseModel):
     concurrency: int | None = None  # 1..MAX_CONCURRENCY, checked as the CLI checks it
     request_rate: float | None = None  # requests/s, (0, MAX_REQUEST_RATE]; not with concurrency
     engine: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    # the kernel of an MXFP4 checkpoint's experts under the engine (``--moe-kernel``; None: the
+    # engine's default, ``chip.gpu.moe_kernels``)
+    moe_kernel: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     # given: the search runs under the workload and judges the SLAs at this percentile
     # (``search --percentile``); None: the workload prices only the plan view
     percentile: Literal["p50", "p90", "p99"] | None = None

@@ -270,14 +270,16 @@ def load_inputs(
     field: str = "",
     *,
     noc: bool = True,
+    load: pb.ServingLoad | None = None,
 ) -> Any:
     """``EvaluatorInputs`` of a request's system and workload (``field``: their parent in the
-    request, e.g. ``inference``); ``noc=False``: no NoC needed (single-chip estimate)."""
+    request, e.g. ``inference``); ``noc=False``: no NoC needed (single-chip estimate); ``load``:
+    its engine's MoE kernels price the experts (``engine_kernel``)."""
     from plena_opt.api.catalog import EvaluatorInputs
 
     prefix = f"{field}." if field else ""
     s = load_system(system, limits, f"{prefix}system", require_noc=noc)
-    w = to_workload(workload, f"{prefix}workload")
+    w = to_workload(workload, f"{prefix}workload", load)
     return EvaluatorInputs(s.model, s.noc, s.memory, w, s.chip)
 
 
@@ -309,12 +311,19 @@ def workload_kwargs(w: pb.Workload, field: str = "workload") -> dict:
     return kwargs
 
 
-def to_workload(w: pb.Workload, field: str = "workload") -> Any:
+def to_workload(w: pb.Workload, field: str = "workload", load: pb.ServingLoad | None = None
+                ) -> Any:  # fmt: skip
+    """The library ``Workload`` of ``w`` (errors name ``field``), priced on ``load``'s engine
+    MoE kernels (``engine_kernel``)."""
     from plena_opt.api.catalog import Workload
+    from plena_server.engine_kernel import engine_kernel
 
+    kernel = engine_kernel(load)  # a bad name: load.moe_kernel
     try:
-        return Workload(**workload_kwargs(w, field))
+        return Workload(**workload_kwargs(w, field), **kernel)
     except PlenaInputError as exc:
+        if exc.field == "moe_kernel":
+            raise _prefix("load", exc) from exc
         raise _prefix(field, exc) from exc
 
 
@@ -355,12 +364,15 @@ def qualify(exc: PlenaInputError) -> PlenaInputError:
         return exc
     if exc.field in PLAN_FIELDS or exc.field == "world_size":
         return _prefix("plan", exc)
+    if exc.field == "moe_kernel":  # the engine's MoE kernel: ServingLoad.moe_kernel
+        return _prefix("load", exc)
     if exc.field in WORKLOAD_FIELDS:
         return _prefix("workload", exc)
     return exc
 
 
 LOAD_FIELDS = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio",
+               "moe_kernel",
                "prefill_workers", "prefill_tp", "decode_workers", "decode_tp",
                "speculative", "speculative_method", "acceptance",
                "memory_fraction")  # fmt: skip

@@ -86,6 +86,8 @@ def problem_spec(system: pb.SystemSpec, workload: Workload) -> ProblemSpec:
         frequency_hz=workload.frequency_hz,
         precision=workload.precision,
         kv_precision=workload.kv_precision,
+        engine=workload.engine,
+        moe_kernel=None if workload.moe_kernel == "default" else workload.moe_kernel,
     )
     return ProblemSpec(**kw)
 
@@ -135,7 +137,9 @@ def search_request(
     from pydantic import ValidationError
 
     system = convert.load_system(request.system, limits)
-    workload = convert.to_workload(request.workload)
+    workload = convert.to_workload(
+        request.workload, load=request.load if request.HasField("load") else None
+    )
     o = request.options
     _check_options(o, limits)
     kw: dict[str, Any] = {

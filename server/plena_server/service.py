@@ -87,7 +87,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     # --- one plan ---------------------------------------------------------------------------
 
-    def _evaluator(self, system_msg: pb.SystemSpec, workload_msg: pb.Workload) -> Any:
+    def _evaluator(self, system_msg: pb.SystemSpec, workload_msg: pb.Workload,
+                   load: pb.ServingLoad | None = None) -> Any:  # fmt: skip
         """An ``Evaluator`` for the request, reused across requests with the same system and
         workload (LRU bounded by ``EVALUATOR_CACHE`` entries and ``EVALUATOR_CACHE_BYTES``), so
         its memoised collectives stay warm."""
@@ -95,11 +96,14 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             system_msg.SerializeToString(deterministic=True)
             + b"|"
             + (workload_msg.SerializeToString(deterministic=True))
+            + (b"" if load is None else f"|{load.engine}|{load.moe_kernel}".encode())
         )
 
         def create() -> Any:
             try:
-                return convert.load_inputs(system_msg, workload_msg, self.limits).evaluator()
+                return convert.load_inputs(
+                    system_msg, workload_msg, self.limits, load=load
+                ).evaluator()
             except PlenaInputError as exc:
                 raise convert.qualify(exc) from exc
 
@@ -129,7 +133,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
             if request.HasField("load"):
                 raise PlenaInputError("load", "serving under load needs a GPU chip on a system.noc")
             return self._single_chip(request)
-        evaluator = self._evaluator(request.system, request.workload)
+        load = request.load if request.HasField("load") else None
+        evaluator = self._evaluator(request.system, request.workload, load)
         plan = convert.to_plan(request.plan)
         try:  # one pricing for both views, as `plena-opt estimate` does
             result = api.estimate_plan(evaluator, plan)
@@ -150,7 +155,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         from plena_opt.api.under_load_disagg import serve_disaggregated
         from plena_opt.api.under_load_wire import disagg_to_proto, load_kwargs
 
-        inputs = convert.load_inputs(request.system, request.workload, self.limits)
+        inputs = convert.load_inputs(request.system, request.workload, self.limits,
+                                     load=request.load)  # fmt: skip
         try:
             d = serve_disaggregated(inputs, pools, **load_kwargs(request.load),
                                     memory_fraction=_fraction(request.load))  # fmt: skip
@@ -166,7 +172,8 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
         from plena_opt.api.speculative import speculate, speculation_of_load, verdict_to_proto
         from plena_opt.api.under_load_wire import load_kwargs, under_load_to_proto
 
-        inputs = convert.load_inputs(request.system, request.workload, self.limits)
+        inputs = convert.load_inputs(request.system, request.workload, self.limits,
+                                     load=request.load)  # fmt: skip
         try:
             spec = speculation_of_load(request.load)
             kwargs = load_kwargs(request.load)

@@ -38,12 +38,27 @@ KEYS = (
 SPEC = ExportSpec(model="meta-llama/Llama-3.1-70B", input_len=2048, output_len=512,
                   memory_fraction=0.85, kv_precision="fp8")  # fmt: skip
 PARSED = ("vllm", "sglang")
+# gpt-oss-120b with every MoE kernel each engine is priced with (chip.gpu.moe_kernels): the
+# arguments that select it (--moe-backend, --quantization-config, --moe-runner-backend,
+# --flashinfer-mxfp4-moe-precision) parse too
+OSS_KERNELS = (("h100-sxm", "default"), ("h100-sxm", "marlin"), ("b200", "default"),
+               ("b200", "mxfp8"), ("b200", "bf16"))  # fmt: skip
+
+
+def _oss_specs() -> list[ExportSpec]:
+    from plena_opt.api.exports import export_moe
+
+    return [ExportSpec(model="openai/gpt-oss-120b", input_len=1024, output_len=1024,
+                       **export_moe(chip, "gpt-oss-120b", None, kernel))
+            for chip, kernel in OSS_KERNELS]  # fmt: skip
 
 
 def _vectors() -> list[list[str]]:
     out = []
-    for key in KEYS:
-        for c in bundle(key, SPEC, PARSED):
+    runs = [(key, SPEC) for key in KEYS]
+    runs += [("tp2-ep1-dp1-pp1-cp1-replace-none-b16", s) for s in _oss_specs()]
+    for key, spec in runs:
+        for c in bundle(key, spec, PARSED):
             if not c.refused:
                 out.append([a.replace("$HEAD_IP", "10.0.0.1") for a in c.argv])
     return out
@@ -78,7 +93,9 @@ def test_the_vectors_reach_every_mapping():
                    "--data-parallel-size-local", "--headless", "--dist-init-addr 10.0.0.1:5000",
                    "NixlConnector", "sglang_router.launch_router --pd-disaggregation",
                    "vllm bench serve", "sglang.benchmark.serving", "--enable-expert-parallel",
-                   "--kv-cache-dtype fp8_e4m3", "--quantization fp8"):  # fmt: skip
+                   "--kv-cache-dtype fp8_e4m3", "--quantization fp8", "--moe-backend marlin",
+                   "--moe-backend triton", "--quantization-config", "triton_kernel",
+                   "--flashinfer-mxfp4-moe-precision bf16"):  # fmt: skip
         assert any(needle in f for f in flat), needle
 
 

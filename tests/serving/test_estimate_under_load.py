@@ -155,7 +155,7 @@ def test_more_clients_raise_tpot_and_throughput():
         (["--request-rate", "0"], "--request-rate must be above 0 and at most 10,000"),
         (["--request-rate", "1e9"], "--request-rate must be above 0 and at most 10,000"),
         (["--concurrency", "4", "--request-rate", "1"], "not both"),
-        (["--engine", "vllm"], "needs --concurrency or --request-rate"),
+        (["--engine-version", "0.34.0"], "needs --concurrency or --request-rate"),
         (["--concurrency", "4", "--engine", "tgi"], "engine"),
         (["--concurrency", "4", "--engine-version", "0.6.0"], "version 0.34.0 only"),
         (["--concurrency", "4", "--request-rate", "1", "--server", "localhost:1"], "not both"),

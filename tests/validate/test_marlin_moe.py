@@ -103,6 +103,6 @@ def test_shipped_hopper_gpt_oss_vllm_rows(tmp_path, monkeypatch) -> None:
 
     mape, bias = tpot_mape_bias(path, 60)
     assert mape < 0.16 and abs(bias) < 0.16
-    monkeypatch.setattr(serving_rows, "_weight_only", lambda fmt, chip: False)
+    monkeypatch.setattr(serving_rows, "marlin_recipe", lambda *_: False)
     triton_mape, triton_bias = tpot_mape_bias(path, 60)
     assert triton_mape > 0.2 and triton_bias > 0.15

@@ -29,7 +29,8 @@ def test_recipe_rule_blackwell_mxfp4_checkpoint_only() -> None:
     assert resolve(ServingRow("grid_row", OSS)).mxfp8_moe  # the engine's default, any source
     vllm = {**OSS, "backend": "vllm"}
     assert resolve(ServingRow(IX.replace("trtllm", "vllm"), vllm)).mxfp8_moe  # the recipe's env
-    assert not resolve(ServingRow("grid_row", vllm)).mxfp8_moe  # vLLM's default: MXFP4 x BF16
+    grid = resolve(ServingRow("grid_row", vllm))
+    assert not grid.mxfp8_moe and grid.bf16_moe  # vLLM's default: MXFP4 x BF16
     h100 = {**OSS, "system": "h100_sxm", "backend": "vllm"}  # no fp4 tensor cores: W4A16
     assert not resolve(ServingRow(IX.replace("b200", "h100").replace("trtllm", "vllm"), h100)
                        ).mxfp8_moe  # fmt: skip
@@ -90,5 +91,5 @@ def test_shipped_b200_gpt_oss_8k_prompts(tmp_path, monkeypatch) -> None:
         return sum(r.ttft_ms / r.measured_ttft_ms - 1 for r in priced) / len(priced)
 
     assert -0.13 < bias() < -0.06
-    monkeypatch.setattr(serving_recipes, "mxfp8_moe", lambda *_: False)
+    monkeypatch.setattr(serving_recipes, "moe_kernel", lambda *_: None)
     assert bias() < -0.17

@@ -103,6 +103,19 @@ def mxfp8_moe_peak(chip: GpuChipProfile, compute_format: str) -> float:
     return chip.peak_flops["fp8"].value
 
 
+def bf16_moe_peak(chip: GpuChipProfile, compute_format: str) -> float:
+    """The dense FLOP/s a 4-bit expert GEMM with bf16 activations runs at on ``chip``: its bf16
+    peak (``BF16_MOE_NOTE``); refused naming ``bf16_moe`` where the experts do not run on 4-bit
+    tensor cores or the chip has no bf16 peak."""
+    if compute_format != "fp4" or "bf16" not in chip.peak_flops:
+        raise PlenaInputError(
+            "bf16_moe",
+            f"bf16_moe: bf16 activations with 4-bit experts are priced on fp4 tensor cores; "
+            f"{chip.name} runs these experts as {compute_format}",
+        )  # fmt: skip
+    return chip.peak_flops["bf16"].value
+
+
 # Why block-scaled fp8 experts on the TensorRT-LLM-gen MoE take the chip's ``moe.fp4`` curve's
 # memory side in the decode range (``fused_moe(trtllm_gen=True)``): the InferenceX DeepSeek-R1
 # fp8 recipes on B200 run the experts on TensorRT-LLM's generated MoE kernels, SGLang
@@ -135,6 +148,18 @@ TRTLLM_GEN_MOE_NOTE = "block-scaled fp8 experts on TensorRT-LLM-gen: moe.fp4's m
 # side is unchanged. A published rate, not fitted (benchmarks/README_serving.md, r16oss8k:
 # gpt-oss-120b B200 TRT-LLM 8k-prompt TTFT bias -25.0 -> -14.0 %).
 MXFP8_MOE_NOTE = "4-bit experts x MXFP8 activations (kind::mxf8f6f4): moe.fp4 at the fp8 rate"
+
+# Why 4-bit experts with bf16 activations compute at the chip's bf16 rate
+# (``fused_moe(bf16=True)``): Blackwell has no bf16 x fp4 tensor-core product (``tcgen05.mma``
+# kinds: ``f16`` for bf16 x bf16, ``mxf8f6f4`` for 8/6/4-bit pairs; CUTLASS, "Blackwell SM100
+# GEMMs"), so a kernel that keeps the activations in bf16 widens the 4-bit weights to bf16 and
+# multiplies at the bf16 rate. vLLM 0.34.0 runs gpt-oss's MXFP4 experts so by default on SM100
+# (``FLASHINFER_TRTLLM_MXFP4_BF16``, ``chip.gpu.moe_kernels``); SGLang with
+# ``--flashinfer-mxfp4-moe-precision bf16``. The layer keeps the chip's ``moe.fp4`` curve (the
+# same generated runner) with its compute side at the bf16 peak; the memory side is unchanged
+# (the weights stay 4-bit in HBM). A published rate, not fitted; no shipped row runs this path
+# (the InferenceX vLLM B200 recipe exports MXFP8).
+BF16_MOE_NOTE = "4-bit experts x bf16 activations (kind::f16): moe.fp4 at the bf16 rate"
 
 
 class GpuPerfModel:
@@ -226,6 +251,7 @@ class GpuPerfModel:
         marlin: bool = False,
         trtllm_gen: bool = False,
         mxfp8: bool = False,
+        bf16: bool = False,
     ) -> KernelTime:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
         fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
@@ -239,7 +265,8 @@ class GpuPerfModel:
         decode range the ``fp4`` curve's memory side with the ``fp8_block`` compute efficiency
         (``TRTLLM_GEN_MOE_NOTE``; no change on a chip without both curves). ``mxfp8``: 4-bit
         experts multiplied with MXFP8 activations (``kind::mxf8f6f4``): the compute side at the
-        chip's fp8 peak instead of the fp4 one (``MXFP8_MOE_NOTE``)."""
+        chip's fp8 peak instead of the fp4 one (``MXFP8_MOE_NOTE``). ``bf16``: 4-bit experts
+        multiplied with bf16 activations: the compute side at the bf16 peak (``BF16_MOE_NOTE``)."""
         curves = self.chip.moe
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
@@ -265,6 +292,8 @@ class GpuPerfModel:
         peak = self.peak * marlin_peak_fraction(self.chip.name) if marlin else self.peak
         if mxfp8:
             peak = mxfp8_moe_peak(self.chip, self.compute_format)
+        if bf16:
+            peak = bf16_moe_peak(self.chip, self.compute_format)
         t, cb = _curve(flops, reads + writes, peak, self.bw, curve)
         t += curve.seconds_per_active_expert.value * active
         if curve.seconds_per_pair is not None:

@@ -108,6 +108,12 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
         request.load.CopyFrom(load_from_args(args))
         if args.memory_fraction is not None:  # Estimate's; a search sends its option
             request.load.memory_fraction = args.memory_fraction
+    elif args.engine is not None or getattr(args, "moe_kernel", None) is not None:
+        raise PlenaInputError(
+            "engine",
+            "--engine/--moe-kernel without --concurrency or --request-rate price the static "
+            "estimate locally; the server takes them with a load (run without --server)",
+        )
     return request
 
 
@@ -124,6 +130,7 @@ def load_from_args(args: argparse.Namespace) -> pb.ServingLoad:
         engine=args.engine or "",
         engine_version=args.engine_version or "",
         range_ratio=args.range_ratio or 0.0,
+        moe_kernel=getattr(args, "moe_kernel", None) or "",
         **{f: getattr(args, f, None) or 0 for f in pools},
         **_speculative_fields(args),
     )
@@ -198,10 +205,12 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     )
     if getattr(args, "concurrency", None) is not None or getattr(args, "request_rate", None):
         request.load.CopyFrom(load_from_args(args))  # a search under load (issue 23)
-    elif getattr(args, "engine", None) or getattr(args, "range_ratio", None):
+    elif (getattr(args, "engine", None) or getattr(args, "range_ratio", None)
+          or getattr(args, "moe_kernel", None)):  # fmt: skip
         raise PlenaInputError(
             "request",
-            "--engine/--engine-version/--range-ratio need --concurrency or --request-rate",
+            "--engine/--engine-version/--range-ratio/--moe-kernel need --concurrency or "
+            "--request-rate with --server",
         )
     return request
 

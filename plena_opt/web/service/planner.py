@@ -185,6 +185,7 @@ class PlannerJobs:
             precision=f.get("precision") or None,
             gpus_per_node=int(f.get("gpus_per_node") or 8),
             memory_fraction=f.get("memory_fraction"),
+            moe_kernel=f.get("moe_kernel") or None,
         )
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:

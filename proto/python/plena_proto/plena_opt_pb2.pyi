@@ -1119,7 +1119,7 @@ class ListStudiesResponse(_message.Message):
     def __init__(self, studies: _Optional[_Iterable[_Union[StudySummary, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ServingLoad(_message.Message):
-    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "speculative", "speculative_method", "acceptance", "memory_fraction")
+    __slots__ = ("concurrency", "request_rate", "engine", "engine_version", "range_ratio", "prefill_workers", "prefill_tp", "decode_workers", "decode_tp", "speculative", "speculative_method", "acceptance", "memory_fraction", "moe_kernel")
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_RATE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
@@ -1133,6 +1133,7 @@ class ServingLoad(_message.Message):
     SPECULATIVE_METHOD_FIELD_NUMBER: _ClassVar[int]
     ACCEPTANCE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MOE_KERNEL_FIELD_NUMBER: _ClassVar[int]
     concurrency: int
     request_rate: float
     engine: str
@@ -1146,7 +1147,8 @@ class ServingLoad(_message.Message):
     speculative_method: str
     acceptance: _containers.RepeatedScalarFieldContainer[float]
     memory_fraction: float
-    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., speculative: _Optional[int] = ..., speculative_method: _Optional[str] = ..., acceptance: _Optional[_Iterable[float]] = ..., memory_fraction: _Optional[float] = ...) -> None: ...
+    moe_kernel: str
+    def __init__(self, concurrency: _Optional[int] = ..., request_rate: _Optional[float] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., range_ratio: _Optional[float] = ..., prefill_workers: _Optional[int] = ..., prefill_tp: _Optional[int] = ..., decode_workers: _Optional[int] = ..., decode_tp: _Optional[int] = ..., speculative: _Optional[int] = ..., speculative_method: _Optional[str] = ..., acceptance: _Optional[_Iterable[float]] = ..., memory_fraction: _Optional[float] = ..., moe_kernel: _Optional[str] = ...) -> None: ...
 
 class SpeculativeVerdict(_message.Message):
     __slots__ = ("method", "k", "acceptance", "acceptance_source", "expected_tokens_per_step", "decode_batch", "decode_step_seconds", "verify_step_seconds", "draft_seconds", "tpot_without_seconds", "tpot_with_seconds", "pays")

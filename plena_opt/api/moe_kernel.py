@@ -1,0 +1,36 @@
+"""Use case: the MoE kernel a serving engine runs an MXFP4 checkpoint's experts on
+(``plena_opt.chip.gpu.moe_kernels``) for the front ends: the names ``--moe-kernel`` takes, their
+check, and a problem re-priced on another engine's kernels."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from plena_opt.chip.gpu.moe_kernels import ENGINES, MOE_KERNELS, check_moe_kernel
+from plena_opt.errors import PlenaInputError
+
+if TYPE_CHECKING:
+    from plena_opt.estimate.problem import EvaluatorInputs
+
+__all__ = ["ENGINES", "MOE_KERNELS", "check_moe_kernel", "check_moe_kernel_flag",
+           "engine_inputs"]  # fmt: skip
+
+
+def check_moe_kernel_flag(value: object) -> None:
+    """``value`` None or a kernel name; else refused naming ``moe_kernel`` in the CLI's words."""
+    if value is not None and value not in MOE_KERNELS:
+        raise PlenaInputError(
+            "moe_kernel", f"--moe-kernel: invalid choice {str(value)[:64]!r} "
+            f"(choose from {', '.join(MOE_KERNELS)})",
+        )  # fmt: skip
+
+
+def engine_inputs(problem: EvaluatorInputs, engine: str) -> EvaluatorInputs:
+    """``problem`` with its workload priced on ``engine``'s MoE kernels (``Workload.engine``;
+    an explicit ``moe_kernel`` kept and checked for that engine); ``problem`` itself where it
+    already is, or where its workload names no engine (validate's flags)."""
+    wl = problem.workload
+    if wl.engine == engine or not wl.engine:
+        return problem
+    return replace(problem, workload=replace(wl, engine=engine))
