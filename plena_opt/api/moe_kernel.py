@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from plena_opt.chip.gpu.kernel_bytes import FUSED_QUANT_ENGINES
 from plena_opt.chip.gpu.moe_kernels import ENGINES, MOE_KERNELS, check_moe_kernel
 from plena_opt.errors import PlenaInputError
 
@@ -27,10 +28,12 @@ def check_moe_kernel_flag(value: object) -> None:
 
 
 def engine_inputs(problem: EvaluatorInputs, engine: str) -> EvaluatorInputs:
-    """``problem`` with its workload priced on ``engine``'s MoE kernels (``Workload.engine``;
-    an explicit ``moe_kernel`` kept and checked for that engine); ``problem`` itself where it
-    already is, or where its workload names no engine (validate's flags)."""
+    """``problem`` with its workload priced on ``engine``'s kernels (``Workload.engine``: the MoE
+    kernels, an explicit ``moe_kernel`` kept and checked for that engine; its fused input
+    quantisation, ``FUSED_QUANT_ENGINES``, as its step model prices it); ``problem`` itself where
+    it already is, or where its workload names no engine (validate's flags)."""
     wl = problem.workload
-    if wl.engine == engine or not wl.engine:
+    fused = engine in FUSED_QUANT_ENGINES
+    if not wl.engine or (wl.engine == engine and wl.fused_input_quant == fused):
         return problem
-    return replace(problem, workload=replace(wl, engine=engine))
+    return replace(problem, workload=replace(wl, engine=engine, fused_input_quant=fused))

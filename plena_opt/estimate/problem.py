@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # loaded lazily: the CLI reads the defaults here before any h
     from plena_opt.memory import Memory
     from plena_opt.models import ModelSpec
 
+from plena_opt.chip.gpu.kernel_bytes import FUSED_QUANT_ENGINES
 from plena_opt.chip.gpu.moe_kernels import DEFAULT_ENGINE
 from plena_opt.estimate.memo import PricingMemo
 from plena_opt.estimate.plan import DEFAULT_MEMORY, DEFAULT_MODEL, DEFAULT_NOC
@@ -260,6 +261,7 @@ class ProblemSpec(BaseModel):
             eplb_redundant=self.eplb_redundant or 0,
             engine=self.engine or DEFAULT_ENGINE,
             moe_kernel=self.moe_kernel or "default",
+            fused_input_quant=(self.engine or DEFAULT_ENGINE) in FUSED_QUANT_ENGINES,
         )
 
     def load(self) -> EvaluatorInputs:

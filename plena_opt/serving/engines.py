@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from plena_opt.chip.gpu.kernel_bytes import FUSED_QUANT_ENGINES
 from plena_opt.errors import PlenaInputError, not_found
 from plena_opt.serving.vllm_async import vllm_async_default
 
@@ -141,7 +142,8 @@ def _trtllm(gpu_memory_bytes: float) -> EngineModel:
     return EngineModel("trtllm", 8192, 2048, None,
                        source="tensorrt_llm/llmapi/llm_args.py max_num_tokens, "
                        "max_batch_size, disable_overlap_scheduler",
-                       overlap_schedule=True, fused_input_quant=True)  # fmt: skip
+                       overlap_schedule=True,
+                       fused_input_quant="trtllm" in FUSED_QUANT_ENGINES)  # fmt: skip
 
 
 ENGINES = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}

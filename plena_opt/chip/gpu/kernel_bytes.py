@@ -31,6 +31,10 @@ from plena_opt.chip.precision import GPU_BYTES, WEIGHT_ONLY_COMPUTE, FormatBytes
 from plena_opt.errors import PlenaInputError
 
 BF16_BYTES = 2.0
+# The engines that fuse a quantised GEMM's input quantisation into the kernel before it
+# (TensorRT-LLM's fused RMSNorm / activation quant kernels; ``fused_quant`` above): an estimate
+# priced on one of them (``Workload.fused_input_quant``) and its serving step model agree.
+FUSED_QUANT_ENGINES = frozenset({"trtllm"})
 GEMM_OUTPUT_BYTES = 2.0  # bf16 GEMM output, every format (vLLM / TensorRT-LLM ``out_dtype``)
 BLOCK_WEIGHT = 128 * 128  # fp8_block: one fp32 scale per 128 x 128 weight block (DeepSeek-V3)
 BLOCK_GROUP = 128  # fp8_block: one fp32 scale per 128-element token group of the input
