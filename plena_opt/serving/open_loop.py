@@ -150,7 +150,9 @@ def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: flo
         return pilot_bisection(f, lo, hi, left, math.nan)  # (step by step)
     ends = [n for n in seen if lo <= n <= hi]  # the bracket's priced ends
     x0 = min(ends, key=lambda n: abs(seen[n])) if ends else (lo + hi) / 2
-    guess = secant_guess(f, x0, lo, hi, SECANT_TOL * (hi - lo) * 2.0**-left)
+    # both ends priced (the usual bracket): the first step is the secant through them
+    x1 = (lo if x0 == hi else hi) if len(ends) == 2 else None
+    guess = secant_guess(f, x0, lo, hi, SECANT_TOL * (hi - lo) * 2.0**-left, x1)
     return pilot_bisection(f, lo, hi, left, guess)
 
 
