@@ -58,8 +58,9 @@ class PlanBase:
 
     def __init__(self, ctx: EstimateContext, plan: Plan, validate: bool) -> None:
         m, w = ctx.model, ctx.workload
-        # the schemes, their field values and whether the plan passed the §4.2 refusals: the
-        # same at every batch size and output length (``EstimateContext.plan_invariants``)
+        # the schemes, their field values, whether the plan passed the §4.2 refusals and a
+        # shard of it (all but its micro-batch and sequences per device): the same at every
+        # batch size and output length (``EstimateContext.plan_invariants``)
         pkey = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp)
         kept = ctx.plan_invariants.get(pkey)
         if not validate:
@@ -68,7 +69,12 @@ class PlanBase:
             self.plan_warnings = plan_warnings(m, plan, w)
         else:
             self.plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
-        self.shard = DeviceShard.build(m, plan, w)
+        # a plan this context family priced at another batch: its shard, re-batched
+        self.shard = (
+            DeviceShard.build(m, plan, w)
+            if kept is None
+            else kept[4].with_batch(w.batch_size, plan)
+        )
         # What the layers, collectives and extras are priced from: the micro-batch size matters
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
@@ -78,9 +84,9 @@ class PlanBase:
             dense = dense_scheme(plan)
             moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
             fields_of = (_scheme_fields(dense), _scheme_fields(moe)) if moe is not None else None
-            kept = ctx.plan_invariants[pkey] = (dense, moe, fields_of, validate)
+            kept = ctx.plan_invariants[pkey] = (dense, moe, fields_of, validate, self.shard)
         elif validate and not kept[3]:
-            kept = ctx.plan_invariants[pkey] = (*kept[:3], True)
+            kept = ctx.plan_invariants[pkey] = (*kept[:3], True, kept[4])
         self.dense, self.moe = kept[0], kept[1]
         ranges = ctx.row_groups.ranges.get(plan.pp)  # the same for every plan of this depth
         if ranges is None:
