@@ -100,7 +100,8 @@ class PlanBase:
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.pass_parts: dict[tuple, dict] = {}  # ``PlanPasses._run_pass`` fields by point set
         self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
-        self.loads: dict[str, MoeLoad] = {}
+        self.loads: dict[str, MoeLoad] = {}  # by mode, as read (``load``)
+        self._lazy_loads: tuple | None = None  # what ``load`` works a balanced one out from
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
         # keyed by the shard's field values (a tuple hashes and compares in C; the dataclass's
@@ -148,6 +149,11 @@ class PlanBase:
             need = max(micro * q_pre if micro * q_pre < 8192 else 0, micro)
             if w.routing != "balanced" or self.shard.ep_moe > 1:
                 self.rows = ctx.rows(max(need, 1))
+            if w.routing == "balanced" and not w.eplb_redundant:
+                # arithmetic that refuses nothing: each mode's on first read (``load``; a step
+                # model's prompt-count plans read no decode load, its decode plans no prefill's)
+                self._lazy_loads = (m, micro, q_pre, plan.dp, self.shard.tp_moe, self.shard.ep_moe)
+                return
             for mode, q in (("prefill", q_pre), ("decode", 1)):
                 self.loads[mode] = busiest_rank_load(
                     m,
@@ -160,3 +166,23 @@ class PlanBase:
                     rows=self.rows,
                     redundant=w.eplb_redundant,
                 )
+
+    def load(self, mode: str) -> MoeLoad | None:
+        """The busiest-rank load of ``mode`` ("prefill" or "decode"; None for a dense model),
+        a balanced one worked out on first read with the arguments ``_loads_and_checks`` gives
+        the others (r16trim)."""
+        hit = self.loads.get(mode)
+        if hit is None and self._lazy_loads is not None and mode in ("prefill", "decode"):
+            m, micro, q_pre, dp, tp_moe, ep_moe = self._lazy_loads
+            hit = self.loads[mode] = busiest_rank_load(
+                m,
+                micro=micro,
+                q=q_pre if mode == "prefill" else 1,
+                dp=dp,
+                tp_moe=tp_moe,
+                ep_moe=ep_moe,
+                routing="balanced",
+                rows=self.rows,
+                redundant=0,
+            )
+        return hit

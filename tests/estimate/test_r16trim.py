@@ -24,6 +24,7 @@ from plena_opt.estimate.shard import DeviceShard
 from plena_opt.models import load_model
 from tests.estimate.test_cold_trim import _ctx
 
+MODES = ("prefill", "decode")
 WL = Workload(batch_size=4, input_seq_len=1024, output_seq_len=1024, precision="fp8")
 VARIANTS = [
     WL,
@@ -167,7 +168,8 @@ def test_rebatched_shards_are_built_shards(name: str, fields_: dict) -> None:
         base = PlanBase(derived, plan, True)
         fresh = PlanBase(_ctx(name, batch, osl), plan, True)
         assert base.shard == fresh.shard and base.priced_shard == fresh.priced_shard
-        assert base.loads == fresh.loads and base.in_flight == fresh.in_flight
+        assert [base.load(m) for m in MODES] == [fresh.load(m) for m in MODES]
+        assert base.in_flight == fresh.in_flight
 
 
 @pytest.mark.parametrize("micro", [1, 2, 7, 64, 256])
@@ -180,3 +182,33 @@ def test_balanced_loads_are_the_dataclass(micro: int, q: int) -> None:
         want = MoeLoad(got.tokens_local, got.pairs, got.expert_counts, 1.0, "balanced")
         assert got == want and hash(got) == hash(want)
         assert type(got.imbalance) is float and len(got.expert_counts) == 128 // ep
+
+
+@pytest.mark.parametrize(("routing", "eplb"), [("balanced", 0), ("balanced", 8), ("random", 0)])
+def test_balanced_loads_are_read_lazily(routing: str, eplb: int) -> None:
+    """A balanced plan base without EPLB works each mode's load out on first read (a prompt
+    count's plan never reads the decode's); the load is the eager one, and the report reads
+    both. Other routings and EPLB fill both at once, as before."""
+    from plena_opt.estimate import Evaluator
+    from tests.estimate.test_cold_trim import _ctx as ctx_of
+
+    for batch in (1, 2, 64):
+        ctx = ctx_of("qwen3-235b-a22b", batch)
+        if routing != "balanced" or eplb:
+            ctx = Evaluator(
+                ctx.model, ctx.noc, ctx.memory,
+                replace(ctx.workload, routing=routing, eplb_redundant=eplb), ctx.chip,
+            ).ctx  # fmt: skip
+        plan = Plan(ep=8)
+        base = PlanBase(ctx, plan, True)
+        lazy = routing == "balanced" and not eplb
+        assert (base.loads == {}) == lazy
+        d, w = base.shard, ctx.workload
+        for mode, q in (("prefill", d.q_prefill), ("decode", 1)):
+            want = busiest_rank_load(ctx.model, micro=d.micro, q=q, dp=plan.dp, tp_moe=d.tp_moe,
+                                     ep_moe=d.ep_moe, routing=w.routing, rows=base.rows,
+                                     redundant=w.eplb_redundant)  # fmt: skip
+            assert base.load(mode) == want and base.loads[mode] is base.load(mode)
+        assert base.load("verify") is None
+        report = Evaluator(ctx.model, ctx.noc, ctx.memory, ctx.workload, ctx.chip).evaluate(plan)
+        assert report is not None
