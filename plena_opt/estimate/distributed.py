@@ -194,7 +194,7 @@ class PlanCost(PlanPasses):
 
     def _warnings(self) -> list[str]:
         ctx, m = self.ctx, self.ctx.model
-        out = list(self.plan_warnings)
+        out = list(self.base.plan_warnings)
         if self.in_flight:
             out.append(
                 f"{self.in_flight} micro-batches of {self.shard.micro} for pp={self.plan.pp} "

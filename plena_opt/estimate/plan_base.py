@@ -63,12 +63,13 @@ class PlanBase:
         # batch size and output length (``EstimateContext.plan_invariants``)
         pkey = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp)
         kept = ctx.plan_invariants.get(pkey)
+        self._warn_of: tuple | None = None  # (model, plan, workload) of warnings not yet read
         if not validate:
-            self.plan_warnings = []
-        elif kept is not None and kept[3]:  # refused by nothing that a length changes
-            self.plan_warnings = plan_warnings(m, plan, w)
+            self._plan_warnings: list[str] | None = []
+        elif kept is not None and kept[3]:  # refused by nothing that a length changes: its
+            self._plan_warnings, self._warn_of = None, (m, plan, w)  # warnings on first read
         else:
-            self.plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
+            self._plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
         # a plan this context family priced at another batch: its shard, re-batched
         self.shard = (
             DeviceShard.build(m, plan, w)
@@ -124,7 +125,6 @@ class PlanBase:
         self.in_flight = m if m < plan.pp else 0
         # what every ``PlanPasses`` of this base reads as its own attributes (one dict update)
         self.plan_view = {
-            "plan_warnings": self.plan_warnings,
             "shard": self.shard,
             "priced_shard": self.priced_shard,
             "shape": self.shape,
@@ -166,6 +166,15 @@ class PlanBase:
                     rows=self.rows,
                     redundant=w.eplb_redundant,
                 )
+
+    @property
+    def plan_warnings(self) -> list[str]:
+        """The plan's §4.2 warnings at this context's batch; for a plan its context family
+        already checked, worked out on first read (a step model's plans read none; r16trim)."""
+        out = self._plan_warnings
+        if out is None:
+            out = self._plan_warnings = plan_warnings(*self._warn_of)
+        return out
 
     def load(self, mode: str) -> MoeLoad | None:
         """The busiest-rank load of ``mode`` ("prefill" or "decode"; None for a dense model),

@@ -47,7 +47,7 @@ class PlanPasses:
         self.ctx = ctx
         self.plan = plan
         self.base = base = plan_base(ctx, plan, validate)
-        # base.plan_warnings, shard, priced_shard, shape, dense, moe, stage_ranges,
+        # base.shard, priced_shard, shape, dense, moe, stage_ranges,
         # stage_kind_counts, loads and rows (as ``_rows``), in_flight (decode micro-batches in
         # flight when fewer than pp, else 0: ``PlanBase.in_flight``) and ctx.distinct_kinds
         self.__dict__.update(base.plan_view)

@@ -4,7 +4,8 @@ The pricing memo keys a workload by its class and field values but the batch siz
 (``memo._BATCHLESS``), and hands a new entry's own memos to its maker where nobody shares them;
 ``Workload.with_lengths`` checks ints inline; ``DecodeFloor.of`` sets its fields without the
 frozen ``__init__``; a derived plan base re-batches the family's shard of its plan
-(``DeviceShard.with_batch``); balanced MoE loads skip the frozen ``__init__``.
+(``DeviceShard.with_batch``) and reads its warnings and balanced MoE loads on first use;
+balanced MoE loads skip the frozen ``__init__``.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ def test_rebatched_shards_are_built_shards(name: str, fields_: dict) -> None:
         derived = first.with_lengths(batch, osl, memo)
         base = PlanBase(derived, plan, True)
         fresh = PlanBase(_ctx(name, batch, osl), plan, True)
+        assert base._plan_warnings is None  # read on first use: equal to a fresh base's
+        assert base.plan_warnings == fresh.plan_warnings and base._plan_warnings is not None
         assert base.shard == fresh.shard and base.priced_shard == fresh.priced_shard
         assert [base.load(m) for m in MODES] == [fresh.load(m) for m in MODES]
         assert base.in_flight == fresh.in_flight
