@@ -29,6 +29,7 @@ from plena_opt.models import ModelSpec
 
 if TYPE_CHECKING:
     from plena_opt.estimate.context import EstimateContext
+    from plena_opt.estimate.plan import Workload
 
 _IDS = count()  # interned shard and scheme keys (``PlanBase.shard_id``, ``comm_id``)
 _shard_fields = attrgetter(*(f.name for f in fields(DeviceShard)))  # a shard's values, a tuple
@@ -52,6 +53,12 @@ def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) 
     return 2 * d.b_dev * held * d.kv_heads * m.head_dim
 
 
+def _shard(m: ModelSpec, plan: Plan, w: Workload, kept: tuple | None) -> DeviceShard:
+    """The plan's device shard: where its context family priced it at another batch
+    (``kept``: its ``plan_invariants``), that shard re-batched (``DeviceShard.with_batch``)."""
+    return DeviceShard.build(m, plan, w) if kept is None else kept[4].with_batch(w.batch_size, plan)
+
+
 class PlanBase:
     """What a plan's pricing needs besides the passes: checks, shard, schemes, MoE loads, and
     (filled on first use) footprint and warnings; shared by plans that differ in comm overlap."""
@@ -70,12 +77,7 @@ class PlanBase:
             self._plan_warnings, self._warn_of = None, (m, plan, w)  # warnings on first read
         else:
             self._plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
-        # a plan this context family priced at another batch: its shard, re-batched
-        self.shard = (
-            DeviceShard.build(m, plan, w)
-            if kept is None
-            else kept[4].with_batch(w.batch_size, plan)
-        )
+        self.shard = _shard(m, plan, w, kept)
         # What the layers, collectives and extras are priced from: the micro-batch size matters
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
