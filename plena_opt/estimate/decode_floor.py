@@ -43,25 +43,35 @@ class DecodeFloor:
     def of(cls, cost: PlanCost, output_len: int) -> DecodeFloor | None:
         """The floor of ``cost``'s plan (priced at one request: its footprint per request);
         None where the memory gives no bandwidth."""
-        ctx, d, m, plan = cost.ctx, cost.shard, cost.ctx.model, cost.plan
+        ctx, d, plan = cost.ctx, cost.shard, cost.plan
+        m, w = ctx.model, ctx.workload
         bw = ctx.memory.usable_bandwidth_bytes_per_s
         if not bw:
             return None
         weights, kv = cost.footprint  # fullest stage, one request per device
-        held = ctx.workload.input_seq_len + ctx.workload.output_seq_len
-        mean = ctx.workload.input_seq_len + (output_len - 1) / 2
+        held = w.input_seq_len + w.output_seq_len
+        mean = w.input_seq_len + (output_len - 1) / 2
+        ep = 1 if 1 > d.ep_moe else d.ep_moe  # max(ep_moe, 1)
         local = expert = 0
         if m.num_experts:
-            local = (m.num_experts + ctx.workload.eplb_redundant) // max(d.ep_moe, 1)
-            moe_layers = sum(n for kind, n in cost.stage_kind_counts[0].items() if kind.moe)
+            local = (m.num_experts + w.eplb_redundant) // ep
+            moe_layers = 0
+            for kind, n in cost.stage_kind_counts[0].items():
+                if kind.moe:
+                    moe_layers += n
             expert = moe_layers * 3 * m.hidden_size * d.expert_ffn * ctx.precision.weight_bytes
-        return cls(
-            fixed_bytes=max(weights - local * expert, 0.0),
+        fixed = weights - local * expert
+        # the frozen dataclass's fields set without its generated ``__init__`` (r16trim); each
+        # ``max(x, 0.0)`` / ``max(ep, 1)`` written as the comparison that picks the same operand
+        new = object.__new__(cls)
+        new.__dict__.update(
+            fixed_bytes=0.0 if 0.0 > fixed else fixed,
             expert_bytes=float(expert),
             local_experts=local,
-            pairs_per_request=(m.top_k or 1) / max(d.ep_moe, 1),
+            pairs_per_request=(m.top_k or 1) / ep,
             kv_bytes_per_request=kv * mean / held,
             requests_per_device=1.0 / (plan.dp * plan.ep),
             stages=plan.pp,
             bandwidth=float(bw),
         )
+        return new

@@ -194,7 +194,7 @@ class PlanCost(PlanPasses):
 
     def _warnings(self) -> list[str]:
         ctx, m = self.ctx, self.ctx.model
-        out = list(self.plan_warnings)
+        out = list(self.base.plan_warnings)
         if self.in_flight:
             out.append(
                 f"{self.in_flight} micro-batches of {self.shard.micro} for pp={self.plan.pp} "
@@ -223,8 +223,8 @@ class PlanCost(PlanPasses):
             "ep": d.ep_moe,
             "dp": self.plan.dp,
             "experts_per_rank": (m.num_experts + self.ctx.workload.eplb_redundant) // d.ep_moe,
-            "prefill": self.loads["prefill"].to_dict(),
-            "decode": self.loads["decode"].to_dict(),
+            "prefill": self.base.load("prefill").to_dict(),
+            "decode": self.base.load("decode").to_dict(),
         }
 
     def to_estimate(self) -> DistributedEstimate:

@@ -347,12 +347,18 @@ class EvaluatorStepCosts:
         ``serving.StepModel``): each value is the expression of the method it stands for, so
         the same floats."""
         lo = 1 << max(0, n.bit_length() - 1)
-        m_lo, f_lo = self._mean_step(lo), self._first_decode_at(lo)
+        means, firsts = self._mean, self._dec0  # the two methods' kept figures, read first
+        m_lo, f_lo = means.get(lo), firsts.get(lo)
+        m_lo = self._mean_step(lo) if m_lo is None else m_lo
+        f_lo = self._first_decode_at(lo) if f_lo is None else f_lo
         if n == lo:
             return m_lo, m_lo - f_lo
         hi, share = 2 * lo, (n - lo) / lo
-        mean = m_lo + share * (self._mean_step(hi) - m_lo)
-        return mean, mean - (f_lo + share * (self._first_decode_at(hi) - f_lo))
+        m_hi, f_hi = means.get(hi), firsts.get(hi)
+        m_hi = self._mean_step(hi) if m_hi is None else m_hi
+        f_hi = self._first_decode_at(hi) if f_hi is None else f_hi
+        mean = m_lo + share * (m_hi - m_lo)
+        return mean, mean - (f_lo + share * (f_hi - f_lo))
 
     def _mean_step(self, batch: int) -> float:
         hit = self._mean.get(batch)

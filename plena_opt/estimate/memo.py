@@ -24,19 +24,25 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from plena_opt.estimate.comm import CollectivePrices, Cost
+from plena_opt.estimate.plan import Workload
 
 if TYPE_CHECKING:
     from plena_opt.estimate.decode import DecodeGrid, RunGrid
     from plena_opt.estimate.layer import LayerKind
     from plena_opt.estimate.passes import StageGroups
-    from plena_opt.estimate.plan import Workload
     from plena_opt.estimate.pricing import StageArrays
 
 MAX_ENTRIES = 8  # distinct (inputs, workload-minus-batch) kept; the oldest is dropped beyond
+# A workload's field values but the batch size, in field order: with its class, the memo's key
+# for "the workload with the batch size blanked out" — equal exactly when the dataclass's ``==``
+# says the two workloads at batch 1 are equal, hashed and compared in C (r16trim; the
+# dataclass's generated ``__hash__`` / ``__eq__`` are Python, ~2 µs a look-up)
+_BATCHLESS = attrgetter(*(f.name for f in fields(Workload) if f.name != "batch_size"))
 
 
 @dataclass
@@ -117,26 +123,23 @@ class PricingMemo:
         """The caches for a context of these inputs: layer, collective and extras memos shared
         only when ``shares_layers`` (fresh ones otherwise), grids and collective prices always."""
         objs = (model, noc, memory, chip)
-        # ``replace(workload, batch_size=1)`` (an equal key) without the validation: batch 1 and
-        # the workload's own output length are valid
-        key = (
-            id(model),
-            id(noc),
-            id(memory),
-            id(chip),
-            workload._relengthed(1, workload.output_seq_len),
-        )
+        # ``replace(workload, batch_size=1)`` as its class and field values (``_BATCHLESS``)
+        key = (id(model), id(noc), id(memory), id(chip), type(workload), _BATCHLESS(workload))
+        made = False
         with self._lock:
             entry = self._entries.get(key)
             pinned = None if entry is None else entry.pinned
             if (pinned is None or pinned[0] is not model or pinned[1] is not noc
                     or pinned[2] is not memory or pinned[3] is not chip):  # fmt: skip
-                entry = _Entry(objs, PricingCaches(), shares_layers)
+                entry, made = _Entry(objs, PricingCaches(), shares_layers), True
                 self._entries[key] = entry
                 while len(self._entries) > MAX_ENTRIES:
                     del self._entries[next(iter(self._entries))]
         shared = entry.caches
-        if shares_layers and entry.shares_layers:
+        if entry.shares_layers:
+            if shares_layers:
+                return shared
+        elif made:  # an entry nobody shares layers of: its own memos are this context's alone
             return shared
         return PricingCaches(
             grids=shared.grids,

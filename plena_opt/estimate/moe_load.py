@@ -127,7 +127,13 @@ def busiest_rank_load(
     balanced_pairs = ceil(group_tokens * k / ep_moe)
     if routing == "balanced":
         per_expert = ceil(group_tokens * k / E)
-        return MoeLoad(tl, balanced_pairs, (per_expert,) * local_experts, 1.0, "balanced")
+        # ``MoeLoad(tl, balanced_pairs, (per_expert,) * local_experts, 1.0, "balanced")``
+        # without the frozen dataclass's generated ``__init__`` (every field given; r16trim)
+        load = object.__new__(MoeLoad)
+        load.__dict__.update(tokens_local=tl, pairs=balanced_pairs,
+                             expert_counts=(per_expert,) * local_experts, imbalance=1.0,
+                             source="balanced")  # fmt: skip
+        return load
     if routing == "power_law":
         alpha = power_law_alpha(model)
         all_counts = power_law_counts(group_tokens, E, k, alpha, POWER_LAW_SEED)

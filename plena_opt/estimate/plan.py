@@ -317,6 +317,11 @@ class Workload:
         """``replace(self, batch_size=…, output_seq_len=…)`` checking only the two fields that
         change (the others passed ``__post_init__`` when this workload was built): an equal
         object (same fields, ``==`` and ``hash``), without the whole validation."""
+        top = MAX_WORKLOAD
+        if (type(batch_size) is int and type(output_seq_len) is int  # the usual case, inline
+                and 0 < batch_size <= top["batch_size"]
+                and 0 < output_seq_len <= top["output_seq_len"]):  # fmt: skip
+            return self._relengthed(batch_size, output_seq_len)
         for name, value in (("batch_size", batch_size), ("output_seq_len", output_seq_len)):
             if check_int(name, value) > MAX_WORKLOAD[name]:
                 raise PlenaInputError(

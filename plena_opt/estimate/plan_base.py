@@ -29,6 +29,7 @@ from plena_opt.models import ModelSpec
 
 if TYPE_CHECKING:
     from plena_opt.estimate.context import EstimateContext
+    from plena_opt.estimate.plan import Workload
 
 _IDS = count()  # interned shard and scheme keys (``PlanBase.shard_id``, ``comm_id``)
 _shard_fields = attrgetter(*(f.name for f in fields(DeviceShard)))  # a shard's values, a tuple
@@ -52,23 +53,31 @@ def kv_cache_elements(m: ModelSpec, d: DeviceShard, kind: LayerKind, held: int) 
     return 2 * d.b_dev * held * d.kv_heads * m.head_dim
 
 
+def _shard(m: ModelSpec, plan: Plan, w: Workload, kept: tuple | None) -> DeviceShard:
+    """The plan's device shard: where its context family priced it at another batch
+    (``kept``: its ``plan_invariants``), that shard re-batched (``DeviceShard.with_batch``)."""
+    return DeviceShard.build(m, plan, w) if kept is None else kept[4].with_batch(w.batch_size, plan)
+
+
 class PlanBase:
     """What a plan's pricing needs besides the passes: checks, shard, schemes, MoE loads, and
     (filled on first use) footprint and warnings; shared by plans that differ in comm overlap."""
 
     def __init__(self, ctx: EstimateContext, plan: Plan, validate: bool) -> None:
         m, w = ctx.model, ctx.workload
-        # the schemes, their field values and whether the plan passed the §4.2 refusals: the
-        # same at every batch size and output length (``EstimateContext.plan_invariants``)
+        # the schemes, their field values, whether the plan passed the §4.2 refusals and a
+        # shard of it (all but its micro-batch and sequences per device): the same at every
+        # batch size and output length (``EstimateContext.plan_invariants``)
         pkey = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp)
         kept = ctx.plan_invariants.get(pkey)
+        self._warn_of: tuple | None = None  # (model, plan, workload) of warnings not yet read
         if not validate:
-            self.plan_warnings = []
-        elif kept is not None and kept[3]:  # refused by nothing that a length changes
-            self.plan_warnings = plan_warnings(m, plan, w)
+            self._plan_warnings: list[str] | None = []
+        elif kept is not None and kept[3]:  # refused by nothing that a length changes: its
+            self._plan_warnings, self._warn_of = None, (m, plan, w)  # warnings on first read
         else:
-            self.plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
-        self.shard = DeviceShard.build(m, plan, w)
+            self._plan_warnings = validate_plan(m, plan, w, ctx.num_devices, ctx.noc.name)
+        self.shard = _shard(m, plan, w, kept)
         # What the layers, collectives and extras are priced from: the micro-batch size matters
         # only to MoE loads (dense layers see the sequences per device), so dense plans with
         # another micro-batch but the same shard share their priced pieces.
@@ -78,9 +87,9 @@ class PlanBase:
             dense = dense_scheme(plan)
             moe = moe_scheme(plan, self.shard.tp_moe, self.shard.ep_moe) if m.num_experts else None
             fields_of = (_scheme_fields(dense), _scheme_fields(moe)) if moe is not None else None
-            kept = ctx.plan_invariants[pkey] = (dense, moe, fields_of, validate)
+            kept = ctx.plan_invariants[pkey] = (dense, moe, fields_of, validate, self.shard)
         elif validate and not kept[3]:
-            kept = ctx.plan_invariants[pkey] = (*kept[:3], True)
+            kept = ctx.plan_invariants[pkey] = (*kept[:3], True, kept[4])
         self.dense, self.moe = kept[0], kept[1]
         ranges = ctx.row_groups.ranges.get(plan.pp)  # the same for every plan of this depth
         if ranges is None:
@@ -94,7 +103,8 @@ class PlanBase:
         self.stage_kind_counts = ctx.stage_kind_counts(plan.pp)
         self.pass_parts: dict[tuple, dict] = {}  # ``PlanPasses._run_pass`` fields by point set
         self.layer_grid = None  # the decode grid refined for the layers (``PlanPasses.decode``)
-        self.loads: dict[str, MoeLoad] = {}
+        self.loads: dict[str, MoeLoad] = {}  # by mode, as read (``load``)
+        self._lazy_loads: tuple | None = None  # what ``load`` works a balanced one out from
         self.rows = None
         ids = ctx.shard_ids  # ids from one counter: unique even when threads share ``ids``
         # keyed by the shard's field values (a tuple hashes and compares in C; the dataclass's
@@ -117,7 +127,6 @@ class PlanBase:
         self.in_flight = m if m < plan.pp else 0
         # what every ``PlanPasses`` of this base reads as its own attributes (one dict update)
         self.plan_view = {
-            "plan_warnings": self.plan_warnings,
             "shard": self.shard,
             "priced_shard": self.priced_shard,
             "shape": self.shape,
@@ -142,6 +151,11 @@ class PlanBase:
             need = max(micro * q_pre if micro * q_pre < 8192 else 0, micro)
             if w.routing != "balanced" or self.shard.ep_moe > 1:
                 self.rows = ctx.rows(max(need, 1))
+            if w.routing == "balanced" and not w.eplb_redundant:
+                # arithmetic that refuses nothing: each mode's on first read (``load``; a step
+                # model's prompt-count plans read no decode load, its decode plans no prefill's)
+                self._lazy_loads = (m, micro, q_pre, plan.dp, self.shard.tp_moe, self.shard.ep_moe)
+                return
             for mode, q in (("prefill", q_pre), ("decode", 1)):
                 self.loads[mode] = busiest_rank_load(
                     m,
@@ -154,3 +168,32 @@ class PlanBase:
                     rows=self.rows,
                     redundant=w.eplb_redundant,
                 )
+
+    @property
+    def plan_warnings(self) -> list[str]:
+        """The plan's §4.2 warnings at this context's batch; for a plan its context family
+        already checked, worked out on first read (a step model's plans read none; r16trim)."""
+        out = self._plan_warnings
+        if out is None:
+            out = self._plan_warnings = plan_warnings(*self._warn_of)
+        return out
+
+    def load(self, mode: str) -> MoeLoad | None:
+        """The busiest-rank load of ``mode`` ("prefill" or "decode"; None for a dense model),
+        a balanced one worked out on first read with the arguments ``_loads_and_checks`` gives
+        the others (r16trim)."""
+        hit = self.loads.get(mode)
+        if hit is None and self._lazy_loads is not None and mode in ("prefill", "decode"):
+            m, micro, q_pre, dp, tp_moe, ep_moe = self._lazy_loads
+            hit = self.loads[mode] = busiest_rank_load(
+                m,
+                micro=micro,
+                q=q_pre if mode == "prefill" else 1,
+                dp=dp,
+                tp_moe=tp_moe,
+                ep_moe=ep_moe,
+                routing="balanced",
+                rows=self.rows,
+                redundant=0,
+            )
+        return hit

@@ -47,7 +47,7 @@ class PlanPasses:
         self.ctx = ctx
         self.plan = plan
         self.base = base = plan_base(ctx, plan, validate)
-        # base.plan_warnings, shard, priced_shard, shape, dense, moe, stage_ranges,
+        # base.shard, priced_shard, shape, dense, moe, stage_ranges,
         # stage_kind_counts, loads and rows (as ``_rows``), in_flight (decode micro-batches in
         # flight when fewer than pp, else 0: ``PlanBase.in_flight``) and ctx.distinct_kinds
         self.__dict__.update(base.plan_view)
@@ -69,7 +69,7 @@ class PlanPasses:
         priced = cache.get(key)
         if priced is not None:
             return priced
-        load = self.loads.get(mode)
+        load = self.base.load(mode)
         priced = ctx.pricer.layer(shape, kind, mode, q, kv, load, steps, self.plan.cp)
         cache[key] = priced
         return priced
@@ -160,7 +160,7 @@ class PlanPasses:
         """(layer arrays by kind, collectives by kind, extras by stage, transfer, a memo of the
         figures that follow from them alone) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
-        load = self.loads.get(mode)
+        load = self.base.load(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
         # Plans that differ only in what does not change a layer's cost share it (the

@@ -116,6 +116,17 @@ class DeviceShard:
         out.__dict__["micro"] = 0
         return out
 
+    def with_batch(self, batch_size: int, plan: Plan) -> DeviceShard:
+        """``build`` of this shard's model, ``plan`` and prompt length at ``batch_size``: its
+        ``micro`` and ``b_dev`` of that batch (``build``'s expressions), every other field
+        kept (they follow from the model, the plan and the prompt length alone; r16trim)."""
+        out = object.__new__(DeviceShard)
+        d = out.__dict__
+        d.update(self.__dict__)
+        micro = ceil(batch_size / plan.pp)
+        d["micro"], d["b_dev"] = micro, ceil(micro / (plan.dp * plan.ep))
+        return out
+
     @classmethod
     def build(cls, model: ModelSpec, plan: Plan, workload: Workload) -> DeviceShard:
         tp = plan.tp

@@ -77,7 +77,7 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, fisl = eng.budget_tokens, eng.host_step_seconds, float(isl)
     decode, prefill = step.decode_seconds, step.prefill_seconds
-    lines, pget = step.decode_lines, step.prefill_kept  # as ``steady._cycle_solver`` reads them
+    lines_get, pget = step.decode_lines.get, step.prefill_kept  # as ``steady._cycle_solver``
     eager = getattr(step.costs, "host_seconds", 0.0)  # as ``steady._cycle_solver``
     balanced = eng.adp_ranks > 1 and eng.adp_timeout_iters > 0
     # Poisson arrivals are spread (``request_path.cycles_spread``): the host dispatch overlapped
@@ -92,15 +92,9 @@ def _tpot_at(step: StepModel, wl: OpenLoopWorkload) -> Callable[[float], tuple[f
         g = ranks_prefilling_together(eng, n / (osl - 1)) if balanced and osl > 1 else 1.0
         share = p / (g * chunk)
         share = share if share < 1.0 else 1.0
-        if n >= 1:
-            try:  # decode(n) from a kept line
-                lo = int(n)
-                t, slope = lines[lo]
-                t = t + (n - lo) * slope
-            except KeyError:
-                t = decode(n)
-        else:
-            t = decode(n)
+        lo = int(n)
+        line = lines_get(lo) if n >= 1 else None  # decode(n) from a kept line
+        t = decode(n) if line is None else line[0] + (n - lo) * line[1]
         if p > 0:  # prefill(max(p, g·chunk)) tokens, a kept count read inline
             x = g * chunk if g * chunk > p else p
             mixed = pget(x)
@@ -150,7 +144,9 @@ def _bisection(at: Callable[[float], tuple[float, float]], work: float, top: flo
         return pilot_bisection(f, lo, hi, left, math.nan)  # (step by step)
     ends = [n for n in seen if lo <= n <= hi]  # the bracket's priced ends
     x0 = min(ends, key=lambda n: abs(seen[n])) if ends else (lo + hi) / 2
-    guess = secant_guess(f, x0, lo, hi, SECANT_TOL * (hi - lo) * 2.0**-left)
+    # both ends priced (the usual bracket): the first step is the secant through them
+    x1 = (lo if x0 == hi else hi) if len(ends) == 2 else None
+    guess = secant_guess(f, x0, lo, hi, SECANT_TOL * (hi - lo) * 2.0**-left, x1)
     return pilot_bisection(f, lo, hi, left, guess)
 
 
@@ -184,7 +180,7 @@ def open_loop(step: StepModel, wl: OpenLoopWorkload) -> ServingMetrics:
         near = step.memo.get(key)
         if near is None:
             limit = step.engine.cuda_graph_max_batch
-            near = step.memo[key] = open_near(work, step.decode_floor_seconds, limit, top)
+            near = step.memo[key] = open_near(work, step.decode_floor_reader(), limit, top)
         lo, hi = _bisection(at, work, top, chunked, near)
     n = (lo + hi) / 2 if osl > 1 else 0.0
     tpot, p = at(n)

@@ -97,18 +97,29 @@ def pilot_bisection(f: Residual, lo: float, hi: float, steps: int,
     return lo, hi
 
 
-def secant_guess(f: Residual, x0: float, lo: float, hi: float, tol: float) -> float:
+def secant_guess(f: Residual, x0: float, lo: float, hi: float, tol: float,
+                 x1: float | None = None) -> float:  # fmt: skip
     """A guess at the root of ``f`` in (``lo``, ``hi``) (f falls through 0 once there) from
-    ``x0``: the fixed-point step ``x0 + f(x0)``, then secant steps, each kept inside the
-    bracket the signs seen so far leave (a step that leaves it stops ``EDGE`` of the bracket
-    short of the edge it crossed, or, twice running, halves the bracket), until a step is
-    below ``tol`` or ``SECANT_TRIES`` evaluations are spent."""
+    ``x0``: the fixed-point step ``x0 + f(x0)`` — or, given a second point ``x1`` already
+    seen (r16trim: the open loop's other bracket end), the secant step through both —, then
+    secant steps, each kept inside the bracket the signs seen so far leave (a step that leaves
+    it stops ``EDGE`` of the bracket short of the edge it crossed, or, twice running, halves
+    the bracket), until a step is below ``tol`` or ``SECANT_TRIES`` evaluations are spent."""
     f0 = f(x0)
     if f0 > 0.0:
         lo = x0 if x0 > lo else lo
     else:
         hi = x0 if x0 < hi else hi
-    x, out = x0 + f0, False  # the fixed-point step F(x0); whether the last step left
+    x = x0 + f0  # the fixed-point step F(x0)
+    if x1 is not None:
+        f1 = f(x1)
+        if f1 > 0.0:
+            lo = x1 if x1 > lo else lo
+        else:
+            hi = x1 if x1 < hi else hi
+        if f1 != f0:
+            x = x0 - f0 * (x0 - x1) / (f0 - f1)
+    out = False  # whether the last step left the bracket
     for _ in range(SECANT_TRIES):
         if lo < x < hi:
             out = False

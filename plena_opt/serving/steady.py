@@ -114,7 +114,7 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, mixed_prefill = eng.budget_tokens, eng.host_step_seconds, eng.mixed_prefill
     decode, prefill, fisl = step.decode_seconds, step.prefill_seconds, float(isl)
-    lines, pget = step.decode_lines, step.prefill_kept  # kept decode lines, prefill look-up
+    lines_get, pget = step.decode_lines.get, step.prefill_kept  # kept decode lines, prefill
     cm1 = c - 1  # the other clients
     # steps started before an arrival reached it (spread cycles only: ``request_path``)
     in_flight = IN_FLIGHT_STEPS if cm1 > 0 and cycles_spread(wl) else 0
@@ -137,12 +137,9 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
             share = p / (g * chunk)
             share = share if share < 1.0 else 1.0
             x = 1 + others
-            try:  # decode(x) from a kept line
-                lo_n = int(x)
-                t, slope = lines[lo_n]
-                t = t + (x - lo_n) * slope
-            except KeyError:
-                t = decode(x)
+            lo_n = int(x)  # decode(x) from a kept line
+            line = lines_get(lo_n)
+            t = decode(x) if line is None else line[0] + (x - lo_n) * line[1]
             if p > 0:  # prefill(max(p, chunk)), a kept count read inline
                 x = g * chunk if g * chunk > p else p
                 mixed = pget(x)
@@ -162,12 +159,9 @@ def _cycle_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
                 own = prefill(x)
             x = others if mixed_prefill else 0.0
             if x >= 1:
-                try:
-                    lo_n = int(x)
-                    t, slope = lines[lo_n]
-                    t = t + (x - lo_n) * slope
-                except KeyError:
-                    t = decode(x)
+                lo_n = int(x)
+                line = lines_get(lo_n)
+                t = decode(x) if line is None else line[0] + (x - lo_n) * line[1]
             else:
                 t = decode(x)
             own = own + t + host
@@ -199,7 +193,7 @@ def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
     two counts that gave the same size it is that size, not worked out again."""
     isl, osl, eng = wl.input_len, wl.output_len, step.engine
     budget, host, decode = eng.budget_tokens, eng.host_step_seconds, step.decode_seconds
-    lines, pget, prefill = step.decode_lines, step.prefill_kept, step.prefill_seconds
+    lines_get, pget, prefill = step.decode_lines.get, step.prefill_kept, step.prefill_seconds
     per_token, cm1 = osl - 1 if osl > 1 else 0, c - 1
     # the last group size, its groups (members − 1, members × groups, prompt step's prefill),
     # the others' prompt time per output token, the least and most others that gave that size
@@ -240,23 +234,17 @@ def _lockstep_solver(step: StepModel, wl: ServingWorkload, c: int) -> Solver:
                 for m1, jm, pre in rows:
                     x = others - m1  # the group's own members are not decoding
                     if x >= 1:
-                        try:
-                            lo_n = int(x)
-                            t, slope = lines[lo_n]
-                            t = t + (x - lo_n) * slope
-                        except KeyError:
-                            t = decode(x)
+                        lo_n = int(x)
+                        line = lines_get(lo_n)
+                        t = decode(x) if line is None else line[0] + (x - lo_n) * line[1]
                     else:
                         t = decode(x if x > 0.0 else 0.0)
                     ttft += jm * (pre + t + host)  # a step
                 ttft = ttft / c
             x = 1 + others
-            try:
-                lo_n = int(x)
-                t, slope = lines[lo_n]
-                t = t + (x - lo_n) * slope
-            except KeyError:
-                t = decode(x)
+            lo_n = int(x)
+            line = lines_get(lo_n)
+            t = decode(x) if line is None else line[0] + (x - lo_n) * line[1]
             tpot = t + host + tpot_add
             if i == n:
                 return ttft, tpot

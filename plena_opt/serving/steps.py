@@ -16,6 +16,7 @@ its busiest rank: the step's KV-dependent part is scaled to that rank's KV work
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
@@ -178,8 +179,13 @@ class StepModel:
         """The step costs' floor of a decode step of ``n`` requests (s; the bytes it streams at
         least, ``estimate.decode_floor``; None for step costs that give none): where the open
         loop's search starts (``serving.spine.open_near``), never a figure."""
+        return self.decode_floor_reader()(n)
+
+    def decode_floor_reader(self) -> Callable[[float], float | None]:
+        """``decode_floor_seconds`` as a function of ``n`` alone, the floor read once (what
+        ``serving.spine.open_near`` calls, up to 8 times)."""
         floor = getattr(self.costs, "decode_floor", None)
-        return None if floor is None else floor.seconds(n)
+        return _no_floor if floor is None else floor.seconds
 
     @property
     def eager_host_seconds(self) -> float:
@@ -198,3 +204,8 @@ class StepModel:
             eager, engine = self.eager_host_seconds, self.engine
             pre = chunk_in_decode_window(pre, eager, self.decode_seconds(around), engine)
         return pre + self.decode_seconds(decoding) + self.engine.host_step_seconds
+
+
+def _no_floor(n: float) -> None:
+    """The floor of step costs that give none (``StepModel.decode_floor_reader``)."""
+    return None

@@ -104,6 +104,9 @@ def test_plan_base_in_a_derived_context_equals_a_fresh_one(name, fields, batch):
     slow = PlanBase(fresh_ctx, plan, True)
     assert fast.plan_warnings == slow.plan_warnings
     assert fast.shard == slow.shard and fast.dense == slow.dense and fast.moe == slow.moe
+    assert [fast.load(m) for m in ("prefill", "decode")] == [
+        slow.load(m) for m in ("prefill", "decode")
+    ]
     assert fast.loads == slow.loads and fast.in_flight == slow.in_flight
     if batch < plan.dp * plan.ep:
         assert any("idle" in w for w in fast.plan_warnings)
