@@ -14,8 +14,8 @@ from plena_opt.errors import PlenaInputError
 if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
 
-__all__ = ["ENGINES", "MOE_KERNELS", "check_moe_kernel", "check_moe_kernel_flag",
-           "engine_inputs"]  # fmt: skip
+__all__ = ["ENGINES", "FUSED_QUANT_ENGINES", "MOE_KERNELS", "check_moe_kernel",
+           "check_moe_kernel_flag", "engine_inputs"]  # fmt: skip
 
 
 def check_moe_kernel_flag(value: object) -> None:
