@@ -179,10 +179,16 @@ class GpuPricing(LayerPricer):
         self.redundant = workload.eplb_redundant  # EPLB replicas: more experts per rank
         self.block_moe_flag = workload.fp8_block_moe
         self.block_host = model is not None and block_scaled_ops(chip, workload, model)
-        self.perf = GpuPerfModel(chip, workload.precision or DEFAULT_GPU_PRECISION,
-                                 precision.weight_bytes, precision.activation_bytes,
+        fmt = workload.precision or DEFAULT_GPU_PRECISION
+        # static fp8 activation scales: the workload's flag, or a ModelOpt FP8 id run as shipped
+        static = workload.fp8_static_input or (
+            model is not None and model.checkpoint_fp8_static_input
+            and fmt == model.checkpoint_precision
+        )  # fmt: skip
+        self.perf = GpuPerfModel(chip, fmt, precision.weight_bytes, precision.activation_bytes,
                                  precision.kv_read_bytes, memory.usable_bandwidth_bytes_per_s,
-                                 fused_quant=workload.fused_input_quant)  # fmt: skip
+                                 fused_quant=workload.fused_input_quant,
+                                 static_input=static)  # fmt: skip
         # a checkpoint that quantises only its routed experts (gpt-oss MXFP4, Kimi-K2-Thinking
         # INT4) keeps attention, router, dense / shared-expert MLPs and LM head in bf16: those
         # GEMMs read 2-byte weights at the bf16 rate

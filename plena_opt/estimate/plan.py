@@ -255,6 +255,10 @@ class Workload:
     # TensorRT-LLM, ``serving.engines``): the GEMM reads the stored input, no bf16 quantisation
     # passes (``chip.gpu.kernel_bytes.gemm_operand_bytes``)
     fused_input_quant: bool = False
+    # the checkpoint carries static per-tensor fp8 activation scales (GPU; NVIDIA ModelOpt
+    # ``…-FP8``, ``models.checkpoint.fp8_static_input``): its input quantisation is one bf16 pass,
+    # not the dynamic scale's two (``chip.gpu.kernel_bytes.STATIC_QUANT_PASSES``)
+    fp8_static_input: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_seq_len", "output_seq_len"):
@@ -282,6 +286,7 @@ class Workload:
             "trtllm_gen_moe",
             "mxfp8_moe",
             "fused_input_quant",
+            "fp8_static_input",
             "bf16_moe",
         ):
             if not isinstance(getattr(self, name), bool):

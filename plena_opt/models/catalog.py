@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
-from plena_opt.models.checkpoint import ResolvedModel, nvfp4_attention, resolve_hf_id
+from plena_opt.models.checkpoint import (
+    ResolvedModel,
+    fp8_static_input,
+    nvfp4_attention,
+    resolve_hf_id,
+)
 from plena_opt.models.limits import MAX_NESTING, check_depth
 from plena_opt.models.model_spec import ModelSpec
 
@@ -118,13 +123,18 @@ def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
 
 
 @cache
-def _hf_spec(name: str, checkpoint: str, bf16_attention: str) -> ModelSpec:
+def _hf_spec(name: str, checkpoint: str, bf16_attention: str, fp8_static: bool = False
+             ) -> ModelSpec:  # fmt: skip
     """``_builtin_spec`` of a Hugging Face id, with the MLA projections its checkpoint keeps in
-    bf16 (``models.checkpoint.nvfp4_attention``; only an MLA model at fp4 keeps any)."""
+    bf16 (``models.checkpoint.nvfp4_attention``; only an MLA model at fp4 keeps any) and its
+    static fp8 activation scales (``models.checkpoint.fp8_static_input``; an fp8 checkpoint)."""
     spec = _builtin_spec(name, checkpoint)
-    if not bf16_attention or not spec.is_mla or checkpoint != "fp4":
-        return spec
-    return spec.model_copy(update={"checkpoint_bf16_attention": bf16_attention})
+    update: dict[str, object] = {}
+    if bf16_attention and spec.is_mla and checkpoint == "fp4":
+        update["checkpoint_bf16_attention"] = bf16_attention
+    if fp8_static and checkpoint == "fp8":
+        update["checkpoint_fp8_static_input"] = True
+    return spec.model_copy(update=update) if update else spec
 
 
 def model_name_from_path(path: str | Path) -> str:
@@ -155,6 +165,7 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
     if name not in list_models():
         found = resolve_model_id(name)
         if found is not None:  # a Hugging Face id: its entry, at the checkpoint's format
-            return _hf_spec(found.name, found.checkpoint_precision, nvfp4_attention(name))
+            return _hf_spec(found.name, found.checkpoint_precision, nvfp4_attention(name),
+                            fp8_static_input(name))  # fmt: skip
     _check_name(name)
     return _builtin_spec(name)

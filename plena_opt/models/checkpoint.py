@@ -77,6 +77,28 @@ VARIANT_SUFFIXES = ("-instruct", "-it", "-chat", "-base")
 REVISION = re.compile(r"-(?:v\d+|preview)$", re.IGNORECASE)
 
 
+# NVIDIA's ModelOpt FP8 checkpoints (``nvidia/<model>-FP8``: hf_quant_config.json / config.json
+# ``quant_algo: FP8``, e.g. nvidia/Llama-3.3-70B-Instruct-FP8, nvidia/Llama-3.1-8B-Instruct-FP8)
+# store a calibrated per-tensor ``input_scale`` next to each linear layer's weights: static
+# activation scales, which vLLM's ``ModelOptFp8LinearMethod`` ("static weight scale and
+# activation scale") quantises with in one pass (``chip.gpu.kernel_bytes.STATIC_QUANT_PASSES``).
+# Every other fp8 id keeps the dynamic default (two passes): compressed-tensors "FP8-dynamic"
+# checkpoints (RedHatAI ``…-FP8-dynamic``: input_activations ``dynamic: true``) are dynamic, and
+# an id alone does not say which scheme other quantisers used (Neural Magic's older AutoFP8
+# ``…-FP8`` ones were ``activation_scheme: static``, later compressed-tensors ones not always).
+FP8_STATIC_OWNERS = ("nvidia/",)
+
+
+def fp8_static_input(hf_id: str | None) -> bool:
+    """True where ``hf_id`` names a checkpoint with static per-tensor fp8 activation scales: an
+    NVIDIA ModelOpt ``-FP8`` id (``FP8_STATIC_OWNERS``; a ``-v2`` revision too); False for any
+    other id (the dynamic default)."""
+    if not hf_id or not hf_id.lower().startswith(FP8_STATIC_OWNERS):
+        return False
+    name = REVISION.sub("", hf_id.rsplit("/", 1)[-1]).lower()
+    return name.endswith("-fp8")
+
+
 def checkpoint_precision(cfg: dict[str, Any]) -> tuple[str, str]:
     """(format, where it was read) of the checkpoint whose ``config.json`` is ``cfg``."""
     q = cfg.get(FIELD)

@@ -86,6 +86,10 @@ class ModelSpec(BaseModel):
     # MLA projections the checkpoint keeps in bf16 (``models.checkpoint.BF16_ATTENTION``: NVIDIA's
     # NVFP4 DeepSeek ids); applies where a plan runs the checkpoint's own format
     checkpoint_bf16_attention: str = ""
+    # per-tensor fp8 activation scales calibrated into the checkpoint (``input_scale``: NVIDIA
+    # ModelOpt ``…-FP8`` ids, ``models.checkpoint.fp8_static_input``); applies where a plan runs
+    # the checkpoint's own format
+    checkpoint_fp8_static_input: bool = False
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:

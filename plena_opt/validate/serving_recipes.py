@@ -284,6 +284,29 @@ def checkpoint_attention(row: ServingRow, d: Deployment) -> str:
     return nvfp4_attention(INFERENCEX_DSR1_FP4)
 
 
+# The checkpoint InferenceX's Llama-3.1-70B fp8 configs ran (.github/workflows/70b-tmpl.yml of
+# 2025-10, e.g. commit 35bc387ff of 2025-10-16: ``image: 'vllm/vllm-openai:v0.10.2'`` on h100,
+# h200 and b200, TensorRT-LLM 1.1.0rc2.post2 on h200-trt / b200-trt, every one ``model:
+# 'nvidia/Llama-3.3-70B-Instruct-FP8'``; the rows' file says only ``meta-llama/Llama-3.1-70B``
+# at fp8): NVIDIA ModelOpt FP8, static activation scales (``models.checkpoint.fp8_static_input``).
+INFERENCEX_LLAMA70B_FP8 = "nvidia/Llama-3.3-70B-Instruct-FP8"
+LLAMA_70B = "llama-3.1-70b"
+
+
+def checkpoint_fp8_static(row: ServingRow, d: Deployment) -> bool:
+    """``Workload.fp8_static_input`` of the checkpoint ``row`` ran at fp8: a ModelOpt FP8 id as
+    named, or, for an InferenceX Llama-3.1-70B row, ``INFERENCEX_LLAMA70B_FP8``; False otherwise
+    (the dynamic default: the non-InferenceX Qwen3-32B rows name only ``Qwen/Qwen3-32B``)."""
+    from plena_opt.models.checkpoint import fp8_static_input
+
+    if d.precision != "fp8":
+        return False
+    if fp8_static_input(row.get("model_path")):
+        return True
+    ix = bool(INFERENCEX_ID.match(row.id))
+    return ix and d.model == LLAMA_70B and fp8_static_input(INFERENCEX_LLAMA70B_FP8)
+
+
 # TensorRT-LLM images InferenceX ran only with speculative decoding: in
 # .github/configs/nvidia-master.yaml, from 2026-02-05 (PR #632, #642) to 2026-05-18 (PR #1489),
 # ``release:1.2.0rc6.post3`` is the image of dsr1-fp8-b200-trt-mtp and dsr1-fp4-b200-trt-mtp
@@ -342,8 +365,9 @@ def speculative_point(row: ServingRow, system: str, d: Deployment) -> str | None
 
 
 def with_formats(row: ServingRow, d: Deployment) -> Deployment:
-    """``d`` with the row's fp8_block GEMM / MoE modes, the bf16 attention projections of the
-    checkpoint it ran (``checkpoint_attention``) and its MXFP4 experts' kernel (``moe_kernel``;
+    """``d`` with the row's fp8_block GEMM / MoE modes, the bf16 attention projections and static
+    fp8 activation scales of the checkpoint it ran (``checkpoint_attention``,
+    ``checkpoint_fp8_static``) and its MXFP4 experts' kernel (``moe_kernel``;
     a recipe's Marlin, set by ``serving_rows.resolve``, kept)."""
     from dataclasses import replace
 
@@ -352,5 +376,6 @@ def with_formats(row: ServingRow, d: Deployment) -> Deployment:
     ix = bool(INFERENCEX_ID.match(row.id))
     kernel = moe_kernel(d.engine, d.chip, d.model, d.precision, ix)
     d = replace(d, bf16_attention=checkpoint_attention(row, d), mxfp8_moe=kernel == "mxfp8",
-                bf16_moe=kernel == "bf16")  # fmt: skip
+                bf16_moe=kernel == "bf16",
+                fp8_static_input=checkpoint_fp8_static(row, d))  # fmt: skip
     return replace(d, fp8_block_gemm=gemm, fp8_block_moe=moe) if gemm or moe else d

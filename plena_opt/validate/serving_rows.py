@@ -150,6 +150,7 @@ class Deployment:
     pp: int = 1  # pipeline stages of an aggregated worker (``gpus`` counts them)
     eplb_redundant: int = 0  # redundant expert replicas an uneven EP size needs (eplb_redundant)
     bf16_attention: str = ""  # MLA projections the checkpoint keeps in bf16 (Workload field)
+    fp8_static_input: bool = False  # static fp8 activation scales (Workload field)
 
 
 class Refused(Exception):

@@ -242,7 +242,7 @@ def cached_step(d: Deployment, steps: dict, host: dict[str, float]) -> StepModel
            d.kv_precision, d.async_scheduling, d.generated_batch, d.batch_wait,
            d.recv_interval, d.marlin_moe, d.trtllm_gen_moe, d.mxfp8_moe, d.bf16_moe,
            d.eplb_redundant, d.pp, d.adp_balance, d.max_num_tokens, d.trt_kv_fraction,
-           d.bf16_attention)  # fmt: skip
+           d.bf16_attention, d.fp8_static_input)  # fmt: skip
     if key not in steps:
         steps[key] = step_model(d, host.get(d.engine, 0.0))
     return steps[key]
@@ -349,7 +349,8 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
                   fp8_block_moe=d.fp8_block_moe, kv_precision=d.kv_precision,
                   marlin_moe=d.marlin_moe, trtllm_gen_moe=d.trtllm_gen_moe, mxfp8_moe=d.mxfp8_moe,
                   bf16_moe=d.bf16_moe, engine="",  # the kernel: with_formats' flags alone
-                  eplb_redundant=d.eplb_redundant, bf16_attention=d.bf16_attention)  # fmt: skip
+                  eplb_redundant=d.eplb_redundant, bf16_attention=d.bf16_attention,
+                  fp8_static_input=d.fp8_static_input)  # fmt: skip
     eng = engine_model(d.engine, float(chip.hbm.capacity_bytes.value), host_step_seconds)  # type: ignore[union-attr]
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     if d.async_scheduling is not None:  # vLLM: the row's recipe flag or version default

@@ -46,16 +46,27 @@ BLOCK_FP8 = FormatBytes(1.0 + 4.0 / BLOCK_WEIGHT, 1.0 + 4.0 / BLOCK_GROUP)
 # block fp8 (``per_token_group_quant_fp8``), NVFP4 (``scaled_fp4_quant``, a static global
 # scale) and the MX formats (per-block scales) quantise in one pass.
 QUANT_PASSES = {"fp8": 2, "fp8_block": 1, "fp4": 1, "mxfp8": 1, "mxfp4": 1}
+# Per-tensor fp8 with STATIC activation scales (a calibrated ``input_scale`` per linear layer in
+# the checkpoint, ``Workload.fp8_static_input``): ``scaled_fp8_quant`` with the scale given
+# (``static_scaled_fp8_quant``) is the quantisation alone, one bf16 pass. vLLM loads NVIDIA
+# ModelOpt ``quant_algo: FP8`` checkpoints with ``ModelOptFp8LinearMethod``, "static weight scale
+# and activation scale": it registers an ``input_scale`` per layer and quantises with it
+# (``ModelOptFp8Config.ACTIVATION_SCHEMES = ["static"]`` in the 0.5-0.10 releases;
+# ``activation_quant_key=kFp8StaticTensorSym`` in 0.18, vllm/model_executor/layers/quantization/
+# modelopt.py). The kernel tables ran dynamic scales: their fits keep ``QUANT_PASSES``.
+STATIC_QUANT_PASSES = {"fp8": 1}
 
 
-def gemm_operand_bytes(fmt: str, compute_format: str | None = None,
-                       fused_quant: bool = False) -> FormatBytes:  # fmt: skip
+def gemm_operand_bytes(fmt: str, compute_format: str | None = None, fused_quant: bool = False,
+                       static_input: bool = False) -> FormatBytes:  # fmt: skip
     """Bytes per weight element and per input element of a linear layer in format ``fmt``
     (a ``precision.GPU_BYTES`` format or ``fp8_block``) computed at ``compute_format`` (default
     ``fmt``; ``bf16`` for a narrower ``fmt``: weight-only, bf16 input). The input figure holds
     every pass the layer makes over it (module docstring); ``fused_quant``: the quantisation is
-    fused into the kernel before (the GEMM reads the stored input, nothing else). A quantised
-    format with no known quantisation path is refused naming ``precision``."""
+    fused into the kernel before (the GEMM reads the stored input, nothing else);
+    ``static_input``: the checkpoint carries static activation scales (``STATIC_QUANT_PASSES``;
+    the other formats' pass counts do not depend on it). A quantised format with no known
+    quantisation path is refused naming ``precision``."""
     compute = compute_format or fmt
     if fmt == WEIGHT_ONLY_COMPUTE or is_weight_only(fmt, compute):
         return FormatBytes(GPU_BYTES[fmt].weight, BF16_BYTES)
@@ -67,7 +78,8 @@ def gemm_operand_bytes(fmt: str, compute_format: str | None = None,
     stored = BLOCK_FP8 if fmt == "fp8_block" else GPU_BYTES[fmt]
     if fused_quant:
         return stored
-    return FormatBytes(stored.weight, QUANT_PASSES[fmt] * BF16_BYTES + 2 * stored.activation)
+    passes = STATIC_QUANT_PASSES.get(fmt, QUANT_PASSES[fmt]) if static_input else QUANT_PASSES[fmt]
+    return FormatBytes(stored.weight, passes * BF16_BYTES + 2 * stored.activation)
 
 
 def gemm_bytes(m, n, k, weight_bytes: float, input_bytes: float, groups=1):

@@ -168,6 +168,7 @@ class GpuPerfModel:
     def __init__(
         self, chip: GpuChipProfile, precision: str, weight_bytes: float, act_bytes: float,
         kv_bytes: float, bandwidth_bytes_per_s: float | None = None, fused_quant: bool = False,
+        static_input: bool = False,
     ) -> None:  # fmt: skip
         self.chip = chip
         self.precision = precision
@@ -186,9 +187,10 @@ class GpuPerfModel:
         self.wb, self.ab, self.kvb = weight_bytes, act_bytes, kv_bytes
         # a linear layer's weight and input bytes per element, as the kernel-table fits count
         # them (``kernel_bytes.gemm_operand_bytes``: the input's quantisation passes included,
-        # unless ``fused_quant``: the engine quantises inside the kernel before the GEMM)
+        # unless ``fused_quant``: the engine quantises inside the kernel before the GEMM; one
+        # pass for per-tensor fp8 with the checkpoint's static activation scales, ``static_input``)
         self.fused_quant = fused_quant
-        fb = gemm_operand_bytes(precision, self.compute_format, fused_quant)
+        fb = gemm_operand_bytes(precision, self.compute_format, fused_quant, static_input)
         self.gemm_w, self.gemm_in = fb.weight, fb.activation
         self.kernel_s = chip.overheads.kernel_seconds.value
         self.step_s = chip.overheads.step_seconds.value
