@@ -60,7 +60,8 @@ def _col(rows: list[dict[str, str]], key: str) -> np.ndarray:
 
 def gemm_nbytes(fmt: str, m, n, k):
     """Bytes read + written by GEMM rows in format ``fmt`` (``kernel_bytes.gemm_bytes`` at the
-    format's operand widths: the count the product prices, ``GpuPerfModel.gemm``)."""
+    format's operand widths: the count the product prices, ``GpuPerfModel.gemm``). The tables
+    ran dynamic fp8 activation scales: no ``static_input`` here (README_serving r16static)."""
     fb = gemm_operand_bytes(fmt)
     reads, writes = gemm_bytes(m, n, k, fb.weight, fb.activation)
     return reads + writes
