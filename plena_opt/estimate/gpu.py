@@ -242,6 +242,8 @@ class GpuPricing(LayerPricer):
             "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
             **({} if self.moe_kernel is None else {"moe_kernel": self.moe_kernel}),
+            # static fp8 activation scales: one bf16 quantisation pass (kernel_bytes)
+            **({"fp8_static_input": True} if p.static_input else {}),
             "power_watts": {
                 "busy": self.chip.power.busy_watts.value,
                 "idle": self.chip.power.idle_watts.value,

@@ -69,6 +69,8 @@ def test_an_nvidia_fp8_id_carries_its_scales_into_estimate() -> None:
         return ctx.pricer.perf
 
     assert pricer(m, Workload(precision="fp8")).gemm_in == 4.0
+    ctx = EstimateContext(m, load_noc_profile("hgx-h100x8"), gpu_memory(c), Workload(), c)
+    assert ctx.pricer.describe()["fp8_static_input"] is True
     assert pricer(load_model("llama-3.3-70b"), Workload(precision="fp8")).gemm_in == 6.0
     assert pricer(load_model("llama-3.3-70b"),
                   Workload(precision="fp8", fp8_static_input=True)).gemm_in == 4.0  # fmt: skip

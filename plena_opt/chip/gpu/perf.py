@@ -189,7 +189,7 @@ class GpuPerfModel:
         # them (``kernel_bytes.gemm_operand_bytes``: the input's quantisation passes included,
         # unless ``fused_quant``: the engine quantises inside the kernel before the GEMM; one
         # pass for per-tensor fp8 with the checkpoint's static activation scales, ``static_input``)
-        self.fused_quant = fused_quant
+        self.fused_quant, self.static_input = fused_quant, static_input
         fb = gemm_operand_bytes(precision, self.compute_format, fused_quant, static_input)
         self.gemm_w, self.gemm_in = fb.weight, fb.activation
         self.kernel_s = chip.overheads.kernel_seconds.value
