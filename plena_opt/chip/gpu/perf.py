@@ -94,26 +94,26 @@ def mxfp8_moe_peak(chip: GpuChipProfile, compute_format: str) -> float:
     """The dense FLOP/s a 4-bit expert GEMM with MXFP8 activations runs at on ``chip``: its fp8
     peak (``MXFP8_MOE_NOTE``); refused naming ``mxfp8_moe`` where the experts do not run on
     4-bit tensor cores or the chip has no fp8 peak."""
-    if compute_format != "fp4" or "fp8" not in chip.peak_flops:
-        raise PlenaInputError(
-            "mxfp8_moe",
-            f"mxfp8_moe: MXFP8 activations pair with 4-bit experts on fp4 tensor cores; "
-            f"{chip.name} runs these experts as {compute_format}",
-        )  # fmt: skip
-    return chip.peak_flops["fp8"].value
+    return _activation_moe_peak(chip, compute_format, "fp8", "mxfp8_moe")
 
 
 def bf16_moe_peak(chip: GpuChipProfile, compute_format: str) -> float:
     """The dense FLOP/s a 4-bit expert GEMM with bf16 activations runs at on ``chip``: its bf16
     peak (``BF16_MOE_NOTE``); refused naming ``bf16_moe`` where the experts do not run on 4-bit
     tensor cores or the chip has no bf16 peak."""
-    if compute_format != "fp4" or "bf16" not in chip.peak_flops:
+    return _activation_moe_peak(chip, compute_format, "bf16", "bf16_moe")
+
+
+def _activation_moe_peak(chip: GpuChipProfile, compute_format: str, peak: str, field: str) -> float:
+    """``chip``'s ``peak`` FLOP/s for 4-bit experts whose activations set the tensor-core rate;
+    refused naming ``field`` unless the experts run on fp4 tensor cores and the peak exists."""
+    if compute_format != "fp4" or peak not in chip.peak_flops:
         raise PlenaInputError(
-            "bf16_moe",
-            f"bf16_moe: bf16 activations with 4-bit experts are priced on fp4 tensor cores; "
+            field,
+            f"{field}: {peak} activations pair with 4-bit experts on fp4 tensor cores; "
             f"{chip.name} runs these experts as {compute_format}",
         )  # fmt: skip
-    return chip.peak_flops["bf16"].value
+    return chip.peak_flops[peak].value
 
 
 # Why block-scaled fp8 experts on the TensorRT-LLM-gen MoE take the chip's ``moe.fp4`` curve's
