@@ -309,6 +309,7 @@ class GpuPricing(LayerPricer):
                 trtllm_gen=self.trtllm_gen_moe,
                 mxfp8=self.mxfp8_moe,
                 bf16=self.bf16_moe,
+                expert_counts=load.expert_counts,
             ),
         ]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_bytes, gemm_operand_bytes
+from plena_opt.chip.gpu.moe_imbalance import imbalance_factor, moe_block_m
 from plena_opt.chip.gpu.profile import AttentionCurve, GemmCurve, GpuChipProfile
 from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, FormatBytes, is_weight_only
 from plena_opt.errors import PlenaInputError
@@ -254,6 +255,7 @@ class GpuPerfModel:
         trtllm_gen: bool = False,
         mxfp8: bool = False,
         bf16: bool = False,
+        expert_counts: tuple[int, ...] | None = None,
     ) -> KernelTime:
         """vLLM's fused MoE (sort, gate/up GEMM, activation, down GEMM, top-k sum) as one curve
         fitted on the measured fused-MoE layer; without a fit, two grouped GEMMs.
@@ -268,15 +270,19 @@ class GpuPerfModel:
         (``TRTLLM_GEN_MOE_NOTE``; no change on a chip without both curves). ``mxfp8``: 4-bit
         experts multiplied with MXFP8 activations (``kind::mxf8f6f4``): the compute side at the
         chip's fp8 peak instead of the fp4 one (``MXFP8_MOE_NOTE``). ``bf16``: 4-bit experts
-        multiplied with bf16 activations: the compute side at the bf16 peak (``BF16_MOE_NOTE``)."""
+        multiplied with bf16 activations: the compute side at the bf16 peak (``BF16_MOE_NOTE``).
+        ``expert_counts``: the busiest rank's pairs per local expert; on the prefill curves the
+        time is scaled by their M-tile count over balanced routing's (``moe_imbalance``)."""
         curves = self.chip.moe
         if tokens > self.chip.moe_prefill_min_tokens and self.chip.moe_prefill:
             curves = self.chip.moe_prefill  # prefill token counts: the prefill-range fit
-        curve = curves.get(self.compute_format)
-        if self.weight_only and not marlin:  # W4A16 experts: the format's own measured curve
-            curve = curves.get(self.precision, curve)
+        key = self.compute_format
+        if self.weight_only and not marlin and self.precision in curves:  # W4A16: its own curve
+            key = self.precision
+        if block_scaled and self.compute_format + "_block" in curves:
+            key = self.compute_format + "_block"
+        curve = curves.get(key)
         if block_scaled:
-            curve = curves.get(self.compute_format + "_block", curve)
             gen = curves.get("fp4") if trtllm_gen and curves is self.chip.moe else None
             if gen is not None and curve is not None:
                 curve = gen.model_copy(update={"compute_efficiency": curve.compute_efficiency})
@@ -300,6 +306,8 @@ class GpuPerfModel:
         t += curve.seconds_per_active_expert.value * active
         if curve.seconds_per_pair is not None:
             t += curve.seconds_per_pair.value * pairs
+        if curves is self.chip.moe_prefill and expert_counts is not None and not trtllm_gen:
+            t *= imbalance_factor(expert_counts, moe_block_m(key, marlin))
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def attention_decode(
