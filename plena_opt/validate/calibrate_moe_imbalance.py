@@ -108,8 +108,9 @@ def report(folder: Path) -> dict:
     """The fit over all ratios, leave-one-GPU-out and leave-one-model-out (layer shape)."""
     d = table_ratios(folder)
     s = fit_share(d.tiles, d.measured)
-    out = {"share": s, "ratios": int(d.measured.size), "mape_balanced": mape(0, d.tiles, d.measured),
-           "mape": mape(s, d.tiles, d.measured), "by_curve": {}, "logo": {}, "lomo": {}}  # fmt: skip
+    out = {"share": s, "ratios": int(d.measured.size),
+           "mape_balanced": mape(0, d.tiles, d.measured), "mape": mape(s, d.tiles, d.measured),
+           "by_curve": {}, "logo": {}, "lomo": {}}  # fmt: skip
     for c in sorted(set(d.curve)):
         m = d.curve == c
         out["by_curve"][c] = (int(m.sum()), mape(0, d.tiles[m], d.measured[m]),
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  curve {c:10s} {n:5d} ratios  {a:6.2f} -> {b:6.2f} %")
     for label in ("logo", "lomo"):
         for g, (sh, n, a, b) in r[label].items():
-            print(f"  {label} held out {g:18s} share {sh:.3f}  {n:5d} ratios  {a:6.2f} -> {b:6.2f} %")
+            print(f"  {label} held out {g:18s} share {sh:.3f}  {n:5d} ratios  "
+                  f"{a:6.2f} -> {b:6.2f} %")  # fmt: skip
 
 
 if __name__ == "__main__":

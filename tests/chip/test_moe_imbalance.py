@@ -99,7 +99,8 @@ def test_evaluator_prices_power_law_prompts_dearer_and_decode_the_same(monkeypat
                   marlin_moe=True, routing="power_law")  # fmt: skip
 
     def run(w):
-        return Evaluator(model, noc, gpu_memory(chip), w, chip).evaluate(Plan(tp=8, moe_tp_mode="keep"))
+        ev = Evaluator(model, noc, gpu_memory(chip), w, chip)
+        return ev.evaluate(Plan(tp=8, moe_tp_mode="keep"))
 
     on, bal_on = run(wl), run(replace(wl, routing="balanced"))
     monkeypatch.setattr(mi, "MOE_TILE_TIME_SHARE", 0.0)
