@@ -1,4 +1,4 @@
-"""Fit ``chip.gpu.moe_imbalance.MOE_TILE_TIME_SHARE`` on the kernel tables' routed MoE rows.
+"""Fit ``chip.gpu.moe_imbalance``'s tile time shares on the kernel tables' routed MoE rows.
 
 Data: ``{h200,b200}_sxm_moe_vllm-0.19.0.csv.gz``. Every (kernel, dtype, tokens, layer shape, TP)
 at EP 1 is timed under three routings: ``balanced``, ``power_law_1.01`` and ``power_law_1.2``
@@ -6,9 +6,10 @@ at EP 1 is timed under three routings: ``balanced``, ``power_law_1.01`` and ``po
 over its balanced twin, kept above ``PREFILL_MIN_TOKENS`` tokens (where the chip's prefill MoE
 curves price the layer) for the kernels with a known M tile (``MOE_BLOCK_M`` by curve key). Its
 model: ``1 + s · (R − 1)``, ``R`` = the M tiles of the seed-0 ``power_law_counts`` draw over those
-of the even split (``moe_imbalance.tile_ratio``), ``s`` fitted by least squares on log ratios.
+of the even split (``moe_imbalance.tile_ratio``), ``s`` fitted per kernel family (``FAMILIES``:
+8/16-bit weights, 4-bit weight-only) by least squares on log ratios.
 
-Run ``python -m plena_opt.validate.calibrate_moe_imbalance [../shared/data/kernels]``: the fit,
+Run ``python -m plena_opt.validate.calibrate_moe_imbalance [../shared/data/kernels]``: the fits,
 leave-one-GPU-out and leave-one-model-out (layer shape) figures.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plena_opt.chip.gpu.moe_imbalance import MOE_BLOCK_M, tile_ratio
+from plena_opt.chip.gpu.moe_imbalance import MOE_BLOCK_M, W4A16_CURVES, tile_ratio
 
 SYSTEMS = ("h200_sxm", "b200_sxm")
 PREFILL_MIN_TOKENS = 1024  # == the chips' ``moe_prefill_min_tokens`` (strictly above)
@@ -34,6 +35,9 @@ KERNELS = {
     ("vllm_marlin_int4_moe", "int4_wo"): "int4",
     ("vllm_mxfp4_moe", "w4a16_mxfp4"): "mxfp4",
 }
+# kernel family -> its prefill curves, each family with its own share (``moe_imbalance``)
+FAMILIES = {"w8w16": ("bf16", "fp8", "fp8_block"), "w4a16": W4A16_CURVES}
+SHARE_NAMES = {"w8w16": "MOE_TILE_TIME_SHARE", "w4a16": "W4A16_TILE_TIME_SHARE"}
 SHAPE = ("hidden_size", "inter_size", "topk", "num_experts")
 KEY = ("kernel_source", "moe_dtype", "num_tokens", *SHAPE, "moe_tp_size")
 
@@ -104,38 +108,42 @@ def mape(share: float, tiles: np.ndarray, measured: np.ndarray) -> float:
     return float(100 * np.mean(np.abs((1.0 + share * (tiles - 1.0)) / measured - 1.0)))
 
 
-def report(folder: Path) -> dict:
-    """The fit over all ratios, leave-one-GPU-out and leave-one-model-out (layer shape)."""
+def report(folder: Path) -> dict[str, dict]:
+    """Per kernel family (``FAMILIES``): the fitted share over its ratios, by curve, held out by
+    GPU (``logo``) and by layer shape (``lomo``): (share, ratios, MAPE as balanced, MAPE)."""
     d = table_ratios(folder)
-    s = fit_share(d.tiles, d.measured)
-    out = {"share": s, "ratios": int(d.measured.size),
-           "mape_balanced": mape(0, d.tiles, d.measured), "mape": mape(s, d.tiles, d.measured),
-           "by_curve": {}, "logo": {}, "lomo": {}}  # fmt: skip
-    for c in sorted(set(d.curve)):
-        m = d.curve == c
-        out["by_curve"][c] = (int(m.sum()), mape(0, d.tiles[m], d.measured[m]),
-                              mape(s, d.tiles[m], d.measured[m]))  # fmt: skip
-    for label, groups in (("logo", d.system), ("lomo", d.shape)):
-        for g in sorted(set(groups)):
-            held = groups == g
-            sh = fit_share(d.tiles[~held], d.measured[~held])
-            out[label][g] = (sh, int(held.sum()), mape(0, d.tiles[held], d.measured[held]),
-                             mape(sh, d.tiles[held], d.measured[held]))  # fmt: skip
+    out = {}
+    for family, curves in FAMILIES.items():
+        m = np.isin(d.curve, curves)
+        t, y, system, shape, curve = d.tiles[m], d.measured[m], d.system[m], d.shape[m], d.curve[m]
+        s = fit_share(t, y)
+        fam = {"share": s, "ratios": int(m.sum()), "mape_balanced": mape(0, t, y),
+               "mape": mape(s, t, y), "by_curve": {}, "logo": {}, "lomo": {}}  # fmt: skip
+        for c in sorted(set(curve)):
+            k = curve == c
+            fam["by_curve"][c] = (int(k.sum()), mape(0, t[k], y[k]), mape(s, t[k], y[k]))
+        for label, groups in (("logo", system), ("lomo", shape)):
+            for g in sorted(set(groups)):
+                held = groups == g
+                sh = fit_share(t[~held], y[~held])
+                fam[label][str(g)] = (sh, int(held.sum()), mape(0, t[held], y[held]),
+                                      mape(sh, t[held], y[held]))  # fmt: skip
+        out[family] = fam
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     folder = Path(argv[0]) if argv else Path(__file__).resolve().parents[3] / "shared/data/kernels"
-    r = report(folder)
-    print(f"MOE_TILE_TIME_SHARE = {r['share']:.3f} on {r['ratios']} ratios; ratio MAPE "
-          f"{r['mape_balanced']:.2f} % (as balanced) -> {r['mape']:.2f} %")  # fmt: skip
-    for c, (n, a, b) in r["by_curve"].items():
-        print(f"  curve {c:10s} {n:5d} ratios  {a:6.2f} -> {b:6.2f} %")
-    for label in ("logo", "lomo"):
-        for g, (sh, n, a, b) in r[label].items():
-            print(f"  {label} held out {g:18s} share {sh:.3f}  {n:5d} ratios  "
-                  f"{a:6.2f} -> {b:6.2f} %")  # fmt: skip
+    for family, r in report(folder).items():
+        print(f"{SHARE_NAMES[family]} = {r['share']:.3f} on {r['ratios']} ratios; ratio MAPE "
+              f"{r['mape_balanced']:.2f} % (as balanced) -> {r['mape']:.2f} %")  # fmt: skip
+        for c, (n, a, b) in r["by_curve"].items():
+            print(f"  curve {c:10s} {n:5d} ratios  {a:6.2f} -> {b:6.2f} %")
+        for label in ("logo", "lomo"):
+            for g, (sh, n, a, b) in r[label].items():
+                print(f"  {label} held out {g:18s} share {sh:.3f}  {n:5d} ratios  "
+                      f"{a:6.2f} -> {b:6.2f} %")  # fmt: skip
 
 
 if __name__ == "__main__":

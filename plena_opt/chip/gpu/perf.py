@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plena_opt.chip.gpu.kernel_bytes import fused_moe_bytes, gemm_bytes, gemm_operand_bytes
-from plena_opt.chip.gpu.moe_imbalance import imbalance_factor, moe_block_m
+from plena_opt.chip.gpu.moe_imbalance import imbalance_factor, tile_law
 from plena_opt.chip.gpu.profile import AttentionCurve, GemmCurve, GpuChipProfile
 from plena_opt.chip.precision import W4A16_DEQUANT_SLOWDOWN, FormatBytes, is_weight_only
 from plena_opt.errors import PlenaInputError
@@ -307,7 +307,7 @@ class GpuPerfModel:
         if curve.seconds_per_pair is not None:
             t += curve.seconds_per_pair.value * pairs
         if curves is self.chip.moe_prefill and expert_counts is not None and not trtllm_gen:
-            t *= imbalance_factor(expert_counts, moe_block_m(key, marlin))
+            t *= imbalance_factor(expert_counts, tile_law(key, marlin))
         return KernelTime(t, flops, reads, writes, bool(cb))
 
     def attention_decode(
