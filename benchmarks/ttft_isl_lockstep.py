@@ -167,7 +167,7 @@ def return_path_replay(delay: float, jitter: float, whole: str = ""):
         arrival, first, finish = [0.0] * c, [0.0] * c, [0.0] * c
         left, waiting, prefilling = [draw(i)[0] for i in range(c)], list(range(c)), []
         decoding, start, gaps = rp._Decoding(warmup_waves * c, total), {}, []
-        t, prev, done = 0.0, 0.0, 0
+        t, prev, done, ended = 0.0, 0.0, 0, 0
 
         def finished(r: int, t: float) -> int:
             finish[r] = t
@@ -182,11 +182,17 @@ def return_path_replay(delay: float, jitter: float, whole: str = ""):
         for _ in range(rp.MAX_REPLAY_STEPS):
             if done >= total:
                 break
+            if not prefilling and not decoding.count and ended and eng.overlap_schedule:
+                # the step scheduled before the last finish still decodes those requests
+                prev, ended = step.step_seconds(0, ended), 0
+                t += prev
+                continue
             if not prefilling and not decoding.count:  # idle: the engine waits for an arrival
                 t = seen = max(t, min(arrival[r] for r in waiting))
             else:  # the step starting at t was scheduled at t − prev under overlap
                 seen = t - (prev * OVERLAP_ADMISSION_STEPS if eng.overlap_schedule else 0.0)
-            for r in sorted((r for r in waiting if arrival[r] <= seen), key=arrival.__getitem__):
+            ready = (r for r in waiting if arrival[r] <= seen + 1e-9)  # 1 ns: float sums
+            for r in sorted(ready, key=arrival.__getitem__):
                 if len(prefilling) >= cap - decoding.count:
                     break
                 prefilling.append(r)
@@ -198,10 +204,12 @@ def return_path_replay(delay: float, jitter: float, whole: str = ""):
                 continue
             prev = step.step_seconds(tokens, n)
             t += prev
+            ended = 0
             if n:
                 by_gap, ends = decoding.advance(t)
                 gaps.extend(by_gap.items())
                 done += sum(finished(r, t) for r in ends)
+                ended = len(ends)
             for r in firsts:
                 prefilling.remove(r)
                 first[r] = start[r] = t
