@@ -103,7 +103,10 @@ def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: W
                              ) -> Workload:  # fmt: skip
     """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
     a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
-    format the chip cannot run is refused naming ``precision`` and the config field."""
+    format the chip cannot run is refused naming ``precision`` and the config field. The KV
+    cache defaults to the format the checkpoint declares where the engine inherits it
+    (``checkpoint_kv_workload``)."""
+    workload = checkpoint_kv_workload(chip, model, workload)
     if workload.precision is not None:
         return workload
     ckpt = model.checkpoint_precision
@@ -117,6 +120,27 @@ def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: W
             "to price a re-quantised checkpoint",
         )
     return replace(workload, precision=ckpt)
+
+
+def checkpoint_kv_workload(chip: GpuChipProfile, model: ModelSpec, workload: Workload
+                           ) -> Workload:  # fmt: skip
+    """``workload`` with ``kv_precision`` the checkpoint's declared KV format
+    (``ModelSpec.checkpoint_kv_precision``: a ModelOpt ``kv_cache_quant_algo``) where none is
+    given, the plan runs the checkpoint's own weight format, the chip stores that KV format and
+    ``workload.engine`` at its modelled version (``serving.engines.VERSIONS``) leaves its default
+    KV dtype to the checkpoint (``models.checkpoint.engine_inherits_kv``); else unchanged (bf16).
+    """
+    from plena_opt.models.checkpoint import engine_inherits_kv
+    from plena_opt.serving.engines import VERSIONS
+
+    kv = model.checkpoint_kv_precision
+    if kv is None or workload.kv_precision is not None or kv not in chip.kv_formats:
+        return workload
+    if workload.precision not in (None, model.checkpoint_precision):
+        return workload  # a re-quantised checkpoint: its KV scales are not the shipped ones
+    if not engine_inherits_kv(workload.engine, VERSIONS.get(workload.engine)):
+        return workload
+    return replace(workload, kv_precision=kv)
 
 
 def quantisation_note(model: ModelSpec, precision: str) -> str | None:

@@ -269,18 +269,37 @@ INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
 KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
 
 
-def kv_cache_format(row: ServingRow, system: str, engine: str, model: str) -> str | None:
+def kv_cache_format(row: ServingRow, system: str, engine: str, model: str,
+                    recipes: bool = True) -> str | None:  # fmt: skip
     """The KV-cache format of ``row`` (None: bf16): its ``kv_cache_dtype`` column, else an
-    InferenceX row's recipe format (``INFERENCEX_ID``), else bf16."""
+    InferenceX row's recipe format (``INFERENCEX_ID``; ``recipes``: the aggregated recipes), else
+    the format its checkpoint declares where the engine's default inherits it
+    (``checkpoint_kv``); an empty or ``auto`` column is that default too."""
     if "kv_cache_dtype" in row.fields:
         v = row.get("kv_cache_dtype")
         if v not in KV_CACHE_DTYPES:
             raise Refused(f"kv_cache_dtype {v!r} is not modelled (known: "
                           f"{', '.join(k for k in KV_CACHE_DTYPES if k)})")  # fmt: skip
-        return KV_CACHE_DTYPES[v]
-    if INFERENCEX_ID.match(row.id) and (system, engine, model) not in INFERENCEX_BF16_KV:
+        if v not in ("", "auto"):
+            return KV_CACHE_DTYPES[v]
+        return checkpoint_kv(row, engine, explicit_auto=v == "auto")
+    if recipes and INFERENCEX_ID.match(row.id) and (system, engine, model) not in INFERENCEX_BF16_KV:
         return "fp8"
-    return None
+    return checkpoint_kv(row, engine)
+
+
+def checkpoint_kv(row: ServingRow, engine: str, explicit_auto: bool = False) -> str | None:
+    """The KV format the row's checkpoint declares (``models.checkpoint.checkpoint_kv_format``:
+    a cited ModelOpt id's ``kv_cache_quant_algo``) where ``engine`` at the row's
+    ``backend_version`` stores it by default (``models.checkpoint.engine_inherits_kv``); None
+    (bf16) otherwise. vLLM given ``--kv-cache-dtype auto`` explicitly keeps bf16 (issue #34752:
+    only the unset flag inherits; ``models.checkpoint.KV_INHERITS``)."""
+    from plena_opt.models.checkpoint import checkpoint_kv_format, engine_inherits_kv
+
+    kv = checkpoint_kv_format(row.get("model_path"))
+    if kv is None or (explicit_auto and engine == "vllm"):
+        return None
+    return kv if engine_inherits_kv(engine, row.get("backend_version")) else None
 
 
 # InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.
@@ -385,9 +404,13 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     nodes = -(-gpus // per_node)
     noc_name = noc if nodes == 1 else f"{noc}@{nodes}"
     dense = all(p[1:] == (1, "replace", 0, 0) for p in plans)
+    # the KV format: the column or the checkpoint's (the InferenceX recipe rule is the
+    # aggregated recipes'; a disaggregated row keeps bf16 where neither says)
+    kv = kv_cache_format(row, system, engine, model, recipes=False)
     d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
+                   kv_precision=kv,
                    async_scheduling=vllm_async_scheduling(row, chip, model, 1),
                    pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
     return with_formats(row, d)
