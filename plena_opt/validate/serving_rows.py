@@ -283,7 +283,8 @@ def kv_cache_format(row: ServingRow, system: str, engine: str, model: str,
         if v not in ("", "auto"):
             return KV_CACHE_DTYPES[v]
         return checkpoint_kv(row, engine, explicit_auto=v == "auto")
-    if recipes and INFERENCEX_ID.match(row.id) and (system, engine, model) not in INFERENCEX_BF16_KV:
+    ix = recipes and bool(INFERENCEX_ID.match(row.id))
+    if ix and (system, engine, model) not in INFERENCEX_BF16_KV:
         return "fp8"
     return checkpoint_kv(row, engine)
 
