@@ -265,6 +265,9 @@ class GpuPricing(LayerPricer):
             "checkpoint_source": None if m is None else m.checkpoint_source,
             "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
+            # the KV format the checkpoint declares (its engine's default KV dtype inherits it:
+            # ``checkpoint_kv_workload``)
+            **({"checkpoint_kv_precision": kv} if (kv := m and m.checkpoint_kv_precision) else {}),
             **({} if self.moe_kernel is None else {"moe_kernel": self.moe_kernel}),
             # static fp8 activation scales: one bf16 quantisation pass (kernel_bytes)
             **({"fp8_static_input": True} if p.static_input else {}),
