@@ -127,18 +127,18 @@ def checkpoint_kv_workload(chip: GpuChipProfile, model: ModelSpec, workload: Wor
     """``workload`` with ``kv_precision`` the checkpoint's declared KV format
     (``ModelSpec.checkpoint_kv_precision``: a ModelOpt ``kv_cache_quant_algo``) where none is
     given, the plan runs the checkpoint's own weight format, the chip stores that KV format and
-    ``workload.engine`` at its modelled version (``serving.engines.VERSIONS``) leaves its default
-    KV dtype to the checkpoint (``models.checkpoint.engine_inherits_kv``); else unchanged (bf16).
+    ``workload.engine`` at its modelled version (``serving.engines.VERSIONS``: version None)
+    leaves its default KV dtype to the checkpoint (``models.checkpoint.engine_inherits_kv``);
+    else unchanged (bf16).
     """
     from plena_opt.models.checkpoint import engine_inherits_kv
-    from plena_opt.serving.engines import VERSIONS
 
     kv = model.checkpoint_kv_precision
     if kv is None or workload.kv_precision is not None or kv not in chip.kv_formats:
         return workload
     if workload.precision not in (None, model.checkpoint_precision):
         return workload  # a re-quantised checkpoint: its KV scales are not the shipped ones
-    if not engine_inherits_kv(workload.engine, VERSIONS.get(workload.engine)):
+    if not engine_inherits_kv(workload.engine, None):
         return workload
     return replace(workload, kv_precision=kv)
 

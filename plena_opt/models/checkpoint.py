@@ -288,12 +288,14 @@ def _version(text: str) -> tuple[int, int, int] | None:
 
 def engine_inherits_kv(engine: str, version: str | None) -> bool:
     """True where ``engine`` at ``version`` stores the checkpoint's declared KV format when its KV
-    dtype is left at the default (``KV_INHERITS``); an unknown engine, or a version that cannot be
-    read where a minimum applies, does not (bf16 kept)."""
+    dtype is left at the default (``KV_INHERITS``). ``version`` None: the engine's modelled
+    version (``serving.engines.VERSIONS``: vLLM 0.34.0, SGLang 0.5.23, a 2026 TensorRT-LLM
+    commit; every one past its minimum). An unknown engine, or a version that cannot be read
+    where a minimum applies (an empty ``backend_version``), does not (bf16 kept)."""
     if engine not in KV_INHERITS:
         return False
     first = KV_INHERITS[engine]
-    if first is None:
+    if first is None or version is None:
         return True
     have = _version(version or "")
     return have is not None and have >= _version(first)  # type: ignore[operator]

@@ -28,6 +28,7 @@ from plena_opt.models.checkpoint import (
     config_kv_format,
     engine_inherits_kv,
 )
+from plena_opt.serving.engines import VERSIONS
 from plena_opt.validate.serving_rows import ServingRow, read_rows, resolve
 from plena_opt.validate.serving_score import shipped_serving_csv
 
@@ -64,10 +65,14 @@ def test_which_engine_versions_inherit_the_checkpoint_kv() -> None:
     assert engine_inherits_kv("trtllm", "1.3.0rc5") and engine_inherits_kv("trtllm", None)
     assert not engine_inherits_kv("vllm", "0.12.0") and not engine_inherits_kv("vllm", "0.13.0")
     assert engine_inherits_kv("vllm", "0.14.0") and engine_inherits_kv("vllm", "v0.34.0")
-    assert not engine_inherits_kv("vllm", "") and not engine_inherits_kv("vllm", None)
+    assert not engine_inherits_kv("vllm", "")  # a row without backend_version
     assert not engine_inherits_kv("sglang", "0.5.6.post2")
     assert engine_inherits_kv("sglang", "0.5.9") and engine_inherits_kv("sglang", "0.5.23")
     assert not engine_inherits_kv("", "1.0") and not engine_inherits_kv("tgi", "3.0")
+    # None: the modelled version estimate prices (serving.engines.VERSIONS), past each minimum
+    for engine, version in VERSIONS.items():
+        assert engine_inherits_kv(engine, None)
+        assert engine == "trtllm" or engine_inherits_kv(engine, version)
 
 
 def _ctx(model: ModelSpec, wl: Workload) -> EstimateContext:
