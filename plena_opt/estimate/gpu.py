@@ -22,6 +22,7 @@ from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
+from plena_opt.estimate.gpu_checkpoint import DEFAULT_GPU_PRECISION, gpu_checkpoint_workload
 from plena_opt.estimate.gpu_moe import moe_kernel_of
 from plena_opt.estimate.gpu_stage import GpuStageArrays, active_experts, busy_seconds, stage_of
 from plena_opt.estimate.layer import LayerKind, LayerShape
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 PJ = 1e-12  # joules per picojoule
-DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
 # Model types whose published fp8 checkpoint is block-scaled (HF ``quantization_config``:
 # ``fmt: e4m3``, ``weight_block_size: [128, 128]``): at ``fp8`` their experts run vLLM's fused
 # MoE with block scales, priced by the chip's measured ``fp8_block`` fused-MoE curve.
@@ -99,50 +99,6 @@ def _gpu_storage_precision(chip: GpuChipProfile, workload: Workload) -> HbmStora
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
 
 
-def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: Workload
-                             ) -> Workload:  # fmt: skip
-    """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
-    a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
-    format the chip cannot run is refused naming ``precision`` and the config field. The KV
-    cache defaults to the format the checkpoint declares where the engine inherits it
-    (``checkpoint_kv_workload``)."""
-    workload = checkpoint_kv_workload(chip, model, workload)
-    if workload.precision is not None:
-        return workload
-    ckpt = model.checkpoint_precision
-    if ckpt == DEFAULT_GPU_PRECISION:
-        return workload
-    if ckpt not in chip.formats:
-        raise PlenaInputError(
-            "precision",
-            f"{model.name}'s checkpoint ships {ckpt} ({model.checkpoint_source}), which chip "
-            f"{chip.name} does not run (it runs {', '.join(chip.formats)}); give --precision "
-            "to price a re-quantised checkpoint",
-        )
-    return replace(workload, precision=ckpt)
-
-
-def checkpoint_kv_workload(chip: GpuChipProfile, model: ModelSpec, workload: Workload
-                           ) -> Workload:  # fmt: skip
-    """``workload`` with ``kv_precision`` the checkpoint's declared KV format
-    (``ModelSpec.checkpoint_kv_precision``: a ModelOpt ``kv_cache_quant_algo``) where none is
-    given, the plan runs the checkpoint's own weight format, the chip stores that KV format and
-    ``workload.engine`` at its modelled version (``serving.engines.VERSIONS``: version None)
-    leaves its default KV dtype to the checkpoint (``models.checkpoint.engine_inherits_kv``);
-    else unchanged (bf16).
-    """
-    from plena_opt.models.checkpoint import engine_inherits_kv
-
-    kv = model.checkpoint_kv_precision
-    if kv is None or workload.kv_precision is not None or kv not in chip.kv_formats:
-        return workload
-    if workload.precision not in (None, model.checkpoint_precision):
-        return workload  # a re-quantised checkpoint: its KV scales are not the shipped ones
-    if not engine_inherits_kv(workload.engine, None):
-        return workload
-    return replace(workload, kv_precision=kv)
-
-
 def quantisation_note(model: ModelSpec, precision: str) -> str | None:
     """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
     ckpt = model.checkpoint_precision
@@ -184,7 +140,7 @@ class GpuPricing(LayerPricer):
     @classmethod
     def checkpoint_workload(cls, chip: GpuChipProfile, model: ModelSpec, workload: Workload
                             ) -> Workload:  # fmt: skip
-        return _gpu_checkpoint_workload(chip, model, workload)
+        return gpu_checkpoint_workload(chip, model, workload)
 
     @classmethod
     def own_memory(cls, chip: GpuChipProfile) -> Memory:
@@ -266,7 +222,7 @@ class GpuPricing(LayerPricer):
             "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
             # the KV format the checkpoint declares (its engine's default KV dtype inherits it:
-            # ``checkpoint_kv_workload``)
+            # ``gpu_checkpoint.checkpoint_kv_workload``)
             **({"checkpoint_kv_precision": kv} if (kv := m and m.checkpoint_kv_precision) else {}),
             **({} if self.moe_kernel is None else {"moe_kernel": self.moe_kernel}),
             # static fp8 activation scales: one bf16 quantisation pass (kernel_bytes)
