@@ -22,6 +22,7 @@ from plena_opt.chip.precision import GPU_BYTES, GPU_REDUCE_BYTES, gpu_bytes
 from plena_opt.errors import PlenaInputError
 from plena_opt.estimate import gpu_host
 from plena_opt.estimate import gpu_layers as L
+from plena_opt.estimate.gpu_checkpoint import DEFAULT_GPU_PRECISION, gpu_checkpoint_workload
 from plena_opt.estimate.gpu_moe import moe_kernel_of
 from plena_opt.estimate.gpu_stage import GpuStageArrays, active_experts, busy_seconds, stage_of
 from plena_opt.estimate.layer import LayerKind, LayerShape
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 PJ = 1e-12  # joules per picojoule
-DEFAULT_GPU_PRECISION = "bf16"  # vLLM serves a bf16 checkpoint in bf16, KV "auto" = bf16
 # Model types whose published fp8 checkpoint is block-scaled (HF ``quantization_config``:
 # ``fmt: e4m3``, ``weight_block_size: [128, 128]``): at ``fp8`` their experts run vLLM's fused
 # MoE with block scales, priced by the chip's measured ``fp8_block`` fused-MoE curve.
@@ -99,26 +99,6 @@ def _gpu_storage_precision(chip: GpuChipProfile, workload: Workload) -> HbmStora
     return HbmStoragePrecision(fb.weight, kvb, kvb, fb.activation)
 
 
-def _gpu_checkpoint_workload(chip: GpuChipProfile, model: ModelSpec, workload: Workload
-                             ) -> Workload:  # fmt: skip
-    """``workload`` with the GPU's format defaulted to the checkpoint's (``quantization_config``):
-    a plan runs what the checkpoint ships unless ``--precision`` asks for another format. A
-    format the chip cannot run is refused naming ``precision`` and the config field."""
-    if workload.precision is not None:
-        return workload
-    ckpt = model.checkpoint_precision
-    if ckpt == DEFAULT_GPU_PRECISION:
-        return workload
-    if ckpt not in chip.formats:
-        raise PlenaInputError(
-            "precision",
-            f"{model.name}'s checkpoint ships {ckpt} ({model.checkpoint_source}), which chip "
-            f"{chip.name} does not run (it runs {', '.join(chip.formats)}); give --precision "
-            "to price a re-quantised checkpoint",
-        )
-    return replace(workload, precision=ckpt)
-
-
 def quantisation_note(model: ModelSpec, precision: str) -> str | None:
     """None when ``precision`` is the checkpoint's; else what pricing it assumes."""
     ckpt = model.checkpoint_precision
@@ -160,7 +140,7 @@ class GpuPricing(LayerPricer):
     @classmethod
     def checkpoint_workload(cls, chip: GpuChipProfile, model: ModelSpec, workload: Workload
                             ) -> Workload:  # fmt: skip
-        return _gpu_checkpoint_workload(chip, model, workload)
+        return gpu_checkpoint_workload(chip, model, workload)
 
     @classmethod
     def own_memory(cls, chip: GpuChipProfile) -> Memory:
@@ -241,6 +221,9 @@ class GpuPricing(LayerPricer):
             "checkpoint_source": None if m is None else m.checkpoint_source,
             "quantised_from_checkpoint": m is not None and p.precision != m.checkpoint_precision,
             "kv_bytes_per_element": p.kvb,
+            # the KV format the checkpoint declares (its engine's default KV dtype inherits it:
+            # ``gpu_checkpoint.checkpoint_kv_workload``)
+            **({"checkpoint_kv_precision": kv} if (kv := m and m.checkpoint_kv_precision) else {}),
             **({} if self.moe_kernel is None else {"moe_kernel": self.moe_kernel}),
             # static fp8 activation scales: one bf16 quantisation pass (kernel_bytes)
             **({"fp8_static_input": True} if p.static_input else {}),

@@ -15,6 +15,7 @@ from typing import Any
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, PlenaTypeError
 from plena_opt.models.checkpoint import (
     ResolvedModel,
+    checkpoint_kv_format,
     fp8_static_input,
     nvfp4_attention,
     resolve_hf_id,
@@ -123,13 +124,16 @@ def _builtin_spec(name: str, checkpoint: str | None = None) -> ModelSpec:
 
 
 @cache
-def _hf_spec(name: str, checkpoint: str, bf16_attention: str, fp8_static: bool = False
-             ) -> ModelSpec:  # fmt: skip
+def _hf_spec(name: str, checkpoint: str, bf16_attention: str, fp8_static: bool = False,
+             kv_format: str | None = None) -> ModelSpec:  # fmt: skip
     """``_builtin_spec`` of a Hugging Face id, with the MLA projections its checkpoint keeps in
-    bf16 (``models.checkpoint.nvfp4_attention``; only an MLA model at fp4 keeps any) and its
-    static fp8 activation scales (``models.checkpoint.fp8_static_input``; an fp8 checkpoint)."""
+    bf16 (``models.checkpoint.nvfp4_attention``; only an MLA model at fp4 keeps any), its
+    static fp8 activation scales (``models.checkpoint.fp8_static_input``; an fp8 checkpoint) and
+    the KV-cache format it declares (``models.checkpoint.checkpoint_kv_format``)."""
     spec = _builtin_spec(name, checkpoint)
     update: dict[str, object] = {}
+    if kv_format is not None:
+        update["checkpoint_kv_precision"] = kv_format
     if bf16_attention and spec.is_mla and checkpoint == "fp4":
         update["checkpoint_bf16_attention"] = bf16_attention
     if fp8_static and checkpoint == "fp8":
@@ -166,6 +170,6 @@ def load_model(name: str | None = None, path: str | Path | None = None) -> Model
         found = resolve_model_id(name)
         if found is not None:  # a Hugging Face id: its entry, at the checkpoint's format
             return _hf_spec(found.name, found.checkpoint_precision, nvfp4_attention(name),
-                            fp8_static_input(name))  # fmt: skip
+                            fp8_static_input(name), checkpoint_kv_format(name))  # fmt: skip
     _check_name(name)
     return _builtin_spec(name)

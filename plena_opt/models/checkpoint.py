@@ -209,3 +209,93 @@ def resolve_hf_id(
         if variant is None:
             break
     return None
+
+
+# The KV-cache format an NVIDIA ModelOpt checkpoint declares: ``hf_quant_config.json``
+# ``quantization.kv_cache_quant_algo`` (vLLM and Transformers merge it into config.json's
+# ``quantization_config``). "FP8" means calibrated k/v scales are stored next to the weights and an
+# engine whose ``auto`` KV dtype inherits it (``KV_INHERITS``) stores an e4m3 KV cache; null means
+# the model's bf16. Not every ModelOpt id carries it (nvidia/Llama-3.1-405B-Instruct-FP8,
+# modelopt 0.17.0: ``"kv_cache_quant_algo": null``), so ids are listed one by one, each with where
+# its value was read; an id not listed keeps bf16 (not confirmed: nvidia/DeepSeek-R1-NVFP4 / -FP4 /
+# -0528-FP4(-v2), nvidia/Llama-3.1-8B-Instruct-FP8 / -FP4, nvidia/Llama-3.3-70B-Instruct-FP8,
+# nvidia Kimi NVFP4 ids: no hf_quant_config.json of theirs was found in public material).
+KV_FP8_CHECKPOINTS: dict[str, str] = {
+    "nvidia/qwen3-32b-nvfp4": (
+        "gdubicki/Qwen3-32B-NVFP4 (a byte-identical public mirror of nvidia/Qwen3-32B-NVFP4): "
+        "'KV cache: FP8 (per model's quantization config)'"
+    ),
+    "nvidia/llama-3.3-70b-instruct-nvfp4": (
+        "hf_quant_config.json at revision ec8feebb970c: quant_algo NVFP4, kv_cache_quant_algo FP8, "
+        "group_size 16 (asserted by a public DGX Spark launch script that verifies the snapshot)"
+    ),
+    "nvidia/qwen3-30b-a3b-nvfp4": (
+        "hf_quant_config.json line 8: kv_cache_quant_algo FP8 (vllm-project/vllm issue #34752, "
+        "the checkpoint its report names)"
+    ),
+}
+# ModelOpt ids confirmed to declare no KV quantisation (bf16 KV), with where it was read
+KV_BF16_CHECKPOINTS: dict[str, str] = {
+    "nvidia/llama-3.1-405b-instruct-fp8": (
+        "hf_quant_config.json (huggingface.co, modelopt 0.17.0): kv_cache_quant_algo null"
+    ),
+}
+_MODELOPT_KV = {"FP8": "fp8"}
+
+
+def checkpoint_kv_format(hf_id: str | None) -> str | None:
+    """The KV-cache format the checkpoint ``hf_id`` declares (``KV_FP8_CHECKPOINTS``: "fp8"), or
+    None (bf16: not declared, or not confirmed). A ``-v2`` style revision is not the listed id."""
+    if not hf_id:
+        return None
+    return "fp8" if hf_id.lower() in KV_FP8_CHECKPOINTS else None
+
+
+def config_kv_format(cfg: dict[str, Any]) -> str | None:
+    """The KV-cache format a ``config.json`` declares: a ModelOpt ``quantization_config`` with
+    ``kv_cache_quant_algo`` "FP8" (its merged hf_quant_config.json) → "fp8"; else None (bf16)."""
+    q = cfg.get(FIELD)
+    if not isinstance(q, dict) or q.get("quant_method") != "modelopt":
+        return None
+    return _MODELOPT_KV.get(str(q.get("kv_cache_quant_algo") or "").upper())
+
+
+# Whether an engine whose KV dtype is left at its default ("auto") stores the KV cache in the
+# format the checkpoint declares, and from which version (None: every version modelled):
+# * TensorRT-LLM: yes. tensorrt_llm/llmapi/llm_utils.py ``ModelLoader._update_from_hf_quant_config``
+#   sets ``quant_config.kv_cache_quant_algo`` from hf_quant_config.json when the user gave none
+#   ("Setting kv_cache_quant_algo=… from HF quant config"); ``KvCacheConfig.dtype`` defaults to
+#   "auto" (tensorrt_llm/llmapi/llm_args.py), and the docs (features/quantization.html) say the KV
+#   format is "inherited from the checkpoint with dtype="auto"".
+# * vLLM: from 0.14.0. PR #30785 ("Load kv-cache dtype from hf_quant_config.json automatically",
+#   merged 2025-12, after #29980 was reverted) resolves the default in ``EngineArgs`` →
+#   ``CacheConfig`` via ``vllm/utils/torch_utils.py::resolve_kv_cache_dtype_string`` (ModelOpt
+#   ``kv_cache_quant_algo`` → "fp8_e4m3"); 0.14.0 is the first release cut after it (0.13.0 is not
+#   confirmed). An explicit ``--kv-cache-dtype auto`` still kept bf16 (issue #34752, 2026-02:
+#   "auto | Falls back to model_config.dtype"; only the unset flag inherits).
+# * SGLang: from 0.5.9. ``ModelRunner.configure_kv_cache_dtype``
+#   (python/sglang/srt/model_executor/model_runner.py): ``kv_cache_dtype == "auto"`` and the
+#   model's ``quant_config.kv_cache_quant_algo`` "FP8" → ``torch.float8_e4m3fn`` (as quoted by PR
+#   #18394, 2026-02-07); releases before 0.5.9 were not checked and keep bf16.
+KV_INHERITS: dict[str, str | None] = {"trtllm": None, "vllm": "0.14.0", "sglang": "0.5.9"}
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def _version(text: str) -> tuple[int, int, int] | None:
+    m = _VERSION.match(text.strip())
+    return None if m is None else (int(m[1]), int(m[2]), int(m[3] or 0))
+
+
+def engine_inherits_kv(engine: str, version: str | None) -> bool:
+    """True where ``engine`` at ``version`` stores the checkpoint's declared KV format when its KV
+    dtype is left at the default (``KV_INHERITS``). ``version`` None: the engine's modelled
+    version (``serving.engines.VERSIONS``: vLLM 0.34.0, SGLang 0.5.23, a 2026 TensorRT-LLM
+    commit; every one past its minimum). An unknown engine, or a version that cannot be read
+    where a minimum applies (an empty ``backend_version``), does not (bf16 kept)."""
+    if engine not in KV_INHERITS:
+        return False
+    first = KV_INHERITS[engine]
+    if first is None or version is None:
+        return True
+    have = _version(version or "")
+    return have is not None and have >= _version(first)  # type: ignore[operator]

@@ -90,17 +90,26 @@ class ModelSpec(BaseModel):
     # ModelOpt ``…-FP8`` ids, ``models.checkpoint.fp8_static_input``); applies where a plan runs
     # the checkpoint's own format
     checkpoint_fp8_static_input: bool = False
+    # the KV-cache format the checkpoint declares (``models.checkpoint.checkpoint_kv_format`` /
+    # ``config_kv_format``: a ModelOpt ``kv_cache_quant_algo`` "FP8" → "fp8"; None: bf16); an engine
+    # whose default KV dtype inherits it (``models.checkpoint.engine_inherits_kv``) stores it
+    checkpoint_kv_precision: str | None = None
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], name: str) -> ModelSpec:
         """Parse a Hugging Face ``config.json`` dict; PlenaInputError on unsupported input."""
-        from plena_opt.models.checkpoint import checkpoint_precision, experts_only
+        from plena_opt.models.checkpoint import (
+            checkpoint_precision,
+            config_kv_format,
+            experts_only,
+        )
         from plena_opt.models.hf_config import parse_hf_config
 
         fields = parse_hf_config(cfg, name)  # checks the config first (a dict, the fields)
         fmt, source = checkpoint_precision(cfg)
         return cls(**fields, checkpoint_precision=fmt, checkpoint_source=source,
-                   checkpoint_experts_only=experts_only(cfg))  # fmt: skip
+                   checkpoint_experts_only=experts_only(cfg),
+                   checkpoint_kv_precision=config_kv_format(cfg))  # fmt: skip
 
     # -- per-layer views (expand the runs; O(layers), for reports and small models) ----------
     @property

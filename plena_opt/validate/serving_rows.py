@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.validate.serving_kv import KvRefused, kv_cache_format
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
     marlin_recipe,
@@ -233,7 +234,7 @@ def resolve(row: ServingRow) -> Deployment:
     ix_vllm = engine == "vllm" and bool(INFERENCEX_ID.match(row.id))
     d = Deployment(chip, noc_name, gpus, model, fmt, tp, ep, mode, engine,
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
-                   kv_precision=kv_cache_format(row, system, engine, model),
+                   kv_precision=_kv_format(row, system, engine, model),
                    async_scheduling=vllm_async_scheduling(row, chip, model, pp),
                    pp=pp, eplb_redundant=redundant,
                    marlin_moe=marlin_recipe(chip, fmt, ix_vllm),
@@ -248,41 +249,11 @@ def resolve(row: ServingRow) -> Deployment:
     return with_formats(row, d)
 
 
-# The KV-cache format of an InferenceX run is its launch recipe's (SemiAnalysisAI/InferenceX,
-# benchmarks/*.sh): every recipe of the file's (system, engine, model) groups stores an fp8 KV
-# cache except gpt-oss on H100 (gptoss_fp4_h100.sh sets no kv-cache-dtype: vLLM's "auto" keeps
-# the bf16 of the checkpoint's activations). TRT-LLM: ``kv_cache_config: dtype: fp8``
-# (70b_fp8_b200_trt_slurm.sh, 70b_fp4_b200_trt_slurm.sh, gptoss_fp4_b200_trt.sh,
-# dsr1_fp4_b200_trt.sh, dsr1_fp8_b200_trt.sh); vLLM ``kv-cache-dtype: fp8`` (70b_fp8_h100_slurm.sh,
-# 70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh, gptoss_fp4_b200.sh); SGLang ``--kv-cache-dtype
-# fp8_e4m3`` (dsr1_fp4_b200.sh, dsr1_fp8_b200.sh). An InferenceX row is one whose id starts with
-# its dump date (``2026_04_06_…``). Not fitted: on the shipped file it moved B200 TPOT MAPE from
-# 35.0 to 30.0 % (every B200 engine and model group closer) and H100 vLLM Llama-3.1-70B's from
-# 5.5 to 9.3 % (bias +0.5 to -6.9 %: that fp8-KV decode is slower than the HBM bytes say).
-INFERENCEX_BF16_KV = frozenset({("h100_sxm", "vllm", "gpt-oss-120b")})
 # The InferenceX vLLM recipes that run 4-bit experts weight-only (gptoss_fp4_h100.sh,
 # gptoss_fp4_h200.sh) export ``VLLM_MXFP4_USE_MARLIN=1``: their experts run vLLM's Marlin MoE,
 # not the Triton backend the kernel table's ``vllm_mxfp4_moe`` rows timed (``Deployment
 # .marlin_moe``; ``chip.gpu.perf.MARLIN_MOE_NOTE``). Not fitted: on the shipped file it moved
 # gpt-oss-120b H100 vLLM TPOT MAPE from 23.8 to 11.9 % (bias +20.4 to -11.1 %; c512 rows aside).
-# a ``kv_cache_dtype`` column, when present, names the row's KV format (engine spellings)
-KV_CACHE_DTYPES = {"": None, "auto": None, "bf16": None, "fp8": "fp8", "fp8_e4m3": "fp8"}
-
-
-def kv_cache_format(row: ServingRow, system: str, engine: str, model: str) -> str | None:
-    """The KV-cache format of ``row`` (None: bf16): its ``kv_cache_dtype`` column, else an
-    InferenceX row's recipe format (``INFERENCEX_ID``), else bf16."""
-    if "kv_cache_dtype" in row.fields:
-        v = row.get("kv_cache_dtype")
-        if v not in KV_CACHE_DTYPES:
-            raise Refused(f"kv_cache_dtype {v!r} is not modelled (known: "
-                          f"{', '.join(k for k in KV_CACHE_DTYPES if k)})")  # fmt: skip
-        return KV_CACHE_DTYPES[v]
-    if INFERENCEX_ID.match(row.id) and (system, engine, model) not in INFERENCEX_BF16_KV:
-        return "fp8"
-    return None
-
-
 # InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.
 # ``..._agg_1024x1024_c64_tp8_ep8_937`` (``_tp8_0_ep8_0_`` in some dumps; ``epnone`` when unset).
 ID_SIZES = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+|none)(?:_0)?_\d+$")
@@ -303,6 +274,15 @@ def _check_id_sizes(row: ServingRow, gpus: int, with_stages: int | None = None) 
         raise Refused(f"size fields disagree with the row id: id tp{m.group(1)} (one worker of "
                       f"{m.group(1)} GPUs) vs tp_size {row.get('tp_size')} x attention_dp_size "
                       f"{dp} = {gpus} GPUs")  # fmt: skip
+
+
+def _kv_format(row: ServingRow, system: str, engine: str, model: str, recipes: bool = True
+               ) -> str | None:  # fmt: skip
+    """``serving_kv.kv_cache_format``, its refusal as the row's."""
+    try:
+        return kv_cache_format(row, system, engine, model, recipes)
+    except KvRefused as exc:
+        raise Refused(str(exc)) from None
 
 
 def _format(row: ServingRow, chip_name: str, model_name: str) -> str:
@@ -385,9 +365,13 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
     nodes = -(-gpus // per_node)
     noc_name = noc if nodes == 1 else f"{noc}@{nodes}"
     dense = all(p[1:] == (1, "replace", 0, 0) for p in plans)
+    # the KV format: the column or the checkpoint's (the InferenceX recipe rule is the
+    # aggregated recipes'; a disaggregated row keeps bf16 where neither says)
+    kv = _kv_format(row, system, engine, model, recipes=False)
     d = Deployment(chip, noc_name, gpus, model, _format(row, chip, model), pools[3], 1,
                    "replace", engine, _int(row, "isl"), _int(row, "osl"),
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
+                   kv_precision=kv,
                    async_scheduling=vllm_async_scheduling(row, chip, model, 1),
                    pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
     return with_formats(row, d)

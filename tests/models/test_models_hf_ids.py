@@ -43,8 +43,10 @@ def test_hf_ids_resolve_with_the_checkpoint_format(hf_id: str, name: str, fmt: s
     spec = load_model(hf_id)
     assert spec.checkpoint_precision == fmt
     # the checkpoint's own fields differ (an NVIDIA NVFP4 DeepSeek keeps its MLA projections in
-    # bf16: ``checkpoint_bf16_attention``), the architecture does not
-    own = {"checkpoint_precision", "checkpoint_source", "checkpoint_bf16_attention"}
+    # bf16: ``checkpoint_bf16_attention``; nvidia/Qwen3-32B-NVFP4 declares an fp8 KV cache:
+    # ``checkpoint_kv_precision``), the architecture does not
+    own = {"checkpoint_precision", "checkpoint_source", "checkpoint_bf16_attention",
+           "checkpoint_kv_precision"}  # fmt: skip
     assert spec.model_dump(exclude=own) == load_model(name).model_dump(exclude=own)
     assert model_info(hf_id)["catalog_name"] == name
     assert load_model(hf_id) is spec  # one shared spec per entry and format (evaluator memos)
