@@ -46,7 +46,12 @@ class PlanPasses:
     def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
         self.ctx = ctx
         self.plan = plan
-        self.base = base = plan_base(ctx, plan, validate)
+        # ``plan_base(ctx, plan, validate)``, its lookup inline (once per plan)
+        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp, validate)
+        base = ctx.plan_bases.get(key)
+        if base is None:
+            base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
+        self.base = base
         # base.shard, priced_shard, shape, dense, moe, stage_ranges,
         # stage_kind_counts, loads and rows (as ``_rows``), in_flight (decode micro-batches in
         # flight when fewer than pp, else 0: ``PlanBase.in_flight``) and ctx.distinct_kinds
@@ -249,10 +254,18 @@ class PlanPasses:
     def decode(self) -> PassResult:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
-        grid = self.base.layer_grid  # the same for the plans that differ in comm overlap
-        if grid is None:
-            grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
-            grid = self.base.layer_grid = self._layer_grid(grid)
+        base = self.base
+        grid = base.layer_grid  # the same for the plans that differ in comm overlap
+        if grid is None:  # and for the plan bases of one priced shard (``shard_id``: its
+            # fields, tp and cp, which fix the KV read per token and the layer prices)
+            ctx = self.ctx
+            grid = ctx.shard_grids.get(base.shard_id)
+            if grid is None:
+                grid = ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+                grid = ctx.shard_grids[base.shard_id] = self._layer_grid(grid)
+            base.layer_grid = grid
+        if not grid.checks:  # nothing to check: the pass at the base grid's points
+            return self._run_pass("decode", 1, grid.kv, grid.weights, grid.token)
         for tries in range(MAX_REFINES + 1):
             key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
