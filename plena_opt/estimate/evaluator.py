@@ -187,7 +187,7 @@ def metrics_of(cost: PlanCost, ttft: Callable[[PlanCost], float] | None = None) 
     energy = ctx.pricer.energy_per_token(cost, energy)  # the chip kind's power model
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
-    decode_seconds = cost.decode_seconds
+    decode_seconds = cost.decode.period_total  # ``cost.decode_seconds`` (kept by the attribution)
     # ``PlanCost.tps`` and ``tps_per_sequence``, their expressions inline
     tps = cost.shard.micro * out / decode_seconds
     cycle = cost.in_flight or plan.pp  # micro-batches a sequence waits through
