@@ -165,7 +165,6 @@ class PlanPasses:
         """(layer arrays by kind, collectives by kind, extras by stage, transfer, a memo of the
         figures that follow from them alone) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
-        load = self.base.load(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
         # Plans that differ only in what does not change a layer's cost share it (the
@@ -176,13 +175,17 @@ class PlanPasses:
         layer_cache = ctx.layer_cache if points_key is not None else {}
         opts = None  # how this chip kind carries the collectives (asked once, on a miss)
         comm_totals: dict[LayerKind, float] = {}  # Σ of one layer's collectives, by kind
+        comm_cache, totals_memo = ctx.comm_cache, ctx.comm_totals
         for kind in self.distinct_kinds:
-            layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
+            priced = layer_cache.get((shard_key, kind, points_key))  # ``_layer``'s hit inline
+            if priced is None:
+                priced = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
+            layer_arrays[kind] = priced
             ckey = (comm_key, kind)
-            comm = ctx.comm_cache.get(ckey)
+            comm = comm_cache.get(ckey)
             if comm is None:
                 if opts is None:
-                    opts = ctx.pricer.collective_options(load)
+                    opts = ctx.pricer.collective_options(self.base.load(mode))
                 comm = layer_collectives(
                     ctx.priced_net,
                     shape,
@@ -199,14 +202,14 @@ class PlanPasses:
                     shared_with_experts=opts.shared_with_experts,
                     reduce_bytes=opts.reduce_bytes,
                 )
-                ctx.comm_cache[ckey] = comm
+                comm_cache[ckey] = comm
             layer_comm[kind] = comm
-            total = ctx.comm_totals.get(ckey)
+            total = totals_memo.get(ckey)
             if total is None:  # once per collectives (``PassResult._comm_totals``'s sum)
                 total = 0
                 for c in comm.values():
                     total += c.seconds
-                ctx.comm_totals[ckey] = total
+                totals_memo[ckey] = total
             comm_totals[kind] = total
         ekey = (shard_key, plan.pp, points_key)
         extras_cache = ctx.extras_cache if points_key is not None else {}
