@@ -244,7 +244,9 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     """
     dec = cost.decode
     plan = cost.plan
-    compute, dram, comm_parts = _shared_parts(dec, cost.ctx.workload.overlap_policy)
+    policy = cost.ctx.workload.overlap_policy
+    hit = dec.shared.attribution.get(policy)  # ``_shared_parts``'s hit inline
+    compute, dram, comm_parts = _shared_parts(dec, policy) if hit is None else hit
     totals: dict[str, float] = {"compute": compute, "dram": dram}
     st = dec.steps
     steps = st.steps

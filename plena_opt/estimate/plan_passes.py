@@ -268,7 +268,15 @@ class PlanPasses:
                 grid = ctx.shard_grids[base.shard_id] = self._layer_grid(grid)
             base.layer_grid = grid
         if not grid.checks:  # nothing to check: the pass at the base grid's points
-            return self._run_pass("decode", 1, grid.kv, grid.weights, grid.token)
+            fields = base.pass_parts.get(("decode", grid.token))  # ``_run_pass``'s hit inline
+            if fields is None:
+                return self._run_pass("decode", 1, grid.kv, grid.weights, grid.token)
+            result = object.__new__(PassResult)
+            d = result.__dict__
+            d.update(fields)
+            d["full_overlap"] = self.plan.comm_overlap == "full"
+            d["in_flight"] = self.in_flight
+            return result
         for tries in range(MAX_REFINES + 1):
             key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
