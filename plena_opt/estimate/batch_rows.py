@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from plena_opt.estimate.plan_passes import PREFILL_KEY
 from plena_opt.estimate.point_pass import point_latency, point_values
 
 if TYPE_CHECKING:
@@ -24,7 +25,9 @@ def prefill_latency(cost: PlanCost) -> float:
     built = cost.__dict__.get("prefill")
     if built is not None:
         return built.latency_at(0)
-    f = cost.prefill_fields()
+    f = cost.base.pass_parts.get(PREFILL_KEY)  # ``cost.prefill_fields()``, its hit inline
+    if f is None:
+        f = cost.prefill_fields()
     groups = f["groups"]
     values = point_values(
         f["layer"], f["_comm_totals"], cost.plan.comm_overlap == "full", groups.distinct,

@@ -138,6 +138,8 @@ class EstimateContext:
         self.refined: dict[tuple, DecodeGrid] = caches.refined  # grids refined at equal cuts
         self.shard_ids: dict[tuple, int] = caches.shard_ids
         self.layer_grids: dict[tuple, DecodeGrid] = caches.layer_grids  # per layer's switches
+        # the layer-refined base grid of each priced shard (``PlanPasses.decode``), by shard id
+        self.shard_grids: dict[int, DecodeGrid] = {}
         # stage layouts and kinds per stage: a per-process table of the model's layer structure
         self.row_groups, self._stage_counts = stage_tables(self.kind_runs, model.num_layers)
         self.prefill_kv: np.ndarray | None = None  # the prefill's one KV length (``PlanPasses``)
@@ -171,6 +173,7 @@ class EstimateContext:
             refined=caches.refined,
             shard_ids=caches.shard_ids,
             layer_grids=caches.layer_grids,
+            shard_grids={},
             prefill_kv=None,
         )
         return new

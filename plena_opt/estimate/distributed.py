@@ -113,6 +113,11 @@ class PlanCost(PlanPasses):
         shape = self.shape if shard is d else replace(self.shape, shard=shard)
         out = []
         all_counts = self.stage_kind_counts
+        kv_of: dict = {}  # a kind's KV elements per layer: the same in every stage
+        last = plan.pp - 1
+        last_table = not (plan.pp == 1 and m.tie_word_embeddings)
+        dense_wb = ctx.pricer.dense_weight_bytes  # an experts-only checkpoint format
+        kept = ctx.pricer.bf16_attention  # MLA projections the checkpoint keeps in bf16
         for i in range(len(all_counts)) if stages is None else stages:
             welem = 0
             kvelem = 0
@@ -120,22 +125,23 @@ class PlanCost(PlanPasses):
             for kind, n in all_counts[i].items():
                 layer_attn = attention_weight_elements(shape, kind) if kind.linear else attn
                 welem += n * (layer_attn + (moe_w if kind.moe else dense_w))
-                kvelem += n * kv_cache_elements(m, shard, kind, held)
+                kv = kv_of.get(kind)
+                if kv is None:
+                    kv = kv_of[kind] = kv_cache_elements(m, shard, kind, held)
+                kvelem += n * kv
                 if kind.linear:
                     state += n * linear_state_bytes(shape)
             tables = 0
             if i == 0:
                 tables += 1
-            if i == plan.pp - 1 and not (plan.pp == 1 and m.tie_word_embeddings):
+            if i == last and last_table:
                 tables += 1
             welem += tables * d.vocab * h
             wbytes = welem * prec.weight_bytes
-            dense_wb = ctx.pricer.dense_weight_bytes  # an experts-only checkpoint format
             if dense_wb is not None:
                 moe_layers = sum(n for kind, n in all_counts[i].items() if kind.moe)
                 quant = moe_layers * experts
                 wbytes = quant * prec.weight_bytes + (welem - quant) * dense_wb
-            kept = ctx.pricer.bf16_attention  # MLA projections the checkpoint keeps in bf16
             if kept:
                 o_proj = 0 if kept == "all" else d.heads * m.v_head_dim * h
                 layers = sum(n for kind, n in all_counts[i].items() if not kind.linear)

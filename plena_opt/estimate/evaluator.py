@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from itertools import product
 
 from deepstack import NocProfile
@@ -128,15 +129,7 @@ class Evaluator:
         """Every (tp, ep, dp, pp, cp, mode, overlap) whose product is the device count, before
         legality checks. MoE modes only for MoE models; ``keep`` only where it differs
         (tp > 1)."""
-        moe = bool(self.model.num_experts)
-        plans = []
-        for tp, ep, dp, pp, cp in factorisations(self.num_devices):
-            if ep > 1 and not moe:
-                continue
-            modes = MOE_TP_MODES if moe and tp > 1 else ("replace",)
-            for mode, ov in product(modes, COMM_OVERLAPS):
-                plans.append(Plan.enumerated(tp, ep, dp, pp, cp, mode, ov))
-        return plans
+        return list(_candidates(self.num_devices, bool(self.model.num_experts)))
 
     def legal_plans(self) -> list[Plan]:
         """Every legal plan on the cluster (illegal combinations pruned by the §4.2 rules)."""
@@ -167,6 +160,24 @@ class Evaluator:
         return [metrics_of(PlanCost(ctx, p), ttft_seconds) for p in plans]
 
 
+CANDIDATE_MEMO = 64  # (device count, MoE or not) pairs whose candidate plans a process keeps
+
+
+@lru_cache(maxsize=CANDIDATE_MEMO)
+def _candidates(num_devices: int, moe: bool) -> tuple[Plan, ...]:
+    """``Evaluator.candidate_plans`` of a cluster of ``num_devices`` and a model with (``moe``)
+    or without experts: a function of the two alone, so built once per process (plans are
+    immutable; every call gets its own list of them, as ``factorisations`` does)."""
+    plans = []
+    for tp, ep, dp, pp, cp in factorisations(num_devices):
+        if ep > 1 and not moe:
+            continue
+        modes = MOE_TP_MODES if moe and tp > 1 else ("replace",)
+        for mode, ov in product(modes, COMM_OVERLAPS):
+            plans.append(Plan.enumerated(tp, ep, dp, pp, cp, mode, ov))
+    return tuple(plans)
+
+
 def metrics_of(cost: PlanCost, ttft: Callable[[PlanCost], float] | None = None) -> PlanMetrics:
     """Compact metrics of a priced plan (``ttft``: how to find its TTFT, s; default
     ``PlanCost.ttft_seconds``, the same figure)."""
@@ -176,18 +187,22 @@ def metrics_of(cost: PlanCost, ttft: Callable[[PlanCost], float] | None = None) 
     energy = ctx.pricer.energy_per_token(cost, energy)  # the chip kind's power model
     attribution = decode_attribution(cost)
     bottleneck = max(attribution, key=attribution.get)
+    decode_seconds = cost.decode.period_total  # ``cost.decode_seconds`` (kept by the attribution)
+    # ``PlanCost.tps`` and ``tps_per_sequence``, their expressions inline
+    tps = cost.shard.micro * out / decode_seconds
+    cycle = cost.in_flight or plan.pp  # micro-batches a sequence waits through
     metrics = object.__new__(PlanMetrics)  # every field given: the frozen ``__init__`` skipped
     metrics.__dict__.update(
         plan=plan,
         ttft_seconds=cost.ttft_seconds if ttft is None else ttft(cost),
-        tps=cost.tps,
-        tps_per_sequence=cost.tps_per_sequence,
+        tps=tps,
+        tps_per_sequence=out / (cycle * decode_seconds),
         energy_per_token_joules=energy,
         weight_bytes_per_device=wb,
         kv_cache_bytes_per_device=kb,
         fits_in_memory=fits,
         bottleneck=bottleneck,
-        decode_step_seconds=cost.decode_seconds / out,
+        decode_step_seconds=decode_seconds / out,
         attribution=attribution,
         warnings=warnings,
     )
@@ -228,21 +243,25 @@ def decode_attribution(cost: PlanCost) -> dict[str, float]:
     ``pipeline_imbalance`` = slowest − mean stage, plus ``pipeline_transfer``.
     """
     dec = cost.decode
-    compute, dram, comm_parts = _shared_parts(dec, cost.ctx.workload.overlap_policy)
+    plan = cost.plan
+    policy = cost.ctx.workload.overlap_policy
+    hit = dec.shared.attribution.get(policy)  # ``_shared_parts``'s hit inline
+    compute, dram, comm_parts = _shared_parts(dec, policy) if hit is None else hit
     totals: dict[str, float] = {"compute": compute, "dram": dram}
-    weights = dec.steps.weights
-    steps = dec.steps.steps
-    full = cost.plan.comm_overlap == "full"
-    for la, csum, named in comm_parts:
-        # under full overlap, the part of the collectives the layer's own time does not hide
-        mean_share = la.exposed_share(csum) if full else 1.0
-        for name, x in named:
-            totals[name] = totals.get(name, 0.0) + x * mean_share
-    pp = cost.plan.pp
+    st = dec.steps
+    steps = st.steps
+    if comm_parts:
+        full = plan.comm_overlap == "full"
+        for la, csum, named in comm_parts:
+            # under full overlap, the part of the collectives the layer's own time does not hide
+            mean_share = la.exposed_share(csum) if full else 1.0
+            for name, x in named:
+                totals[name] = totals.get(name, 0.0) + x * mean_share
+    pp = plan.pp
     parts = {k: v / pp for k, v in totals.items()}
     rows, _, mult = dec.stage_rows
     # Σ multiplicities = the number of stages (a small integer: the same float either way)
-    per_row = rows.dot(weights)
+    per_row = rows.dot(st.weights)
     m = dec.groups.mult_floats
     total = m[0] * float(per_row[0]) if len(m) == 1 else float(mult.dot(per_row))
     mean_stage = total / steps / float(len(dec.stage_layers))

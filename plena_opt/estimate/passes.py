@@ -193,13 +193,19 @@ class PassResult:
         stage is computed once (e.g. one row for four identical pipeline stages).
         """
         distinct, index, mult, _ = self.groups
-        if self.steps.points == 1:
+        points = self.steps.points
+        if points == 1:
             return np.array(self._point_values).reshape(-1, 1), index, mult
-        combined = [self.combined_seconds(k) for k in self.layer]
-        extras = self.extras
-        if len(distinct) == 1 and len(combined) == 1 and distinct[0][1] not in extras:
-            w = distinct[0][0][0]  # one stage layout of one kind: w·a, the same product
-            return (combined[0] * w if w else np.zeros(self.steps.points))[None], index, mult
+        layer, extras = self.layer, self.extras
+        if len(layer) == 1 and len(distinct) == 1 and distinct[0][1] not in extras:
+            # one stage layout of one kind: w·a, the same product (``combined_seconds`` inline)
+            ((kind, la),) = layer.items()
+            w = distinct[0][0][0]
+            if not w:
+                return np.zeros(points)[None], index, mult
+            a = la.with_comm(self._comm_totals[kind], self.full_overlap)
+            return (a * w)[None], index, mult
+        combined = [self.combined_seconds(k) for k in layer]
         rows = np.empty((len(distinct), self.steps.points))
         for r, (counts, stage) in enumerate(distinct):
             row = rows[r]  # Σ wᵢ·aᵢ (``weighted_sum``) written in place, then the extras
@@ -251,8 +257,14 @@ class PassResult:
     def stage_period_total(self) -> float:
         """Σ over the steps of ``stage_period`` (s; the same sum when nothing else bounds the
         period)."""
-        if not self.in_flight:
-            return self.period_total
+        if not self.in_flight:  # ``period_total``'s sums, kept at once (one descriptor less)
+            d = self.__dict__
+            sp = d.get("stage_period")
+            if sp is None:
+                sp = d["stage_period"] = self._stage_period()
+            d["period"] = sp
+            total = d["period_total"] = self.steps.total(sp)
+            return total
         return self.steps.total(self.stage_period)
 
     @cached

@@ -46,7 +46,12 @@ class PlanPasses:
     def __init__(self, ctx: EstimateContext, plan: Plan, *, validate: bool = True) -> None:
         self.ctx = ctx
         self.plan = plan
-        self.base = base = plan_base(ctx, plan, validate)
+        # ``plan_base(ctx, plan, validate)``, its lookup inline (once per plan)
+        key = (plan.tp, plan.ep, plan.dp, plan.pp, plan.cp, plan.moe_tp_mode, plan.moe_tp, validate)
+        base = ctx.plan_bases.get(key)
+        if base is None:
+            base = ctx.plan_bases[key] = PlanBase(ctx, plan, validate)
+        self.base = base
         # base.shard, priced_shard, shape, dense, moe, stage_ranges,
         # stage_kind_counts, loads and rows (as ``_rows``), in_flight (decode micro-batches in
         # flight when fewer than pp, else 0: ``PlanBase.in_flight``) and ctx.distinct_kinds
@@ -160,7 +165,6 @@ class PlanPasses:
         """(layer arrays by kind, collectives by kind, extras by stage, transfer, a memo of the
         figures that follow from them alone) of one pass."""
         ctx, plan, shape = self.ctx, self.plan, self.shape
-        load = self.base.load(mode)
         layer_arrays: dict[LayerKind, StageArrays] = {}
         layer_comm: dict[LayerKind, dict[str, Cost]] = {}
         # Plans that differ only in what does not change a layer's cost share it (the
@@ -171,13 +175,17 @@ class PlanPasses:
         layer_cache = ctx.layer_cache if points_key is not None else {}
         opts = None  # how this chip kind carries the collectives (asked once, on a miss)
         comm_totals: dict[LayerKind, float] = {}  # Σ of one layer's collectives, by kind
+        comm_cache, totals_memo = ctx.comm_cache, ctx.comm_totals
         for kind in self.distinct_kinds:
-            layer_arrays[kind] = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
+            priced = layer_cache.get((shard_key, kind, points_key))  # ``_layer``'s hit inline
+            if priced is None:
+                priced = self._layer(kind, mode, q, kv, steps, points_key, layer_cache)
+            layer_arrays[kind] = priced
             ckey = (comm_key, kind)
-            comm = ctx.comm_cache.get(ckey)
+            comm = comm_cache.get(ckey)
             if comm is None:
                 if opts is None:
-                    opts = ctx.pricer.collective_options(load)
+                    opts = ctx.pricer.collective_options(self.base.load(mode))
                 comm = layer_collectives(
                     ctx.priced_net,
                     shape,
@@ -194,14 +202,14 @@ class PlanPasses:
                     shared_with_experts=opts.shared_with_experts,
                     reduce_bytes=opts.reduce_bytes,
                 )
-                ctx.comm_cache[ckey] = comm
+                comm_cache[ckey] = comm
             layer_comm[kind] = comm
-            total = ctx.comm_totals.get(ckey)
+            total = totals_memo.get(ckey)
             if total is None:  # once per collectives (``PassResult._comm_totals``'s sum)
                 total = 0
                 for c in comm.values():
                     total += c.seconds
-                ctx.comm_totals[ckey] = total
+                totals_memo[ckey] = total
             comm_totals[kind] = total
         ekey = (shard_key, plan.pp, points_key)
         extras_cache = ctx.extras_cache if points_key is not None else {}
@@ -249,10 +257,26 @@ class PlanPasses:
     def decode(self) -> PassResult:
         """Every decode step: step j attends to ceil((S_in + j) / cp) tokens (§4.6), priced at
         the weighted points of a ``DecodeGrid`` (refined where a check fails)."""
-        grid = self.base.layer_grid  # the same for the plans that differ in comm overlap
-        if grid is None:
-            grid = self.ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
-            grid = self.base.layer_grid = self._layer_grid(grid)
+        base = self.base
+        grid = base.layer_grid  # the same for the plans that differ in comm overlap
+        if grid is None:  # and for the plan bases of one priced shard (``shard_id``: its
+            # fields, tp and cp, which fix the KV read per token and the layer prices)
+            ctx = self.ctx
+            grid = ctx.shard_grids.get(base.shard_id)
+            if grid is None:
+                grid = ctx.decode_grid(self.plan.cp, decode_kv_read_bytes(self.shape))
+                grid = ctx.shard_grids[base.shard_id] = self._layer_grid(grid)
+            base.layer_grid = grid
+        if not grid.checks:  # nothing to check: the pass at the base grid's points
+            fields = base.pass_parts.get(("decode", grid.token))  # ``_run_pass``'s hit inline
+            if fields is None:
+                return self._run_pass("decode", 1, grid.kv, grid.weights, grid.token)
+            result = object.__new__(PassResult)
+            d = result.__dict__
+            d.update(fields)
+            d["full_overlap"] = self.plan.comm_overlap == "full"
+            d["in_flight"] = self.in_flight
+            return result
         for tries in range(MAX_REFINES + 1):
             key = grid.token  # refined grids too: plans of one layer shape share their switches
             result = self._run_pass("decode", 1, grid.kv, grid.weights, key)
