@@ -239,8 +239,9 @@ KV_FP8_CHECKPOINTS: dict[str, str] = {
     "nvidia/qwen3-235b-a22b-nvfp4": (
         "hf_quant_config.json at revision 21cfa2c9e152 (modelopt 0.33.0): quant_algo NVFP4, "
         "group_size 16, kv_cache_quant_algo FP8, 95 excluded modules, 188 k/v scale tensors "
-        "(ytworks/kairyu bench/g4_ma1_qwen3_235b_nvfp4_bench.py EXPECTED_QUANTIZATION, checked "
-        "against the downloaded snapshot; an OME Go test quotes the file verbatim)"
+        "(ytworks/kairyu verification/l1/correctness/g4_ma1_qwen3_235b_nvfp4_bench.py "
+        "EXPECTED_QUANTIZATION, matched against the downloaded snapshot; an OME Go test quotes "
+        "the file verbatim)"
     ),
     "nvidia/llama-3.3-70b-instruct-fp4": (
         "hf_quant_config.json (modelopt 0.23.0): quant_algo NVFP4, kv_cache_quant_algo FP8, "
