@@ -217,9 +217,12 @@ def resolve_hf_id(
 # engine whose ``auto`` KV dtype inherits it (``KV_INHERITS``) stores an e4m3 KV cache; null means
 # the model's bf16. Not every ModelOpt id carries it (nvidia/Llama-3.1-405B-Instruct-FP8,
 # modelopt 0.17.0: ``"kv_cache_quant_algo": null``), so ids are listed one by one, each with where
-# its value was read; an id not listed keeps bf16 (not confirmed: nvidia/DeepSeek-R1-NVFP4 / -FP4 /
-# -0528-FP4(-v2), nvidia/Llama-3.1-8B-Instruct-FP8 / -FP4, nvidia/Llama-3.3-70B-Instruct-FP8,
-# nvidia Kimi NVFP4 ids: no hf_quant_config.json of theirs was found in public material).
+# its value was read; an id not listed keeps bf16. Not confirmed either way (no hf_quant_config.json
+# of theirs, or a quote of it, in the public material searched; README_serving r17kvckpt, r17kvids):
+# nvidia/DeepSeek-R1-NVFP4 / -FP4 / -FP4-v2 / -0528-FP4(-v2), nvidia/DeepSeek-V3-0324-FP4,
+# nvidia/DeepSeek-V3.1-NVFP4, nvidia/Llama-3.1-8B-Instruct-FP4, nvidia/Llama-3.3-70B-Instruct-FP8,
+# nvidia/Llama-3.1-405B-Instruct-FP4, nvidia/Qwen3-30B-A3B-FP8 / Qwen3-32B-FP8 / Qwen3-235B-A22B-FP8
+# / -FP4, NVIDIA's Kimi-K2-Thinking / K2.5, GLM, MiniMax and Qwen3-Next NVFP4 / FP8 ids.
 KV_FP8_CHECKPOINTS: dict[str, str] = {
     "nvidia/qwen3-32b-nvfp4": (
         "gdubicki/Qwen3-32B-NVFP4 (a byte-identical public mirror of nvidia/Qwen3-32B-NVFP4): "
@@ -233,11 +236,37 @@ KV_FP8_CHECKPOINTS: dict[str, str] = {
         "hf_quant_config.json line 8: kv_cache_quant_algo FP8 (vllm-project/vllm issue #34752, "
         "the checkpoint its report names)"
     ),
+    "nvidia/qwen3-235b-a22b-nvfp4": (
+        "hf_quant_config.json at revision 21cfa2c9e152 (modelopt 0.33.0): quant_algo NVFP4, "
+        "group_size 16, kv_cache_quant_algo FP8, 95 excluded modules, 188 k/v scale tensors "
+        "(ytworks/kairyu verification/l1/correctness/g4_ma1_qwen3_235b_nvfp4_bench.py "
+        "EXPECTED_QUANTIZATION, matched against the downloaded snapshot; an OME Go test quotes "
+        "the file verbatim)"
+    ),
+    "nvidia/llama-3.3-70b-instruct-fp4": (
+        "hf_quant_config.json (modelopt 0.23.0): quant_algo NVFP4, kv_cache_quant_algo FP8, "
+        "group_size 16, exclude lm_head (quoted verbatim by an OME Go test, "
+        "TestParseHFQuantConfig_RealisticModelOptInput); NVIDIA/TensorRT-LLM "
+        "tests/integration/defs/accuracy/test_llm_api_pytorch.py TestLlama3_3_70BInstruct."
+        "test_nvfp4_tp4 asserts kv_cache_quant_algo == FP8 on its modelopt-hf-model-hub copy"
+    ),
 }
 # ModelOpt ids confirmed to declare no KV quantisation (bf16 KV), with where it was read
 KV_BF16_CHECKPOINTS: dict[str, str] = {
     "nvidia/llama-3.1-405b-instruct-fp8": (
         "hf_quant_config.json (huggingface.co, modelopt 0.17.0): kv_cache_quant_algo null"
+    ),
+    # NVIDIA/TensorRT-LLM docs/source/performance/perf-benchmarking.md ("Quantization in the
+    # PyTorch Flow"): nvidia/Llama-3.1-{8B,70B,405B}-Instruct-FP8 "are quantized to run with a
+    # compute precision of FP8 and default to no KV cache quantization (full FP16 cache)", their
+    # hf_quant_config.json e.g. modelopt 0.23.0rc1, quant_algo FP8, kv_cache_quant_algo null
+    "nvidia/llama-3.1-8b-instruct-fp8": (
+        "TensorRT-LLM docs performance/perf-benchmarking.md: kv_cache_quant_algo null (no KV "
+        "cache quantization)"
+    ),
+    "nvidia/llama-3.1-70b-instruct-fp8": (
+        "TensorRT-LLM docs performance/perf-benchmarking.md: kv_cache_quant_algo null (no KV "
+        "cache quantization)"
     ),
 }
 _MODELOPT_KV = {"FP8": "fp8"}

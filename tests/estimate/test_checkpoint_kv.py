@@ -21,6 +21,7 @@ from plena_opt.estimate.context import EstimateContext
 from plena_opt.estimate.gpu import gpu_memory
 from plena_opt.estimate.problem import EvaluatorInputs
 from plena_opt.models import ModelSpec, builtin_config, load_model
+from plena_opt.models.catalog import resolve_model_id
 from plena_opt.models.checkpoint import (
     KV_BF16_CHECKPOINTS,
     KV_FP8_CHECKPOINTS,
@@ -49,6 +50,54 @@ def test_the_table_resolves_cited_ids_to_fp8_and_others_to_bf16() -> None:
     assert load_model(QWEN_NVFP4).checkpoint_kv_precision == "fp8"
     assert load_model("Qwen/Qwen3-32B").checkpoint_kv_precision is None
     assert load_model("qwen3-32b").checkpoint_kv_precision is None
+
+
+# each listed id (README_serving r17kvckpt, r17kvids) → (catalog entry, weight format, KV format)
+LISTED = {
+    "nvidia/Qwen3-32B-NVFP4": ("qwen3-32b", "fp4", "fp8"),
+    "nvidia/Llama-3.3-70B-Instruct-NVFP4": ("llama-3.3-70b", "fp4", "fp8"),
+    "nvidia/Qwen3-30B-A3B-NVFP4": ("qwen3-30b-a3b", "fp4", "fp8"),
+    "nvidia/Qwen3-235B-A22B-NVFP4": ("qwen3-235b-a22b", "fp4", "fp8"),
+    "nvidia/Llama-3.3-70B-Instruct-FP4": ("llama-3.3-70b", "fp4", "fp8"),
+    "nvidia/Llama-3.1-405B-Instruct-FP8": ("llama-3.1-405b", "fp8", None),
+    "nvidia/Llama-3.1-8B-Instruct-FP8": ("llama-3.1-8b", "fp8", None),
+    "nvidia/Llama-3.1-70B-Instruct-FP8": ("llama-3.1-70b", "fp8", None),
+}
+
+
+@pytest.mark.parametrize("hf_id", sorted(LISTED))
+def test_each_listed_id_resolves_to_its_catalog_model_and_declared_kv(hf_id: str) -> None:
+    name, weights, kv = LISTED[hf_id]
+    found = resolve_model_id(hf_id)
+    assert found is not None and (found.name, found.checkpoint_precision) == (name, weights)
+    spec = load_model(hf_id)
+    assert (spec.checkpoint_precision, spec.checkpoint_kv_precision) == (weights, kv)
+    table = KV_FP8_CHECKPOINTS if kv == "fp8" else KV_BF16_CHECKPOINTS
+    assert hf_id.lower() in table and hf_id.lower() not in (
+        KV_BF16_CHECKPOINTS if kv == "fp8" else KV_FP8_CHECKPOINTS
+    )
+
+
+def test_the_tables_hold_only_the_listed_ids() -> None:
+    assert set(KV_FP8_CHECKPOINTS) | set(KV_BF16_CHECKPOINTS) == {i.lower() for i in LISTED}
+
+
+@pytest.mark.parametrize(
+    "hf_id",
+    [
+        "nvidia/DeepSeek-R1-FP4",  # not confirmed either way (README_serving r17kvids)
+        "nvidia/DeepSeek-R1-0528-FP4-v2",
+        "nvidia/DeepSeek-V3.1-NVFP4",
+        "nvidia/Llama-3.3-70B-Instruct-FP8",
+        "nvidia/Llama-3.1-8B-Instruct-FP4",
+        "nvidia/Qwen3-235B-A22B-FP4",  # a sibling repository of a listed id
+        "nvidia/Kimi-K2-Thinking-NVFP4",
+    ],
+)
+def test_an_unconfirmed_id_keeps_bf16_kv(hf_id: str) -> None:
+    assert resolve_model_id(hf_id) is not None  # a catalog model, priced at bf16 KV
+    assert checkpoint_kv_format(hf_id) is None
+    assert load_model(hf_id).checkpoint_kv_precision is None
 
 
 def test_a_config_declares_its_kv_format() -> None:
