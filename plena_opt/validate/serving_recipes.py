@@ -21,15 +21,26 @@ DEEPSEEK_R1 = frozenset({"deepseek-v3"})  # DeepSeek-R1's catalog model (ARCHITE
 # ones (gptoss_fp4_mi300x.sh, gptoss_fp4_mi325x.sh) run vLLM's ROCm backends
 # (``VLLM_ROCM_USE_AITER=1``); Marlin is a CUDA kernel (``chip.gpu.perf.MMA_SYNC_PEAK_FRACTION``).
 MARLIN_RECIPE_CHIPS = frozenset({"h100-sxm", "h200-sxm"})
+# The recipes export it only from 4e52ed4c6 (2026-01-02, PR #327 "Update vLLM version to v0.13.0
+# ... Fix H100/H200 perf regression": gptoss_fp4_h100_docker.sh, gptoss_fp4_h100_slurm.sh,
+# gptoss_fp4_h200_slurm.sh; every later version keeps it through 0ee5ff342 of 2026-04-05). A row
+# of an MXFP4 checkpoint measured before that day ran vLLM's own default backend
+# (``chip.gpu.moe_kernels.default_moe_kernel``). Other weight-only experts (no recipe flag) keep
+# the rule above.
+MARLIN_RECIPE_SINCE = "2026-01-02"
 
 
-def marlin_recipe(chip: str, fmt: str, inferencex_vllm: bool) -> bool:
+def marlin_recipe(chip: str, fmt: str, inferencex_vllm: bool, mxfp4: bool = False,
+                  day: str = "") -> bool:  # fmt: skip
     """Whether an InferenceX vLLM row ran its experts on Marlin: a ``MARLIN_RECIPE_CHIPS`` chip
-    running ``fmt`` weight-only (W4A16: no tensor cores of that width)."""
+    running ``fmt`` weight-only (W4A16: no tensor cores of that width); for an MXFP4 checkpoint
+    (``mxfp4``) only when measured (``day``, ISO date; "" undated) from ``MARLIN_RECIPE_SINCE``."""
     from plena_opt.chip import load_chip
     from plena_opt.chip.precision import is_weight_only
 
     if not inferencex_vllm or chip not in MARLIN_RECIPE_CHIPS:
+        return False
+    if mxfp4 and day and day < MARLIN_RECIPE_SINCE:
         return False
     return is_weight_only(fmt, load_chip(chip).formats[fmt])  # type: ignore[union-attr]
 
