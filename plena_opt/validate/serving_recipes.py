@@ -21,15 +21,26 @@ DEEPSEEK_R1 = frozenset({"deepseek-v3"})  # DeepSeek-R1's catalog model (ARCHITE
 # ones (gptoss_fp4_mi300x.sh, gptoss_fp4_mi325x.sh) run vLLM's ROCm backends
 # (``VLLM_ROCM_USE_AITER=1``); Marlin is a CUDA kernel (``chip.gpu.perf.MMA_SYNC_PEAK_FRACTION``).
 MARLIN_RECIPE_CHIPS = frozenset({"h100-sxm", "h200-sxm"})
+# The recipes export it only from 4e52ed4c6 (2026-01-02, PR #327 "Update vLLM version to v0.13.0
+# ... Fix H100/H200 perf regression": gptoss_fp4_h100_docker.sh, gptoss_fp4_h100_slurm.sh,
+# gptoss_fp4_h200_slurm.sh; every later version keeps it through 0ee5ff342 of 2026-04-05). A row
+# of an MXFP4 checkpoint measured before that day ran vLLM's own default backend
+# (``chip.gpu.moe_kernels.default_moe_kernel``). Other weight-only experts (no recipe flag) keep
+# the rule above.
+MARLIN_RECIPE_SINCE = "2026-01-02"
 
 
-def marlin_recipe(chip: str, fmt: str, inferencex_vllm: bool) -> bool:
+def marlin_recipe(chip: str, fmt: str, inferencex_vllm: bool, mxfp4: bool = False,
+                  day: str = "") -> bool:  # fmt: skip
     """Whether an InferenceX vLLM row ran its experts on Marlin: a ``MARLIN_RECIPE_CHIPS`` chip
-    running ``fmt`` weight-only (W4A16: no tensor cores of that width)."""
+    running ``fmt`` weight-only (W4A16: no tensor cores of that width); for an MXFP4 checkpoint
+    (``mxfp4``) only when measured (``day``, ISO date; "" undated) from ``MARLIN_RECIPE_SINCE``."""
     from plena_opt.chip import load_chip
     from plena_opt.chip.precision import is_weight_only
 
     if not inferencex_vllm or chip not in MARLIN_RECIPE_CHIPS:
+        return False
+    if mxfp4 and day and day < MARLIN_RECIPE_SINCE:
         return False
     return is_weight_only(fmt, load_chip(chip).formats[fmt])  # type: ignore[union-attr]
 
@@ -118,9 +129,15 @@ def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bo
 # enable_balance: true, timeout_iters: 60, batching_wait_iters: 0``, in every version from
 # 2025-09 on; gptoss_fp4_b200_trt*.sh: ``enable_balance: true`` alone, so TensorRT-LLM's
 # AttentionDpConfig defaults timeout_iters 50, batching_wait_iters 10). (timeout, batching wait)
-# by catalog model; ``serving.steady.adp_balance_steps`` prices the wait. Not fitted.
-TRTLLM_ADP_BALANCE = {"deepseek-v3": (60, 0), "gpt-oss-120b": (50, 10)}
-TRTLLM_ADP_BALANCE_SYSTEMS = frozenset({"b200_sxm"})
+# by (system, catalog model); ``serving.steady.adp_balance_steps`` prices the wait. H200:
+# dsr1_fp8_h200_trt_slurm.sh / single_node/dsr1_fp8_h200_trt.sh (ec90f3fe7 2025-09-18 through
+# 0ee5ff342 2026-04-05) write the same block as B200 with DP_ATTENTION true; gptoss_fp4_h200_trt*.sh
+# (551d81e95 through 0ee5ff342) write none (off). Not fitted.
+TRTLLM_ADP_BALANCE = {
+    ("b200_sxm", "deepseek-v3"): (60, 0),
+    ("b200_sxm", "gpt-oss-120b"): (50, 10),
+    ("h200_sxm", "deepseek-v3"): (60, 0),
+}
 
 
 def trtllm_adp_balance(row: ServingRow, system: str, d: Deployment) -> tuple[int, int] | None:
@@ -128,24 +145,27 @@ def trtllm_adp_balance(row: ServingRow, system: str, d: Deployment) -> tuple[int
     TensorRT-LLM recipe ran ``row`` with (``TRTLLM_ADP_BALANCE``), else None (off)."""
     if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.ep < 2 or d.pools:
         return None
-    if system not in TRTLLM_ADP_BALANCE_SYSTEMS:
-        return None
-    return TRTLLM_ADP_BALANCE.get(d.model)
+    return TRTLLM_ADP_BALANCE.get((system, d.model))
 
 
 # The step token budget (``--max_num_tokens``) of the InferenceX TensorRT-LLM B200 recipes, where
 # it is not the engine's 8192: 70b_fp{4,8}_b200_trt_*.sh 16384 (2025-09-18 to their removal on
 # 2025-10-29); gptoss_fp4_b200_trt*.sh 20000; dsr1_fp{4,8}_b200_trt*.sh ``(CONC + ISL + 127)``
-# rounded down to 64, at least 8192 only from 2026-01-21 (PR #258). Not fitted.
+# rounded down to 64, at least 8192 only from 2026-01-21 (PR #258). The H200 recipes set the same:
+# 70b_fp8_h200_trt_slurm.sh 16384 (1b563c858 2025-09-18 to its removal), gptoss_fp4_h200_trt*.sh
+# 20000 (551d81e95 2025-09-15 through 0ee5ff342 2026-04-05), dsr1_fp8_h200_trt*.sh the same
+# formula (ec90f3fe7 2025-09-18), its 8192 floor from 64af5a771 (2026-01-21). Not fitted.
 TRTLLM_MAX_NUM_TOKENS = {"llama-3.1-70b": 16384, "gpt-oss-120b": 20000}
+TRTLLM_MAX_NUM_TOKENS_SYSTEMS = frozenset({"b200_sxm", "h200_sxm"})
 DSR1_MAX_NUM_TOKENS_FLOOR = 8192
 DSR1_MAX_NUM_TOKENS_FLOOR_SINCE = "2026-01-21"
 
 
 def trtllm_max_num_tokens(row: ServingRow, system: str, d: Deployment) -> int | None:
-    """The ``max_num_tokens`` an InferenceX TensorRT-LLM B200 recipe ran ``row`` with, else None
-    (the engine default)."""
-    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or system != "b200_sxm":
+    """The ``max_num_tokens`` an InferenceX TensorRT-LLM B200 / H200 recipe ran ``row`` with,
+    else None (the engine default)."""
+    if (d.engine != "trtllm" or not INFERENCEX_ID.match(row.id)
+            or system not in TRTLLM_MAX_NUM_TOKENS_SYSTEMS):  # fmt: skip
         return None
     if d.model in DEEPSEEK_R1:
         budget = (d.concurrency + d.input_len + 127) // 64 * 64
@@ -162,45 +182,60 @@ def trtllm_max_num_tokens(row: ServingRow, system: str, d: Deployment) -> int | 
 # the default capacity scheduler (GUARANTEED_NO_EVICT) a request is admitted only with KV for its
 # whole sequence (``serving.kv_admission``). DeepSeek-R1 runs up to 2025-11-02 chose their own EP
 # and attention DP (dsr1_fp4_b200_trt_slurm.sh before PR #145), which the rows do not record: not
-# capped. Not fitted.
-TRTLLM_KV_FRACTION = {"deepseek-v3": 0.8, "gpt-oss-120b": 0.85, "llama-3.1-70b": None}
+# capped. H200: dsr1_fp8_h200_trt*.sh 0.75 (every version, ec90f3fe7 2025-09-18 through 0ee5ff342
+# 2026-04-05; its EP / attention DP chosen in the script, not recorded, until 17d5e204f of
+# 2025-11-03, PR #145, as on B200), gptoss_fp4_h200_trt*.sh 0.85 (551d81e95 on),
+# 70b_fp8_h200_trt_slurm.sh none. Not fitted.
+TRTLLM_KV_FRACTION: dict[str, dict[str, float | None]] = {
+    "b200_sxm": {"deepseek-v3": 0.8, "gpt-oss-120b": 0.85, "llama-3.1-70b": None},
+    "h200_sxm": {"deepseek-v3": 0.75, "gpt-oss-120b": 0.85, "llama-3.1-70b": None},
+}
 DSR1_RECORDED_SIZES_SINCE = "2025-11-03"
 DSR1_FP8_FRACTIONS_SINCE = "2026-01-29"
 
 
 def trtllm_kv_fraction(row: ServingRow, system: str, d: Deployment) -> float | None | bool:
-    """The ``free_gpu_memory_fraction`` an InferenceX TensorRT-LLM B200 recipe ran ``row`` with
-    (None: the engine's default), or False where its KV admission is not known (not capped)."""
-    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or system != "b200_sxm":
-        return False
-    if d.model not in TRTLLM_KV_FRACTION:
+    """The ``free_gpu_memory_fraction`` an InferenceX TensorRT-LLM B200 / H200 recipe ran ``row``
+    with (None: the engine's default), or False where its KV admission is not known (not
+    capped)."""
+    fractions = TRTLLM_KV_FRACTION.get(system, {})
+    if d.engine != "trtllm" or not INFERENCEX_ID.match(row.id) or d.model not in fractions:
         return False
     if d.model in DEEPSEEK_R1:
         on = row.get("measured_on")
         if on < DSR1_RECORDED_SIZES_SINCE:
             return False
-        if d.precision == "fp8" and on >= DSR1_FP8_FRACTIONS_SINCE:
+        if system == "b200_sxm" and d.precision == "fp8" and on >= DSR1_FP8_FRACTIONS_SINCE:
             if (d.input_len, d.output_len) == (1024, 8192) and d.concurrency >= 256:
                 return 0.7
             if (d.input_len, d.output_len) == (8192, 1024) and d.tp * d.ep == 4:
                 return 0.75
-    return TRTLLM_KV_FRACTION[d.model]
+    return fractions[d.model]
 
 
 # The InferenceX SGLang recipes of DeepSeek-R1 on B200 (benchmarks/dsr1_fp4_b200.sh,
 # dsr1_fp8_b200.sh) pass ``--scheduler-recv-interval`` 10, or 30 from a concurrency of 16 (fp8 at
-# TP 4: always 10): the scheduler reads arrivals every that many decode steps. Not fitted.
-SGLANG_RECV_INTERVAL_SYSTEMS = frozenset({"b200_sxm"})
-SGLANG_RECV_INTERVAL_MODELS = DEEPSEEK_R1
+# TP 4: always 10): the scheduler reads arrivals every that many decode steps. The Qwen3.5 B200
+# recipes set the same 10 / 30 (qwen3.5_bf16_b200.sh from 9dc87a68c of 2026-02-20, none before;
+# qwen3.5_fp8_b200.sh from its creation, efd49e50b of 2026-03-03). No other SGLang recipe of a
+# modelled system passes it up to 0ee5ff342 (2026-04-05): dsr1_fp8_h200.sh, dsr1_fp8_mi300x.sh,
+# dsr1_fp8_mi325x.sh, qwen3.5_*_{h200,mi300x,mi325x}.sh, glm5_*.sh. (system, catalog model) ->
+# the first day its recipe passes it ("": every version read). Not fitted.
+SGLANG_RECV_INTERVAL = {
+    ("b200_sxm", "deepseek-v3"): "",
+    ("b200_sxm", "qwen3.5-397b-a17b"): "2026-02-20",
+}
 
 
 def sglang_recv_interval(row: ServingRow, system: str, d: Deployment) -> int:
     """The ``--scheduler-recv-interval`` an InferenceX SGLang recipe ran ``row`` with, else 1."""
     if d.engine != "sglang" or not INFERENCEX_ID.match(row.id):
         return 1
-    if system not in SGLANG_RECV_INTERVAL_SYSTEMS or d.model not in SGLANG_RECV_INTERVAL_MODELS:
+    since = SGLANG_RECV_INTERVAL.get((system, d.model))
+    day = row.get("measured_on") or row.id[:10].replace("_", "-")
+    if since is None or day < since:
         return 1
-    if d.precision == "fp8" and d.tp * d.ep == 4:
+    if d.model in DEEPSEEK_R1 and d.precision == "fp8" and d.tp * d.ep == 4:
         return 10
     return 30 if d.concurrency >= 16 else 10
 

@@ -237,7 +237,7 @@ def resolve(row: ServingRow) -> Deployment:
                    kv_precision=_kv_format(row, system, engine, model),
                    async_scheduling=vllm_async_scheduling(row, chip, model, pp),
                    pp=pp, eplb_redundant=redundant,
-                   marlin_moe=marlin_recipe(chip, fmt, ix_vllm),
+                   marlin_moe=marlin_recipe(chip, fmt, ix_vllm, _mxfp4(model), _day(row)),
                    trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
     d = replace(d, batch_wait=trtllm_batch_wait(row, system, d),
                 recv_interval=sglang_recv_interval(row, system, d),
@@ -257,6 +257,20 @@ def resolve(row: ServingRow) -> Deployment:
 # InferenceX row ids end with the worker's GPUs and expert-parallel size, e.g.
 # ``..._agg_1024x1024_c64_tp8_ep8_937`` (``_tp8_0_ep8_0_`` in some dumps; ``epnone`` when unset).
 ID_SIZES = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+|none)(?:_0)?_\d+$")
+
+
+def _mxfp4(model: str) -> bool:
+    """Whether the catalog ``model``'s checkpoint is MXFP4 (gpt-oss)."""
+    from plena_opt.models import load_model
+
+    return load_model(model).checkpoint_precision == "mxfp4"
+
+
+def _day(row: ServingRow) -> str:
+    """The ISO day ``row`` was measured: ``measured_on``, else an InferenceX id's dump date."""
+    if row.get("measured_on"):
+        return row.get("measured_on")
+    return row.id[:10].replace("_", "-") if INFERENCEX_ID.match(row.id) else ""
 
 
 def _check_id_sizes(row: ServingRow, gpus: int, with_stages: int | None = None) -> None:
