@@ -55,8 +55,7 @@ def _first_devices(noc: pb.ProfileSource, devices: int | None) -> pb.ProfileSour
         return noc
     import json
 
-    from deepstack import load_noc_profile
-    from deepstack.gpu_nodes import first_devices
+    from plena_opt.api.network import first_devices, load_noc_profile
 
     source: str | dict = noc.name if noc.HasField("name") else json.loads(noc.json)
     try:
