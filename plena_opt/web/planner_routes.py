@@ -80,7 +80,7 @@ class PlannerIn(BaseModel):
     precision: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     serving: Literal["aggregated", "disaggregated", "both"] = "both"
     sampler: Literal["auto", "tpe", "nsga2", "gp", "exhaustive"] = "auto"
-    trials: int = Field(200, ge=1, le=limits.MAX_TRIALS)
+    trials: int = Field(200, le=limits.MAX_TRIALS)
     seed: int | None = Field(None, lt=2**32)
 
     @field_validator("model", "chip", "noc", "precision")
