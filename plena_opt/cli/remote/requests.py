@@ -59,9 +59,12 @@ def _first_devices(noc: pb.ProfileSource, devices: int | None) -> pb.ProfileSour
 
     source: str | dict = noc.name if noc.HasField("name") else json.loads(noc.json)
     try:
-        profile = first_devices(load_noc_profile(source), devices)
+        whole = load_noc_profile(source)
+        profile = first_devices(whole, devices)
     except (ValueError, OSError) as exc:
         raise PlenaInputError(str(getattr(exc, "field", None) or "noc"), str(exc)) from exc
+    if profile is whole:  # all its devices: the profile as given
+        return noc
     return pb.ProfileSource(json=json.dumps(profile.to_dict()))
 
 
