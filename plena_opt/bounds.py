@@ -64,6 +64,12 @@ MAX_REPLAY_TOKENS = 20_000_000
 #: (vLLM num_speculative_tokens, SGLang speculative-num-steps); past 8 the chain's acceptance
 #: product is negligible.
 MAX_SPECULATIVE_TOKENS = 8
+#: Sequences, prompt tokens and generated tokens of a workload (``--batch-size``, ``--input-seq``,
+#: ``--output-seq``; gRPC ``Workload``; the web's forms): far beyond any served model, small
+#: enough that the per-token decode arrays (8 bytes a token) and integer byte counts stay exact.
+MAX_BATCH_SIZE = 2**24
+MAX_INPUT_SEQ = 2**26
+MAX_OUTPUT_SEQ = 2**24
 #: Prefix pydantic puts before a ``ValueError`` raised in a validator (stripped from messages).
 VALUE_ERROR_PREFIX = "Value error, "
 

@@ -46,9 +46,11 @@ MAX_DURATION_KEYS = 1024
 #: Length of a name (model, NoC, memory, study) or a noise text.
 MAX_NAME_CHARS = 256
 MAX_NOISE_CHARS = 4096
-#: Sequence lengths and batch of the web's serving form.
-MAX_SEQ = 1 << 20
-MAX_BATCH = 1 << 16
+#: Sequences, prompt and generated tokens of a workload: the CLI's and gRPC's (plena_opt.bounds),
+#: the web's forms too (the simulator's serving form, the estimate, the planner and its knobs).
+MAX_BATCH = _bounds.MAX_BATCH_SIZE
+MAX_INPUT_SEQ = _bounds.MAX_INPUT_SEQ
+MAX_OUTPUT_SEQ = _bounds.MAX_OUTPUT_SEQ
 #: Trials per search, and trials drawn in a study's front.
 MAX_TRIALS = 20_000
 #: Batch sizes of one search; front plans re-checked by Monte Carlo after a search.

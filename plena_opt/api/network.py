@@ -18,6 +18,7 @@ _EXPORTS = {
     "ProfileTypeError": "deepstack",
     "list_noc_profiles": "deepstack",
     "load_noc_profile": "deepstack",
+    "first_devices": "deepstack.gpu_nodes",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -348,7 +348,6 @@ def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | Non
 def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | None) -> str:
     """A GPU chip on a NoC and a known engine at its one modelled version (returned)."""
     from plena_opt.chip.gpu import GpuChipProfile
-    from plena_opt.errors import not_found
     from plena_opt.serving.engines import ENGINES, VERSIONS
 
     if not isinstance(problem.chip, GpuChipProfile):
@@ -360,8 +359,8 @@ def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | No
         )
     if problem.noc is None:
         raise PlenaInputError("noc", "a GPU chip is priced on a node profile: give --noc")
-    if engine not in ENGINES:
-        raise not_found("engine", "engine", engine, ENGINES)
+    if engine not in ENGINES:  # a choice, worded as chip.gpu.moe_kernels words it
+        raise PlenaInputError("engine", f"engine must be one of {', '.join(ENGINES)}")
     if version is not None and version != VERSIONS[engine]:
         raise PlenaInputError(
             "engine_version",

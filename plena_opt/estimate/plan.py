@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
+from plena_opt import bounds as _bounds
 from plena_opt.errors import PlenaInputError, PlenaTypeError
 from plena_opt.vocabulary import (
     COMM_OVERLAPS,
@@ -41,9 +42,12 @@ __all__ = [
     "divisors",
     "factorisations",
 ]
-# Sanity bounds of a workload (sequences, tokens): far beyond any served model, small enough
-# that the per-token decode arrays (8 bytes a token) and integer byte counts stay exact and fit.
-MAX_WORKLOAD = {"batch_size": 2**24, "input_seq_len": 2**26, "output_seq_len": 2**24}
+# Sanity bounds of a workload (sequences, tokens): plena_opt.bounds, the same in every front end.
+MAX_WORKLOAD = {
+    "batch_size": _bounds.MAX_BATCH_SIZE,
+    "input_seq_len": _bounds.MAX_INPUT_SEQ,
+    "output_seq_len": _bounds.MAX_OUTPUT_SEQ,
+}
 MIN_FREQUENCY_HZ, MAX_FREQUENCY_HZ = 1.0, 1e15
 
 

@@ -11,6 +11,7 @@ unknown job or plan is 404; a start while ``MAX_PLANNER_JOBS`` searches run is 5
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Response
@@ -26,10 +27,13 @@ MAX_PLANNER_JOBS = 2
 KEPT_PLANNER_JOBS = 16
 #: Objectives one search may name (there are seven).
 MAX_OBJECTIVES = 8
-#: Characters of a ``--batch-sizes`` list (64 sizes of up to 5 digits, commas).
-MAX_BATCH_TEXT = 6 * MAX_BATCH_SIZES
+#: Characters of a ``--batch-sizes`` list (64 sizes of up to 8 digits, commas: MAX_BATCH is 2**24).
+MAX_BATCH_TEXT = 9 * MAX_BATCH_SIZES
 #: Characters of a job id (16 hex digits are made).
 MAX_JOB_CHARS = 64
+
+#: A Hugging Face model id, ``owner/name`` (no ``.json`` file name).
+HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*(?<!\.json)")
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_CHARS)
 
@@ -53,8 +57,8 @@ class PlannerIn(BaseModel):
     noc: str = Field("hgx-h200x8", min_length=1, max_length=limits.MAX_NAME_CHARS)
     devices: int | None = Field(None, le=limits.MAX_DEGREE)
     gpus_per_node: int = Field(8, ge=1, le=1024)
-    input_seq: int = Field(2048, le=limits.MAX_SEQ)
-    output_seq: int = Field(1024, le=limits.MAX_SEQ)
+    input_seq: int = Field(2048, le=limits.MAX_INPUT_SEQ)
+    output_seq: int = Field(1024, le=limits.MAX_OUTPUT_SEQ)
     batch_sizes: str | None = Field(None, max_length=MAX_BATCH_TEXT)
     concurrency: int | None = None  # 1..MAX_CONCURRENCY, checked as the CLI checks it
     request_rate: float | None = None  # requests/s, (0, MAX_REQUEST_RATE]; not with concurrency
@@ -83,8 +87,12 @@ class PlannerIn(BaseModel):
     @classmethod
     def _built_in(cls, v: str | None, info: Any) -> str | None:
         """Shipped names only: a path would let a request read the server's files (the
-        uploaded ``config.json`` comes as ``model_document``)."""
-        if v is not None and ("/" in v or "\\" in v or v.endswith(".json")):
+        uploaded ``config.json`` comes as ``model_document``). ``model`` may also be a Hugging
+        Face id ``owner/name`` (``--model nvidia/Qwen3-32B-NVFP4``): it resolves by the catalog
+        only (``load_model(name=...)`` never reads a path), as the CLI and gRPC take it."""
+        if v is None or (info.field_name == "model" and HF_ID.fullmatch(v) and ".." not in v):
+            return v
+        if "/" in v or "\\" in v or v.endswith(".json"):
             raise ValueError(f"give a built-in {info.field_name} name, not a path")
         return v
 

@@ -54,8 +54,8 @@ class ServingIn(_In):
     moe_tp: int = Field(0, ge=0, le=limits.MAX_DEGREE)  # explicit MoE split; 0: by the mode
     comm_overlap: Literal["none", "full"] = "none"
     batch_size: int = Field(16, ge=1, le=limits.MAX_BATCH)
-    input_seq: int = Field(2048, ge=1, le=limits.MAX_SEQ)
-    output_seq: int = Field(1024, ge=1, le=limits.MAX_SEQ)
+    input_seq: int = Field(2048, ge=1, le=limits.MAX_INPUT_SEQ)
+    output_seq: int = Field(1024, ge=1, le=limits.MAX_OUTPUT_SEQ)
     max_window_steps: int = Field(16, ge=1, le=limits.MAX_WINDOW_STEPS)
     durations_ms: Durations | None = Field(None, max_length=limits.MAX_DURATION_KEYS)
 

@@ -139,6 +139,8 @@ def load_model(src: pb.ModelSource, limits: ServerLimits, field: str = "system.m
 
     kind = src.WhichOneof("source")
     if kind == "name":  # load_model(name=...) never reads a path
+        if not src.name:  # as the CLI's --model and the web's model refuse it
+            raise PlenaInputError(f"{field}.name", f"{field}.name must not be empty")
         with field_scope(f"{field}.name"):
             try:
                 return catalog.load_model(name=src.name)

@@ -158,8 +158,8 @@ PAST_BOUNDS = [
             ("pp", limits.MAX_DEGREE),
             ("cp", limits.MAX_DEGREE),
             ("batch_size", limits.MAX_BATCH),
-            ("input_seq", limits.MAX_SEQ),
-            ("output_seq", limits.MAX_SEQ),
+            ("input_seq", limits.MAX_INPUT_SEQ),
+            ("output_seq", limits.MAX_OUTPUT_SEQ),
             ("max_window_steps", limits.MAX_WINDOW_STEPS),
         ]
     ],
@@ -197,7 +197,7 @@ AT_BOUNDS = [
     ),
     ("/api/trace", {**_training(), "samples": 2, "sample": "p99"}),
     ("/api/estimate", {**SERVING_OK, "batch_size": limits.MAX_BATCH}),
-    ("/api/estimate", {**SERVING_OK, "input_seq": limits.MAX_SEQ}),
+    ("/api/estimate", {**SERVING_OK, "input_seq": limits.MAX_INPUT_SEQ}),
 ]
 
 
@@ -394,8 +394,8 @@ def test_a_damaged_store_is_422_naming_storage_not_500(tmp_path, content):
 PLANNER_OK = {"model": "llama-3.2-1b", "chip": "h200-sxm", "noc": "single_device", "trials": 1}
 PLANNER_OK |= {"serving": "aggregated", "input_seq": 128, "output_seq": 8}
 PLANNER_PAST = [
-    ("input_seq", limits.MAX_SEQ + 1),
-    ("output_seq", limits.MAX_SEQ + 1),
+    ("input_seq", limits.MAX_INPUT_SEQ + 1),
+    ("output_seq", limits.MAX_OUTPUT_SEQ + 1),
     ("devices", limits.MAX_DEGREE + 1),
     ("trials", limits.MAX_TRIALS + 1),
     ("gpus_per_node", 1025),

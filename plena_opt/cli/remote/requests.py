@@ -48,6 +48,43 @@ def _profile(value: str | None, field: str) -> pb.ProfileSource | None:
     return pb.ProfileSource(name=value)
 
 
+def _first_devices(noc: pb.ProfileSource, devices: int | None) -> pb.ProfileSource:
+    """``--devices N``: the first N devices of the NoC (``deepstack.gpu_nodes.first_devices``,
+    as local mode takes them), sent inline as that profile's JSON; unset: ``noc`` as given."""
+    if devices is None:
+        return noc
+    import json
+
+    from plena_opt.api.network import first_devices, load_noc_profile
+
+    source: str | dict = noc.name if noc.HasField("name") else json.loads(noc.json)
+    try:
+        whole = load_noc_profile(source)
+        profile = first_devices(whole, devices)
+    except (ValueError, OSError) as exc:
+        raise PlenaInputError(str(getattr(exc, "field", None) or "noc"), str(exc)) from exc
+    if profile is whole:  # all its devices: the profile as given
+        return noc
+    return pb.ProfileSource(json=json.dumps(profile.to_dict()))
+
+
+#: Flags that shape the model or memory locally and have no request field: refused with
+#: ``--server`` rather than dropped (flag, ``args`` attribute).
+LOCAL_ONLY = (
+    ("--total-layers", "total_layers"),
+    ("--connected-layers", "connected_layers"),
+    ("--eplb-redundant", "eplb_redundant"),
+)
+
+
+def _refuse_local_only(args: argparse.Namespace) -> None:
+    for flag, attr in LOCAL_ONLY:
+        if getattr(args, attr, None) is not None:
+            raise PlenaInputError(
+                attr, f"{flag} is applied locally and has no request field; run without --server"
+            )
+
+
 def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -> pb.SystemSpec:
     """The ``SystemSpec`` the shared workload flags describe (plena_opt.cli.common)."""
     check_sources(args)
@@ -66,7 +103,8 @@ def system_from_args(args: argparse.Namespace, default_noc: str | None = None) -
         spec.model.CopyFrom(pb.ModelSource(name=args.model or DEFAULT_MODEL))
     noc = _profile(args.noc or default_noc, "noc")
     if noc is not None:
-        spec.noc.CopyFrom(noc)
+        spec.noc.CopyFrom(_first_devices(noc, getattr(args, "devices", None)))
+    _refuse_local_only(args)
     if args.fixed_bandwidth_gbs is not None:
         fb = pb.FixedBandwidthMemory(bandwidth_gbytes_per_s=args.fixed_bandwidth_gbs)
         if args.fixed_capacity_gib is not None:
