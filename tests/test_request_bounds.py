@@ -237,6 +237,20 @@ def test_grpc_and_web_share_one_set_of_bounds():
     assert MAX_WINDOW_STEPS == web.MAX_WINDOW_STEPS and MAX_TRAINING_OPS == limits.MAX_TRAINING_OPS
 
 
+def test_trials_and_batch_size_lists_have_one_bound_in_every_front_end():
+    from plena_server.limits import ServerLimits
+    from plena_server.search_request import MAX_BATCH_SIZES as GRPC_BATCH_SIZES
+
+    from plena_opt import bounds
+    from plena_opt.web.planner_routes import PlannerIn
+
+    # the CLI's trials bound (search.request) is the gRPC server's default and the web planner's
+    assert ServerLimits().max_trials == limits.MAX_TRIALS == bounds.MAX_TRIALS
+    trials = PlannerIn.model_fields["trials"].metadata
+    assert any(isinstance(m, Le) and m.le == bounds.MAX_TRIALS for m in trials)
+    assert GRPC_BATCH_SIZES == limits.MAX_BATCH_SIZES
+
+
 def test_web_refuses_a_straggler_factor_above_the_bound():
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient

@@ -51,8 +51,11 @@ MAX_NOISE_CHARS = 4096
 MAX_BATCH = _bounds.MAX_BATCH_SIZE
 MAX_INPUT_SEQ = _bounds.MAX_INPUT_SEQ
 MAX_OUTPUT_SEQ = _bounds.MAX_OUTPUT_SEQ
-#: Trials per search, and trials drawn in a study's front.
-MAX_TRIALS = 20_000
+#: Trials per search: one bound in every front end (the CLI's, ``plena_opt.bounds``); a gRPC
+#: server's operator may set a lower ``max_trials`` of their own (server limits).
+MAX_TRIALS = _bounds.MAX_TRIALS
+#: Trials drawn in a study's front (a reply's size, not a request's).
+MAX_FRONT_TRIALS = 20_000
 #: Batch sizes of one search; front plans re-checked by Monte Carlo after a search.
 MAX_BATCH_SIZES = 64
 MAX_RECHECK_TOP_K = 16

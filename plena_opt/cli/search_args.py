@@ -19,12 +19,19 @@ def batch_list(text: str | None) -> list[int] | None:
     """``--batch-sizes 8,16,64`` as integers (None when the flag is absent or ``auto``)."""
     if text is None or text.strip() == "auto":
         return None
+    from plena_opt.api.limits import MAX_BATCH_SIZES
+
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError as exc:
         raise PlenaInputError(
-            "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text!r}"
+            "batch_sizes", f"--batch-sizes must be a comma list of integers, got {text[:64]!r}"
         ) from exc
+    if len(sizes) > MAX_BATCH_SIZES:  # the bound of the gRPC and web front ends too
+        raise PlenaInputError(
+            "batch_sizes", f"--batch-sizes lists {len(sizes)} sizes; at most {MAX_BATCH_SIZES}"
+        )
+    return sizes
 
 
 def precision_list(text: str | None) -> list[str] | None:

@@ -10,6 +10,7 @@ from plena_opt.api.limits import (
     MAX_CONCURRENT_SIMULATIONS,
     MAX_DEVICES,
     MAX_DURATION_KEYS,
+    MAX_FRONT_TRIALS,
     MAX_INPUT_SEQ,
     MAX_MICROBATCHES,
     MAX_NAME_CHARS,
@@ -43,6 +44,7 @@ __all__ = [
     "MAX_OPS",
     "MAX_PP",
     "MAX_SAMPLES",
+    "MAX_TRIALS",
     "MAX_INPUT_SEQ",
     "MAX_OUTPUT_SEQ",
     "MAX_SIMULATION_BYTES",
@@ -61,7 +63,5 @@ __all__ = [
 MAX_OPS = MAX_VIEW_OPS
 #: Parallel degrees of a serving plan (devices of a NoC profile).
 MAX_DEGREE = MAX_DEVICES
-#: Trials drawn in a study's front.
-MAX_FRONT_TRIALS = MAX_TRIALS
 #: Simulation results kept for the trace download (least recently used dropped first).
 RESULT_CACHE = 8

@@ -79,3 +79,15 @@ def test_cost_cap_bound_is_the_sla_bound_of_every_front_end():
     assert SearchRequest(max_cost_per_mtok=limits.MAX_SLA).max_cost_per_mtok == limits.MAX_SLA
     with pytest.raises(ValueError, match="at most 1,000,000,000"):
         SearchRequest(max_cost_per_mtok=limits.MAX_SLA * 10)
+
+
+def test_cli_batch_size_list_has_the_remote_front_ends_bound(capsys):
+    """65 batch sizes are refused as gRPC and the web planner refuse them; 64 are accepted."""
+    sizes = ",".join(str(b) for b in range(1, limits.MAX_BATCH_SIZES + 2))
+    code, err = _run(capsys, [*SEARCH[:5], "--batch-sizes", sizes])
+    assert code == 2, err
+    assert err.startswith("error: ") and "--batch-sizes lists 65 sizes; at most 64" in err
+    assert "Traceback" not in err
+    from plena_opt.cli.search_args import batch_list
+
+    assert len(batch_list(sizes.rsplit(",", 1)[0])) == limits.MAX_BATCH_SIZES
