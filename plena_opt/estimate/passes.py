@@ -243,29 +243,27 @@ class PassResult:
         """Σ over the steps of ``period`` (s)."""
         if self.in_flight:
             return self.steps.total(self.period)
-        # nothing else bounds the period: ``period`` is ``stage_period`` and both totals are
-        # one sum, kept at once (the values the four properties give one by one)
-        d = self.__dict__
-        sp = d.get("stage_period")
-        if sp is None:
-            sp = d["stage_period"] = self._stage_period()
-        d["period"] = sp
-        total = d["stage_period_total"] = self.steps.total(sp)
-        return total
+        return self._stage_period_totals()
 
     @cached
     def stage_period_total(self) -> float:
         """Σ over the steps of ``stage_period`` (s; the same sum when nothing else bounds the
         period)."""
         if not self.in_flight:  # ``period_total``'s sums, kept at once (one descriptor less)
-            d = self.__dict__
-            sp = d.get("stage_period")
-            if sp is None:
-                sp = d["stage_period"] = self._stage_period()
-            d["period"] = sp
-            total = d["period_total"] = self.steps.total(sp)
-            return total
+            return self._stage_period_totals()
         return self.steps.total(self.stage_period)
+
+    def _stage_period_totals(self) -> float:
+        """Both period totals where nothing else bounds the period (``period`` is
+        ``stage_period`` and both totals are one sum), kept at once: the values the four cached
+        properties give one by one (s)."""
+        d = self.__dict__
+        sp = d.get("stage_period")
+        if sp is None:
+            sp = d["stage_period"] = self._stage_period()
+        d["period"] = sp
+        total = d["period_total"] = d["stage_period_total"] = self.steps.total(sp)
+        return total
 
     @cached
     def stage_period(self) -> np.ndarray:
