@@ -15,11 +15,11 @@ from pathlib import Path
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_kv import KvRefused, kv_cache_format
+from plena_opt.validate.serving_mtp import speculative_run
 from plena_opt.validate.serving_recipes import (
     INFERENCEX_ID,
     marlin_recipe,
     sglang_recv_interval,
-    speculative_run,
     trtllm_adp_balance,
     trtllm_batch_wait,
     trtllm_gen_moe,

@@ -281,7 +281,7 @@ def test_kv_cache_format_of_a_row():
 
 def test_inferencex_mtp_only_image_is_refused_as_unrecorded_speculation():
     """InferenceX ran TensorRT-LLM 1.2.0rc6.post3 only for its DeepSeek-R1 MTP configs
-    (``serving_recipes.SPECULATIVE_IMAGES``): such a row is refused naming the speculation; the
+    (``serving_mtp.SPECULATIVE_IMAGES``): such a row is refused naming the speculation; the
     same row on the non-MTP image (post2), from another source, or of another model or GPU
     (not what the configs named ran) is priced."""
     row = {"backend": "trtllm", "backend_version": "1.2.0rc6.post3",
@@ -304,7 +304,7 @@ def test_inferencex_mtp_only_image_is_refused_as_unrecorded_speculation():
 def test_sglang_points_only_the_mtp_config_ran_are_refused():
     """InferenceX's non-MTP DeepSeek-R1 fp8 B200 SGLang config ran TP 8 at 4-64 clients (1k/1k,
     1k/8k) and 8k/1k only at TP 8 x 4 clients or TP 4 x 4-32; its MTP twin on the same v0.5.9
-    image ran TP 8 at 4-512 (``serving_recipes.SGLANG_DSR1_FP8_POINTS``)."""
+    image ran TP 8 at 4-512 (``serving_mtp.SGLANG_DSR1_FP8_POINTS``)."""
     row = {"backend": "sglang", "backend_version": "0.5.9",
            "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "mode": "agg",
            "isl": "1024", "osl": "1024", "tp_size": "8", "moe_tp_size": "8", "moe_ep_size": "1",
