@@ -223,8 +223,9 @@ def _metrics(m: _Model, lam: float, queue: float = 0.0) -> DisaggMetrics:
     base = s + m.x + tpot + queue
     rest = (m.osl - 1) * tpot
     if m.clients is not None and m.clients > m.pools.prefill_workers:
-        short = m.clients / lam - (w + base - queue + rest)  # λ pinned at the pool's capacity
-        if short > 0:  # saturated: the clients beyond it queue at the pool (Little's law)
+        cycle = m.clients / lam  # Little's law over the loop
+        short = cycle - (w + base - queue + rest)  # > 0: λ pinned at the pool's capacity
+        if short > 1e-6 * cycle:  # saturated: the clients beyond it queue at the pool
             w, pw = w + short, 1.0
             decay = tail_decay(pw, w)
     ttft_q = tuple(base + _quantile_wait(pw, decay, q) for q in QUANTILES)
