@@ -1,9 +1,12 @@
 """Disaggregated serving under load: a prefill pool, a KV transfer, a decode pool (issue 23).
 
 ``P`` prefill workers and ``D`` decode workers, each an engine instance of its own plan, run by
-the same engine's scheduler. A request waits for a free prefill worker (FIFO over the pool),
-has its prompt prefilled alone (chunked: ``⌊isl / budget⌋`` full steps and the rest, each
-``StepModel.step_seconds`` with no decodes beside it; the pool records prefill batch 1), its
+the same engine's scheduler. A request waits for a place in a prefill step (FIFO over the pool),
+has its prompt prefilled (chunked: ``⌊isl / budget⌋`` full steps and the rest, each
+``StepModel.step_seconds`` with no decodes beside it) beside the other prompts of that step: a
+worker batches up to ``B`` waiting prompts per step, as many as its token budget holds on each
+of its attention-DP ranks (``serving.prefill_batch``; ``B = 1`` for a prompt that fills the
+budget on a worker without attention DP: the one-prompt pool below, unchanged), its
 prompt KV moved to a decode worker (``transfer_seconds``, from the network model), then decodes
 beside the other requests of that worker. Steady state, means and the TTFT tail:
 
@@ -19,6 +22,10 @@ beside the other requests of that worker. Steady state, means and the TTFT tail:
   loop of no more clients than prefill workers never waits.
 * **Decode pool**: ``b`` requests per worker decode at ``TPOT(b) = decode_seconds(b) + host``;
   ``b`` is the root of Little's law ``b = λ·(osl − 1)·TPOT(b) / D`` (bisection).
+* **Batching pool** (``B > 1``): the birth–death chain of ``serving.prefill_batch.BulkQueue``
+  (state-dependent step batch and seconds; capacity ``P·B / S(B)``), open and closed loop;
+  ``S`` below is then the mean step a request is prefilled in. Closed loop: where ``λ`` is
+  pinned at the pool's capacity, the clients beyond it wait at the pool (Little's law).
 * **TTFT** = wait + ``S`` + transfer + the decode worker's first step; **E2E** = TTFT +
   ``(osl − 1)·TPOT``. TPOT has no spread in this model (a steady decode batch): its
   percentiles are the mean.
@@ -36,8 +43,9 @@ put more than ``R`` requests on a worker, ``n`` = the most clients whose steady 
 (``decode_wait_seconds``, in TTFT and E2E; ``steady.closed_loop``'s rule for an aggregated
 engine). Open loop: a rate that needs ``b > R`` is refused naming ``request_rate``.
 
-Not modelled (named, not approximated): several prompts batched in one prefill step, the pools'
-recorded batch sizes, contention between concurrent KV transfers.
+Not modelled (named, not approximated): a prompt's chunk sharing a step with the next prompt's
+(whole prompts are batched), the pools' recorded batch sizes, contention between concurrent KV
+transfers.
 """
 
 from __future__ import annotations
