@@ -1,9 +1,12 @@
 """Disaggregated serving under load: a prefill pool, a KV transfer, a decode pool (issue 23).
 
 ``P`` prefill workers and ``D`` decode workers, each an engine instance of its own plan, run by
-the same engine's scheduler. A request waits for a free prefill worker (FIFO over the pool),
-has its prompt prefilled alone (chunked: ``⌊isl / budget⌋`` full steps and the rest, each
-``StepModel.step_seconds`` with no decodes beside it; the pool records prefill batch 1), its
+the same engine's scheduler. A request waits for a place in a prefill step (FIFO over the pool),
+has its prompt prefilled (chunked: ``⌊isl / budget⌋`` full steps and the rest, each
+``StepModel.step_seconds`` with no decodes beside it) beside the other prompts of that step: a
+worker batches up to ``B`` waiting prompts per step, as many as its token budget holds on each
+of its attention-DP ranks (``serving.prefill_batch``; ``B = 1`` for a prompt that fills the
+budget on a worker without attention DP: the one-prompt pool below, unchanged), its
 prompt KV moved to a decode worker (``transfer_seconds``, from the network model), then decodes
 beside the other requests of that worker. Steady state, means and the TTFT tail:
 
@@ -19,6 +22,10 @@ beside the other requests of that worker. Steady state, means and the TTFT tail:
   loop of no more clients than prefill workers never waits.
 * **Decode pool**: ``b`` requests per worker decode at ``TPOT(b) = decode_seconds(b) + host``;
   ``b`` is the root of Little's law ``b = λ·(osl − 1)·TPOT(b) / D`` (bisection).
+* **Batching pool** (``B > 1``): the birth–death chain of ``serving.prefill_batch.BulkQueue``
+  (state-dependent step batch and seconds; capacity ``P·B / S(B)``), open and closed loop;
+  ``S`` below is then the mean step a request is prefilled in. Closed loop: where ``λ`` is
+  pinned at the pool's capacity, the clients beyond it wait at the pool (Little's law).
 * **TTFT** = wait + ``S`` + transfer + the decode worker's first step; **E2E** = TTFT +
   ``(osl − 1)·TPOT``. TPOT has no spread in this model (a steady decode batch): its
   percentiles are the mean.
@@ -36,8 +43,9 @@ put more than ``R`` requests on a worker, ``n`` = the most clients whose steady 
 (``decode_wait_seconds``, in TTFT and E2E; ``steady.closed_loop``'s rule for an aggregated
 engine). Open loop: a rate that needs ``b > R`` is refused naming ``request_rate``.
 
-Not modelled (named, not approximated): several prompts batched in one prefill step, the pools'
-recorded batch sizes, contention between concurrent KV transfers.
+Not modelled (named, not approximated): a prompt's chunk sharing a step with the next prompt's
+(whole prompts are batched), the pools' recorded batch sizes, contention between concurrent KV
+transfers.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
+from plena_opt.serving.prefill_batch import BulkQueue, PrefillBatches, tail_decay
 from plena_opt.serving.steady import BISECTION_STEPS
 
 if TYPE_CHECKING:
@@ -92,11 +101,9 @@ class DisaggMetrics:
 
 
 def prefill_service_seconds(step: StepModel, isl: int) -> float:
-    """One prompt alone on a prefill worker: full chunks of the step budget, then the rest."""
-    budget = step.engine.budget_tokens
-    full, rest = divmod(isl, budget)
-    t = full * step.step_seconds(budget, 0) if full else 0.0
-    return t + (step.step_seconds(rest, 0) if rest else 0.0)
+    """One prompt alone on a prefill worker: full chunks of the step budget (per attention-DP
+    rank, ``prefill_batch.PrefillBatches``), then the rest."""
+    return PrefillBatches(step, isl).seconds(1)
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -133,7 +140,9 @@ class _Model:
     def __init__(self, prefill: StepModel, decode: StepModel, transfer_s: float, pools: Pools,
                  isl: int, osl: int, range_ratio: float) -> None:  # fmt: skip
         self.decode, self.pools, self.isl, self.osl = decode, pools, isl, osl
-        self.s = prefill_service_seconds(prefill, isl)
+        self.batches = PrefillBatches(prefill, isl)
+        self.s = self.batches.seconds(1)  # one prompt alone
+        self._bulk: dict[int, BulkQueue] = {}  # clients (0: open loop) → the batching pool
         self.x = transfer_s
         self.k = (1 + range_ratio**2 / 3) / 2  # Allen–Cunneen (ca² + cs²) / 2
         self.clients: int | None = None
@@ -157,26 +166,46 @@ class _Model:
             lo, hi = (mid, hi) if lam * n * self.tpot(mid) / d > mid else (lo, mid)
         return (lo + hi) / 2
 
-    def wait(self, lam: float) -> tuple[float, float, float]:
-        """(mean wait, Pw, decay rate of the wait's tail) of the prefill queue at ``λ``."""
+    def bulk(self) -> BulkQueue:
+        key = self.clients or 0
+        if key not in self._bulk:
+            self._bulk[key] = BulkQueue(self.batches, self.pools.prefill_workers, self.k, key)
+        return self._bulk[key]
+
+    def capacity(self) -> float:
+        """Requests/s the prefill pool serves (full batches)."""
+        if self.batches.size == 1:
+            return self.pools.prefill_workers / self.s
+        return self.bulk().capacity
+
+    def wait(self, lam: float) -> tuple[float, float, float, float, float]:
+        """(mean wait, Pw, decay rate of the wait's tail, mean prefill seconds, mean batch) of
+        the prefill queue at ``λ``."""
         c = self.pools.prefill_workers
         if self.clients is not None:
             if self.clients <= c:
-                return 0.0, 0.0, math.inf
+                return 0.0, 0.0, math.inf, self.s, 1.0
             b = self.batch(lam)
             think = self.x + self.osl * self.tpot(b if b is not None else 1.0)
+            if self.batches.size > 1:
+                w, pw, s, n = self.bulk().closed_loop(self.clients, think)
+                return w, pw, tail_decay(pw, w), s, n
             pw, w = finite_source(c, self.clients, self.s, think)
             w *= self.k
-            return w, pw, (pw / w if w > 0 else math.inf)
+            return w, pw, tail_decay(pw, w), self.s, 1.0
+        if self.batches.size > 1:
+            w, pw, s, n = self.bulk().open_loop(lam)
+            return w, pw, tail_decay(pw, w), s, n
         a = lam * self.s
         pw = erlang_c(c, a)
         rate = (c - a) / self.s  # cμ − λ
-        return self.k * pw / rate, pw, rate / self.k
+        return self.k * pw / rate, pw, rate / self.k, self.s, 1.0
 
     def e2e(self, lam: float) -> float:
         b = self.batch(lam)
         tpot = self.tpot(b if b is not None else 1.0)
-        return self.wait(lam)[0] + self.s + self.x + self.osl * tpot
+        w, _, _, s, _ = self.wait(lam)
+        return w + s + self.x + self.osl * tpot
 
 
 def _quantile_wait(pw: float, decay: float, q: int) -> float:
@@ -198,17 +227,23 @@ def _metrics(m: _Model, lam: float, queue: float = 0.0) -> DisaggMetrics:
             f"running cap of {m.cap} (the queue grows without bound)",
         )
     tpot = m.tpot(b)
-    w, pw, decay = m.wait(lam)
-    base = m.s + m.x + tpot + queue
-    ttft_q = tuple(base + _quantile_wait(pw, decay, q) for q in QUANTILES)
+    w, pw, decay, s, n = m.wait(lam)
+    base = s + m.x + tpot + queue
     rest = (m.osl - 1) * tpot
+    if m.clients is not None and m.clients > m.pools.prefill_workers:
+        cycle = m.clients / lam  # Little's law over the loop
+        short = cycle - (w + base - queue + rest)  # > 0: λ pinned at the pool's capacity
+        if short > 1e-6 * cycle:  # saturated: the clients beyond it queue at the pool
+            w, pw = w + short, 1.0
+            decay = tail_decay(pw, w)
+    ttft_q = tuple(base + _quantile_wait(pw, decay, q) for q in QUANTILES)
     out = lam * m.osl
     return DisaggMetrics(
         request_rate_per_s=lam,
         prefill_wait_seconds=w,
-        prefill_seconds=m.s,
+        prefill_seconds=s,
         transfer_seconds=m.x,
-        prefill_utilisation=lam * m.s / m.pools.prefill_workers,
+        prefill_utilisation=lam * s / n / m.pools.prefill_workers,
         decode_batch_per_worker=b,
         ttft_seconds=w + base,
         tpot_seconds=tpot,
@@ -234,7 +269,7 @@ def disaggregated_under_load(
     """Steady state of ``pools`` under a closed loop of ``concurrency`` clients or Poisson
     ``request_rate`` (requests/s); ``lengths`` = (input, output tokens, range ratio)."""
     m = _Model(prefill, decode, transfer_seconds, pools, *lengths)
-    cap = pools.prefill_workers / m.s  # requests/s the prefill pool serves
+    cap = m.capacity()  # requests/s the prefill pool serves
     if request_rate is not None:
         if request_rate >= cap:
             raise PlenaInputError(
