@@ -20,26 +20,14 @@ from plena_opt.estimate.distributed import PlanCost
 from plena_opt.estimate.evaluator import metrics_of
 from plena_opt.estimate.layer import decode_kv_read_bytes
 from plena_opt.estimate.plan import COMM_OVERLAPS, MOE_TP_MODES, Plan, factorisations
+from tests.estimate.test_evaluator_fixture import CASES as FIXTURE_CASES
 
+# the reference case at output 16 (the benchmark's), a small MoE node, and the fixture's serial
+# case with the LM head (its metrics are pinned there)
 CASES = {
-    "dense": dict(
-        model="llama-3.1-70b",
-        noc="illustrative_gpu_cluster_32",
-        memory="fictional_stacked_dram",
-        batch_size=16,
-        input_seq=2048,
-        output_seq=16,
-    ),
+    "dense": {**FIXTURE_CASES["bench-llama70b-cluster32"], "output_seq": 16},
     "moe": dict(model="qwen3-30b-a3b", noc="illustrative_gpu_node_8", batch_size=8, output_seq=64),
-    "serial": dict(
-        model="llama-3.1-8b",
-        noc="illustrative_gpu_node_8",
-        batch_size=3,
-        input_seq=700,
-        output_seq=300,
-        overlap="serial",
-        include_lm_head=True,
-    ),
+    "serial": FIXTURE_CASES["serial-lmhead-llama8b-node8"],
 }
 
 
