@@ -139,6 +139,8 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
         if exc.field == "model_path" and fields.get("model_dir") is not None:
             raise PlenaInputError("model_dir", str(exc)) from None
         raise
+    if spec.routing not in ("balanced", "random"):  # a trace not shipped: 422 before the job
+        problem.evaluator()
     if request.under_load or extras.engine_version or extras.range_ratio or extras.speculation:
         from plena_opt.api.under_load import check_target_engine
 
