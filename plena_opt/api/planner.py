@@ -58,6 +58,9 @@ FLAGS = {
     "routing": "--routing",
     "kv_precision": "--kv-precision",
     "eplb_redundant": "--eplb-redundant",
+    "include_lm_head": "--include-lm-head",
+    "overlap": "--overlap",
+    "frequency_hz": "--frequency-hz",
 }
 # the flags of a search under load (a ``percentile`` given; else they price only the plan view)
 LOAD_FLAGS = {
@@ -221,7 +224,7 @@ def search_command(f: Mapping[str, Any]) -> str:
             continue
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)
-        argv += [flag, str(value)]
+        argv += [flag] if value is True else [] if value is False else [flag, str(value)]
     return shlex.join(argv)
 
 

@@ -110,6 +110,11 @@ def _declared_devices(doc: dict[str, Any], top: int) -> int:
     return n
 
 
+#: Planner fields passed to ``ProblemSpec`` as given (its defaults when absent): EPLB's redundant
+#: experts and the analytic model's LM head, overlap policy and clock (they price PLENA chips).
+SPEC_OPTIONS = ("eplb_redundant", "include_lm_head", "overlap", "frequency_hz")
+
+
 def planner_spec(f: Mapping[str, Any]) -> ProblemSpec:
     """The ``ProblemSpec`` of the planner's fields (``search``'s flags); bad input raises naming
     the field."""
@@ -144,7 +149,7 @@ def planner_spec(f: Mapping[str, Any]) -> ProblemSpec:
             moe_kernel=f.get("moe_kernel") or None,
             routing=check_routing_mode(f.get("routing")),
             kv_precision=f.get("kv_precision") or None,
-            eplb_redundant=f.get("eplb_redundant"),
+            **{k: f[k] for k in SPEC_OPTIONS if f.get(k) is not None},
         )
     except ValidationError as exc:
         raise input_error(exc) from exc

@@ -89,6 +89,12 @@ class PlannerIn(BaseModel):
     routing: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     kv_precision: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
     eplb_redundant: int | None = None  # 0..65,536, checked as the CLI checks it (ProblemSpec)
+    # the analytic model's knobs (PLENA chips; a GPU chip's pricing reads none): the LM head
+    # (``--include-lm-head``), the compute/DRAM overlap policy (``--overlap``) and the clock, Hz
+    # (``--frequency-hz``; its range is the library's, checked as the CLI checks it)
+    include_lm_head: bool | None = None
+    overlap: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    frequency_hz: float | None = None
     max_ttft_ms: float | None = None
     max_tpot_ms: float | None = None
     objectives: list[str] = Field(

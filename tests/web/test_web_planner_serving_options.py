@@ -146,6 +146,50 @@ def test_a_search_under_load_with_the_options_is_the_clis_search(client, capsys)
     assert [x for g in got for x in g[1:]] != pytest.approx([x for g in other for x in g[1:]])
 
 
+# the analytic model's knobs price PLENA chips (a GPU chip's pricing reads none of them)
+ON_PLENA = {"model": "llama-3.1-8b", "chip": "plena-default", "noc": "single_device",
+            "input_seq": 1024, "output_seq": 256, "batch_sizes": "4", "trials": 4,
+            "serving": "aggregated"}  # fmt: skip
+PLENA_OPTIONS = [
+    ("include_lm_head", True, ["--include-lm-head"]),
+    ("overlap", "serial", ["--overlap", "serial"]),
+    ("frequency_hz", 2e9, ["--frequency-hz", "2000000000.0"]),
+]
+
+
+def _static(client: TestClient, body: dict) -> tuple[str, list[float], dict]:
+    job = _done(client, body)
+    key = job["answer"]["points"][0]["key"]
+    r = client.get(f"/api/planner/jobs/{job['id']}/plan", params={"key": key})
+    assert r.status_code == 200, r.text
+    p = r.json()["pools"][0]
+    return key, [p["ttft_ms"], p["tpot_ms"], p["kv_bytes"], p["weight_bytes"]], job
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flags"), PLENA_OPTIONS, ids=[o[0] for o in PLENA_OPTIONS]
+)
+def test_the_analytic_knobs_price_the_plan_view_as_the_cli(client, field, value, flags, capsys):
+    key, got, job = _static(client, {**ON_PLENA, field: value})
+    tp, ep, dp, pp, cp, mode, overlap, batch = key.split("-")
+    argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "plena-default", "--noc",
+            "single_device", "--input-seq", "1024", "--output-seq", "256", "--tp", tp[2:],
+            "--pp", pp[2:], "--comm-overlap", overlap, "--batch-size", batch[1:]]  # fmt: skip
+    assert main([*argv, *flags, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    want = [doc["ttft_seconds"] * 1e3, doc["first_token_decode"]["period_seconds"] * 1e3,
+            doc["kv_cache_bytes_per_device"], doc["weight_bytes_per_device"]]  # fmt: skip
+    assert got == pytest.approx(want, rel=1e-9)
+    assert got != pytest.approx(_static(client, ON_PLENA)[1], rel=1e-6)
+    assert " ".join(flags) in job["command"]  # the search's command carries the flag
+    again = [*shlex.split(job["command"])[1:], "--json", "--quiet", "--storage", ":memory:"]
+    assert main(again) == 0
+    front = json.loads(capsys.readouterr().out)["front"]
+    mine = [p for p in job["answer"]["points"] if p["feasible"]]
+    assert [e["label"] for e in front] == [p["label"] for p in mine]
+    assert [e["ttft_seconds"] * 1e3 for e in front] == pytest.approx([p["ttft_ms"] for p in mine])
+
+
 PLENA = {"chip": "plena-default", "noc": "single_device", "devices": None}
 REFUSED = [
     ({"range_ratio": 1.0}, "range_ratio", "--range-ratio must be at least 0 and below 1"),
@@ -170,6 +214,10 @@ REFUSED = [
     ({"kv_precision": "../kv.json"}, "kv_precision", "not a path"),
     ({"eplb_redundant": -1}, "eplb_redundant", "greater than or equal to 0"),
     ({"eplb_redundant": 70_000}, "eplb_redundant", "less than or equal to 65536"),
+    ({"overlap": "parallel"}, "overlap", "'stage-roofline' or 'serial'"),
+    ({"frequency_hz": 1e16}, "frequency_hz", "between 1 and 1e+15"),
+    ({"frequency_hz": 0.0}, "frequency_hz", "greater than 0"),
+    ({"include_lm_head": "maybe"}, "include_lm_head", "valid boolean"),
     ({"speculative_tokens": 2}, "speculative_tokens", "Extra inputs are not permitted"),
 ]
 
