@@ -348,8 +348,8 @@ def live_points(progress: Any, ps: PlannerSearch | None = None) -> list[dict[str
 def planner_catalog() -> dict[str, Any]:
     """The planner form's choices: catalog models, chips (``gpu`` true for GPU profiles), NoC
     profiles with their device counts, objectives, precisions, engines (and the version each is
-    modelled at), MoE routing modes, speculative methods, serving modes, samplers, and the CLI's
-    defaults."""
+    modelled at), MoE routing modes, speculative methods, overlap policies, serving modes,
+    samplers, and the CLI's defaults."""
     from deepstack import list_noc_profiles, load_noc_profile
 
     from plena_opt.chip import list_chip_profiles
@@ -359,7 +359,7 @@ def planner_catalog() -> dict[str, Any]:
     from plena_opt.search.space.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
     from plena_opt.serving.engines import ENGINES, VERSIONS
     from plena_opt.serving.speculative import METHODS
-    from plena_opt.vocabulary import MOE_ROUTING_MODES, Sampler, ServingMode
+    from plena_opt.vocabulary import MOE_ROUTING_MODES, OVERLAP_POLICIES, Sampler, ServingMode
 
     return {
         "models": list_models(),
@@ -374,6 +374,7 @@ def planner_catalog() -> dict[str, Any]:
         "engine_versions": {e: VERSIONS[e] for e in ENGINES},
         "routings": list(MOE_ROUTING_MODES),
         "speculative_methods": list(METHODS),
+        "overlap_policies": list(OVERLAP_POLICIES),  # the first is the default
         "serving": [m.value for m in ServingMode],
         "samplers": [s.value for s in Sampler],
         "defaults": {"model": "llama-3.1-8b", "chip": "h200-sxm", "noc": "hgx-h200x8"},

@@ -80,3 +80,33 @@ def test_the_more_options_reach_the_job_and_the_plan_view(shots) -> None:
         assert pg.input_value("#pl-acceptance") == "0.8,0.6"
         assert pg.evaluate("document.getElementById('pl-more').open")
     assert errors == []
+
+
+def test_the_analytic_knobs_reach_a_plena_search(shots) -> None:
+    errors: list[str] = []
+    with running_app(None) as url, browser() as b:
+        pg = b.new_page(viewport={"width": 1400, "height": 1000})
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url + "/?tab=planner")
+        pg.wait_for_selector("body[data-planner-ready='1']", timeout=WAIT_MS)
+        pg.select_option("#pl-model", "llama-3.1-8b")
+        pg.select_option("#pl-chip", "plena-default")
+        pg.select_option("#pl-noc", "single_device")
+        pg.select_option("#pl-serving", "aggregated")
+        for sel, value in [("#pl-input", "1024"), ("#pl-output", "128"), ("#pl-trials", "8"),
+                           ("#pl-batches", "4")]:  # fmt: skip
+            pg.fill(sel, value)
+        pg.click("#pl-more > summary")
+        assert pg.input_value("#pl-overlap") == "stage-roofline"  # the CLI's default
+        pg.check("#pl-lm-head")
+        pg.select_option("#pl-overlap", "serial")
+        pg.fill("#pl-freq", "2e9")
+        pg.click("#pl-run")
+        pg.wait_for_selector("body[data-planner-state='done']", timeout=WAIT_MS)
+        v = httpx.get(f"{url}/api/planner/jobs/{pg.evaluate('window.plenaPlanner.job')}").json()
+        f = v["fields"]
+        assert f["include_lm_head"] is True and f["overlap"] == "serial"
+        assert f["frequency_hz"] == 2e9
+        assert "--include-lm-head --overlap serial --frequency-hz 2000000000.0" in v["command"]
+        pg.screenshot(path=str(shots / "ui-planner-options-plena.png"), full_page=True)
+    assert errors == []

@@ -53,6 +53,7 @@ function fillForm(c) {
   fill($("pl-routing"), c.routings.map((r) => [r, r]), "balanced");
   fill($("pl-kv-precision"), [["", "default"], ...c.precisions.map((p) => [p, p])], "");
   fill($("pl-spec-method"), c.speculative_methods.map((m) => [m, m]), "eagle");
+  fill($("pl-overlap"), c.overlap_policies.map((o) => [o, o]), c.overlap_policies[0]);
   const version = () => { $("pl-engine-version").placeholder = c.engine_versions[$("pl-engine").value] || ""; };
   $("pl-engine").addEventListener("change", version);
   version();
@@ -122,6 +123,8 @@ function moreFields(num) {
     kv_precision: $("pl-kv-precision").value || undefined, eplb_redundant: num("pl-eplb"),
     speculative: k, speculative_method: k === undefined ? undefined : $("pl-spec-method").value,
     acceptance: rates === undefined ? undefined : rates.split(",").map(Number),
+    include_lm_head: $("pl-lm-head").checked || undefined, frequency_hz: num("pl-freq"),
+    overlap: $("pl-overlap").selectedIndex > 0 ? $("pl-overlap").value : undefined,
   };
 }
 
@@ -132,7 +135,10 @@ function setMore(f) {
   $("pl-routing").value = f.routing || "balanced";
   $("pl-kv-precision").value = f.kv_precision || "";
   $("pl-spec-method").value = f.speculative_method || "eagle";
-  const given = ["range_ratio", "engine_version", "routing", "kv_precision", "eplb_redundant", "speculative"];
+  $("pl-lm-head").checked = Boolean(f.include_lm_head); set("pl-freq", f.frequency_hz);
+  $("pl-overlap").value = f.overlap || st.catalog.overlap_policies[0];
+  const given = ["range_ratio", "engine_version", "routing", "kv_precision", "eplb_redundant", "speculative",
+    "include_lm_head", "overlap", "frequency_hz"];
   if (given.some((k) => f[k] != null)) $("pl-more").open = true;
 }
 
