@@ -36,6 +36,7 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     ("Workload.input_seq_len", "estimate", MAX_WORKLOAD["input_seq_len"], 1),
     ("Workload.output_seq_len", "estimate", MAX_WORKLOAD["output_seq_len"], 1),
     ("Workload.frequency_hz", "estimate", 1e15, 1.0),
+    ("Workload.eplb_redundant", "estimate", 1 << 16, 0),  # estimate.eplb.MAX_REDUNDANT
     ("Plan.tp", "estimate", limits.MAX_DEVICES, 8),
     ("Plan.ep", "estimate", limits.MAX_DEVICES, 1),
     ("Plan.dp", "estimate", limits.MAX_DEVICES, 1),
