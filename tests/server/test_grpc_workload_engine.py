@@ -151,6 +151,7 @@ def test_a_search_refuses_an_engine_without_a_load(server, capsys):
 def test_simulate_takes_the_workloads_kernel(server):
     """The kernel reaches Simulate's workload too (``plena-opt simulate --moe-kernel``; the
     remote CLI dropped it before)."""
+
     def window(kernel: str) -> float:
         t = pb.InferenceTarget(system=_system(), workload=_workload(moe_kernel=kernel),
                                plan=pb.Plan(tp=8), max_window_steps=1)  # fmt: skip
