@@ -37,7 +37,7 @@ PROTO_BOUNDS: dict[str, str] = {
     "Workload.kv_precision": _CHOICE,
     "Workload.engine": _CHOICE + " (a search refuses it without a load)",
     "Workload.moe_kernel": _CHOICE + " (one the engine does not run there is refused)",
-    "Workload.eplb_redundant": "0 ≤ n ≤ estimate.eplb.MAX_REDUNDANT (2**16)",
+    "Workload.eplb_redundant": "0 ≤ n ≤ MAX_EPLB_REDUNDANT (2**16, estimate.eplb)",
     "SearchOptions.trials": "≤ MAX_TRIALS",
     "SearchOptions.seed": "0 ≤ seed < 2**32",
     "SearchOptions.sampler": _CHOICE,

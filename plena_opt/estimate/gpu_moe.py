@@ -32,22 +32,6 @@ def gpu_moe_kernel(chip: GpuChipProfile, model: ModelSpec, workload: Workload, f
                               is_weight_only(fmt, compute))  # fmt: skip
 
 
-def check_named_kernel(chip: object, model: ModelSpec, workload: Workload) -> None:
-    """A named ``workload.moe_kernel`` (not "default") needs a GPU chip that
-    ``workload.engine`` runs it on at the format priced; else refused naming ``moe_kernel``
-    before anything is priced (every front end's check: ``ProblemSpec.load``, the server)."""
-    if workload.moe_kernel == "default":
-        return
-    if getattr(chip, "kind", None) != "gpu":
-        raise PlenaInputError(
-            "moe_kernel", "moe_kernel picks a serving engine's MoE kernel: give a GPU chip"
-        )
-    from plena_opt.estimate.gpu import DEFAULT_GPU_PRECISION, GpuPricing
-
-    w = GpuPricing.checkpoint_workload(chip, model, workload)  # type: ignore[arg-type]
-    gpu_moe_kernel(chip, model, workload, w.precision or DEFAULT_GPU_PRECISION)  # type: ignore[arg-type]
-
-
 def moe_kernel_of(chip: GpuChipProfile, model: ModelSpec | None, workload: Workload,
                   perf: GpuPerfModel) -> tuple[str | None, bool, bool, bool]:  # fmt: skip
     """(kernel name or None, marlin, mxfp8, bf16): the flags ``GpuPerfModel.fused_moe`` prices

@@ -13,8 +13,8 @@ from plena_opt.api.moe_kernel import ENGINES, FUSED_QUANT_ENGINES, MOE_KERNELS
 from plena_opt.errors import PlenaInputError, echo
 from plena_opt.vocabulary import MOE_ROUTING_MODES
 
-__all__ = ["check_kernel", "engine_kernel", "kernel_field", "merged_load", "with_engine",
-           "workload_kwargs"]  # fmt: skip
+__all__ = ["check_kernel", "engine_kernel", "kernel_field", "merged_load", "search_engine",
+           "with_engine", "workload_kwargs"]  # fmt: skip
 
 # MoE routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
 REMOTE_ROUTING = MOE_ROUTING_MODES
@@ -127,11 +127,25 @@ def with_engine(request: Any) -> Any:
     return out
 
 
+def search_engine(request: pb.SearchRequest) -> pb.SearchRequest:
+    """``with_engine(request)``; an engine without a load is refused naming workload.engine, as
+    ``plena-opt search --engine`` needs ``--concurrency`` or ``--request-rate`` (a kernel alone
+    is priced with vLLM's, as ``--moe-kernel`` is)."""
+    if request.workload.engine and not request.HasField("load"):
+        raise PlenaInputError(
+            "workload.engine",
+            "workload.engine: a search prices an engine under a load, as plena-opt search "
+            "--engine needs --concurrency or --request-rate: give load (workload.moe_kernel "
+            "alone prices vLLM's kernels)",
+        )
+    return with_engine(request)
+
+
 def check_kernel(system: Any, workload: Any, field: str) -> None:
     """A named MoE kernel needs a GPU chip whose engine runs it (``check_named_kernel``, as the
     CLI checks it before pricing): ``system`` (``convert.System``) and the library ``workload``;
     refused naming ``field``, the proto path that named the kernel."""
-    from plena_opt.estimate.gpu_moe import check_named_kernel
+    from plena_opt.api.moe_kernel import check_named_kernel
 
     try:
         check_named_kernel(system.chip, system.model, workload)

@@ -24,7 +24,7 @@ from plena_opt.api.search_io import SearchRequest
 from plena_opt.api.simulation_io import NoiseSpec
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
-from plena_server.engine_kernel import check_kernel, kernel_field, with_engine
+from plena_server.engine_kernel import check_kernel, kernel_field, search_engine
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
 
@@ -138,14 +138,7 @@ def search_request(
     """Validate a proto request; return (``SearchRequest``, ``EvaluatorInputs``)."""
     from pydantic import ValidationError
 
-    request = with_engine(request)  # the load's engine: its own, else the workload's
-    if request.workload.engine and not request.HasField("load"):
-        raise PlenaInputError(
-            "workload.engine",
-            "workload.engine: a search prices an engine under a load, as plena-opt search "
-            "--engine needs --concurrency or --request-rate: give load (workload.moe_kernel "
-            "alone prices vLLM's kernels)",
-        )
+    request = search_engine(request)  # the load's engine: its own, else the workload's
     system = convert.load_system(request.system, limits)
     load = request.load if request.HasField("load") else None
     workload = convert.to_workload(request.workload, load=load)
