@@ -160,3 +160,51 @@ def test_simulate_takes_the_workloads_kernel(server):
         return reply.makespan
 
     assert window("mxfp8") != window("default")
+
+
+def test_the_client_library_carries_the_engine(server):
+    """``plena_client.workload(engine=…)`` and ``estimate(engine=…)`` reach the same figures as
+    the proto fields (client/README.md's example)."""
+    from plena_client import workload
+
+    w = workload(input_seq_len=1024, output_seq_len=16, batch_size=4, precision="fp4")
+    with PlenaClient(server) as client:
+        by_kwarg = client.estimate(_system(), pb.Plan(tp=8), w, engine="trtllm")
+        by_helper = client.estimate(
+            _system(), pb.Plan(tp=8), workload(**_fields(w), engine="trtllm")
+        )
+    by_proto = _estimate(server, _workload(engine="trtllm"))
+    assert by_kwarg.estimate_json == by_helper.estimate_json == by_proto.estimate_json
+    assert w.engine == ""  # the caller's workload is not changed
+
+
+def _fields(w: pb.Workload) -> dict:
+    return {f.name: v for f, v in w.ListFields()}
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--design-space", "plena-stacked-dram"), ("--max-cost", "5"), ("--workers", "0"),
+     ("--store-plans", "all")],
+)  # fmt: skip
+def test_a_local_search_flag_is_refused_with_server_not_dropped(server, capsys, flag, value):
+    argv = ["search", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",
+            "--trials", "1", "--batch-sizes", "8", flag, value, "--server", server]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and flag in err and "--server" in err, err
+
+
+def test_remote_simulate_carries_the_kernel_and_eplb(server, capsys):
+    """``plena-opt simulate --moe-kernel/--eplb-redundant --server`` prints what local mode
+    prints (the kernel was dropped and EPLB refused before)."""
+    for flags in (["--moe-kernel", "mxfp8"], ["--eplb-redundant", "8", "--ep", "8"]):
+        plan = [] if "--ep" in flags else ["--tp", "8"]
+        argv = ["simulate", *GPT_OSS[:6], "--input-seq", "1024", "--output-seq", "16",
+                "--precision", "fp4", "--batch-size", "8", *plan, *flags, "--samples", "0",
+                "--json"]  # fmt: skip
+        assert main(argv) == 0
+        local = json.loads(capsys.readouterr().out)
+        assert main([*argv, "--server", server]) == 0
+        remote = json.loads(capsys.readouterr().out)
+        assert remote == local

@@ -76,6 +76,15 @@ LOCAL_ONLY = (
 )
 
 
+#: ``search`` flags of a local run (co-design, worker processes) with no request field.
+LOCAL_SEARCH = (
+    ("--design-space", "design_space"),
+    ("--max-cost", "max_cost"),
+    ("--workers", "workers"),
+    ("--store-plans", "store_plans"),
+)
+
+
 def _refuse_local_only(args: argparse.Namespace) -> None:
     for flag, attr in LOCAL_ONLY:
         if getattr(args, attr, None) is not None:
@@ -204,6 +213,11 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         raise PlenaInputError(
             "prices", "--prices is read locally; with --server the server's price file is used"
         )
+    for flag, attr in LOCAL_SEARCH:  # refused rather than dropped (a plain search ran)
+        if getattr(args, attr, None) is not None:
+            raise PlenaInputError(
+                attr, f"{flag} runs locally and has no request field; run without --server"
+            )
     o = pb.SearchOptions(
         trials=args.trials,
         sampler=args.sampler,
