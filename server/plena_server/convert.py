@@ -38,6 +38,7 @@ WORKLOAD_FIELDS = (
     "overlap_policy",
     "include_lm_head",
     "routing",
+    "eplb_redundant",
 )
 PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap", "moe_tp")
 

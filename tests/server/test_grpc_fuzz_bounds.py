@@ -309,6 +309,9 @@ def test_at_a_bound_is_accepted(stub, path, kind, bound, low):
             if message == "Plan" and value == bound:  # moe_tp must also divide tp·ep = 8
                 want = "plan.moe_tp" if field == "moe_tp" else "plan"
                 assert (code, got) == (grpc.StatusCode.INVALID_ARGUMENT, want), text
+            elif field == "eplb_redundant" and value == bound:  # a model's experts bound it
+                want = (grpc.StatusCode.INVALID_ARGUMENT, "workload.eplb_redundant")
+                assert (code, got) == want, text  # below (dense: none), as the CLI's
             else:
                 assert code == OK, (rpc, path, value, code, got, text)
 

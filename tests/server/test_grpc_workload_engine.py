@@ -85,6 +85,22 @@ def test_the_load_takes_the_workloads_engine(server):
         assert reply.estimate_json == by_workload.estimate_json
 
 
+@pytest.mark.parametrize(("n", "ok"), [(128, True), (129, False)])
+def test_eplb_replicas_are_bounded_by_the_models_experts(server, n, ok):
+    """The request bound is 2**16 (``MAX_EPLB_REDUNDANT``); a model's own bound, its experts
+    (128 here), is refused naming the field, as ``--eplb-redundant`` is."""
+    system = _system("qwen3-30b-a3b", "h100-sxm", "hgx-h100x8")
+    w = pb.Workload(input_seq_len=256, output_seq_len=16, batch_size=8, eplb_redundant=n)
+    with PlenaClient(server) as client:
+        if ok:
+            assert client.estimate(system, pb.Plan(ep=8), w).metrics.ttft_seconds > 0
+            return
+        with pytest.raises(PlenaRpcError) as err:
+            client.estimate(system, pb.Plan(ep=8), w)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.field == "workload.eplb_redundant" and "128 experts" in str(err.value)
+
+
 def test_eplb_replicas_price_what_the_cli_prices(server, capsys):
     system = _system("qwen3-30b-a3b", "h100-sxm", "hgx-h100x8")
     w = pb.Workload(input_seq_len=1024, output_seq_len=64, batch_size=64)
