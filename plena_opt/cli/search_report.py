@@ -114,7 +114,8 @@ def next_steps(
                 (i and base[i - 1] == "--batch-size"))]  # fmt: skip
         flags = shlex.join(base + plan_flags(rec.plan))
         lines.append(f"  estimate it:  plena-opt estimate {flags}{_load_flags(result)}")
-        lines.append(f"  simulate it:  plena-opt simulate {flags}")
+        engine = f" --engine {result.under_load['engine']}" if result.under_load else ""
+        lines.append(f"  simulate it:  plena-opt simulate {flags}{engine}")
     return lines
 
 

@@ -100,6 +100,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write the deterministic Chrome trace here (+ .p50/.p99 beside it with --samples; "
         "default: no trace)",
     )
+    p.add_argument(
+        "--engine",
+        default=None,
+        help="serving engine whose kernels price the plan's steps (its MoE kernel, TensorRT-LLM's "
+        "fused input quantisation), as estimate --engine without a load: vllm (default), sglang "
+        "or trtllm; GPU chips only",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_server_arg(p, "simulate on a plena-opt server (remote mode)")
     p.set_defaults(func=run)

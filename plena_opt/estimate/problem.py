@@ -297,6 +297,11 @@ class ProblemSpec(BaseModel):
                 memory = self._load_memory()
         except (ValueError, OSError) as exc:
             raise _as_input_error(exc, "memory") from exc
+        if self.engine not in (None, DEFAULT_ENGINE) and getattr(chip, "kind", None) != "gpu":
+            raise PlenaInputError(  # vLLM is what no engine prices: the same name is accepted
+                "engine", f"engine {self.engine!r} picks a serving engine's kernels and no "
+                "serving engine targets PLENA chips: --engine needs a GPU --chip"
+            )  # fmt: skip
         workload = self.workload()
         check_named_kernel(chip, model, workload)  # refused up front, naming moe_kernel
         return EvaluatorInputs(model, noc, memory, workload, chip)

@@ -222,3 +222,10 @@ def test_under_a_request_rate_a_plan_is_priced_with_the_running_cap_it_exports()
     assert large.under_load["tpot_mean_seconds"] == pytest.approx(u.steady.tpot_seconds)
     default = api.serve_under_load(problem, Plan(tp=8), request_rate=20.0)  # engine's own cap
     assert default.steady.tpot_seconds == pytest.approx(u.steady.tpot_seconds)
+
+
+def test_the_recommended_simulate_command_carries_the_engine(capsys):
+    """The plan the search priced under ``--engine`` is simulated with that engine's kernels."""
+    assert main([*SEARCH, *LOAD]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "simulate it:" in x)
+    assert line.endswith("--engine vllm")
