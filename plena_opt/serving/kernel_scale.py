@@ -20,8 +20,9 @@ prints them; ``tests/validate/test_kernel_scale.py`` checks they are what the fi
   14.7 → 11.1 %. Refitted 0.921 → 0.920 when GPU plans' EP combine started carrying bf16 and
   the dispatch's closed form distinct ranks (r18a2a: gpt-oss fp4 EP rows' decode steps got
   dearer; held out unchanged to the digits above). Refitted 0.918 → 0.921 when the GEMM and
-  fused-MoE fits and pricing started counting the same bytes (``chip.gpu.kernel_bytes``, r16bytes: the tables' input quantisation
-  passes in the fits, TensorRT-LLM's fused quantisation in its pricing; held out before: 0.905 /
+  fused-MoE fits and pricing started counting the same bytes (``chip.gpu.kernel_bytes``,
+  r16bytes: the tables' input quantisation passes in the fits, TensorRT-LLM's fused
+  quantisation in its pricing; held out before: 0.905 /
   0.927, Llama 11.0 → 8.3 %, gpt-oss 14.7 → 11.2 %). Refitted 0.929 → 0.918 when gpt-oss's
   MXFP4 experts on B200 took the fp8 tensor-core rate of their MXFP8 activations
   (``chip.gpu.perf.MXFP8_MOE_NOTE``, branch r16oss8k: the prompt chunks inside its decode
