@@ -39,6 +39,7 @@ from .collective_costs import (
 from .ep_dispatch import (
     EP_ESTIMATE_TOKENS,
     active_rows,
+    distinct_bytes_per_pair,
     routed_content,
     routed_pattern,
     uniform_bytes_per_pair,
@@ -321,6 +322,7 @@ class Network:
         seq: int,
         imbalance: float = 1.0,
         rows: np.ndarray | None = None,
+        distinct_ranks: bool = False,
     ) -> CollectiveCost:
         """EP token dispatch (combine costs the same), network-model §8.2.
 
@@ -328,7 +330,9 @@ class Network:
         ``ceil(bs·seq/(dp·sp·ep))·top_k/ep·bytes_per_token·imbalance`` bytes (truncated). Below:
         routed from ``rows`` ([tokens, ≥top_k] expert ids; default the balanced rows), EP group n
         uses token window ``n mod (dp·sp)``, each token sends one copy per distinct remote rank
-        ``floor(e·ep/num_experts)``. ``ep == 1`` costs nothing.
+        ``floor(e·ep/num_experts)``. ``ep == 1`` costs nothing. ``distinct_ranks`` (not §8.2:
+        GPU serving pricing): the closed form sends one copy per distinct destination rank
+        like the routed branch (``distinct_bytes_per_pair``), so the two meet at the threshold.
 
         Where the profile measured the all-to-all of these groups (``_or_measured``: a tabulated
         group size, every group inside one L1 switch), both branches take the measured time. The
@@ -344,9 +348,14 @@ class Network:
             return self._zero()
         total = micro_batch * seq
         if total >= EP_ESTIMATE_TOKENS:
-            per_pair = uniform_bytes_per_pair(
-                scheme, micro_batch, seq, top_k, bytes_per_token, imbalance
-            )
+            if distinct_ranks:
+                per_pair = distinct_bytes_per_pair(
+                    scheme, micro_batch, seq, num_experts, top_k, bytes_per_token, imbalance
+                )
+            else:
+                per_pair = uniform_bytes_per_pair(
+                    scheme, micro_batch, seq, top_k, bytes_per_token, imbalance
+                )
             pat = self._stages.a2a_stage(scheme, "ep", ep)
             alg = Algorithm("all_to_all", ((pat, lambda _x: per_pair),))
             modelled = self._select(AlgorithmSet((("all_to_all", alg),), ("all_to_all",)), 1)

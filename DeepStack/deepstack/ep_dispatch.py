@@ -39,6 +39,38 @@ def uniform_bytes_per_pair(
     return int(per_pair)
 
 
+def remote_rank_share(num_experts: int, top_k: int, ep: int, imbalance: float = 1.0) -> float:
+    """Probability that a token's ``top_k`` experts, drawn without replacement from
+    ``num_experts`` spread evenly over ``ep`` ranks, include one on a given remote rank that holds
+    ``imbalance`` times its even share of the expert load (its ``M/ep`` experts counted as
+    ``imbalance·M/ep``): ``1 − Π_{i<k} (M − imbalance·M/ep − i)/(M − i)`` (each factor ≥ 0).
+
+    At ``imbalance`` 1, ``(ep − 1)`` times it is the expected number of distinct remote
+    destination ranks of a token (5.29 ranks with its own, 4.63 without, for top-8 of 256
+    experts over 8 ranks), the copies the routed branch of §8.2 sends; the busiest rank's
+    expected copies ``k·imbalance/ep`` are the closed form's (``uniform_bytes_per_pair``)."""
+    if num_experts <= 0 or not 0 < top_k <= num_experts or ep <= 0 or imbalance < 0:
+        raise ProfileError(
+            "num_experts", f"need 0 < top_k ≤ num_experts, ep > 0, imbalance ≥ 0 "
+            f"(got {num_experts=}, {top_k=}, {ep=}, {imbalance=})",
+        )  # fmt: skip
+    held = imbalance * num_experts / ep
+    miss = 1.0
+    for i in range(top_k):
+        miss *= max(num_experts - held - i, 0.0) / (num_experts - i)
+    return 1.0 - miss
+
+
+def distinct_bytes_per_pair(scheme: ParallelScheme, micro_batch: int, seq: int, num_experts: int,
+                            top_k: int, bytes_per_token: int, imbalance: float) -> int:  # fmt: skip
+    """The uniform closed form counting one copy per distinct destination rank (as the routed
+    branch and GPU engines' dispatch do) instead of ``top_k/ep``: ``ceil(bs·seq/(dp·sp·ep)) ·
+    remote_rank_share(M, k, ep, imbalance) · bytes_per_token`` per ordered pair (truncated)."""
+    local = math.ceil(micro_batch * seq / scheme.dp / scheme.sp / scheme.ep)
+    share = remote_rank_share(num_experts, top_k, scheme.ep, imbalance)
+    return int(local * share * bytes_per_token)
+
+
 def active_rows(rows: np.ndarray | None, total: int, num_experts: int, top_k: int) -> np.ndarray:
     """The first ``total`` tokens' ``top_k`` expert ids of ``rows`` ([tokens, ≥top_k]; default the
     balanced rows) as a contiguous int64 array; a ``ProfileError`` names ``rows`` otherwise."""

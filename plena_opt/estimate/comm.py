@@ -156,6 +156,8 @@ def layer_collectives(
     micro: int,
     shared_with_experts: bool = False,
     reduce_bytes: float | None = None,
+    distinct_ranks: bool = False,
+    combine_bytes: float | None = None,
 ) -> dict[str, Cost]:
     """Every collective of one layer on one device, by reference name (zero-cost ones omitted).
 
@@ -164,7 +166,9 @@ def layer_collectives(
     and its fused MoE all-reduces the sum once, ``vllm/model_executor/models/deepseek_v2.py``
     ``DeepseekV2MoE``); used for GPU chips. The PLENA reference prices a separate one.
     ``reduce_bytes``: bytes per element the TP all-reduces carry (GPU chips: bf16 whatever the
-    weight format, ``chip.precision.GPU_REDUCE_BYTES``); None: the precision's activations."""
+    weight format, ``chip.precision.GPU_REDUCE_BYTES``); None: the precision's activations.
+    ``distinct_ranks``, ``combine_bytes``: the EP all-to-all as GPU engines run it
+    (``ep_exchange``); False / None: network-model §8.2 (the PLENA reference)."""
     m, d, prec = shape.model, shape.shard, shape.precision
     h, b = m.hidden_size, d.b_dev
     reduced = prec.activation_bytes if reduce_bytes is None else reduce_bytes
@@ -198,17 +202,12 @@ def layer_collectives(
     lanes = d.moe_lanes
     if d.ep_moe > 1:
         tokens = micro * q
-        a2a = net.ep_all_to_all(
-            moe if lanes else flat_expert_scheme(moe),
-            bytes_per_token=int(h * prec.activation_bytes),
-            num_experts=m.num_experts,
-            top_k=m.top_k,
-            micro_batch=micro,
-            seq=q,
-            imbalance=load.imbalance,
-            rows=_head(rows, tokens) if tokens < EP_ROUTED_TOKENS else None,
-        )
-        add("ep_dispatch", _cost(a2a))
+        a2a, back = ep_exchange(
+            net, shape, moe if lanes else flat_expert_scheme(moe), micro, q, load,
+            _head(rows, tokens) if tokens < EP_ROUTED_TOKENS else None, distinct_ranks,
+            combine_bytes,
+        )  # fmt: skip
+        add("ep_dispatch", a2a)
     if not lanes:  # every MoE TP rank of a group needs the tokens routed to the group:
         # all its tokens' share (T·k/moe_ep copies on the busiest group), at most every token
         received = min(load.tokens_local * d.ep_moe, load.tokens_local * m.top_k * load.imbalance)
@@ -218,8 +217,35 @@ def layer_collectives(
         nbytes = int(load.pairs * h * reduced)
         add("moe_tp_all_reduce", net.price("all_reduce", moe, "tp", nbytes))
     if d.ep_moe > 1:
-        add("ep_combine", _cost(a2a))
+        add("ep_combine", back)
     return out
+
+
+def ep_exchange(net: PricedNetwork | NetworkBackend, shape: LayerShape, scheme: ParallelScheme,
+                micro: int, q: int, load: MoeLoad, rows: np.ndarray | None,
+                distinct_ranks: bool = False,
+                combine_bytes: float | None = None) -> tuple[Cost, Cost]:  # fmt: skip
+    """(dispatch, combine) of one micro-batch's routed tokens over the EP groups of ``scheme``.
+
+    The dispatch carries ``h`` activations a token at the precision's bytes. ``distinct_ranks``
+    (GPU engines): at or above the routed-rows threshold a token goes once to each distinct
+    destination rank (as DeepEP's ``Buffer.dispatch`` and the routed branch below it), not
+    ``top_k/ep`` times to every rank (§8.2), except for balanced routing, whose rows put a
+    token's experts on distinct ranks by construction. ``combine_bytes``: bytes per element of
+    the combine (GPU: bf16, DeepEP ``deep_ep/buffer.py`` ``Buffer.combine`` takes ``x`` in
+    ``torch.bfloat16``; vLLM ``fused_moe/deepep_ht_prepare_finalize.py`` quantises only before
+    ``dispatch``); None: the dispatch's cost."""
+    m, h = shape.model, shape.model.hidden_size
+    kw = {"num_experts": m.num_experts, "top_k": m.top_k, "micro_batch": micro, "seq": q,
+          "imbalance": load.imbalance, "rows": rows}  # fmt: skip
+    if distinct_ranks and load.source != "balanced":
+        kw["distinct_ranks"] = True
+    sent = int(h * shape.precision.activation_bytes)
+    a2a = _cost(net.ep_all_to_all(scheme, bytes_per_token=sent, **kw))
+    back = sent if combine_bytes is None else int(h * combine_bytes)
+    if back == sent:
+        return a2a, a2a
+    return a2a, _cost(net.ep_all_to_all(scheme, bytes_per_token=back, **kw))
 
 
 def replicated_expert_parallel(shape: LayerShape) -> bool:

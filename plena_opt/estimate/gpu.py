@@ -305,10 +305,11 @@ class GpuPricing(LayerPricer):
     def collective_options(self, load: MoeLoad | None) -> CollectiveOptions:
         """vLLM's fused MoE reduces over the top-k inside the kernel, so the TP all-reduce after
         the experts carries one row per token, not per token-expert pair; the shared experts'
-        sums ride in it; TP all-reduces carry bf16 (``GPU_REDUCE_BYTES``)."""
+        sums ride in it; TP all-reduces and the EP combine carry bf16 (``GPU_REDUCE_BYTES``);
+        the EP dispatch sends a token once per distinct rank (``comm.layer_collectives``)."""
         if load is not None:
             load = replace(load, pairs=load.tokens_local)
-        return CollectiveOptions(load, True, GPU_REDUCE_BYTES)
+        return CollectiveOptions(load, True, GPU_REDUCE_BYTES, True, GPU_REDUCE_BYTES)
 
     def chip_warnings(self, model: ModelSpec) -> list[str]:
         """The workload options a GPU does not read (``_ignored_options``)."""

@@ -52,9 +52,11 @@ class NetworkBackend(Protocol):
         seq: int,
         imbalance: float = 1.0,
         rows: np.ndarray | None = None,
+        distinct_ranks: bool = False,
     ) -> CollectiveResult:
         """The MoE token dispatch over the EP groups (``rows``: routed expert ids per token,
-        None: the uniform closed form)."""
+        None: the uniform closed form; ``distinct_ranks``: that form sends one copy per
+        distinct destination rank, not network-model §8.2's top-k/ep per rank)."""
 
 
 NetworkFactory = Callable[[NocProfile], NetworkBackend]

@@ -201,6 +201,8 @@ class PlanPasses:
                     micro=self.shard.micro,
                     shared_with_experts=opts.shared_with_experts,
                     reduce_bytes=opts.reduce_bytes,
+                    distinct_ranks=opts.distinct_ranks,
+                    combine_bytes=opts.combine_bytes,
                 )
                 comm_cache[ckey] = comm
             layer_comm[kind] = comm

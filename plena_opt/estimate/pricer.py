@@ -45,12 +45,16 @@ _REGISTRY: dict[str, type[LayerPricer]] = {}
 class CollectiveOptions:
     """How a layer's collectives are priced on this chip kind (``comm.layer_collectives``):
     the MoE load the TP all-reduce after the experts sees, whether the shared experts' partial
-    sums ride in the routed experts' all-reduce, and the bytes per reduced element (None: the
-    precision's activations)."""
+    sums ride in the routed experts' all-reduce, the bytes per reduced element (None: the
+    precision's activations), whether the EP dispatch's closed form counts one copy per
+    distinct destination rank (``deepstack`` ``distinct_ranks``; False: network-model §8.2's
+    top-k/ep) and the bytes per element the EP combine carries (None: the dispatch's)."""
 
     load: MoeLoad | None
     shared_with_experts: bool
     reduce_bytes: float | None
+    distinct_ranks: bool = False
+    combine_bytes: float | None = None
 
 
 _DENSE_OPTIONS = CollectiveOptions(None, False, None)  # frozen: one for every dense layer

@@ -26,7 +26,10 @@ vLLM cases, closed-loop TTFT x1.01 to x1.44, median x1.12, TPOT by at most -0.8 
 the fp8 GEMM and fused-MoE fits and pricing count the same bytes, the tables' input quantisation
 passes included, fused in TensorRT-LLM (``chip.gpu.kernel_bytes``; profiles and TensorRT-LLM
 decode scales refitted), which moved 5,094 figures by -7.3 % to +9.8 %, 98 % of them within
--3.6 … +5.5 %, median 0.00 %): each
+-3.6 … +5.5 %, median 0.00 %; r18a2a: a GPU plan's EP dispatch counts one copy per distinct
+destination rank at ≥ 8,192 tokens too and its combine carries bf16, ``comm.ep_exchange``,
+which moved the 162 figures of the Qwen3-235B EP 8 plan by -8.7 % to +7.0 %, median -0.08 %):
+each
 plan priced whole by the evaluator at every batch size (``Evaluator.evaluate`` /
 ``estimate``) and every bisection step through ``min``/``max`` calls. A fresh step model per
 figure must give the recorded figures (relative 1e-12: the recording is exact on this platform,

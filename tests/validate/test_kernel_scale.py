@@ -60,6 +60,6 @@ def test_estimate_says_when_the_constant_is_in_force(capsys):
             "--tp", "8", "--input-seq", "1024", "--output-seq", "256",
             "--concurrency", "8"]  # fmt: skip
     assert main([*argv, "--engine", "trtllm"]) == 0
-    assert "decode kernels x 0.921 (trtllm on blackwell" in capsys.readouterr().out
+    assert "decode kernels x 0.92 (trtllm on blackwell" in capsys.readouterr().out
     assert main([*argv, "--engine", "vllm"]) == 0
     assert "decode kernels x" not in capsys.readouterr().out

@@ -13,6 +13,7 @@ from plena_opt.estimate.comm import (
     EP_ROUTED_TOKENS,
     FREE,
     Cost,
+    ep_exchange,
     flat_expert_scheme,
     replicated_expert_parallel,
 )
@@ -82,24 +83,18 @@ def cp_kv_all_gather(lay: PlanLayout) -> Cost:
     return _price(lay, "all_gather", lay.dense, "cp", nbytes)
 
 
-def _ep_exchange(lay: PlanLayout, q: int, load: MoeLoad) -> Cost:
-    """One EP all-to-all of a micro-batch's routed tokens (``h`` activations per token), lane
+def _ep_exchange(lay: PlanLayout, q: int, load: MoeLoad) -> tuple[Cost, Cost]:
+    """(dispatch, combine): one EP all-to-all each way of a micro-batch's routed tokens, lane
     by lane over the moe_ep ranks or flat over the whole expert group; routed row by row below
-    ``EP_ROUTED_TOKENS`` tokens, in closed form at the busiest rank's imbalance above."""
-    m, d = lay.ctx.model, lay.shard
+    ``EP_ROUTED_TOKENS`` tokens, in closed form at the busiest rank's imbalance above (as the
+    chip kind carries them: ``comm.ep_exchange``)."""
+    d = lay.shard
     tokens = d.micro * q
     rows = lay.rows[:tokens] if tokens < EP_ROUTED_TOKENS else None  # drawn when moe_ep > 1
-    a2a = lay.ctx.net.ep_all_to_all(
-        lay.moe if d.moe_lanes else flat_expert_scheme(lay.moe),
-        bytes_per_token=int(m.hidden_size * lay.shape.precision.activation_bytes),
-        num_experts=m.num_experts,
-        top_k=m.top_k,
-        micro_batch=d.micro,
-        seq=q,
-        imbalance=load.imbalance,
-        rows=rows,
-    )
-    return Cost(a2a.seconds, a2a.noc_energy_pj)
+    opts = lay.ctx.pricer.collective_options(None)
+    scheme = lay.moe if d.moe_lanes else flat_expert_scheme(lay.moe)
+    return ep_exchange(lay.ctx.net, lay.shape, scheme, d.micro, q, load, rows,
+                       opts.distinct_ranks, opts.combine_bytes)  # fmt: skip
 
 
 def moe_dispatch(lay: PlanLayout, q: int, load: MoeLoad) -> list[Cost]:
@@ -109,7 +104,7 @@ def moe_dispatch(lay: PlanLayout, q: int, load: MoeLoad) -> list[Cost]:
     d, m = lay.shard, lay.ctx.model
     out = []
     if d.ep_moe > 1:
-        out.append(_ep_exchange(lay, q, load))
+        out.append(_ep_exchange(lay, q, load)[0])
     if not d.moe_lanes:
         received = min(load.tokens_local * d.ep_moe, load.tokens_local * m.top_k * load.imbalance)
         nbytes = int(received * m.hidden_size * lay.shape.precision.activation_bytes)
@@ -128,8 +123,9 @@ def moe_tp_all_reduce(lay: PlanLayout, load: MoeLoad) -> Cost:
 
 
 def moe_combine(lay: PlanLayout, q: int, load: MoeLoad) -> Cost:
-    """Bringing the experts' outputs back: the same EP all-to-all as the dispatch."""
-    return _ep_exchange(lay, q, load) if lay.shard.ep_moe > 1 else FREE
+    """Bringing the experts' outputs back: the EP all-to-all of the dispatch, at the combine's
+    bytes where the chip kind carries them otherwise (GPU: bf16)."""
+    return _ep_exchange(lay, q, load)[1] if lay.shard.ep_moe > 1 else FREE
 
 
 def layer_collectives(lay: PlanLayout, kind: LayerKind, mode: str, q: int) -> dict[str, Cost]:
