@@ -1,0 +1,78 @@
+"""``validate --measurements RESULT`` prices a benchmark run with the settings its launch files
+gave the engine (issue 23, r18qa): the key's batch (``--max-num-seqs`` / ``--max-running-requests``
+/ ``--max_batch_size``), the bundle's KV-cache format and memory setting; and a result file whose
+``backend`` names another engine than ``--engine`` is refused naming ``engine``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from plena_opt.cli.main import main
+
+DATA = Path(__file__).parents[1] / "data" / "bench"
+VLLM = DATA / "vllm_bench_serve_c32.json"  # 32 clients, 1024 + 256 tokens, backend vllm
+SGLANG = DATA / "sglang_bench_serving.jsonl"  # backend sglang
+KEY = "tp1-ep1-dp1-pp1-cp1-replace-none-b{}"
+FLAGS = ["--model", "llama-3.1-8b", "--gpu", "h100_sxm"]
+
+
+def _row(capsys, argv: list[str]) -> dict:
+    assert main(["validate", "--json", "--measurements", *argv]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["status"] == "priced", row["reason"]
+    return row
+
+
+def _bundle(capsys, tmp_path: Path, name: str, engine: str, *extra: str) -> Path:
+    out = tmp_path / name
+    argv = ["export", KEY.format(32), "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+            "--format", engine, "--out-dir", str(out), *extra]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    return out
+
+
+def test_the_key_batch_caps_the_running_requests_as_the_launch_files_do(capsys):
+    """b8 at 32 clients: the engine runs 8 at once (--max-num-seqs 8), the rest queue."""
+    wide = _row(capsys, [str(VLLM), "--deployment", KEY.format(32), *FLAGS, "--engine", "vllm"])
+    capped = _row(capsys, [str(VLLM), "--deployment", KEY.format(8), *FLAGS, "--engine", "vllm"])
+    assert capped["ttft_ms"] > 2 * wide["ttft_ms"]  # three quarters of the clients wait
+    assert capped["tpot_ms"] < wide["tpot_ms"]  # a decode step of 8, not 32
+    from plena_opt.validate.bench_results import read_bench_runs
+    from plena_opt.validate.bench_score import deployment, launch_step, target_from_flags
+
+    target = target_from_flags(KEY.format(8), "llama-3.1-8b", "h100-sxm", "vllm")
+    (run,) = read_bench_runs(VLLM)
+    assert launch_step(deployment(target, run), target, {}, {}).engine.max_running == 8
+
+
+def test_a_bundle_prices_its_kv_cache_format(capsys, tmp_path):
+    bf16 = _bundle(capsys, tmp_path, "bf16", "vllm")
+    fp8 = _bundle(capsys, tmp_path, "fp8", "vllm", "--kv-precision", "fp8")
+    assert "--kv-cache-dtype fp8" in (fp8 / "vllm-serve.sh").read_text()
+    a = _row(capsys, [str(VLLM), "--bundle", str(bf16)])
+    b = _row(capsys, [str(VLLM), "--bundle", str(fp8)])
+    assert b["tpot_ms"] < a["tpot_ms"]  # half the KV bytes read per decode step
+
+
+def test_a_bundle_prices_its_memory_setting(capsys, tmp_path):
+    """--mem-fraction-static 0.25 of an 80 GB H100 leaves the 16 GB of weights ~4 GB of KV:
+    fewer than the 32 clients run at once."""
+    full = _bundle(capsys, tmp_path, "full", "sglang")
+    tight = _bundle(capsys, tmp_path, "tight", "sglang", "--memory-fraction", "0.25")
+    sgl = tmp_path / "one.jsonl"
+    sgl.write_text(SGLANG.read_text().splitlines()[1] + "\n")  # the 32-client run
+    a = _row(capsys, [str(sgl), "--bundle", str(full)])
+    b = _row(capsys, [str(sgl), "--bundle", str(tight)])
+    assert b["ttft_ms"] > 1.5 * a["ttft_ms"]
+
+
+def test_a_result_file_of_another_engine_is_refused_naming_engine(capsys):
+    argv = [str(SGLANG), "--deployment", KEY.format(32), *FLAGS, "--engine", "vllm"]
+    assert main(["validate", "--measurements", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: engine") and "'sglang'" in err and "Traceback" not in err
+    # an OpenAI-compatible client names no engine: the flag decides
+    doc = json.loads(VLLM.read_text())
+    assert doc["backend"] == "vllm"
