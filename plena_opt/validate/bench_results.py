@@ -49,6 +49,12 @@ MAX_FILE_BYTES = 64 << 20
 MAX_RUNS = 10_000  # runs one file may hold
 FORMATS = {"vllm": "vllm bench serve --save-result", "sglang": "sglang bench_serving",
            "aiperf": "aiperf profile (profile_export_aiperf.json)"}  # fmt: skip
+# A run's ``backend`` (the client the tool used) that only one engine serves: SGLang 0.5.23
+# sglang/benchmark/serving.py ASYNC_REQUEST_FUNCS, "sglang"/"sglang-native" post to SGLang's own
+# /generate, "trt" to Triton's TensorRT-LLM /v2/models/ensemble/generate_stream. The OpenAI-API
+# clients ("vllm", "openai", "sglang-oai", …: /v1/completions; vLLM 0.34.0
+# vllm/benchmarks/lib/endpoint_request_func.py) reach any engine: they name none.
+BACKEND_ENGINES = {"sglang": "sglang", "sglang-native": "sglang", "trt": "trtllm"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class BenchRun:
     itl_ms: float | None = None
     p99_ttft_ms: float | None = None
     p99_tpot_ms: float | None = None
+    engine: str | None = None  # the engine its ``backend`` names (``BACKEND_ENGINES``); None: any
 
 
 def read_bench_runs(path: Path) -> list[BenchRun]:
@@ -130,6 +137,7 @@ def _run(doc: Any, rid: str) -> BenchRun:
         _ms(doc, "mean_tpot_ms", where),
         _range_ratio(doc, source, where), _ms(doc, "mean_itl_ms", where, need=False),
         _ms(doc, "p99_ttft_ms", where, need=False), _ms(doc, "p99_tpot_ms", where, need=False),
+        BACKEND_ENGINES.get(doc["backend"]) if isinstance(doc.get("backend"), str) else None,
     )  # fmt: skip
 
 

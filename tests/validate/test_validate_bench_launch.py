@@ -57,10 +57,10 @@ def test_a_bundle_prices_its_kv_cache_format(capsys, tmp_path):
 
 
 def test_a_bundle_prices_its_memory_setting(capsys, tmp_path):
-    """--mem-fraction-static 0.25 of an 80 GB H100 leaves the 16 GB of weights ~4 GB of KV:
+    """--mem-fraction-static 0.2 of an 80 GB H100 leaves the 16 GB of weights ~1 GB of KV:
     fewer than the 32 clients run at once."""
     full = _bundle(capsys, tmp_path, "full", "sglang")
-    tight = _bundle(capsys, tmp_path, "tight", "sglang", "--memory-fraction", "0.25")
+    tight = _bundle(capsys, tmp_path, "tight", "sglang", "--memory-fraction", "0.2")
     sgl = tmp_path / "one.jsonl"
     sgl.write_text(SGLANG.read_text().splitlines()[1] + "\n")  # the 32-client run
     a = _row(capsys, [str(sgl), "--bundle", str(full)])
@@ -72,7 +72,23 @@ def test_a_result_file_of_another_engine_is_refused_naming_engine(capsys):
     argv = [str(SGLANG), "--deployment", KEY.format(32), *FLAGS, "--engine", "vllm"]
     assert main(["validate", "--measurements", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: engine") and "'sglang'" in err and "Traceback" not in err
+    assert err.startswith("error: --engine vllm") and "'sglang'" in err and "Traceback" not in err
     # an OpenAI-compatible client names no engine: the flag decides
     doc = json.loads(VLLM.read_text())
     assert doc["backend"] == "vllm"
+
+
+def test_an_explicit_moe_split_in_the_key_is_priced_as_written(capsys):
+    """``mtp2`` on tp2: experts tensor-parallel over both GPUs (vLLM without
+    --enable-expert-parallel), not the ``replace`` shorthand's expert parallelism."""
+    from plena_opt.validate.bench_results import read_bench_runs
+    from plena_opt.validate.bench_score import deployment, target_from_flags
+
+    moe = ["--model", "qwen3-30b-a3b", "--gpu", "h100_sxm", "--engine", "vllm"]
+    rows = {k: _row(capsys, [str(VLLM), "--deployment", f"tp2-ep1-dp1-pp1-cp1-{k}-none-b32", *moe])
+            for k in ("replace", "mtp1", "mtp2")}  # fmt: skip
+    assert rows["mtp1"]["tpot_ms"] == rows["replace"]["tpot_ms"]  # replace folds TP into EP
+    assert rows["mtp2"]["tpot_ms"] != rows["replace"]["tpot_ms"]
+    target = target_from_flags("tp2-ep1-dp1-pp1-cp1-mtp2-none-b32", "qwen3-30b-a3b", "h100-sxm",
+                               "vllm")  # fmt: skip
+    assert deployment(target, read_bench_runs(VLLM)[0]).moe_tp == 2
