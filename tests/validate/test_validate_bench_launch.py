@@ -92,3 +92,19 @@ def test_an_explicit_moe_split_in_the_key_is_priced_as_written(capsys):
     target = target_from_flags("tp2-ep1-dp1-pp1-cp1-mtp2-none-b32", "qwen3-30b-a3b", "h100-sxm",
                                "vllm")  # fmt: skip
     assert deployment(target, read_bench_runs(VLLM)[0]).moe_tp == 2
+
+
+def test_a_quantised_checkpoint_id_is_priced_in_its_own_formats():
+    """--model nvidia/Qwen3-32B-NVFP4: NVFP4 weights and the FP8 KV cache its
+    hf_quant_config.json declares (the engine's default inherits it), not the base model's bf16."""
+    from plena_opt.validate.bench_results import read_bench_runs
+    from plena_opt.validate.bench_score import deployment, target_from_flags
+
+    (run,) = read_bench_runs(VLLM)
+    key = KEY.format(32)
+    d = deployment(target_from_flags(key, "nvidia/Qwen3-32B-NVFP4", "b200", "vllm"), run)
+    assert (d.model, d.precision, d.kv_precision) == ("qwen3-32b", "fp4", "fp8")
+    base = deployment(target_from_flags(key, "Qwen/Qwen3-32B", "b200", "vllm"), run)
+    assert (base.precision, base.kv_precision) == ("bf16", None)
+    given = target_from_flags(key, "nvidia/Qwen3-32B-NVFP4", "b200", "vllm", None, "bf16")
+    assert deployment(given, run).kv_precision == "bf16"  # a bundle's explicit format wins
