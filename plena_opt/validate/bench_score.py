@@ -207,7 +207,7 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
     if plan.ep != 1 and not load_model(t.model).num_experts:
         raise Refused("expert parallelism on a dense model")
     chip_name, noc, per_node = SYSTEMS[t.system]
-    fmt = t.precision or key_precision or load_model(t.model).checkpoint_precision
+    fmt = t.precision or key_precision or load_model(t.model_id or t.model).checkpoint_precision
     if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
         raise Refused(f"{chip_name} has no {fmt} tensor cores")
     gpus = plan.world_size
@@ -276,7 +276,7 @@ def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, st
     if pfmt != dfmt:
         raise Refused(f"prefill pool in {pfmt}, decode pool in {dfmt}: one format per bundle")
     chip_name, noc, per_node = SYSTEMS[t.system]
-    fmt = t.precision or pfmt or load_model(t.model).checkpoint_precision
+    fmt = t.precision or pfmt or load_model(t.model_id or t.model).checkpoint_precision
     if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
         raise Refused(f"{chip_name} has no {fmt} tensor cores")
     gpus = x * pplan.tp + y * dplan.tp
