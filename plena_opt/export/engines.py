@@ -74,12 +74,19 @@ def _formats(engine: str, precision: str | None, spec: ExportSpec) -> tuple[list
                 f"weights in {precision}: serve a checkpoint already quantized to {precision} "
                 "(the engine reads its quantization config); no online quantization flag"
             )
-    kv = spec.kv_precision
-    if kv not in (None, "bf16"):
-        if kv in table.get("kv_cache_dtype", {}) and "kv_cache_dtype_flag" in table:
-            argv += [table["kv_cache_dtype_flag"], table["kv_cache_dtype"][kv]]
-        elif kv not in table.get("kv_cache_dtype", {}):
-            bad.append(f"a {kv} KV cache has no KV-cache dtype in {engine}")
+    kv, dtypes = spec.kv_precision, table.get("kv_cache_dtype", {})
+    if kv is None:  # priced as the checkpoint's own KV format, which the engine's default keeps
+        return argv, notes, bad
+    if kv in dtypes and "kv_cache_dtype_flag" in table:  # bf16 too: the default would inherit
+        argv += [table["kv_cache_dtype_flag"], dtypes[kv]]  # a checkpoint's declared fp8 KV
+    elif kv == "bf16" and kv not in dtypes:
+        notes.append(
+            "a bf16 KV cache: the engine's default KV dtype (auto) keeps the checkpoint's own "
+            "format, fp8 for a checkpoint that declares an FP8 KV cache (ModelOpt "
+            "kv_cache_quant_algo); serve a checkpoint without one"
+        )
+    elif kv not in dtypes:
+        bad.append(f"a {kv} KV cache has no KV-cache dtype in {engine}")
     return argv, notes, bad
 
 
