@@ -27,11 +27,11 @@ def test_the_command_list_names_every_engine_export_writes(capsys):
 
 def test_the_memory_fraction_says_its_unit_and_each_engines_flag(capsys):
     text = _help(capsys, "export")
-    flag = text[text.index("--memory-fraction MEMORY_FRACTION") :][:500]
+    flag = text[text.rindex("--memory-fraction MEMORY_FRACTION") :][:500]
     for needle in ("share of", "--gpu-memory-utilization", "fraction-static",
                    "free_gpu_memory_fraction", "default: 0.9"):  # fmt: skip
         assert needle in flag, needle
-    seq = text[text.index("--input-seq INPUT_SEQ") :][:200]
+    seq = text[text.rindex("--input-seq INPUT_SEQ") :][:200]
     assert "stored study" in seq  # the default with --study is the study's workload
 
 
