@@ -108,3 +108,13 @@ def test_a_quantised_checkpoint_id_is_priced_in_its_own_formats():
     assert (base.precision, base.kv_precision) == ("bf16", None)
     given = target_from_flags(key, "nvidia/Qwen3-32B-NVFP4", "b200", "vllm", None, "bf16")
     assert deployment(given, run).kv_precision == "bf16"  # a bundle's explicit format wins
+
+
+def test_an_empty_measurements_file_says_it_is_empty(capsys, tmp_path):
+    empty = tmp_path / "results.json"
+    empty.write_text("")
+    for extra in ([], ["--deployment", KEY.format(32), *FLAGS, "--engine", "vllm"]):
+        assert main(["validate", "--measurements", str(empty), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: measurements") and "empty" in err, err
+        assert "missing columns" not in err
