@@ -91,6 +91,8 @@ def read_bench_runs(path: Path) -> list[BenchRun]:
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PlenaInputError("measurements", f"file is over {MAX_FILE_BYTES >> 20} MiB")
     text = path.read_bytes()
+    if not text.strip():
+        raise PlenaInputError("measurements", f"{path.name!r} is empty: no benchmark run")
     try:
         docs = [load_document(text, "measurements", f"result file {path.name!r}")]
     except PlenaInputError:

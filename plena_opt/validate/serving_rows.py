@@ -164,6 +164,8 @@ def read_rows(path: Path) -> list[ServingRow]:
         raise PlenaInputError("measurements", f"no such file: {path}")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PlenaInputError("measurements", f"file is over {MAX_FILE_BYTES >> 20} MiB")
+    if not path.read_bytes().strip():
+        raise PlenaInputError("measurements", f"{path.name!r} is empty (no header row)")
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         need = {"id", "backend", "model_path", "system", "mode", "isl", "osl", "concurrency"}
