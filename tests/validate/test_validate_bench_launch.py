@@ -108,6 +108,9 @@ def test_a_quantised_checkpoint_id_is_priced_in_its_own_formats():
     assert (base.precision, base.kv_precision) == ("bf16", None)
     given = target_from_flags(key, "nvidia/Qwen3-32B-NVFP4", "b200", "vllm", None, "bf16")
     assert deployment(given, run).kv_precision == "bf16"  # a bundle's explicit format wins
+    pools = "1P:tp1-ep1-dp1-pp1-cp1-replace-none-b8+1D:tp2-ep1-dp1-pp1-cp1-replace-none-b32"
+    d = deployment(target_from_flags(pools, "nvidia/Qwen3-32B-NVFP4", "b200", "vllm"), run)
+    assert (d.pools, d.precision, d.kv_precision) == ((1, 1, 1, 2), "fp4", "fp8")
 
 
 def test_an_empty_measurements_file_says_it_is_empty(capsys, tmp_path):
