@@ -285,4 +285,4 @@ def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, st
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
     return Deployment(chip_name, noc_name, gpus, t.model, fmt, dplan.tp, 1, "replace", t.engine,
                       run.input_len, run.output_len, run.concurrency or 1,
-                      pools=(x, pplan.tp, y, dplan.tp))  # fmt: skip
+                      pools=(x, pplan.tp, y, dplan.tp), kv_precision=_kv(t))  # fmt: skip
