@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from plena_opt.chip.gpu.vendor import engine_refusal
 from plena_opt.estimate.plan import Plan
 from plena_opt.export.caps import RUNNING_CAP_FLAG, budget_argv, running_cap, sglang_running
 from plena_opt.export.launch import ENGINES, HEAD_IP, ExportSpec, LaunchConfig
@@ -325,6 +326,8 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             "or Slurm launch (trtllm-llmapi-launch), not written here"
         )
     bad += _trtllm_eplb_refusals(plan, spec)
+    vendor = engine_refusal("trtllm", spec.chip)
+    bad += [vendor] if vendor else []
     _, notes, fbad = _formats("trtllm", spec.precision, spec)
     kernel, mbad = moe_kernel_of("trtllm", spec)
     fbad += mbad
