@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from plena_opt.cli.main import main
 
 DATA = Path(__file__).parents[1] / "data" / "bench"
@@ -121,3 +123,22 @@ def test_an_empty_measurements_file_says_it_is_empty(capsys, tmp_path):
         err = capsys.readouterr().err
         assert err.startswith("error: measurements") and "empty" in err, err
         assert "missing columns" not in err
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"key": "tp1"}, "'key'"),
+        ({"gpu": "b900"}, "'gpu'"),
+        ({"engines": "vllm"}, "'engines'"),
+        ({"catalog_model": "no-such-model", "model": None}, "'catalog_model'"),
+    ],
+)
+def test_a_damaged_bundle_names_its_field_not_a_flag_never_given(capsys, tmp_path, change, field):
+    out = _bundle(capsys, tmp_path, "b", "vllm")
+    doc = json.loads((out / "deployment.json").read_text())
+    (out / "deployment.json").write_text(json.dumps({**doc, **change}))
+    assert main(["validate", "--measurements", str(VLLM), "--bundle", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: bundle") and "deployment.json" in err and field in err, err
+    assert "--deployment" not in err and "--gpu" not in err and "needs --engine" not in err
