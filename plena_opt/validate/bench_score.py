@@ -114,26 +114,48 @@ def target_from_bundle(folder: str, model: str | None = None, gpu: str | None = 
                               "(written by plena-opt export --out-dir)")  # fmt: skip
     doc = load_document(path.read_bytes(), "bundle", f"{DEPLOYMENT_FILE} in {folder!r}")
     if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
-        raise PlenaInputError("bundle", f"{path}: field 'key' is missing")
-    engines = doc.get("engines") or []
+        raise PlenaInputError(
+            "bundle", f"--bundle {path.parent}: {DEPLOYMENT_FILE} field 'key' is missing"
+        )
+    engines, kv, fraction = _bundle_fields(path, doc)
     if engine is None and len(engines) == 1:
         engine = engines[0]
     if engine is not None and engines and engine not in engines:
         raise PlenaInputError("engine", f"--engine {engine}: the bundle runs {', '.join(engines)}")
-    kv, fraction = doc.get("kv_precision"), doc.get("memory_fraction")
-    if kv is not None:
-        from plena_opt.chip.precision import FORMATS
+    try:
+        return target_from_flags(doc["key"], model or doc.get("catalog_model") or doc.get("model"),
+                                 gpu or doc.get("gpu"), engine, doc.get("precision"), kv,
+                                 fraction)  # fmt: skip
+    except PlenaInputError as exc:  # a field of the file, not a flag the user gave
+        field = {"deployment": "key", "gpu": None if gpu else "gpu",
+                 "model": None if model else "catalog_model"}.get(exc.field)  # fmt: skip
+        if field is None:
+            raise
+        said = exc.rule.removeprefix(f"--{exc.field}: ").removeprefix(f"--{exc.field} ")
+        raise PlenaInputError("bundle", _where(path) + f"field {field!r}: {said}") from None
 
-        if kv not in FORMATS:
-            raise PlenaInputError("bundle", f"{path}: field 'kv_precision' must be one of "
-                                  f"{', '.join(FORMATS)}, got {str(kv)[:16]!r}")  # fmt: skip
+
+def _where(path: Path) -> str:
+    return f"--bundle {path.parent}: {DEPLOYMENT_FILE} "
+
+
+def _bundle_fields(path: Path, doc: dict) -> tuple[list[str], str | None, float | None]:
+    """(engines, KV format, memory setting) of a deployment.json, each checked naming it."""
+    from plena_opt.chip.precision import FORMATS
+
+    engines = doc.get("engines") or []
+    if not isinstance(engines, list) or not all(isinstance(e, str) for e in engines):
+        raise PlenaInputError("bundle", _where(path) + "field 'engines' must be a list of engine "
+                              f"names, got {str(engines)[:32]!r}")  # fmt: skip
+    kv, fraction = doc.get("kv_precision"), doc.get("memory_fraction")
+    if kv is not None and kv not in FORMATS:
+        raise PlenaInputError("bundle", _where(path) + "field 'kv_precision' must be one of "
+                              f"{', '.join(FORMATS)}, got {str(kv)[:16]!r}")  # fmt: skip
     if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
                                  or not 0 < fraction <= 1):  # fmt: skip
-        raise PlenaInputError("bundle", f"{path}: field 'memory_fraction' must be in (0, 1], got "
-                              f"{str(fraction)[:16]!r}")  # fmt: skip
-    return target_from_flags(doc["key"], model or doc.get("catalog_model") or doc.get("model"),
-                             gpu or doc.get("gpu"), engine, doc.get("precision"), kv,
-                             fraction)  # fmt: skip
+        raise PlenaInputError("bundle", _where(path) + "field 'memory_fraction' must be in (0, 1], "
+                              f"got {str(fraction)[:16]!r}")  # fmt: skip
+    return engines, kv, fraction
 
 
 def score_bench(path: Path, target: BenchTarget,

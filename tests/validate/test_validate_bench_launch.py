@@ -140,5 +140,5 @@ def test_a_damaged_bundle_names_its_field_not_a_flag_never_given(capsys, tmp_pat
     (out / "deployment.json").write_text(json.dumps({**doc, **change}))
     assert main(["validate", "--measurements", str(VLLM), "--bundle", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: bundle") and "deployment.json" in err and field in err, err
+    assert err.startswith("error: --bundle") and "deployment.json field" in err and field in err
     assert "--deployment" not in err and "--gpu" not in err and "needs --engine" not in err
