@@ -142,3 +142,29 @@ def test_a_damaged_bundle_names_its_field_not_a_flag_never_given(capsys, tmp_pat
     err = capsys.readouterr().err
     assert err.startswith("error: --bundle") and "deployment.json field" in err and field in err
     assert "--deployment" not in err and "--gpu" not in err and "needs --engine" not in err
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"burstiness": 0.5}, "burstiness 0.5"),
+        ({"ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 20},
+         "ramp_up_strategy"),
+    ],
+)  # fmt: skip
+def test_arrivals_other_than_poisson_are_refused_with_the_reason(capsys, tmp_path, change, reason):
+    """vllm bench serve --burstiness (gamma arrivals) and --ramp-up-strategy (a rate that moves)
+    are saved in the result; the open loop prices Poisson arrivals at one rate only."""
+    doc = json.loads(VLLM.read_text())
+    poisson = {**doc, "request_rate": 10.0, "max_concurrency": None}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(poisson) + "\n" + json.dumps({**poisson, **change}) + "\n")
+    argv = ["validate", "--json", "--measurements", str(path), "--deployment", KEY.format(32),
+            *FLAGS, "--engine", "vllm"]  # fmt: skip
+    assert main(argv) == 0
+    plain, other = json.loads(capsys.readouterr().out)["rows"]
+    assert plain["status"] == "priced"
+    assert other["status"] == "refused" and reason in other["reason"]
+    closed = tmp_path / "closed.json"  # a closed loop sends on completions: burstiness unused
+    closed.write_text(json.dumps({**doc, "burstiness": 0.5}))
+    assert _row(capsys, [str(closed), "--deployment", KEY.format(32), *FLAGS, "--engine", "vllm"])
