@@ -80,6 +80,9 @@ class BenchRun:
     p99_ttft_ms: float | None = None
     p99_tpot_ms: float | None = None
     engine: str | None = None  # the engine its ``backend`` names (``BACKEND_ENGINES``); None: any
+    unmodelled: str = (
+        ""  # why its arrivals are not the open loop's Poisson at one rate ("": they are)
+    )
 
 
 def read_bench_runs(path: Path) -> list[BenchRun]:
@@ -140,7 +143,21 @@ def _run(doc: Any, rid: str) -> BenchRun:
         _range_ratio(doc, source, where), _ms(doc, "mean_itl_ms", where, need=False),
         _ms(doc, "p99_ttft_ms", where, need=False), _ms(doc, "p99_tpot_ms", where, need=False),
         BACKEND_ENGINES.get(doc["backend"]) if isinstance(doc.get("backend"), str) else None,
+        _arrivals(doc),
     )  # fmt: skip
+
+
+def _arrivals(doc: dict) -> str:
+    """Why a rate run's arrivals are not Poisson at one rate (vllm bench serve ``--burstiness``:
+    gamma inter-arrivals, Poisson only at 1; ``--ramp-up-strategy``: the rate moves), else ""."""
+    b = doc.get("burstiness", 1.0)
+    if doc.get("ramp_up_strategy") is not None:
+        return (
+            f"ramp_up_strategy {str(doc['ramp_up_strategy'])[:16]!r}: a moving rate is not modelled"
+        )
+    if b != 1 and not isinstance(b, bool) and isinstance(b, int | float):
+        return f"burstiness {b:g}: gamma arrivals other than Poisson (1) are not modelled"
+    return ""
 
 
 def _count(doc: dict, name: str, where: str) -> int:

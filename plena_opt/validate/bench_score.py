@@ -218,6 +218,8 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
         raise Refused("a request rate with a concurrency cap is not modelled")
     if run.concurrency is None and run.request_rate_per_s is None:
         raise Refused("max_concurrency null and request_rate inf: every prompt sent at once")
+    if run.concurrency is None and run.unmodelled:  # a closed loop sends on completions
+        raise Refused(run.unmodelled)
     pools = parse_deployment_key(t.key)
     if pools is not None:
         return _disaggregated(t, run, pools)
