@@ -168,3 +168,14 @@ def test_arrivals_other_than_poisson_are_refused_with_the_reason(capsys, tmp_pat
     closed = tmp_path / "closed.json"  # a closed loop sends on completions: burstiness unused
     closed.write_text(json.dumps({**doc, "burstiness": 0.5}))
     assert _row(capsys, [str(closed), "--deployment", KEY.format(32), *FLAGS, "--engine", "vllm"])
+
+
+def test_calibrate_refuses_an_unwritable_out_before_fitting(capsys, tmp_path):
+    """--out in a folder that does not exist: said at once, naming --out (not after the fit)."""
+    out = tmp_path / "no-such-dir" / "overlay.json"
+    argv = ["calibrate", "--measurements", str(VLLM), "--deployment", KEY.format(32), *FLAGS,
+            "--engine", "vllm", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out") and "no-such-dir" in err and "Traceback" not in err
+    assert not out.parent.exists()
