@@ -196,9 +196,10 @@ def priced_row(row: ServingRow, e: Entry, dp_attn: bool) -> ServingRow:
     return ServingRow(row.id, fields)
 
 
-def prefill_load(row: ServingRow, r: object) -> tuple[float, float, float] | None:
+def prefill_load(row: ServingRow, r: object) -> tuple[float, float, float, float] | None:
     """(measured request rate, the model's prefill-pool capacity one prompt at a time, its
-    capacity with prompts packed into full step-budget chunks), requests/s, of a priced row.
+    capacity with prompts packed into full step-budget chunks, its capacity at full batches as
+    priced, ``P·B / S(B)`` of ``serving.prefill_batch``), requests/s, of a priced row.
     Measured rate: Little's law over the closed loop, ``C / (TTFT + (osl_mean - 1) TPOT)``
     with the InferenceX mean output ``0.9 osl`` (random range ratio 0.8)."""
     from plena_opt.serving.disaggregated import prefill_service_seconds
@@ -222,7 +223,11 @@ def prefill_load(row: ServingRow, r: object) -> tuple[float, float, float] | Non
     one = d.pools[0] / prefill_service_seconds(prefill, int(isl))
     budget = prefill.engine.budget_tokens
     packed = d.pools[0] * budget / (isl * prefill.step_seconds(budget, 0))
-    return d.concurrency / e2e, one, packed
+    from plena_opt.serving.prefill_batch import PrefillBatches
+
+    batches = PrefillBatches(prefill, int(isl))
+    batched = d.pools[0] * batches.size / batches.seconds(batches.size)
+    return d.concurrency / e2e, one, packed, batched
 
 
 def _stats(pairs: list[tuple[float, float]]) -> tuple[float, float]:
@@ -313,6 +318,16 @@ def report(rows: list[ServingRow], recipes: Recipes, relaxed: bool, show_rows: b
             f"capacity on {len(over)} of {len(loads)} rows; above the packed-chunk capacity "
             f"on {sum(1 for x in loads if x[3] and x[3][0] > x[3][2])}"
         )
+        bound = [r for _, r, _, load in loads if load and load[0] > load[3]]
+        free = [r for _, r, _, load in loads if load and load[0] <= load[3]]
+        for name, part in (("measured rate above the full-batch capacity (prefill-bound)", bound),
+                           ("measured rate within it", free)):  # fmt: skip
+            cells = []
+            for metric in ("ttft_ms", "tpot_ms"):
+                mape, bias = _stats([(getattr(r, metric), getattr(r, "measured_" + metric))
+                                     for r in part])  # fmt: skip
+                cells.append(f"{metric[:4].upper()} {mape:.1f} % ({bias:+.1f} %)")
+            print(f"  {name}: {len(part)} rows, " + ", ".join(cells))
         for name, keep in (("measured rate < half the one-at-a-time capacity", True),
                            ("the rest (prefill pool loaded)", False)):  # fmt: skip
             part = [r for _, r, _, load in loads if load and (load[0] < 0.5 * load[1]) == keep]
@@ -325,13 +340,13 @@ def report(rows: list[ServingRow], recipes: Recipes, relaxed: bool, show_rows: b
         if show_rows:
             print(
                 f"  {'row':44} {'pools':22} {'conc':>5} {'TTFT pred/meas ms':>19} "
-                f"{'TPOT pred/meas':>15} {'req/s meas/1-at-a-time/packed':>30}"
+                f"{'TPOT pred/meas':>15} {'req/s meas/1-at-a-time/packed/full-batch':>41}"
             )
             for row, r, m, load in loads:
                 print(f"  {row.id[:44]:44} {_entries_text(m)[:22]:22} "
                       f"{row.get('concurrency'):>5} {r.ttft_ms:9.0f}/{r.measured_ttft_ms:<9.0f} "
                       f"{r.tpot_ms:6.1f}/{r.measured_tpot_ms:<6.1f}   "
-                      f"{load[0]:7.1f}/{load[1]:7.1f}/{load[2]:7.1f}"
+                      f"{load[0]:7.1f}/{load[1]:7.1f}/{load[2]:7.1f}/{load[3]:7.1f}"
                       if load else "")  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from plena_client.client import (
     model_source,
     profile_source,
     system_spec,
+    workload,
 )
 from plena_client.credentials import TOKEN_ENV, Credentials
 from plena_client.errors import PlenaRpcError
@@ -22,4 +23,5 @@ __all__ = [
     "pb",
     "profile_source",
     "system_spec",
+    "workload",
 ]

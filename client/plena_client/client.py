@@ -99,6 +99,18 @@ def system_spec(
     return spec
 
 
+def workload(*, engine: str = "", moe_kernel: str = "", eplb_redundant: int = 0,
+             **fields: Any) -> pb.Workload:  # fmt: skip
+    """A ``Workload``: ``fields`` by proto name (``batch_size``, ``input_seq_len``,
+    ``output_seq_len``, ``precision``, ``kv_precision``, …; unset: the server's defaults) and the
+    serving engine whose kernels price the plan on a GPU (``"vllm"``, ``"sglang"``,
+    ``"trtllm"``; ``plena-opt estimate --engine`` with or without a load), the MoE kernel of an
+    MXFP4 checkpoint's experts under it (``--moe-kernel``) and EPLB redundant experts
+    (``--eplb-redundant``). Bad values are refused by the server naming ``workload.<field>``."""
+    return pb.Workload(engine=engine, moe_kernel=moe_kernel, eplb_redundant=eplb_redundant,
+                       **fields)  # fmt: skip
+
+
 class PlenaClient:
     """Typed wrapper around the generated stub; raises :class:`PlenaRpcError` on failure."""
 
@@ -181,12 +193,22 @@ class PlenaClient:
         workload: pb.Workload | None = None,
         timeout: float | None = None,
         load: pb.ServingLoad | None = None,
+        *,
+        engine: str | None = None,
+        moe_kernel: str | None = None,
     ) -> pb.EstimateResponse:
         """One plan's estimate; with ``load`` (a concurrency or request rate and an engine) also
-        the plan under that serving workload (``EstimateResponse.under_load``)."""
+        the plan under that serving workload (``EstimateResponse.under_load``). ``engine`` /
+        ``moe_kernel`` (None: the workload's) set ``Workload.engine`` / ``moe_kernel``: the
+        engine's kernels price the static estimate without a load, as ``plena-opt estimate
+        --engine E`` does, and the load takes that engine where it names none."""
         request = pb.EstimateRequest(
             system=system, plan=plan or pb.Plan(), workload=workload, load=load
         )
+        if engine is not None:
+            request.workload.engine = engine
+        if moe_kernel is not None:
+            request.workload.moe_kernel = moe_kernel
         return self._call("Estimate", request, timeout)
 
     def simulate(self, request: pb.SimulateRequest, timeout: float | None = None) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import plena_opt.bounds as _bounds
+from plena_opt.estimate.eplb import MAX_REDUNDANT as _MAX_REDUNDANT
 from plena_opt.search.progress import PROGRESS_FRONT_POINTS
 
 MIB = 1024 * 1024
@@ -85,6 +86,8 @@ MAX_REQUEST_RATE = _bounds.MAX_REQUEST_RATE
 MAX_MEMORY_FRACTION = _bounds.MAX_MEMORY_FRACTION
 #: Speculative decoding: draft tokens per step (``ServingLoad.speculative``).
 MAX_SPECULATIVE_TOKENS = _bounds.MAX_SPECULATIVE_TOKENS
+#: EPLB redundant expert replicas (``Workload.eplb_redundant``, ``--eplb-redundant``).
+MAX_EPLB_REDUNDANT = _MAX_REDUNDANT
 #: The planner page's model directory on the machine running the UI: characters of its path,
 #: and bytes of the ``config.json`` read from it (Hugging Face configs are a few KiB; the
 #: largest shipped one is under 10 KiB).

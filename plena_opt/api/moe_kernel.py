@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from plena_opt.chip.gpu.kernel_bytes import FUSED_QUANT_ENGINES
 from plena_opt.chip.gpu.moe_kernels import ENGINES, MOE_KERNELS, check_moe_kernel
 from plena_opt.errors import PlenaInputError
+from plena_opt.estimate.problem import check_named_kernel
 
 if TYPE_CHECKING:
     from plena_opt.estimate.problem import EvaluatorInputs
 
 __all__ = ["ENGINES", "FUSED_QUANT_ENGINES", "MOE_KERNELS", "check_moe_kernel",
-           "check_moe_kernel_flag", "engine_inputs"]  # fmt: skip
+           "check_moe_kernel_flag", "check_named_kernel", "engine_inputs"]  # fmt: skip
 
 
 def check_moe_kernel_flag(value: object) -> None:

@@ -5,7 +5,9 @@ disaggregated ``2P:KEY+3D:KEY``) pool by pool: where a step's time goes (compute
 pipeline stage of prefill and of one decode step, and the decode attribution of the CLI's
 ``estimate``), memory per device (weights, KV cache, the rest) against capacity, and, for a GPU
 chip with an engine and a concurrency, TTFT/TPOT under load (``serve_under_load``) with the
-measured error's interval of their means (``error_bars``, as ``estimate --concurrency``).
+measured error's interval of their means (``error_bars``, as ``estimate --concurrency``), at
+the engine version and lengths' range ratio of ``LoadExtras`` and with its speculative verdict
+(``estimate --engine-version --range-ratio --speculative``).
 ``bundle_files`` is the launch bundle ``plena-opt export KEY --out-dir DIR`` writes, as
 file name → text. Times in ms, memory in bytes.
 """
@@ -24,6 +26,22 @@ if TYPE_CHECKING:
 
 #: Longest plan key accepted (a deployment key is two point keys and the worker counts).
 MAX_KEY_CHARS = 200
+
+
+@dataclass(frozen=True)
+class LoadExtras:
+    """What a plan under load is priced with besides the workload (``estimate``'s flags of the
+    same names, checked): the engine version (None: the one modelled), each request's lengths
+    drawn within ±``range_ratio`` (0: fixed), a speculative setting (``Speculation``; None:
+    none)."""
+
+    engine_version: str | None = None
+    range_ratio: float = 0.0
+    speculation: Any = None
+
+
+#: A plan under load with the workload alone.
+NO_EXTRAS = LoadExtras()
 
 
 @dataclass(frozen=True)
@@ -103,6 +121,7 @@ def _pool(
     concurrency: int | None,
     request_rate: float | None = None,
     memory_fraction: float | None = None,
+    extras: LoadExtras | None = None,
 ) -> PoolDetail:
     from plena_opt.api.estimates import estimate_plan
     from plena_opt.export.launch import parse_point_key
@@ -126,7 +145,7 @@ def _pool(
     loaded = bool(engine) and (concurrency is not None or request_rate is not None)
     if loaded and role == "plan":
         load, note = _under_load(problem, plan, str(engine), (concurrency, request_rate), batch,
-                                 memory_fraction)  # fmt: skip
+                                 memory_fraction, extras)  # fmt: skip
     elif loaded:
         note = "under load: priced for aggregated plans only (a pool of a deployment is not)"
     return PoolDetail(
@@ -157,19 +176,21 @@ def _under_load(
     load: tuple[int | None, float | None],
     batch: int,
     memory_fraction: float | None = None,
+    extras: LoadExtras | None = None,
 ) -> tuple[dict | None, str | None]:
     """TTFT/TPOT of the plan under ``concurrency`` clients (closed loop) or ``request_rate``
     requests/s (open loop) of ``engine`` (ms), its engine capped at the plan's ``batch`` as its
-    launch files cap it and its KV pool at ``memory_fraction`` (None: the exported 0.9), or
-    why not."""
+    launch files cap it and its KV pool at ``memory_fraction`` (None: the exported 0.9), at
+    ``extras``' version and range ratio with its speculative verdict, or why not."""
     concurrency, request_rate = load
+    extras = extras or NO_EXTRAS
     from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION
     from plena_opt.api.under_load import serve_under_load
 
     try:
         u = serve_under_load(
-            problem, plan, engine, concurrency=concurrency, request_rate=request_rate,
-            batch=batch, memory_fraction=memory_fraction,
+            problem, plan, engine, concurrency, request_rate, extras.engine_version,
+            extras.range_ratio, batch, memory_fraction,
         )  # fmt: skip
     except PlenaInputError as exc:
         return None, str(exc)
@@ -179,6 +200,7 @@ def _under_load(
         "engine_version": u.engine_version,
         "concurrency": concurrency,
         "request_rate": request_rate,
+        "range_ratio": u.range_ratio,
         "max_running_requests": u.max_running,
         "max_running_source": u.max_running_source,
         "memory_fraction": memory_fraction or EXPORTED_MEMORY_FRACTION,
@@ -188,7 +210,28 @@ def _under_load(
         "output_tps_per_gpu": u.output_tps_per_gpu,
         "output_tps_per_user": u.output_tps_per_user,
         "error_bars": _bars_ms(u),
+        **_speculative_ms(problem, plan, u, engine, extras.speculation),
     }, None
+
+
+def _speculative_ms(problem: Any, plan: Any, u: Any, engine: str, spec: Any) -> dict[str, Any]:
+    """``speculative``: the verdict of ``estimate --speculative`` (``api.speculative``) with its
+    times in ms, or ``speculative_note``: why it is not priced; nothing without a setting."""
+    if spec is None:
+        return {}
+    from plena_opt.api.speculative import speculate
+
+    try:
+        doc = speculate(problem, plan, u, spec, engine).to_dict()
+    except PlenaInputError as exc:
+        return {"speculative_note": str(exc)}
+    ms = {k.replace("_seconds", "") + "_ms": doc.pop(k) * 1e3 for k in _SPEC_SECONDS}
+    ms.update({k + "_ms": doc.pop(k) * 1e3 for k in ("tpot_without", "tpot_with")})
+    return {"speculative": {**doc, **ms}}
+
+
+#: The speculative verdict's times (seconds in ``SpeculativeVerdict.to_dict``).
+_SPEC_SECONDS = ("decode_step_seconds", "verify_step_seconds", "draft_seconds")
 
 
 def _bars_ms(u: Any) -> dict[str, Any] | None:
@@ -211,16 +254,18 @@ def plan_detail(
     concurrency: int | None = None,
     request_rate: float | None = None,
     memory_fraction: float | None = None,
+    extras: LoadExtras | None = None,
 ) -> PlanDetail:
     """The pools of ``key`` priced on ``spec`` (its batch and precision from the key); under
     load at ``concurrency`` clients or ``request_rate`` requests/s, the KV pool at
-    ``memory_fraction`` of GPU memory (None: the exported 0.9)."""
+    ``memory_fraction`` of GPU memory (None: the exported 0.9), with ``extras``."""
     from plena_opt.export.launch import parse_deployment_key
 
     check_key(key)
     split = parse_deployment_key(key)
     if split is None:
-        pool = _pool(spec, "plan", 1, key, engine, concurrency, request_rate, memory_fraction)
+        pool = _pool(spec, "plan", 1, key, engine, concurrency, request_rate, memory_fraction,
+                     extras)  # fmt: skip
         return PlanDetail(key, False, [pool])
     x, pkey, y, dkey = split
     pools = [

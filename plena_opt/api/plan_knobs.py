@@ -92,11 +92,13 @@ def reestimate(
     load: tuple[int | None, float | None] = (None, None),
     cluster: tuple[int, str] | None = None,
     memory_fraction: float | None = None,
+    extras: Any = None,
 ) -> Reestimate:
     """``key`` with ``change`` applied, priced on ``spec``; under ``engine`` at the changed load,
     else at ``load`` (the job's concurrency, request rate). ``cluster``: (devices, NoC name) of
     the job's cluster (None: loaded from ``spec``); ``memory_fraction``: the job's KV pool
-    share (None: 0.9)."""
+    share (None: 0.9); ``extras``: its engine version, range ratio, speculative setting
+    (``plan_detail.LoadExtras``; None: none)."""
     from plena_opt.api.plan_detail import check_key, plan_detail
 
     check_key(key)
@@ -107,6 +109,6 @@ def reestimate(
     new = changed_key(key, change, *cluster)
     if change.concurrency is not None or change.request_rate is not None:
         load = (change.concurrency, change.request_rate)
-    detail = plan_detail(spec, new, engine, *load, memory_fraction)
+    detail = plan_detail(spec, new, engine, *load, memory_fraction, extras)
     changed = {k: v for k, v in asdict(change).items() if v is not None}
     return Reestimate(new, changed, detail.to_dict())

@@ -55,6 +55,12 @@ FLAGS = {
     "sampler": "--sampler",
     "trials": "--trials",
     "seed": "--seed",
+    "routing": "--routing",
+    "kv_precision": "--kv-precision",
+    "eplb_redundant": "--eplb-redundant",
+    "include_lm_head": "--include-lm-head",
+    "overlap": "--overlap",
+    "frequency_hz": "--frequency-hz",
 }
 # the flags of a search under load (a ``percentile`` given; else they price only the plan view)
 LOAD_FLAGS = {
@@ -63,6 +69,8 @@ LOAD_FLAGS = {
     "engine": "--engine",
     "percentile": "--percentile",
     "memory_fraction": "--memory-fraction",
+    "engine_version": "--engine-version",
+    "range_ratio": "--range-ratio",
 }
 
 
@@ -75,6 +83,7 @@ class PlannerSearch:
     command: str
     fields: dict[str, Any] = field(default_factory=dict)
     note: str | None = None  # what the page says about the search (under load: aggregated only)
+    extras: Any = None  # the plan view's LoadExtras (engine version, range ratio, speculative)
 
 
 def _batches(text: str | None) -> tuple[list[int] | None, bool]:
@@ -101,12 +110,13 @@ def _batches(text: str | None) -> tuple[list[int] | None, bool]:
 def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
     """The search the planner fields state, validated as ``plena-opt search`` validates its
     flags; bad input raises ``PlenaInputError`` naming the field."""
-    from plena_opt.api.planner_inputs import planner_spec
+    from plena_opt.api.planner_inputs import load_extras, planner_spec
     from plena_opt.search.request import MEMORY_STORAGE, SearchRequest
 
     spec = planner_spec(fields)
     _check_load(fields.get("engine"), fields.get("concurrency"), fields.get("request_rate"),
                 fields.get("memory_fraction"))  # fmt: skip
+    extras = load_extras(fields)
     load, serving, note = _search_load(fields)
     sizes, auto = _batches(fields.get("batch_sizes"))
     try:
@@ -132,12 +142,15 @@ def planner_search(fields: Mapping[str, Any]) -> PlannerSearch:
         if exc.field == "model_path" and fields.get("model_dir") is not None:
             raise PlenaInputError("model_dir", str(exc)) from None
         raise
-    if request.under_load:  # a PLENA chip or a NoC-less problem: refused before the job starts
+    if spec.routing not in ("balanced", "random"):  # a trace not shipped: 422 before the job
+        problem.evaluator()
+    if request.under_load or extras.engine_version or extras.range_ratio or extras.speculation:
         from plena_opt.api.under_load import check_target_engine
 
-        check_target_engine(problem, request.engine or "vllm", None)
+        # a PLENA chip, no NoC, a version not modelled: refused before the job starts
+        check_target_engine(problem, fields.get("engine") or "vllm", extras.engine_version)
     shown = {**fields, "serving": serving}
-    return PlannerSearch(request, problem, search_command(shown), dict(fields), note)
+    return PlannerSearch(request, problem, search_command(shown), dict(fields), note, extras)
 
 
 def _search_load(f: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]:
@@ -167,7 +180,8 @@ def _search_load(f: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]
         ": aggregated plans only" if serving == "aggregated"
         else "; the serving comparison priced under the same load")  # fmt: skip
     load = {"concurrency": conc, "request_rate": rate, "engine": engine, "percentile": pct,
-            "memory_fraction": f.get("memory_fraction")}  # fmt: skip
+            "memory_fraction": f.get("memory_fraction"), "engine_version": f.get("engine_version"),
+            "range_ratio": f.get("range_ratio") or 0.0}  # fmt: skip
     return load, serving, note
 
 
@@ -210,7 +224,7 @@ def search_command(f: Mapping[str, Any]) -> str:
             continue
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)
-        argv += [flag, str(value)]
+        argv += [flag] if value is True else [] if value is False else [flag, str(value)]
     return shlex.join(argv)
 
 
@@ -333,8 +347,9 @@ def live_points(progress: Any, ps: PlannerSearch | None = None) -> list[dict[str
 
 def planner_catalog() -> dict[str, Any]:
     """The planner form's choices: catalog models, chips (``gpu`` true for GPU profiles), NoC
-    profiles with their device counts, objectives, precisions, engines, serving modes, samplers,
-    and the CLI's defaults."""
+    profiles with their device counts, objectives, precisions, engines (and the version each is
+    modelled at), MoE routing modes, speculative methods, overlap policies, serving modes,
+    samplers, and the CLI's defaults."""
     from deepstack import list_noc_profiles, load_noc_profile
 
     from plena_opt.chip import list_chip_profiles
@@ -342,8 +357,9 @@ def planner_catalog() -> dict[str, Any]:
     from plena_opt.estimate.problem import names_gpu_chip
     from plena_opt.models import list_models
     from plena_opt.search.space.objectives import DEFAULT_OBJECTIVES, OBJECTIVES
-    from plena_opt.serving.engines import ENGINES
-    from plena_opt.vocabulary import Sampler, ServingMode
+    from plena_opt.serving.engines import ENGINES, VERSIONS
+    from plena_opt.serving.speculative import METHODS
+    from plena_opt.vocabulary import MOE_ROUTING_MODES, OVERLAP_POLICIES, Sampler, ServingMode
 
     return {
         "models": list_models(),
@@ -355,6 +371,10 @@ def planner_catalog() -> dict[str, Any]:
         "default_objectives": list(DEFAULT_OBJECTIVES),
         "precisions": list(FORMATS),
         "engines": list(ENGINES),
+        "engine_versions": {e: VERSIONS[e] for e in ENGINES},
+        "routings": list(MOE_ROUTING_MODES),
+        "speculative_methods": list(METHODS),
+        "overlap_policies": list(OVERLAP_POLICIES),  # the first is the default
         "serving": [m.value for m in ServingMode],
         "samplers": [s.value for s in Sampler],
         "defaults": {"model": "llama-3.1-8b", "chip": "h200-sxm", "noc": "hgx-h200x8"},

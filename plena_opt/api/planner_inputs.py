@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from plena_opt.errors import PlenaInputError
 
 if TYPE_CHECKING:
+    from plena_opt.api.plan_detail import LoadExtras
     from plena_opt.estimate.problem import ProblemSpec
 
 #: The file names the reproducing command gives an uploaded NoC profile.
@@ -109,6 +110,11 @@ def _declared_devices(doc: dict[str, Any], top: int) -> int:
     return n
 
 
+#: Planner fields passed to ``ProblemSpec`` as given (its defaults when absent): EPLB's redundant
+#: experts and the analytic model's LM head, overlap policy and clock (they price PLENA chips).
+SPEC_OPTIONS = ("eplb_redundant", "include_lm_head", "overlap", "frequency_hz")
+
+
 def planner_spec(f: Mapping[str, Any]) -> ProblemSpec:
     """The ``ProblemSpec`` of the planner's fields (``search``'s flags); bad input raises naming
     the field."""
@@ -141,9 +147,62 @@ def planner_spec(f: Mapping[str, Any]) -> ProblemSpec:
             precision=f.get("precision") or None,
             engine=f.get("engine") or None,
             moe_kernel=f.get("moe_kernel") or None,
+            routing=check_routing_mode(f.get("routing")),
+            kv_precision=f.get("kv_precision") or None,
+            **{k: f[k] for k in SPEC_OPTIONS if f.get(k) is not None},
         )
     except ValidationError as exc:
         raise input_error(exc) from exc
+
+
+def check_routing_mode(routing: Any) -> str:
+    """``routing`` (None: ``balanced``) if a built-in MoE routing mode: a trace file path is
+    refused, as gRPC refuses it (the page must not read the server's files)."""
+    from plena_opt.vocabulary import MOE_ROUTING_MODES
+
+    if routing is None:
+        return "balanced"
+    if routing not in MOE_ROUTING_MODES:
+        raise PlenaInputError(
+            "routing",
+            f"--routing must be one of {', '.join(MOE_ROUTING_MODES)}; got {str(routing)[:64]!r} "
+            "(a routing trace file is read by the CLI only)",
+        )
+    return routing
+
+
+#: The planner fields of ``estimate``'s load flags beyond the workload (``LoadExtras``).
+LOAD_EXTRAS = ("engine_version", "range_ratio", "speculative", "speculative_method", "acceptance")
+
+
+def load_extras(f: Mapping[str, Any]) -> LoadExtras:
+    """The engine version, lengths' range ratio and speculative setting of the fields, checked
+    as ``estimate`` checks ``--engine-version --range-ratio --speculative --speculative-method
+    --acceptance`` (each priced under load: it needs ``concurrency`` or ``request_rate``); the
+    version is checked against the engine once the problem is loaded (``check_target_engine``)."""
+    from plena_opt.api.plan_detail import NO_EXTRAS, LoadExtras
+    from plena_opt.api.speculative import speculation
+    from plena_opt.api.under_load import check_load
+
+    given = [k for k in LOAD_EXTRAS if f.get(k) is not None]
+    if not given:
+        return NO_EXTRAS
+    if f.get("concurrency") is None and f.get("request_rate") is None:
+        flag = "--" + given[0].replace("_", "-")
+        raise PlenaInputError(
+            given[0], f"{flag} is priced under load: give --concurrency or --request-rate"
+        )
+    ratio = f.get("range_ratio")
+    ratio = 0.0 if ratio is None else ratio
+    check_load(f.get("concurrency"), f.get("request_rate"), ratio)
+    k, method, rates = f.get("speculative"), f.get("speculative_method"), f.get("acceptance")
+    spec = None
+    if k is None and (method is not None or rates is not None):
+        flag = "--speculative-method" if method is not None else "--acceptance"
+        raise PlenaInputError("speculative", f"{flag} needs --speculative K")
+    if k is not None:
+        spec = speculation(method or "eagle", k, None if rates is None else tuple(rates))
+    return LoadExtras(f.get("engine_version"), float(ratio), spec)
 
 
 def input_error(exc: ValidationError) -> PlenaInputError:

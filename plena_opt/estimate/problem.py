@@ -285,10 +285,6 @@ class ProblemSpec(BaseModel):
                 chip = load_chip(_source(self.chip))
             except (ValueError, OSError) as exc:
                 raise _as_input_error(exc, "chip") from exc
-        if self.moe_kernel not in (None, "default") and getattr(chip, "kind", None) != "gpu":
-            raise PlenaInputError(
-                "moe_kernel", "moe_kernel picks a serving engine's MoE kernel: give a GPU chip"
-            )
         try:
             from plena_opt.estimate.pricer import chip_memory
 
@@ -302,13 +298,7 @@ class ProblemSpec(BaseModel):
         except (ValueError, OSError) as exc:
             raise _as_input_error(exc, "memory") from exc
         workload = self.workload()
-        if getattr(chip, "kind", None) == "gpu" and workload.moe_kernel != "default":
-            from plena_opt.estimate.gpu import DEFAULT_GPU_PRECISION, GpuPricing
-            from plena_opt.estimate.gpu_moe import gpu_moe_kernel
-
-            w = GpuPricing.checkpoint_workload(chip, model, workload)  # type: ignore[arg-type]
-            fmt = w.precision or DEFAULT_GPU_PRECISION  # the format priced: refused up front
-            gpu_moe_kernel(chip, model, workload, fmt)  # type: ignore[arg-type]
+        check_named_kernel(chip, model, workload)  # refused up front, naming moe_kernel
         return EvaluatorInputs(model, noc, memory, workload, chip)
 
     def _load_model(self) -> ModelSpec:
@@ -341,3 +331,20 @@ class ProblemSpec(BaseModel):
             )
         # The same stack design at another height (analytic-model §3.1, §3.5).
         return memory.with_layers(self.total_layers, self.connected_layers)
+
+
+def check_named_kernel(chip: object, model: ModelSpec, workload: Workload) -> None:
+    """A named ``workload.moe_kernel`` (not "default") needs a GPU chip that
+    ``workload.engine`` runs it on at the format priced; else refused naming ``moe_kernel``
+    before anything is priced (every front end's check: ``ProblemSpec.load``, the server)."""
+    if workload.moe_kernel == "default":
+        return
+    if getattr(chip, "kind", None) != "gpu":
+        raise PlenaInputError(
+            "moe_kernel", "moe_kernel picks a serving engine's MoE kernel: give a GPU chip"
+        )
+    from plena_opt.estimate.gpu import DEFAULT_GPU_PRECISION, GpuPricing
+    from plena_opt.estimate.gpu_moe import gpu_moe_kernel
+
+    w = GpuPricing.checkpoint_workload(chip, model, workload)  # type: ignore[arg-type]
+    gpu_moe_kernel(chip, model, workload, w.precision or DEFAULT_GPU_PRECISION)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from plena_opt.api.limits import MAX_BATCH_SIZES, MAX_PATH_CHARS
+from plena_opt.bounds import MAX_SPECULATIVE_TOKENS
 from plena_opt.web import limits
 from plena_opt.web.service.planner import Job, PlannerJobs
 
@@ -72,6 +73,28 @@ class PlannerIn(BaseModel):
     # the KV pool's share of GPU memory the plan view, the search under load and the bundle use
     # (``estimate``/``search``/``export --memory-fraction``; (0, 1], checked as the CLI checks it)
     memory_fraction: float | None = None
+    # the engine version (``--engine-version``: the one modelled, else refused), each request's
+    # lengths within ±range_ratio of input_seq/output_seq (``--range-ratio``, 0 <= R < 1); both
+    # price the plan view's load, and the search's under a percentile
+    engine_version: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    range_ratio: float | None = None
+    # speculative decoding of the plan view under load (``estimate --speculative K
+    # --speculative-method --acceptance``; 1..MAX_SPECULATIVE_TOKENS, checked as the CLI checks
+    # it); ``plena-opt search`` has no such flag, so the search is priced without it
+    speculative: int | None = None
+    speculative_method: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    acceptance: list[float] | None = Field(None, max_length=MAX_SPECULATIVE_TOKENS)
+    # MoE routing (``--routing``: a built-in mode; a trace path is the CLI's only), the KV cache
+    # format (``--kv-precision``) and EPLB's redundant experts (``--eplb-redundant``)
+    routing: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    kv_precision: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    eplb_redundant: int | None = None  # 0..65,536, checked as the CLI checks it (ProblemSpec)
+    # the analytic model's knobs (PLENA chips; a GPU chip's pricing reads none): the LM head
+    # (``--include-lm-head``), the compute/DRAM overlap policy (``--overlap``) and the clock, Hz
+    # (``--frequency-hz``; its range is the library's, checked as the CLI checks it)
+    include_lm_head: bool | None = None
+    overlap: str | None = Field(None, max_length=limits.MAX_NAME_CHARS)
+    frequency_hz: float | None = None
     max_ttft_ms: float | None = None
     max_tpot_ms: float | None = None
     objectives: list[str] = Field(
@@ -83,7 +106,7 @@ class PlannerIn(BaseModel):
     trials: int = Field(200, le=limits.MAX_TRIALS)
     seed: int | None = Field(None, lt=2**32)
 
-    @field_validator("model", "chip", "noc", "precision")
+    @field_validator("model", "chip", "noc", "precision", "kv_precision")
     @classmethod
     def _built_in(cls, v: str | None, info: Any) -> str | None:
         """Shipped names only: a path would let a request read the server's files (the

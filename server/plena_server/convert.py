@@ -25,12 +25,11 @@ from plena_opt.errors import (
     name_list,
     not_found,
 )
-from plena_opt.vocabulary import MOE_ROUTING_MODES, PLAN_DIMS
+from plena_opt.vocabulary import PLAN_DIMS
+from plena_server.engine_kernel import check_kernel, engine_kernel, kernel_field, workload_kwargs
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
 
-# MoE routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
-REMOTE_ROUTING = MOE_ROUTING_MODES
 WORKLOAD_FIELDS = (
     "batch_size",
     "input_seq_len",
@@ -39,6 +38,7 @@ WORKLOAD_FIELDS = (
     "overlap_policy",
     "include_lm_head",
     "routing",
+    "eplb_redundant",
 )
 PLAN_FIELDS = (*PLAN_DIMS, "moe_tp_mode", "comm_overlap", "moe_tp")
 
@@ -282,6 +282,7 @@ def load_inputs(
     prefix = f"{field}." if field else ""
     s = load_system(system, limits, f"{prefix}system", require_noc=noc)
     w = to_workload(workload, f"{prefix}workload", load)
+    check_kernel(s, w, kernel_field(load, f"{prefix}workload"))
     return EvaluatorInputs(s.model, s.noc, s.memory, w, s.chip)
 
 
@@ -289,43 +290,19 @@ def _opt(msg: Any, name: str) -> Any:
     return getattr(msg, name) if msg.HasField(name) else None
 
 
-def workload_kwargs(w: pb.Workload, field: str = "workload") -> dict:
-    """Keyword arguments of ``plena_opt.estimate.Workload`` (unset fields keep the defaults)."""
-    kwargs: dict[str, Any] = {}
-    for name in ("batch_size", "input_seq_len", "output_seq_len", "frequency_hz"):
-        value = _opt(w, name)
-        if value is not None:
-            kwargs[name] = value
-    if "frequency_hz" in kwargs and not math.isfinite(kwargs["frequency_hz"]):
-        raise PlenaInputError(f"{field}.frequency_hz", f"{field}.frequency_hz must be finite")
-    if w.overlap_policy:
-        kwargs["overlap_policy"] = w.overlap_policy
-    if w.routing:
-        if w.routing not in REMOTE_ROUTING:
-            raise PlenaInputError(
-                f"{field}.routing", f"{field}.routing must be one of {', '.join(REMOTE_ROUTING)}"
-            )
-        kwargs["routing"] = w.routing
-    kwargs["include_lm_head"] = bool(w.include_lm_head)
-    for name in ("precision", "kv_precision"):
-        if getattr(w, name):
-            kwargs[name] = getattr(w, name)
-    return kwargs
-
-
 def to_workload(w: pb.Workload, field: str = "workload", load: pb.ServingLoad | None = None
                 ) -> Any:  # fmt: skip
-    """The library ``Workload`` of ``w`` (errors name ``field``), priced on ``load``'s engine
-    MoE kernels (``engine_kernel``)."""
+    """The library ``Workload`` of ``w`` (errors name ``field``), priced on the engine and MoE
+    kernel that ``w`` or ``load`` names (``engine_kernel``)."""
     from plena_opt.api.catalog import Workload
-    from plena_server.engine_kernel import engine_kernel
 
-    kernel = engine_kernel(load)  # a bad name: load.moe_kernel
+    kernel = engine_kernel(w, load, field)  # a bad name: <field>.engine, load.moe_kernel, …
     try:
         return Workload(**workload_kwargs(w, field), **kernel)
     except PlenaInputError as exc:
         if exc.field == "moe_kernel":
-            raise _prefix("load", exc) from exc
+            name = kernel_field(load, field)
+            raise PlenaInputError(name, f"{name}: {exc.rule}") from exc
         raise _prefix(field, exc) from exc
 
 

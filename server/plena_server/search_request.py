@@ -24,6 +24,7 @@ from plena_opt.api.search_io import SearchRequest
 from plena_opt.api.simulation_io import NoiseSpec
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
+from plena_server.engine_kernel import check_kernel, kernel_field, search_engine
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
 
@@ -88,6 +89,7 @@ def problem_spec(system: pb.SystemSpec, workload: Workload) -> ProblemSpec:
         kv_precision=workload.kv_precision,
         engine=workload.engine,
         moe_kernel=None if workload.moe_kernel == "default" else workload.moe_kernel,
+        eplb_redundant=workload.eplb_redundant or None,
     )
     return ProblemSpec(**kw)
 
@@ -136,10 +138,11 @@ def search_request(
     """Validate a proto request; return (``SearchRequest``, ``EvaluatorInputs``)."""
     from pydantic import ValidationError
 
+    request = search_engine(request)  # the load's engine: its own, else the workload's
     system = convert.load_system(request.system, limits)
-    workload = convert.to_workload(
-        request.workload, load=request.load if request.HasField("load") else None
-    )
+    load = request.load if request.HasField("load") else None
+    workload = convert.to_workload(request.workload, load=load)
+    check_kernel(system, workload, kernel_field(load))
     o = request.options
     _check_options(o, limits)
     kw: dict[str, Any] = {

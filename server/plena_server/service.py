@@ -20,6 +20,7 @@ from plena_opt.api.wire import (
 from plena_opt.bounds import MAX_CONCURRENCY
 from plena_opt.errors import PlenaInputError, PlenaNotFoundError, echo
 from plena_server import convert, search_runner, simulate_job, studies
+from plena_server.engine_kernel import with_engine
 from plena_server.errors import stream_errors, unary_errors
 from plena_server.evaluator_cache import EvaluatorCache
 from plena_server.limits import ServerLimits, SimulationSlots
@@ -111,6 +112,7 @@ class PlenaOptServicer(pb_grpc.PlenaOptServicer):
 
     @unary_errors
     def Estimate(self, request: pb.EstimateRequest, context: grpc.ServicerContext) -> Any:
+        request = with_engine(request)  # the load's engine: its own, else the workload's
         if request.HasField("load") and request.system.HasField("noc"):
             from plena_opt.api.under_load_wire import pools_of
 

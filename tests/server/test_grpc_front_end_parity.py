@@ -40,7 +40,7 @@ def test_devices_travel_with_the_request(server, capsys) -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "field"),
     [("--total-layers", "4", "total_layers"), ("--connected-layers", "2", "connected_layers"),
-     ("--eplb-redundant", "8", "eplb_redundant"), ("--devices", "3", "devices")],
+     ("--devices", "3", "devices")],
 )  # fmt: skip
 def test_a_flag_the_server_cannot_take_is_refused_not_dropped(server, capsys, flag, value, field):
     argv = ["estimate", "--model", "llama-3.1-8b", "--chip", "h100-sxm", "--noc", "hgx-h100x8",

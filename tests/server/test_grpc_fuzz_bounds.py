@@ -36,6 +36,7 @@ BOUNDS: list[tuple[str, str, float | None, float]] = [
     ("Workload.input_seq_len", "estimate", MAX_WORKLOAD["input_seq_len"], 1),
     ("Workload.output_seq_len", "estimate", MAX_WORKLOAD["output_seq_len"], 1),
     ("Workload.frequency_hz", "estimate", 1e15, 1.0),
+    ("Workload.eplb_redundant", "estimate", 1 << 16, 0),  # estimate.eplb.MAX_REDUNDANT
     ("Plan.tp", "estimate", limits.MAX_DEVICES, 8),
     ("Plan.ep", "estimate", limits.MAX_DEVICES, 1),
     ("Plan.dp", "estimate", limits.MAX_DEVICES, 1),
@@ -308,6 +309,9 @@ def test_at_a_bound_is_accepted(stub, path, kind, bound, low):
             if message == "Plan" and value == bound:  # moe_tp must also divide tp·ep = 8
                 want = "plan.moe_tp" if field == "moe_tp" else "plan"
                 assert (code, got) == (grpc.StatusCode.INVALID_ARGUMENT, want), text
+            elif field == "eplb_redundant" and value == bound:  # a model's experts bound it
+                want = (grpc.StatusCode.INVALID_ARGUMENT, "workload.eplb_redundant")
+                assert (code, got) == want, text  # below (dense: none), as the CLI's
             else:
                 assert code == OK, (rpc, path, value, code, got, text)
 

@@ -73,7 +73,15 @@ def _first_devices(noc: pb.ProfileSource, devices: int | None) -> pb.ProfileSour
 LOCAL_ONLY = (
     ("--total-layers", "total_layers"),
     ("--connected-layers", "connected_layers"),
-    ("--eplb-redundant", "eplb_redundant"),
+)
+
+
+#: ``search`` flags of a local run (co-design, worker processes) with no request field.
+LOCAL_SEARCH = (
+    ("--design-space", "design_space"),
+    ("--max-cost", "max_cost"),
+    ("--workers", "workers"),
+    ("--store-plans", "store_plans"),
 )
 
 
@@ -133,6 +141,9 @@ def workload_from_args(args: argparse.Namespace) -> pb.Workload:
         routing=routing,
         precision=getattr(args, "precision", None) or "",
         kv_precision=getattr(args, "kv_precision", None) or "",
+        engine=getattr(args, "engine", None) or "",  # its kernels, with or without a load
+        moe_kernel=getattr(args, "moe_kernel", None) or "",
+        eplb_redundant=getattr(args, "eplb_redundant", None) or 0,
     )
 
 
@@ -142,16 +153,10 @@ def estimate_request_from_args(args: argparse.Namespace) -> pb.EstimateRequest:
     if args.noc is None:
         system.ClearField("noc")  # single-chip estimate
     request = pb.EstimateRequest(system=system, workload=workload_from_args(args), plan=plan)
-    if wants_load(args):
+    if wants_load(args):  # --engine/--moe-kernel alone: the workload's (static estimate)
         request.load.CopyFrom(load_from_args(args))
         if args.memory_fraction is not None:  # Estimate's; a search sends its option
             request.load.memory_fraction = args.memory_fraction
-    elif args.engine is not None or getattr(args, "moe_kernel", None) is not None:
-        raise PlenaInputError(
-            "engine",
-            "--engine/--moe-kernel without --concurrency or --request-rate price the static "
-            "estimate locally; the server takes them with a load (run without --server)",
-        )
     return request
 
 
@@ -208,6 +213,11 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
         raise PlenaInputError(
             "prices", "--prices is read locally; with --server the server's price file is used"
         )
+    for flag, attr in LOCAL_SEARCH:  # refused rather than dropped (a plain search ran)
+        if getattr(args, attr, None) is not None:
+            raise PlenaInputError(
+                attr, f"{flag} runs locally and has no request field; run without --server"
+            )
     o = pb.SearchOptions(
         trials=args.trials,
         sampler=args.sampler,
@@ -243,12 +253,10 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     )
     if getattr(args, "concurrency", None) is not None or getattr(args, "request_rate", None):
         request.load.CopyFrom(load_from_args(args))  # a search under load (issue 23)
-    elif (getattr(args, "engine", None) or getattr(args, "range_ratio", None)
-          or getattr(args, "moe_kernel", None)):  # fmt: skip
-        raise PlenaInputError(
+    elif getattr(args, "engine", None) or getattr(args, "range_ratio", None):
+        raise PlenaInputError(  # as locally (--moe-kernel alone: the workload's, vLLM's kernels)
             "request",
-            "--engine/--engine-version/--range-ratio/--moe-kernel need --concurrency or "
-            "--request-rate with --server",
+            "--engine/--engine-version/--range-ratio need --concurrency or --request-rate",
         )
     return request
 

@@ -139,7 +139,10 @@ class PlannerJobs:
         f = job.fields
         spec = job.search.request.problem
         load = (f.get("concurrency"), f.get("request_rate"))
-        return plan_detail(spec, key, f.get("engine"), *load, f.get("memory_fraction")).to_dict()
+        extras = job.search.extras
+        return plan_detail(
+            spec, key, f.get("engine"), *load, f.get("memory_fraction"), extras
+        ).to_dict()
 
     def reestimate(self, job_id: str, knobs: dict[str, Any]) -> dict[str, Any]:
         """A plan of the job with one knob changed (``api.plan_knobs``), without a new search."""
@@ -159,6 +162,7 @@ class PlannerJobs:
             load,
             (noc.num_devices, noc.name),
             f.get("memory_fraction"),
+            job.search.extras,
         )
         return r.to_dict()
 

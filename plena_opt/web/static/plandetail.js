@@ -63,8 +63,18 @@ function underLoad(p) {
   const bars = e
     ? `<p class="hint" id="pl-load-bars">mean (low–high): the ${Math.round(e.level * 100)} % interval of the model's measured error on group ${esc(e.group)} (${e.group_rows} measured runs)</p>`
     : `<p class="hint" id="pl-load-bars">no interval: no measured group for this engine</p>`;
-  return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.request_rate != null ? `${u.request_rate} requests/s` : `${u.concurrency} clients`}, memory fraction ${u.memory_fraction}: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
-    <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms, "ttft")}${row("TPOT", u.tpot_ms, "tpot")}</table>${bars}`;
+  const range = u.range_ratio ? `, lengths ±${u.range_ratio}` : "";
+  return `<h5>Under load <span class="muted">${esc(u.engine)} ${esc(u.engine_version)}, ${u.request_rate != null ? `${u.request_rate} requests/s` : `${u.concurrency} clients`}${range}, memory fraction ${u.memory_fraction}: ${u.output_tps_per_gpu.toFixed(0)} tokens/s per GPU, ${u.output_tps_per_user.toFixed(0)} per user</span></h5>
+    <table class="load" id="pl-load"><tr><th>ms</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr>${row("TTFT", u.ttft_ms, "ttft")}${row("TPOT", u.tpot_ms, "tpot")}</table>${bars}${speculative(u)}`;
+}
+
+/** The speculative verdict of ``estimate --speculative`` (mean TPOT without and with, ms). */
+function speculative(u) {
+  if (u.speculative_note) return `<p class="hint" id="pl-spec">${esc(u.speculative_note)}</p>`;
+  const s = u.speculative;
+  if (!s) return "";
+  const verdict = s.pays ? "pays" : "<b class=\"warn\">does not pay</b>";
+  return `<p class="hint" id="pl-spec">speculative decoding ${esc(s.method)} K=${s.k} (acceptance ${s.acceptance.join("/")}, ${esc(s.acceptance_source)}): mean TPOT ${ms(s.tpot_without_ms)} ms without, ${ms(s.tpot_with_ms)} ms with: ${verdict}</p>`;
 }
 
 /** The decode step's attribution as ``plena-opt estimate`` prints it (ms per token). */

@@ -50,6 +50,13 @@ function fillForm(c) {
   fill($("pl-engine"), c.engines.map((e) => [e, e]), "vllm");
   fill($("pl-precision"), [["", "chip default"], ...c.precisions.map((p) => [p, p])], "");
   fill($("pl-serving"), c.serving.map((m) => [m, m]), "both");
+  fill($("pl-routing"), c.routings.map((r) => [r, r]), "balanced");
+  fill($("pl-kv-precision"), [["", "default"], ...c.precisions.map((p) => [p, p])], "");
+  fill($("pl-spec-method"), c.speculative_methods.map((m) => [m, m]), "eagle");
+  fill($("pl-overlap"), c.overlap_policies.map((o) => [o, o]), c.overlap_policies[0]);
+  const version = () => { $("pl-engine-version").placeholder = c.engine_versions[$("pl-engine").value] || ""; };
+  $("pl-engine").addEventListener("change", version);
+  version();
   $("pl-objectives").innerHTML = c.objectives
     .map((o) => `<label class="check"><input type="checkbox" value="${o}"${["ttft", "tps"].includes(o) ? " checked" : ""}> ${o}</label>`)
     .join("");
@@ -100,8 +107,39 @@ export function formFields() {
     trials: num("pl-trials"), seed: num("pl-seed"),
   });
   if ($("pl-batches").value.trim()) f.batch_sizes = $("pl-batches").value.trim();
+  Object.assign(f, moreFields(num));
   for (const k of Object.keys(f)) if (f[k] === undefined) delete f[k];
   return f;
+}
+
+/** The "more serving options" fields (empty: the CLI's defaults; balanced routing is the default). */
+function moreFields(num) {
+  const text = (id) => $(id).value.trim() || undefined;
+  const k = num("pl-spec-k");
+  const rates = text("pl-acceptance");
+  return {
+    range_ratio: num("pl-range"), engine_version: text("pl-engine-version"),
+    routing: $("pl-routing").value === "balanced" ? undefined : $("pl-routing").value,
+    kv_precision: $("pl-kv-precision").value || undefined, eplb_redundant: num("pl-eplb"),
+    speculative: k, speculative_method: k === undefined ? undefined : $("pl-spec-method").value,
+    acceptance: rates === undefined ? undefined : rates.split(",").map(Number),
+    include_lm_head: $("pl-lm-head").checked || undefined, frequency_hz: num("pl-freq"),
+    overlap: $("pl-overlap").selectedIndex > 0 ? $("pl-overlap").value : undefined,
+  };
+}
+
+function setMore(f) {
+  const set = (id, v) => { $(id).value = v ?? ""; };
+  set("pl-range", f.range_ratio); set("pl-engine-version", f.engine_version); set("pl-eplb", f.eplb_redundant);
+  set("pl-spec-k", f.speculative); set("pl-acceptance", (f.acceptance || []).join(",") || "");
+  $("pl-routing").value = f.routing || "balanced";
+  $("pl-kv-precision").value = f.kv_precision || "";
+  $("pl-spec-method").value = f.speculative_method || "eagle";
+  $("pl-lm-head").checked = Boolean(f.include_lm_head); set("pl-freq", f.frequency_hz);
+  $("pl-overlap").value = f.overlap || st.catalog.overlap_policies[0];
+  const given = ["range_ratio", "engine_version", "routing", "kv_precision", "eplb_redundant", "speculative",
+    "include_lm_head", "overlap", "frequency_hz"];
+  if (given.some((k) => f[k] != null)) $("pl-more").open = true;
 }
 
 function setForm(f) {
@@ -121,6 +159,7 @@ function setForm(f) {
   set("pl-serving", f.serving); set("pl-trials", f.trials); set("pl-seed", f.seed);
   set("pl-percentile", f.percentile ?? "");
   if (f.objectives) for (const x of $("pl-objectives").querySelectorAll("input")) x.checked = f.objectives.includes(x.value);
+  setMore(f);
   nodesHint();
 }
 

@@ -75,7 +75,7 @@ class SystemSpec(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelSource, _Mapping]] = ..., noc: _Optional[_Union[ProfileSource, _Mapping]] = ..., memory: _Optional[_Union[ProfileSource, _Mapping]] = ..., chip: _Optional[_Union[ProfileSource, _Mapping]] = ...) -> None: ...
 
 class Workload(_message.Message):
-    __slots__ = ("batch_size", "input_seq_len", "output_seq_len", "frequency_hz", "overlap_policy", "include_lm_head", "routing", "precision", "kv_precision")
+    __slots__ = ("batch_size", "input_seq_len", "output_seq_len", "frequency_hz", "overlap_policy", "include_lm_head", "routing", "precision", "kv_precision", "engine", "moe_kernel", "eplb_redundant")
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     INPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +85,9 @@ class Workload(_message.Message):
     ROUTING_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     KV_PRECISION_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    MOE_KERNEL_FIELD_NUMBER: _ClassVar[int]
+    EPLB_REDUNDANT_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     input_seq_len: int
     output_seq_len: int
@@ -94,7 +97,10 @@ class Workload(_message.Message):
     routing: str
     precision: str
     kv_precision: str
-    def __init__(self, batch_size: _Optional[int] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., frequency_hz: _Optional[float] = ..., overlap_policy: _Optional[str] = ..., include_lm_head: _Optional[bool] = ..., routing: _Optional[str] = ..., precision: _Optional[str] = ..., kv_precision: _Optional[str] = ...) -> None: ...
+    engine: str
+    moe_kernel: str
+    eplb_redundant: int
+    def __init__(self, batch_size: _Optional[int] = ..., input_seq_len: _Optional[int] = ..., output_seq_len: _Optional[int] = ..., frequency_hz: _Optional[float] = ..., overlap_policy: _Optional[str] = ..., include_lm_head: _Optional[bool] = ..., routing: _Optional[str] = ..., precision: _Optional[str] = ..., kv_precision: _Optional[str] = ..., engine: _Optional[str] = ..., moe_kernel: _Optional[str] = ..., eplb_redundant: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
     __slots__ = ("tp", "ep", "dp", "pp", "cp", "moe_tp_mode", "comm_overlap", "moe_tp")
