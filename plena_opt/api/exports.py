@@ -81,16 +81,34 @@ def engine_model(model: str | None, model_path: str | None) -> str:
     return str(hf_id)
 
 
+def priced_budgets(chip: str) -> tuple[tuple[str, int], ...]:
+    """(engine, step token budget) of each engine's default scheduler on GPU ``chip``
+    (``serving.engines``: what estimate and search price under load); empty for a chip without
+    HBM (a PLENA chip: no engine). An unknown name raises naming it."""
+    from plena_opt.chip import load_chip
+    from plena_opt.serving import ENGINES, engine_model
+
+    hbm = getattr(load_chip(chip), "hbm", None)
+    if hbm is None:
+        return ()
+    return tuple(
+        (e, engine_model(e, float(hbm.capacity_bytes.value)).budget_tokens) for e in ENGINES
+    )
+
+
 def export_moe(chip: Any, model: Any, model_path: str | None = None,
                moe_kernel: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The ``ExportSpec`` fields that select the MoE kernel a plan's experts were priced on
-    (``chip``, ``checkpoint_precision``, ``moe_kernel``; ``chip.gpu.moe_kernels``): empty
-    where the chip or model is not a named one (an inline document) or not known."""
+    (``chip``, ``checkpoint_precision``, ``moe_kernel``; ``chip.gpu.moe_kernels``) and each
+    engine's priced step budget on a named chip (``budgets``): empty where the chip or model is
+    not a named one (an inline document) or not known."""
     from plena_opt.chip.gpu.moe_kernels import check_moe_kernel
 
     out: dict[str, Any] = {}
     if moe_kernel is not None:
         out["moe_kernel"] = check_moe_kernel(moe_kernel)
+    if isinstance(chip, str):
+        out["budgets"] = priced_budgets(chip)
     if not isinstance(chip, str) or not (isinstance(model, str) or model_path):
         return out
     from plena_opt.models.catalog import load_model

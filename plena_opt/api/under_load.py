@@ -6,9 +6,8 @@ the default scheduler of ``engine`` (``plena_opt.serving.engine_model``: chunked
 running cap, CUDA-graph limit, each cited) at the one version those defaults are for. Two models
 of the same scheduler: the discrete-event replay (means and p50/p90/p99 of TTFT, TPOT, ITL, E2E
 over the requests after the start burst and its echoes) and the steady state (means only; what the
-search prices). GPU chips only: no engine targets PLENA chips and ``plena_opt.serving`` offers no
-generic one, so ``engine`` is refused there. Times in seconds, throughputs in tokens/s.
-"""
+search prices). GPU chips only (no engine targets PLENA chips, ``engine`` is refused there; and
+TensorRT-LLM on AMD GPUs). Times in seconds, throughputs in tokens/s."""
 
 from __future__ import annotations
 
@@ -347,7 +346,7 @@ def _run_ttft(step: Any, lengths: tuple[int, int, float], concurrency: int | Non
 
 def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | None) -> str:
     """A GPU chip on a NoC and a known engine at its one modelled version (returned)."""
-    from plena_opt.chip.gpu import GpuChipProfile
+    from plena_opt.chip.gpu import GpuChipProfile, engine_refusal
     from plena_opt.serving.engines import ENGINES, VERSIONS
 
     if not isinstance(problem.chip, GpuChipProfile):
@@ -361,6 +360,8 @@ def check_target_engine(problem: EvaluatorInputs, engine: str, version: str | No
         raise PlenaInputError("noc", "a GPU chip is priced on a node profile: give --noc")
     if engine not in ENGINES:  # a choice, worded as chip.gpu.moe_kernels words it
         raise PlenaInputError("engine", f"engine must be one of {', '.join(ENGINES)}")
+    if why := engine_refusal(engine, problem.chip.name):  # TensorRT-LLM on an AMD GPU
+        raise PlenaInputError("engine", why)
     if version is not None and version != VERSIONS[engine]:
         raise PlenaInputError(
             "engine_version",

@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise PlenaInputError("holdout", f"--holdout must be 0.05 to 0.5; got {args.holdout:g}")
     if not 0 <= args.seed < 2**63:
         raise PlenaInputError("seed", f"--seed must be 0 to 2**63 - 1; got {args.seed}")
+    if args.out and not Path(args.out).resolve().parent.is_dir():  # said before a minutes-long fit
+        raise PlenaInputError("out", f"--out {args.out}: no folder {Path(args.out).parent} to "
+                              "write the overlay in")  # fmt: skip
     path = shipped_serving_csv() if args.measurements == "shipped" else Path(args.measurements)
     if not path.is_file():
         raise PlenaInputError("measurements", f"--measurements: no file {path.name[:64]}")

@@ -42,7 +42,9 @@ COMMANDS: dict[str, Command] = {
         "plena_opt.cli.studies_cmd", "list the studies in a store, or repair a damaged journal"
     ),
     "dashboard": Command("plena_opt.cli.studies_cmd", "open optuna-dashboard on the study store"),
-    "export": Command("plena_opt.cli.export_cmd", "launch arguments of a plan for vLLM or SGLang"),
+    "export": Command(
+        "plena_opt.cli.export_cmd", "launch files of a plan for vLLM, SGLang or TensorRT-LLM"
+    ),
     "serve": Command("plena_opt.cli.serve_cmd", "run the plena-opt gRPC server"),
     "validate": Command(
         "plena_opt.cli.validate_cmd",

@@ -69,9 +69,7 @@ def register(subparsers: Any) -> None:
         help="weight/activation format (default: the key's -fp8… suffix)",
     )
     p.add_argument("--kv-precision", default=None, help="KV-cache format (default: checkpoint's)")
-    p.add_argument("--input-seq", type=int, default=None, help="prompt tokens (default 2048)")
-    p.add_argument("--output-seq", type=int, default=None, help="output tokens (default 1024)")
-    p.add_argument("--memory-fraction", type=float, default=0.9, help="memory budget, (0, 1]")
+    _workload_flags(p)
     p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     p.add_argument(
         "--out-dir",
@@ -95,6 +93,31 @@ def register(subparsers: Any) -> None:
         "deployment.json for validate --bundle (default: the stored study's chip, else none)",
     )
     p.set_defaults(func=handle)
+
+
+def _workload_flags(p: argparse.ArgumentParser) -> None:
+    """The workload and memory setting the bundle is written for."""
+    p.add_argument(
+        "--input-seq",
+        type=int,
+        default=None,
+        help="prompt tokens (default: the stored study's with --study, else 2048)",
+    )
+    p.add_argument(
+        "--output-seq",
+        type=int,
+        default=None,
+        help="output tokens (default: the stored study's with --study, else 1024)",
+    )
+    p.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=0.9,
+        help="share of each GPU's memory the engine takes, 0 < F <= 1: vLLM "
+        "--gpu-memory-utilization, SGLang --mem-fraction-static, TensorRT-LLM "
+        "free_gpu_memory_fraction (a share of the memory left after the weights); "
+        "estimate/search --memory-fraction price the KV pool at the same value",
+    )
 
 
 def _key_and_problem(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:

@@ -23,14 +23,23 @@ from __future__ import annotations
 
 from math import ceil
 
+from plena_opt.chip.gpu.vendor import engine_refusal
 from plena_opt.estimate.plan import Plan
+from plena_opt.export.caps import RUNNING_CAP_FLAG, budget_argv, running_cap, sglang_running
 from plena_opt.export.launch import ENGINES, HEAD_IP, ExportSpec, LaunchConfig
+
+__all__ = ["BUILDERS", "RUNNING_CAP_FLAG", "moe_kernel_of", "running_cap", "sglang", "trtllm",
+           "vllm"]  # fmt: skip
 
 KEEP = "moe_tp_mode keep (experts tensor-parallel inside expert groups) has no engine argument"
 # EPLB (estimate.eplb): vLLM --enable-eplb --eplb-config '{"num_redundant_experts": N}',
 # SGLang --enable-eplb --ep-num-redundant-experts N, TensorRT-LLM moe_config.load_balancer
 # num_slots = experts + N; each engine replicates experts over its expert-parallel ranks only.
 EPLB_NEEDS_EP = "eplb_redundant: {flag} replicates experts over expert-parallel ranks ({what})"
+BF16_KV = (
+    "a bf16 KV cache: the engine's default KV dtype (auto) keeps the checkpoint's own format, "
+    "fp8 for a checkpoint that declares an FP8 KV cache (ModelOpt kv_cache_quant_algo)"
+)
 REPLICATED_GROUPS = (
     "an explicit MoE split with dp > 1 keeps dp replicas of the expert group: export the "
     "dp=1 plan and run dp servers behind a load balancer"
@@ -74,12 +83,15 @@ def _formats(engine: str, precision: str | None, spec: ExportSpec) -> tuple[list
                 f"weights in {precision}: serve a checkpoint already quantized to {precision} "
                 "(the engine reads its quantization config); no online quantization flag"
             )
-    kv = spec.kv_precision
-    if kv not in (None, "bf16"):
-        if kv in table.get("kv_cache_dtype", {}) and "kv_cache_dtype_flag" in table:
-            argv += [table["kv_cache_dtype_flag"], table["kv_cache_dtype"][kv]]
-        elif kv not in table.get("kv_cache_dtype", {}):
-            bad.append(f"a {kv} KV cache has no KV-cache dtype in {engine}")
+    # None: priced as the checkpoint's own KV format, which the engine's default (auto) keeps;
+    # bf16 is written too, or the default would inherit a checkpoint's declared fp8 KV cache
+    kv, dtypes = spec.kv_precision, table.get("kv_cache_dtype", {})
+    if kv in dtypes and "kv_cache_dtype_flag" in table:
+        argv += [table["kv_cache_dtype_flag"], dtypes[kv]]
+    elif kv == "bf16" and kv not in dtypes:
+        notes.append(BF16_KV)
+    elif kv is not None and kv not in dtypes:
+        bad.append(f"a {kv} KV cache has no KV-cache dtype in {engine}")
     return argv, notes, bad
 
 
@@ -165,6 +177,7 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
     if spec.eplb_redundant:  # vLLM EPLBConfig.num_redundant_experts
         argv += [f["eplb"], f["eplb_config"], _json({"num_redundant_experts": spec.eplb_redundant})]
     argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
+    argv += budget_argv("vllm", spec)
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, *moe, f["port"], str(port)]
     if role in ("prefill", "decode"):
         argv += [f["kv_transfer"], _json(eng["kv_connector"])]
@@ -257,7 +270,8 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         argv += [f["pp"], str(plan.pp)]
     if plan.dp > 1:
         argv += [f["dp"], str(plan.dp)]
-    argv += [f["max_seqs"], str(_sglang_running(plan, batch)), f["max_len"], str(spec.max_len)]
+    argv += [f["max_seqs"], str(sglang_running(plan, batch)), f["max_len"], str(spec.max_len)]
+    argv += budget_argv("sglang", spec)
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, *moe, f["port"], str(port)]
     if role in ("prefill", "decode"):
         argv += [f["disaggregation"], role, f["transfer_backend"], eng["transfer_backend"]]
@@ -312,6 +326,8 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
             "or Slurm launch (trtllm-llmapi-launch), not written here"
         )
     bad += _trtllm_eplb_refusals(plan, spec)
+    vendor = engine_refusal("trtllm", spec.chip)
+    bad += [vendor] if vendor else []
     _, notes, fbad = _formats("trtllm", spec.precision, spec)
     kernel, mbad = moe_kernel_of("trtllm", spec)
     fbad += mbad
@@ -333,7 +349,13 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
     argv = [a.format(model=spec.model) for a in eng["command"]]
     argv += [f["tp"], str(size // plan.pp), f["pp"], str(plan.pp)]
     seqs = ceil(batch / (plan.dp * plan.ep))  # per replica, or per attention-DP rank
-    argv += [f["max_seqs"], str(seqs), f["max_len"], str(spec.max_len)]
+    argv += [
+        f["max_seqs"],
+        str(seqs),
+        f["max_len"],
+        str(spec.max_len),
+        *budget_argv("trtllm", spec),
+    ]
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", f["port"], str(port)]
     argv += [f["extra"], eng["extra_file"]]
     notes.append(
@@ -369,28 +391,3 @@ def _trtllm_eplb_refusals(plan: Plan, spec: ExportSpec) -> list[str]:
 
 
 BUILDERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}
-
-
-# The launch option that caps the requests one engine runs at once, per engine.
-RUNNING_CAP_FLAG = {"vllm": "max_num_seqs", "sglang": "max_running_requests",
-                    "trtllm": "max_batch_size"}  # fmt: skip
-
-
-def _sglang_running(plan: Plan, batch: int) -> int:
-    """SGLang's ``--max-running-requests`` for the plan's global ``batch``: plain ``--dp-size``
-    applies the flag whole to each worker, so each gets ``ceil(batch/dp)``."""
-    return ceil(batch / plan.dp)
-
-
-def running_cap(engine: str, plan: Plan, batch: int) -> int:
-    """Requests one DP replica of ``plan`` (its ``tp·pp·cp·ep`` devices) runs at once when the
-    builders above export the plan's global ``batch`` (sequences). vLLM and TensorRT-LLM write
-    ``ceil(batch/(dp·ep))`` per DP / attention-DP rank, ``ep`` ranks to a replica; SGLang writes
-    ``ceil(batch/dp)`` (``batch`` at dp = 1), which 0.5.23 applies whole to each worker of plain
-    ``--dp-size`` and as ``max(1, flag // dp-size)`` per rank under ``--enable-dp-attention``
-    (``attn_dp_size``; sglang/srt/model_executor/pool_configurator.py,
-    requested_max_running_requests_per_worker)."""
-    if engine == "sglang":
-        flag = _sglang_running(plan, batch)
-        return max(1, flag // plan.ep) * plan.ep if plan.moe_tp and plan.ep > 1 else flag
-    return ceil(batch / (plan.dp * plan.ep)) * plan.ep

@@ -96,6 +96,10 @@ class ExportSpec:
     chip: str | None = None
     checkpoint_precision: str | None = None
     moe_kernel: str = "default"
+    # (engine, step token budget) each engine was priced with on the plan's GPU (the
+    # ``serving.engines`` default, ``api.exports.export_moe``); its launch files write it, as
+    # the engine's own default may differ by version; empty: nothing written
+    budgets: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.model or self.model == "MODEL":

@@ -37,7 +37,9 @@ CONSTANT_NAMES = ("host_step_seconds",)  # the serving model's named constants a
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a quoted number or a boolean count is refused naming its field, not coerced; every
+    # figure finite (an integer is still a valid float)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class HoldOut(_Strict):

@@ -49,6 +49,12 @@ MAX_FILE_BYTES = 64 << 20
 MAX_RUNS = 10_000  # runs one file may hold
 FORMATS = {"vllm": "vllm bench serve --save-result", "sglang": "sglang bench_serving",
            "aiperf": "aiperf profile (profile_export_aiperf.json)"}  # fmt: skip
+# A run's ``backend`` (the client the tool used) that only one engine serves: SGLang 0.5.23
+# sglang/benchmark/serving.py ASYNC_REQUEST_FUNCS, "sglang"/"sglang-native" post to SGLang's own
+# /generate, "trt" to Triton's TensorRT-LLM /v2/models/ensemble/generate_stream. The OpenAI-API
+# clients ("vllm", "openai", "sglang-oai", …: /v1/completions; vLLM 0.34.0
+# vllm/benchmarks/lib/endpoint_request_func.py) reach any engine: they name none.
+BACKEND_ENGINES = {"sglang": "sglang", "sglang-native": "sglang", "trt": "trtllm"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ class BenchRun:
     itl_ms: float | None = None
     p99_ttft_ms: float | None = None
     p99_tpot_ms: float | None = None
+    engine: str | None = None  # the engine its ``backend`` names (``BACKEND_ENGINES``); None: any
+    unmodelled: str = (
+        ""  # why its arrivals are not the open loop's Poisson at one rate ("": they are)
+    )
 
 
 def read_bench_runs(path: Path) -> list[BenchRun]:
@@ -84,6 +94,8 @@ def read_bench_runs(path: Path) -> list[BenchRun]:
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PlenaInputError("measurements", f"file is over {MAX_FILE_BYTES >> 20} MiB")
     text = path.read_bytes()
+    if not text.strip():
+        raise PlenaInputError("measurements", f"{path.name!r} is empty: no benchmark run")
     try:
         docs = [load_document(text, "measurements", f"result file {path.name!r}")]
     except PlenaInputError:
@@ -130,7 +142,22 @@ def _run(doc: Any, rid: str) -> BenchRun:
         _ms(doc, "mean_tpot_ms", where),
         _range_ratio(doc, source, where), _ms(doc, "mean_itl_ms", where, need=False),
         _ms(doc, "p99_ttft_ms", where, need=False), _ms(doc, "p99_tpot_ms", where, need=False),
+        BACKEND_ENGINES.get(doc["backend"]) if isinstance(doc.get("backend"), str) else None,
+        _arrivals(doc),
     )  # fmt: skip
+
+
+def _arrivals(doc: dict) -> str:
+    """Why a rate run's arrivals are not Poisson at one rate (vllm bench serve ``--burstiness``:
+    gamma inter-arrivals, Poisson only at 1; ``--ramp-up-strategy``: the rate moves), else ""."""
+    b = doc.get("burstiness", 1.0)
+    if doc.get("ramp_up_strategy") is not None:
+        return (
+            f"ramp_up_strategy {str(doc['ramp_up_strategy'])[:16]!r}: a moving rate is not modelled"
+        )
+    if b != 1 and not isinstance(b, bool) and isinstance(b, int | float):
+        return f"burstiness {b:g}: gamma arrivals other than Poisson (1) are not modelled"
+    return ""
 
 
 def _count(doc: dict, name: str, where: str) -> int:

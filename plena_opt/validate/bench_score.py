@@ -15,8 +15,9 @@ with the reason, as the CSV rows are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.bench_results import BenchRun, read_bench_runs
@@ -32,9 +33,11 @@ from plena_opt.validate.serving_rows import (
 from plena_opt.validate.serving_score import (
     RowResult,
     ServingReport,
-    cached_step,
     price_disaggregated,
 )
+
+if TYPE_CHECKING:
+    from plena_opt.serving import StepModel
 
 DEPLOYMENT_FILE = "deployment.json"  # written by plena_opt.export.files.write_deployment
 
@@ -42,7 +45,9 @@ DEPLOYMENT_FILE = "deployment.json"  # written by plena_opt.export.files.write_d
 @dataclass(frozen=True)
 class BenchTarget:
     """The deployment the runs measured: plan key, catalog model and its id, AIConfigurator
-    system name, engine, and the weight format (None: the key's suffix, else the checkpoint's)."""
+    system name, engine, the weight format (None: the key's suffix, else the checkpoint's), and
+    what an export bundle's launch files set: the KV-cache format (None: the engine's default)
+    and the memory setting (share of GPU memory; None: the engine's default)."""
 
     key: str
     model: str
@@ -50,10 +55,13 @@ class BenchTarget:
     system: str
     engine: str
     precision: str | None = None
+    kv_precision: str | None = None
+    memory_fraction: float | None = None
 
 
-def target_from_flags(key: str | None, model: str | None, gpu: str | None,
-                      engine: str | None, precision: str | None = None) -> BenchTarget:  # fmt: skip
+def target_from_flags(key: str | None, model: str | None, gpu: str | None, engine: str | None,
+                      precision: str | None = None, kv_precision: str | None = None,
+                      memory_fraction: float | None = None) -> BenchTarget:  # fmt: skip
     """Check and resolve the names given; a missing or unknown one raises naming its flag."""
     from plena_opt.serving import ENGINES
 
@@ -91,7 +99,8 @@ def target_from_flags(key: str | None, model: str | None, gpu: str | None,
     if engine in NVIDIA_ONLY_ENGINES and SYSTEMS[system][0] in AMD_CHIPS:
         raise PlenaInputError("engine", f"--engine {engine} on --gpu {gpu}: TensorRT-LLM runs "
                               "on NVIDIA GPUs only (no ROCm build)")  # fmt: skip
-    return BenchTarget(key, name, hf, system, engine, precision)  # type: ignore[arg-type]
+    return BenchTarget(key, name, hf, system, engine, precision,  # type: ignore[arg-type]
+                       kv_precision, memory_fraction)  # fmt: skip
 
 
 def target_from_bundle(folder: str, model: str | None = None, gpu: str | None = None,
@@ -105,21 +114,61 @@ def target_from_bundle(folder: str, model: str | None = None, gpu: str | None = 
                               "(written by plena-opt export --out-dir)")  # fmt: skip
     doc = load_document(path.read_bytes(), "bundle", f"{DEPLOYMENT_FILE} in {folder!r}")
     if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
-        raise PlenaInputError("bundle", f"{path}: field 'key' is missing")
-    engines = doc.get("engines") or []
+        raise PlenaInputError(
+            "bundle", f"--bundle {path.parent}: {DEPLOYMENT_FILE} field 'key' is missing"
+        )
+    engines, kv, fraction = _bundle_fields(path, doc)
     if engine is None and len(engines) == 1:
         engine = engines[0]
     if engine is not None and engines and engine not in engines:
         raise PlenaInputError("engine", f"--engine {engine}: the bundle runs {', '.join(engines)}")
-    return target_from_flags(doc["key"], model or doc.get("catalog_model") or doc.get("model"),
-                             gpu or doc.get("gpu"), engine, doc.get("precision"))  # fmt: skip
+    try:
+        return target_from_flags(doc["key"], model or doc.get("catalog_model") or doc.get("model"),
+                                 gpu or doc.get("gpu"), engine, doc.get("precision"), kv,
+                                 fraction)  # fmt: skip
+    except PlenaInputError as exc:  # a field of the file, not a flag the user gave
+        field = {"deployment": "key", "gpu": None if gpu else "gpu",
+                 "model": None if model else "catalog_model"}.get(exc.field)  # fmt: skip
+        if field is None:
+            raise
+        said = exc.rule.removeprefix(f"--{exc.field}: ").removeprefix(f"--{exc.field} ")
+        raise PlenaInputError("bundle", _where(path) + f"field {field!r}: {said}") from None
+
+
+def _where(path: Path) -> str:
+    return f"--bundle {path.parent}: {DEPLOYMENT_FILE} "
+
+
+def _bundle_fields(path: Path, doc: dict) -> tuple[list[str], str | None, float | None]:
+    """(engines, KV format, memory setting) of a deployment.json, each checked naming it."""
+    from plena_opt.chip.precision import FORMATS
+
+    engines = doc.get("engines") or []
+    if not isinstance(engines, list) or not all(isinstance(e, str) for e in engines):
+        raise PlenaInputError("bundle", _where(path) + "field 'engines' must be a list of engine "
+                              f"names, got {str(engines)[:32]!r}")  # fmt: skip
+    kv, fraction = doc.get("kv_precision"), doc.get("memory_fraction")
+    if kv is not None and kv not in FORMATS:
+        raise PlenaInputError("bundle", _where(path) + "field 'kv_precision' must be one of "
+                              f"{', '.join(FORMATS)}, got {str(kv)[:16]!r}")  # fmt: skip
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
+                                 or not 0 < fraction <= 1):  # fmt: skip
+        raise PlenaInputError("bundle", _where(path) + "field 'memory_fraction' must be in (0, 1], "
+                              f"got {str(fraction)[:16]!r}")  # fmt: skip
+    return engines, kv, fraction
 
 
 def score_bench(path: Path, target: BenchTarget,
                 host_step_seconds: dict[str, float] | None = None) -> ServingReport:  # fmt: skip
     """Price every run of the result file at ``path`` on ``target``."""
     report, steps = ServingReport(), {}
-    for run in read_bench_runs(path):
+    runs = read_bench_runs(path)
+    for run in runs:
+        if run.engine is not None and run.engine != target.engine:
+            raise PlenaInputError("engine", f"--engine {target.engine}: run {run.id} was measured "
+                                  f"with backend {run.engine!r}, a client of {run.engine} only "
+                                  f"(give --engine {run.engine})")  # fmt: skip
+    for run in runs:
         report.rows.append(_price(run, target, steps, host_step_seconds or {}))
     return report
 
@@ -137,7 +186,7 @@ def _price(run: BenchRun, t: BenchTarget, steps: dict, host: dict[str, float]) -
             base["mode"] = "disagg"
             rate = run.request_rate_per_s if run.concurrency is None else None
             return price_disaggregated(d, host, base, run.range_ratio, rate)
-        step = cached_step(d, steps, host).with_spread(run.range_ratio)
+        step = launch_step(d, t, steps, host).with_spread(run.range_ratio)
         if run.concurrency is not None:
             per_client = max(1, round(run.completed / run.concurrency))
             wl = ServingWorkload(run.concurrency, run.input_len, run.output_len, run.range_ratio)
@@ -169,6 +218,8 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
         raise Refused("a request rate with a concurrency cap is not modelled")
     if run.concurrency is None and run.request_rate_per_s is None:
         raise Refused("max_concurrency null and request_rate inf: every prompt sent at once")
+    if run.concurrency is None and run.unmodelled:  # a closed loop sends on completions
+        raise Refused(run.unmodelled)
     pools = parse_deployment_key(t.key)
     if pools is not None:
         return _disaggregated(t, run, pools)
@@ -180,7 +231,7 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
     if plan.ep != 1 and not load_model(t.model).num_experts:
         raise Refused("expert parallelism on a dense model")
     chip_name, noc, per_node = SYSTEMS[t.system]
-    fmt = t.precision or key_precision or load_model(t.model).checkpoint_precision
+    fmt = t.precision or key_precision or load_model(t.model_id or t.model).checkpoint_precision
     if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
         raise Refused(f"{chip_name} has no {fmt} tensor cores")
     gpus = plan.world_size
@@ -189,7 +240,45 @@ def deployment(t: BenchTarget, run: BenchRun) -> Deployment:
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
     return Deployment(chip_name, noc_name, gpus, t.model, fmt, plan.tp, plan.ep,
                       plan.moe_tp_mode, t.engine, run.input_len, run.output_len,
-                      run.concurrency or 1)  # fmt: skip
+                      run.concurrency or 1, moe_tp=plan.moe_tp, kv_precision=_kv(t),
+                      trt_kv_fraction=False if t.memory_fraction is None
+                      else t.memory_fraction)  # fmt: skip
+
+
+def _kv(t: BenchTarget) -> str | None:
+    """The KV-cache format the engine ran: the bundle's, else the one its checkpoint declares
+    where the engine's default inherits it (``models.checkpoint``, as ``estimate`` prices it)."""
+    from plena_opt.models.checkpoint import checkpoint_kv_format, engine_inherits_kv
+
+    if t.kv_precision is not None:
+        return t.kv_precision
+    kv = checkpoint_kv_format(t.model_id)
+    return kv if kv is not None and engine_inherits_kv(t.engine, None) else None
+
+
+def launch_step(d: Deployment, t: BenchTarget, steps: dict, host: dict[str, float]) -> StepModel:
+    """The step model of ``d`` (``serving_score.step_model``) under what its launch files set:
+    the key's batch as the engine's running cap per replica (``export.engines.running_cap``:
+    --max-num-seqs, --max-running-requests, --max_batch_size, the cap estimate and search price)
+    and the KV pool at the bundle's memory setting; memoised in ``steps``."""
+    from plena_opt.estimate import Plan
+    from plena_opt.export import parse_point_key
+    from plena_opt.export.engines import running_cap
+    from plena_opt.serving import StepModel
+    from plena_opt.validate.serving_score import _parts, kv_capped, weights_fit
+
+    key = ("launch", d, t.key, t.memory_fraction, host.get(d.engine, 0.0))
+    if key not in steps:
+        model, noc, memory, chip, wl, eng = _parts(d, host.get(d.engine, 0.0))
+        plan = Plan(tp=d.tp, ep=d.ep, moe_tp_mode=d.moe_tp_mode, moe_tp=d.moe_tp)
+        weights_fit((model, noc, memory, chip, wl), plan, eng)
+        cap = running_cap(d.engine, plan, parse_point_key(t.key)[1])
+        if eng.max_running is None or cap < eng.max_running:
+            eng = replace(eng, max_running=cap)
+        eng = kv_capped(eng, (model, noc, memory, chip, wl), plan, d.trt_kv_fraction,
+                        t.memory_fraction)  # fmt: skip
+        steps[key] = StepModel.from_problem(model, noc, memory, chip, wl, plan, eng)
+    return steps[key]
 
 
 def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, str]) -> Deployment:
@@ -211,7 +300,7 @@ def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, st
     if pfmt != dfmt:
         raise Refused(f"prefill pool in {pfmt}, decode pool in {dfmt}: one format per bundle")
     chip_name, noc, per_node = SYSTEMS[t.system]
-    fmt = t.precision or pfmt or load_model(t.model).checkpoint_precision
+    fmt = t.precision or pfmt or load_model(t.model_id or t.model).checkpoint_precision
     if fmt not in load_chip(chip_name).formats:  # type: ignore[union-attr]
         raise Refused(f"{chip_name} has no {fmt} tensor cores")
     gpus = x * pplan.tp + y * dplan.tp
@@ -220,4 +309,4 @@ def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, st
     noc_name = noc if gpus <= per_node else f"{noc}@{gpus // per_node}"
     return Deployment(chip_name, noc_name, gpus, t.model, fmt, dplan.tp, 1, "replace", t.engine,
                       run.input_len, run.output_len, run.concurrency or 1,
-                      pools=(x, pplan.tp, y, dplan.tp))  # fmt: skip
+                      pools=(x, pplan.tp, y, dplan.tp), kv_precision=_kv(t))  # fmt: skip

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from plena_opt.chip.gpu.vendor import AMD_CHIPS, NVIDIA_ONLY_ENGINES
 from plena_opt.errors import PlenaInputError
 from plena_opt.validate.serving_kv import KvRefused, kv_cache_format
 from plena_opt.validate.serving_mtp import speculative_run
@@ -58,8 +59,7 @@ SYSTEM_ALIASES = {"gb200_sxm": "gb200", "gb300_sxm": "gb300", "mi325x_sxm": "mi3
 # ``--calibration`` overlay entry for (engine, "mi325x"). No ROCm host-time measurement ships
 # with the project, so no other value is assumed; the MI325X kernel efficiencies are H200's
 # (mi325x.json says so at each number).
-NVIDIA_ONLY_ENGINES = frozenset({"trtllm"})
-AMD_CHIPS = frozenset({"mi325x", "mi300x"})
+# (``chip.gpu.vendor``: NVIDIA_ONLY_ENGINES, AMD_CHIPS)
 
 
 def system_of(name: str) -> str:
@@ -164,6 +164,8 @@ def read_rows(path: Path) -> list[ServingRow]:
         raise PlenaInputError("measurements", f"no such file: {path}")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PlenaInputError("measurements", f"file is over {MAX_FILE_BYTES >> 20} MiB")
+    if not path.read_bytes().strip():
+        raise PlenaInputError("measurements", f"{path.name!r} is empty (no header row)")
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         need = {"id", "backend", "model_path", "system", "mode", "isl", "osl", "concurrency"}

@@ -312,18 +312,20 @@ def pool_weights_fit(d: Deployment, parts: tuple) -> None:
 
 
 def kv_capped(eng: EngineModel, parts: tuple, plan: object,
-              trt_fraction: float | None | bool = False) -> EngineModel:  # fmt: skip
+              trt_fraction: float | None | bool = False,
+              fraction: float | None = None) -> EngineModel:  # fmt: skip
     """``eng`` with ``max_running`` no larger than the requests its KV pool holds at once on
     ``plan`` at the engine's default memory setting (``serving.kv_admission.admitted``, the rule
     every command applies; ``parts``: model, NoC, memory, chip, Workload); engines outside
     ``KV_CAPPED_ENGINES`` unchanged, except TensorRT-LLM where its recipe's KV fraction is known
-    (``trt_fraction``: None the engine default, False unknown; ``trtllm_kv_fraction``)."""
+    (``trt_fraction``: None the engine default, False unknown; ``trtllm_kv_fraction``);
+    ``fraction``: the memory setting of vLLM's and SGLang's pool (None: the engine default)."""
     from plena_opt.serving.kv_admission import admitted, binds, kv_cap
 
     if eng.name == "trtllm" and trt_fraction is not False:
         cap = kv_cap(*parts, plan, "trtllm", eng.budget_tokens, trt_fraction)  # type: ignore[arg-type, misc]
         return replace(eng, max_running=cap.requests) if binds(cap, eng) else eng  # type: ignore[union-attr]
-    return admitted(eng, parts, plan)[0]  # type: ignore[arg-type]
+    return admitted(eng, parts, plan, fraction)[0]  # type: ignore[arg-type]
 
 
 def _parts(d: Deployment, host_step_seconds: float) -> tuple:

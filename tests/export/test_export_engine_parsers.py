@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,13 @@ KEYS = (
     "2P:tp4-ep1-dp1-pp1-cp1-replace-none-b8+3D:tp8-ep1-dp1-pp1-cp1-replace-none-b64",
     "1P:tp8-ep1-dp1-pp1-cp2-replace-none-b4+1D:tp8-ep1-dp2-pp1-cp1-replace-none-b256",
 )
+# MoE plans (r18qa): explicit MoE splits (SGLang --enable-dp-attention --dp-size --ep-size; vLLM
+# experts EP over the attention-DP ranks) and EPLB (vLLM --enable-eplb --eplb-config, SGLang
+# --enable-eplb --ep-num-redundant-experts), with and without redundant experts
+MOE_KEYS = ("tp2-ep4-dp1-pp1-cp1-mtp1-none-b64", "tp4-ep2-dp1-pp1-cp1-mtp2-none-b64",
+            "tp2-ep4-dp1-pp1-cp1-replace-none-b32")  # fmt: skip
+MOE = ExportSpec(model="Qwen/Qwen3-235B-A22B", input_len=1024, output_len=1024,
+                 eplb_redundant=16, num_experts=128, kv_precision="bf16")  # fmt: skip
 SPEC = ExportSpec(model="meta-llama/Llama-3.1-70B", input_len=2048, output_len=512,
                   memory_fraction=0.85, kv_precision="fp8")  # fmt: skip
 PARSED = ("vllm", "sglang")
@@ -57,6 +65,7 @@ def _vectors() -> list[list[str]]:
     out = []
     runs = [(key, SPEC) for key in KEYS]
     runs += [("tp2-ep1-dp1-pp1-cp1-replace-none-b16", s) for s in _oss_specs()]
+    runs += [(k, s) for k in MOE_KEYS for s in (MOE, replace(MOE, eplb_redundant=0))]
     for key, spec in runs:
         for c in bundle(key, spec, PARSED):
             if not c.refused:
@@ -84,6 +93,25 @@ def _parse(vectors: list[list[str]]) -> dict:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout)
+
+
+def test_every_flag_and_value_of_the_data_file_reaches_a_parsed_vector():
+    """Without a venv too: each flag ``engines.json`` maps for vLLM and SGLang (server, MoE
+    kernel, formats) and each dtype value is in a command the parsers check (r18qa: the explicit
+    MoE split, EPLB and the bf16 KV cache were not)."""
+    flat = [" ".join(v) for v in _vectors()]
+    for engine in PARSED:
+        eng = ENGINES[engine]
+        wanted = set(eng["flags"].values()) | {eng["precision"]["kv_cache_dtype_flag"]}
+        wanted |= {f"{eng['precision']['kv_cache_dtype_flag']} {v}"
+                   for v in eng["precision"]["kv_cache_dtype"].values()}  # fmt: skip
+        wanted |= {a for k, v in eng["moe_kernel"].items() if k != "source" for a in v
+                   if a.startswith("--")}  # fmt: skip
+        mine = [f for f in flat if f.startswith(" ".join(eng["command"][:2]))]
+        missing = [
+            w for w in sorted(wanted) if not any(w + " " in f or f.endswith(w) for f in mine)
+        ]
+        assert missing == [], engine
 
 
 def test_the_vectors_reach_every_mapping():

@@ -121,6 +121,18 @@ def _bad(tmp_path, overlay, mutate) -> str:
         (lambda d: d["constants"][0].update(chip="h100"), "calibration.constants.0.chip"),
         (lambda d: d.update(version=2), "calibration.version"),
         (lambda d: d["constants"].append(d["constants"][0]), "calibration.constants.2"),
+        # mistyped, not coerced (r18qa): a quoted number, a boolean count, a non-finite figure
+        (lambda d: d["constants"][0].update(value="0.001"), "calibration.constants.0.value"),
+        (lambda d: d["constants"][0].update(value=True), "calibration.constants.0.value"),
+        (
+            lambda d: d["constants"][0].update(fitted_on_rows=True),
+            "calibration.constants.0.fitted_on_rows",
+        ),
+        (
+            lambda d: d["holdout"].update(ttft_mape_before=float("inf")),
+            "calibration.holdout.ttft_mape_before",
+        ),
+        (lambda d: d["holdout"].update(seed="0"), "calibration.holdout.seed"),
     ],
 )
 def test_bad_overlays_are_refused_naming_the_field(overlay, tmp_path, mutate, field):

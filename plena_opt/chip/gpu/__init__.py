@@ -8,12 +8,14 @@ from plena_opt.chip.gpu.profile import (
     load_gpu_chip,
     validate_gpu_profile,
 )
+from plena_opt.chip.gpu.vendor import engine_refusal
 
 __all__ = [
     "GPU_FORMATS",
     "GpuChipProfile",
     "GpuPerfModel",
     "KernelTime",
+    "engine_refusal",
     "gpu_profile_names",
     "load_gpu_chip",
     "validate_gpu_profile",
