@@ -13,8 +13,8 @@ from plena_opt.api.moe_kernel import ENGINES, FUSED_QUANT_ENGINES, MOE_KERNELS
 from plena_opt.errors import PlenaInputError, echo
 from plena_opt.vocabulary import MOE_ROUTING_MODES
 
-__all__ = ["check_kernel", "check_static_engine", "engine_kernel", "kernel_field", "merged_load", "search_engine",
-           "with_engine", "workload_kwargs"]  # fmt: skip
+__all__ = ["check_kernel", "check_static_engine", "engine_kernel", "kernel_field", "merged_load",
+           "search_engine", "with_engine", "workload_kwargs"]  # fmt: skip
 
 # MoE routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
 REMOTE_ROUTING = MOE_ROUTING_MODES

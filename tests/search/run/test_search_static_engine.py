@@ -59,7 +59,7 @@ def test_the_recommended_estimate_line_carries_the_engine(capsys) -> None:
     ("flags", "words"),
     [(["--engine-version", "1.3.0"], "--engine-version needs --concurrency or --request-rate"),
      (["--engine", "trtllm", "--range-ratio", "0.5"], "--range-ratio needs --concurrency"),
-     (["--engine", "sglang", "--chip", "plena-default"], "engine 'sglang' picks a serving engine's")],
+     (["--engine", "sglang", "--chip", "plena-default"], "engine 'sglang' picks a serving")],
 )  # fmt: skip
 def test_what_a_static_search_refuses(capsys, flags, words) -> None:
     assert main([*SEARCH, "--storage", ":memory:", *flags]) == 2
@@ -105,7 +105,8 @@ def test_grpc_and_the_web_planner_give_the_clis_front(server, capsys) -> None:
     web = TestClient(create_app(storage=None), base_url="http://127.0.0.1")
     body = {"model": "gpt-oss-120b", "chip": "b200", "noc": "hgx-b200x8", "input_seq": 1024,
             "output_seq": 16, "precision": "fp4", "batch_sizes": "4", "trials": 50,
-            "serving": "aggregated", "engine": "trtllm", "objectives": ["ttft", "tps", "energy"]}  # fmt: skip
+            "serving": "aggregated", "engine": "trtllm",
+            "objectives": ["ttft", "tps", "energy"]}  # fmt: skip
     r = web.post("/api/planner/jobs", json=body)
     assert r.status_code == 200, r.text
     end = time.monotonic() + 120
