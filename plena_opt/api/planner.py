@@ -218,6 +218,8 @@ def search_command(f: Mapping[str, Any]) -> str:
     if custom["noc"]:
         argv += ["--noc", UPLOADED_NOC]
     flags = {**FLAGS, **(LOAD_FLAGS if f.get("percentile") is not None else {})}
+    if f.get("engine") not in (None, "", "vllm"):  # without a load: a static search on its kernels
+        flags["engine"] = "--engine"
     for name, flag in flags.items():
         value = f.get(name)
         if value in (None, "", []) or custom.get(name):

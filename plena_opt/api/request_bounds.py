@@ -35,7 +35,7 @@ PROTO_BOUNDS: dict[str, str] = {
     "Workload.routing": _CHOICE,
     "Workload.precision": _CHOICE,
     "Workload.kv_precision": _CHOICE,
-    "Workload.engine": _CHOICE + " (a search refuses it without a load)",
+    "Workload.engine": _CHOICE + " (without a load: the static plans on its kernels)",
     "Workload.moe_kernel": _CHOICE + " (one the engine does not run there is refused)",
     "Workload.eplb_redundant": "0 ≤ n ≤ MAX_EPLB_REDUNDANT (2**16, estimate.eplb)",
     "SearchOptions.trials": "≤ MAX_TRIALS",

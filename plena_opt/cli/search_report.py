@@ -113,8 +113,12 @@ def next_steps(
         base = [x for i, x in enumerate(base) if not (x == "--batch-size" or
                 (i and base[i - 1] == "--batch-size"))]  # fmt: skip
         flags = shlex.join(base + plan_flags(rec.plan))
-        lines.append(f"  estimate it:  plena-opt estimate {flags}{_load_flags(result)}")
-        engine = f" --engine {result.under_load['engine']}" if result.under_load else ""
+        # a static search's --engine priced its kernels: the commands price them too
+        static = getattr(args, "engine", None) if result.under_load is None else None
+        engine = f" --engine {shlex.quote(static)}" if static else ""
+        lines.append(f"  estimate it:  plena-opt estimate {flags}{_load_flags(result)}{engine}")
+        if result.under_load:
+            engine = f" --engine {result.under_load['engine']}"
         lines.append(f"  simulate it:  plena-opt simulate {flags}{engine}")
     return lines
 

@@ -94,7 +94,8 @@ class SearchRequest(BaseModel):
     max_cost_per_mtok: float | None = Field(default=None, allow_inf_nan=True)
     # Serving under load (issue 23): with a closed loop of ``concurrency`` clients or a Poisson
     # ``request_rate`` (requests/s), every plan is also priced under ``engine``'s scheduler
-    # (steady state) and the objectives and SLAs read those figures at ``percentile``.
+    # (steady state) and the objectives and SLAs read those figures at ``percentile``. Without a
+    # load, ``engine`` prices the static plans with its kernels (``problem.engine``).
     concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
     request_rate: float | None = Field(default=None, gt=0, le=MAX_REQUEST_RATE)
     engine: str | None = Field(default=None, max_length=64)
@@ -140,10 +141,24 @@ class SearchRequest(BaseModel):
             raise ValueError("--precision and --precisions exclude each other; give one")
         if self.concurrency is not None and self.request_rate is not None:
             raise ValueError("give --concurrency or --request-rate, not both")
-        if not self.under_load and (self.engine or self.engine_version or self.range_ratio):
-            raise ValueError("--engine/--engine-version/--range-ratio need --concurrency or "
-                             "--request-rate")  # fmt: skip
+        if not self.under_load:
+            for flag, value in (("--engine-version", self.engine_version),
+                                ("--range-ratio", self.range_ratio)):  # fmt: skip
+                if value:
+                    raise ValueError(f"{flag} needs --concurrency or --request-rate")
+            self._static_engine()
         return self
+
+    def _static_engine(self) -> None:
+        """Without a load, ``engine`` E prices the static plans with E's kernels (its MoE kernel,
+        its fused input quantisation), as ``estimate --engine E`` does: ``problem.engine`` = E,
+        so the study fingerprint names E (issue 23 item 4)."""
+        if self.engine is None or self.problem.engine == self.engine:
+            return
+        if self.problem.engine is not None:
+            raise ValueError(f"engine {self.engine[:64]!r} and problem.engine "
+                             f"{self.problem.engine[:64]!r} differ: give one")  # fmt: skip
+        self.problem = self.problem.model_copy(update={"engine": self.engine})
 
     @field_validator("batch_sizes")
     @classmethod
@@ -175,6 +190,8 @@ class SearchRequest(BaseModel):
         so studies made before these options keep their names)."""
         out: dict = {}
         for name, default in SERVING_DEFAULTS.items():
+            if name == "engine" and not self.under_load:
+                continue  # a static search's engine is the problem's (its fingerprint)
             if getattr(self, name) != default:
                 out[name] = getattr(self, name)
         if self.under_load:  # the percentile then changes the trials' values

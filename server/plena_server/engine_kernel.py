@@ -13,8 +13,8 @@ from plena_opt.api.moe_kernel import ENGINES, FUSED_QUANT_ENGINES, MOE_KERNELS
 from plena_opt.errors import PlenaInputError, echo
 from plena_opt.vocabulary import MOE_ROUTING_MODES
 
-__all__ = ["check_kernel", "engine_kernel", "kernel_field", "merged_load", "search_engine",
-           "with_engine", "workload_kwargs"]  # fmt: skip
+__all__ = ["check_kernel", "check_static_engine", "engine_kernel", "kernel_field", "merged_load",
+           "search_engine", "with_engine", "workload_kwargs"]  # fmt: skip
 
 # MoE routing modes a remote client may name (analytic-model §4.2); trace *paths* are refused.
 REMOTE_ROUTING = MOE_ROUTING_MODES
@@ -128,17 +128,21 @@ def with_engine(request: Any) -> Any:
 
 
 def search_engine(request: pb.SearchRequest) -> pb.SearchRequest:
-    """``with_engine(request)``; an engine without a load is refused naming workload.engine, as
-    ``plena-opt search --engine`` needs ``--concurrency`` or ``--request-rate`` (a kernel alone
-    is priced with vLLM's, as ``--moe-kernel`` is)."""
-    if request.workload.engine and not request.HasField("load"):
+    """``with_engine(request)``: under a load, the load's engine (its own, else the workload's);
+    without one, ``workload.engine`` prices the static plans with its kernels, as
+    ``plena-opt search --engine E`` without ``--concurrency``/``--request-rate`` does."""
+    return with_engine(request)
+
+
+def check_static_engine(chip: Any, workload: pb.Workload) -> None:
+    """A non-default ``workload.engine`` without a load needs a GPU ``chip`` (no serving engine
+    targets PLENA chips: ``ProblemSpec.load``'s rule); refused naming ``workload.engine``."""
+    if workload.engine not in ("", "vllm") and getattr(chip, "kind", None) != "gpu":
         raise PlenaInputError(
             "workload.engine",
-            "workload.engine: a search prices an engine under a load, as plena-opt search "
-            "--engine needs --concurrency or --request-rate: give load (workload.moe_kernel "
-            "alone prices vLLM's kernels)",
+            f"workload.engine {echo(workload.engine)} picks a serving engine's kernels and no "
+            "serving engine targets PLENA chips: give a GPU system.chip",
         )
-    return with_engine(request)
 
 
 def check_kernel(system: Any, workload: Any, field: str) -> None:

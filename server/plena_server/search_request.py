@@ -24,7 +24,12 @@ from plena_opt.api.search_io import SearchRequest
 from plena_opt.api.simulation_io import NoiseSpec
 from plena_opt.errors import PlenaInputError
 from plena_server import convert
-from plena_server.engine_kernel import check_kernel, kernel_field, search_engine
+from plena_server.engine_kernel import (
+    check_kernel,
+    check_static_engine,
+    kernel_field,
+    search_engine,
+)
 from plena_server.errors import ServerLimitError
 from plena_server.limits import ServerLimits
 
@@ -141,6 +146,8 @@ def search_request(
     request = search_engine(request)  # the load's engine: its own, else the workload's
     system = convert.load_system(request.system, limits)
     load = request.load if request.HasField("load") else None
+    if load is None:
+        check_static_engine(system.chip, request.workload)
     workload = convert.to_workload(request.workload, load=load)
     check_kernel(system, workload, kernel_field(load))
     o = request.options

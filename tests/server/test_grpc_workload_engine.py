@@ -2,8 +2,8 @@
 request says ``plena-opt estimate --engine E [--moe-kernel K] [--eplb-redundant N]`` without a
 load and gets the CLI's numbers (the engine's kernels price gpt-oss's MXFP4 experts and
 TensorRT-LLM's fused input quantisation); with a load, the load takes the workload's engine; bad
-input is INVALID_ARGUMENT naming the workload field; a search refuses an engine without a load,
-as ``plena-opt search --engine`` does."""
+input is INVALID_ARGUMENT naming the workload field; a search with an engine and no load prices
+its static plans on the engine's kernels, as ``plena-opt search --engine`` does."""
 
 from __future__ import annotations
 
@@ -153,15 +153,23 @@ def test_the_cli_refuses_what_the_server_refuses(capsys):
         assert words in capsys.readouterr().err
 
 
-def test_a_search_refuses_an_engine_without_a_load(server, capsys):
-    request = pb.SearchRequest(system=_system(), workload=_workload(engine="trtllm"))
-    request.options.trials, request.options.batch_sizes[:] = 1, [4]
-    with PlenaClient(server) as client, pytest.raises(PlenaRpcError) as err:
-        client.search(request)
-    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.value.field == "workload.engine" and "--concurrency" in str(err.value)
-    argv = ["search", *GPT_OSS[:6], "--engine", "trtllm", "--trials", "1"]
-    assert main(argv) == 2 and "need --concurrency" in capsys.readouterr().err
+def test_a_search_prices_an_engine_without_a_load_on_its_kernels(server, capsys):
+    """``workload.engine`` without a load is a static search on the engine's kernels, as
+    ``plena-opt search --engine`` without a load is (issue 23 item 4); the engine version alone
+    is still refused naming its flag."""
+
+    def front(engine: str) -> list[tuple[str, float]]:
+        request = pb.SearchRequest(system=_system(), workload=_workload(engine=engine))
+        request.options.trials, request.options.batch_sizes[:] = 8, [4]
+        with PlenaClient(server) as client:
+            reply = client.search(request)
+        assert not reply.HasField("under_load")
+        return [(m.label, m.ttft_seconds) for m in reply.front]
+
+    trt = front("trtllm")
+    assert trt and trt != front("")
+    argv = ["search", *GPT_OSS[:6], "--engine-version", "1.3.0", "--trials", "1"]
+    assert main(argv) == 2 and "--engine-version needs --concurrency" in capsys.readouterr().err
 
 
 def test_simulate_takes_the_workloads_kernel(server):

@@ -253,11 +253,11 @@ def search_request_from_args(args: argparse.Namespace) -> pb.SearchRequest:
     )
     if getattr(args, "concurrency", None) is not None or getattr(args, "request_rate", None):
         request.load.CopyFrom(load_from_args(args))  # a search under load (issue 23)
-    elif getattr(args, "engine", None) or getattr(args, "range_ratio", None):
-        raise PlenaInputError(  # as locally (--moe-kernel alone: the workload's, vLLM's kernels)
-            "request",
-            "--engine/--engine-version/--range-ratio need --concurrency or --request-rate",
-        )
+    else:  # as locally: --engine alone is the workload's (a static search on its kernels)
+        for name in ("engine_version", "range_ratio"):
+            if getattr(args, name, None):
+                flag = "--" + name.replace("_", "-")
+                raise PlenaInputError(name, f"{flag} needs --concurrency or --request-rate")
     return request
 
 
