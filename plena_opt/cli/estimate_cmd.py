@@ -59,12 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--burst-ttft",
         type=int,
         nargs="?",
-        const=8192,
+        const=0,
         default=None,
         metavar="TOKENS",
         help="GPU chips: also replay a burst of --batch-size requests through vLLM's "
-        "chunked-prefill scheduler with TOKENS per step (default 8192, vLLM's "
-        "max_num_batched_tokens) and print each request's first-token time (mean, p50/p90/p99, "
+        "chunked-prefill scheduler with TOKENS per step (no value: vLLM 0.34.0's default "
+        "max_num_batched_tokens on the chip, 16384 on >= 160 GiB GPUs, 8192 on >= 70 GiB) "
+        "and print each request's first-token time (mean, p50/p90/p99, "
         "last; JSON key burst_ttft, seconds); local only",
     )
     _add_load_args(p)
@@ -247,7 +248,7 @@ def _print_with_burst(args: argparse.Namespace, problem, plan: Plan, result) -> 
     """The estimate plus the burst TTFT replay (``burst_ttft`` key / two text lines)."""
     from plena_opt.api.gpu_ttft import burst_ttft
 
-    q = burst_ttft(problem, plan, args.burst_ttft)
+    q = burst_ttft(problem, plan, args.burst_ttft or None)  # 0: the flag without a value
     if args.json:
         result.document["burst_ttft"] = q.to_dict()
         print(result.to_text(as_json=True))
