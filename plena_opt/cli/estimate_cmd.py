@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="TOKENS",
         help="GPU chips: also replay a burst of --batch-size requests through vLLM's "
-        "chunked-prefill scheduler with TOKENS per step (no value: vLLM 0.34.0's default "
+        "chunked-prefill scheduler with TOKENS per step (no value: the modelled vLLM's default "
         "max_num_batched_tokens on the chip, 16384 on >= 160 GiB GPUs, 8192 on >= 70 GiB) "
         "and print each request's first-token time (mean, p50/p90/p99, "
         "last; JSON key burst_ttft, seconds); local only",
