@@ -16,14 +16,13 @@ MAX_BUDGET_TOKENS = 1 << 20  # a step budget above a million tokens is a typo
 
 def burst_ttft(problem: EvaluatorInputs, plan: Plan, budget_tokens: int | None = None) -> BurstTtft:
     """First-token times of the workload's ``batch_size`` requests arriving together, served by
-    vLLM's chunked-prefill scheduler with ``budget_tokens`` per step (default: vLLM's 8,192).
+    vLLM's chunked-prefill scheduler with ``budget_tokens`` per step (default: the modelled vLLM's
+    default on the chip, ``serving.engines``: 16,384 on >= 160 GiB GPUs, 8,192 on >= 70 GiB).
     GPU chips only (the scheduler is vLLM's); bad input raises naming the field."""
     from plena_opt.chip.gpu import GpuChipProfile
-    from plena_opt.estimate.gpu_queue import (
-        VLLM_MAX_NUM_BATCHED_TOKENS,
-        EvaluatorStepCosts,
-    )
+    from plena_opt.estimate.gpu_queue import EvaluatorStepCosts
     from plena_opt.estimate.gpu_queue import burst_ttft as replay
+    from plena_opt.serving import engine_model
 
     if not isinstance(problem.chip, GpuChipProfile):
         raise PlenaInputError(
@@ -31,7 +30,10 @@ def burst_ttft(problem: EvaluatorInputs, plan: Plan, budget_tokens: int | None =
         )
     if problem.noc is None:
         raise PlenaInputError("noc", "a GPU chip is priced on a node profile: give --noc")
-    budget = VLLM_MAX_NUM_BATCHED_TOKENS if budget_tokens is None else budget_tokens
+    if budget_tokens is None:
+        budget = engine_model("vllm", float(problem.chip.hbm.capacity_bytes.value)).budget_tokens
+    else:
+        budget = budget_tokens
     if not 1 <= budget <= MAX_BUDGET_TOKENS:
         raise PlenaInputError(
             "max_num_batched_tokens", f"must be 1..{MAX_BUDGET_TOKENS} tokens; got {budget}"

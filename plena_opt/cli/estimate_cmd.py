@@ -21,6 +21,10 @@ from plena_opt.cli.load_args import print_under_load, resolve_batch, speculation
 from plena_opt.cli.load_args import wants_load as _wants_load
 from plena_opt.errors import PlenaInputError
 
+# ``--burst-ttft`` without a value: the modelled vLLM's default budget on the chip (not a str:
+# argparse would convert it with ``type``)
+CHIP_DEFAULT = object()
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -59,12 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--burst-ttft",
         type=int,
         nargs="?",
-        const=8192,
+        const=CHIP_DEFAULT,
         default=None,
         metavar="TOKENS",
         help="GPU chips: also replay a burst of --batch-size requests through vLLM's "
-        "chunked-prefill scheduler with TOKENS per step (default 8192, vLLM's "
-        "max_num_batched_tokens) and print each request's first-token time (mean, p50/p90/p99, "
+        "chunked-prefill scheduler with TOKENS per step (no value: the modelled vLLM's default "
+        "max_num_batched_tokens on the chip, 16384 on >= 160 GiB GPUs, 8192 on >= 70 GiB) "
+        "and print each request's first-token time (mean, p50/p90/p99, "
         "last; JSON key burst_ttft, seconds); local only",
     )
     _add_load_args(p)
@@ -247,7 +252,8 @@ def _print_with_burst(args: argparse.Namespace, problem, plan: Plan, result) -> 
     """The estimate plus the burst TTFT replay (``burst_ttft`` key / two text lines)."""
     from plena_opt.api.gpu_ttft import burst_ttft
 
-    q = burst_ttft(problem, plan, args.burst_ttft)
+    budget = None if args.burst_ttft is CHIP_DEFAULT else args.burst_ttft  # no value: the chip's
+    q = burst_ttft(problem, plan, budget)
     if args.json:
         result.document["burst_ttft"] = q.to_dict()
         print(result.to_text(as_json=True))

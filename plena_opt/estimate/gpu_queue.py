@@ -13,7 +13,9 @@ twice overstates a mixed step by at most one decode step's weight read).
 
 ``VLLM_MAX_NUM_BATCHED_TOKENS`` is vLLM's default budget for its OpenAI server on a GPU with at
 least 70 GiB (``vllm/engine/arg_utils.py``, ``default_max_num_batched_tokens``: 8192; 16384 for
-the offline ``LLM`` class; 2048 on smaller GPUs). Nothing here is fitted.
+the offline ``LLM`` class; 2048 on smaller GPUs) before 0.28.0, which runs 16384 on GPUs of
+>= 160 GiB (``serving.vllm_budget``; the fig09 B200 runs ran 8192: ``validate.scorecard``).
+Nothing here is fitted.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from plena_opt.chip.gpu.kernel_bytes import FUSED_QUANT_ENGINES
 from plena_opt.errors import PlenaInputError, not_found
 from plena_opt.serving.vllm_async import vllm_async_default
+from plena_opt.serving.vllm_budget import vllm_batch_defaults, vllm_large_tier
 
 GIB = 1 << 30
 # Steps an arriving request misses under overlap scheduling: the one prepared while it arrived
@@ -98,15 +99,15 @@ class EngineModel:
 
 
 def _vllm(gpu_memory_bytes: float) -> EngineModel:
-    # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (V1): on a GPU with >= 70 GiB that
-    # is not an A100, the OpenAI server defaults to max_num_batched_tokens 8192 and max_num_seqs
-    # 1024 (2048 / 256 on smaller GPUs). vllm/config/vllm.py: max_cudagraph_capture_size
-    # defaults to min(2 * max_num_seqs, 512). Async scheduling (overlap) is on by default in
-    # VERSIONS["vllm"] at every pipeline size (serving.vllm_async: from 0.15.0; a measured row
-    # of an older version sets it from its own, validate.serving_rows).
-    big = gpu_memory_bytes >= 70 * GIB
-    seqs = 1024 if big else 256
-    return EngineModel("vllm", 8192 if big else 2048, seqs, min(2 * seqs, 512),
+    # vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (V1), the OpenAI server of
+    # VERSIONS["vllm"]: max_num_batched_tokens 16384 on GPUs of >= 160 GiB (from 0.28.0; 8192
+    # before), 8192 on >= 70 GiB, else 2048; max_num_seqs 1024 (256 below 70 GiB)
+    # (serving.vllm_budget; a measured row prices its own version's, validate.serving_score).
+    # vllm/config/vllm.py: max_cudagraph_capture_size defaults to min(2 * max_num_seqs, 512).
+    # Async scheduling (overlap) is on by default in VERSIONS["vllm"] at every pipeline size
+    # (serving.vllm_async: from 0.15.0; a measured row of an older version sets it from its own).
+    budget, seqs = vllm_batch_defaults(gpu_memory_bytes, vllm_large_tier(VERSIONS["vllm"]))
+    return EngineModel("vllm", budget, seqs, min(2 * seqs, 512),
                        source="vllm/engine/arg_utils.py get_batch_defaults; "
                        "vllm/config/vllm.py max_cudagraph_capture_size, async_scheduling",
                        overlap_schedule=vllm_async_default(VERSIONS["vllm"]))  # fmt: skip

@@ -98,6 +98,18 @@ def inferencex_async_flag(row: ServingRow, chip: str, model: str) -> bool:
 VLLM_ASYNC_DEFAULT_RELEASED = "2026-01-18"
 
 
+def _vllm_release(row: ServingRow) -> tuple[str | None, str]:
+    """(the vLLM release ``row`` records: ``backend_version``, else an ``engine_image`` tag naming
+    it; None: not recorded), the day it was measured (``measured_on``, else an InferenceX id's
+    dump date; '' undated)."""
+    version = row.get("backend_version") or None
+    if version is None and (m := VLLM_IMAGE.match(row.get("engine_image"))):
+        version = m[1]
+    day = row.get("measured_on") or (row.id[:10].replace("_", "-") if INFERENCEX_ID.match(row.id)
+                                     else "")  # fmt: skip
+    return version, day
+
+
 def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bool | None:
     """Whether the vLLM server of ``row`` ran async scheduling (None: not vLLM): its recipe's
     flag, else its version's default (``backend_version``, else an ``engine_image`` tag naming
@@ -112,16 +124,30 @@ def vllm_async_scheduling(row: ServingRow, chip: str, model: str, pp: int) -> bo
     if row.get("backend") != "vllm":
         return None
     flag = inferencex_async_flag(row, chip, model)
-    version = row.get("backend_version") or None
-    if version is None and (m := VLLM_IMAGE.match(row.get("engine_image"))):
-        version = m[1]
-    day = row.get("measured_on") or (row.id[:10].replace("_", "-") if INFERENCEX_ID.match(row.id)
-                                     else "")  # fmt: skip
+    version, day = _vllm_release(row)
     if version is None and not flag:
         if day and day < VLLM_ASYNC_DEFAULT_RELEASED:
             return False
         version = VERSIONS["vllm"]  # not recorded: the modelled version's default
     return vllm_async(version, pp, flag)
+
+
+def vllm_large_tier_row(row: ServingRow) -> bool | None:
+    """Whether the vLLM server of ``row`` had the >= 160 GiB step-budget tier (16384 tokens,
+    from 0.28.0: ``serving.vllm_budget``; None: not vLLM): its release's rule; a row recording
+    none measured before 0.28.0 ran an older release (no tier); undated: the modelled version's.
+    Raises ``PlenaInputError`` naming ``backend_version`` when it is not a vLLM release."""
+    from plena_opt.serving.engines import VERSIONS
+    from plena_opt.serving.vllm_budget import LARGE_TIER_RELEASED, vllm_large_tier
+
+    if row.get("backend") != "vllm":
+        return None
+    version, day = _vllm_release(row)
+    if version is None:
+        if day and day < LARGE_TIER_RELEASED:
+            return False
+        version = VERSIONS["vllm"]
+    return vllm_large_tier(version)
 
 
 # Attention-DP balancing of the InferenceX TensorRT-LLM B200 recipes with DP_ATTENTION true

@@ -27,6 +27,7 @@ from plena_opt.validate.serving_recipes import (
     trtllm_kv_fraction,
     trtllm_max_num_tokens,
     vllm_async_scheduling,
+    vllm_large_tier_row,
     with_formats,
 )
 
@@ -134,6 +135,7 @@ class Deployment:
     kv_precision: str | None = None  # the KV-cache format the engine ran (None: bf16)
     # vLLM async scheduling: recipe flag or version default (``serving_recipes``); None: default
     async_scheduling: bool | None = None
+    vllm_large_tier: bool | None = None  # vLLM: its release has the >= 160 GiB budget tier
     generated_batch: int | None = None  # AIConfigurator wrote its engine config (``aic_deploy``)
     batch_wait: tuple[int, float] | None = None  # TensorRT-LLM batch waiting of the recipe
     recv_interval: int = 1  # SGLang --scheduler-recv-interval of the recipe
@@ -238,6 +240,7 @@ def resolve(row: ServingRow) -> Deployment:
                    _int(row, "isl"), _int(row, "osl"), conc, moe_tp,
                    kv_precision=_kv_format(row, system, engine, model),
                    async_scheduling=vllm_async_scheduling(row, chip, model, pp),
+                   vllm_large_tier=vllm_large_tier_row(row),
                    pp=pp, eplb_redundant=redundant,
                    marlin_moe=marlin_recipe(chip, fmt, ix_vllm, _mxfp4(model), _day(row)),
                    trtllm_gen_moe=trtllm_gen_moe(engine, chip, _int(row, "isl"), conc))  # fmt: skip
@@ -389,5 +392,6 @@ def _disaggregated(row: ServingRow, system: str, engine: str, model: str) -> Dep
                    _int(row, "concurrency"), pools=tuple(pools),  # type: ignore[arg-type]
                    kv_precision=kv,
                    async_scheduling=vllm_async_scheduling(row, chip, model, 1),
+                   vllm_large_tier=vllm_large_tier_row(row),
                    pool_plans=None if dense else tuple(plans))  # type: ignore[arg-type]  # fmt: skip
     return with_formats(row, d)

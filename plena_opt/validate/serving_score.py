@@ -339,6 +339,7 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     from plena_opt.models import load_model
     from plena_opt.serving import engine_model
     from plena_opt.serving.calibration import calibrated
+    from plena_opt.serving.vllm_budget import vllm_batch_defaults
 
     chip, model = load_chip(d.chip), load_model(d.model)
     noc = load_noc_profile(d.noc)
@@ -357,6 +358,9 @@ def _parts(d: Deployment, host_step_seconds: float) -> tuple:
     eng = calibrated(eng, d.chip)  # a --calibration overlay in force
     if d.async_scheduling is not None:  # vLLM: the row's recipe flag or version default
         eng = replace(eng, overlap_schedule=d.async_scheduling)
+    if d.vllm_large_tier is not None:  # vLLM: the row's release's default budget
+        hbm = float(chip.hbm.capacity_bytes.value)  # type: ignore[union-attr]
+        eng = replace(eng, budget_tokens=vllm_batch_defaults(hbm, d.vllm_large_tier)[0])
     if d.batch_wait is not None:  # the recipe's TensorRT-LLM batch waiting
         eng = replace(
             eng, batch_wait_iters=d.batch_wait[0], batch_wait_tokens_ratio=d.batch_wait[1]

@@ -59,3 +59,23 @@ def test_the_cli_bundle_matches_the_estimate_it_exports(capsys):
                 if d["engine"] == "vllm" and d["role"] == "serve"]  # fmt: skip
     argv = serve["argv"]
     assert int(argv[argv.index(FLAG["vllm"]) + 1]) == priced["max_num_batched_tokens"]
+
+
+@pytest.mark.parametrize(("chip", "noc", "want"), [("b200", "hgx-b200x8", 16384),
+                                                   ("h100-sxm", "hgx-h100x8", 8192)])  # fmt: skip
+def test_vllm_is_priced_and_exported_at_its_releases_default(capsys, chip, noc, want):
+    """vLLM 0.34.0 on a >= 160 GiB GPU: 16384 tokens per step (from 0.28.0, serving.vllm_budget),
+    in estimate's engine, its --burst-ttft replay and the exported --max-num-batched-tokens."""
+    est = ["estimate", "--model", "llama-3.1-70b", "--chip", chip, "--noc", noc, "--tp", "8",
+           "--concurrency", "8", "--json"]  # fmt: skip
+    assert main(est) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["serving_under_load"]["engine"]["max_num_batched_tokens"] == want
+    burst = ["estimate", "--model", "llama-3.1-70b", "--chip", chip, "--noc", noc, "--tp", "8",
+             "--batch-size", "4", "--burst-ttft", "--json"]  # fmt: skip
+    assert main(burst) == 0
+    assert json.loads(capsys.readouterr().out)["burst_ttft"]["max_num_batched_tokens"] == want
+    assert main(["export", KEY, "--model", "llama-3.1-70b", "--gpu", chip]) == 0
+    (serve,) = [d for d in json.loads(capsys.readouterr().out)
+                if d["engine"] == "vllm" and d["role"] == "serve"]  # fmt: skip
+    assert serve["argv"][serve["argv"].index(FLAG["vllm"]) + 1] == str(want)

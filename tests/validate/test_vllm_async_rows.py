@@ -73,3 +73,27 @@ def test_a_malformed_version_is_refused_naming_the_field() -> None:
     sglang = resolve(ServingRow("q", {**QWEN, "backend": "sglang", "backend_version": "0.5.9"}))
     assert sglang.async_scheduling is None  # not vLLM: the engine's own default
     assert step_model(sglang).engine.overlap_schedule
+
+
+B200 = {**QWEN, "system": "b200_sxm"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "tier", "budget"),
+    [({"backend_version": "0.15.1"}, False, 8192),  # the shipped B200 rows' release
+     ({"backend_version": "0.27.1"}, False, 8192),
+     ({"backend_version": "0.28.0"}, True, 16384),  # the first with the >= 160 GiB tier
+     ({"engine_image": "vllm/vllm-openai:v0.28.0"}, True, 16384),
+     ({"measured_on": "2025-10-20"}, False, 8192),  # no version, before 0.28.0 existed
+     ({"measured_on": "2026-09-01"}, True, 16384),  # no version, later: the modelled 0.34.0
+     ({}, True, 16384)],  # undated: the modelled release
+)  # fmt: skip
+def test_b200_rows_are_priced_at_their_releases_budget(fields: dict, tier: bool,
+                                                        budget: int) -> None:  # fmt: skip
+    d = resolve(ServingRow("q", {**B200, **fields}))
+    assert d.vllm_large_tier is tier
+    assert _parts(d, 0.0)[5].budget_tokens == budget
+    h100 = resolve(ServingRow("q", {**QWEN, **fields}))  # 80 GB: 8192 in every release
+    assert _parts(h100, 0.0)[5].budget_tokens == 8192
+    sglang = resolve(ServingRow("q", {**B200, **fields, "backend": "sglang"}))
+    assert sglang.vllm_large_tier is None
