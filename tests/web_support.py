@@ -58,3 +58,27 @@ def browser() -> Iterator[object]:
             yield b
         finally:
             b.close()
+
+
+PLANNER_WAIT_MS = 120_000
+
+
+def open_planner(b: object, url: str, errors: list[str], width: int = 1400, height: int = 1000,
+                 console: bool = True) -> object:  # fmt: skip
+    """A new page on the planner tab, ready (``data-planner-ready``); page errors (and console
+    errors with ``console``) are appended to ``errors``."""
+    pg = b.new_page(viewport={"width": width, "height": height})  # type: ignore[attr-defined]
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    if console:
+        pg.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    pg.goto(url + "/?tab=planner")
+    pg.wait_for_selector("body[data-planner-ready='1']", timeout=PLANNER_WAIT_MS)
+    return pg
+
+
+def fill_planner(pg: object, selects: dict[str, str], fills: dict[str, str]) -> None:
+    """Pick the ``selects`` (``#id`` → option) then fill the ``fills`` (``#id`` → text)."""
+    for sel, value in selects.items():
+        pg.select_option(sel, value)  # type: ignore[attr-defined]
+    for sel, value in fills.items():
+        pg.fill(sel, value)  # type: ignore[attr-defined]

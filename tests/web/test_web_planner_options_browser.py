@@ -13,14 +13,25 @@ import httpx
 import pytest
 
 pytest.importorskip("fastapi")
-from tests.web_support import browser, chromium_path, running_app  # noqa: E402
+from tests.web_support import (  # noqa: E402
+    PLANNER_WAIT_MS as WAIT_MS,
+)
+from tests.web_support import (
+    browser,
+    chromium_path,
+    fill_planner,
+    open_planner,
+    running_app,
+)
 
 if os.environ.get("CI") != "true":
     if chromium_path() is None:
         pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
     pytest.importorskip("playwright")
 
-WAIT_MS = 120_000
+# an aggregated llama-3.1-8b search of 1024 / 128 tokens (chip, NoC, trials, batches per test)
+LLAMA_8B = {"#pl-model": "llama-3.1-8b", "#pl-serving": "aggregated"}
+SHORT = {"#pl-input": "1024", "#pl-output": "128"}
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +43,12 @@ def shots(tmp_path_factory) -> Path:
 def test_the_more_options_reach_the_job_and_the_plan_view(shots) -> None:
     errors: list[str] = []
     with running_app(None) as url, browser() as b:
-        pg = b.new_page(viewport={"width": 1400, "height": 1000})
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.on("console", lambda m: m.type == "error" and errors.append(m.text))
-        pg.goto(url + "/?tab=planner")
-        pg.wait_for_selector("body[data-planner-ready='1']", timeout=WAIT_MS)
-        pg.select_option("#pl-model", "llama-3.1-8b")
-        pg.select_option("#pl-chip", "h200-sxm")
-        pg.select_option("#pl-noc", "hgx-h200x8")
-        pg.select_option("#pl-serving", "aggregated")
-        for sel, value in [("#pl-input", "1024"), ("#pl-output", "128"), ("#pl-trials", "40"),
-                           ("#pl-devices", "2"), ("#pl-batches", "16")]:  # fmt: skip
-            pg.fill(sel, value)
+        pg = open_planner(b, url, errors)
+        fill_planner(
+            pg,
+            {**LLAMA_8B, "#pl-chip": "h200-sxm", "#pl-noc": "hgx-h200x8"},
+            {**SHORT, "#pl-trials": "40", "#pl-devices": "2", "#pl-batches": "16"},
+        )
         assert pg.get_attribute("#pl-engine-version", "placeholder") == "0.34.0"
         pg.click("#pl-more > summary")
         pg.fill("#pl-range", "0.5")
@@ -85,17 +90,12 @@ def test_the_more_options_reach_the_job_and_the_plan_view(shots) -> None:
 def test_the_analytic_knobs_reach_a_plena_search(shots) -> None:
     errors: list[str] = []
     with running_app(None) as url, browser() as b:
-        pg = b.new_page(viewport={"width": 1400, "height": 1000})
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(url + "/?tab=planner")
-        pg.wait_for_selector("body[data-planner-ready='1']", timeout=WAIT_MS)
-        pg.select_option("#pl-model", "llama-3.1-8b")
-        pg.select_option("#pl-chip", "plena-default")
-        pg.select_option("#pl-noc", "single_device")
-        pg.select_option("#pl-serving", "aggregated")
-        for sel, value in [("#pl-input", "1024"), ("#pl-output", "128"), ("#pl-trials", "8"),
-                           ("#pl-batches", "4")]:  # fmt: skip
-            pg.fill(sel, value)
+        pg = open_planner(b, url, errors, console=False)
+        fill_planner(
+            pg,
+            {**LLAMA_8B, "#pl-chip": "plena-default", "#pl-noc": "single_device"},
+            {**SHORT, "#pl-trials": "8", "#pl-batches": "4"},
+        )
         pg.click("#pl-more > summary")
         assert pg.input_value("#pl-overlap") == "stage-roofline"  # the CLI's default
         pg.check("#pl-lm-head")
