@@ -14,9 +14,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 from tests.web_support import (  # noqa: E402
-    PLANNER_WAIT_MS as WAIT_MS,
-)
-from tests.web_support import (
+    PLANNER_WAIT_MS,
     browser,
     chromium_path,
     fill_planner,
@@ -59,7 +57,7 @@ def test_the_more_options_reach_the_job_and_the_plan_view(shots) -> None:
         pg.fill("#pl-acceptance", "0.8,0.6")
         pg.screenshot(path=str(shots / "ui-planner-options-form.png"), full_page=True)
         pg.click("#pl-run")
-        pg.wait_for_selector("body[data-planner-state='done']", timeout=WAIT_MS)
+        pg.wait_for_selector("body[data-planner-state='done']", timeout=PLANNER_WAIT_MS)
         job = pg.evaluate("window.plenaPlanner.job")
         v = httpx.get(f"{url}/api/planner/jobs/{job}").json()
         f = v["fields"]
@@ -69,7 +67,7 @@ def test_the_more_options_reach_the_job_and_the_plan_view(shots) -> None:
         assert f["acceptance"] == [0.8, 0.6] and "--kv-precision fp8" in v["command"]
         key = pg.get_attribute("#pl-table tbody tr[data-mode='aggregated']", "data-key")
         pg.click(f"#pl-table tbody tr[data-key='{key}']")
-        pg.wait_for_selector("#pl-spec", timeout=WAIT_MS)
+        pg.wait_for_selector("#pl-spec", timeout=PLANNER_WAIT_MS)
         api = httpx.get(f"{url}/api/planner/jobs/{job}/plan", params={"key": key}).json()
         u = api["pools"][0]["under_load"]
         s = u["speculative"]
@@ -79,7 +77,7 @@ def test_the_more_options_reach_the_job_and_the_plan_view(shots) -> None:
         assert "lengths ±0.5" in pg.text_content("#pl-detail")
         pg.screenshot(path=str(shots / "ui-planner-options-plan.png"), full_page=True)
         pg.reload()  # the URL holds the form: the options come back
-        pg.wait_for_selector("body[data-planner-ready='1']", timeout=WAIT_MS)
+        pg.wait_for_selector("body[data-planner-ready='1']", timeout=PLANNER_WAIT_MS)
         assert pg.input_value("#pl-range") == "0.5" and pg.input_value("#pl-spec-k") == "2"
         assert pg.input_value("#pl-kv-precision") == "fp8"
         assert pg.input_value("#pl-acceptance") == "0.8,0.6"
@@ -102,7 +100,7 @@ def test_the_analytic_knobs_reach_a_plena_search(shots) -> None:
         pg.select_option("#pl-overlap", "serial")
         pg.fill("#pl-freq", "2e9")
         pg.click("#pl-run")
-        pg.wait_for_selector("body[data-planner-state='done']", timeout=WAIT_MS)
+        pg.wait_for_selector("body[data-planner-state='done']", timeout=PLANNER_WAIT_MS)
         v = httpx.get(f"{url}/api/planner/jobs/{pg.evaluate('window.plenaPlanner.job')}").json()
         f = v["fields"]
         assert f["include_lm_head"] is True and f["overlap"] == "serial"
