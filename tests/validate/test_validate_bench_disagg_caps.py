@@ -21,8 +21,9 @@ MODEL = ["--model", "llama-3.1-8b"]
 def _result(tmp_path: Path, clients: int = 16) -> Path:
     """A ``vllm bench serve --save-result`` file written by hand: a closed loop of ``clients``,
     1024 prompt + 256 output tokens."""
-    doc = {"date": "20261207-200000", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "num_prompts": 8 * clients,
-           "request_rate": "inf", "burstiness": 1.0, "max_concurrency": clients,
+    doc = {"date": "20261207-200000", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B",
+           "num_prompts": 8 * clients, "request_rate": "inf", "burstiness": 1.0,
+           "max_concurrency": clients,
            "completed": 8 * clients, "failed": 0, "total_input_tokens": 8 * clients * 1024,
            "total_output_tokens": 8 * clients * 256, "mean_ttft_ms": 300.0,
            "mean_tpot_ms": 12.0, "duration": 20.0}  # fmt: skip
@@ -58,7 +59,8 @@ def _estimate(capsys, clients: int = 16) -> dict:
     return json.loads(capsys.readouterr().out)["serving_under_load"]["steady_state"]
 
 
-def _capped_pools(result: Path, prefill_cap: int, decode_cap: int, clients: int = 16) -> tuple[float, float]:
+def _capped_pools(result: Path, prefill_cap: int, decode_cap: int,
+                  clients: int = 16) -> tuple[float, float]:  # fmt: skip
     """(TTFT ms, TPOT ms) of estimate's pools (``pool_steps`` at the exported memory setting,
     the engine's defaults) with each pool's engine capped at the launch file's cap."""
     from plena_opt.api.running_cap import EXPORTED_MEMORY_FRACTION
