@@ -13,12 +13,17 @@ rank / DP engine core against its own ``max_num_tokens`` / ``max_num_batched_tok
 SGLang, which divides ``chunked_prefill_size`` by ``dp_size`` when DP attention is on
 (sglang/srt/server_args.py: ``self.chunked_prefill_size // self.dp_size``).
 
-**Batch.** ``B = d · max(1, ⌊budget / isl⌋)`` prompts per step. A batch of ``n ≤ B`` prompts
-that fit the budget is one step of ``n · isl`` prompt tokens (``StepModel.step_seconds``; the
-evaluator spreads the batch over the DP ranks, ``⌈n / d⌉`` prompts per rank). A prompt longer
-than the budget is chunked (``⌊isl / budget⌋`` full steps and the rest), one per rank: a batch
-of ``n ≤ d`` such prompts costs what one does (the ranks run in parallel; the MoE layers'
-larger token count is not priced). ``n = 1`` is ``prefill_service_seconds``.
+**Batch.** ``B = d · max(1, ⌊budget / isl⌋)`` prompts per step; a worker without attention DP
+takes at most its running cap ``R`` (``engine.max_running``): vLLM's scheduler stops admitting
+waiting requests at ``max_num_seqs`` running (vllm/v1/core/sched/scheduler.py ``schedule``),
+SGLang's at ``max_running_requests`` (sglang/srt/managers/scheduler.py
+``get_new_batch_prefill``: ``get_num_allocatable_reqs``), so ``B = min(⌊budget / isl⌋, R)``.
+A batch of ``n ≤ B`` prompts that fit the budget is one step of ``n · isl`` prompt tokens
+(``StepModel.step_seconds``; the evaluator spreads the batch over the DP ranks, ``⌈n / d⌉``
+prompts per rank). A prompt longer than the budget is chunked (``⌊isl / budget⌋`` full steps and
+the rest), one per rank: a batch of ``n ≤ d`` such prompts costs what one does (the ranks run in
+parallel; the MoE layers' larger token count is not priced).
+``n = 1`` is ``prefill_service_seconds``.
 
 **Queue** (bulk service, FIFO over ``P`` workers): the birth–death chain of ``j`` prompts at the
 pool, ``busy = min(P, j)`` workers each serving ``n_j = min(B, j / busy)`` prompts per step of
@@ -54,7 +59,11 @@ class PrefillBatches:
         if step.engine.name == "sglang" and self.ranks > 1:  # SGLang: the budget over the ranks
             budget = max(2, budget // self.ranks)
         self.budget = budget
-        self.size = self.ranks * max(1, budget // isl)
+        per_rank = max(1, budget // isl)
+        cap = step.engine.max_running  # the running cap bounds a step's prompts too (below)
+        if cap is not None and self.ranks == 1:
+            per_rank = min(per_rank, cap)
+        self.size = self.ranks * per_rank
         self._kept: dict[float, float] = {}
 
     def seconds(self, n: float) -> float:

@@ -185,7 +185,8 @@ def _price(run: BenchRun, t: BenchTarget, steps: dict, host: dict[str, float]) -
         if d.pools is not None:
             base["mode"] = "disagg"
             rate = run.request_rate_per_s if run.concurrency is None else None
-            return price_disaggregated(d, host, base, run.range_ratio, rate)
+            return price_disaggregated(d, host, base, run.range_ratio, rate, pool_caps(t),
+                                       t.memory_fraction)  # fmt: skip
         step = launch_step(d, t, steps, host).with_spread(run.range_ratio)
         if run.concurrency is not None:
             per_client = max(1, round(run.completed / run.concurrency))
@@ -310,3 +311,14 @@ def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, st
     return Deployment(chip_name, noc_name, gpus, t.model, fmt, dplan.tp, 1, "replace", t.engine,
                       run.input_len, run.output_len, run.concurrency or 1,
                       pools=(x, pplan.tp, y, dplan.tp), kv_precision=_kv(t))  # fmt: skip
+
+
+def pool_caps(t: BenchTarget) -> tuple[int, int]:
+    """(prefill, decode) running caps one worker of each pool of ``t``'s ``xP:KEY+yD:KEY`` runs:
+    each pool key's batch as its launch file writes it (``export.engines.running_cap``:
+    ``--max-num-seqs``, ``--max-running-requests``)."""
+    from plena_opt.export import parse_deployment_key, parse_point_key
+    from plena_opt.export.engines import running_cap
+
+    _, pkey, _, dkey = parse_deployment_key(t.key)  # type: ignore[misc]
+    return tuple(running_cap(t.engine, *parse_point_key(k)[:2]) for k in (pkey, dkey))  # type: ignore[return-value]

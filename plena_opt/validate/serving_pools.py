@@ -51,3 +51,21 @@ def moe_pool_steps(d: Deployment, parts: tuple) -> tuple[StepModel, StepModel, f
     ranks = Pools(d.pools[0] * pdp, ptp, d.pools[2] * ddp, dtp)
     ctx = EstimateContext(model, sub_noc(noc, 1), memory, replace(wl, batch_size=1), chip)
     return steps[0], steps[1], transfer_seconds(noc, ranks, kv_bytes_per_sequence(ctx))
+
+
+def launch_capped(step: StepModel, cap: int | None, role: str) -> StepModel:
+    """``step`` with its engine's running cap no more than ``cap``, the requests the pool's
+    launch file lets one worker run (``--max-num-seqs`` / ``--max-running-requests``; None:
+    none written). A worker with attention-DP ranks is refused naming the pool's field: its
+    cap per rank is not modelled (``serving.prefill_batch``)."""
+    from dataclasses import replace
+
+    from plena_opt.serving.steps import StepModel
+    from plena_opt.validate.serving_rows import Refused
+
+    eng = step.engine
+    if cap is None or (eng.max_running is not None and eng.max_running <= cap):
+        return step
+    if step.attention_dp is not None:
+        raise Refused(f"{role} pool: a running cap ({cap}) on attention-DP ranks is not modelled")
+    return StepModel(step.costs, replace(eng, max_running=cap), step.gpus, step.attention_dp)

@@ -211,12 +211,15 @@ def range_ratio_of(row: ServingRow) -> float:
 
 
 def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range_ratio: float,
-                        request_rate: float | None = None) -> RowResult:  # fmt: skip
+                        request_rate: float | None = None, caps: tuple[int, int] | None = None,
+                        memory_fraction: float | None = None) -> RowResult:  # fmt: skip
     """A disaggregated run: the steady state of its pools (``serving.disaggregated``) under
-    ``d.concurrency`` closed-loop clients, or Poisson ``request_rate`` (requests/s) when given."""
+    ``d.concurrency`` closed-loop clients, or Poisson ``request_rate`` (requests/s) when given;
+    ``caps``: (prefill, decode) running caps the launch files write per worker, ``memory_fraction``
+    their memory setting (None: the engine's defaults)."""
     from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
     from plena_opt.serving.pools import pool_steps
-    from plena_opt.validate.serving_pools import moe_pool_steps
+    from plena_opt.validate.serving_pools import launch_capped, moe_pool_steps
 
     pools = Pools(*d.pools)  # type: ignore[misc]  # an MoE pool's "tp": a worker's GPUs
     parts = _parts(d, host.get(d.engine, 0.0))
@@ -224,7 +227,10 @@ def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range
     if d.pool_plans is not None:  # MoE workers: attention TP x DP and their MoE split
         prefill, decode, transfer = moe_pool_steps(d, parts)
     else:
-        prefill, decode, transfer = pool_steps(*parts[:5], pools, parts[5])
+        prefill, decode, transfer = pool_steps(*parts[:5], pools, parts[5], memory_fraction)
+    if caps is not None:
+        prefill = launch_capped(prefill, caps[0], "prefill")
+        decode = launch_capped(decode, caps[1], "decode")
     lengths = (d.input_len, d.output_len, range_ratio)
     if request_rate is not None:
         m = disaggregated_under_load(prefill, decode, transfer, pools, lengths, None, request_rate)
