@@ -76,8 +76,9 @@ def deployment_bundle(engine: str, key: str, spec: ExportSpec) -> list[LaunchCon
         )
         if any(s.refused for s in servers):
             return servers
-        note = f"run {n} instance(s) of this command, on hosts {role}-0 … {role}-{n - 1}"
-        out += [replace(s, notes=[*s.notes, note]) for s in servers]
+        notes = [f"run {n} instance(s) of this command, on hosts {role}-0 … {role}-{n - 1}"]
+        notes += [_prefill_cap_note(engine)] if role == "prefill" else []
+        out += [replace(s, notes=[*s.notes, *notes]) for s in servers]
     concurrency = batches["decode"] * y
     if engine == "sglang":
         out.append(_router(x, y))
@@ -86,6 +87,16 @@ def deployment_bundle(engine: str, key: str, spec: ExportSpec) -> list[LaunchCon
         port = ports["serve"]
         out = [replace(s, notes=[*s.notes, ENGINES[engine]["router_note"]]) for s in out]
     return [*out, bench(engine, spec, concurrency, port, key.replace(":", "").replace("+", "_"))]
+
+
+def _prefill_cap_note(engine: str) -> str:
+    """Why the prefill server writes no running cap (``caps.running_argv``)."""
+    f = ENGINES[engine]["flags"]
+    return (
+        f"no {f['max_seqs']}: the prefill server runs the engine's default running cap, so a "
+        f"step takes the waiting prompts its step token budget ({f['budget']}) holds, as the "
+        "prefill pool was priced"
+    )
 
 
 def _router(x: int, y: int) -> LaunchConfig:

@@ -1,6 +1,6 @@
 """What the launch files cap per engine: the requests one engine runs at once (the plan's batch,
-``running_cap``) and the tokens of one step (``budget_argv``: the budget the plan was priced with,
-``ExportSpec.budgets``)."""
+``running_cap``; ``running_argv``: none on a prefill server) and the tokens of one step
+(``budget_argv``: the budget the plan was priced with, ``ExportSpec.budgets``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,19 @@ def budget_argv(engine: str, spec: ExportSpec) -> list[str]:
 # The launch option that caps the requests one engine runs at once, per engine.
 RUNNING_CAP_FLAG = {"vllm": "max_num_seqs", "sglang": "max_running_requests",
                     "trtllm": "max_batch_size"}  # fmt: skip
+
+
+def running_argv(engine: str, role: str, plan: Plan, batch: int) -> list[str]:
+    """The argument capping the requests one server of ``role`` runs (``engines.json``
+    ``max_seqs``) when it exports ``plan``'s global ``batch`` (sequences): ``sglang_running``
+    for SGLang, ``ceil(batch/(dp·ep))`` per DP / attention-DP rank for vLLM and TensorRT-LLM.
+    None on a prefill server of a disaggregated deployment: it runs the engine's default cap, a
+    step taking the waiting prompts the step token budget holds (``serving.prefill_batch``, as
+    ``search`` / ``estimate`` price the prefill pool; issue 23, r18pfexp)."""
+    if role == "prefill":
+        return []
+    cap = sglang_running(plan, batch) if engine == "sglang" else ceil(batch / (plan.dp * plan.ep))
+    return [ENGINES[engine]["flags"]["max_seqs"], str(cap)]
 
 
 def sglang_running(plan: Plan, batch: int) -> int:

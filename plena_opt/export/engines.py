@@ -21,11 +21,9 @@ the engine cannot run the plan as priced. Mappings (flag names in ``engines.json
 
 from __future__ import annotations
 
-from math import ceil
-
 from plena_opt.chip.gpu.vendor import engine_refusal
 from plena_opt.estimate.plan import Plan
-from plena_opt.export.caps import RUNNING_CAP_FLAG, budget_argv, running_cap, sglang_running
+from plena_opt.export.caps import RUNNING_CAP_FLAG, budget_argv, running_argv, running_cap
 from plena_opt.export.launch import ENGINES, HEAD_IP, ExportSpec, LaunchConfig
 
 __all__ = ["BUILDERS", "RUNNING_CAP_FLAG", "moe_kernel_of", "running_cap", "sglang", "trtllm",
@@ -176,7 +174,7 @@ def vllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> list
         argv.append(f["expert_parallel"])
     if spec.eplb_redundant:  # vLLM EPLBConfig.num_redundant_experts
         argv += [f["eplb"], f["eplb_config"], _json({"num_redundant_experts": spec.eplb_redundant})]
-    argv += [f["max_seqs"], str(ceil(batch / replicas)), f["max_len"], str(spec.max_len)]
+    argv += [*running_argv("vllm", role, plan, batch), f["max_len"], str(spec.max_len)]
     argv += budget_argv("vllm", spec)
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, *moe, f["port"], str(port)]
     if role in ("prefill", "decode"):
@@ -270,7 +268,7 @@ def sglang(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         argv += [f["pp"], str(plan.pp)]
     if plan.dp > 1:
         argv += [f["dp"], str(plan.dp)]
-    argv += [f["max_seqs"], str(sglang_running(plan, batch)), f["max_len"], str(spec.max_len)]
+    argv += [*running_argv("sglang", role, plan, batch), f["max_len"], str(spec.max_len)]
     argv += budget_argv("sglang", spec)
     argv += [f["memory_fraction"], f"{spec.memory_fraction:g}", *fmt, *moe, f["port"], str(port)]
     if role in ("prefill", "decode"):
@@ -348,10 +346,8 @@ def trtllm(plan: Plan, batch: int, spec: ExportSpec, role: str, port: int) -> li
         yaml += ["  load_balancer:", f"    num_slots: {slots}"]
     argv = [a.format(model=spec.model) for a in eng["command"]]
     argv += [f["tp"], str(size // plan.pp), f["pp"], str(plan.pp)]
-    seqs = ceil(batch / (plan.dp * plan.ep))  # per replica, or per attention-DP rank
     argv += [
-        f["max_seqs"],
-        str(seqs),
+        *running_argv("trtllm", role, plan, batch),  # per replica, or per attention-DP rank
         f["max_len"],
         str(spec.max_len),
         *budget_argv("trtllm", spec),

@@ -313,12 +313,13 @@ def _disaggregated(t: BenchTarget, run: BenchRun, pools: tuple[int, str, int, st
                       pools=(x, pplan.tp, y, dplan.tp), kv_precision=_kv(t))  # fmt: skip
 
 
-def pool_caps(t: BenchTarget) -> tuple[int, int]:
-    """(prefill, decode) running caps one worker of each pool of ``t``'s ``xP:KEY+yD:KEY`` runs:
-    each pool key's batch as its launch file writes it (``export.engines.running_cap``:
-    ``--max-num-seqs``, ``--max-running-requests``)."""
+def pool_caps(t: BenchTarget) -> tuple[int | None, int]:
+    """(prefill, decode) running caps one worker of each pool of ``t``'s ``xP:KEY+yD:KEY`` runs
+    as the launch files write them: the prefill server none (the engine's default, its steps
+    bounded by the token budget; ``export.caps.running_argv``), the decode server its key's
+    batch (``export.engines.running_cap``: ``--max-num-seqs``, ``--max-running-requests``)."""
     from plena_opt.export import parse_deployment_key, parse_point_key
     from plena_opt.export.engines import running_cap
 
-    _, pkey, _, dkey = parse_deployment_key(t.key)  # type: ignore[misc]
-    return tuple(running_cap(t.engine, *parse_point_key(k)[:2]) for k in (pkey, dkey))  # type: ignore[return-value]
+    dkey = parse_deployment_key(t.key)[3]  # type: ignore[index]
+    return None, running_cap(t.engine, *parse_point_key(dkey)[:2])

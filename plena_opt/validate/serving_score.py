@@ -211,12 +211,13 @@ def range_ratio_of(row: ServingRow) -> float:
 
 
 def price_disaggregated(d: Deployment, host: dict[str, float], base: dict, range_ratio: float,
-                        request_rate: float | None = None, caps: tuple[int, int] | None = None,
+                        request_rate: float | None = None,
+                        caps: tuple[int | None, int] | None = None,
                         memory_fraction: float | None = None) -> RowResult:  # fmt: skip
     """A disaggregated run: the steady state of its pools (``serving.disaggregated``) under
     ``d.concurrency`` closed-loop clients, or Poisson ``request_rate`` (requests/s) when given;
-    ``caps``: (prefill, decode) running caps the launch files write per worker, ``memory_fraction``
-    their memory setting (None: the engine's defaults)."""
+    ``caps``: (prefill, decode) running caps the launch files write per worker (None: the
+    engine's default), ``memory_fraction`` their memory setting (None: the engine's defaults)."""
     from plena_opt.serving.disaggregated import Pools, disaggregated_under_load
     from plena_opt.serving.pools import pool_steps
     from plena_opt.validate.serving_pools import launch_capped, moe_pool_steps
