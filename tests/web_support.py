@@ -82,3 +82,17 @@ def fill_planner(pg: object, selects: dict[str, str], fills: dict[str, str]) -> 
         pg.select_option(sel, value)  # type: ignore[attr-defined]
     for sel, value in fills.items():
         pg.fill(sel, value)  # type: ignore[attr-defined]
+
+
+def planner_job_done(client: object, body: dict, timeout_s: float = 300.0) -> dict:
+    """POST ``body`` to ``/api/planner/jobs`` (a Starlette ``TestClient``) and poll the job until
+    it leaves ``running``; asserts it ended ``done`` and returns its view."""
+    r = client.post("/api/planner/jobs", json=body)  # type: ignore[attr-defined]
+    assert r.status_code == 200, r.text
+    end = time.monotonic() + timeout_s
+    v = r.json()
+    while v["state"] == "running" and time.monotonic() < end:
+        time.sleep(0.05)
+        v = client.get(f"/api/planner/jobs/{v['id']}").json()  # type: ignore[attr-defined]
+    assert v["state"] == "done", v.get("error")
+    return v

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from plena_opt.cli.main import main  # noqa: E402
 from plena_opt.web.app import create_app  # noqa: E402
+from tests.web_support import planner_job_done  # noqa: E402
 
 LOADED = {
     "model": "llama-3.1-8b",
@@ -43,15 +43,7 @@ def client() -> TestClient:
 
 
 def _job(client, body: dict) -> dict:
-    r = client.post("/api/planner/jobs", json=body)
-    assert r.status_code == 200, r.text
-    end = time.monotonic() + 300
-    v = r.json()
-    while v["state"] == "running" and time.monotonic() < end:
-        time.sleep(0.05)
-        v = client.get(f"/api/planner/jobs/{v['id']}").json()
-    assert v["state"] == "done", v
-    return v
+    return planner_job_done(client, body)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ form are the library's (``estimate.plan.MAX_WORKLOAD``), refused past them namin
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from plena_opt.cli.main import main  # noqa: E402
 from plena_opt.estimate.plan import MAX_WORKLOAD  # noqa: E402
 from plena_opt.web.app import create_app  # noqa: E402
+from tests.web_support import planner_job_done  # noqa: E402
 
 QWEN = {"model": "nvidia/Qwen3-32B-NVFP4", "chip": "b200", "noc": "hgx-b200x8", "devices": 4,
         "engine": "trtllm", "concurrency": 64, "input_seq": 15000, "output_seq": 500,
@@ -29,14 +29,7 @@ def client() -> TestClient:
 
 
 def _done(client: TestClient, body: dict) -> dict:
-    r = client.post("/api/planner/jobs", json=body)
-    assert r.status_code == 200, r.text
-    end = time.monotonic() + 120
-    while True:
-        v = client.get(f"/api/planner/jobs/{r.json()['id']}").json()
-        if v["state"] != "running" or time.monotonic() > end:
-            assert v["state"] == "done", v.get("error")
-            return v
+    return planner_job_done(client, body)
 
 
 def test_a_hugging_face_id_plans_as_the_cli_estimates_it(client, capsys) -> None:

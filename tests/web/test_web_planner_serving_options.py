@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from plena_opt.cli.main import main  # noqa: E402
 from plena_opt.web.app import create_app  # noqa: E402
+from tests.web_support import planner_job_done  # noqa: E402
 
 # an MoE model on two GPUs: routing and EPLB move its expert-parallel plans
 BASE = {"model": "qwen3-30b-a3b", "chip": "h200-sxm", "noc": "hgx-h200x8", "devices": 2,
@@ -46,15 +46,7 @@ def client() -> TestClient:
 
 
 def _done(client: TestClient, body: dict) -> dict:
-    r = client.post("/api/planner/jobs", json=body)
-    assert r.status_code == 200, r.text
-    end = time.monotonic() + 300
-    v = r.json()
-    while v["state"] == "running" and time.monotonic() < end:
-        time.sleep(0.05)
-        v = client.get(f"/api/planner/jobs/{v['id']}").json()
-    assert v["state"] == "done", v.get("error")
-    return v
+    return planner_job_done(client, body)
 
 
 def _pool(client: TestClient, body: dict) -> tuple[str, dict]:
