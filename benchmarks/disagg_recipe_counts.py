@@ -230,6 +230,15 @@ def prefill_load(row: ServingRow, r: object) -> tuple[float, float, float, float
     return d.concurrency / e2e, one, packed, batched
 
 
+def _part_cells(part: list) -> str:
+    """``TTFT m % (b %), TPOT m % (b %)``: MAPE and bias of the rows ``part`` (priced results)."""
+    cells = []
+    for metric in ("ttft_ms", "tpot_ms"):
+        mape, bias = _stats([(getattr(r, metric), getattr(r, "measured_" + metric)) for r in part])
+        cells.append(f"{metric[:4].upper()} {mape:.1f} % ({bias:+.1f} %)")
+    return ", ".join(cells)
+
+
 def _stats(pairs: list[tuple[float, float]]) -> tuple[float, float]:
     """(MAPE %, mean signed error %) of (predicted, measured) pairs."""
     errs = [(p - m) / m for p, m in pairs]
@@ -318,25 +327,18 @@ def report(rows: list[ServingRow], recipes: Recipes, relaxed: bool, show_rows: b
             f"capacity on {len(over)} of {len(loads)} rows; above the packed-chunk capacity "
             f"on {sum(1 for x in loads if x[3] and x[3][0] > x[3][2])}"
         )
-        bound = [r for _, r, _, load in loads if load and load[0] > load[3]]
-        free = [r for _, r, _, load in loads if load and load[0] <= load[3]]
-        for name, part in (("measured rate above the full-batch capacity (prefill-bound)", bound),
-                           ("measured rate within it", free)):  # fmt: skip
-            cells = []
-            for metric in ("ttft_ms", "tpot_ms"):
-                mape, bias = _stats([(getattr(r, metric), getattr(r, "measured_" + metric))
-                                     for r in part])  # fmt: skip
-                cells.append(f"{metric[:4].upper()} {mape:.1f} % ({bias:+.1f} %)")
-            print(f"  {name}: {len(part)} rows, " + ", ".join(cells))
-        for name, keep in (("measured rate < half the one-at-a-time capacity", True),
-                           ("the rest (prefill pool loaded)", False)):  # fmt: skip
-            part = [r for _, r, _, load in loads if load and (load[0] < 0.5 * load[1]) == keep]
-            cells = []
-            for metric in ("ttft_ms", "tpot_ms"):
-                mape, bias = _stats([(getattr(r, metric), getattr(r, "measured_" + metric))
-                                     for r in part])  # fmt: skip
-                cells.append(f"{metric[:4].upper()} {mape:.1f} % ({bias:+.1f} %)")
-            print(f"  {name}: {len(part)} rows, " + ", ".join(cells))
+        parts = {
+            "measured rate above the full-batch capacity (prefill-bound)":
+                [r for _, r, _, load in loads if load and load[0] > load[3]],
+            "measured rate within it":
+                [r for _, r, _, load in loads if load and load[0] <= load[3]],
+            "measured rate < half the one-at-a-time capacity":
+                [r for _, r, _, load in loads if load and load[0] < 0.5 * load[1]],
+            "the rest (prefill pool loaded)":
+                [r for _, r, _, load in loads if load and load[0] >= 0.5 * load[1]],
+        }  # fmt: skip
+        for name, part in parts.items():
+            print(f"  {name}: {len(part)} rows, {_part_cells(part)}")
         if show_rows:
             print(
                 f"  {'row':44} {'pools':22} {'conc':>5} {'TTFT pred/meas ms':>19} "

@@ -58,19 +58,24 @@ def _priced(row, steps: dict):
     return d, cached_step(d, steps, {})
 
 
+def _priced_rows(rows: list, cmax: int):  # noqa: ANN202
+    """(row, deployment, step model, fixed-length workload) of each row at ≤ ``cmax`` clients."""
+    from plena_opt.serving import ServingWorkload
+
+    steps: dict = {}
+    for row in rows:
+        d, step = _priced(row, steps)
+        if d.concurrency <= cmax:
+            yield row, d, step, ServingWorkload(d.concurrency, d.input_len, d.output_len, 0.0)
+
+
 def decomposition(rows: list, cmax: int = 16) -> None:
     """Part 1 (ms): the decomposition per group of the three output lengths."""
-    from plena_opt.serving import ServingWorkload
     from plena_opt.serving.benchmark import fixed_length_run
     from plena_opt.serving.replay import replay_closed_loop
 
-    steps: dict = {}
     groups: dict[tuple, list] = defaultdict(list)
-    for row in rows:
-        d, step = _priced(row, steps)
-        if d.concurrency > cmax:
-            continue
-        wl = ServingWorkload(d.concurrency, d.input_len, d.output_len, 0.0)
+    for row, d, step, wl in _priced_rows(rows, cmax):
         run = fixed_length_run(step, wl)
         burst = replay_closed_loop(step, wl, measured=d.concurrency, warmup_waves=0)
         steady = replay_closed_loop(step, wl, measured=4 * d.concurrency, warmup_waves=4)
@@ -98,16 +103,11 @@ def decomposition(rows: list, cmax: int = 16) -> None:
 def best_budget(rows: list, cmax: int = 32) -> None:
     """Part 2: the step budget whose replay meets each row's measured TTFT, as prompts per step
     (median by model, engine, ISL, C), beside the generator's budget."""
-    from plena_opt.serving import ServingWorkload, StepModel
+    from plena_opt.serving import StepModel
     from plena_opt.serving.benchmark import fixed_length_run
 
-    steps: dict = {}
     groups: dict[tuple, list] = defaultdict(list)
-    for row in rows:
-        d, step = _priced(row, steps)
-        if d.concurrency > cmax:
-            continue
-        wl = ServingWorkload(d.concurrency, d.input_len, d.output_len, 0.0)
+    for row, d, step, wl in _priced_rows(rows, cmax):
         m_ttft = row.measured_ms("ttft_ms")
         best = None
         for b in BUDGETS:
